@@ -1,0 +1,49 @@
+# dmlnb — two commands do everything on a fresh machine:
+#   make book   create the environment, execute every notebook (papermill, default profile), build the HTML book
+#   make test   create the environment, run the unit tests and the notebook tests (smoke profile)
+
+PYTHON  ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+PROFILE ?= default
+# Omniglot's minimal splits live in the data root; ../shared/data is used when it exists.
+DMLNB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
+export DMLNB_DATA
+export OMP_NUM_THREADS ?= 2
+export MPLBACKEND ?= Agg
+export PYTHONHASHSEED ?= 0
+
+NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))
+ENV_STAMP := $(VENV)/.dmlnb-env
+
+.PHONY: env test book notebooks html clean help
+
+help:
+	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE)) + HTML book in _build/html"
+	@echo "make test   # environment + pytest (unit tests, notebooks at the smoke profile via papermill and nbval)"
+
+env: $(ENV_STAMP)
+
+$(ENV_STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e ".[book,test]"
+	touch $@
+
+test: env
+	DMLNB_PROFILE=smoke $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
+
+notebooks: env
+	@for nb in $(NOTEBOOKS); do \
+		echo "papermill $$nb (profile=$(PROFILE))"; \
+		$(BIN)/papermill "$$nb" "$$nb" -k python3 --cwd notebooks -p profile $(PROFILE) --log-output --no-progress-bar || exit 1; \
+	done
+
+html: env
+	$(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
+
+book: notebooks html
+	@echo "book: open _build/html/index.html"
+
+clean:
+	rm -rf _build

@@ -1,0 +1,121 @@
+"""The shared pair mechanism every batch loss is built on.
+
+A batch of ``B`` embeddings ``x`` (shape ``(B, D)``) with integer labels ``y`` (shape ``(B,)``)
+is turned once into
+
+* a similarity or distance matrix ``(B, B)`` (cosine similarity, Euclidean or squared Euclidean
+  distance), and
+* boolean masks ``(B, B)`` of positive pairs (same label, ``i != j``) and negative pairs
+  (different label).
+
+Each loss in :mod:`dmlnb.losses` is then a few tensor lines over these matrices, in the spirit of
+pytorch-metric-learning's distance + mask design, without its mixin plumbing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+import torch.nn.functional as F
+
+__all__ = [
+    "PairMasks",
+    "pair_masks",
+    "cosine_similarity",
+    "euclidean_distance",
+    "check_batch",
+]
+
+
+@dataclass(frozen=True)
+class PairMasks:
+    """Positive and negative pair masks of a labelled batch.
+
+    Attributes:
+        positive: ``(B, B)`` bool, ``True`` where ``y_i == y_j`` and ``i != j``.
+        negative: ``(B, B)`` bool, ``True`` where ``y_i != y_j``.
+    """
+
+    positive: Tensor
+    negative: Tensor
+
+    @property
+    def has_positive(self) -> Tensor:
+        """``(B,)`` bool: anchors with at least one positive."""
+        return self.positive.any(dim=1)
+
+    @property
+    def has_negative(self) -> Tensor:
+        """``(B,)`` bool: anchors with at least one negative."""
+        return self.negative.any(dim=1)
+
+
+def pair_masks(labels: Tensor, ref_labels: Tensor | None = None) -> PairMasks:
+    """Positive / negative masks between ``labels`` ``(B,)`` and ``ref_labels`` ``(R,)``.
+
+    With ``ref_labels=None`` the reference set is the batch itself and the diagonal is never a
+    positive. Returns masks of shape ``(B, R)``.
+    """
+    if labels.dim() != 1:
+        raise ValueError(f"labels must be 1-D (B,), got shape {tuple(labels.shape)}")
+    same_ref = ref_labels is None
+    ref = labels if ref_labels is None else ref_labels
+    same = labels[:, None] == ref[None, :]  # (B, R)
+    positive = same
+    if same_ref:
+        eye = torch.eye(labels.shape[0], dtype=torch.bool, device=labels.device)
+        positive = same & ~eye
+    return PairMasks(positive=positive, negative=~same)
+
+
+def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) -> Tensor:
+    """Cosine similarity ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
+
+    Zero vectors are mapped to similarity 0 (not NaN) by the ``eps`` in the normalisation.
+    """
+    xn = F.normalize(x, dim=1, eps=eps)  # (B, D)
+    yn = xn if y is None else F.normalize(y, dim=1, eps=eps)  # (R, D)
+    return xn @ yn.T  # (B, R)
+
+
+def euclidean_distance(
+    x: Tensor, y: Tensor | None = None, squared: bool = False, eps: float = 1e-12
+) -> Tensor:
+    """Euclidean distance ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
+
+    Computed as ``|x|^2 + |y|^2 - 2 x.y`` (one matmul, no ``(B, R, D)`` tensor), clamped at 0.
+    The square root has a finite gradient at 0: ``sqrt(max(d2, eps))`` is used and exact zeros
+    (e.g. the diagonal, duplicates) are restored, so ``d(x, x) == 0`` and no NaN gradient appears.
+    """
+    y_ = x if y is None else y
+    x2 = (x * x).sum(dim=1, keepdim=True)  # (B, 1)
+    y2 = (y_ * y_).sum(dim=1, keepdim=True).T  # (1, R)
+    d2 = (x2 + y2 - 2.0 * (x @ y_.T)).clamp_min(0.0)  # (B, R)
+    if y is None:  # exact zeros on the diagonal despite round-off
+        eye = torch.eye(d2.shape[0], dtype=torch.bool, device=d2.device)
+        d2 = d2.masked_fill(eye, 0.0)
+    if squared:
+        return d2
+    zero = d2 <= eps
+    d = torch.sqrt(d2.clamp_min(eps))  # (B, R)
+    return d.masked_fill(zero, 0.0)
+
+
+def check_batch(embeddings: Tensor, labels: Tensor) -> None:
+    """Raise a clear error for a malformed batch (shape mismatch, non-finite values)."""
+    if embeddings.dim() != 2:
+        raise ValueError(
+            f"embeddings must be (B, D), got shape {tuple(embeddings.shape)}; flatten the "
+            "network output first"
+        )
+    if labels.dim() != 1 or labels.shape[0] != embeddings.shape[0]:
+        raise ValueError(
+            f"labels must be (B,) with B = {embeddings.shape[0]}, got shape {tuple(labels.shape)}"
+        )
+    if not torch.isfinite(embeddings).all():
+        raise FloatingPointError(
+            "embeddings contain NaN or Inf: the network diverged (lower the learning rate, "
+            "enable gradient clipping, or check the input normalisation)"
+        )

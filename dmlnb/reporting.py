@@ -1,0 +1,78 @@
+"""Tables for the book: runs summarised as mean ± std, reported beside reproduced.
+
+Reproduced numbers only ever come from run records; the paper's numbers enter only through the
+``reported`` argument and are labelled as such in every table.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["summarize_runs", "format_mean_std", "reported_vs_reproduced"]
+
+
+def summarize_runs(
+    metrics_by_run: Mapping[str, Sequence[Mapping[str, float]]],
+    columns: Sequence[str],
+) -> pd.DataFrame:
+    """Mean, std (ddof=1) and run count per method.
+
+    Args:
+        metrics_by_run: method name -> one metrics dict per seed (e.g. ``record.best["metrics"]``).
+        columns: metric names to summarise.
+
+    Returns:
+        DataFrame indexed by method with a ``(metric, stat)`` column MultiIndex, stats
+        ``mean``, ``std`` (NaN for a single run) and ``n``.
+    """
+    data = {}
+    for method, runs in metrics_by_run.items():
+        row = {}
+        for col in columns:
+            vals = np.array([float(r[col]) for r in runs], dtype=np.float64)
+            row[(col, "mean")] = vals.mean()
+            row[(col, "std")] = vals.std(ddof=1) if len(vals) > 1 else np.nan
+            row[(col, "n")] = len(vals)
+        data[method] = row
+    frame = pd.DataFrame.from_dict(data, orient="index")
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns, names=["metric", "stat"])
+    return frame
+
+
+def format_mean_std(summary: pd.DataFrame, scale: float = 100.0, digits: int = 1) -> pd.DataFrame:
+    """Render a :func:`summarize_runs` frame as ``"mean ± std"`` strings (scaled, e.g. to %)."""
+    out = {}
+    for metric in summary.columns.get_level_values("metric").unique():
+        mean = summary[(metric, "mean")] * scale
+        std = summary[(metric, "std")] * scale
+        out[metric] = [
+            f"{m:.{digits}f} ± {s:.{digits}f}" if np.isfinite(s) else f"{m:.{digits}f}"
+            for m, s in zip(mean, std)
+        ]
+    return pd.DataFrame(out, index=summary.index)
+
+
+def reported_vs_reproduced(
+    reported: pd.DataFrame,
+    reproduced: pd.DataFrame,
+    reported_label: str,
+    reproduced_label: str,
+) -> pd.DataFrame:
+    """Side-by-side table with a two-level column header: (metric, source).
+
+    ``reported_label`` names the paper's setting (e.g. "reported (CUB-200, GoogLeNet)") and
+    ``reproduced_label`` ours (e.g. "reproduced (omniglot-small, convnet, default, 3 seeds)").
+    Methods missing on one side show as "—".
+    """
+    metrics = list(dict.fromkeys([*reported.columns, *reproduced.columns]))
+    methods = list(dict.fromkeys([*reported.index, *reproduced.index]))
+    cols = {}
+    for m in metrics:
+        cols[(m, reported_label)] = reported[m].reindex(methods) if m in reported else pd.Series(index=methods, dtype=object)
+        cols[(m, reproduced_label)] = reproduced[m].reindex(methods) if m in reproduced else pd.Series(index=methods, dtype=object)
+    table = pd.DataFrame(cols, index=methods)
+    table.columns = pd.MultiIndex.from_tuples(table.columns, names=["metric", "source"])
+    return table.astype(object).where(table.notna(), "—")

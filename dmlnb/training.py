@@ -1,0 +1,385 @@
+"""The one training loop every notebook uses.
+
+``train(model, loss_fn, train_set, eval_set, config)`` runs ``config.epochs`` epochs of batches
+from a batch sampler (default: :class:`dmlnb.samplers.MPerClassSampler`), evaluates every
+``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the papers
+report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
+
+* CPU or CUDA picked automatically; on CUDA, mixed precision (bf16 autocast, or fp16 with a grad
+  scaler where bf16 is unsupported) and channels_last; losses always see float32 embeddings.
+* Seeded: on CPU two runs with the same config give identical weights.
+* With ``run_dir`` set, the record (JSON) is rewritten atomically after every epoch and a checkpoint
+  is saved; a run that is interrupted resumes from its last finished epoch and ends exactly where
+  an uninterrupted run would (batches of epoch e depend only on (seed, e); RNG states are saved).
+* Per-step :class:`dmlnb.hooks.Hook` objects add samplers that need embeddings, gradient edits
+  (proximal terms) and penalties without forking the loop.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import Tensor, nn
+from torch.utils.data import DataLoader, Dataset, Sampler
+from tqdm.auto import tqdm
+
+from dmlnb.evaluation import compute_embeddings, evaluate
+from dmlnb.hooks import Hook, TrainState
+from dmlnb.profiles import TrainConfig
+from dmlnb.records import RunRecord, atomic_torch_save, environment_info
+
+__all__ = ["train", "fit", "resolve_device", "build_optimizer", "evaluate_model"]
+
+_OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """``"auto"`` -> CUDA when available, else CPU; otherwise ``torch.device(name)``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    device = torch.device(name)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError(f"device {name!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+    return device
+
+
+def build_optimizer(config: TrainConfig, model: nn.Module, loss_fn: nn.Module) -> torch.optim.Optimizer:
+    """The configured optimiser over the model's and the loss's parameters (``loss_lr`` for the latter)."""
+    groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
+    loss_params = [p for p in loss_fn.parameters() if p.requires_grad]
+    if loss_params:
+        groups.append({"params": loss_params, "lr": config.loss_lr or config.lr})
+    name, lr, wd = config.optimizer, config.lr, config.weight_decay
+    if name == "adam":
+        return torch.optim.Adam(groups, lr=lr, weight_decay=wd)
+    if name == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, weight_decay=wd)
+    if name == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
+    if name == "rmsprop":
+        return torch.optim.RMSprop(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {list(_OPTIMIZERS)}")
+
+
+class _Indexed(Dataset):
+    """Wraps a labelled dataset so items carry their index: ``(x, y, i)``."""
+
+    def __init__(self, dataset: Dataset) -> None:
+        self.dataset = dataset
+
+    def __len__(self) -> int:
+        return len(self.dataset)  # type: ignore[arg-type]
+
+    def __getitem__(self, i: int) -> tuple[Tensor, int, int]:
+        x, y = self.dataset[i]
+        return x, y, i
+
+
+def _batches(dataset: Dataset, batches: list[list[int]], num_workers: int, pin: bool) -> Iterable:
+    """Yield ``(x (B,...), y (B,), indices (B,))`` for the given index lists."""
+    if hasattr(dataset, "get_batch"):  # in-memory fast path: one gather per batch
+        for idx in batches:
+            index = torch.as_tensor(idx, dtype=torch.long)
+            x, y = dataset.get_batch(index)
+            yield x, y, index
+        return
+    loader = DataLoader(
+        _Indexed(dataset), batch_sampler=batches, num_workers=num_workers, pin_memory=pin,
+        persistent_workers=False,
+    )
+    yield from loader
+
+
+def _autocast(device: torch.device, enabled: bool) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
+    if not (enabled and device.type == "cuda"):
+        return contextlib.nullcontext(), None
+    if torch.cuda.is_bf16_supported():
+        return torch.autocast("cuda", dtype=torch.bfloat16), None
+    return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
+
+
+def _default_sampler(labels: Tensor, config: TrainConfig) -> Sampler:
+    from dmlnb.samplers import MPerClassSampler
+
+    return MPerClassSampler(labels, m=config.m_per_class, batch_size=config.batch_size, seed=config.seed)
+
+
+def evaluate_model(
+    model: nn.Module,
+    eval_set: Dataset,
+    config: TrainConfig,
+    gallery_set: Dataset | None = None,
+    device: torch.device | None = None,
+) -> dict[str, float]:
+    """Embed ``eval_set`` (and ``gallery_set``) and compute the configured metrics."""
+    emb, lab = compute_embeddings(model, eval_set, batch_size=config.eval_batch_size, device=device)
+    kwargs: dict[str, Any] = {}
+    if gallery_set is not None:
+        g_emb, g_lab = compute_embeddings(model, gallery_set, batch_size=config.eval_batch_size, device=device)
+        kwargs = {"gallery_embeddings": g_emb, "gallery_labels": g_lab}
+    return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, **kwargs)
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def train(
+    model: nn.Module,
+    loss_fn: nn.Module,
+    train_set: Dataset,
+    eval_set: Dataset | None,
+    config: TrainConfig,
+    *,
+    sampler: Sampler | None = None,
+    hooks: Sequence[Hook] = (),
+    gallery_set: Dataset | None = None,
+    run_dir: str | Path | None = None,
+    resume: bool = True,
+    eval_at_start: bool = False,
+    progress: bool = True,
+    name: str | None = None,
+) -> RunRecord:
+    """Train ``model`` with ``loss_fn`` and return the run record.
+
+    Args:
+        model: maps images ``(B, C, H, W)`` to embeddings ``(B, D)``; moved to the device in place.
+        loss_fn: ``loss_fn(embeddings (B, D), labels (B,)) -> scalar``; its parameters are optimised.
+        train_set: a :class:`dmlnb.data.LabelledDataset` (``labels`` attribute, ``(x, y)`` items).
+        eval_set: evaluated every ``config.eval_every`` epochs (``None``: no evaluation).
+        config: the resolved :class:`dmlnb.profiles.TrainConfig`.
+        sampler: batch sampler yielding index lists (``set_epoch`` is called when present);
+            default :class:`dmlnb.samplers.MPerClassSampler` with ``config.m_per_class``.
+        hooks: per-step hooks; a sampler that is also a :class:`Hook` is added automatically.
+        gallery_set: separate gallery for retrieval (In-Shop); ``eval_set`` is then the query set.
+        run_dir: folder for ``record.json`` and checkpoints (``None``: nothing is written).
+        resume: continue from ``run_dir``'s checkpoint when one exists (a finished run is loaded,
+            not retrained).
+        eval_at_start: also evaluate before the first step (history row with ``epoch == 0``).
+        progress: show a tqdm bar.
+        name: run name stored in the record (default: the folder name or ``"run"``).
+    """
+    device = resolve_device(config.device)
+    run_dir = Path(run_dir) if run_dir is not None else None
+    torch.manual_seed(config.seed)
+    model.to(device)
+    loss_fn.to(device)
+    channels_last = config.channels_last and device.type == "cuda"
+    if channels_last:
+        model.to(memory_format=torch.channels_last)
+    labels = torch.as_tensor(train_set.labels)  # type: ignore[attr-defined]
+    sampler = sampler if sampler is not None else _default_sampler(labels, config)
+    hooks = list(hooks)
+    if isinstance(sampler, Hook) and sampler not in hooks:
+        hooks.insert(0, sampler)
+    optimizer = build_optimizer(config, model, loss_fn)
+    milestones = sorted({max(1, round(f * config.epochs)) if f < 1 else int(f) for f in config.lr_milestones})
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=config.lr_gamma)
+    autocast, scaler = _autocast(device, config.amp)
+    state = TrainState(model=model, loss_fn=loss_fn, optimizer=optimizer, device=device)
+
+    record = RunRecord.new(
+        name=name or (run_dir.name if run_dir is not None else "run"),
+        config=config.to_dict(),
+        components={
+            "model": type(model).__name__,
+            "parameters": sum(p.numel() for p in model.parameters()),
+            "loss": repr(loss_fn),
+            "sampler": repr(sampler),
+            "hooks": [repr(h) for h in hooks],
+        },
+        environment=environment_info(device),
+    )
+    start_epoch = 0
+    ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
+    if resume and ckpt_path is not None and ckpt_path.exists():
+        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
+        if ckpt["record"]["config"] != record.data["config"]:
+            raise ValueError(
+                f"{run_dir} holds a run with a different configuration; pass a new run_dir, "
+                "or resume=False to overwrite it"
+            )
+        model.load_state_dict(ckpt["model"])
+        loss_fn.load_state_dict(ckpt["loss"])
+        optimizer.load_state_dict(ckpt["optimizer"])
+        scheduler.load_state_dict(ckpt["scheduler"])
+        if scaler is not None and ckpt.get("scaler"):
+            scaler.load_state_dict(ckpt["scaler"])
+        for hook, hook_state in zip(hooks, ckpt["hooks"]):
+            hook.load_state_dict(hook_state)
+        torch.set_rng_state(ckpt["rng_cpu"])
+        if device.type == "cuda" and ckpt.get("rng_cuda") is not None:
+            torch.cuda.set_rng_state(ckpt["rng_cuda"], device)
+        record = RunRecord(ckpt["record"], path=record.path)
+        record.data["resumed"] = record.data.get("resumed", 0) + 1
+        start_epoch = ckpt["epoch"]
+    if run_dir is not None:
+        record.path = run_dir / "record.json"
+
+    def run_eval() -> dict[str, float]:
+        t0 = time.perf_counter()
+        metrics = evaluate_model(model, eval_set, config, gallery_set, device)
+        metrics["eval_seconds"] = time.perf_counter() - t0
+        return metrics
+
+    if eval_at_start and start_epoch == 0 and eval_set is not None:
+        record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": run_eval()}, config.select_metric)
+
+    steps_per_epoch = len(sampler) if config.steps_per_epoch is None else config.steps_per_epoch  # type: ignore[arg-type]
+    total = steps_per_epoch * config.epochs
+    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress, desc=record.data["name"], leave=False)
+    for hook in hooks:
+        hook.on_train_start(state)
+    pin = device.type == "cuda"
+    try:
+        for epoch in range(start_epoch, config.epochs):
+            state.epoch = epoch
+            model.train()
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)  # type: ignore[attr-defined]
+            batches = _take(sampler, steps_per_epoch)
+            t0 = time.perf_counter()
+            loss_sum, n_images = 0.0, 0
+            for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
+                state.step = epoch * steps_per_epoch + i
+                x = x.to(device, non_blocking=True)
+                if channels_last and x.dim() == 4:
+                    x = x.contiguous(memory_format=torch.channels_last)
+                state.labels, state.indices = y.to(device), idx
+                for hook in hooks:
+                    hook.on_step_start(state)
+                with autocast:
+                    out = model(x)
+                state.embeddings = out.float()  # (B, D)
+                loss = loss_fn(state.embeddings, state.labels)
+                for hook in hooks:
+                    extra = hook.penalty(state)
+                    if extra is not None:
+                        loss = loss + extra
+                optimizer.zero_grad(set_to_none=True)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                    scaler.unscale_(optimizer)
+                else:
+                    loss.backward()
+                state.loss = loss.detach()
+                for hook in hooks:
+                    hook.after_backward(state)
+                if config.grad_clip is not None:
+                    nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                if scaler is not None:
+                    scaler.step(optimizer)
+                    scaler.update()
+                else:
+                    optimizer.step()
+                state.embeddings = state.embeddings.detach()
+                for hook in hooks:
+                    hook.on_step_end(state)
+                loss_value = float(state.loss)
+                if not math.isfinite(loss_value):
+                    raise FloatingPointError(f"non-finite loss {loss_value} at epoch {epoch + 1}, step {state.step}")
+                loss_sum += loss_value * len(idx)
+                n_images += len(idx)
+                bar.update(1)
+                bar.set_postfix(epoch=epoch + 1, loss=f"{loss_value:.4f}", refresh=False)
+            if device.type == "cuda":
+                torch.cuda.synchronize(device)
+            train_seconds = time.perf_counter() - t0
+            scheduler.step()
+            for hook in hooks:
+                hook.on_epoch_end(state)
+            row: dict[str, Any] = {
+                "epoch": epoch + 1,
+                "loss": loss_sum / max(n_images, 1),
+                "train_seconds": train_seconds,
+                "images_per_second": n_images / train_seconds if train_seconds > 0 else None,
+                "lr": optimizer.param_groups[0]["lr"],
+                "metrics": None,
+            }
+            last = epoch + 1 == config.epochs
+            if eval_set is not None and ((epoch + 1) % config.eval_every == 0 or last):
+                row["metrics"] = run_eval()
+            improved = record.add_epoch(row, config.select_metric)
+            if last:
+                record.finish(_now())
+            if run_dir is not None:
+                if improved:
+                    atomic_torch_save({"model": model.state_dict(), "loss": loss_fn.state_dict(), "epoch": epoch + 1}, run_dir / "best.pt")
+                atomic_torch_save(
+                    {
+                        "model": model.state_dict(),
+                        "loss": loss_fn.state_dict(),
+                        "optimizer": optimizer.state_dict(),
+                        "scheduler": scheduler.state_dict(),
+                        "scaler": scaler.state_dict() if scaler is not None else None,
+                        "hooks": [h.state_dict() for h in hooks],
+                        "rng_cpu": torch.get_rng_state(),
+                        "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                        "epoch": epoch + 1,
+                        "record": record.data,
+                    },
+                    ckpt_path,  # type: ignore[arg-type]
+                )
+                record.save()
+    finally:
+        bar.close()
+    if start_epoch >= config.epochs and record.data["status"] != "finished":
+        record.finish(_now())
+    return record
+
+
+def _take(sampler: Sampler, n: int) -> list[list[int]]:
+    """The first ``n`` batches of the sampler's current epoch (cycling if the epoch is shorter)."""
+    batches: list[list[int]] = []
+    while len(batches) < n:
+        before = len(batches)
+        for batch in sampler:
+            batches.append(list(batch))
+            if len(batches) == n:
+                break
+        if len(batches) == before:
+            raise ValueError(f"{sampler!r} yielded no batch; check batch_size against the data")
+    return batches
+
+
+def fit(
+    config: TrainConfig,
+    loss_fn: nn.Module,
+    *,
+    data_root: str | Path | None = None,
+    splits: Any = None,
+    sampler: Sampler | None = None,
+    hooks: Sequence[Hook] = (),
+    run_dir: str | Path | None = None,
+    **train_kwargs: Any,
+) -> tuple[nn.Module, RunRecord]:
+    """Load the configured dataset, build the configured model (seeded) and :func:`train` it.
+
+    Returns ``(model, record)``. ``splits`` may be passed to reuse an already loaded
+    :class:`dmlnb.data.DatasetSplits`.
+    """
+    from dmlnb.data import load_dataset
+    from dmlnb.models import build_model
+
+    if splits is None:
+        splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
+    torch.manual_seed(config.seed)
+    model = build_model(
+        config.model, splits.input_shape, config.embedding_dim, normalize=config.normalize,
+        pretrained=config.pretrained, width=config.width,
+    )
+    if splits.query is not None and splits.gallery is not None:
+        eval_set, gallery = splits.query, splits.gallery
+    else:
+        eval_set, gallery = splits.test, None
+    record = train(
+        model, loss_fn, splits.train, eval_set, config, sampler=sampler, hooks=hooks,
+        gallery_set=gallery, run_dir=run_dir, **train_kwargs,
+    )
+    return model, record

@@ -1,0 +1,67 @@
+import pytest
+
+from dmlnb.profiles import PROFILES, TrainConfig, make_config, resolve_profile
+
+
+def test_profiles_resolve_and_layer_presets_then_overrides():
+    cfg = make_config("default", {"epochs": 3}, presets={"default": {"epochs": 7, "lr": 0.5}})
+    assert cfg.dataset == PROFILES["default"]["dataset"]
+    assert cfg.lr == 0.5  # preset beats the profile
+    assert cfg.epochs == 3  # override beats the preset
+
+
+def test_unknown_profile_lists_valid_ones():
+    with pytest.raises(ValueError, match="smoke.*default.*paper"):
+        make_config("fast")
+
+
+def test_unknown_key_lists_valid_keys():
+    with pytest.raises(KeyError, match="epoch.*valid keys.*epochs"):
+        make_config("smoke", {"epoch": 3})
+
+
+@pytest.mark.parametrize(
+    "key,value", [("epochs", "3"), ("lr", "1e-3"), ("normalize", 1), ("steps_per_epoch", 2.5), ("epochs", True)]
+)
+def test_wrong_type_is_an_error(key, value):
+    with pytest.raises(TypeError, match=key):
+        make_config("smoke", {key: value})
+
+
+def test_ints_become_floats_lists_become_tuples_and_none_where_optional():
+    cfg = make_config("smoke", {"lr": 1, "lr_milestones": [0.5, 0.75], "steps_per_epoch": None})
+    assert isinstance(cfg.lr, float) and cfg.lr == 1.0
+    assert cfg.lr_milestones == (0.5, 0.75)
+    assert cfg.steps_per_epoch is None
+
+
+def test_batch_must_be_a_multiple_of_m_per_class():
+    with pytest.raises(ValueError, match="multiple of m_per_class"):
+        make_config("smoke", {"batch_size": 30, "m_per_class": 8})
+
+
+def test_replace_validates():
+    cfg = make_config("smoke")
+    assert cfg.replace(seed=3).seed == 3
+    with pytest.raises(KeyError):
+        cfg.replace(sead=3)
+
+
+def test_presets_for_unknown_profile_rejected():
+    with pytest.raises(ValueError, match="unknown profiles"):
+        make_config("smoke", presets={"quick": {}})
+
+
+def test_env_override_of_profile(monkeypatch):
+    monkeypatch.delenv("DMLNB_PROFILE", raising=False)
+    assert resolve_profile("default") == "default"
+    monkeypatch.setenv("DMLNB_PROFILE", "smoke")
+    assert resolve_profile("default") == "smoke"
+    monkeypatch.setenv("DMLNB_PROFILE", "tiny")
+    with pytest.raises(ValueError, match="tiny"):
+        resolve_profile("default")
+
+
+def test_config_is_json_friendly():
+    d = TrainConfig().to_dict()
+    assert d["dataset"] == "digits" and isinstance(d["eval_ks"], tuple)
