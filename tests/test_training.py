@@ -1,0 +1,161 @@
+import json
+
+import pytest
+import torch
+
+from dmlnb.data import load_dataset
+from dmlnb.hooks import Hook
+from dmlnb.losses.triplet import TripletLoss
+from dmlnb.models import build_model
+from dmlnb.profiles import make_config
+from dmlnb.training import fit, train
+
+CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 4, "eval_metrics": ("recall",)})
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+def _model(cfg, splits):
+    torch.manual_seed(cfg.seed)
+    return build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=True, width=cfg.width)
+
+
+def _params(model):
+    return torch.cat([p.detach().flatten() for p in model.state_dict().values() if p.is_floating_point()])
+
+
+def test_training_reduces_the_loss(digits):
+    loss_fn = TripletLoss(margin=0.2, mining="all", reduction="mean")
+    cfg = CFG.replace(epochs=4, steps_per_epoch=10)
+    model = _model(cfg, digits)
+    x, y = digits.train.get_batch(torch.arange(0, len(digits.train), 3))
+    model.eval()
+    with torch.no_grad():
+        before = loss_fn(model(x), y).item()
+    train(model, loss_fn, digits.train, None, cfg, progress=False)
+    model.eval()
+    with torch.no_grad():
+        after = loss_fn(model(x), y).item()
+    assert after < 0.8 * before
+
+
+def test_same_seed_same_weights_other_seed_differs(digits):
+    a, _ = fit(CFG, TripletLoss(mining="hard"), splits=digits, progress=False)
+    b, _ = fit(CFG, TripletLoss(mining="hard"), splits=digits, progress=False)
+    c, _ = fit(CFG.replace(seed=1), TripletLoss(mining="hard"), splits=digits, progress=False)
+    assert torch.equal(_params(a), _params(b))
+    assert not torch.equal(_params(a), _params(c))
+
+
+class _Crash(Hook):
+    """Simulates a killed process at a given global step (only once)."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step, self.fired = at_step, False
+
+    def on_step_start(self, state):
+        if state.step == self.at_step and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def _strip_timing(history):
+    drop = {"train_seconds", "images_per_second", "eval_seconds"}
+    out = []
+    for row in history:
+        row = {k: v for k, v in row.items() if k not in drop}
+        if row.get("metrics"):
+            row["metrics"] = {k: v for k, v in row["metrics"].items() if k not in drop}
+        out.append(row)
+    return out
+
+
+def test_resume_after_interruption_equals_uninterrupted_run(digits, tmp_path):
+    model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
+    crash = _Crash(at_step=CFG.steps_per_epoch + 2)  # in the middle of epoch 2
+    with pytest.raises(KeyboardInterrupt):
+        fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
+    on_disk = json.loads((tmp_path / "b" / "record.json").read_text())
+    assert on_disk["status"] == "running" and len(on_disk["history"]) == 1
+    model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
+    assert torch.equal(_params(model_a), _params(model_b))
+    assert rec_b.data["resumed"] == 1 and rec_b.data["status"] == "finished"
+    assert _strip_timing(rec_a.data["history"]) == _strip_timing(rec_b.data["history"])
+
+
+def test_finished_run_is_loaded_not_retrained(digits, tmp_path):
+    model_a, rec_a = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
+    counter = _Counter()
+    model_b, rec_b = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", hooks=[counter], progress=False)
+    assert counter.steps == 0
+    assert torch.equal(_params(model_a), _params(model_b))
+    assert rec_b.best == rec_a.best
+
+
+def test_resume_refuses_a_different_config(digits, tmp_path):
+    fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
+    with pytest.raises(ValueError, match="different configuration"):
+        fit(CFG.replace(lr=0.1), TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
+
+
+def test_run_record_is_complete(digits, tmp_path):
+    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", eval_at_start=True, progress=False)
+    data = json.loads((tmp_path / "r" / "record.json").read_text())
+    assert data == json.loads(json.dumps(rec.data))
+    assert data["status"] == "finished" and data["finished"]
+    assert data["config"]["seed"] == CFG.seed and data["config"]["epochs"] == CFG.epochs
+    assert [row["epoch"] for row in data["history"]] == [0, 1, 2, 3]
+    for row in data["history"][1:]:
+        assert row["train_seconds"] > 0 and row["images_per_second"] > 0
+        assert set(row["metrics"]) >= {"R@1", "R@2", "R@4", "R@8", "eval_seconds"}
+    best = max(data["history"], key=lambda r: r["metrics"]["R@1"])
+    assert data["best"]["value"] == best["metrics"]["R@1"]
+    env = data["environment"]
+    assert {"torch", "torchvision", "python", "device", "git", "dmlnb"} <= set(env)
+    assert "TripletLoss" in data["components"]["loss"]
+    assert (tmp_path / "r" / "best.pt").exists()
+
+
+class _Counter(Hook):
+    def __init__(self):
+        self.steps, self.batches = 0, []
+
+    def on_step_end(self, state):
+        self.steps += 1
+        self.batches.append(state.indices.tolist())
+        assert state.embeddings.shape == (len(state.indices), CFG.embedding_dim)
+        assert not state.embeddings.requires_grad
+
+
+class _Penalty(Hook):
+    def penalty(self, state):
+        return torch.tensor(5.0)
+
+
+def test_hooks_see_every_step_and_penalties_enter_the_loss(digits):
+    counter = _Counter()
+    _, rec = fit(CFG, TripletLoss(), splits=digits, hooks=[counter], progress=False)
+    assert counter.steps == CFG.epochs * CFG.steps_per_epoch
+    assert all(len(b) == CFG.batch_size for b in counter.batches)
+    _, rec_pen = fit(CFG, TripletLoss(), splits=digits, hooks=[_Penalty()], progress=False)
+    # a constant penalty has no gradient: same trajectory, loss shifted by exactly 5
+    for row, row_pen in zip(rec.data["history"], rec_pen.data["history"]):
+        assert row_pen["loss"] == pytest.approx(row["loss"] + 5.0, abs=1e-5)
+
+
+class _NaN(Hook):
+    def penalty(self, state):
+        return torch.tensor(float("nan"))
+
+
+def test_nan_loss_stops_the_run_with_a_clear_error(digits):
+    with pytest.raises(FloatingPointError, match="non-finite loss"):
+        fit(CFG, TripletLoss(), splits=digits, hooks=[_NaN()], progress=False)
+
+
+def test_unknown_optimizer(digits):
+    with pytest.raises(ValueError, match="unknown optimizer.*adam"):
+        fit(CFG.replace(optimizer="lbfgs"), TripletLoss(), splits=digits, progress=False)
