@@ -1,0 +1,49 @@
+"""Datasets of the book behind one call: ``load_dataset(name, root=None, **options)``.
+
+>>> from dmlnb.data import load_dataset
+>>> splits = load_dataset("digits")              # class-disjoint: digits 0-4 / 5-9
+>>> splits.train.get_batch(torch.arange(4))      # (images (4, 1, 8, 8), labels (4,))
+
+Registered names: ``digits``, ``omniglot-small``, ``omniglot``, ``mnist``, ``fashion-mnist``,
+``cifar10``, ``cub200``, ``cars196``, ``sop``, ``inshop`` (see :func:`available_datasets`). Files
+are looked up under :func:`data_root` (argument, else ``$DMLNB_DATA``, else ``~/.cache/dmlnb``).
+"""
+
+from dmlnb.data.base import (
+    DatasetSplits,
+    ImageFileDataset,
+    InMemoryDataset,
+    LabelledDataset,
+    remap_labels,
+)
+from dmlnb.data.registry import (
+    available_datasets,
+    data_root,
+    load_dataset,
+    missing_files_error,
+    register_dataset,
+)
+from dmlnb.data.semisup import semi_supervised, split_labelled_per_class
+
+# Loader modules register their datasets on import.
+from dmlnb.data import (
+    digits,
+    image_folders,
+    omniglot,
+    torchvision_sets,
+)  # noqa: E402,F401  isort: skip
+
+__all__ = [
+    "LabelledDataset",
+    "InMemoryDataset",
+    "ImageFileDataset",
+    "DatasetSplits",
+    "remap_labels",
+    "load_dataset",
+    "register_dataset",
+    "available_datasets",
+    "data_root",
+    "missing_files_error",
+    "semi_supervised",
+    "split_labelled_per_class",
+]

@@ -1,0 +1,197 @@
+"""Labelled datasets and the train/test bundle every loader returns.
+
+Two storage forms cover every dataset of the book:
+
+* :class:`InMemoryDataset` holds the whole set as one normalised float32 tensor ``(N, C, H, W)``.
+  Small sets (digits, Omniglot, MNIST, CIFAR-10) live here; the training loop draws batches with
+  :meth:`InMemoryDataset.get_batch` (one indexing op, no per-item ``DataLoader`` overhead).
+* :class:`ImageFileDataset` keeps file paths and decodes each image on access (CUB-200-2011,
+  Cars196, Stanford Online Products, In-Shop), for use with a ``DataLoader``.
+
+A loader returns a :class:`DatasetSplits`: a class-disjoint (or, for the semi-supervised sets,
+same-class) train/test pair, plus the optional query/gallery and unlabelled parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from PIL import Image
+from torch import Tensor
+from torch.utils.data import Dataset
+
+__all__ = [
+    "LabelledDataset",
+    "InMemoryDataset",
+    "ImageFileDataset",
+    "DatasetSplits",
+    "remap_labels",
+]
+
+
+def remap_labels(labels: Tensor) -> tuple[Tensor, Tensor]:
+    """Map arbitrary integer labels ``(N,)`` to ``0..C-1`` in sorted order of the originals.
+
+    Returns ``(remapped (N,) long, originals (C,) long)`` with ``originals[remapped] == labels``.
+    """
+    originals, remapped = torch.unique(labels, sorted=True, return_inverse=True)  # (C,), (N,)
+    return remapped.long(), originals.long()
+
+
+def _as_labels(labels: Tensor | Sequence[int], n: int) -> Tensor:
+    labels = torch.as_tensor(labels)
+    if labels.dim() != 1 or labels.shape[0] != n:
+        raise ValueError(f"labels must have shape ({n},), got {tuple(labels.shape)}")
+    if labels.dtype.is_floating_point or labels.dtype == torch.bool:
+        raise TypeError(f"labels must be an integer tensor, got dtype {labels.dtype}")
+    return labels.long()
+
+
+class LabelledDataset(Dataset):
+    """A dataset of ``(image (C, H, W) float32, int label)`` items with all labels at hand.
+
+    Attributes:
+        labels: ``(N,)`` long. Samplers read it to build class-balanced batches; ``-1`` marks an
+            unlabelled item (see :attr:`DatasetSplits.unlabelled`).
+    """
+
+    labels: Tensor
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        raise NotImplementedError
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of one item as the model receives it."""
+        raise NotImplementedError
+
+    @property
+    def num_classes(self) -> int:
+        """Number of distinct labels, ``-1`` (unlabelled) not counted."""
+        return int(torch.unique(self.labels[self.labels >= 0]).numel())
+
+
+class InMemoryDataset(LabelledDataset):
+    """All images in one tensor: ``images`` ``(N, C, H, W)`` float32 (already normalised) and
+    ``labels`` ``(N,)`` long, on the same device.
+    """
+
+    def __init__(self, images: Tensor, labels: Tensor | Sequence[int]) -> None:
+        if images.dim() != 4:
+            raise ValueError(
+                f"images must be (N, C, H, W), got shape {tuple(images.shape)}; add the channel "
+                "axis with images.unsqueeze(1) for grey-scale data"
+            )
+        if images.dtype != torch.float32:
+            raise TypeError(f"images must be float32 (normalised), got {images.dtype}")
+        self.images = images
+        self.labels = _as_labels(labels, images.shape[0]).to(images.device)
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        return self.images[index], int(self.labels[index])
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        return tuple(self.images.shape[1:])  # type: ignore[return-value]
+
+    def get_batch(self, indices: Tensor) -> tuple[Tensor, Tensor]:
+        """Images ``(B, C, H, W)`` and labels ``(B,)`` of ``indices`` ``(B,)`` in one gather."""
+        idx = indices.to(self.images.device)  # (B,)
+        return self.images[idx], self.labels[idx]
+
+    def subset(self, indices: Tensor | Sequence[int]) -> InMemoryDataset:
+        """A new dataset holding the items ``indices`` (labels kept as they are)."""
+        idx = torch.as_tensor(indices, dtype=torch.long, device=self.images.device)  # (M,)
+        return InMemoryDataset(self.images[idx], self.labels[idx])
+
+    def to(self, device: torch.device | str) -> InMemoryDataset:
+        """The same dataset on ``device`` (e.g. the GPU, so batches need no host copy)."""
+        return InMemoryDataset(self.images.to(device), self.labels.to(device))
+
+
+class ImageFileDataset(LabelledDataset):
+    """Images decoded from files on access: PIL opens each path, converts it to RGB and
+    ``transform`` turns it into a ``(C, H, W)`` float32 tensor.
+
+    Args:
+        paths: ``N`` image file paths.
+        labels: ``(N,)`` integer labels.
+        transform: PIL image -> tensor (e.g. the ``torchvision.transforms`` pipelines of
+            :func:`dmlnb.data.image_folders.image_transforms`).
+        input_shape: ``(C, H, W)`` that ``transform`` produces; if ``None`` it is read off the
+            first item.
+    """
+
+    def __init__(
+        self,
+        paths: Sequence[str | Path],
+        labels: Tensor | Sequence[int],
+        transform: Callable[[Image.Image], Tensor],
+        input_shape: tuple[int, int, int] | None = None,
+    ) -> None:
+        self.paths = [Path(p) for p in paths]
+        self.labels = _as_labels(labels, len(self.paths))
+        self.transform = transform
+        self._input_shape = input_shape
+
+    def __getitem__(self, index: int) -> tuple[Tensor, int]:
+        with Image.open(self.paths[index]) as image:
+            rgb = image.convert("RGB")
+        return self.transform(rgb), int(self.labels[index])
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        if self._input_shape is None:
+            self._input_shape = tuple(self[0][0].shape)  # type: ignore[assignment]
+        return self._input_shape  # type: ignore[return-value]
+
+    def subset(self, indices: Tensor | Sequence[int]) -> ImageFileDataset:
+        """A new dataset holding the items ``indices`` with the same transform."""
+        idx = torch.as_tensor(indices, dtype=torch.long)  # (M,)
+        paths = [self.paths[i] for i in idx.tolist()]
+        return ImageFileDataset(paths, self.labels[idx], self.transform, self._input_shape)
+
+
+@dataclass
+class DatasetSplits:
+    """What :func:`dmlnb.data.load_dataset` returns.
+
+    Attributes:
+        name: registry name of the dataset.
+        train: the (labelled) training set; labels ``0..C_train-1``.
+        test: the evaluation set; the standard protocol uses it as query and gallery at once.
+            Labels ``0..C_test-1`` (for class-disjoint splits these are *other* classes than the
+            train labels with the same numbers).
+        query, gallery: separate query and gallery sets (In-Shop); ``None`` otherwise. When set,
+            ``test`` is their concatenation (query first) with the same labels.
+        unlabelled: semi-supervised training data whose ``labels`` are all ``-1``.
+        unlabelled_targets: ``(U,)`` long, the hidden true labels of ``unlabelled`` (in the
+            train label space), for diagnostics only.
+        class_names: ``{"train": [...], "test": [...]}``, the original class name of each
+            remapped label of that split (``class_names["test"][y]``), when the source has names.
+    """
+
+    name: str
+    train: LabelledDataset
+    test: LabelledDataset
+    query: LabelledDataset | None = None
+    gallery: LabelledDataset | None = None
+    unlabelled: LabelledDataset | None = None
+    unlabelled_targets: Tensor | None = None
+    class_names: dict[str, list[str]] | None = None
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """``(C, H, W)`` of one training image."""
+        return self.train.input_shape
+
+    @property
+    def num_train_classes(self) -> int:
+        """Number of labelled training classes (e.g. the number of proxies a proxy loss needs)."""
+        return self.train.num_classes

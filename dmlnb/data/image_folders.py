@@ -1,0 +1,228 @@
+"""The four image-retrieval benchmarks of deep metric learning, read from their official layouts.
+
+==================  ==================================================  ==========================
+name                expected under the data root                        class-disjoint split
+==================  ==================================================  ==========================
+``cub200``          ``CUB_200_2011/{images.txt, image_class_labels.txt,  classes 1-100 / 101-200
+                    images/}``
+``cars196``         ``Cars196/{cars_annos.mat, car_ims/}``              classes 1-98 / 99-196
+``sop``             ``Stanford_Online_Products/{Ebay_train.txt,          official files
+                    Ebay_test.txt, <category>_final/}``
+``inshop``          ``In-Shop/{list_eval_partition.txt, img/}``          train / query + gallery
+==================  ==================================================  ==========================
+
+Labels are remapped to ``0..C-1`` per split (in the order of the original class ids). Images are
+decoded on access (:class:`ImageFileDataset`) with the standard transforms of the DML literature
+(:func:`image_transforms`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.io
+import torch
+from torchvision import transforms
+
+from dmlnb.data.base import DatasetSplits, ImageFileDataset, remap_labels
+from dmlnb.data.registry import missing_files_error, register_dataset
+
+__all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_transforms"]
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def image_transforms(image_size: int = 224) -> tuple[transforms.Compose, transforms.Compose]:
+    """``(train, test)`` PIL -> ``(3, image_size, image_size)`` float tensor pipelines.
+
+    Train: ``RandomResizedCrop(image_size)`` + horizontal flip. Test: resize the short side to
+    ``round(image_size * 256 / 224)`` and centre-crop ``image_size``. Both normalise with the
+    ImageNet mean and standard deviation (the backbones are ImageNet-pretrained).
+    """
+    if image_size < 1:
+        raise ValueError(f"image_size must be positive, got {image_size}")
+    normalise = [transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    train = transforms.Compose(
+        [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(), *normalise]
+    )
+    test = transforms.Compose(
+        [
+            transforms.Resize(round(image_size * 256 / 224)),
+            transforms.CenterCrop(image_size),
+            *normalise,
+        ]
+    )
+    return train, test
+
+
+def _read_table(path: Path, skip: int = 0) -> list[list[str]]:
+    """Whitespace-separated rows of a text index file, after ``skip`` header lines."""
+    lines = path.read_text().splitlines()[skip:]
+    return [line.split() for line in lines if line.strip()]
+
+
+@dataclass(frozen=True)
+class _Benchmark:
+    """Where a benchmark lives and where it comes from (for the missing-file message)."""
+
+    name: str
+    folder: str  # under the data root
+    source: str
+    layout: str
+
+    def require(self, path: Path) -> None:
+        if not path.exists():
+            raise missing_files_error(
+                self.name, path, self.source, downloadable=False, layout=self.layout
+            )
+
+    def split(
+        self,
+        folder: Path,
+        rel_paths: Sequence[str],
+        class_ids: Sequence[int],
+        transform: transforms.Compose,
+        image_size: int,
+    ) -> tuple[ImageFileDataset, list[int]]:
+        """An :class:`ImageFileDataset` of ``folder/rel_paths`` with labels remapped to
+        ``0..C-1``; also returns the original class id of each label."""
+        if not rel_paths:
+            raise ValueError(f"{self.name}: the index files in {folder} list no image for a split")
+        self.require(folder / rel_paths[0])  # images unpacked beside the index files?
+        labels, originals = remap_labels(torch.as_tensor(class_ids, dtype=torch.long))  # (N,)
+        shape = (3, image_size, image_size)
+        paths = [folder / p for p in rel_paths]
+        return ImageFileDataset(paths, labels, transform, shape), originals.tolist()
+
+
+CUB = _Benchmark(
+    "cub200",
+    "CUB_200_2011",
+    "https://www.vision.caltech.edu/datasets/cub_200_2011/ (CUB_200_2011.tgz)",
+    "<root>/CUB_200_2011/images.txt, image_class_labels.txt, images/<class>/<file>.jpg",
+)
+
+
+@register_dataset("cub200")
+def load_cub200(root: Path, *, image_size: int = 224) -> DatasetSplits:
+    """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images)."""
+    folder = root / CUB.folder
+    for name in ("images.txt", "image_class_labels.txt"):
+        CUB.require(folder / name)
+    paths = {row[0]: row[1] for row in _read_table(folder / "images.txt")}
+    classes = {row[0]: int(row[1]) for row in _read_table(folder / "image_class_labels.txt")}
+    ids = sorted(paths, key=int)
+    train_tf, test_tf = image_transforms(image_size)
+    parts, names = {}, {}
+    for split, is_train, tf in (("train", True, train_tf), ("test", False, test_tf)):
+        chosen = [i for i in ids if (classes[i] <= 100) == is_train]
+        rel = [f"images/{paths[i]}" for i in chosen]
+        class_ids = [classes[i] for i in chosen]
+        parts[split], originals = CUB.split(folder, rel, class_ids, tf, image_size)
+        class_folder = {classes[i]: Path(paths[i]).parent.name for i in chosen}  # "001.Black_..."
+        names[split] = [class_folder[c] for c in originals]
+    return DatasetSplits("cub200", parts["train"], parts["test"], class_names=names)
+
+
+CARS = _Benchmark(
+    "cars196",
+    "Cars196",
+    "https://ai.stanford.edu/~jkrause/cars/car_dataset.html (car_ims.tgz, cars_annos.mat)",
+    "<root>/Cars196/cars_annos.mat and <root>/Cars196/car_ims/<file>.jpg",
+)
+
+
+@register_dataset("cars196")
+def load_cars196(root: Path, *, image_size: int = 224) -> DatasetSplits:
+    """Cars196 (Stanford Cars): classes 1-98 train (8,054 images), 99-196 test (8,131 images).
+
+    ``cars_annos.mat`` holds ``annotations`` (fields ``relative_im_path``, ``class`` 1..196, ...)
+    and ``class_names``. Its train/test flag is ignored: the DML protocol splits by class over
+    all 16,185 images.
+    """
+    folder = root / CARS.folder
+    CARS.require(folder / "cars_annos.mat")
+    mat = scipy.io.loadmat(folder / "cars_annos.mat", squeeze_me=True)
+    annotations = np.atleast_1d(mat["annotations"])
+    rel = [str(p) for p in annotations["relative_im_path"]]
+    classes = [int(c) for c in annotations["class"]]
+    model_names = [str(n) for n in np.atleast_1d(mat.get("class_names", []))]
+    train_tf, test_tf = image_transforms(image_size)
+    parts, names = {}, {}
+    for split, is_train, tf in (("train", True, train_tf), ("test", False, test_tf)):
+        chosen = [i for i, c in enumerate(classes) if (c <= 98) == is_train]
+        class_ids = [classes[i] for i in chosen]
+        parts[split], originals = CARS.split(
+            folder, [rel[i] for i in chosen], class_ids, tf, image_size
+        )
+        names[split] = [model_names[c - 1] if model_names else str(c) for c in originals]
+    return DatasetSplits("cars196", parts["train"], parts["test"], class_names=names)
+
+
+SOP = _Benchmark(
+    "sop",
+    "Stanford_Online_Products",
+    "https://cvgl.stanford.edu/projects/lifted_struct/ (Stanford_Online_Products.zip)",
+    "<root>/Stanford_Online_Products/Ebay_train.txt, Ebay_test.txt, <category>_final/<file>.JPG",
+)
+
+
+@register_dataset("sop")
+def load_sop(root: Path, *, image_size: int = 224) -> DatasetSplits:
+    """Stanford Online Products by the official ``Ebay_train.txt`` (11,318 classes, 59,551
+    images) / ``Ebay_test.txt`` (11,316 classes, 60,502 images); one class per product.
+
+    Index rows are ``image_id class_id super_class_id path`` after one header line.
+    """
+    folder = root / SOP.folder
+    train_tf, test_tf = image_transforms(image_size)
+    parts = {}
+    for split, tf in (("train", train_tf), ("test", test_tf)):
+        index = folder / f"Ebay_{split}.txt"
+        SOP.require(index)
+        rows = _read_table(index, skip=1)
+        rel, class_ids = [r[3] for r in rows], [int(r[1]) for r in rows]
+        parts[split], _ = SOP.split(folder, rel, class_ids, tf, image_size)
+    return DatasetSplits("sop", parts["train"], parts["test"])
+
+
+INSHOP = _Benchmark(
+    "inshop",
+    "In-Shop",
+    "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html "
+    "(Eval/list_eval_partition.txt and the unzipped Img/img.zip)",
+    "<root>/In-Shop/list_eval_partition.txt and <root>/In-Shop/img/<...>.jpg",
+)
+
+
+@register_dataset("inshop")
+def load_inshop(root: Path, *, image_size: int = 224) -> DatasetSplits:
+    """In-Shop Clothes Retrieval: ``train`` (3,997 items, 25,882 images), ``query`` (14,218) and
+    ``gallery`` (12,612 images) of 3,985 other items, from ``list_eval_partition.txt`` (a count
+    line, a header line, then ``image_name item_id evaluation_status`` rows).
+
+    Query and gallery share one label map (an item has the same label in both); ``test`` is
+    query followed by gallery.
+    """
+    folder = root / INSHOP.folder
+    index = folder / "list_eval_partition.txt"
+    INSHOP.require(index)
+    rows = _read_table(index, skip=2)
+    item_number = {item: n for n, item in enumerate(sorted({r[1] for r in rows}))}
+    by_status = {s: [r for r in rows if r[2] == s] for s in ("train", "query", "gallery")}
+    train_tf, test_tf = image_transforms(image_size)
+
+    def build(part: list[list[str]], tf: transforms.Compose) -> ImageFileDataset:
+        rel, class_ids = [r[0] for r in part], [item_number[r[1]] for r in part]
+        return INSHOP.split(folder, rel, class_ids, tf, image_size)[0]
+
+    train = build(by_status["train"], train_tf)
+    test = build(by_status["query"] + by_status["gallery"], test_tf)  # one label map for both
+    n_query = len(by_status["query"])
+    query = test.subset(range(n_query))
+    gallery = test.subset(range(n_query, len(test)))
+    return DatasetSplits("inshop", train, test, query=query, gallery=gallery)
