@@ -1,0 +1,61 @@
+"""Lifted structured loss (Song, Xiang, Jegelka & Savarese, CVPR 2016)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.pairs import euclidean_distance, pair_masks
+
+__all__ = ["LiftedStructureLoss"]
+
+
+class LiftedStructureLoss(MetricLoss):
+    r"""Smooth lifted structured loss (Song et al. 2016, Eq. 4).
+
+    With :math:`D_{ij}` the Euclidean distance, :math:`\mathcal{N}(i)` the negatives of ``i``
+    and :math:`\mathcal{P}` the positive pairs of the batch,
+
+    .. math::
+
+        J_{ij} = \log\Big(\sum_{k \in \mathcal{N}(i)} e^{m_- - D_{ik}}
+                 + \sum_{l \in \mathcal{N}(j)} e^{m_- - D_{jl}}\Big) + D_{ij} - m_+, \qquad
+        \mathcal{L} = \frac{1}{2|\mathcal{P}|} \sum_{(i,j) \in \mathcal{P}} [J_{ij}]_+^2 .
+
+    :math:`\mathcal{P}` counts each unordered pair once (:math:`J` is symmetric), which is
+    pytorch-metric-learning's ``LiftedStructureLoss``: the mean over ordered pairs of
+    :math:`[J_{ij}]_+^2 / 2`. The paper has :math:`m_+ = 0` and calls :math:`m_-` the margin
+    :math:`\alpha`. Both log-sum-exps are one per-sample ``logsumexp`` over its negatives,
+    combined with ``logaddexp`` (numerically stable, :math:`O(B^2)`).
+    A batch without a positive pair, or with a single class, gives 0.
+
+    Args:
+        neg_margin: :math:`m_-` (paper's :math:`\alpha = 1`; PML default 1).
+        pos_margin: :math:`m_+` (paper: 0; PML default 0).
+        normalize: L2-normalise the embeddings first (PML default ``True``; the paper's
+            equation is written for the network's output as it is).
+
+    Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+    """
+
+    def __init__(
+        self, neg_margin: float = 1.0, pos_margin: float = 0.0, normalize: bool = True
+    ) -> None:
+        super().__init__()
+        self.neg_margin = float(neg_margin)
+        self.pos_margin = float(pos_margin)
+        self.normalize = normalize
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        d = euclidean_distance(x)  # (B, B)
+        masks = pair_masks(labels)
+        if not bool(masks.positive.any() and masks.negative.any()):
+            return zero_loss(embeddings)
+        # every sample has a negative here (at least two classes in the batch)
+        neg_logits = (self.neg_margin - d).masked_fill(~masks.negative, float("-inf"))  # (B, B)
+        neg_lse = torch.logsumexp(neg_logits, dim=1)  # (B,)
+        j = torch.logaddexp(neg_lse[:, None], neg_lse[None, :]) + d - self.pos_margin  # (B, B)
+        return (F.relu(j[masks.positive]) ** 2).mean() / 2.0

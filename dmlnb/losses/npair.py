@@ -1,0 +1,70 @@
+"""Multi-class N-pair loss (Sohn, NeurIPS 2016)."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from dmlnb.losses.base import MetricLoss, zero_loss
+
+__all__ = ["NPairLoss", "first_pair_per_class"]
+
+
+def first_pair_per_class(labels: Tensor) -> tuple[Tensor, Tensor]:
+    """One positive pair per class: the first two batch items of each class with >= 2 items.
+
+    Deterministic (batch order), as in pytorch-metric-learning's ``NPairsLoss``. Returns index
+    tensors ``anchors (N,)`` and ``positives (N,)``, ordered by label.
+    """
+    order = torch.sort(labels, stable=True).indices  # (B,) batch order kept within a class
+    _, counts = torch.unique_consecutive(labels[order], return_counts=True)  # (C,)
+    starts = counts.cumsum(dim=0) - counts  # (C,) first position of each class in `order`
+    starts = starts[counts >= 2]  # (N,)
+    return order[starts], order[starts + 1]
+
+
+class NPairLoss(MetricLoss):
+    r"""Multi-class N-pair loss, N-pair-mc (Sohn 2016), with its L2 embedding penalty.
+
+    From the batch, ``N`` pairs :math:`(x_i, x_i^+)` of distinct classes are taken
+    (:func:`first_pair_per_class`); each anchor is contrasted with the positives of the other
+    pairs through dot products :math:`f^\top f'`:
+
+    .. math::
+
+        \mathcal{L} = \frac{1}{N} \sum_{i=1}^{N}
+            \log\Big(1 + \sum_{j \ne i} \exp(f_i^\top f_j^+ - f_i^\top f_i^+)\Big)
+            + \lambda \frac{1}{B} \sum_{b=1}^{B} \lVert f_b \rVert_2^2 ,
+
+    i.e. softmax cross-entropy over the ``(N, N)`` logits :math:`f_i^\top f_j^+` with target
+    ``i``. Sohn regularises the squared L2 norm of the (unnormalised) embeddings and states no
+    normalisation constant; here it is the mean over the ``B`` batch embeddings (``B = 2N`` in
+    Sohn's batches). With ``l2_reg=0, normalize=True`` this is pytorch-metric-learning's
+    ``NPairsLoss`` (cosine logits). A batch without a positive pair gives 0.
+
+    Args:
+        l2_reg: :math:`\lambda` (0.02, the value used by common PyTorch ports of the paper).
+        normalize: L2-normalise the embeddings before the dot products (PML default ``True``;
+            the paper uses ``False`` and relies on the penalty). The penalty always acts on
+            the raw embeddings.
+
+    Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+    """
+
+    def __init__(self, l2_reg: float = 0.02, normalize: bool = False) -> None:
+        super().__init__()
+        if l2_reg < 0:
+            raise ValueError(f"l2_reg must be >= 0, got {l2_reg}")
+        self.l2_reg = float(l2_reg)
+        self.normalize = normalize
+
+    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        anchors, positives = first_pair_per_class(labels)  # (N,), (N,)
+        if anchors.numel() == 0:
+            return zero_loss(embeddings)
+        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        logits = x[anchors] @ x[positives].T  # (N, N)
+        target = torch.arange(anchors.numel(), device=embeddings.device)  # (N,)
+        penalty = embeddings.pow(2).sum(dim=1).mean()
+        return F.cross_entropy(logits, target) + self.l2_reg * penalty
