@@ -1,0 +1,433 @@
+"""PROFS: class-representative batches, hard negative class mining and the proximal term.
+
+Can, Gürbüz & Alatan, "Deep Metric Learning with Alternating Projections onto Feasible Sets".
+The feasible set of the embedding parameters ``theta`` is relaxed to sets ``C_k`` that constrain
+distances only to one *representative* sample ``k_l`` per class ``l`` (Eq. 4.2). Alternating
+projections onto them (Eq. 4.3) become, with ``M``-step approximate projections (Algorithm 1)::
+
+    repeat
+        sample R = {k_l}_{l=1..L}                    # one representative per class
+        repeat M times
+            sample R' ⊂ R (optionally by hard negative class mining) and examples E
+            theta <- theta - alpha * grad( L(theta; batch(R', E)) + lambda/2 ||theta_k - theta||^2 )
+        k <- k + 1;  theta_k <- theta
+
+This module provides the three pieces, each a plug-in of the generic training loop:
+
+* :func:`projection_period`: ``M = ceil(rho / p(y))`` (Sec. 5.4.1);
+* :class:`RepresentativeSampler`: the batch construction and HNCM (a batch sampler and a
+  :class:`~dmlnb.hooks.Hook` that stores the representatives' embeddings);
+* :class:`ProximalHook`: the gradient of ``lambda/2 ||theta - theta_k||^2`` (Eq. 4.7).
+
+The sampler renews the representatives at global steps ``s`` with ``s % M == 0`` and the hook
+refreshes ``theta_k`` at the start of the same steps, so one ``M``-step projection uses one
+representative set and one anchor, as in Algorithm 1.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.utils.data import Sampler
+
+from dmlnb.hooks import Hook, TrainState
+from dmlnb.samplers import _ClassIndex, _epoch_length, _generator
+
+__all__ = ["projection_period", "RepresentativeSampler", "ProximalHook"]
+
+
+def projection_period(rho: float, batch_size: int, samples_per_class: int, num_classes: int) -> int:
+    """Number of iterations ``M`` of one approximate projection, PROFS Sec. 5.4.1.
+
+    .. math::
+
+        M = \\left\\lceil \\frac{\\rho}{p(y_i)} \\right\\rceil, \\qquad
+        p(y_i) = \\frac{B}{I\\,L},
+
+    where ``p(y_i)`` is the probability of observing class ``i`` in a mini-batch of ``B`` samples
+    holding ``I`` samples of each of its ``B / I`` classes, drawn among ``L`` classes, and ``rho``
+    is how many times a representative is to be used while it is kept (the paper uses
+    ``rho = 6``). E.g. Stanford Online Products (``L = 11318``, ``B = 128``, ``I = 2``):
+    ``M = ceil(6 * 2 * 11318 / 128) = 1062``.
+
+    ``rho`` is read as the decimal it prints as (``0.1`` is 1/10), so the ceiling is exact.
+
+    Args:
+        rho: uses of a representative per renewal, ``> 0``.
+        batch_size: ``B``.
+        samples_per_class: ``I``, samples of each class in a batch (a divisor of ``B``).
+        num_classes: ``L``, number of training classes (at least ``B / I``).
+    """
+    if rho <= 0:
+        raise ValueError(f"rho must be > 0, got {rho}")
+    if samples_per_class < 1 or batch_size % samples_per_class != 0:
+        raise ValueError(
+            f"samples_per_class={samples_per_class} must be >= 1 and divide batch_size={batch_size}"
+        )
+    if num_classes < batch_size // samples_per_class:
+        raise ValueError(
+            f"a batch of {batch_size // samples_per_class} classes needs num_classes >= that, got "
+            f"{num_classes}; p(y) = B / (I L) would exceed 1"
+        )
+    p = Fraction(batch_size, samples_per_class * num_classes)
+    return math.ceil(Fraction(str(rho)) / p)
+
+
+class RepresentativeSampler(Sampler[list[int]], Hook):
+    """PROFS batch construction: class representatives kept for ``M`` steps, optional HNCM.
+
+    **Representatives** (Algorithm 1, Eq. 4.2). Every class ``l`` has one representative
+    ``k_l``; all ``L`` are renewed together at global steps ``s`` with ``s % period == 0``
+    (``period = M``, see :func:`projection_period`), so cycle ``k = s // M`` uses one fixed set.
+    Successive sets are disjoint as far as the class sizes allow (Sec. 4: distinct ``{k_l}`` for
+    distinct ``k``): class ``l`` walks through a random permutation of its ``n_l`` images, one per
+    cycle, and draws a fresh permutation after ``n_l`` cycles (never starting with the image it
+    just used). The sets are a function of ``(seed, k)`` only.
+
+    **Batches** (Algorithm 1, "construct exemplar batch from R' and E"; Sec. 5.4.1 ``I``
+    samples per class). A batch holds ``C = B / m`` distinct classes, as ``C`` contiguous groups
+    of ``m``: the class's current representative first, then ``m - 1`` other images of the class
+    drawn uniformly without replacement (a class with fewer than ``m - 1`` other images gives all
+    of them plus draws with replacement; a single-image class repeats its representative). The
+    representatives thus appear in every batch that holds their class, as the relaxed constraints
+    of Eq. 4.2 are distances *to the representatives*. ``len`` is ``num_batches`` (default
+    ``N_lab // B``); batch ``t`` of epoch ``e`` is global step ``s = e * len + t``.
+
+    **Class choice**. Without HNCM: ``C`` classes uniformly without replacement, so a class is in
+    a batch with probability ``p(y) = B / (m L)`` as :func:`projection_period` assumes. With
+    hard negative class mining (Sec. 4.2 "Hard negative class mining"): the first class is
+    uniform; each next class is the unpicked class whose stored representative embedding is
+    nearest (Euclidean) to those of the classes picked so far,
+    ``argmin_{c not in S} min_{s in S} ||e_c - e_s||``. Keeping the running minimum ``(L,)``
+    makes each pick one matrix-vector product with the ``(L, D)`` memory, ``O(L D)``, never an
+    ``L x L`` matrix. Classes whose representative was never embedded have no stored embedding;
+    they are picked (uniformly) only once no embedded class is left.
+
+    **Hook**. :meth:`on_step_end` stores the embeddings of the representatives of the batch (the
+    first row of each group) in the ``(L, D)`` memory; a class keeps the embedding of its
+    previous representative until its new one has been in a batch (Sec. 4.2: "update those
+    representations as we sample the corresponding representatives"). Reading positions instead
+    of looking indices up keeps this right when a ``DataLoader`` pre-fetches batches. Without HNCM
+    the sampler is stateless and the batches of epoch ``e`` depend only on ``(seed, e)``; with
+    HNCM they also depend on the memory, which :meth:`state_dict` carries for resuming.
+
+    Args:
+        labels: ``(N,)`` integer labels, ``-1`` for unlabelled (never drawn).
+        batch_size: ``B``, a multiple of ``m``.
+        m: samples per class in a batch (``I`` in the paper), the representative included;
+            ``>= 2`` (the paper uses 2).
+        period: ``M``, steps a representative set is kept.
+        hncm: hard negative class mining.
+        seed: seed of the sampler's own generators.
+        num_batches: batches per epoch; default ``N_lab // B``.
+    """
+
+    def __init__(
+        self,
+        labels: Tensor | np.ndarray | Sequence[int],
+        batch_size: int,
+        m: int,
+        period: int,
+        hncm: bool = False,
+        seed: int = 0,
+        num_batches: int | None = None,
+    ) -> None:
+        if m < 2:
+            raise ValueError(
+                f"m={m}: a PROFS group is the representative plus m - 1 samples of its class; "
+                "use m >= 2"
+            )
+        if batch_size % m != 0:
+            raise ValueError(
+                f"batch_size={batch_size} is not a multiple of m={m}; pick a divisible batch_size"
+            )
+        if period < 1:
+            raise ValueError(f"period (M) must be >= 1, got {period}")
+        self._index = _ClassIndex.from_labels(labels)
+        self.batch_size, self.m, self.period = int(batch_size), int(m), int(period)
+        self.classes_per_batch = self.batch_size // self.m
+        if self._index.num_classes < self.classes_per_batch:
+            raise ValueError(
+                f"a batch of {self.classes_per_batch} distinct classes needs at least that many "
+                f"labelled classes, got {self._index.num_classes}; lower batch_size or raise m"
+            )
+        self.hncm = bool(hncm)
+        self.seed = int(seed)
+        self.epoch = 0
+        self.num_batches = _epoch_length(self._index.num_labelled, self.batch_size, num_batches)
+        self._cycle = 0
+        self._rep_order = self._initial_rep_order()  # (N_lab,) positions into index.order
+        self._reps: Tensor | None = None  # (L,) representatives of self._cycle (cache)
+        self.memory: Tensor | None = None  # (L, D) stored representative embeddings
+        self.known = torch.zeros(self._index.num_classes, dtype=torch.bool)  # (L,)
+
+    # ------------------------------------------------------------------ sampler protocol
+    def __len__(self) -> int:
+        return self.num_batches
+
+    def set_epoch(self, epoch: int) -> None:
+        """Select the epoch whose batches the next ``iter`` yields."""
+        if epoch < 0:
+            raise ValueError(f"epoch must be >= 0, got {epoch}")
+        self.epoch = int(epoch)
+
+    @property
+    def classes(self) -> Tensor:
+        """``(L,)`` sorted class labels: slot ``l`` of any ``(L, ...)`` tensor is ``classes[l]``."""
+        return self._index.classes
+
+    def representatives(self, cycle: int) -> Tensor:
+        """``(L,)`` dataset indices of the representatives of cycle ``k`` (steps ``kM..kM+M-1``)."""
+        index = self._index
+        return index.order[self._rep_positions(cycle)]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        index = self._index
+        gen = _generator(self.seed, "batches", self.epoch)
+        for t in range(self.num_batches):
+            step = self.epoch * self.num_batches + t
+            reps = self._rep_positions(step // self.period)  # (L,) positions into index.order
+            keys = torch.rand(index.num_classes, generator=gen)  # (L,)
+            chosen = self._pick_classes(keys)  # (C,) class slots, in batch order
+            start = index.start[chosen]  # (C,)
+            examples = self._draw_examples(chosen, reps[chosen] - start, gen)  # (C, m-1)
+            groups = torch.cat([reps[chosen][:, None], start[:, None] + examples], dim=1)  # (C, m)
+            yield index.order[groups].flatten().tolist()
+
+    # ------------------------------------------------------------------ hook protocol
+    def on_step_end(self, state: TrainState) -> None:
+        """Store the embeddings of the batch's representatives (row ``0, m, 2m, ...``)."""
+        if not self.hncm:
+            return
+        emb, labels = state.embeddings, state.labels
+        if emb is None or labels is None:
+            raise RuntimeError(
+                "RepresentativeSampler.on_step_end needs state.embeddings and state.labels"
+            )
+        if emb.shape[0] != self.batch_size:
+            raise RuntimeError(
+                f"RepresentativeSampler got a batch of {emb.shape[0]} embeddings, expected "
+                f"{self.batch_size}: the loop must train on the batches this sampler yields, "
+                "unchanged"
+            )
+        groups = labels.view(self.classes_per_batch, self.m)  # (C, m)
+        if not bool((groups == groups[:, :1]).all()):
+            raise RuntimeError(
+                "batch is not in the sampler's layout (contiguous groups of m same-class samples, "
+                "representative first): do not shuffle or reorder the sampler's batches"
+            )
+        reps = emb.detach()[:: self.m].float()  # (C, D)
+        slots = self._index.slots_of(groups[:, 0])  # (C,)
+        if self.memory is None:
+            self.memory = torch.zeros(self._index.num_classes, reps.shape[1], device=reps.device)
+        self.memory = self.memory.to(reps.device)
+        self.known = self.known.to(reps.device)
+        self.memory[slots] = reps
+        self.known[slots] = True
+
+    def state_dict(self) -> dict[str, Any]:
+        """The HNCM memory (the representative schedule is a function of ``(seed, step)``)."""
+        return {
+            "num_classes": self._index.num_classes,
+            "memory": None if self.memory is None else self.memory.detach().cpu().clone(),
+            "known": self.known.cpu().clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if state["num_classes"] != self._index.num_classes:
+            raise ValueError(
+                f"checkpoint has {state['num_classes']} classes, this sampler "
+                f"{self._index.num_classes}: it was built from different labels"
+            )
+        self.memory = None if state["memory"] is None else state["memory"].clone()
+        self.known = state["known"].clone()
+
+    # ------------------------------------------------------------------ internals
+    def _initial_rep_order(self) -> Tensor:
+        """Cycle 0: a random permutation of each class's positions, ``(N_lab,)``."""
+        positions = torch.arange(self._index.num_labelled)
+        return self._index.shuffle_within(positions, _generator(self.seed, "representatives", 0))
+
+    def _rep_positions(self, cycle: int) -> Tensor:
+        """``(L,)`` positions (into ``index.order``) of the representatives of ``cycle``.
+
+        Class ``l`` uses entry ``cycle % n_l`` of its permutation; at a cycle that is a multiple
+        of ``n_l`` it first draws a new permutation (generator ``(seed, cycle)``), swapping its
+        first two entries if it would begin with the representative of the previous cycle.
+        Replays from cycle 0 when asked for an earlier cycle, so the result depends only on
+        ``(seed, cycle)``.
+        """
+        if cycle == self._cycle and self._reps is not None:
+            return self._reps
+        index = self._index
+        n, start = index.size, index.start  # (L,), (L,)
+        if cycle < self._cycle:
+            self._cycle, self._rep_order = 0, self._initial_rep_order()
+        for k in range(self._cycle + 1, cycle + 1):
+            wrapped = (k % n == 0) & (n > 1)  # (L,) classes starting a new pass at cycle k
+            if not bool(wrapped.any()):
+                continue
+            previous = self._rep_order[start + n - 1]  # (L,) rep of cycle k-1 (last of the pass)
+            gen = _generator(self.seed, "representatives", k)
+            order = index.shuffle_within(self._rep_order, gen, wrapped)
+            repeat = torch.nonzero(wrapped & (order[start] == previous)).squeeze(1)
+            first, second = start[repeat], start[repeat] + 1
+            order[first], order[second] = order[second], order[first]
+            self._rep_order = order
+        self._cycle, self._reps = cycle, self._rep_order[start + cycle % n]
+        return self._reps
+
+    def _pick_classes(self, keys: Tensor) -> Tensor:
+        """``C`` distinct class slots ``(C,)``: uniform (smallest keys) or by HNCM."""
+        C = self.classes_per_batch
+        if not self.hncm or self.memory is None:
+            return torch.topk(keys, C, largest=False).indices
+        memory, known = self.memory, self.known  # (L, D), (L,)
+        keys = keys.to(memory.device)
+        sq_norm = (memory * memory).sum(dim=1)  # (L,)
+        picked = torch.zeros_like(known)  # (L,)
+        nearest = torch.full_like(sq_norm, math.inf)  # (L,) min squared distance to picked classes
+        new = keys.argmin()  # uniform first class
+        out = [new]
+        for _ in range(C - 1):
+            d2 = sq_norm - 2.0 * (memory @ memory[new]) + sq_norm[new]  # (L,) to the newest pick
+            d2 = torch.where(known & known[new], d2.clamp_(min=0.0), math.inf)  # (L,)
+            nearest = torch.minimum(nearest, d2)
+            picked[new] = True
+            candidates = nearest.masked_fill(picked, math.inf)  # (L,)
+            closest = candidates.argmin()
+            fallback = keys.masked_fill(picked, math.inf).argmin()  # uniform among the unpicked
+            new = torch.where(torch.isfinite(candidates[closest]), closest, fallback)
+            out.append(new)
+        return torch.stack(out).cpu()
+
+    def _draw_examples(self, chosen: Tensor, rep: Tensor, gen: torch.Generator) -> Tensor:
+        """``(C, m-1)`` in-class positions of the non-representative samples of each group.
+
+        ``chosen`` ``(C,)`` class slots, ``rep`` ``(C,)`` in-class position of each representative.
+        """
+        k = self.m - 1
+        n = self._index.size[chosen]  # (C,)
+        width = max(int(self._index.size.max()), k)
+        j = torch.arange(width)  # (W,)
+        keys = torch.rand(len(chosen), width, generator=gen)  # (C, W)
+        invalid = (j >= n[:, None]) | (j == rep[:, None])  # (C, W) outside the class, or the rep
+        keys.masked_fill_(invalid, 2.0)
+        values, pos = torch.topk(keys, k, dim=1, largest=False)  # (C, k) without replacement
+        u = torch.rand(len(chosen), k, dtype=torch.float64, generator=gen)  # (C, k)
+        pad = (u * (n - 1).clamp(min=1)[:, None]).long()  # (C, k) uniform over the n-1 others
+        pad += pad >= rep[:, None]  # skip the representative
+        pad = torch.where((n > 1)[:, None], pad, rep[:, None])  # single-image class: the rep itself
+        return torch.where(values < 2.0, pos, pad)
+
+
+ParamSelector = Callable[[nn.Module], Iterable[nn.Parameter]]
+
+
+class ProximalHook(Hook):
+    """The PROFS proximal term ``lambda/2 ||theta - theta_k||^2`` as a gradient edit.
+
+    Eq. 4.7 / Algorithm 1 minimise ``L(theta; B) + lambda/2 ||theta_k - theta||^2`` during the
+    ``M`` steps of projection ``k``; the term's gradient is added after ``backward``:
+
+    .. math::  \\nabla_\\theta \\leftarrow \\nabla_\\theta + \\lambda\\,(\\theta - \\theta_k),
+
+    which equals adding the penalty to the loss, without its forward pass. ``theta_k`` (a detached
+    copy of the selected parameters) is taken at the start of every step ``s`` with
+    ``s % period == 0``, the steps at which :class:`RepresentativeSampler` with the same ``M``
+    renews its representatives (use ``period = 1`` for SoftTriple-PROFS, where every iteration is
+    a subproblem, Sec. 5.3). A parameter with no gradient this step gets ``lambda (theta -
+    theta_k)`` as its gradient, as the explicit penalty would give it. ``lam = 0`` is a no-op.
+
+    The paper applies the term to all of ``theta``; the authors' later code to the backbone only,
+    the default here. With a ``GradScaler`` the loop must unscale the gradients before
+    :meth:`after_backward`.
+
+    Args:
+        model: the embedding network.
+        lam: ``lambda >= 0`` (the paper: ``1e-3``).
+        period: ``M``, steps between refreshes of ``theta_k``.
+        params: ``"backbone"`` (the parameters of the feature extractor: ``model.trunk`` as in
+            :class:`dmlnb.models.EmbeddingNet`, else ``model.backbone``), ``"all"``, or a callable
+            ``model -> iterable of parameters``. Parameters with ``requires_grad=False`` are
+            skipped.
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        lam: float,
+        period: int,
+        params: str | ParamSelector = "backbone",
+    ) -> None:
+        if lam < 0:
+            raise ValueError(f"lam must be >= 0, got {lam}")
+        if period < 1:
+            raise ValueError(f"period must be >= 1, got {period}")
+        self.lam, self.period = float(lam), int(period)
+        self.params = [p for p in _select(model, params) if p.requires_grad]
+        if not self.params:
+            raise ValueError("ProximalHook selected no trainable parameter; check `params`")
+        self.anchor: list[Tensor] | None = None  # theta_k, one tensor per selected parameter
+
+    def on_step_start(self, state: TrainState) -> None:
+        """Take ``theta_k = theta`` at steps ``s % period == 0`` (and when none is held yet)."""
+        if self.lam == 0:
+            return
+        if self.anchor is None or state.step % self.period == 0:
+            self.anchor = [p.detach().clone() for p in self.params]
+
+    def after_backward(self, state: TrainState) -> None:
+        """``grad += lam * (theta - theta_k)`` for every selected parameter."""
+        if self.lam == 0:
+            return
+        if self.anchor is None:
+            raise RuntimeError(
+                "ProximalHook.after_backward before any on_step_start: theta_k is unset"
+            )
+        with torch.no_grad():
+            for p, anchor in zip(self.params, self.anchor):
+                prox = (p - anchor) * self.lam
+                if p.grad is None:
+                    p.grad = prox
+                else:
+                    p.grad.add_(prox)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"anchor": None if self.anchor is None else [a.clone() for a in self.anchor]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        anchor = state["anchor"]
+        if anchor is None:
+            self.anchor = None
+            return
+        shapes = [a.shape for a in anchor]
+        if shapes != [p.shape for p in self.params]:
+            raise ValueError(
+                "ProximalHook checkpoint does not match the selected parameters' shapes"
+            )
+        self.anchor = [a.to(p.device, p.dtype).clone() for a, p in zip(anchor, self.params)]
+
+
+def _select(model: nn.Module, params: str | ParamSelector) -> list[nn.Parameter]:
+    """The parameters ``ProximalHook`` acts on (see its ``params`` argument)."""
+    if callable(params):
+        return list(params(model))
+    if params == "all":
+        return list(model.parameters())
+    if params == "backbone":
+        for name in ("trunk", "backbone"):
+            backbone = getattr(model, name, None)
+            if isinstance(backbone, nn.Module):
+                return list(backbone.parameters())
+        raise ValueError(
+            f"params='backbone' needs model.trunk or model.backbone (an nn.Module), "
+            f"{type(model).__name__} has neither; pass params='all' or a callable model -> parameters"
+        )
+    raise ValueError(f"params must be 'backbone', 'all' or a callable, got {params!r}")
