@@ -142,10 +142,13 @@ class RunRecord:
         return cls(read_json(path), Path(path))
 
     def add_epoch(self, row: dict[str, Any], select_metric: str) -> bool:
-        """Append an epoch row; returns ``True`` when it is the new best by ``select_metric``."""
+        """Append an epoch row; returns ``True`` when it is the new best by ``select_metric``.
+
+        The evaluation before training (``epoch == 0``) is recorded but never counts as best.
+        """
         self.data["history"].append(row)
         metrics = row.get("metrics")
-        if not metrics:
+        if not metrics or row["epoch"] == 0:
             return False
         if select_metric not in metrics:
             raise KeyError(f"select_metric {select_metric!r} not among computed metrics {sorted(metrics)}")

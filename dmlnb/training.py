@@ -22,12 +22,12 @@ import math
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Iterator, Sequence
 
 import torch
 from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
-from tqdm.auto import tqdm
+from tqdm import tqdm
 
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
@@ -81,7 +81,7 @@ class _Indexed(Dataset):
         return x, y, i
 
 
-def _batches(dataset: Dataset, batches: list[list[int]], num_workers: int, pin: bool) -> Iterable:
+def _batches(dataset: Dataset, batches: Iterable[list[int]], num_workers: int, pin: bool) -> Iterable:
     """Yield ``(x (B,...), y (B,), indices (B,))`` for the given index lists."""
     if hasattr(dataset, "get_batch"):  # in-memory fast path: one gather per batch
         for idx in batches:
@@ -232,6 +232,12 @@ def train(
         record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": run_eval()}, config.select_metric)
 
     steps_per_epoch = len(sampler) if config.steps_per_epoch is None else config.steps_per_epoch  # type: ignore[arg-type]
+    if isinstance(sampler, Hook) and steps_per_epoch != len(sampler):  # type: ignore[arg-type]
+        raise ValueError(
+            f"{type(sampler).__name__} counts {len(sampler)} steps per epoch but "  # type: ignore[arg-type]
+            f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the loop's; "
+            "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
+        )
     total = steps_per_epoch * config.epochs
     bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress, desc=record.data["name"], leave=False)
     for hook in hooks:
@@ -243,7 +249,7 @@ def train(
             model.train()
             if hasattr(sampler, "set_epoch"):
                 sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-            batches = _take(sampler, steps_per_epoch)
+            batches = _EpochBatches(sampler, steps_per_epoch)
             t0 = time.perf_counter()
             loss_sum, n_images = 0.0, 0
             for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
@@ -334,18 +340,28 @@ def train(
     return record
 
 
-def _take(sampler: Sampler, n: int) -> list[list[int]]:
-    """The first ``n`` batches of the sampler's current epoch (cycling if the epoch is shorter)."""
-    batches: list[list[int]] = []
-    while len(batches) < n:
-        before = len(batches)
-        for batch in sampler:
-            batches.append(list(batch))
-            if len(batches) == n:
-                break
-        if len(batches) == before:
-            raise ValueError(f"{sampler!r} yielded no batch; check batch_size against the data")
-    return batches
+class _EpochBatches:
+    """The first ``n`` batches of a sampler's current epoch, drawn lazily (cycling the sampler if
+    its epoch is shorter), so a sampler that is also a hook sees every step's embeddings before
+    it builds the next batch."""
+
+    def __init__(self, sampler: Sampler, n: int) -> None:
+        self.sampler, self.n = sampler, n
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[list[int]]:
+        produced = 0
+        while produced < self.n:
+            before = produced
+            for batch in self.sampler:
+                yield list(batch)
+                produced += 1
+                if produced == self.n:
+                    return
+            if produced == before:
+                raise ValueError(f"{self.sampler!r} yielded no batch; check batch_size against the data")
 
 
 def fit(

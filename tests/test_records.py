@@ -24,6 +24,8 @@ def test_atomic_torch_save_roundtrip(tmp_path):
 
 def test_best_epoch_tracking_and_history_frame(tmp_path):
     rec = RunRecord.new("x", config={}, components={}, environment={})
+    # the evaluation before training is history, never the best epoch
+    assert not rec.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": {"R@1": 0.9}}, "R@1")
     assert rec.add_epoch({"epoch": 1, "loss": 1.0, "train_seconds": 1.0, "metrics": {"R@1": 0.3}}, "R@1")
     assert not rec.add_epoch({"epoch": 2, "loss": 0.9, "train_seconds": 1.0, "metrics": None}, "R@1")
     assert rec.add_epoch({"epoch": 3, "loss": 0.8, "train_seconds": 2.0, "metrics": {"R@1": 0.5}}, "R@1")
@@ -32,6 +34,6 @@ def test_best_epoch_tracking_and_history_frame(tmp_path):
     with pytest.raises(KeyError, match="NMI"):
         rec.add_epoch({"epoch": 5, "loss": 0.7, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "NMI")
     frame = rec.history_frame()
-    assert list(frame.index) == [1, 2, 3, 4, 5] and frame.loc[3, "R@1"] == 0.5
+    assert list(frame.index) == [0, 1, 2, 3, 4, 5] and frame.loc[3, "R@1"] == 0.5
     rec.save(tmp_path / "rec.json")
     assert RunRecord.load(tmp_path / "rec.json").data == json.loads(json.dumps(rec.data))

@@ -159,3 +159,36 @@ def test_nan_loss_stops_the_run_with_a_clear_error(digits):
 def test_unknown_optimizer(digits):
     with pytest.raises(ValueError, match="unknown optimizer.*adam"):
         fit(CFG.replace(optimizer="lbfgs"), TripletLoss(), splits=digits, progress=False)
+
+
+class _OnlineSampler(Hook):
+    """A sampler-hook that records how many steps had finished when each batch was drawn."""
+
+    def __init__(self, labels, batch_size):
+        from dmlnb.samplers import MPerClassSampler
+
+        self.inner = MPerClassSampler(labels, m=8, batch_size=batch_size, seed=0)
+        self.finished, self.drawn_after = 0, []
+
+    def __len__(self):
+        return len(self.inner)
+
+    def set_epoch(self, epoch):
+        self.inner.set_epoch(epoch)
+
+    def __iter__(self):
+        for batch in self.inner:
+            self.drawn_after.append(self.finished)
+            yield batch
+
+    def on_step_end(self, state):
+        self.finished += 1
+
+
+def test_sampler_hooks_draw_each_batch_after_the_previous_step(digits):
+    sampler = _OnlineSampler(digits.train.labels, CFG.batch_size)
+    cfg = CFG.replace(steps_per_epoch=len(sampler.inner), epochs=1)
+    fit(cfg, TripletLoss(), splits=digits, sampler=sampler, progress=False)
+    assert sampler.drawn_after == list(range(len(sampler.inner)))
+    with pytest.raises(ValueError, match="steps_per_epoch"):
+        fit(CFG.replace(steps_per_epoch=3), TripletLoss(), splits=digits, sampler=sampler, progress=False)
