@@ -18,11 +18,11 @@ from dataclasses import dataclass
 
 import torch
 from torch import Tensor
-import torch.nn.functional as F
 
 __all__ = [
     "PairMasks",
     "pair_masks",
+    "l2_normalize",
     "cosine_similarity",
     "euclidean_distance",
     "check_batch",
@@ -70,13 +70,24 @@ def pair_masks(labels: Tensor, ref_labels: Tensor | None = None) -> PairMasks:
     return PairMasks(positive=positive, negative=~same)
 
 
+def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
+    """Rows of ``x`` ``(B, D)`` scaled to unit L2 norm.
+
+    An all-zero row stays zero **with a zero gradient**; ``F.normalize`` would give it a finite
+    but enormous gradient (order ``1 / eps``) that wrecks the next optimiser step.
+    """
+    norm = x.norm(dim=1, keepdim=True)  # (B, 1)
+    unit = x / norm.clamp_min(eps)  # (B, D)
+    return torch.where(norm > eps, unit, torch.zeros_like(unit))
+
+
 def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) -> Tensor:
     """Cosine similarity ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
 
-    Zero vectors are mapped to similarity 0 (not NaN) by the ``eps`` in the normalisation.
+    Zero vectors have similarity 0 to everything, with a zero gradient (see :func:`l2_normalize`).
     """
-    xn = F.normalize(x, dim=1, eps=eps)  # (B, D)
-    yn = xn if y is None else F.normalize(y, dim=1, eps=eps)  # (R, D)
+    xn = l2_normalize(x, eps)  # (B, D)
+    yn = xn if y is None else l2_normalize(y, eps)  # (R, D)
     return xn @ yn.T  # (B, R)
 
 

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import pair_masks
+from dmlnb.pairs import l2_normalize, pair_masks
 
 __all__ = ["AngularLoss"]
 
@@ -56,7 +56,7 @@ class AngularLoss(MetricLoss):
         masks = pair_masks(labels)
         if not bool(masks.positive.any() and masks.negative.any()):
             return zero_loss(embeddings)
-        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         sim = x @ x.T  # (B, B)
         tan2 = math.tan(math.radians(self.alpha_degrees)) ** 2
         pairs = masks.positive.nonzero()  # (P, 2) rows (a, p)

@@ -38,7 +38,7 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import euclidean_distance, pair_masks
+from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
 
 __all__ = [
     "DiscriminativeLoss",
@@ -146,7 +146,7 @@ class DiscriminativeLoss(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         _check_against_centroids(embeddings, labels, self.centroids)
-        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         c = self.centroids.to(x)  # (C, D)
         return _eq8_terms(euclidean_distance(x, c), labels).mean()
 
@@ -276,7 +276,7 @@ def _prepare(embeddings: Tensor, labels: Tensor, normalize: bool) -> Tensor:
             f"{tuple(labels.shape)}"
         )
     x = embeddings.detach().double()  # (N, D)
-    return F.normalize(x, dim=1) if normalize else x
+    return l2_normalize(x) if normalize else x
 
 
 def _check_centroids(centroids: Tensor) -> Tensor:

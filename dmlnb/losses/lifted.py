@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import euclidean_distance, pair_masks
+from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
 
 __all__ = ["LiftedStructureLoss"]
 
@@ -49,7 +49,7 @@ class LiftedStructureLoss(MetricLoss):
         self.normalize = normalize
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x)  # (B, B)
         masks = pair_masks(labels)
         if not bool(masks.positive.any() and masks.negative.any()):

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, euclidean_distance, pair_masks
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = ["MarginLoss", "DistanceWeightedMiner"]
 
@@ -222,7 +222,7 @@ class MarginLoss(MetricLoss):
         )
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        x = F.normalize(embeddings, dim=1)  # (B, D)
+        x = l2_normalize(embeddings)  # (B, D)
         d = euclidean_distance(x)  # (B, B)
         masks = pair_masks(labels)
         w_pos, w_neg = self._pair_weights(d.detach(), masks, embeddings.shape[1])  # (B, B) x 2

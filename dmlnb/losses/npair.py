@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from dmlnb.pairs import l2_normalize
 from dmlnb.losses.base import MetricLoss, zero_loss
 
 __all__ = ["NPairLoss", "first_pair_per_class"]
@@ -63,7 +64,7 @@ class NPairLoss(MetricLoss):
         anchors, positives = first_pair_per_class(labels)  # (N,), (N,)
         if anchors.numel() == 0:
             return zero_loss(embeddings)
-        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         logits = x[anchors] @ x[positives].T  # (N, N)
         target = torch.arange(anchors.numel(), device=embeddings.device)  # (N,)
         penalty = embeddings.pow(2).sum(dim=1).mean()

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import euclidean_distance
+from dmlnb.pairs import euclidean_distance, l2_normalize
 
 __all__ = ["ProxyNCALoss"]
 
@@ -81,7 +81,7 @@ class ProxyNCALoss(MetricLoss):
     def logits(self, embeddings: Tensor) -> Tensor:
         """Logits ``-scale * ||x^ - p^||^2`` ``(B, C)`` of embeddings ``(B, D)``."""
         dtype = torch.promote_types(embeddings.dtype, self.proxies.dtype)
-        x = F.normalize(embeddings.to(dtype), dim=1)  # (B, D)
+        x = l2_normalize(embeddings.to(dtype))  # (B, D)
         p = F.normalize(self.proxies.to(dtype), dim=1)  # (C, D)
         return -self.scale * euclidean_distance(x, p, squared=True)  # (B, C)
 

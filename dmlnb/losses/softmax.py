@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dmlnb.pairs import l2_normalize
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NormalizedSoftmaxLoss"]
@@ -61,7 +62,7 @@ class NormalizedSoftmaxLoss(MetricLoss):
                 f"[{int(labels.min())}, {int(labels.max())}]; remap the training labels to "
                 "0..C-1 or raise num_classes"
             )
-        x = F.normalize(embeddings, dim=1)  # (B, D)
+        x = l2_normalize(embeddings)  # (B, D)
         w = F.normalize(self.weight, dim=1).to(embeddings.dtype)  # (C, D)
         logits = x @ w.T / self.temperature  # (B, C)
         return F.cross_entropy(logits, labels)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import euclidean_distance, pair_masks
+from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
 
 __all__ = ["TripletLoss"]
 
@@ -82,7 +82,7 @@ class TripletLoss(MetricLoss):
         self.reduction = reduction
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        x = F.normalize(embeddings, dim=1) if self.normalize else embeddings  # (B, D)
+        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         masks = pair_masks(labels)
         valid_pairs = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
