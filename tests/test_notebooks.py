@@ -1,0 +1,53 @@
+"""Notebooks: stored outputs come from a default-profile papermill run, and every notebook runs
+headless at the smoke profile with papermill (nbval re-executes them too: `make test`)."""
+
+import json
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+MAX_BYTES = 3 * 1024 * 1024
+
+
+def test_there_are_notebooks():
+    assert NOTEBOOKS, "no notebooks found under notebooks/"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_notebook_is_a_default_profile_papermill_run(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "python3"
+    tagged = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and "profile" in tagged[0].source
+    pm = nb.metadata.get("papermill", {})
+    assert pm.get("parameters", {}).get("profile") == "default", (
+        f"{path.name} must carry the outputs of `make notebooks` (profile=default); "
+        f"found papermill parameters {pm.get('parameters')}"
+    )
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    assert not [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert any(o.get("data", {}).get("image/png") for c in code for o in c.get("outputs", [])), "no figure stored"
+    assert path.stat().st_size < MAX_BYTES, f"{path.name} is {path.stat().st_size} bytes; lower figure dpi"
+
+
+@pytest.mark.notebook
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_runs_at_smoke_profile_with_papermill(path, tmp_path, monkeypatch):
+    papermill = pytest.importorskip("papermill")
+    monkeypatch.delenv("DMLNB_PROFILE", raising=False)  # the parameter itself must select smoke
+    out = tmp_path / path.name
+    papermill.execute_notebook(
+        str(path), str(out), parameters={"profile": "smoke", "results_dir": str(tmp_path / "results")},
+        kernel_name="python3", cwd=str(path.parent), progress_bar=False,
+    )
+    nb = nbformat.read(out, as_version=4)
+    assert nb.metadata["papermill"]["parameters"]["profile"] == "smoke"
+    records = sorted((tmp_path / "results").rglob("record.json"))
+    assert records, "the notebook wrote no run record"
+    for rec in records:
+        data = json.loads(rec.read_text())
+        assert data["status"] == "finished"
+        assert data["config"]["dataset"] == "digits"  # the smoke profile's data
