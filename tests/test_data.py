@@ -581,3 +581,23 @@ def test_inshop_fabricated(tmp_path: Path) -> None:
     ]
     _check_test_pixels(splits.query, items, 10)
     _check_test_pixels(splits.gallery, items, 10)
+
+
+def test_gather_images_same_for_memory_and_file_backed_datasets():
+    from dmlnb.data import InMemoryDataset, LabelledDataset, gather_images
+
+    images = torch.rand(10, 3, 12, 12)
+    mem = InMemoryDataset(images, torch.arange(10) % 3)
+
+    class ItemsOnly(LabelledDataset):  # no get_batch: the file-backed path
+        labels = mem.labels
+
+        def __getitem__(self, i):
+            return images[i], int(self.labels[i])
+
+    pick = [7, 2, 2, 9]
+    assert torch.equal(gather_images(mem, pick, batch_size=3), images[pick])
+    assert torch.equal(gather_images(ItemsOnly(), pick, batch_size=3), images[pick])
+    small = gather_images(mem, size=6)
+    assert small.shape == (10, 3, 6, 6)
+    torch.testing.assert_close(small.mean(dim=(2, 3)), images.mean(dim=(2, 3)), atol=0.02, rtol=0)

@@ -14,6 +14,7 @@ from dmlnb.data.base import (
     ImageFileDataset,
     InMemoryDataset,
     LabelledDataset,
+    gather_images,
     remap_labels,
 )
 from dmlnb.data.registry import (
@@ -38,6 +39,7 @@ __all__ = [
     "InMemoryDataset",
     "ImageFileDataset",
     "DatasetSplits",
+    "gather_images",
     "remap_labels",
     "load_dataset",
     "register_dataset",

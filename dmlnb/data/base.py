@@ -195,3 +195,33 @@ class DatasetSplits:
     def num_train_classes(self) -> int:
         """Number of labelled training classes (e.g. the number of proxies a proxy loss needs)."""
         return self.train.num_classes
+
+
+def gather_images(
+    dataset: LabelledDataset,
+    indices: Tensor | Sequence[int] | None = None,
+    size: int | None = None,
+    batch_size: int = 256,
+) -> Tensor:
+    """Images of ``dataset`` as one tensor ``(M, C, H', W')`` on the CPU, e.g. for a raw-pixel
+    baseline, a t-SNE of pixels or a retrieval grid.
+
+    Works for in-memory datasets (one gather) and file-backed ones (decoded in batches).
+    ``indices`` selects items (default: all); ``size`` resizes to ``size x size`` with
+    antialiasing, which keeps raw pixels of 224-px datasets to a tractable dimension.
+    """
+    import torch.nn.functional as F
+
+    idx = torch.arange(len(dataset)) if indices is None else torch.as_tensor(indices, dtype=torch.long)
+    parts = []
+    for start in range(0, idx.numel(), batch_size):
+        chunk = idx[start : start + batch_size]  # (b,)
+        if hasattr(dataset, "get_batch"):
+            images = dataset.get_batch(chunk)[0].cpu()  # (b, C, H, W)
+        else:
+            images = torch.stack([dataset[int(i)][0] for i in chunk])  # (b, C, H, W)
+        if size is not None and tuple(images.shape[-2:]) != (size, size):
+            images = F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+        parts.append(images)
+    return torch.cat(parts)
+
