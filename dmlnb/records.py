@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-__all__ = ["RunRecord", "write_json_atomic", "read_json", "environment_info", "atomic_torch_save"]
+__all__ = ["RunRecord", "load_finished_record", "write_json_atomic", "read_json", "environment_info", "atomic_torch_save"]
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -199,3 +199,18 @@ class RunRecord:
         best = self.best
         summary = f"best {best['metric']}={best['value']:.4f} @ epoch {best['epoch']}" if best else "no evaluation"
         return f"RunRecord({self.data['name']!r}, {self.data['status']}, {summary})"
+
+
+def load_finished_record(run_dir: str | Path, config: dict[str, Any] | Any) -> RunRecord | None:
+    """The finished record in ``run_dir`` if it was made with ``config``, else ``None``.
+
+    Lets a notebook re-render its tables from saved records without retraining; a record made
+    with another configuration (or an unfinished one) is ignored, so changed settings retrain.
+    """
+    path = Path(run_dir) / "record.json"
+    if not path.exists():
+        return None
+    record = RunRecord.load(path)
+    wanted = config.to_dict() if hasattr(config, "to_dict") else config
+    same = json.loads(json.dumps(wanted, default=_jsonable)) == record.data["config"]
+    return record if record.data["status"] == "finished" and same else None

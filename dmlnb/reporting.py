@@ -6,12 +6,13 @@ Reproduced numbers only ever come from run records; the paper's numbers enter on
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-__all__ = ["summarize_runs", "format_mean_std", "reported_vs_reproduced"]
+__all__ = ["summarize_runs", "format_mean_std", "reported_vs_reproduced", "compare", "Claim", "claims_table"]
 
 
 def summarize_runs(
@@ -76,3 +77,42 @@ def reported_vs_reproduced(
     table = pd.DataFrame(cols, index=methods)
     table.columns = pd.MultiIndex.from_tuples(table.columns, names=["metric", "source"])
     return table.astype(object).where(table.notna(), "—")
+
+
+HOLDS, FAILS, WITHIN_NOISE, NOT_TESTED = "holds", "does not hold", "inconclusive (within noise)", "not tested at this scale"
+
+
+def compare(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True) -> str:
+    """Verdict on "A beats B" from per-seed results.
+
+    ``"holds"`` when A's mean is better by more than the standard error of the difference of the
+    means (Welch), ``"does not hold"`` when A's mean is not better at all, and
+    ``"inconclusive (within noise)"`` in between. With a single run per side any better mean counts.
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    if x.size == 0 or y.size == 0:
+        return NOT_TESTED
+    diff = (x.mean() - y.mean()) * (1.0 if higher_is_better else -1.0)
+    if diff <= 0:
+        return FAILS
+    se = np.sqrt((x.var(ddof=1) / x.size if x.size > 1 else 0.0) + (y.var(ddof=1) / y.size if y.size > 1 else 0.0))
+    return HOLDS if diff > se else WITHIN_NOISE
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper, the paper's evidence, ours, and a verdict computed from our runs
+    (use :func:`compare` or another computation; never a typed-in string)."""
+
+    claim: str
+    paper_evidence: str
+    our_evidence: str
+    verdict: str
+
+
+def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
+    """The claims as a DataFrame with columns claim / paper's evidence / our evidence / verdict."""
+    return pd.DataFrame(
+        [(c.claim, c.paper_evidence, c.our_evidence, c.verdict) for c in claims],
+        columns=["claim", "paper's evidence", "our evidence", "verdict"],
+    )

@@ -37,3 +37,18 @@ def test_best_epoch_tracking_and_history_frame(tmp_path):
     assert list(frame.index) == [0, 1, 2, 3, 4, 5] and frame.loc[3, "R@1"] == 0.5
     rec.save(tmp_path / "rec.json")
     assert RunRecord.load(tmp_path / "rec.json").data == json.loads(json.dumps(rec.data))
+
+
+def test_load_finished_record_only_for_the_same_config(tmp_path):
+    from dmlnb.profiles import make_config
+    from dmlnb.records import load_finished_record
+
+    cfg = make_config("smoke")
+    rec = RunRecord.new("x", config=cfg.to_dict(), components={}, environment={})
+    rec.save(tmp_path / "record.json")
+    assert load_finished_record(tmp_path, cfg) is None  # still running
+    rec.finish("now")
+    rec.save()
+    assert load_finished_record(tmp_path, cfg).data["status"] == "finished"
+    assert load_finished_record(tmp_path, cfg.replace(lr=0.5)) is None
+    assert load_finished_record(tmp_path / "missing", cfg) is None

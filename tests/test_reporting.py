@@ -26,3 +26,21 @@ def test_reported_vs_reproduced_labels_sources_and_fills_missing():
     assert t.loc["EPSHN", ("R@1", "reproduced (omniglot-small)")] == "40.1 ± 1.0"
     assert t.loc["triplet", ("R@1", "reproduced (omniglot-small)")] == "—"
     assert t.loc["triplet", ("MAP@R", "reported (CUB)")] == "—"
+
+
+def test_compare_verdicts():
+    from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE, compare
+
+    assert compare([0.8, 0.82, 0.81], [0.5, 0.52, 0.49]) == HOLDS
+    assert compare([0.5, 0.52, 0.49], [0.8, 0.82, 0.81]) == FAILS
+    assert compare([0.60, 0.70, 0.50], [0.58, 0.68, 0.52]) == WITHIN_NOISE
+    assert compare([0.3], [0.5], higher_is_better=False) == HOLDS
+    assert compare([], [0.5]) == NOT_TESTED
+
+
+def test_claims_table_columns():
+    from dmlnb.reporting import Claim, claims_table
+
+    t = claims_table([Claim("A beats B", "Table 1", "R@1 60 vs 50", "holds")])
+    assert list(t.columns) == ["claim", "paper's evidence", "our evidence", "verdict"]
+    assert t.iloc[0]["verdict"] == "holds"
