@@ -1,0 +1,46 @@
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import torch
+from matplotlib.colors import to_rgba
+
+from dmlnb.plots import plot_embedding_2d, plot_history, retrieval_grid, tsne, tsne_with_reference
+
+
+def test_retrieval_grid_frames_match_labels():
+    q_img, g_img = torch.rand(2, 1, 6, 6), torch.rand(5, 1, 6, 6)
+    q_lab, g_lab = torch.tensor([0, 1]), torch.tensor([0, 1, 0, 1, 2])
+    nb = torch.tensor([[0, 1, 2], [4, 3, 0]])
+    fig = retrieval_grid(q_img, q_lab, g_img, g_lab, nb, title="t")
+    axes = np.array(fig.axes).reshape(2, 4)
+    green, red = to_rgba("tab:green"), to_rgba("tab:red")
+    for r in range(2):
+        for j in range(3):
+            want = green if g_lab[nb[r, j]] == q_lab[r] else red
+            assert axes[r, j + 1].spines["top"].get_edgecolor() == want
+    assert fig._suptitle.get_text() == "t"
+
+
+def test_tsne_places_new_points_near_their_reference_cluster():
+    rng = np.random.default_rng(0)
+    centres = rng.normal(size=(3, 10)) * 10
+    ref = np.concatenate([c + rng.normal(size=(40, 10)) for c in centres])
+    new = np.concatenate([c + rng.normal(size=(5, 10)) for c in centres])
+    ref_2d, new_2d = tsne_with_reference(ref, new, perplexity=15)
+    assert ref_2d.shape == (120, 2) and new_2d.shape == (15, 2)
+    ref_lab, new_lab = np.repeat(np.arange(3), 40), np.repeat(np.arange(3), 5)
+    nearest = ((new_2d[:, None] - ref_2d[None]) ** 2).sum(-1).argmin(1)
+    assert (ref_lab[nearest] == new_lab).mean() >= 0.9
+    assert tsne(ref, perplexity=15).shape == (120, 2)
+
+
+def test_scatter_and_history_have_titles_labels_and_legends():
+    ax = plot_embedding_2d(np.random.rand(30, 2), np.arange(30) % 3, title="map")
+    assert ax.get_title() == "map" and ax.get_xlabel() and ax.get_legend() is not None
+    import pandas as pd
+
+    frame = pd.DataFrame({"R@1": [0.1, 0.2]}, index=pd.Index([1, 2], name="epoch"))
+    ax = plot_history({"run": frame}, metric="R@1")
+    assert ax.get_ylabel() == "R@1" and ax.get_legend() is not None
