@@ -430,3 +430,20 @@ def test_cuda_matches_cpu():
     assert torch.equal(loss_fn.last_medoids.cpu(), cpu_medoids)
     assert gpu.item() == pytest.approx(cpu.item(), abs=1e-9)
     assert math.isfinite(loss_fn.last_stats["inference_seconds"])
+
+
+def test_margin_decay_hook_follows_exponential_decay():
+    from types import SimpleNamespace
+
+    from dmlnb.losses.facility_location import MarginDecayHook
+
+    loss = FacilityLocationLoss(margin_multiplier=2.0)
+    hook = MarginDecayHook(loss, rate=0.94, decay_steps=10)
+    for step, want in [(0, 2.0), (5, 2.0 * 0.94**0.5), (10, 2.0 * 0.94), (25, 2.0 * 0.94**2.5)]:
+        hook.on_step_start(SimpleNamespace(step=step))
+        assert loss.margin_multiplier == pytest.approx(want)
+    stair = MarginDecayHook(FacilityLocationLoss(margin_multiplier=1.0), rate=0.5, decay_steps=10, staircase=True)
+    stair.on_step_start(SimpleNamespace(step=19))
+    assert stair.loss.margin_multiplier == pytest.approx(0.5)
+    with pytest.raises(ValueError, match="rate"):
+        MarginDecayHook(loss, rate=1.5)

@@ -27,7 +27,7 @@ from dmlnb.losses.base import MetricLoss, zero_loss
 from dmlnb.losses.contrastive import ContrastiveLoss
 from dmlnb.losses.discriminative import DiscriminativeLoss
 from dmlnb.losses.easy_positive import EasyPositiveLoss, easy_positive_loss
-from dmlnb.losses.facility_location import FacilityLocationLoss
+from dmlnb.losses.facility_location import FacilityLocationLoss, MarginDecayHook
 from dmlnb.losses.lifted import LiftedStructureLoss
 from dmlnb.losses.margin import DistanceWeightedMiner, MarginLoss
 from dmlnb.losses.multi_similarity import MultiSimilarityLoss, MultiSimilarityMiner
@@ -56,4 +56,5 @@ __all__ = [
     "easy_positive_loss",
     "DiscriminativeLoss",
     "FacilityLocationLoss",
+    "MarginDecayHook",
 ]

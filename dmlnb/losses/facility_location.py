@@ -38,6 +38,7 @@ import time
 import torch
 from torch import Tensor
 
+from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import euclidean_distance, l2_normalize
 
@@ -50,6 +51,7 @@ __all__ = [
     "loss_augmented_inference",
     "exhaustive_inference",
     "FacilityLocationLoss",
+    "MarginDecayHook",
 ]
 
 
@@ -536,3 +538,39 @@ class FacilityLocationLoss(MetricLoss):
             f"margin_multiplier={self.margin_multiplier}, pam_passes={self.pam_passes}, "
             f"normalize={self.normalize}"
         )
+
+
+class MarginDecayHook(Hook):
+    """Exponential decay of the margin multiplier, as Song et al. (2017, Sec. 5) train:
+    ``gamma_t = gamma_0 * rate ** (t / decay_steps)`` at global step ``t`` (TensorFlow's
+    ``exponential_decay``; ``staircase=True`` floors the exponent).
+
+    Args:
+        loss: the :class:`FacilityLocationLoss` whose ``margin_multiplier`` is decayed.
+        rate: decay rate (the paper uses 0.94).
+        decay_steps: steps per factor ``rate`` (the paper does not state it; e.g. one epoch).
+        staircase: decay in whole steps of ``decay_steps``.
+    """
+
+    def __init__(self, loss: FacilityLocationLoss, rate: float = 0.94, decay_steps: int = 1000, staircase: bool = False) -> None:
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"rate must be in (0, 1], got {rate}")
+        if decay_steps < 1:
+            raise ValueError(f"decay_steps must be >= 1, got {decay_steps}")
+        self.loss, self.rate, self.decay_steps, self.staircase = loss, rate, decay_steps, staircase
+        self.initial = loss.margin_multiplier
+
+    def on_step_start(self, state: TrainState) -> None:
+        exponent = state.step / self.decay_steps
+        if self.staircase:
+            exponent = math.floor(exponent)
+        self.loss.margin_multiplier = self.initial * self.rate**exponent
+
+    def state_dict(self) -> dict:
+        return {"initial": self.initial}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.initial = state["initial"]
+
+    def __repr__(self) -> str:
+        return f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, staircase={self.staircase})"
