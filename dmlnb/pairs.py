@@ -26,6 +26,7 @@ __all__ = [
     "cosine_similarity",
     "euclidean_distance",
     "check_batch",
+    "check_class_labels",
 ]
 
 
@@ -129,4 +130,17 @@ def check_batch(embeddings: Tensor, labels: Tensor) -> None:
         raise FloatingPointError(
             "embeddings contain NaN or Inf: the network diverged (lower the learning rate, "
             "enable gradient clipping, or check the input normalisation)"
+        )
+
+
+def check_class_labels(labels: Tensor, num_classes: int, what: str = "one parameter row per class") -> None:
+    """Raise a clear error unless every label lies in ``[0, num_classes)`` (losses with per-class
+    parameters: proxies, centres, centroids, class weights, per-class margins)."""
+    if labels.numel() == 0:
+        return
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= num_classes:
+        raise ValueError(
+            f"labels must lie in [0, num_classes={num_classes}) ({what}), got range [{lo}, {hi}]; "
+            "remap the labels to 0..C-1 (dmlnb.data does per split) or raise num_classes"
         )

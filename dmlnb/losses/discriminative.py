@@ -38,7 +38,7 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import check_class_labels, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = [
     "DiscriminativeLoss",
@@ -296,8 +296,4 @@ def _check_against_centroids(embeddings: Tensor, labels: Tensor, centroids: Tens
             f"embeddings must be (B, {dim}) to match the centroids, got "
             f"{tuple(embeddings.shape)}; project the features to the centroid dimension"
         )
-    if labels.numel() and (labels.min().item() < 0 or labels.max().item() >= n_classes):
-        raise ValueError(
-            f"labels must lie in [0, {n_classes}) (one centroid per class), got range "
-            f"[{labels.min().item()}, {labels.max().item()}]; remap labels to 0..C-1"
-        )
+    check_class_labels(labels, n_classes, "one centroid per class")

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = ["MarginLoss", "DistanceWeightedMiner"]
 
@@ -255,10 +255,5 @@ class MarginLoss(MetricLoss):
         """:math:`\\beta` of each anchor's class, ``(B, 1)``."""
         if self.num_classes is None:
             return self.beta.expand(labels.shape[0])[:, None]
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < 0 or hi >= self.num_classes:
-            raise ValueError(
-                f"labels must lie in [0, num_classes={self.num_classes}) for class-specific beta, "
-                f"got range [{lo}, {hi}]; remap the labels or raise num_classes"
-            )
+        check_class_labels(labels, self.num_classes, "class-specific beta")
         return self.beta[labels][:, None]

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import euclidean_distance, l2_normalize
+from dmlnb.pairs import check_class_labels, euclidean_distance, l2_normalize
 
 __all__ = ["ProxyNCALoss"]
 
@@ -86,12 +86,7 @@ class ProxyNCALoss(MetricLoss):
         return -self.scale * euclidean_distance(x, p, squared=True)  # (B, C)
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < 0 or hi >= self.num_classes:
-            raise ValueError(
-                f"labels must lie in [0, num_classes={self.num_classes}), got range [{lo}, {hi}]; "
-                "remap the labels to 0..C-1 or raise num_classes"
-            )
+        check_class_labels(labels, self.num_classes, "one proxy per class")
         z = self.logits(embeddings)  # (B, C)
         if not self.exclude_positive:
             return F.cross_entropy(z, labels)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import cosine_similarity
+from dmlnb.pairs import check_class_labels, cosine_similarity
 
 __all__ = ["SoftTripleLoss"]
 
@@ -117,12 +117,7 @@ class SoftTripleLoss(MetricLoss):
         return (p * s).sum(dim=2)  # (B, C)
 
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        lo, hi = int(labels.min()), int(labels.max())
-        if lo < 0 or hi >= self.num_classes:
-            raise ValueError(
-                f"labels must lie in [0, num_classes={self.num_classes}), got range [{lo}, {hi}]; "
-                "remap the labels to 0..C-1 or raise num_classes"
-            )
+        check_class_labels(labels, self.num_classes, "K centres per class")
         s = self.class_similarity(embeddings)  # (B, C)
         delta = F.one_hot(labels, self.num_classes).to(s.dtype) * self.margin  # (B, C)
         loss = F.cross_entropy(self.la * (s - delta), labels)

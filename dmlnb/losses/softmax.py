@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.pairs import l2_normalize
+from dmlnb.pairs import check_class_labels, l2_normalize
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NormalizedSoftmaxLoss"]
@@ -56,12 +56,7 @@ class NormalizedSoftmaxLoss(MetricLoss):
                 f"embeddings have dimension {embeddings.shape[1]} but the loss was built with "
                 f"embedding_dim={dim}; build NormalizedSoftmaxLoss with the model's output size"
             )
-        if bool((labels < 0).any() or (labels >= num_classes).any()):
-            raise ValueError(
-                f"labels must be class indices in [0, {num_classes}), got range "
-                f"[{int(labels.min())}, {int(labels.max())}]; remap the training labels to "
-                "0..C-1 or raise num_classes"
-            )
+        check_class_labels(labels, num_classes, "one weight row per class")
         x = l2_normalize(embeddings)  # (B, D)
         w = F.normalize(self.weight, dim=1).to(embeddings.dtype)  # (C, D)
         logits = x @ w.T / self.temperature  # (B, C)
