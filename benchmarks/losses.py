@@ -48,7 +48,7 @@ def _pml_pairs(num_classes: int, dim: int):
     from pytorch_metric_learning import miners as pm
 
     def with_miner(loss, miner):
-        return lambda x, y: loss(x, y, miner(x, y))
+        return _Mined(loss, miner)
 
     soft_ours = L.SoftTripleLoss(num_classes, dim)
     soft_pml = pl.SoftTripleLoss(num_classes, dim)
@@ -85,6 +85,17 @@ def _pml_pairs(num_classes: int, dim: int):
         "discriminative": (L.DiscriminativeLoss(onehot_centroids(num_classes, dim)) if dim >= num_classes else None, None, "one-hot centroids"),
         "facility location": (L.FacilityLocationLoss(), None, "includes loss-augmented inference"),
     }
+
+
+class _Mined(torch.nn.Module):
+    """A PML loss applied to the tuples its miner selects."""
+
+    def __init__(self, loss, miner) -> None:
+        super().__init__()
+        self.loss, self.miner = loss, miner
+
+    def forward(self, x, y):
+        return self.loss(x, y, self.miner(x, y))
 
 
 def _copy_param(ours: torch.nn.Parameter, pml, name: str, transpose: bool = False):
