@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
 from typing import Callable
 
@@ -111,6 +112,11 @@ def _copy_soft_triple(ours, pml):
     return pml
 
 
+def _progress(row: dict) -> None:
+    pml = f"{row['PML (ms)']:.2f}" if row.get("PML (ms)") is not None else "-"
+    print(f"  B={row['B']} D={row['D']} {row['loss']}: ours {row['ours (ms)']:.2f} ms, PML {pml} ms", file=sys.stderr, flush=True)
+
+
 def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: int) -> pd.DataFrame:
     rows = []
     for b in batch_sizes:
@@ -132,9 +138,11 @@ def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: 
                     pml_ms = _timer(lambda: pml(x, y).backward(), device, repeats)
                     row.update({"PML (ms)": pml_ms, "PML / ours": pml_ms / ours_ms, "same value": bool(same)})
                 rows.append(row)
+                _progress(row)
             dist = euclidean_distance(l2_normalize(x0))
             infer_ms = _timer(lambda: loss_augmented_inference(dist, y, gamma=1.0), device, repeats)
             rows.append({"loss": "facility location: inference only", "B": b, "D": d, "ours (ms)": infer_ms, "note": "greedy + 5 PAM passes"})
+            _progress(rows[-1])
     return pd.DataFrame(rows)
 
 
