@@ -10,7 +10,6 @@ PROFILE ?= default
 DMLNB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export DMLNB_DATA
 export OMP_NUM_THREADS ?= 2
-export MPLBACKEND ?= Agg
 export PYTHONHASHSEED ?= 0
 
 NOTEBOOKS := $(sort $(wildcard notebooks/*.ipynb))

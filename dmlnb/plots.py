@@ -6,7 +6,7 @@ legends are always set. Figures are sized and rasterised for compact notebooks (
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -21,6 +21,12 @@ __all__ = [
     "plot_embedding_2d",
     "retrieval_grid",
     "plot_history",
+    "plot_group_size",
+    "plot_similarity_distributions",
+    "plot_same_vs_other",
+    "plot_reference_overlay",
+    "plot_bound_tracking",
+    "plot_loglog_timing",
 ]
 
 
@@ -178,3 +184,207 @@ def plot_history(
     ax.legend(fontsize="small")
     return ax
 
+
+def plot_bound_tracking(
+    frame: "object",
+    axes: "Sequence[Axes] | None" = None,
+    title: str | None = None,
+) -> Figure:
+    """Lemma 3.1 during training (Do et al. 2019), per triplet (every quantity divided by ``H``).
+
+    ``frame`` is a DataFrame with columns ``epoch``, ``seed``, ``L_t/H``, ``L_d/H``, ``gap/H``,
+    ``bound/H``, ``eps`` and ``eps_mean`` (e.g. :func:`dmlnb.experiments.discriminative.lemma_frame`);
+    lines show the mean over seeds, bands the min-max range. Left: the two losses; middle: the
+    gap ``L_d - L_t`` and the bound ``H (kappa_max - kappa_min + 3 eps)`` (log scale); right:
+    ``eps = 2 max_i |x_i - c_{y_i}|`` and its mean-based analogue.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(frame)
+    if axes is None:
+        fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    fig = axes[0].figure
+    panels = [
+        (axes[0], [("L_t/H", "$L_t / H$ (triplet loss)"), ("L_d/H", "$L_d / H$ (discriminative)")],
+         "loss per triplet", "losses", False),
+        (axes[1], [("gap/H", "$(L_d - L_t) / H$"), ("bound/H", "bound $/ H$")],
+         "per triplet (log scale)", "gap and Lemma 3.1 bound", True),
+        (axes[2], [("eps", r"$\epsilon = 2 \max_i \|x_i - c_{y_i}\|$"),
+                   ("eps_mean", r"$2\,\mathrm{mean}_i \|x_i - c_{y_i}\|$")],
+         "distance", r"$\epsilon$ of the lemma", False),
+    ]
+    for ax, series, ylabel, panel_title, log in panels:
+        for col, label in series:
+            grp = df.groupby("epoch")[col]
+            mean, lo, hi = grp.mean(), grp.min(), grp.max()
+            line = ax.plot(mean.index, mean.values, marker="o", ms=3, label=label)[0]
+            ax.fill_between(mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel("epoch")
+        ax.set_ylabel(ylabel)
+        ax.set_title(panel_title)
+        ax.legend(fontsize="small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_loglog_timing(
+    timing: "object",
+    x: str = "N",
+    slopes: "Mapping[str, float] | None" = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+) -> Axes:
+    """Seconds per pass against ``x`` (``"N"`` or ``"C"``) on log-log axes, one line per loss.
+
+    ``timing`` has columns ``loss``, ``x`` and ``seconds``; ``slopes`` (loss -> fitted log-log
+    slope) is added to the legend labels. Dotted guides show slopes 1 and 2 through the first
+    point of the fastest loss.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(timing)
+    ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    for name, grp in df.groupby("loss", sort=False):
+        grp = grp.sort_values(x)
+        label = name if slopes is None or name not in slopes or not np.isfinite(slopes[name]) else f"{name} (slope {slopes[name]:.2f})"
+        ax.plot(grp[x], grp["seconds"], marker="o", ms=3, label=label)
+    xs = np.sort(df[x].unique()).astype(float)
+    if len(xs) > 1:
+        y0 = df[df[x] == xs[0]]["seconds"].min()
+        for power, style in ((1, ":"), (2, "--")):
+            ax.plot(xs, y0 * (xs / xs[0]) ** power, color="grey", ls=style, lw=1, label=f"slope {power} guide")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.xaxis.set_minor_formatter(plt.NullFormatter())
+    ax.set_xlabel(f"{x} ({'training samples' if x == 'N' else 'classes'})")
+    ax.set_ylabel("seconds per pass (fwd + bwd)")
+    ax.set_title(title or f"cost of one loss pass as {x} grows")
+    ax.legend(fontsize="x-small", loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# Easy Positive chapter (Xuan et al. 2020): group-size curves, similarity distributions,
+# nearest same- vs other-class scatter, test points placed into a training map.
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_group_size(
+    frame: "object",
+    ax: Axes | None = None,
+    metric_label: str = "Recall@1",
+    title: str | None = None,
+) -> Axes:
+    """A metric against the group size ``n`` (images per class in a batch), one line per method.
+
+    ``frame`` has columns ``method``, ``n``, ``mean`` and optionally ``std`` (error bars where
+    finite) and ``seeds``; the x axis is logarithmic in base 2 with a tick at every ``n``.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(frame)
+    ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    for name, grp in df.groupby("method", sort=False):
+        grp = grp.sort_values("n")
+        std = grp["std"].to_numpy(dtype=float) if "std" in grp else np.full(len(grp), np.nan)
+        ax.errorbar(grp["n"], grp["mean"], yerr=np.where(np.isfinite(std), std, 0.0), marker="o",
+                    ms=4, capsize=3, label=str(name))
+    ns = np.sort(df["n"].unique())
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([str(int(n)) for n in ns])
+    ax.set_xlabel("group size n (images per class in a batch)")
+    ax.set_ylabel(metric_label)
+    ax.set_title(title or f"{metric_label} against group size")
+    ax.legend(fontsize="small", ncol=2)
+    return ax
+
+
+def plot_similarity_distributions(
+    values: "Mapping[str, Tensor | np.ndarray]",
+    ax: Axes | None = None,
+    xlabel: str = "cosine similarity",
+    title: str = "similarity distributions",
+    bins: int = 60,
+    value_range: tuple[float, float] | None = None,
+) -> Axes:
+    """Normalised step histograms of similarities, one per method (``values``: name -> 1-D
+    array); each method's median is a dashed vertical line of the same colour."""
+    ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    arrays = {k: _numpy(v).astype(np.float64).ravel() for k, v in values.items()}
+    arrays = {k: v[np.isfinite(v)] for k, v in arrays.items()}
+    if value_range is None:
+        lo = min(float(v.min()) for v in arrays.values() if v.size)
+        value_range = (max(-1.0, np.floor(lo * 10) / 10), 1.0)
+    for name, v in arrays.items():
+        if not v.size:
+            continue
+        _, _, patches = ax.hist(v, bins=bins, range=value_range, density=True, histtype="step", lw=1.5,
+                                label=f"{name} (median {np.median(v):.2f})")
+        ax.axvline(np.median(v), color=patches[0].get_edgecolor(), ls="--", lw=1)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("density")
+    ax.set_title(title)
+    ax.legend(fontsize="x-small", loc="upper left")
+    return ax
+
+
+def plot_same_vs_other(
+    same: Tensor | np.ndarray,
+    other: Tensor | np.ndarray,
+    ax: Axes | None = None,
+    title: str = "nearest same- vs other-class similarity",
+    size: float = 3.0,
+    lims: tuple[float, float] | None = None,
+) -> Axes:
+    """Per point, the similarity of its nearest same-class point (x) against that of its nearest
+    other-class point (y). Points below ``y = x`` are retrieved correctly at rank 1 (blue), the
+    others wrongly (red); the legend gives both fractions."""
+    ax = ax if ax is not None else plt.subplots(figsize=(4, 4))[1]
+    s, o = _numpy(same).astype(np.float64), _numpy(other).astype(np.float64)
+    ok = np.isfinite(s) & np.isfinite(o)
+    s, o = s[ok], o[ok]
+    good = s > o
+    ax.scatter(s[good], o[good], s=size, color="tab:blue", alpha=0.5, rasterized=True,
+               label=f"below y = x: correct ({100 * good.mean():.1f}%)")
+    ax.scatter(s[~good], o[~good], s=size, color="tab:red", alpha=0.5, rasterized=True,
+               label=f"above: wrong ({100 * (~good).mean():.1f}%)")
+    if lims is None:
+        lo = float(min(s.min(), o.min())) if s.size else 0.0
+        lims = (np.floor(lo * 10) / 10, 1.0)
+    ax.plot(lims, lims, color="black", lw=1, ls="--", label="y = x")
+    ax.set_xlim(lims)
+    ax.set_ylim(lims)
+    ax.set_aspect("equal")
+    ax.set_xlabel("nearest same-class similarity")
+    ax.set_ylabel("nearest other-class similarity")
+    ax.set_title(title, fontsize="small")
+    ax.legend(fontsize="xx-small", loc="upper left", markerscale=3)
+    return ax
+
+
+def plot_reference_overlay(
+    reference_2d: np.ndarray,
+    new_2d: np.ndarray,
+    ax: Axes | None = None,
+    title: str = "new points placed into the reference map",
+    reference_label: str = "training",
+    new_label: str = "test",
+    size: float = 4.0,
+) -> Axes:
+    """A 2-D map with the reference points in red and the new points (e.g. placed by
+    :func:`tsne_with_reference`) in blue, as in Xuan et al.'s Figure 6."""
+    ax = ax if ax is not None else plt.subplots(figsize=(5, 5))[1]
+    ax.scatter(reference_2d[:, 0], reference_2d[:, 1], s=size, color="tab:red", alpha=0.6,
+               rasterized=True, label=f"{reference_label} ({len(reference_2d)})")
+    ax.scatter(new_2d[:, 0], new_2d[:, 1], s=size, color="tab:blue", alpha=0.6, rasterized=True,
+               label=f"{new_label} ({len(new_2d)})")
+    ax.set_xlabel("t-SNE 1")
+    ax.set_ylabel("t-SNE 2")
+    ax.set_title(title)
+    ax.legend(fontsize="x-small", markerscale=2, loc="best")
+    return ax

@@ -1,0 +1,807 @@
+"""Experiment glue of the discriminative-loss chapter (Do et al., CVPR 2019).
+
+Everything the notebook ``notebooks/03_discriminative.ipynb`` runs, so that its cells only wire
+calls together:
+
+* :data:`PRESETS` / :data:`SETTINGS` and :func:`experiment_config`: the profile presets
+  (``smoke``, ``default``, ``paper``) of the training runs and of the other experiments;
+* :class:`CentroidNet` and :func:`build_network`: the paper's network, backbone -> FC(D)
+  -> FC(C), trained at the last (C-dimensional) layer against fixed centroids and evaluated at the
+  second-to-last (D-dimensional) one (Sec. 4.2, Table 2); the baselines use the same backbone
+  with one FC(D) head, so every method is evaluated at the same layer;
+* :func:`build_loss`: the seven compared losses with their settings;
+* :class:`LemmaTracker`: a training hook that evaluates every quantity of Lemma 3.1 (``L_t``,
+  ``L_d``, ``eps``, the bound) on a class-balanced subset of the training set during training;
+* :class:`BackboneLR`: the paper's ten-times smaller learning rate of the backbone (paper profile);
+* :func:`run_method`: one training run whose record (with Table 2 and Lemma 3.1 extras) is saved
+  and reloaded without retraining;
+* :func:`loss_pass_timing` and :func:`loglog_slopes`: the cost of one forward+backward pass of
+  each loss over a whole training set as ``N`` and ``C`` grow (the complexity claim, Table 1).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from dmlnb.evaluation import compute_embeddings, evaluate
+from dmlnb.hooks import Hook, TrainState
+from dmlnb.losses import (
+    DiscriminativeLoss,
+    FacilityLocationLoss,
+    LiftedStructureLoss,
+    NormalizedSoftmaxLoss,
+    NPairLoss,
+    ProxyNCALoss,
+    TripletLoss,
+)
+from dmlnb.losses.discriminative import (
+    centroid_distance_stats,
+    kmeans_sphere_centroids,
+    lemma31_bound,
+    onehot_centroids,
+)
+from dmlnb.models import EmbeddingNet, build_model
+from dmlnb.pairs import euclidean_distance, l2_normalize
+from dmlnb.profiles import TrainConfig, make_config
+from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.training import train
+
+__all__ = [
+    "METHODS",
+    "TRIPLET_FAMILY",
+    "PRESETS",
+    "SETTINGS",
+    "REPORTED",
+    "experiment_config",
+    "experiment_settings",
+    "CentroidNet",
+    "build_network",
+    "backbone_parameters",
+    "build_loss",
+    "make_centroids",
+    "method_config",
+    "balanced_subset",
+    "LemmaTracker",
+    "BackboneLR",
+    "MethodRun",
+    "run_method",
+    "lemma_frame",
+    "triplet_sum_enumerated",
+    "timing_losses",
+    "N_SWEEP_ONLY",
+    "loss_pass_timing",
+    "loglog_slopes",
+]
+
+# Methods of Tables 4 and 5 that are implemented, keyed by the paper's row names.
+METHODS: dict[str, str] = {
+    "SoftMax": "softmax",
+    "Semi-hard": "semihard",
+    "Lifted structure": "lifted",
+    "N-pair": "npair",
+    "Clustering": "clustering",
+    "Triplet+proxy": "proxy",
+    "Discriminative": "discriminative",
+}
+# Rows of Tables 4 and 5 that optimise a triplet loss or a generalisation of it.
+TRIPLET_FAMILY = ("Semi-hard", "Lifted structure", "N-pair", "Clustering", "Triplet+proxy")
+
+# What each implemented row trains (shown in the notebook).
+IMPLEMENTATION: dict[str, str] = {
+    "SoftMax": "NormalizedSoftmaxLoss (cosine softmax, T = 0.05; the paper's is a plain softmax)",
+    "Semi-hard": "TripletLoss(semihard, squared distance, margin 0.2, mean): FaceNet / TF rule",
+    "Lifted structure": "LiftedStructureLoss(neg_margin 1)",
+    "N-pair": "NPairLoss(l2_reg 0.02), unnormalised embeddings (Sohn's setting)",
+    "Clustering": "FacilityLocationLoss(margin multiplier 1, 5 PAM passes)",
+    "Triplet+proxy": "ProxyNCALoss(scale 9, positive proxy excluded), one proxy per class",
+    "Discriminative": "DiscriminativeLoss(one-hot centroids) at the last layer, FC(D) -> FC(C)",
+}
+
+# TrainConfig presets layered over dmlnb.profiles.PROFILES.
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(epochs=2, eval_metrics=("recall", "nmi")),
+    # omniglot-small, 4-block convnet, 64-d embedding, Adam 1e-3 (the protocol notebook's setup);
+    # 5 epochs (the protocol notebook trains 15) so that 22 runs, the lemma tracking and the
+    # timing study fit in about 15 minutes on two shared CPU cores.
+    "default": dict(epochs=5, eval_metrics=("recall", "nmi")),
+    # Sec. 4.2: ImageNet GoogLeNet + FC(256) + FC(C), 40 epochs, batch 128, weight decay 5e-4,
+    # learning rate 0.1 for the two new layers halved every 5 epochs and ten times smaller for
+    # the backbone (BackboneLR applies the factor and the weight decay; SGD momentum 0.9 is our
+    # choice, the paper does not name the optimiser), random crops and flips (the cub200 loader).
+    "paper": dict(
+        dataset="cub200", dataset_options={"image_size": 224}, model="googlenet", pretrained=True,
+        embedding_dim=256, batch_size=128, m_per_class=4, epochs=40, optimizer="sgd", lr=0.1,
+        momentum=0.9, weight_decay=0.0, lr_milestones=(5, 10, 15, 20, 25, 30, 35), lr_gamma=0.5,
+        eval_every=1, eval_metrics=("recall", "nmi"), num_workers=8,
+    ),
+}
+
+# Experiment settings that are not training-run fields.
+SETTINGS: dict[str, dict[str, Any]] = {
+    "smoke": dict(
+        seeds=(0,), kmeans_seeds=(0,), lemma_every=1, backbone_lr=None, weight_decay=0.0,
+        arch_variant=None,
+        timing=dict(n_values=(32, 64, 128), c_fixed=8, n_fixed=128, c_values=(4, 8, 16),
+                    dim=16, repeats=1, max_seconds=0.2),
+    ),
+    "default": dict(
+        seeds=(0, 1, 2), kmeans_seeds=(0,), lemma_every=1, backbone_lr=None,
+        weight_decay=0.0, arch_variant=None,
+        timing=dict(n_values=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
+                    n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512), dim=64, repeats=5,
+                    max_seconds=1.0),
+    ),
+    "paper": dict(
+        seeds=(0, 1, 2), kmeans_seeds=(0,), lemma_every=5, backbone_lr=0.1, weight_decay=5e-4,
+        arch_variant="vgg16",
+        timing=dict(n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000), c_fixed=100,
+                    n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=5,
+                    max_seconds=2.0),
+    ),
+}
+
+# The paper's numbers (percent), for the "reported" columns only.
+_METRICS = ["NMI", "R@1", "R@2", "R@4", "R@8"]
+REPORTED: dict[str, pd.DataFrame] = {
+    "table2": pd.DataFrame(
+        [[49.49, 62.32, 72.52, 81.57, 65.32, 76.44, 84.10, 89.84],
+         [51.43, 64.23, 74.31, 82.83, 68.31, 78.21, 85.22, 91.18]],
+        index=["last layer", "second-to-last layer"],
+        columns=pd.MultiIndex.from_product([["CUB-200-2011", "CAR196"], ["R@1", "R@2", "R@4", "R@8"]]),
+    ),
+    "table3": pd.DataFrame(
+        [["CUB-200-2011", "one-hot", 51.43, 64.23, 74.31, 82.83, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
+         ["CUB-200-2011", "K-means", 50.75, 63.54, 73.26, 82.36, 1.21, 1.63, 1.418, 0.061],
+         ["CAR196", "one-hot", 68.31, 78.21, 85.22, 91.18, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
+         ["CAR196", "K-means", 66.93, 76.74, 83.80, 90.37, 1.18, 1.65, 1.416, 0.066]],
+        columns=["dataset", "centroids", "R@1", "R@2", "R@4", "R@8", "min", "max", "mean", "std"],
+    ),
+    "table4": pd.DataFrame(
+        [[57.21, 48.34, 60.16, 71.21, 80.30], [55.38, 42.59, 55.03, 66.44, 77.23],
+         [56.50, 43.57, 56.55, 68.59, 79.63], [57.24, 45.37, 58.41, 69.51, 79.49],
+         [58.61, 49.04, 60.97, 72.33, 81.85], [59.23, 48.18, 61.44, 71.83, 81.92],
+         [59.90, 49.78, 62.34, 74.05, 83.31], [59.53, 49.21, 61.90, 67.90, 72.40],
+         [np.nan, 50.26, 61.91, 72.63, 82.36], [59.92, 51.43, 64.23, 74.31, 82.83]],
+        index=["SoftMax", "Semi-hard", "Lifted structure", "N-pair", "Triplet+Global",
+               "Clustering", "Triplet+smart mining", "Triplet+proxy", "Histogram", "Discriminative"],
+        columns=_METRICS,
+    ),
+    "table5": pd.DataFrame(
+        [[58.38, 62.39, 72.96, 80.86, 87.37], [53.35, 51.54, 63.78, 73.52, 82.41],
+         [56.88, 52.98, 65.70, 76.01, 84.27], [57.79, 53.90, 66.76, 77.75, 86.35],
+         [58.20, 61.41, 72.51, 81.75, 88.39], [59.04, 58.11, 70.64, 80.27, 87.81],
+         [59.50, 64.65, 76.20, 84.23, 90.19], [64.90, 73.22, 82.42, 86.36, 88.68],
+         [np.nan, 54.34, 66.72, 77.22, 85.17], [59.71, 68.31, 78.21, 85.22, 91.18]],
+        index=["SoftMax", "Semi-hard", "Lifted structure", "N-pair", "Triplet+Global",
+               "Clustering", "Triplet+smart mining", "Triplet+proxy", "Histogram", "Discriminative"],
+        columns=_METRICS,
+    ),
+    # Table 7: training time in minutes on one machine.
+    "table7": pd.DataFrame(
+        [[660, 680, 54], [1200, 1240, 73]],
+        index=["CUB-200-2011", "CAR196"],
+        columns=["Semi-hard", "Triplet+smart mining", "Discriminative"],
+    ),
+    "table8": pd.DataFrame(
+        [[61.49, 57.74, 68.46, 78.07, 85.40], [62.14, 78.15, 85.70, 90.71, 94.21]],
+        index=["CUB-200-2011", "CAR196"], columns=_METRICS,
+    ),
+}
+
+
+def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+    """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``)."""
+    return make_config(profile, overrides, presets=PRESETS)
+
+
+def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
+    """A copy of :data:`SETTINGS` ``[profile]`` with ``changes`` applied (unknown keys raise)."""
+    if profile not in SETTINGS:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {list(SETTINGS)}")
+    out = dict(SETTINGS[profile])
+    unknown = sorted(set(changes) - set(out))
+    if unknown:
+        raise KeyError(f"unknown setting(s) {unknown}; valid: {sorted(out)}")
+    out.update({k: v for k, v in changes.items() if v is not None})
+    return out
+
+
+# --------------------------------------------------------------------------- networks
+
+
+class CentroidNet(nn.Module):
+    """The paper's network (Sec. 4.2): backbone -> FC(D) -> FC(C).
+
+    In training mode :meth:`forward` returns the last, ``C``-dimensional layer (the discriminative
+    loss L2-normalises it and compares it with the fixed centroids); in eval mode it returns the
+    layer named by :attr:`eval_layer`: ``"penultimate"`` (the ``D``-dimensional FC output, the
+    embedding the paper evaluates, Table 2) or ``"last"``. :func:`dmlnb.evaluation.compute_embeddings`
+    switches to eval mode, so the training loop evaluates the penultimate layer.
+
+    ``net`` is an :class:`~dmlnb.models.EmbeddingNet` whose trunk is ``backbone -> FC(D)`` and
+    whose head is ``FC(D -> C)``: ``net.features(x)`` is the penultimate layer.
+    """
+
+    def __init__(self, net: EmbeddingNet, eval_layer: str = "penultimate") -> None:
+        super().__init__()
+        self.net = net
+        self.eval_layer = eval_layer
+
+    @property
+    def eval_layer(self) -> str:
+        return self._eval_layer
+
+    @eval_layer.setter
+    def eval_layer(self, value: str) -> None:
+        if value not in ("penultimate", "last"):
+            raise ValueError(f"eval_layer must be 'penultimate' or 'last', got {value!r}")
+        self._eval_layer = value
+
+    def features(self, x: Tensor) -> Tensor:
+        """The penultimate (``D``-dimensional) layer ``(B, D)``."""
+        return self.net.features(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training or self.eval_layer == "last":
+            return self.net(x)  # (B, C)
+        return self.net.features(x)  # (B, D)
+
+    def extra_repr(self) -> str:
+        return f"eval_layer={self.eval_layer!r}"
+
+
+def _backbone(config: TrainConfig, input_shape: tuple[int, int, int], arch: str | None) -> tuple[nn.Module, int]:
+    """The backbone of ``arch`` (default ``config.model``) and its output size."""
+    name = arch or config.model
+    base = build_model(name, input_shape, config.embedding_dim, normalize=False,
+                       pretrained=config.pretrained, width=config.width)
+    if name == "vgg16":
+        # Sec. 4.5: max-pool the last convolutional layer -> 512-d (no fc6 / fc7).
+        conv = base.trunk.features  # type: ignore[union-attr]
+        return nn.Sequential(conv, nn.AdaptiveMaxPool2d(1), nn.Flatten()), 512
+    return base.trunk, base.feature_dim
+
+
+def build_network(
+    method: str,
+    config: TrainConfig,
+    input_shape: tuple[int, int, int],
+    num_classes: int,
+    arch: str | None = None,
+) -> nn.Module:
+    """The seeded network of ``method`` (a key of :data:`METHODS` values).
+
+    ``discriminative``: :class:`CentroidNet` (backbone -> FC(``embedding_dim``) -> FC(C)).
+    Other methods: :func:`dmlnb.models.build_model` (backbone -> FC(``embedding_dim``), L2-normalised
+    when ``config.normalize``). ``arch`` replaces ``config.model`` (``"vgg16"``: the paper's
+    max-pooled conv5 variant, Sec. 4.5).
+    """
+    torch.manual_seed(config.seed)
+    if method == "discriminative":
+        backbone, feature_dim = _backbone(config, input_shape, arch)
+        trunk = nn.Sequential(backbone, nn.Linear(feature_dim, config.embedding_dim))
+        return CentroidNet(EmbeddingNet(trunk, config.embedding_dim, num_classes, normalize=False))
+    if arch == "vgg16":
+        backbone, feature_dim = _backbone(config, input_shape, arch)
+        return EmbeddingNet(backbone, feature_dim, config.embedding_dim, normalize=config.normalize)
+    return build_model(arch or config.model, input_shape, config.embedding_dim,
+                       normalize=config.normalize, pretrained=config.pretrained, width=config.width)
+
+
+def backbone_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The pretrained part's parameters: everything except the new FC layer(s)."""
+    net = model.net if isinstance(model, CentroidNet) else model
+    trunk = net.trunk  # type: ignore[union-attr]
+    if isinstance(model, CentroidNet):
+        trunk = trunk[0]  # (backbone, FC(D)): the FC is new
+    return list(trunk.parameters())
+
+
+def make_centroids(kind: str, num_classes: int, seed: int = 0) -> Tensor:
+    """``(C, C)`` centroids: ``"onehot"`` or ``"kmeans"`` (K-means on the unit sphere, D = C,
+    as in the paper's Table 3)."""
+    if kind == "onehot":
+        return onehot_centroids(num_classes, num_classes)
+    if kind == "kmeans":
+        return kmeans_sphere_centroids(num_classes, num_classes, seed=seed)
+    raise ValueError(f"centroids must be 'onehot' or 'kmeans', got {kind!r}")
+
+
+def method_config(method: str, config: TrainConfig) -> TrainConfig:
+    """Per-method changes to the shared configuration: N-pair trains unnormalised embeddings
+    (Sohn's L2 penalty keeps their norm in check); everything else is shared."""
+    if method == "npair":
+        return config.replace(normalize=False)
+    return config
+
+
+def build_loss(
+    method: str,
+    num_classes: int,
+    embedding_dim: int,
+    centroids: Tensor | None = None,
+) -> nn.Module:
+    """The loss of ``method`` (see :data:`IMPLEMENTATION`); seeded by the caller."""
+    if method == "softmax":
+        return NormalizedSoftmaxLoss(num_classes, embedding_dim, temperature=0.05)
+    if method == "semihard":
+        return TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+    if method == "lifted":
+        return LiftedStructureLoss(neg_margin=1.0)
+    if method == "npair":
+        return NPairLoss(l2_reg=0.02, normalize=False)
+    if method == "clustering":
+        return FacilityLocationLoss(margin_multiplier=1.0)
+    if method == "proxy":
+        return ProxyNCALoss(num_classes, embedding_dim, scale=9.0)
+    if method == "discriminative":
+        if centroids is None:
+            centroids = onehot_centroids(num_classes, num_classes)
+        return DiscriminativeLoss(centroids)
+    raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
+
+
+# --------------------------------------------------------------------------- hooks
+
+
+def balanced_subset(dataset: Any, per_class: int | None = None, seed: int = 0) -> Any:
+    """A subset with the same number of samples in every class (Eq. 8 and Lemma 3.1 need it).
+
+    ``per_class`` defaults to the smallest class size; samples are drawn at random (seeded).
+    A dataset that is already balanced at that size is returned whole.
+    """
+    labels = torch.as_tensor(dataset.labels).cpu()
+    counts = torch.bincount(labels)
+    counts = counts[counts > 0]
+    k = int(counts.min()) if per_class is None else int(per_class)
+    if k > int(counts.min()):
+        raise ValueError(f"per_class={k} exceeds the smallest class ({int(counts.min())} samples)")
+    if per_class is None and bool((counts == k).all()):
+        return dataset
+    g = torch.Generator().manual_seed(seed)
+    keep = []
+    for c in torch.unique(labels).tolist():
+        idx = torch.nonzero(labels == c).squeeze(1)
+        keep.append(idx[torch.randperm(idx.numel(), generator=g)[:k]])
+    return dataset.subset(torch.sort(torch.cat(keep)).values)
+
+
+class LemmaTracker(Hook):
+    """Evaluates Lemma 3.1 on a balanced labelled set during training.
+
+    Before the first step and after every ``every`` epochs, the last-layer embeddings of
+    ``dataset`` are computed in eval mode and :func:`dmlnb.losses.discriminative.lemma31_bound`
+    gives ``L_t`` (all triplets, Eq. 1-2), ``L_d`` (Eq. 8), ``eps``, ``kappa_min/max`` and the bound
+    ``H (kappa_max - kappa_min + 3 eps)``. One row per evaluation in :attr:`rows` (with ``epoch``,
+    ``step`` and ``eps_mean = 2 mean_i |x_i - c_{y_i}|``); the rows are checkpointed with the run.
+    The work happens outside the timed part of an epoch.
+    """
+
+    def __init__(self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.dataset = dataset
+        self.centroids = centroids.detach().cpu()
+        self.every = int(every)
+        self.batch_size = int(batch_size)
+        self.rows: list[dict[str, float]] = []
+
+    def __repr__(self) -> str:
+        return (f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
+                f"every={self.every})")
+
+    def measure(self, model: nn.Module) -> dict[str, float]:
+        """Lemma 3.1's quantities for ``model``'s last layer on the tracked set."""
+        previous = getattr(model, "eval_layer", None)
+        if previous is not None:
+            model.eval_layer = "last"
+        try:
+            emb, lab = compute_embeddings(model, self.dataset, batch_size=self.batch_size)
+        finally:
+            if previous is not None:
+                model.eval_layer = previous
+        out = lemma31_bound(emb, lab, self.centroids)
+        x = l2_normalize(emb.double())
+        own = (x - self.centroids.double()[lab]).norm(dim=1)  # (N,)
+        out["eps_mean"] = 2.0 * own.mean().item()
+        return out
+
+    def _record(self, state: TrainState, epoch: int) -> None:
+        row = {"epoch": float(epoch), "step": float(state.step)}
+        row.update(self.measure(state.model))
+        self.rows.append(row)
+
+    def on_train_start(self, state: TrainState) -> None:
+        if not self.rows:
+            self._record(state, 0)
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        if (state.epoch + 1) % self.every == 0:
+            state.step += 1  # the step count after the epoch's last step
+            try:
+                self._record(state, state.epoch + 1)
+            finally:
+                state.step -= 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": [dict(r) for r in self.rows]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows = [dict(r) for r in state.get("rows", [])]
+
+
+class BackboneLR(Hook):
+    """The paper's learning rates for SGD: the backbone learns ``factor`` times slower than the new
+    FC layers, with weight decay ``weight_decay`` on every model parameter.
+
+    After ``backward`` it sets ``grad <- grad + wd * p`` on the model's parameters and multiplies
+    the backbone's by ``factor``. With plain SGD (momentum included) and the configuration's own
+    ``weight_decay = 0`` this is exactly SGD with a ``factor`` times smaller learning rate on the
+    backbone and weight decay ``wd`` everywhere; resuming needs no extra state.
+    """
+
+    def __init__(self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0) -> None:
+        self.backbone = list(backbone)
+        self.factor = float(factor)
+        self.weight_decay = float(weight_decay)
+
+    def __repr__(self) -> str:
+        return f"BackboneLR(factor={self.factor}, weight_decay={self.weight_decay})"
+
+    def after_backward(self, state: TrainState) -> None:
+        with torch.no_grad():
+            if self.weight_decay:
+                for p in state.model.parameters():
+                    if p.grad is not None:
+                        p.grad.add_(p, alpha=self.weight_decay)
+            for p in self.backbone:
+                if p.grad is not None:
+                    p.grad.mul_(self.factor)
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class MethodRun:
+    """One finished training run: its record, the chapter's extras, and the model when it was
+    trained in this session (``None`` when the record was reloaded)."""
+
+    method: str
+    seed: int
+    record: RunRecord
+    model: nn.Module | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def best_metrics(self) -> dict[str, float]:
+        return self.record.best["metrics"]  # type: ignore[index]
+
+    @property
+    def seconds_to_best(self) -> float:
+        return float(self.record.best["seconds_to_best"])  # type: ignore[index]
+
+
+def _spec(method: str, centroids: str, arch: str | None, track: bool, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The method settings a reloaded record must match (the configuration is checked apart)."""
+    row = {v: k for k, v in METHODS.items()}[method]
+    return {
+        "method": method,
+        "loss": IMPLEMENTATION[row],
+        "centroids": centroids if method == "discriminative" else None,
+        "arch": arch,
+        "track_lemma": bool(track),
+        "lemma_every": int(settings.get("lemma_every", 1)) if track else None,
+        "backbone_lr": settings.get("backbone_lr"),
+        "weight_decay": settings.get("weight_decay", 0.0),
+    }
+
+
+def _same_spec_unfinished(run_dir: Path, spec: dict[str, Any]) -> bool:
+    """Whether ``run_dir`` holds an unfinished run made with the method settings ``spec``."""
+    spec_path, record_path = run_dir / "spec.json", run_dir / "record.json"
+    if not spec_path.exists() or read_json(spec_path) != json.loads(json.dumps(spec)):
+        return False
+    return not record_path.exists() or read_json(record_path).get("status") != "finished"
+
+
+def run_method(
+    method: str,
+    config: TrainConfig,
+    splits: Any,
+    run_dir: str | Path | None,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    centroids: str = "onehot",
+    arch: str | None = None,
+    track_lemma: bool = False,
+    retrain: bool = False,
+    progress: bool = False,
+) -> MethodRun:
+    """Train ``method`` once (seed ``config.seed``) or reload its finished record.
+
+    With ``retrain=False`` a finished ``run_dir/record.json`` made with the same configuration and
+    the same method settings (loss, centroids, architecture, tracking) is reloaded instead of
+    training. Otherwise the run trains (resuming an interrupted run of the same configuration) and
+    its record gets ``extras``:
+
+    * ``spec``: the method settings compared on reload;
+    * ``lemma``: the :class:`LemmaTracker` rows (``track_lemma``, discriminative only);
+    * ``centroid_stats``: min / max / mean / std of the centroid distances (Table 3);
+    * ``last_layer``: the metrics of the last (C-dimensional) layer at the best epoch (Table 2;
+      the penultimate layer's are the record's ``best.metrics``).
+    """
+    settings = dict(settings or {})
+    cfg = method_config(method, config)
+    num_classes = splits.num_train_classes
+    track = track_lemma and method == "discriminative"
+    spec = _spec(method, centroids, arch, track, settings)
+    run_dir = Path(run_dir) if run_dir is not None else None
+    if run_dir is not None and not retrain:
+        old = load_finished_record(run_dir, cfg)
+        if old is not None and old.data.get("extras", {}).get("spec") == spec:
+            return MethodRun(method, cfg.seed, old, None, old.data["extras"])
+    cents = make_centroids(centroids, num_classes, seed=cfg.seed) if method == "discriminative" else None
+    model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)  # seeded
+    loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents)
+
+    hooks: list[Hook] = []
+    tracker = None
+    if track:
+        tracker = LemmaTracker(balanced_subset(splits.train, seed=cfg.seed), cents,  # type: ignore[arg-type]
+                               every=int(settings.get("lemma_every", 1)), batch_size=cfg.eval_batch_size)
+        hooks.append(tracker)
+    if settings.get("backbone_lr") is not None:
+        hooks.append(BackboneLR(backbone_parameters(model), settings["backbone_lr"],
+                                settings.get("weight_decay", 0.0)))
+    name = f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + f"-seed{cfg.seed}"
+    kwargs = dict(hooks=hooks, run_dir=run_dir, progress=progress, name=name)
+    # Resume only an interrupted run of the same method settings (the checkpoint holds the loss's
+    # state, e.g. the centroids); a finished run that was not reloaded above is retrained.
+    resume = not retrain and run_dir is not None and _same_spec_unfinished(run_dir, spec)
+    if run_dir is not None:
+        write_json_atomic(run_dir / "spec.json", spec)
+    try:
+        record = train(model, loss, splits.train, splits.test, cfg, resume=resume, **kwargs)  # type: ignore[arg-type]
+    except ValueError as err:  # a checkpoint of another configuration: start afresh
+        if "different configuration" not in str(err):
+            raise
+        torch.manual_seed(cfg.seed)
+        model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)
+        loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents)
+        if tracker is not None:
+            tracker.rows = []
+        if settings.get("backbone_lr") is not None:
+            hooks[-1] = BackboneLR(backbone_parameters(model), settings["backbone_lr"], settings.get("weight_decay", 0.0))
+        record = train(model, loss, splits.train, splits.test, cfg, resume=False, **kwargs)  # type: ignore[arg-type]
+
+    extras: dict[str, Any] = {"spec": spec}
+    if method == "discriminative":
+        extras["centroid_stats"] = centroid_distance_stats(cents)  # type: ignore[arg-type]
+        if tracker is not None:
+            extras["lemma"] = tracker.rows
+        best_path = run_dir / "best.pt" if run_dir is not None else None
+        final_state = {k: v.clone() for k, v in model.state_dict().items()}
+        if best_path is not None and best_path.exists():
+            model.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=False)["model"])
+        model.eval_layer = "last"  # type: ignore[union-attr]
+        emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
+        extras["last_layer"] = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed)
+        model.eval_layer = "penultimate"  # type: ignore[union-attr]
+        model.load_state_dict(final_state)
+    record.data["extras"] = extras
+    if run_dir is not None:
+        record.save(run_dir / "record.json")
+    return MethodRun(method, cfg.seed, record, model, extras)
+
+
+def lemma_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:
+    """The :class:`LemmaTracker` rows of ``runs`` as one frame (columns ``seed``, ``epoch``, ...,
+    plus per-triplet values ``L_t/H``, ``L_d/H``, ``gap/H``, ``bound/H``)."""
+    rows = []
+    for run in runs:
+        for r in run.extras.get("lemma", []):
+            row = {"seed": run.seed, **r}
+            for key in ("L_t", "L_d", "gap", "bound"):
+                row[f"{key}/H"] = r[key] / r["H"]
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def triplet_sum_enumerated(
+    embeddings: Tensor, labels: Tensor, margin: float = 0.2, max_elements: int = 1 << 24
+) -> Tensor:
+    """The hinged triplet loss summed over all triplets by enumerating them (forward only).
+
+    The naive algorithm of the paper's Table 1 ("Trip.-naive", ``O(N^3 / C)``): for every class,
+    each of its anchors is paired with every (positive ``j != i``, negative) pair explicitly, as a
+    ``(anchors, positives, negatives)`` tensor of hinges ``[d_ij - d_ik + margin]_+`` (at most
+    ``max_elements`` entries at a time), on L2-normalised embeddings. With ``N / C`` samples per
+    class that is ``N (N/C - 1) (N - N/C)`` terms. Equals
+    :func:`dmlnb.losses.discriminative.triplet_loss_all` with the same margin. No autograd: it
+    would keep every chunk alive.
+    """
+    with torch.no_grad():
+        x = l2_normalize(embeddings)
+        d = euclidean_distance(x)  # (N, N)
+        total = x.new_zeros((), dtype=torch.float64)
+        for c in torch.unique(labels):
+            members = torch.nonzero(labels == c).squeeze(1)  # (n,)
+            others = torch.nonzero(labels != c).squeeze(1)  # (N - n,)
+            d_pos = d[members][:, members]  # (n, n)
+            d_neg = d[members][:, others]  # (n, N - n)
+            not_self = ~torch.eye(len(members), dtype=torch.bool, device=x.device)  # (n, n)
+            step = max(1, max_elements // max(1, len(members) * len(others)))
+            for a in range(0, len(members), step):
+                rows = slice(a, a + step)
+                hinge = F.relu(d_pos[rows, :, None] - d_neg[rows, None, :] + margin)  # (A, n, N - n)
+                total += (hinge.sum(dim=2) * not_self[rows]).sum().double()
+        return total
+
+
+def _random_centroids(num_classes: int, dim: int, seed: int = 0) -> Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return F.normalize(torch.randn(num_classes, dim, generator=g), dim=1)
+
+
+def timing_losses(num_classes: int, dim: int, device: str | torch.device = "cpu") -> dict[str, Callable[[Tensor, Tensor], Any]]:
+    """name -> ``f(x, y)`` that runs one pass of the loss over the set ``x`` ``(N, D)``.
+
+    Gradient-based losses run forward + backward; the enumerated triplet sum
+    (:func:`triplet_sum_enumerated`) runs forward only. "triplet all (sorted)" is the same hinged
+    sum over all triplets by :class:`dmlnb.losses.TripletLoss` (``mining="all"``), which reads
+    each anchor's hinge sums from its sorted negative distances: ``O(N^2 log N)``.
+    The discriminative loss uses random unit centroids (its cost does not depend on their values,
+    and ``C`` may exceed ``D`` here).
+    """
+    disc = DiscriminativeLoss(_random_centroids(num_classes, dim)).to(device)
+    softmax = NormalizedSoftmaxLoss(num_classes, dim).to(device)
+    proxy = ProxyNCALoss(num_classes, dim, scale=9.0).to(device)
+    semihard = TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+    batch_all = TripletLoss(margin=0.2, mining="all")
+    lifted = LiftedStructureLoss()
+    npair = NPairLoss()
+    clustering = FacilityLocationLoss()
+
+    def backward(loss: nn.Module) -> Callable[[Tensor, Tensor], None]:
+        def run(x: Tensor, y: Tensor) -> None:
+            loss(x, y).backward()
+        return run
+
+    return {
+        "discriminative": backward(disc),
+        "softmax": backward(softmax),
+        "triplet+proxy": backward(proxy),
+        "N-pair": backward(npair),
+        "lifted structure": backward(lifted),
+        "triplet semi-hard": backward(semihard),
+        "triplet all (sorted)": backward(batch_all),
+        "triplet all (enumerated)": lambda x, y: triplet_sum_enumerated(x, y),
+        "clustering": backward(clustering),
+    }
+
+
+def _time_call(fn: Callable[[], Any], repeats: int, max_seconds: float) -> float:
+    """Fastest of ``repeats`` timed calls of ``fn`` after one warm-up (on a shared machine other
+    jobs only ever add time); a single timed call when the warm-up already takes more than
+    ``max_seconds / 4``."""
+    t0 = time.perf_counter()
+    fn()
+    first = time.perf_counter() - t0
+    if first > max_seconds / 4:
+        repeats = 1
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return min(times)
+
+
+def _predicted(before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str) -> float:
+    """Seconds the next size of the sweep would take, extrapolating the last two points' log-log
+    slope (at least 1); 0 without a previous point or a next size."""
+    sizes = [n if sweep == "N" else c for n, c in grid]
+    later = [s for s in sizes if s > now[0]]
+    if before is None or not later or before[1] <= 0 or now[1] <= 0:
+        return 0.0
+    slope = max(1.0, np.log(now[1] / before[1]) / np.log(now[0] / before[0]))
+    return float(now[1] * (later[0] / now[0]) ** slope)
+
+
+# Losses timed in the N sweep only: the pairwise ones cost O(N^2) whatever C, and the C sweep's N
+# is too large for the enumerated (O(N^3 / C)) and clustering (O(C N^2)) ones.
+N_SWEEP_ONLY = ("lifted structure", "triplet semi-hard", "triplet all (sorted)", "triplet all (enumerated)", "clustering")
+
+
+def loss_pass_timing(
+    n_values: Sequence[int],
+    c_fixed: int,
+    n_fixed: int,
+    c_values: Sequence[int],
+    dim: int,
+    repeats: int = 3,
+    max_seconds: float = 1.0,
+    seed: int = 0,
+    device: str | torch.device = "cpu",
+    names: Sequence[str] | None = None,
+) -> pd.DataFrame:
+    """Seconds of one pass of each loss of :func:`timing_losses` over a whole labelled set.
+
+    Two sweeps: ``N`` grows with ``C = c_fixed`` classes (``N / C`` samples each), and ``C`` grows
+    with ``N = n_fixed`` (not the losses of :data:`N_SWEEP_ONLY`). Random ``(N, D)`` embeddings,
+    ``D = dim``; the fastest of ``repeats`` passes after one warm-up. Once a pass of a loss takes more
+    than ``max_seconds``, or the next size would take more than ``4 max_seconds`` by the trend of
+    its last two sizes, it is not timed at the larger sizes of that sweep.
+
+    Returns a frame with columns ``sweep`` ("N" or "C"), ``loss``, ``N``, ``C``, ``seconds``.
+    """
+    device = torch.device(device)
+    rows = []
+    for sweep, grid in (("N", [(n, c_fixed) for n in n_values]), ("C", [(n_fixed, c) for c in c_values])):
+        stopped: set[str] = set(N_SWEEP_ONLY) if sweep == "C" else set()
+        previous: dict[str, tuple[int, float]] = {}
+        for n, c in grid:
+            if n % c:
+                raise ValueError(f"N={n} must be a multiple of C={c}")
+            torch.manual_seed(seed)
+            y = torch.arange(c, device=device).repeat_interleave(n // c)  # (N,)
+            x0 = torch.randn(n, dim, device=device)
+            for name, fn in timing_losses(c, dim, device).items():
+                if (names is not None and name not in names) or name in stopped:
+                    continue
+                x = x0.clone().requires_grad_(True)
+
+                def once() -> None:
+                    x.grad = None
+                    fn(x, y)
+                    if device.type == "cuda":
+                        torch.cuda.synchronize(device)
+
+                seconds = _time_call(once, repeats, max_seconds)
+                size = n if sweep == "N" else c
+                rows.append({"sweep": sweep, "loss": name, "N": n, "C": c, "seconds": seconds})
+                if seconds > max_seconds or _predicted(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
+                    stopped.add(name)
+                previous[name] = (size, seconds)
+    return pd.DataFrame(rows)
+
+
+def loglog_slopes(timing: pd.DataFrame, sweep: str, last: int = 4, overhead_factor: float = 5.0) -> pd.Series:
+    """Log-log slope of ``seconds`` against ``N`` (``sweep="N"``) or ``C`` (``"C"``) per loss.
+
+    The fit uses a loss's ``last`` largest sizes among those whose pass took at least
+    ``overhead_factor`` times its fastest pass of the sweep (below that, fixed per-call costs --
+    Python loops, dispatch -- dominate the loss's own work), or its two largest sizes if fewer
+    qualify. It is the Theil-Sen estimate, the median of the slopes between every two of those
+    points, so one disturbed timing moves it less than a least-squares fit. A slope of 1 is linear
+    cost, 2 quadratic, 3 cubic. A loss timed at a single size gives NaN.
+    """
+    x_col = "N" if sweep == "N" else "C"
+    out = {}
+    part = timing[timing["sweep"] == sweep]
+    for name, grp in part.groupby("loss", sort=False):
+        grp = grp.sort_values(x_col)
+        fit = grp[grp["seconds"] >= overhead_factor * grp["seconds"].min()].tail(last)
+        if len(fit) < 2:
+            fit = grp.tail(2)
+        if len(fit) < 2:
+            out[name] = float("nan")
+            continue
+        lx, ly = np.log(fit[x_col].to_numpy(float)), np.log(fit["seconds"].to_numpy(float))
+        pairs = [(ly[j] - ly[i]) / (lx[j] - lx[i]) for i in range(len(lx)) for j in range(i + 1, len(lx))]
+        out[name] = float(np.median(pairs))
+    return pd.Series(out, name=f"slope in {x_col}")

@@ -1,0 +1,354 @@
+"""Experiment glue of the discriminative-loss chapter: presets, the two-layer network, the Lemma 3.1
+tracking hook, the backbone learning-rate hook, the runner and the timing study."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+from dmlnb.data import InMemoryDataset, load_dataset
+from dmlnb.evaluation import compute_embeddings
+from dmlnb.experiments import discriminative as X
+from dmlnb.losses.discriminative import lemma31_bound, onehot_centroids, triplet_loss_all
+from dmlnb.profiles import PROFILES
+
+SMOKE = X.experiment_config("smoke", {"epochs": 2, "steps_per_epoch": 3, "eval_metrics": ("recall",)})
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+# --- presets ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("profile", list(PROFILES))
+def test_every_profile_has_presets_and_settings(profile: str) -> None:
+    cfg = X.experiment_config(profile)
+    settings = X.experiment_settings(profile)
+    assert settings["seeds"] and settings["kmeans_seeds"]
+    t = settings["timing"]
+    assert all(n % t["c_fixed"] == 0 for n in t["n_values"])
+    assert all(t["n_fixed"] % c == 0 for c in t["c_values"])
+    assert cfg.batch_size % cfg.m_per_class == 0
+
+
+def test_paper_preset_is_the_papers_setup() -> None:
+    cfg = X.experiment_config("paper")
+    s = X.experiment_settings("paper")
+    assert (cfg.dataset, cfg.model, cfg.pretrained, cfg.embedding_dim) == ("cub200", "googlenet", True, 256)
+    assert (cfg.epochs, cfg.batch_size, cfg.optimizer, cfg.lr) == (40, 128, "sgd", 0.1)
+    # halved every 5 epochs
+    assert cfg.lr_milestones == (5, 10, 15, 20, 25, 30, 35) and cfg.lr_gamma == 0.5
+    # weight decay 5e-4 and the 10x smaller backbone rate come from BackboneLR, not the optimiser
+    assert cfg.weight_decay == 0.0 and s["weight_decay"] == 5e-4 and s["backbone_lr"] == 0.1
+    assert s["arch_variant"] == "vgg16"
+
+
+def test_settings_reject_unknown_keys_and_keep_none() -> None:
+    assert X.experiment_settings("default", seeds=None)["seeds"] == X.SETTINGS["default"]["seeds"]
+    assert X.experiment_settings("default", seeds=(5,))["seeds"] == (5,)
+    with pytest.raises(KeyError, match="unknown setting"):
+        X.experiment_settings("default", epochs=3)
+
+
+def test_reported_tables_match_the_paper() -> None:
+    t4, t5 = X.REPORTED["table4"], X.REPORTED["table5"]
+    assert t4.loc["Discriminative", "R@1"] == 51.43 and t5.loc["Discriminative", "R@1"] == 68.31
+    assert t4.loc["Triplet+proxy", "R@8"] == 72.40 and math.isnan(t4.loc["Histogram", "NMI"])
+    # every implemented row of Tables 4-5 exists in the reported tables
+    assert set(X.METHODS) <= set(t4.index) and set(X.TRIPLET_FAMILY) < set(X.METHODS)
+    t7 = X.REPORTED["table7"]
+    assert round(t7.loc["CUB-200-2011", "Triplet+smart mining"] / t7.loc["CUB-200-2011", "Discriminative"]) == 13
+
+
+# --- networks -----------------------------------------------------------------------------------
+def test_centroid_net_trains_last_layer_and_evaluates_penultimate() -> None:
+    cfg = SMOKE
+    model = X.build_network("discriminative", cfg, (1, 8, 8), num_classes=5)
+    assert isinstance(model, X.CentroidNet)
+    x = torch.randn(6, 1, 8, 8)
+    model.train()
+    assert model(x).shape == (6, 5)
+    model.eval()
+    pen = model(x)
+    assert pen.shape == (6, cfg.embedding_dim)
+    torch.testing.assert_close(pen, model.features(x))
+    # the last layer is a linear map of the penultimate one
+    torch.testing.assert_close(model.net.head(pen), model.net(x))
+    model.eval_layer = "last"
+    assert model(x).shape == (6, 5)
+    with pytest.raises(ValueError, match="eval_layer"):
+        model.eval_layer = "first"
+
+
+def test_compute_embeddings_sees_the_penultimate_layer(digits) -> None:
+    model = X.build_network("discriminative", SMOKE, digits.input_shape, digits.num_train_classes)
+    sub = digits.test.subset(torch.arange(20))
+    emb, _ = compute_embeddings(model, sub, batch_size=8)
+    assert emb.shape == (20, SMOKE.embedding_dim)
+    assert model.training  # restored
+
+
+def test_baseline_and_discriminative_embed_at_the_same_layer() -> None:
+    cfg = SMOKE
+    base = X.build_network("softmax", cfg, (1, 8, 8), 5)
+    disc = X.build_network("discriminative", cfg, (1, 8, 8), 5)
+    # both: backbone -> FC(D); the discriminative network adds FC(D -> C)
+    assert base.head.out_features == cfg.embedding_dim
+    assert disc.net.trunk[1].out_features == cfg.embedding_dim and disc.net.head.out_features == 5
+    n_base = sum(p.numel() for p in base.trunk.parameters())
+    assert n_base == sum(p.numel() for p in X.backbone_parameters(disc))
+    assert len(X.backbone_parameters(base)) == len(list(base.trunk.parameters()))
+
+
+@pytest.mark.parametrize("arch,feature_dim", [("googlenet", 1024), ("vgg16", 512)])
+def test_paper_networks_on_fabricated_images(arch: str, feature_dim: int) -> None:
+    cfg = X.experiment_config("paper", {"pretrained": False})
+    model = X.build_network("discriminative", cfg, (3, 64, 64), num_classes=7, arch=arch)
+    assert model.net.trunk[1].in_features == feature_dim  # backbone output (VGG: max-pooled conv5)
+    model.eval()
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        assert model(x).shape == (2, 256)
+        model.eval_layer = "last"
+        assert model(x).shape == (2, 7)
+    if arch == "vgg16":
+        assert not any(isinstance(m, nn.Linear) and m.in_features == 25088 for m in model.modules())
+
+
+# --- losses and centroids -----------------------------------------------------------------------
+@pytest.mark.parametrize("method", list(X.METHODS.values()))
+def test_every_method_loss_trains_on_a_batch(method: str) -> None:
+    torch.manual_seed(0)
+    c, d = 4, 8
+    y = torch.arange(c).repeat_interleave(4)
+    x = torch.randn(len(y), c if method == "discriminative" else d, requires_grad=True)
+    loss = X.build_loss(method, c, d)
+    value = loss(x, y)
+    value.backward()
+    assert torch.isfinite(value) and x.grad is not None and x.grad.abs().sum() > 0
+
+
+def test_npair_trains_unnormalised_embeddings() -> None:
+    assert X.method_config("npair", SMOKE).normalize is False
+    assert X.method_config("semihard", SMOKE) == SMOKE
+
+
+def test_make_centroids() -> None:
+    torch.testing.assert_close(X.make_centroids("onehot", 5), torch.eye(5))
+    k = X.make_centroids("kmeans", 5, seed=1)
+    assert k.shape == (5, 5)
+    torch.testing.assert_close(k.norm(dim=1), torch.ones(5))
+    with pytest.raises(ValueError, match="onehot"):
+        X.make_centroids("random", 5)
+
+
+# --- balanced subsets and the Lemma 3.1 hook ----------------------------------------------------
+def test_balanced_subset(digits) -> None:
+    sub = X.balanced_subset(digits.train, seed=0)
+    counts = torch.bincount(sub.labels)
+    assert (counts == torch.bincount(digits.train.labels).min()).all()
+    assert torch.equal(sub.labels, X.balanced_subset(digits.train, seed=0).labels)
+    small = X.balanced_subset(digits.train, per_class=3, seed=1)
+    assert (torch.bincount(small.labels) == 3).all()
+    balanced = InMemoryDataset(torch.zeros(6, 1, 2, 2), torch.tensor([0, 0, 1, 1, 2, 2]))
+    assert X.balanced_subset(balanced) is balanced
+    with pytest.raises(ValueError, match="exceeds"):
+        X.balanced_subset(digits.train, per_class=10_000)
+
+
+def test_lemma_tracker_matches_an_independent_evaluation(digits) -> None:
+    c = digits.num_train_classes
+    model = X.build_network("discriminative", SMOKE, digits.input_shape, c)
+    sub = X.balanced_subset(digits.train, per_class=12, seed=0)
+    tracker = X.LemmaTracker(sub, onehot_centroids(c, c), every=1)
+    row = tracker.measure(model)
+    assert model.eval_layer == "penultimate"  # restored
+    model.eval()
+    with torch.no_grad():
+        last = model.net(sub.images)  # (N, C) last layer
+    ref = lemma31_bound(last, sub.labels, onehot_centroids(c, c))
+    for key in ("L_t", "L_d", "gap", "bound", "eps", "H"):
+        assert row[key] == pytest.approx(ref[key], rel=1e-5, abs=1e-6)
+    assert 0 <= row["gap"] <= row["bound"]
+    assert row["eps_mean"] <= row["eps"]
+    # H = (N/C - 1) N (N - N/C)
+    assert row["H"] == (12 - 1) * (12 * c) * (12 * c - 12)
+
+
+def test_lemma_tracker_records_start_and_every_epoch_and_checkpoints(digits) -> None:
+    from dmlnb.training import train
+
+    c = digits.num_train_classes
+    cfg = SMOKE.replace(epochs=3)
+    model = X.build_network("discriminative", cfg, digits.input_shape, c)
+    tracker = X.LemmaTracker(X.balanced_subset(digits.train, per_class=10), onehot_centroids(c, c), every=2)
+    train(model, X.build_loss("discriminative", c, cfg.embedding_dim), digits.train, None, cfg,
+          hooks=[tracker], progress=False)
+    assert [r["epoch"] for r in tracker.rows] == [0.0, 2.0]
+    assert [r["step"] for r in tracker.rows] == [0.0, 2.0 * cfg.steps_per_epoch]
+    clone = X.LemmaTracker(tracker.dataset, tracker.centroids)
+    clone.load_state_dict(tracker.state_dict())
+    assert clone.rows == tracker.rows
+
+
+def test_backbone_lr_equals_sgd_with_two_param_groups() -> None:
+    torch.manual_seed(0)
+    cfg = SMOKE
+    a = X.build_network("discriminative", cfg, (1, 8, 8), 5)
+    b = X.build_network("discriminative", cfg, (1, 8, 8), 5)
+    b.load_state_dict(a.state_dict())
+    lr, wd, factor = 0.1, 5e-3, 0.1
+    opt_a = torch.optim.SGD(a.parameters(), lr=lr, momentum=0.9)
+    hook = X.BackboneLR(X.backbone_parameters(a), factor, wd)
+    backbone_b = {id(p) for p in X.backbone_parameters(b)}
+    opt_b = torch.optim.SGD(
+        [{"params": [p for p in b.parameters() if id(p) in backbone_b], "lr": lr * factor},
+         {"params": [p for p in b.parameters() if id(p) not in backbone_b]}],
+        lr=lr, momentum=0.9, weight_decay=wd)
+    x, y = torch.randn(10, 1, 8, 8), torch.arange(5).repeat(2)
+    loss_fn = X.build_loss("discriminative", 5, cfg.embedding_dim)
+
+    class _State:
+        model = a
+
+    for _ in range(3):
+        for model, opt, use_hook in ((a, opt_a, True), (b, opt_b, False)):
+            opt.zero_grad()
+            loss_fn(model(x), y).backward()
+            if use_hook:
+                hook.after_backward(_State)
+            opt.step()
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        torch.testing.assert_close(pa, pb, rtol=1e-5, atol=1e-6)
+
+
+# --- the runner ---------------------------------------------------------------------------------
+def test_run_method_saves_extras_and_reloads_without_training(digits, tmp_path) -> None:
+    settings = X.experiment_settings("smoke")
+    run = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, track_lemma=True)
+    assert run.model is not None and run.record.data["status"] == "finished"
+    ex = run.extras
+    assert ex["spec"]["centroids"] == "onehot" and ex["spec"]["track_lemma"]
+    assert [r["epoch"] for r in ex["lemma"]] == [0.0, 1.0, 2.0]
+    assert ex["centroid_stats"]["min"] == pytest.approx(math.sqrt(2))
+    assert set(ex["last_layer"]) == {"R@1", "R@2", "R@4", "R@8"}
+    # the penultimate layer's metrics are the best epoch's; the final model is left in place
+    assert run.model.eval_layer == "penultimate"
+    again = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, track_lemma=True)
+    assert again.model is None and again.extras == run.record.data["extras"]
+    assert again.best_metrics == run.best_metrics and again.seconds_to_best == run.seconds_to_best
+    # other centroids are another experiment: it trains
+    other = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, centroids="kmeans")
+    assert other.model is not None and other.extras["spec"]["centroids"] == "kmeans"
+    assert other.extras["centroid_stats"]["std"] > 0
+    assert "resumed" not in other.record.data  # trained afresh, not loaded from the one-hot checkpoint
+    kmeans = X.make_centroids("kmeans", digits.num_train_classes, seed=SMOKE.seed)
+    assert X.build_loss("discriminative", 5, 16, kmeans).centroids.equal(kmeans)
+    assert json.loads((tmp_path / "d" / "spec.json").read_text())["centroids"] == "kmeans"
+
+
+def test_run_method_baseline_and_lemma_frame(digits, tmp_path) -> None:
+    run = X.run_method("semihard", SMOKE, digits, tmp_path / "s", X.experiment_settings("smoke"), track_lemma=True)
+    assert "lemma" not in run.extras and "last_layer" not in run.extras  # discriminative only
+    assert X.lemma_frame([run]).empty
+    rows = [{"epoch": 0.0, "step": 0.0, "L_t": -2.0, "L_d": 4.0, "gap": 6.0, "bound": 8.0, "H": 2.0, "eps": 1.0, "eps_mean": 0.5}]
+    fake = X.MethodRun("discriminative", 3, run.record, None, {"lemma": rows})
+    frame = X.lemma_frame([fake])
+    assert frame.loc[0, "seed"] == 3 and frame.loc[0, "gap/H"] == 3.0 and frame.loc[0, "L_t/H"] == -1.0
+
+
+# --- timing -------------------------------------------------------------------------------------
+def test_triplet_sum_enumerated_matches_a_triple_loop() -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(12, 3, generator=g, dtype=torch.float64)
+    y = torch.tensor([0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2])
+    u = x / x.norm(dim=1, keepdim=True)
+    ref = 0.0
+    for i, j, k in itertools.product(range(12), repeat=3):
+        if i != j and y[i] == y[j] and y[k] != y[i]:
+            ref += max(0.0, (u[i] - u[j]).norm().item() - (u[i] - u[k]).norm().item() + 0.2)
+    assert X.triplet_sum_enumerated(x, y).item() == pytest.approx(ref, rel=1e-9)
+    assert X.triplet_sum_enumerated(x, y, max_elements=1).item() == pytest.approx(ref, rel=1e-9)
+    assert triplet_loss_all(x, y, margin=0.2) == pytest.approx(ref, rel=1e-9)
+
+
+def test_loss_pass_timing_grid_and_stop_rule() -> None:
+    t = X.loss_pass_timing(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1)
+    assert set(t["sweep"]) == {"N", "C"}
+    n_part, c_part = t[t["sweep"] == "N"], t[t["sweep"] == "C"]
+    assert set(n_part["loss"]) == set(X.timing_losses(4, 4))
+    assert not set(c_part["loss"]) & set(X.N_SWEEP_ONLY)
+    assert (n_part.groupby("loss")["N"].apply(sorted) == pd.Series([[16, 32]] * n_part["loss"].nunique(), index=n_part.groupby("loss").size().index)).all()
+    assert (t["seconds"] > 0).all()
+    stop = X.loss_pass_timing(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4,
+                              repeats=1, max_seconds=0.0, names=("discriminative", "lifted structure"))
+    assert stop.groupby(["sweep", "loss"]).size().eq(1).all()  # stopped after the first size
+
+
+def test_timing_stops_before_a_size_predicted_to_be_too_slow() -> None:
+    grid = [(100, 4), (200, 4), (400, 4)]
+    # 0.1 s -> 0.8 s from N = 100 to 200 is cubic: 6.4 s predicted at 400
+    assert X._predicted((100, 0.1), (200, 0.8), grid, "N") == pytest.approx(6.4)
+    # sub-linear trends are extrapolated linearly; the last size has no successor
+    assert X._predicted((100, 0.5), (200, 0.6), grid, "N") == pytest.approx(1.2)
+    assert X._predicted((200, 0.1), (400, 0.8), grid, "N") == 0.0
+    assert X._predicted(None, (100, 0.8), grid, "N") == 0.0
+
+
+def test_loglog_slopes_on_exact_power_laws() -> None:
+    n = np.array([100, 200, 400, 800, 1600])
+    frame = pd.concat([
+        pd.DataFrame({"sweep": "N", "loss": "linear", "N": n, "C": 10, "seconds": 1e-6 * n}),
+        pd.DataFrame({"sweep": "N", "loss": "cubic", "N": n, "C": 10, "seconds": 1e-9 * n ** 3.0}),
+        pd.DataFrame({"sweep": "N", "loss": "once", "N": [100], "C": 10, "seconds": [1.0]}),
+        pd.DataFrame({"sweep": "C", "loss": "linear", "N": 100, "C": n, "seconds": 1e-6 * n * 2}),
+    ])
+    s = X.loglog_slopes(frame, "N", overhead_factor=0.0)
+    assert s["linear"] == pytest.approx(1.0) and s["cubic"] == pytest.approx(3.0) and math.isnan(s["once"])
+    assert X.loglog_slopes(frame, "C", overhead_factor=0.0)["linear"] == pytest.approx(1.0)
+    # sizes on the overhead plateau (a flat floor) are left out of the fit
+    floor = pd.DataFrame({"sweep": "N", "loss": "floored", "N": n, "C": 10,
+                          "seconds": np.maximum(0.1, 1e-9 * n ** 3.0)})
+    assert X.loglog_slopes(floor, "N", overhead_factor=5.0)["floored"] == pytest.approx(3.0)
+    assert X.loglog_slopes(floor, "N", overhead_factor=0.0)["floored"] < 2.5
+    # one disturbed timing does not swing the (Theil-Sen) slope
+    bumped = frame[frame["loss"] == "linear"].copy()
+    bumped.loc[bumped["N"] == 1600, "seconds"] *= 3.0
+    assert X.loglog_slopes(bumped, "N", last=5, overhead_factor=0.0)["linear"] == pytest.approx(1.0)
+    # nothing above the plateau: the two largest sizes
+    assert X.loglog_slopes(frame, "N", overhead_factor=1e9)["cubic"] == pytest.approx(3.0)
+
+
+# --- plots --------------------------------------------------------------------------------------
+def test_plots_have_titles_labels_and_legends() -> None:
+    import matplotlib.pyplot as plt
+
+    from dmlnb.plots import plot_bound_tracking, plot_loglog_timing
+
+    rows = pd.DataFrame({
+        "seed": [0, 0, 1, 1], "epoch": [0, 1, 0, 1], "L_t/H": [0.0, -0.1, 0.0, -0.2],
+        "L_d/H": [2.0, 1.5, 2.1, 1.4], "gap/H": [2.0, 1.6, 2.1, 1.6], "bound/H": [9.0, 8.0, 9.1, 7.9],
+        "eps": [3.0, 2.7, 3.0, 2.6], "eps_mean": [2.0, 1.6, 2.1, 1.6],
+    })
+    fig = plot_bound_tracking(rows, title="t")
+    assert len(fig.axes) == 3
+    assert all(ax.get_title() and ax.get_xlabel() and ax.get_legend() for ax in fig.axes)
+    assert fig.axes[1].get_yscale() == "log"
+    timing = pd.DataFrame({"loss": ["a", "a", "b", "b"], "N": [10, 20, 10, 20], "seconds": [1.0, 2.0, 1.0, 4.0]})
+    ax = plot_loglog_timing(timing, x="N", slopes={"a": 1.0, "b": 2.0})
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "a (slope 1.00)" in labels and "b (slope 2.00)" in labels
+    assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title()
+    plt.close("all")
