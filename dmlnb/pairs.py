@@ -92,27 +92,40 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
     return xn @ yn.T  # (B, R)
 
 
+class _SafeSqrt(torch.autograd.Function):
+    """``sqrt`` with entries ``<= eps`` mapped to exactly 0 and given a zero gradient
+    (one pass forward and backward; plain ``sqrt`` has an infinite gradient at 0)."""
+
+    @staticmethod
+    def forward(ctx, d2: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+        d = d2.sqrt().masked_fill_(d2 <= eps, 0.0)
+        ctx.save_for_backward(d)
+        return d
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        (d,) = ctx.saved_tensors
+        return torch.where(d > 0, grad / (2.0 * d), torch.zeros_like(grad)), None
+
+
 def euclidean_distance(
     x: Tensor, y: Tensor | None = None, squared: bool = False, eps: float = 1e-12
 ) -> Tensor:
     """Euclidean distance ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
 
-    Computed as ``|x|^2 + |y|^2 - 2 x.y`` (one matmul, no ``(B, R, D)`` tensor), clamped at 0.
-    The square root has a finite gradient at 0: ``sqrt(max(d2, eps))`` is used and exact zeros
-    (e.g. the diagonal, duplicates) are restored, so ``d(x, x) == 0`` and no NaN gradient appears.
+    Computed as ``|x|^2 + |y|^2 - 2 x.y`` (one ``addmm``, no ``(B, R, D)`` tensor), clamped at 0,
+    with an exact 0 on the diagonal when ``y`` is ``None``. Squared distances ``<= eps`` (the
+    diagonal, duplicates, round-off) give distance exactly 0 with a zero gradient, so no NaN or
+    huge gradient appears.
     """
     y_ = x if y is None else y
     x2 = (x * x).sum(dim=1, keepdim=True)  # (B, 1)
-    y2 = (y_ * y_).sum(dim=1, keepdim=True).T  # (1, R)
-    d2 = (x2 + y2 - 2.0 * (x @ y_.T)).clamp_min(0.0)  # (B, R)
+    y2 = (y_ * y_).sum(dim=1)  # (R,)
+    d2 = torch.addmm(x2 + y2, x, y_.T, alpha=-2.0)  # (B, R)
     if y is None:  # exact zeros on the diagonal despite round-off
-        eye = torch.eye(d2.shape[0], dtype=torch.bool, device=d2.device)
-        d2 = d2.masked_fill(eye, 0.0)
-    if squared:
-        return d2
-    zero = d2 <= eps
-    d = torch.sqrt(d2.clamp_min(eps))  # (B, R)
-    return d.masked_fill(zero, 0.0)
+        d2.diagonal().fill_(0.0)
+    d2 = d2.clamp_min(0.0)  # (B, R)
+    return d2 if squared else _SafeSqrt.apply(d2, eps)
 
 
 def check_batch(embeddings: Tensor, labels: Tensor) -> None:

@@ -54,3 +54,18 @@ def test_check_batch_messages():
         check_batch(torch.randn(4, 2), torch.arange(3))
     with pytest.raises(FloatingPointError, match="NaN"):
         check_batch(torch.tensor([[float("nan"), 0.0]]), torch.tensor([0]))
+
+
+def test_euclidean_distance_gradcheck_and_near_duplicates():
+    torch.manual_seed(1)
+    x = torch.randn(5, 3, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(lambda t: euclidean_distance(t), (x,))
+    y = torch.randn(4, 3, dtype=torch.float64, requires_grad=True)
+    torch.autograd.gradcheck(lambda a, b: euclidean_distance(a, b), (x, y))
+    near = torch.randn(1, 3).repeat(2, 1)
+    near[1] += 1e-9  # squared distance far below eps: exactly 0, zero gradient, no blow-up
+    near.requires_grad_(True)
+    d = euclidean_distance(near)
+    assert d[0, 1] == 0
+    d.sum().backward()
+    assert near.grad.abs().max() == 0
