@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor
 
@@ -17,12 +18,15 @@ _MININGS = ("all", "hard")
 _REDUCTIONS = ("nonzero", "mean")
 
 
-def _reduce(terms: Tensor, reduction: str) -> Tensor:
-    """Mean of ``terms`` ``(N,)`` over all of them (``"mean"``) or over the non-zero ones
-    (``"nonzero"``, PML's ``AvgNonZeroReducer``); 0 (graph-attached) when there is none."""
+def _reduce(terms: Tensor, valid: Tensor | None, reduction: str) -> Tensor:
+    """Mean of ``terms`` over the valid entries (``valid`` mask, or all entries when ``None``;
+    ``"mean"``) or over the non-zero ones (``"nonzero"``, PML's ``AvgNonZeroReducer``);
+    0 (graph-attached) when there is none. Invalid entries of ``terms`` must be 0."""
     if reduction == "nonzero":
-        return terms.sum() / (terms > 0).sum().clamp_min(1)
-    return terms.sum() / max(terms.numel(), 1)
+        count = (terms > 0).sum()
+    else:
+        count = valid.sum() if valid is not None else torch.tensor(terms.numel())
+    return terms.sum() / count.clamp_min(1)
 
 
 class ContrastiveLoss(MetricLoss):
@@ -99,23 +103,30 @@ class ContrastiveLoss(MetricLoss):
         self.mining = mining
         self.reduction = reduction
 
+    def _hinge(self, t: Tensor) -> Tensor:
+        """``[t]_+``, squared with ``squared_hinge``."""
+        h = F.relu(t)
+        return h * h if self.squared_hinge else h
+
     def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         masks = pair_masks(labels)
-        if self.mining == "all":
-            d_pos = d[masks.positive]  # (P,)
-            d_neg = d[masks.negative]  # (N,)
+        if self.mining == "all":  # masked (B, B) terms: no boolean gather over B^2 entries
+            if not bool(masks.positive.any() or masks.negative.any()):
+                return zero_loss(embeddings)
+            pos_terms = self._hinge(d - self.pos_margin).masked_fill(~masks.positive, 0.0)  # (B, B)
+            neg_terms = self._hinge(self.neg_margin - d).masked_fill(~masks.negative, 0.0)  # (B, B)
+            pos_loss = _reduce(pos_terms, masks.positive, self.reduction)
+            neg_loss = _reduce(neg_terms, masks.negative, self.reduction)
         else:
             anchors = masks.has_positive & masks.has_negative  # (B,)
+            if not bool(anchors.any()):
+                return zero_loss(embeddings)
             hardest_pos = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
             hardest_neg = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
-            d_pos, d_neg = hardest_pos[anchors], hardest_neg[anchors]  # (A,), (A,)
-        if d_pos.numel() == 0 and d_neg.numel() == 0:
-            return zero_loss(embeddings)
-        power = 2 if self.squared_hinge else 1
-        pos_terms = F.relu(d_pos - self.pos_margin) ** power  # (P,)
-        neg_terms = F.relu(self.neg_margin - d_neg) ** power  # (N,)
-        pos_loss = _reduce(pos_terms, self.reduction)
-        neg_loss = _reduce(neg_terms, self.reduction)
+            pos_terms = self._hinge(hardest_pos[anchors] - self.pos_margin)  # (A,)
+            neg_terms = self._hinge(self.neg_margin - hardest_neg[anchors])  # (A,)
+            pos_loss = _reduce(pos_terms, None, self.reduction)
+            neg_loss = _reduce(neg_terms, None, self.reduction)
         return pos_loss + neg_loss
