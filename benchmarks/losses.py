@@ -62,7 +62,7 @@ def _pml_pairs(num_classes: int, dim: int):
     def with_miner(loss, miner):
         return _Mined(loss, miner)
 
-    soft_ours = L.SoftTripleLoss(num_classes, dim, reg_eps=torch.finfo(torch.float32).tiny)  # PML's regulariser
+    soft_ours = L.SoftTripleLoss(num_classes, dim, tau=0.0)  # PML's SoftTripleLoss has no centre regulariser by default
     soft_pml = pl.SoftTripleLoss(num_classes, dim)
     proxy_ours = L.ProxyNCALoss(num_classes, dim, exclude_positive=False)
     proxy_pml = pl.ProxyNCALoss(num_classes, dim)
