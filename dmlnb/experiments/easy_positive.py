@@ -1,0 +1,678 @@
+"""Experiment glue of the Easy Positive chapter (Xuan, Stylianou & Pless, WACV 2020).
+
+Everything ``notebooks/01_easy_positive.ipynb`` runs, so that its cells only wire calls together:
+
+* :data:`PRESETS` and :func:`make_study`: per profile, the configuration of the group-size study
+  (Figure 4 and the embedding analyses of Figures 2, 3, 5, 6), the group sizes and seeds, the
+  (dataset, backbone) cells of Table 1 and the rows of Table 2;
+* :func:`build_loss`: the compared losses by name (the six mining variants, N-pair, triplet,
+  Proxy-NCA);
+* :class:`Runner`: trains a run, or reloads its finished record (and best weights) from
+  ``results_dir/<profile>/<run>/``; runs with identical configurations are shared between
+  figures and tables;
+* :func:`embedding_statistics` / :func:`summarize_statistics`: the similarity statistics of
+  Figures 2, 3 and 5 (:mod:`dmlnb.analysis`) of one trained model;
+* :func:`group_size_frame`, :func:`recall_table`, :func:`group_verdict`: tables and verdicts;
+* :data:`REPORTED_TABLE1`, :data:`REPORTED_TABLE2`, :data:`REPORTED_TABLE3`: the paper's numbers
+  (Recall@K in %), and :func:`paper_run_status`: whether Tables 2 and 3 can be reproduced here
+  (a GPU and the datasets).
+
+Names of methods: ``"EP"``, ``"EPHN"``, ``"EPSHN"``, ``"HP"``, ``"HPHN"``, ``"BA"`` (the
+variants of :func:`dmlnb.losses.easy_positive_loss`), ``"N-pair"`` (the NCA loss with one
+positive per anchor: the paper notes that EP, HP and BA all reduce to it at group size 2, so it is
+run as EP with ``n = 2``), ``"triplet"`` (FaceNet semi-hard triplet loss) and ``"Proxy-NCA"``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from dmlnb.analysis import (
+    nearest_reference_similarity,
+    nearest_same_and_other,
+    same_class_similarities,
+    similarity_summary,
+)
+from dmlnb.evaluation import compute_embeddings
+from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
+from dmlnb.losses.easy_positive import VARIANTS
+from dmlnb.profiles import TrainConfig, make_config
+from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE, compare
+
+__all__ = [
+    "MINING_METHODS",
+    "FIGURE_METHODS",
+    "TABLE1_METHODS",
+    "PRESETS",
+    "Study",
+    "make_study",
+    "build_loss",
+    "canonical_method",
+    "run_config",
+    "run_name",
+    "RunResult",
+    "Runner",
+    "embedding_statistics",
+    "summarize_statistics",
+    "group_size_frame",
+    "recall_table",
+    "group_verdict",
+    "REPORTED_TABLE1",
+    "REPORTED_TABLE2",
+    "REPORTED_TABLE3",
+    "reported_table1",
+    "paper_run_status",
+]
+
+#: The six mining strategies of Figure 4 (Sec. 3-4).
+MINING_METHODS: tuple[str, ...] = ("EP", "EPHN", "EPSHN", "HP", "HPHN", "BA")
+#: The six embeddings of Figures 2, 3 and 5 (BA, HP and N-pair on the paper's left side).
+FIGURE_METHODS: tuple[str, ...] = ("BA", "HP", "N-pair", "EP", "EPHN", "EPSHN")
+#: The rows of Table 1.
+TABLE1_METHODS: tuple[str, ...] = ("triplet", "N-pair", "Proxy-NCA", "EPSHN")
+_ALL_METHODS = (*MINING_METHODS, "N-pair", "triplet", "Proxy-NCA")
+
+
+# ----------------------------------------------------------------------------------------------
+# Presets
+# ----------------------------------------------------------------------------------------------
+
+# Sec. 5.1: SGD (the authors' code: momentum 0), 40 epochs, LR / 10 after epochs 20 and 30,
+# batch 128, NCA temperature 0.1 (in the loss), images resized to 256 x 256.
+_PAPER_SCHEDULE = dict(
+    optimizer="sgd", momentum=0.0, epochs=40, lr_milestones=(20, 30), lr_gamma=0.1,
+    batch_size=128, pretrained=True, weight_decay=0.0, eval_every=5, num_workers=8,
+    eval_metrics=("recall",),
+)
+_PAPER_LR = {"cub200": 1e-4, "cars196": 5e-4, "sop": 5e-4, "inshop": 5e-4}
+_PAPER_KS = {"cub200": (1, 2, 4, 8), "cars196": (1, 2, 4, 8), "sop": (1, 10, 100), "inshop": (1, 10, 20)}
+
+
+def _paper(dataset: str, model: str, dim: int, n: int) -> dict[str, Any]:
+    return dict(
+        _PAPER_SCHEDULE, dataset=dataset, dataset_options={"image_size": 256}, model=model,
+        embedding_dim=dim, lr=_PAPER_LR[dataset], m_per_class=n, eval_ks=_PAPER_KS[dataset],
+    )
+
+
+#: Per profile: ``config`` (TrainConfig fields on top of :data:`dmlnb.profiles.PROFILES`) of the
+#: group-size study, its ``group_sizes``, the ``key_group_size`` of the key comparison, the
+#: ``seeds`` run there (and for N-pair, n = 2), the ``grid_seeds`` of the rest of Figure 4,
+#: Table 1's ``table1`` cells (config overrides per (dataset, backbone)) and ``table1_seeds``,
+#: Table 2's ``table2`` rows (paper profile), and the baselines' settings.
+PRESETS: dict[str, dict[str, Any]] = {
+    "smoke": dict(
+        # digits has 5 training classes: batches of 8 hold 4 classes at n = 2, 2 at n = 4.
+        config=dict(batch_size=8, m_per_class=4, steps_per_epoch=6, epochs=2,
+                    eval_metrics=("recall",), eval_every=2),
+        group_sizes=(2, 4), key_group_size=4, seeds=(0, 1), grid_seeds=(0,),
+        table1=({},), table1_seeds=(0, 1), table2=(),
+    ),
+    "default": dict(
+        # omniglot-small: 136 training characters x 20 drawings, 28 x 28, the profile's 4-block
+        # 64-channel CNN. 5 epochs (not 15), evaluated once at the end, keep the chapter's
+        # 42 runs within the CPU budget.
+        config=dict(epochs=5, eval_every=5, eval_metrics=("recall", "map_at_r")),
+        group_sizes=(2, 4, 8, 16), key_group_size=16, seeds=(0, 1, 2), grid_seeds=(0,),
+        table1=({},), table1_seeds=(0, 1, 2), table2=(),
+    ),
+    "paper": dict(
+        # Figure 4: Cars196 with ResNet-18 (Sec. 6.1); the embedding size of that study is not
+        # stated, 512 (Table 2's) is used. Group sizes beyond 16 use the sampler's padding.
+        config=_paper("cars196", "resnet18", 512, 16),
+        group_sizes=(2, 4, 8, 16, 32, 64), key_group_size=16, seeds=(0, 1, 2), grid_seeds=(0,),
+        # Table 1: 64-d embeddings, GoogLeNet / ResNet-18 / ResNet-50 on CUB and Cars, n = 16.
+        table1=tuple(
+            _paper(ds, model, 64, 16)
+            for ds in ("cub200", "cars196") for model in ("googlenet", "resnet18", "resnet50")
+        ),
+        table1_seeds=(0,),
+        # Table 2: ResNet-50, 512-d; n = 16 for CUB / Cars, 4 for SOP / In-Shop (Sec. 6.3).
+        table2=tuple(
+            _paper(ds, "resnet50", 512, n)
+            for ds, n in (("cub200", 16), ("cars196", 16), ("sop", 4), ("inshop", 4))
+        ),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Study:
+    """The resolved design of the chapter at one profile (see :data:`PRESETS`)."""
+
+    profile: str
+    config: TrainConfig
+    group_sizes: tuple[int, ...]
+    key_group_size: int
+    seeds: tuple[int, ...]
+    grid_seeds: tuple[int, ...]
+    table1: tuple[TrainConfig, ...]
+    table1_seeds: tuple[int, ...]
+    table2: tuple[TrainConfig, ...] = ()
+    triplet_margin: float = 0.2
+    proxy_scale: float = 9.0
+    proxy_lr_factor: float = 10.0
+
+    def describe(self) -> str:
+        """One paragraph stating the design (printed by the notebook)."""
+        c = self.config
+        runs = len(self.figure4_runs()) + len(self.table1_runs())
+        return (
+            f"profile {self.profile}: {c.dataset} ({c.dataset_options or 'default options'}), "
+            f"{c.model} (width {c.width}) -> {c.embedding_dim}-d, batch {c.batch_size}, "
+            f"{c.optimizer} lr {c.lr:g}, {c.epochs} epochs"
+            + (f" of {c.steps_per_epoch} steps" if c.steps_per_epoch else "")
+            + f"; group sizes n = {list(self.group_sizes)}; seeds {list(self.seeds)} at "
+            f"n = {self.key_group_size} (and N-pair, n = 2), seed(s) {list(self.grid_seeds)} "
+            f"elsewhere; Table 1 on {len(self.table1)} (dataset, backbone) cell(s) with seeds "
+            f"{list(self.table1_seeds)}; {runs} distinct training runs."
+        )
+
+    def seeds_for(self, method: str, n: int) -> tuple[int, ...]:
+        """Seeds of a Figure 4 run: :attr:`seeds` at the key group size and for N-pair (n = 2),
+        :attr:`grid_seeds` elsewhere."""
+        key = n == self.key_group_size or canonical_method(method, n) == "N-pair"
+        return self.seeds if key else self.grid_seeds
+
+    def figure4_runs(self) -> list[tuple[TrainConfig, str]]:
+        """Every (config, canonical method) of Figure 4, deduplicated: at n = 2 EP, HP and BA
+        are one run (N-pair)."""
+        out: dict[str, tuple[TrainConfig, str]] = {}
+        for n in self.group_sizes:
+            for method in MINING_METHODS:
+                m = canonical_method(method, n)
+                for seed in self.seeds_for(method, n):
+                    cfg = run_config(self.config, m, n, seed, self)
+                    out[run_name(cfg, m)] = (cfg, m)
+        return list(out.values())
+
+    def table1_runs(self) -> list[tuple[TrainConfig, str]]:
+        """Every (config, method) of Table 1 not already in :meth:`figure4_runs`."""
+        seen = {run_name(c, m) for c, m in self.figure4_runs()}
+        out: dict[str, tuple[TrainConfig, str]] = {}
+        for cell in self.table1:
+            for method in TABLE1_METHODS:
+                n = 2 if method == "N-pair" else self.key_group_size
+                for seed in self.table1_seeds:
+                    cfg = run_config(cell, method, n, seed, self)
+                    name = run_name(cfg, method)
+                    if name not in seen:
+                        out[name] = (cfg, method)
+        return list(out.values())
+
+
+def make_study(
+    profile: str,
+    overrides: Mapping[str, Any] | None = None,
+    **design: Any,
+) -> Study:
+    """The :class:`Study` of ``profile``.
+
+    Args:
+        profile: ``smoke``, ``default`` or ``paper``.
+        overrides: TrainConfig fields applied on top of the preset to every run (e.g.
+            ``{"epochs": 4}``).
+        design: replaces preset design entries: ``group_sizes``, ``key_group_size``, ``seeds``,
+            ``grid_seeds``, ``table1_seeds``, ``triplet_margin``, ``proxy_scale``,
+            ``proxy_lr_factor``.
+    """
+    if profile not in PRESETS:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
+    preset = dict(PRESETS[profile])
+    allowed = {"group_sizes", "key_group_size", "seeds", "grid_seeds", "table1_seeds",
+               "triplet_margin", "proxy_scale", "proxy_lr_factor"}
+    unknown = sorted(set(design) - allowed)
+    if unknown:
+        raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
+    design = {k: v for k, v in design.items() if v is not None}
+    if "group_sizes" in design and "key_group_size" not in design:
+        design["key_group_size"] = max(design["group_sizes"])
+    preset.update(design)
+    overrides = dict(overrides or {})
+    base = make_config(profile, {**preset["config"], **overrides})
+    table1 = tuple(make_config(profile, {**preset["config"], **cell, **overrides}) for cell in preset["table1"])
+    table2 = tuple(make_config(profile, {**row, **overrides}) for row in preset["table2"])
+    group_sizes = tuple(int(n) for n in preset["group_sizes"])
+    key = int(preset["key_group_size"])
+    if key not in group_sizes:
+        raise ValueError(f"key_group_size {key} must be one of group_sizes {group_sizes}")
+    for n in group_sizes:
+        if n < 2 or base.batch_size % n:
+            raise ValueError(
+                f"group size {n} must be >= 2 and divide the batch size {base.batch_size}"
+            )
+    study = Study(
+        profile=profile, config=base, group_sizes=group_sizes, key_group_size=key,
+        seeds=tuple(preset["seeds"]), grid_seeds=tuple(preset["grid_seeds"]), table1=table1,
+        table1_seeds=tuple(preset["table1_seeds"]), table2=table2,
+        **{k: preset[k] for k in ("triplet_margin", "proxy_scale", "proxy_lr_factor") if k in preset},
+    )
+    return study
+
+
+# ----------------------------------------------------------------------------------------------
+# Losses and run identities
+# ----------------------------------------------------------------------------------------------
+
+
+def canonical_method(method: str, n: int) -> str:
+    """``"N-pair"`` for EP, HP and BA at group size 2 (one positive per anchor: the three losses
+    are the same function, Sec. 6.1), else ``method``."""
+    if method not in _ALL_METHODS:
+        raise ValueError(f"unknown method {method!r}; choose one of {list(_ALL_METHODS)}")
+    return "N-pair" if n == 2 and method in ("EP", "HP", "BA") else method
+
+
+def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study | None = None) -> nn.Module:
+    """The loss of ``method`` (see the module docstring).
+
+    * mining variants: :func:`dmlnb.losses.easy_positive_loss` (NCA, temperature 0.1);
+    * ``"N-pair"``: the EP loss; with two images per class it has one positive per anchor and
+      every other image of the batch as negative, the N-pair loss in the paper's NCA form;
+    * ``"triplet"``: :class:`dmlnb.losses.TripletLoss`, semi-hard mining, Euclidean distance on
+      the unit sphere, margin ``study.triplet_margin`` (0.2);
+    * ``"Proxy-NCA"``: :class:`dmlnb.losses.ProxyNCALoss` with ``num_classes`` proxies and scale
+      ``study.proxy_scale`` (9, i.e. embeddings and proxies of norm 3).
+    """
+    study_margin = study.triplet_margin if study is not None else 0.2
+    study_scale = study.proxy_scale if study is not None else 9.0
+    if method in VARIANTS:
+        return easy_positive_loss(method)
+    if method == "N-pair":
+        return easy_positive_loss("EP")
+    if method == "triplet":
+        return TripletLoss(margin=study_margin, mining="semihard")
+    if method == "Proxy-NCA":
+        return ProxyNCALoss(num_classes, embedding_dim, scale=study_scale)
+    raise ValueError(f"unknown method {method!r}; choose one of {list(_ALL_METHODS)}")
+
+
+def run_config(base: TrainConfig, method: str, n: int, seed: int, study: Study | None = None) -> TrainConfig:
+    """The configuration of one run: ``base`` with group size ``n`` (2 for N-pair), ``seed`` and,
+    for Proxy-NCA, a learning rate of the proxies ``proxy_lr_factor`` times the network's."""
+    n = 2 if method == "N-pair" else int(n)
+    changes: dict[str, Any] = {"m_per_class": n, "seed": int(seed)}
+    if method == "Proxy-NCA":
+        factor = study.proxy_lr_factor if study is not None else 10.0
+        changes["loss_lr"] = base.lr * factor
+    return base.replace(**changes)
+
+
+def run_name(config: TrainConfig, method: str) -> str:
+    """Folder name of a run: dataset, backbone, embedding size, method, group size, seed."""
+    return (
+        f"{config.dataset}-{config.model}-d{config.embedding_dim}-{method}"
+        f"-n{config.m_per_class}-seed{config.seed}"
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# Analyses of one model (Figures 2, 3, 5)
+# ----------------------------------------------------------------------------------------------
+
+
+def embedding_statistics(model: nn.Module, splits: Any, batch_size: int = 512) -> dict[str, Any]:
+    """The similarity statistics of one trained model on ``splits`` (train and test sets).
+
+    Returns a dict of tensors (CPU):
+
+    * ``train_same_class`` ``(P,)``: every same-class training pair (Figure 2);
+    * ``test_to_train`` ``(N_test,)``: each test image's similarity to its nearest training
+      image (Figure 3);
+    * ``train_same``, ``train_other`` ``(N_train,)`` and ``test_same``, ``test_other``
+      ``(N_test,)``: nearest same-class / other-class similarity within each set (Figure 5);
+    * ``train_embeddings``, ``train_labels``, ``test_embeddings``, ``test_labels``.
+    """
+    tr_x, tr_y = compute_embeddings(model, splits.train, batch_size=batch_size)
+    te_x, te_y = compute_embeddings(model, splits.test, batch_size=batch_size)
+    tr_nn = nearest_same_and_other(tr_x, tr_y)
+    te_nn = nearest_same_and_other(te_x, te_y)
+    return {
+        "train_same_class": same_class_similarities(tr_x, tr_y),
+        "test_to_train": nearest_reference_similarity(te_x, tr_x)[0],
+        "train_same": tr_nn.same, "train_other": tr_nn.other,
+        "test_same": te_nn.same, "test_other": te_nn.other,
+        "train_embeddings": tr_x, "train_labels": tr_y,
+        "test_embeddings": te_x, "test_labels": te_y,
+    }
+
+
+def summarize_statistics(stats: Mapping[str, Any]) -> dict[str, float]:
+    """Numbers of :func:`embedding_statistics` (stored in the run record so that claims can be
+    re-checked without the model): median / mean same-class training similarity and the
+    fraction above 0.9, mean / median test-to-nearest-training similarity, the fraction of
+    points whose nearest neighbour is of their class (train and test) and the mean nearest
+    same-class similarity (train and test)."""
+    same = similarity_summary(stats["train_same_class"], threshold=0.9)
+    t2t = similarity_summary(stats["test_to_train"], threshold=0.9)
+    out = {
+        "train_same_class_median": same["median"],
+        "train_same_class_mean": same["mean"],
+        "train_same_class_frac>0.9": same["frac>0.9"],
+        "test_to_train_mean": t2t["mean"],
+        "test_to_train_median": t2t["median"],
+    }
+    for part in ("train", "test"):
+        s, o = stats[f"{part}_same"], stats[f"{part}_other"]
+        out[f"{part}_nn_correct"] = float((s > o).double().mean())
+        out[f"{part}_nearest_same_mean"] = float(torch.nanmean(s.double()))
+        out[f"{part}_nearest_other_mean"] = float(torch.nanmean(o.double()))
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# The runner
+# ----------------------------------------------------------------------------------------------
+
+
+def _jsonable_config(config: TrainConfig) -> dict[str, Any]:
+    """``config`` as it reads back from a run record (tuples become lists)."""
+    import json
+
+    return json.loads(json.dumps(config.to_dict(), default=list))
+
+
+@dataclass
+class RunResult:
+    """One run: its name, method, configuration, record, best-epoch model (if loaded) and the
+    statistics of :func:`summarize_statistics` (if computed)."""
+
+    name: str
+    method: str
+    config: TrainConfig
+    record: RunRecord
+    model: nn.Module | None = None
+    trained: bool = False
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Test metrics of the best epoch."""
+        return self.record.best["metrics"]
+
+    @property
+    def analysis(self) -> dict[str, float] | None:
+        return self.record.data.get("analysis")
+
+
+class Runner:
+    """Trains runs or reloads them from ``results_dir/<profile>/<run name>/``.
+
+    * ``retrain=False``: a finished record made with the same configuration is reused; when the
+      model is needed its best-epoch weights (``best.pt``) are loaded, and the run is trained
+      again only if they are missing (checkpoints are not versioned, records are).
+    * ``retrain=True``: every run is trained from scratch (an existing checkpoint is ignored).
+
+    Results are memoised by run name, so a run shared by several figures or tables is trained
+    (or loaded) once.
+    """
+
+    def __init__(
+        self,
+        study: Study,
+        results_dir: str | Path,
+        retrain: bool = False,
+        data_root: str | Path | None = None,
+        progress: bool = False,
+    ) -> None:
+        self.study = study
+        self.root = Path(results_dir) / study.profile
+        self.retrain = retrain
+        self.data_root = data_root
+        self.progress = progress
+        self.results: dict[str, RunResult] = {}
+        self._splits: dict[str, Any] = {}
+
+    def splits(self, config: TrainConfig) -> Any:
+        """The dataset of ``config`` (loaded once per dataset and options)."""
+        from dmlnb.data import load_dataset
+
+        key = f"{config.dataset}:{sorted(config.dataset_options.items())}"
+        if key not in self._splits:
+            self._splits[key] = load_dataset(config.dataset, root=self.data_root, **config.dataset_options)
+        return self._splits[key]
+
+    def _build_model(self, config: TrainConfig, splits: Any) -> nn.Module:
+        from dmlnb.models import build_model
+
+        torch.manual_seed(config.seed)
+        return build_model(
+            config.model, splits.input_shape, config.embedding_dim, normalize=config.normalize,
+            pretrained=config.pretrained, width=config.width,
+        )
+
+    def _load_best(self, config: TrainConfig, splits: Any, run_dir: Path) -> nn.Module | None:
+        path = run_dir / "best.pt"
+        if not path.exists():
+            return None
+        model = self._build_model(config, splits)
+        state = torch.load(path, map_location="cpu", weights_only=False)
+        model.load_state_dict(state["model"])
+        return model.eval()
+
+    @staticmethod
+    def _same_config(run_dir: Path, config: TrainConfig) -> bool:
+        """Whether ``run_dir`` holds (a possibly unfinished) run of ``config``: only then is it
+        resumed; a run of another configuration in the same folder is overwritten."""
+        path = run_dir / "record.json"
+        if not path.exists():
+            return True
+        try:
+            saved = RunRecord.load(path).config
+        except (OSError, ValueError):
+            return False
+        return _jsonable_config(config) == saved
+
+    def run(self, config: TrainConfig, method: str, need_model: bool = False, analyse: bool = False) -> RunResult:
+        """Train or reload one run.
+
+        Args:
+            config: from :func:`run_config`.
+            method: canonical method name.
+            need_model: also return the best-epoch model.
+            analyse: make sure the record holds :func:`summarize_statistics` of the best-epoch
+                model (computed and saved into ``record.json`` when missing).
+        """
+        from dmlnb.training import fit, resolve_device
+
+        name = run_name(config, method)
+        run_dir = self.root / name
+        known = self.results.get(name)
+        if known is not None and (known.model is not None or not need_model) and (known.analysis or not analyse):
+            return known
+        splits = self.splits(config)
+        result = known
+        if result is None and not self.retrain:
+            record = load_finished_record(run_dir, config)
+            if record is not None:
+                result = RunResult(name, method, config, record)
+        if result is not None and result.model is None and (need_model or (analyse and not result.analysis)):
+            result.model = self._load_best(config, splits, run_dir)
+            if result.model is None:
+                result = None  # the weights are gone: train again
+        if result is None:
+            torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
+            loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
+            model, record = fit(
+                config, loss, splits=splits, run_dir=run_dir,
+                resume=not self.retrain and self._same_config(run_dir, config),
+                progress=self.progress, name=name,
+            )
+            best = self._load_best(config, splits, run_dir)
+            result = RunResult(name, method, config, record, model=(best if best is not None else model).cpu().eval(), trained=True)
+        if analyse and not result.analysis:
+            stats = embedding_statistics(result.model, splits, config.eval_batch_size)
+            result.record.data["analysis"] = summarize_statistics(stats)
+            result.record.save(run_dir / "record.json")
+        self.results[name] = result
+        return result
+
+    def run_all(self, runs: Sequence[tuple[TrainConfig, str]], **kwargs: Any) -> list[RunResult]:
+        """:meth:`run` for every (config, method), in order."""
+        return [self.run(cfg, method, **kwargs) for cfg, method in runs]
+
+    def get(self, config: TrainConfig, method: str, n: int, seed: int, **kwargs: Any) -> RunResult:
+        """The run of ``method`` at group size ``n`` and ``seed`` on top of ``config``."""
+        m = canonical_method(method, n)
+        return self.run(run_config(config, m, n, seed, self.study), m, **kwargs)
+
+
+# ----------------------------------------------------------------------------------------------
+# Tables and verdicts
+# ----------------------------------------------------------------------------------------------
+
+
+def group_size_frame(runner: Runner, metric: str = "R@1") -> pd.DataFrame:
+    """Figure 4's data: one row per (method, n) with ``mean``, ``std`` (NaN for one seed) and
+    ``seeds`` of ``metric`` at the best epoch. At n = 2, EP, HP and BA show the shared N-pair
+    runs."""
+    study = runner.study
+    rows = []
+    for method in MINING_METHODS:
+        for n in study.group_sizes:
+            m = canonical_method(method, n)
+            seeds = study.seeds_for(method, n)
+            vals = [runner.get(study.config, method, n, s).metrics[metric] for s in seeds]
+            rows.append({
+                "method": method, "n": n, "mean": float(np.mean(vals)),
+                "std": float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan,
+                "seeds": len(vals), "run": m,
+            })
+    return pd.DataFrame(rows)
+
+
+def recall_table(
+    results: Mapping[str, Sequence[RunResult]], ks: Sequence[int] | None = None
+) -> dict[str, list[dict[str, float]]]:
+    """``{method: [best-epoch metrics per seed]}`` restricted to ``R@K`` (for
+    :func:`dmlnb.reporting.summarize_runs`)."""
+    out = {}
+    for method, runs in results.items():
+        keys = [f"R@{k}" for k in (ks or runs[0].config.eval_ks)]
+        out[method] = [{k: r.metrics[k] for k in keys} for r in runs]
+    return out
+
+
+def group_verdict(
+    better: Mapping[str, Sequence[float]],
+    worse: Mapping[str, Sequence[float]],
+    higher_is_better: bool = True,
+) -> tuple[str, pd.DataFrame]:
+    """Verdict on "every method of ``better`` beats every method of ``worse``".
+
+    Each pair is judged by :func:`dmlnb.reporting.compare`. Returns the verdict — ``"holds"``
+    when every pair holds, ``"does not hold"`` when no pair's mean is better, ``"inconclusive
+    (within noise)"`` when every pair is better in the mean but some only within noise, else
+    ``"mixed: k of m pairs hold"`` — and the table of pairwise verdicts.
+    """
+    rows = []
+    for a, xa in better.items():
+        for b, xb in worse.items():
+            diff = (np.mean(xa) - np.mean(xb)) * (1 if higher_is_better else -1) if len(xa) and len(xb) else math.nan
+            rows.append({"better": a, "worse": b, "difference of means": diff,
+                         "verdict": compare(xa, xb, higher_is_better)})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return NOT_TESTED, table
+    verdicts = table["verdict"].tolist()
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS, table
+    if all(v == FAILS for v in verdicts):
+        return FAILS, table
+    if all(v in (HOLDS, WITHIN_NOISE) for v in verdicts):
+        return WITHIN_NOISE, table
+    return f"mixed: {verdicts.count(HOLDS)} of {len(verdicts)} pairs hold", table
+
+
+# ----------------------------------------------------------------------------------------------
+# The paper's numbers (Recall@K in %)
+# ----------------------------------------------------------------------------------------------
+
+_NA = math.nan
+_T1_ROWS = ("triplet", "N-pair", "Proxy-NCA", "EPSHN")
+_T1 = {  # (dataset, backbone) -> rows of _T1_ROWS x (R@1, R@2, R@4, R@8); Table 1, 64-d
+    ("CUB", "GoogLeNet"): [(42.6, 55.0, 66.4, 77.2), (45.4, 58.4, 69.5, 79.5), (49.2, 61.9, 67.9, 72.4), (51.7, 64.1, 75.3, 83.9)],
+    ("CUB", "ResNet-18"): [(_NA,) * 4, (52.4, 65.7, 76.8, 84.6), (51.5, 63.8, 74.6, 84.0), (54.2, 66.6, 77.4, 86.0)],
+    ("CUB", "ResNet-50"): [(_NA,) * 4, (53.2, 65.3, 76.0, 84.8), (55.5, 67.7, 78.2, 86.2), (57.3, 68.9, 79.3, 87.2)],
+    ("CAR", "GoogLeNet"): [(51.5, 63.8, 73.5, 81.4), (53.9, 66.8, 77.8, 86.4), (73.2, 82.4, 86.4, 88.7), (66.4, 76.8, 85.2, 90.7)],
+    ("CAR", "ResNet-18"): [(_NA,) * 4, (55.7, 67.4, 77.0, 84.5), (62.2, 73.0, 81.6, 87.9), (73.2, 82.5, 88.6, 93.0)],
+    ("CAR", "ResNet-50"): [(_NA,) * 4, (58.3, 69.5, 78.3, 86.4), (66.2, 76.9, 84.9, 90.5), (75.5, 84.2, 90.3, 94.2)],
+}
+#: Table 1 of the paper: ``{(dataset, backbone): DataFrame (methods x R@1..R@8)}``, 64-d, in %.
+REPORTED_TABLE1: dict[tuple[str, str], pd.DataFrame] = {
+    key: pd.DataFrame(rows, index=list(_T1_ROWS), columns=["R@1", "R@2", "R@4", "R@8"])
+    for key, rows in _T1.items()
+}
+
+_T2_COLS = pd.MultiIndex.from_tuples(
+    [("CUB", "R@1"), ("CUB", "R@2"), ("CUB", "R@4"), ("CAR", "R@1"), ("CAR", "R@2"), ("CAR", "R@4"),
+     ("SOP", "R@1"), ("SOP", "R@10"), ("SOP", "R@100"),
+     ("In-Shop", "R@1"), ("In-Shop", "R@10"), ("In-Shop", "R@20")],
+    names=["dataset", "metric"],
+)
+#: Table 2 of the paper (state of the art; EPSHN with ResNet-50, 512-d), in %.
+REPORTED_TABLE2 = pd.DataFrame(
+    [
+        (53.6, 65.7, 77.0, 73.2, 82.4, 86.4, 69.5, 84.4, 92.8, 62.1, 84.9, 89.0),
+        (55.3, 67.2, 76.9, 78.0, 85.8, 91.1, 72.7, 86.5, 94.0, 76.9, 92.8, 95.2),
+        (57.1, 68.8, 78.7, 81.4, 88.0, 92.7, 74.8, 88.3, 94.8, _NA, _NA, _NA),
+        (60.6, 71.5, 79.8, 85.2, 90.5, 94.0, 76.3, 88.4, 94.8, 87.3, 96.7, 97.9),
+        (63.9, 75.0, 83.1, 86.0, 91.7, 95.0, _NA, _NA, _NA, _NA, _NA, _NA),
+        (64.9, 75.3, 83.5, 82.7, 89.3, 93.0, 78.3, 90.7, 96.3, 87.8, 95.7, 96.8),
+    ],
+    index=["HDC384", "BIER512", "HTL512", "ABE512", "DREML576", "EPSHN512"],
+    columns=_T2_COLS,
+)
+#: Table 3 of the paper: Hotels-50K (ResNet-50, 256-d), in %.
+REPORTED_TABLE3 = pd.DataFrame(
+    [(8.1, 17.6, 34.8), (16.3, 30.5, 49.9)],
+    index=["BATCH-ALL256", "EPSHN256"],
+    columns=pd.MultiIndex.from_tuples([("Hotels-50K", "R@1"), ("Hotels-50K", "R@10"), ("Hotels-50K", "R@100")], names=["dataset", "metric"]),
+)
+_T2_NAMES = {"cub200": "CUB", "cars196": "CAR", "sop": "SOP", "inshop": "In-Shop"}
+_BACKBONES = {"googlenet": "GoogLeNet", "resnet18": "ResNet-18", "resnet50": "ResNet-50"}
+
+
+def reported_table1(dataset: str, model: str) -> tuple[pd.DataFrame, str]:
+    """The paper's Table 1 cell matching our ``dataset`` and ``model``, with its label.
+
+    For a dataset or backbone the paper did not use, the CUB / GoogLeNet cell (the only one with
+    all four methods) is returned and the label says that it is only the nearest analogue.
+    """
+    key = (_T2_NAMES.get(dataset, ""), _BACKBONES.get(model, ""))
+    if key in REPORTED_TABLE1:
+        return REPORTED_TABLE1[key], f"reported ({key[0]}, {key[1]}, 64-d)"
+    return REPORTED_TABLE1[("CUB", "GoogLeNet")], "reported (CUB, GoogLeNet, 64-d: nearest analogue)"
+
+
+def table2_name(dataset: str) -> str:
+    """The paper's column name of one of our datasets in Table 2."""
+    return _T2_NAMES.get(dataset, dataset)
+
+
+def paper_run_status(configs: Sequence[TrainConfig], data_root: str | Path | None = None) -> pd.DataFrame:
+    """Whether each run of Table 2 can be reproduced here: a CUDA GPU and the dataset's files.
+
+    Returns one row per config: ``dataset``, ``gpu`` (bool), ``data`` ("found" or the first
+    line of the loader's missing-file error) and ``runnable``.
+    """
+    from dmlnb.data import load_dataset
+
+    gpu = torch.cuda.is_available()
+    rows = []
+    for cfg in configs:
+        try:
+            load_dataset(cfg.dataset, root=data_root, **cfg.dataset_options)
+            data = "found"
+        except FileNotFoundError as err:
+            data = str(err).splitlines()[0]
+        rows.append({"dataset": cfg.dataset, "gpu": gpu, "data": data, "runnable": gpu and data == "found"})
+    return pd.DataFrame(rows, columns=["dataset", "gpu", "data", "runnable"])

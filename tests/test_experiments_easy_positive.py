@@ -1,0 +1,274 @@
+"""dmlnb.experiments.easy_positive: presets, run identities, the runner (train / reload / analyse),
+verdicts, the paper's tables and the paper-profile path on a fabricated CUB tree."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from dmlnb.analysis import nearest_same_and_other
+from dmlnb.evaluation import compute_embeddings, recall_at_k
+from dmlnb.experiments import easy_positive as ep
+from dmlnb.losses import EasyPositiveLoss, ProxyNCALoss, TripletLoss
+from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE
+
+TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "cache"))
+
+
+# ------------------------------------------------------------------------------ presets
+
+
+@pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
+def test_every_profile_resolves(profile):
+    study = ep.make_study(profile)
+    assert study.key_group_size in study.group_sizes
+    assert all(study.config.batch_size % n == 0 for n in study.group_sizes)
+    assert set(study.seeds) >= set(study.grid_seeds)
+    assert study.describe().startswith(f"profile {profile}:")
+
+
+def test_default_design_and_run_count():
+    study = ep.make_study("default")
+    c = study.config
+    assert (c.dataset, c.model, c.embedding_dim, c.batch_size, c.width) == ("omniglot-small", "convnet", 64, 128, 64)
+    assert study.group_sizes == (2, 4, 8, 16) and study.key_group_size == 16 and len(study.seeds) == 3
+    fig4 = study.figure4_runs()
+    names = [ep.run_name(cfg, m) for cfg, m in fig4]
+    assert len(names) == len(set(names))
+    # n = 2: N-pair x 3 seeds + EPHN, EPSHN, HPHN; n = 4, 8: 6 methods; n = 16: 6 methods x 3 seeds
+    assert len(fig4) == 3 + 3 + 6 + 6 + 18
+    assert not any(m in ("EP", "HP", "BA") and cfg.m_per_class == 2 for cfg, m in fig4)
+    # Table 1 reuses EPSHN (n = 16) and N-pair (n = 2) and adds triplet / Proxy-NCA x 3 seeds
+    t1 = study.table1_runs()
+    assert sorted({m for _, m in t1}) == ["Proxy-NCA", "triplet"] and len(t1) == 6
+    assert all(cfg.m_per_class == 16 for cfg, _ in t1)
+
+
+def test_paper_profile_matches_the_paper():
+    study = ep.make_study("paper")
+    c = study.config
+    assert (c.dataset, c.model, c.pretrained, c.batch_size) == ("cars196", "resnet18", True, 128)
+    assert (c.optimizer, c.momentum, c.epochs, c.lr, c.lr_milestones) == ("sgd", 0.0, 40, 5e-4, (20, 30))
+    assert c.dataset_options == {"image_size": 256}
+    assert study.key_group_size == 16 and max(study.group_sizes) > 16
+    cells = {(t.dataset, t.model) for t in study.table1}
+    assert cells == {(d, m) for d in ("cub200", "cars196") for m in ("googlenet", "resnet18", "resnet50")}
+    assert all(t.embedding_dim == 64 for t in study.table1)
+    assert {t.dataset: t.lr for t in study.table1} == {"cub200": 1e-4, "cars196": 5e-4}
+    rows = {t.dataset: t for t in study.table2}
+    assert {d: (t.model, t.embedding_dim, t.m_per_class) for d, t in rows.items()} == {
+        "cub200": ("resnet50", 512, 16), "cars196": ("resnet50", 512, 16),
+        "sop": ("resnet50", 512, 4), "inshop": ("resnet50", 512, 4),
+    }
+    assert rows["sop"].eval_ks == (1, 10, 100) and rows["inshop"].eval_ks == (1, 10, 20)
+
+
+def test_make_study_overrides_and_errors():
+    s = ep.make_study("default", {"epochs": 3}, group_sizes=[2, 8], seeds=[5, 6])
+    assert s.config.epochs == 3 and s.group_sizes == (2, 8) and s.key_group_size == 8 and s.seeds == (5, 6)
+    assert all(t.epochs == 3 for t in s.table1)
+    with pytest.raises(ValueError, match="divide"):
+        ep.make_study("default", group_sizes=[3])
+    with pytest.raises(KeyError):
+        ep.make_study("default", group_size=[2])
+    with pytest.raises(ValueError, match="profile"):
+        ep.make_study("huge")
+
+
+# ------------------------------------------------------------------------------ methods
+
+
+def test_canonical_method_and_run_config():
+    assert [ep.canonical_method(m, 2) for m in ep.MINING_METHODS] == ["N-pair", "EPHN", "EPSHN", "N-pair", "HPHN", "N-pair"]
+    assert ep.canonical_method("EP", 4) == "EP"
+    with pytest.raises(ValueError):
+        ep.canonical_method("XX", 4)
+    study = ep.make_study("default")
+    cfg = ep.run_config(study.config, "N-pair", 16, 3, study)
+    assert (cfg.m_per_class, cfg.seed) == (2, 3)
+    proxy = ep.run_config(study.config, "Proxy-NCA", 16, 0, study)
+    assert proxy.loss_lr == pytest.approx(study.config.lr * study.proxy_lr_factor)
+    assert ep.run_name(cfg, "N-pair") == "omniglot-small-convnet-d64-N-pair-n2-seed3"
+
+
+def test_build_loss_types_and_n2_equivalence():
+    assert isinstance(ep.build_loss("triplet", 5, 8), TripletLoss)
+    proxy = ep.build_loss("Proxy-NCA", 5, 8)
+    assert isinstance(proxy, ProxyNCALoss) and proxy.proxies.shape == (5, 8) and proxy.scale == 9.0
+    assert isinstance(ep.build_loss("EPSHN", 5, 8), EasyPositiveLoss)
+    with pytest.raises(ValueError):
+        ep.build_loss("magnet", 5, 8)
+    # group size 2: one positive per anchor, so EP = HP = BA = N-pair, computed independently
+    g = torch.Generator().manual_seed(0)
+    x = torch.nn.functional.normalize(torch.randn(12, 6, generator=g), dim=1)
+    y = torch.arange(6).repeat_interleave(2)
+    values = [float(ep.build_loss(m, 6, 6)(x, y)) for m in ("EP", "HP", "BA", "N-pair")]
+    s = (x @ x.T).double() / 0.1
+    ref = []
+    for a in range(12):
+        p = a ^ 1  # the partner of a in its pair
+        neg = [j for j in range(12) if y[j] != y[a]]
+        ref.append(-s[a, p] + torch.logsumexp(torch.stack([s[a, p]] + [s[a, j] for j in neg]), 0))
+    assert values == pytest.approx([float(torch.stack(ref).mean())] * 4, rel=1e-5)
+
+
+# ------------------------------------------------------------------------------ runner
+
+
+def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
+    study = ep.make_study("smoke", TINY)
+    runner = ep.Runner(study, tmp_path)
+    res = runner.get(study.config, "EPHN", 4, 0, analyse=True, need_model=True)
+    run_dir = tmp_path / "smoke" / res.name
+    assert res.trained and (run_dir / "record.json").exists() and (run_dir / "best.pt").exists()
+    saved = json.loads((run_dir / "record.json").read_text())
+    assert saved["status"] == "finished" and saved["config"]["m_per_class"] == 4
+    assert set(saved["analysis"]) >= {"train_same_class_median", "test_to_train_mean", "test_nn_correct"}
+    # the analysed model is the best epoch's: its test NN accuracy is the recorded Recall@1
+    splits = runner.splits(study.config)
+    emb, lab = compute_embeddings(res.model, splits.test)
+    assert recall_at_k(emb, lab, ks=(1,))[1] == pytest.approx(res.metrics["R@1"], abs=1e-12)
+    # float32 near-ties of a barely trained model may flip a few points between the two searches
+    assert saved["analysis"]["test_nn_correct"] == pytest.approx(res.metrics["R@1"], abs=1e-2)
+    exact = nearest_same_and_other(emb.double(), lab).accuracy
+    assert exact == pytest.approx(recall_at_k(emb.double(), lab, ks=(1,))[1], abs=1e-12)
+    # memoised within a runner
+    assert runner.get(study.config, "EPHN", 4, 0) is res
+    # a new runner reloads the record (no training) and the best weights on demand
+    again = ep.Runner(study, tmp_path).get(study.config, "EPHN", 4, 0, need_model=True)
+    assert not again.trained and again.analysis == saved["analysis"]
+    for a, b in zip(again.model.state_dict().values(), res.model.state_dict().values()):
+        assert torch.equal(a, b)
+    # missing weights: trained again, to the same result (seeded)
+    (run_dir / "best.pt").unlink()
+    redo = ep.Runner(study, tmp_path).get(study.config, "EPHN", 4, 0, need_model=True)
+    assert redo.trained and redo.metrics["R@1"] == res.metrics["R@1"]
+    # retrain=True ignores the finished record
+    forced = ep.Runner(study, tmp_path, retrain=True).get(study.config, "EPHN", 4, 0)
+    assert forced.trained and forced.record.data["history"][-1]["epoch"] == 1
+
+
+def test_runner_other_config_is_not_reused(tmp_path):
+    study = ep.make_study("smoke", TINY)
+    ep.Runner(study, tmp_path).get(study.config, "BA", 4, 0)
+    other = ep.make_study("smoke", {**TINY, "lr": 1e-4})
+    res = ep.Runner(other, tmp_path).get(other.config, "BA", 4, 0)
+    assert res.trained and res.config.lr == 1e-4
+
+
+def test_group_size_frame_and_recall_table(tmp_path):
+    study = ep.make_study("smoke", TINY, seeds=[0], grid_seeds=[0])
+    runner = ep.Runner(study, tmp_path)
+    runner.run_all(study.figure4_runs())
+    frame = ep.group_size_frame(runner)
+    assert len(frame) == len(ep.MINING_METHODS) * len(study.group_sizes)
+    at2 = frame[frame["n"] == 2].set_index("method")
+    assert at2.loc["EP", "mean"] == at2.loc["HP", "mean"] == at2.loc["BA", "mean"]  # one N-pair run
+    assert (at2.loc[["EP", "HP", "BA"], "run"] == "N-pair").all()
+    assert frame["std"].isna().all() and (frame["seeds"] == 1).all()
+    res = {"EPHN": [runner.get(study.config, "EPHN", 4, 0)]}
+    table = ep.recall_table(res, ks=(1, 2))
+    assert list(table["EPHN"][0]) == ["R@1", "R@2"]
+
+
+# ------------------------------------------------------------------------------ verdicts, tables
+
+
+def test_group_verdict():
+    hi, lo = [0.8, 0.81, 0.79], [0.5, 0.52, 0.51]
+    assert ep.group_verdict({"a": hi, "b": hi}, {"c": lo})[0] == HOLDS
+    assert ep.group_verdict({"a": lo}, {"c": hi, "d": hi})[0] == FAILS
+    v, table = ep.group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
+    assert v == "mixed: 1 of 2 pairs hold" and len(table) == 2
+    assert ep.group_verdict({"a": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == WITHIN_NOISE
+    assert ep.group_verdict({"a": lo}, {"c": hi}, higher_is_better=False)[0] == HOLDS
+    assert ep.group_verdict({}, {"c": hi})[0] == NOT_TESTED
+
+
+def test_reported_tables():
+    t = ep.REPORTED_TABLE1[("CUB", "ResNet-50")]
+    assert t.loc["EPSHN", "R@1"] == 57.3 and math.isnan(t.loc["triplet", "R@1"])
+    cell, label = ep.reported_table1("cars196", "resnet18")
+    assert cell.loc["EPSHN", "R@8"] == 93.0 and "CAR" in label
+    cell, label = ep.reported_table1("omniglot-small", "convnet")
+    assert cell.loc["triplet", "R@1"] == 42.6 and "analogue" in label
+    assert ep.REPORTED_TABLE2.loc["EPSHN512", ("SOP", "R@1")] == 78.3
+    assert ep.REPORTED_TABLE3.loc["EPSHN256", ("Hotels-50K", "R@1")] == 16.3
+    # each reported R@K row is non-decreasing in K (a typo check of the transcription)
+    for table in ep.REPORTED_TABLE1.values():
+        values = table.to_numpy()
+        ok = ~np.isnan(values).any(axis=1)
+        assert (np.diff(values[ok], axis=1) >= 0).all()
+
+
+# ------------------------------------------------------------------------------ paper path
+
+
+def _fabricated_cub(root):
+    from PIL import Image
+
+    folder = root / "CUB_200_2011"
+    lines, labels = [], []
+    g = torch.Generator().manual_seed(0)
+    classes = [c for c in (1, 2, 3, 4, 101, 102, 103) for _ in range(4)]
+    for image_id, c in enumerate(classes, start=1):
+        rel = f"{c:03d}.Bird_{c}/img_{image_id}.jpg"
+        (folder / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((torch.rand(30, 34, 3, generator=g) * 255).to(torch.uint8).numpy()).save(folder / "images" / rel)
+        lines.append(f"{image_id} {rel}")
+        labels.append(f"{image_id} {c}")
+    (folder / "images.txt").write_text("\n".join(lines) + "\n")
+    (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+
+
+def test_paper_status_and_table1_cell_on_a_fabricated_cub_tree(tmp_path):
+    _fabricated_cub(tmp_path / "data")
+    small = {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 4, "epochs": 1,
+             "steps_per_epoch": 1, "num_workers": 0, "eval_batch_size": 8, "eval_every": 1}
+    study = ep.make_study("paper", small, group_sizes=[2, 4], seeds=[0], grid_seeds=[0], table1_seeds=[0])
+    status = ep.paper_run_status(study.table2, tmp_path / "data")
+    assert status["dataset"].tolist() == ["cub200", "cars196", "sop", "inshop"]
+    assert status["data"].tolist()[0] == "found" and all("does not exist" in d for d in status["data"][1:])
+    assert status["runnable"].tolist()[1:] == [False] * 3
+    assert status["runnable"].tolist()[0] == torch.cuda.is_available()
+    cell = next(t for t in study.table1 if (t.dataset, t.model) == ("cub200", "resnet18"))
+    runner = ep.Runner(study, tmp_path / "results", data_root=tmp_path / "data")
+    res = runner.get(cell, "EPSHN", 4, 0)
+    assert res.record.data["status"] == "finished"
+    assert (res.config.embedding_dim, res.config.optimizer, res.config.m_per_class) == (64, "sgd", 4)
+    assert set(res.metrics) >= {"R@1", "R@2", "R@4", "R@8"}
+
+
+# ------------------------------------------------------------------------------ plots
+
+
+def test_chapter_plots_label_everything():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from dmlnb.plots import plot_group_size, plot_reference_overlay, plot_same_vs_other, plot_similarity_distributions
+
+    frame = pd.DataFrame({"method": ["EP", "EP", "HP", "HP"], "n": [2, 16, 2, 16],
+                          "mean": [0.5, 0.6, 0.5, 0.4], "std": [0.01, np.nan, 0.01, 0.02]})
+    ax = plot_group_size(frame)
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "16"]
+    assert ax.get_xlabel().startswith("group size") and len(ax.get_legend().get_texts()) == 2
+    ax = plot_similarity_distributions({"a": np.array([0.1, 0.9, np.nan]), "b": torch.tensor([0.5, 0.7])})
+    assert "median 0.50" in ax.get_legend().get_texts()[0].get_text() and ax.get_title()
+    same, other = torch.tensor([0.9, 0.2, 0.5, float("nan")]), torch.tensor([0.1, 0.8, 0.4, 0.3])
+    ax = plot_same_vs_other(same, other)
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "66.7%" in texts[0] and "33.3%" in texts[1]  # 2 of the 3 finite points are below y = x
+    ax = plot_reference_overlay(np.zeros((3, 2)), np.ones((2, 2)))
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training (3)", "test (2)"]
+    plt.close("all")
