@@ -139,9 +139,15 @@ def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
     assert saved["analysis"]["test_nn_correct"] == pytest.approx(res.metrics["R@1"], abs=1e-2)
     exact = nearest_same_and_other(emb.double(), lab).accuracy
     assert exact == pytest.approx(recall_at_k(emb.double(), lab, ks=(1,))[1], abs=1e-12)
-    # memoised within a runner
+    # memoised within a runner, with the full statistics of its analysis
     assert runner.get(study.config, "EPHN", 4, 0) is res
+    stats = runner.statistics(res)
+    assert stats is res.stats and stats["test_same"].shape == (len(splits.test),)
+    assert ep.summarize_statistics(stats) == saved["analysis"]
     # a new runner reloads the record (no training) and the best weights on demand
+    fresh = ep.Runner(study, tmp_path)
+    with pytest.raises(ValueError, match="need_model"):
+        fresh.statistics(fresh.get(study.config, "EPHN", 4, 0))
     again = ep.Runner(study, tmp_path).get(study.config, "EPHN", 4, 0, need_model=True)
     assert not again.trained and again.analysis == saved["analysis"]
     for a, b in zip(again.model.state_dict().values(), res.model.state_dict().values()):

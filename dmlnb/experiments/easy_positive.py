@@ -392,6 +392,7 @@ class RunResult:
     record: RunRecord
     model: nn.Module | None = None
     trained: bool = False
+    stats: dict[str, Any] | None = field(default=None, repr=False)
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -509,11 +510,20 @@ class Runner:
             best = self._load_best(config, splits, run_dir)
             result = RunResult(name, method, config, record, model=(best if best is not None else model).cpu().eval(), trained=True)
         if analyse and not result.analysis:
-            stats = embedding_statistics(result.model, splits, config.eval_batch_size)
-            result.record.data["analysis"] = summarize_statistics(stats)
+            result.stats = embedding_statistics(result.model, splits, config.eval_batch_size)
+            result.record.data["analysis"] = summarize_statistics(result.stats)
             result.record.save(run_dir / "record.json")
         self.results[name] = result
         return result
+
+    def statistics(self, result: RunResult) -> dict[str, Any]:
+        """:func:`embedding_statistics` of a run's best-epoch model (kept from its analysis in
+        this session, else computed; the run must have been loaded with ``need_model=True``)."""
+        if result.stats is None:
+            if result.model is None:
+                raise ValueError(f"run {result.name} has no model loaded; get it with need_model=True")
+            result.stats = embedding_statistics(result.model, self.splits(result.config), result.config.eval_batch_size)
+        return result.stats
 
     def run_all(self, runs: Sequence[tuple[TrainConfig, str]], **kwargs: Any) -> list[RunResult]:
         """:meth:`run` for every (config, method), in order."""
