@@ -27,31 +27,25 @@ from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.pairs import euclidean_distance, l2_normalize
 
 
+def _timed_call(fn: Callable[[], None], device: torch.device) -> float:
+    """Seconds of one call of ``fn``, synchronised on CUDA so queued kernels are counted."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    t0 = time.perf_counter()
+    fn()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return time.perf_counter() - t0
+
+
 def _timer(fn: Callable[[], None], device: torch.device, repeats: int, slow_seconds: float = 2.0) -> float:
     """Median milliseconds of ``fn`` over ``repeats`` runs after 3 warm-ups; a call slower than
     ``slow_seconds`` is timed once (its cost dwarfs warm-up effects)."""
-    t0 = time.perf_counter()
-    fn()
-    if time.perf_counter() - t0 > slow_seconds:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        return 1e3 * (time.perf_counter() - t0)
+    if _timed_call(fn, device) > slow_seconds:
+        return 1e3 * _timed_call(fn, device)
     for _ in range(2):
         fn()
-    times = []
-    for _ in range(repeats):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        t0 = time.perf_counter()
-        fn()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+    return 1e3 * statistics.median(_timed_call(fn, device) for _ in range(repeats))
 
 
 def _pml_pairs(num_classes: int, dim: int):

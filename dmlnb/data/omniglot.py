@@ -104,6 +104,20 @@ def _dataset(archive: dict, alphabets: set[str] | None) -> tuple[InMemoryDataset
     return InMemoryDataset(images, labels), [classes[i] for i in originals.tolist()]
 
 
+def _splits(
+    name: str,
+    train: tuple[InMemoryDataset, list[str]],
+    test: tuple[InMemoryDataset, list[str]],
+    labelled_per_class: int | None,
+    seed: int,
+) -> DatasetSplits:
+    """The train/test splits from ``(dataset, class names)`` pairs, semi-supervised if asked."""
+    splits = DatasetSplits(name, train[0], test[0], class_names={"train": train[1], "test": test[1]})
+    if labelled_per_class is not None:
+        splits = semi_supervised(splits, labelled_per_class, seed)
+    return splits
+
+
 def _check_size(image_size: int) -> None:
     if not 1 <= image_size <= 105:
         raise ValueError(
@@ -159,14 +173,10 @@ def load_omniglot_small(
     small2 = _archive(folder / "images_background_small2.zip", image_size)
     train_alphabets = {c.split("/")[0] for c in small1["classes"]}
     test_alphabets = {c.split("/")[0] for c in small2["classes"]} - train_alphabets
-    train, train_names = _dataset(small1, None)
-    test, test_names = _dataset(small2, test_alphabets)
-    splits = DatasetSplits(
-        "omniglot-small", train, test, class_names={"train": train_names, "test": test_names}
+    return _splits(
+        "omniglot-small", _dataset(small1, None), _dataset(small2, test_alphabets),
+        labelled_per_class, seed,
     )
-    if labelled_per_class is not None:
-        splits = semi_supervised(splits, labelled_per_class, seed)
-    return splits
 
 
 @register_dataset("omniglot")
@@ -200,11 +210,6 @@ def load_omniglot(
                 )
             Omniglot(str(root / "omniglot"), background=background, download=True)
         parts.append(_archive(path, image_size))
-    train, train_names = _dataset(parts[0], None)
-    test, test_names = _dataset(parts[1], None)
-    splits = DatasetSplits(
-        "omniglot", train, test, class_names={"train": train_names, "test": test_names}
+    return _splits(
+        "omniglot", _dataset(parts[0], None), _dataset(parts[1], None), labelled_per_class, seed
     )
-    if labelled_per_class is not None:
-        splits = semi_supervised(splits, labelled_per_class, seed)
-    return splits
