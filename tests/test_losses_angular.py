@@ -12,13 +12,11 @@ from pytorch_metric_learning.distances import LpDistance
 
 import dmlnb.losses.angular as angular_module
 from dmlnb.losses.angular import AngularLoss
+from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 12, dim: int = 5, classes: int = 4):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, dim, generator=g, dtype=torch.float64, requires_grad=True)
-    y = torch.randint(0, classes, (batch,), generator=g)
-    return x, y
+    return random_batch(seed, batch, dim, classes)
 
 
 def brute_angular(x, y, alpha_degrees, normalize=True):

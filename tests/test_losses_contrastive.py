@@ -10,13 +10,11 @@ from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
 from dmlnb.losses.contrastive import ContrastiveLoss
+from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 6, classes: int = 5):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, dim, generator=g, dtype=torch.float64, requires_grad=True)
-    y = torch.randint(0, classes, (batch,), generator=g)
-    return x, y
+    return random_batch(seed, batch, dim, classes)
 
 
 def brute_contrastive(x, y, pos_margin, neg_margin, squared_dist, squared_hinge, mining,

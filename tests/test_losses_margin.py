@@ -11,16 +11,13 @@ from scipy.stats import chisquare
 
 from dmlnb.losses.margin import DistanceWeightedMiner, MarginLoss
 from dmlnb.pairs import euclidean_distance, pair_masks
+from batches import clustered_batch
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
 
 def batch(seed: int = 0, n_classes: int = 4, per_class: int = 3, dim: int = 6):
-    g = torch.Generator().manual_seed(seed)
-    centers = torch.randn(n_classes, dim, generator=g, dtype=torch.float64)
-    y = torch.arange(n_classes).repeat_interleave(per_class)
-    x = centers[y] + 0.8 * torch.randn(len(y), dim, generator=g, dtype=torch.float64)
-    return x, y
+    return clustered_batch(seed, n_classes, per_class, dim, noise=0.8)
 
 
 def unit_distances(x: torch.Tensor) -> list[list[torch.Tensor]]:

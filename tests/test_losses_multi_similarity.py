@@ -11,14 +11,11 @@ from pytorch_metric_learning.miners import MultiSimilarityMiner as PMLMultiSimil
 
 from dmlnb.losses.multi_similarity import MultiSimilarityLoss, MultiSimilarityMiner
 from dmlnb.pairs import cosine_similarity, pair_masks
+from batches import clustered_batch
 
 
 def batch(seed: int = 0, n_classes: int = 4, per_class: int = 4, dim: int = 8):
-    g = torch.Generator().manual_seed(seed)
-    centers = torch.randn(n_classes, dim, generator=g, dtype=torch.float64)
-    y = torch.arange(n_classes).repeat_interleave(per_class)
-    x = centers[y] + 0.9 * torch.randn(len(y), dim, generator=g, dtype=torch.float64)
-    return x, y
+    return clustered_batch(seed, n_classes, per_class, dim, noise=0.9)
 
 
 def reference_mining(S: torch.Tensor, y: torch.Tensor, eps: float) -> tuple[list, list]:

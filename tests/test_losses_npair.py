@@ -8,13 +8,11 @@ from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.distances import DotProductSimilarity
 
 from dmlnb.losses.npair import NPairLoss, first_pair_per_class
+from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 5, classes: int = 6):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, dim, generator=g, dtype=torch.float64, requires_grad=True)
-    y = torch.randint(0, classes, (batch,), generator=g)
-    return x, y
+    return random_batch(seed, batch, dim, classes)
 
 
 def brute_pairs(y):

@@ -14,15 +14,13 @@ from torch.func import functional_call
 
 from dmlnb.losses.proxy_nca import ProxyNCALoss
 from dmlnb.losses.soft_triple import SoftTripleLoss
+from batches import random_batch
 
 C, K, D = 4, 3, 6
 
 
 def batch(seed: int = 0, n: int = 10, dim: int = D, n_classes: int = C):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(n, dim, generator=g, dtype=torch.float64)
-    y = torch.randint(0, n_classes, (n,), generator=g)
-    return x, y
+    return random_batch(seed, n, dim, n_classes, requires_grad=False)
 
 
 def unit(v: torch.Tensor) -> torch.Tensor:

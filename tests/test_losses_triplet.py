@@ -10,13 +10,11 @@ from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
 from dmlnb.losses.triplet import TripletLoss
+from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 6, classes: int = 4):
-    g = torch.Generator().manual_seed(seed)
-    x = torch.randn(batch, dim, generator=g, dtype=torch.float64, requires_grad=True)
-    y = torch.randint(0, classes, (batch,), generator=g)
-    return x, y
+    return random_batch(seed, batch, dim, classes)
 
 
 def distance_fn(x, squared):
