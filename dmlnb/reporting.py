@@ -6,13 +6,22 @@ Reproduced numbers only ever come from run records; the paper's numbers enter on
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import torch
 
-__all__ = ["summarize_runs", "format_mean_std", "reported_vs_reproduced", "compare", "Claim", "claims_table"]
+if TYPE_CHECKING:
+    from dmlnb.profiles import TrainConfig
+
+__all__ = [
+    "summarize_runs", "format_mean_std", "reported_vs_reproduced", "compare", "group_verdict",
+    "Claim", "claims_table", "paper_run_status",
+]
 
 
 def summarize_runs(
@@ -116,3 +125,54 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
         [(c.claim, c.paper_evidence, c.our_evidence, c.verdict) for c in claims],
         columns=["claim", "paper's evidence", "our evidence", "verdict"],
     )
+
+
+def group_verdict(
+    better: Mapping[str, Sequence[float]],
+    worse: Mapping[str, Sequence[float]],
+    higher_is_better: bool = True,
+) -> tuple[str, pd.DataFrame]:
+    """Verdict on "every method of ``better`` beats every method of ``worse``".
+
+    Each pair is judged by :func:`dmlnb.reporting.compare`. Returns the verdict — ``"holds"``
+    when every pair holds, ``"does not hold"`` when no pair's mean is better, ``"inconclusive
+    (within noise)"`` when every pair is better in the mean but some only within noise, else
+    ``"mixed: k of m pairs hold"`` — and the table of pairwise verdicts.
+    """
+    rows = []
+    for a, xa in better.items():
+        for b, xb in worse.items():
+            diff = (np.mean(xa) - np.mean(xb)) * (1 if higher_is_better else -1) if len(xa) and len(xb) else math.nan
+            rows.append({"better": a, "worse": b, "difference of means": diff,
+                         "verdict": compare(xa, xb, higher_is_better)})
+    table = pd.DataFrame(rows)
+    if table.empty:
+        return NOT_TESTED, table
+    verdicts = table["verdict"].tolist()
+    if all(v == HOLDS for v in verdicts):
+        return HOLDS, table
+    if all(v == FAILS for v in verdicts):
+        return FAILS, table
+    if all(v in (HOLDS, WITHIN_NOISE) for v in verdicts):
+        return WITHIN_NOISE, table
+    return f"mixed: {verdicts.count(HOLDS)} of {len(verdicts)} pairs hold", table
+
+
+def paper_run_status(configs: Sequence["TrainConfig"], data_root: str | Path | None = None) -> pd.DataFrame:
+    """Whether each run of Table 2 can be reproduced here: a CUDA GPU and the dataset's files.
+
+    Returns one row per config: ``dataset``, ``gpu`` (bool), ``data`` ("found" or the first
+    line of the loader's missing-file error) and ``runnable``.
+    """
+    from dmlnb.data import load_dataset
+
+    gpu = torch.cuda.is_available()
+    rows = []
+    for cfg in configs:
+        try:
+            load_dataset(cfg.dataset, root=data_root, **cfg.dataset_options)
+            data = "found"
+        except FileNotFoundError as err:
+            data = str(err).splitlines()[0]
+        rows.append({"dataset": cfg.dataset, "gpu": gpu, "data": data, "runnable": gpu and data == "found"})
+    return pd.DataFrame(rows, columns=["dataset", "gpu", "data", "runnable"])

@@ -12,7 +12,6 @@ from dmlnb.analysis import nearest_same_and_other
 from dmlnb.evaluation import compute_embeddings, recall_at_k
 from dmlnb.experiments import easy_positive as ep
 from dmlnb.losses import EasyPositiveLoss, ProxyNCALoss, TripletLoss
-from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE
 
 TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
 
@@ -185,17 +184,6 @@ def test_group_size_frame_and_recall_table(tmp_path):
 
 
 # ------------------------------------------------------------------------------ verdicts, tables
-
-
-def test_group_verdict():
-    hi, lo = [0.8, 0.81, 0.79], [0.5, 0.52, 0.51]
-    assert ep.group_verdict({"a": hi, "b": hi}, {"c": lo})[0] == HOLDS
-    assert ep.group_verdict({"a": lo}, {"c": hi, "d": hi})[0] == FAILS
-    v, table = ep.group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
-    assert v == "mixed: 1 of 2 pairs hold" and len(table) == 2
-    assert ep.group_verdict({"a": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == WITHIN_NOISE
-    assert ep.group_verdict({"a": lo}, {"c": hi}, higher_is_better=False)[0] == HOLDS
-    assert ep.group_verdict({}, {"c": hi})[0] == NOT_TESTED
 
 
 def test_reported_tables():

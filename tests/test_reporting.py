@@ -1,7 +1,10 @@
 import numpy as np
 import pandas as pd
 
-from dmlnb.reporting import format_mean_std, reported_vs_reproduced, summarize_runs
+from dmlnb.reporting import (
+    FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE, format_mean_std, group_verdict, reported_vs_reproduced,
+    summarize_runs,
+)
 
 
 def test_summarize_runs_matches_numpy():
@@ -44,3 +47,14 @@ def test_claims_table_columns():
     t = claims_table([Claim("A beats B", "Table 1", "R@1 60 vs 50", "holds")])
     assert list(t.columns) == ["claim", "paper's evidence", "our evidence", "verdict"]
     assert t.iloc[0]["verdict"] == "holds"
+
+
+def test_group_verdict():
+    hi, lo = [0.8, 0.81, 0.79], [0.5, 0.52, 0.51]
+    assert group_verdict({"a": hi, "b": hi}, {"c": lo})[0] == HOLDS
+    assert group_verdict({"a": lo}, {"c": hi, "d": hi})[0] == FAILS
+    v, table = group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
+    assert v == "mixed: 1 of 2 pairs hold" and len(table) == 2
+    assert group_verdict({"a": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == WITHIN_NOISE
+    assert group_verdict({"a": lo}, {"c": hi}, higher_is_better=False)[0] == HOLDS
+    assert group_verdict({}, {"c": hi})[0] == NOT_TESTED

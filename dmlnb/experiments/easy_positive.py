@@ -33,7 +33,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor, nn
+from torch import nn
 
 from dmlnb.analysis import (
     nearest_reference_similarity,
@@ -46,7 +46,7 @@ from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record
-from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE, compare
+from dmlnb.reporting import group_verdict, paper_run_status  # re-exported: the chapter calls ep.group_verdict
 
 __all__ = [
     "MINING_METHODS",
@@ -482,7 +482,7 @@ class Runner:
             analyse: make sure the record holds :func:`summarize_statistics` of the best-epoch
                 model (computed and saved into ``record.json`` when missing).
         """
-        from dmlnb.training import fit, resolve_device
+        from dmlnb.training import fit
 
         name = run_name(config, method)
         run_dir = self.root / name
@@ -571,37 +571,6 @@ def recall_table(
     return out
 
 
-def group_verdict(
-    better: Mapping[str, Sequence[float]],
-    worse: Mapping[str, Sequence[float]],
-    higher_is_better: bool = True,
-) -> tuple[str, pd.DataFrame]:
-    """Verdict on "every method of ``better`` beats every method of ``worse``".
-
-    Each pair is judged by :func:`dmlnb.reporting.compare`. Returns the verdict — ``"holds"``
-    when every pair holds, ``"does not hold"`` when no pair's mean is better, ``"inconclusive
-    (within noise)"`` when every pair is better in the mean but some only within noise, else
-    ``"mixed: k of m pairs hold"`` — and the table of pairwise verdicts.
-    """
-    rows = []
-    for a, xa in better.items():
-        for b, xb in worse.items():
-            diff = (np.mean(xa) - np.mean(xb)) * (1 if higher_is_better else -1) if len(xa) and len(xb) else math.nan
-            rows.append({"better": a, "worse": b, "difference of means": diff,
-                         "verdict": compare(xa, xb, higher_is_better)})
-    table = pd.DataFrame(rows)
-    if table.empty:
-        return NOT_TESTED, table
-    verdicts = table["verdict"].tolist()
-    if all(v == HOLDS for v in verdicts):
-        return HOLDS, table
-    if all(v == FAILS for v in verdicts):
-        return FAILS, table
-    if all(v in (HOLDS, WITHIN_NOISE) for v in verdicts):
-        return WITHIN_NOISE, table
-    return f"mixed: {verdicts.count(HOLDS)} of {len(verdicts)} pairs hold", table
-
-
 # ----------------------------------------------------------------------------------------------
 # The paper's numbers (Recall@K in %)
 # ----------------------------------------------------------------------------------------------
@@ -668,21 +637,3 @@ def table2_name(dataset: str) -> str:
     return _T2_NAMES.get(dataset, dataset)
 
 
-def paper_run_status(configs: Sequence[TrainConfig], data_root: str | Path | None = None) -> pd.DataFrame:
-    """Whether each run of Table 2 can be reproduced here: a CUDA GPU and the dataset's files.
-
-    Returns one row per config: ``dataset``, ``gpu`` (bool), ``data`` ("found" or the first
-    line of the loader's missing-file error) and ``runnable``.
-    """
-    from dmlnb.data import load_dataset
-
-    gpu = torch.cuda.is_available()
-    rows = []
-    for cfg in configs:
-        try:
-            load_dataset(cfg.dataset, root=data_root, **cfg.dataset_options)
-            data = "found"
-        except FileNotFoundError as err:
-            data = str(err).splitlines()[0]
-        rows.append({"dataset": cfg.dataset, "gpu": gpu, "data": data, "runnable": gpu and data == "found"})
-    return pd.DataFrame(rows, columns=["dataset", "gpu", "data", "runnable"])
