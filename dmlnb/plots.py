@@ -27,6 +27,11 @@ __all__ = [
     "plot_reference_overlay",
     "plot_bound_tracking",
     "plot_loglog_timing",
+    "plot_spectra",
+    "plot_grouped_bars",
+    "plot_sweep",
+    "plot_thumbnails",
+    "plot_step_curves",
 ]
 
 
@@ -388,3 +393,239 @@ def plot_reference_overlay(
     ax.set_title(title)
     ax.legend(fontsize="x-small", markerscale=2, loc="best")
     return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# PROFS chapter (Can et al.): a metric per (group, variant) as bars; sweeps with marked values.
+# ----------------------------------------------------------------------------------------------
+
+
+def plot_grouped_bars(
+    frame: "object",
+    group: str,
+    variant: str,
+    ax: Axes | None = None,
+    ylabel: str = "Recall@1 (%)",
+    title: str = "",
+) -> Axes:
+    """Bars of ``mean`` (error bar ``std`` where finite) per ``group`` (x) and ``variant`` (colour).
+
+    ``frame`` has columns ``group``, ``variant``, ``mean`` and optionally ``std``.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(frame)
+    groups = list(dict.fromkeys(df[group]))
+    variants = list(dict.fromkeys(df[variant]))
+    ax = ax if ax is not None else plt.subplots(figsize=(9, 3.8))[1]
+    width = 0.8 / len(variants)
+    for i, v in enumerate(variants):
+        sub = df[df[variant] == v].set_index(group).reindex(groups)
+        std = sub["std"].to_numpy(dtype=float) if "std" in sub else np.full(len(sub), np.nan)
+        ax.bar(np.arange(len(groups)) + (i - (len(variants) - 1) / 2) * width, sub["mean"], width,
+               yerr=np.where(np.isfinite(std), std, 0.0), capsize=2, label=str(v))
+    ax.set_xticks(np.arange(len(groups)))
+    ax.set_xticklabels(groups, rotation=20, ha="right", fontsize="small")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small", ncol=len(variants))
+    return ax
+
+
+def plot_sweep(
+    frame: "object",
+    x: str,
+    group: str,
+    ax: Axes | None = None,
+    marks: "Mapping[str, float] | None" = None,
+    xscale: str = "log",
+    xlabel: str | None = None,
+    ylabel: str = "Recall@1 (%)",
+    title: str = "",
+) -> Axes:
+    """``mean`` against ``x``, one line per ``group`` (error bars ``std`` where finite).
+
+    ``marks`` maps a group to an ``x`` value drawn as a hollow marker on its line (e.g. the
+    ``M`` of a heuristic); ``xscale`` is ``"log"``, ``"symlog"`` (for grids that include 0)
+    or ``"linear"``.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(frame)
+    ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
+    for i, (name, grp) in enumerate(df.groupby(group, sort=False)):
+        grp = grp.sort_values(x)
+        std = grp["std"].to_numpy(dtype=float) if "std" in grp else np.full(len(grp), np.nan)
+        color = f"C{i}"
+        ax.errorbar(grp[x], grp["mean"], yerr=np.where(np.isfinite(std), std, 0.0), marker="o", ms=4,
+                    capsize=3, color=color, label=str(name))
+        if marks and name in marks:
+            at = grp[grp[x] == marks[name]]
+            ax.plot(at[x], at["mean"], marker="o", ms=12, mfc="none", mec=color, mew=2, ls="none")
+    if xscale == "symlog":
+        positive = df[x][df[x] > 0]
+        ax.set_xscale("symlog", linthresh=float(positive.min()) if len(positive) else 1.0)
+    else:
+        ax.set_xscale(xscale)
+    ticks = np.sort(df[x].unique())
+    ax.set_xticks(ticks)
+    ax.set_xticklabels([f"{t:g}" for t in ticks], fontsize="small")
+    ax.minorticks_off()
+    ax.set_xlabel(xlabel or x)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    return ax
+
+
+def plot_spectra(
+    spectra: Mapping[str, Sequence[float]],
+    ax: Axes | None = None,
+    title: str = "Singular values of the test embedding",
+) -> Axes:
+    """Normalised singular values (``σ_i / Σσ``, descending) of embeddings, one line per name, on
+    a log scale: a fast-decaying spectrum means a (partly) collapsed embedding."""
+    ax = ax if ax is not None else plt.subplots(figsize=(5, 3.5))[1]
+    for name, values in spectra.items():
+        v = np.asarray(values, dtype=float)
+        ax.plot(np.arange(1, len(v) + 1), v, marker="o", ms=3, label=name)
+    ax.set_yscale("log")
+    ax.set_xlabel("index i (descending)")
+    ax.set_ylabel("σ_i / Σ σ")
+    ax.set_title(title)
+    ax.legend(fontsize="small")
+    return ax
+
+
+# ----------------------------------------------------------------------------------------------
+# Facility-location chapter (Song et al. 2017): t-SNE maps drawn with the images themselves,
+# per-step curves of what happens inside a loss.
+# ----------------------------------------------------------------------------------------------
+
+
+def _spread_subset(xy: np.ndarray, min_separation: float, seed: int) -> np.ndarray:
+    """Indices of points, visited in a seeded random order, kept when at least
+    ``min_separation`` (Chebyshev distance) from every point kept before: ``(K,)``."""
+    order = np.random.default_rng(seed).permutation(len(xy))
+    kept: list[int] = []
+    for i in order:
+        if not kept or np.abs(xy[kept] - xy[i]).max(axis=1).min() >= min_separation:  # (K,)
+            kept.append(int(i))
+    return np.asarray(kept, dtype=np.int64)
+
+
+def plot_thumbnails(
+    xy: np.ndarray,
+    images: Tensor | np.ndarray,
+    labels: Tensor | np.ndarray | None = None,
+    ax: Axes | None = None,
+    title: str = "t-SNE map drawn with the images",
+    thumb_fraction: float = 0.035,
+    seed: int = 0,
+) -> Axes:
+    """A 2-D map with each image drawn at its position, as in Song et al.'s Figures 4-6.
+
+    Images are drawn in a seeded random order and an image is skipped when it would overlap one
+    already drawn (its centre closer than one thumbnail width, ``thumb_fraction`` of the map's
+    larger extent, in both axes), so dense regions show one image per cell. With ``labels`` each
+    thumbnail gets a frame coloured by class; every point is also shown as a small grey dot.
+
+    Args:
+        xy: ``(N, 2)`` map coordinates (e.g. :func:`tsne`).
+        images: ``(N, C, H, W)`` images, ``C`` in {1, 3} (scaled to [0, 1] per image).
+        labels: optional ``(N,)`` classes for the frame colours.
+        thumb_fraction: width of a thumbnail as a fraction of the map's larger extent.
+
+    Returns:
+        The axes; ``ax.thumbnail_indices`` holds the indices of the drawn images.
+    """
+    from matplotlib.offsetbox import AnnotationBbox, OffsetImage
+
+    xy = np.asarray(xy, dtype=np.float64)
+    imgs = _numpy(images)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise ValueError(f"xy must be (N, 2), got shape {xy.shape}")
+    if imgs.ndim != 4 or imgs.shape[0] != xy.shape[0] or imgs.shape[1] not in (1, 3):
+        raise ValueError(
+            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape {imgs.shape}"
+        )
+    if not 0.0 < thumb_fraction <= 1.0:
+        raise ValueError(f"thumb_fraction must be in (0, 1], got {thumb_fraction}")
+    ax = ax if ax is not None else plt.subplots(figsize=(7, 7))[1]
+    extent = float(np.ptp(xy, axis=0).max()) if len(xy) > 1 else 1.0
+    extent = extent if extent > 0 else 1.0
+    cell = thumb_fraction * extent
+    keep = _spread_subset(xy, cell, seed) if len(xy) else np.zeros(0, dtype=np.int64)
+    ax.scatter(xy[:, 0], xy[:, 1], s=1, color="0.7", rasterized=True, label=f"all {len(xy)} points")
+    lab = _numpy(labels) if labels is not None else None
+    classes = np.unique(lab) if lab is not None else np.zeros(0)
+    cmap = plt.get_cmap("tab20")
+    colour = {c: cmap(i % cmap.N) for i, c in enumerate(classes)}
+    height_px = imgs.shape[2]
+    axes_px = ax.get_position().width * ax.figure.get_size_inches()[0] * ax.figure.dpi
+    zoom = max(0.05, cell / (1.06 * extent) * axes_px * 0.85 / height_px)  # a thumbnail < one cell
+    for i in keep:
+        box = OffsetImage(_display_image(imgs[i]), cmap="gray", zoom=zoom, interpolation="nearest")
+        props = dict(edgecolor=colour[lab[i]] if lab is not None else "0.4", linewidth=1.0)
+        ax.add_artist(AnnotationBbox(box, (xy[i, 0], xy[i, 1]), frameon=True, pad=0.05, bboxprops=props))
+    pad = 0.03 * extent
+    ax.set_xlim(xy[:, 0].min() - pad, xy[:, 0].max() + pad)
+    ax.set_ylim(xy[:, 1].min() - pad, xy[:, 1].max() + pad)
+    ax.set_title(title)
+    ax.set_xlabel("t-SNE 1")
+    ax.set_ylabel("t-SNE 2")
+    ax.legend(handles=[plt.Line2D([], [], ls="", marker="s", mfc="white", mec="0.3",
+                                  label=f"{len(keep)} images drawn" + (", frame colour = class" if lab is not None else "")),
+                       plt.Line2D([], [], ls="", marker=".", color="0.7", label=f"all {len(xy)} points")],
+              fontsize="x-small", loc="upper right")
+    ax.thumbnail_indices = keep  # type: ignore[attr-defined]
+    return ax
+
+
+def plot_step_curves(
+    frame: "object",
+    panels: "Sequence[tuple[Sequence[tuple[str, str]], str, str, bool]]",
+    hue: str = "method",
+    x: str = "step",
+    smooth: int = 1,
+    axes: "Sequence[Axes] | None" = None,
+    title: str | None = None,
+) -> Figure:
+    """Per-step quantities during training, one panel each, mean over seeds with a min-max band.
+
+    Args:
+        frame: DataFrame with columns ``x``, ``hue``, ``seed`` and the plotted columns (e.g.
+            :func:`dmlnb.experiments.facility_location.inside_loss_frame`).
+        panels: per panel ``(series, ylabel, title, log_y)`` with ``series`` a list of
+            ``(column, label)``; a line per (series, ``hue`` value present for that column).
+        smooth: centred rolling mean over this many logged steps (per seed) before averaging.
+    """
+    import pandas as pd
+
+    df = pd.DataFrame(frame)
+    if axes is None:
+        fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.5), squeeze=False)
+        axes = axes[0]
+    fig = axes[0].figure
+    for ax, (series, ylabel, panel_title, log) in zip(axes, panels):
+        for col, label in series:
+            if col not in df:
+                continue
+            for name, grp in df.dropna(subset=[col]).groupby(hue, sort=False):
+                per_seed = grp.pivot_table(index=x, columns="seed", values=col)
+                per_seed = per_seed.rolling(max(1, smooth), center=True, min_periods=1).mean()
+                mean, lo, hi = per_seed.mean(axis=1), per_seed.min(axis=1), per_seed.max(axis=1)
+                tag = label if df[hue].nunique() == 1 else f"{label}, {name}"
+                line = ax.plot(mean.index, mean.values, lw=1.2, label=tag)[0]
+                ax.fill_between(mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0)
+        if log:
+            ax.set_yscale("log")
+        ax.set_xlabel(x)
+        ax.set_ylabel(ylabel)
+        ax.set_title(panel_title, fontsize="medium")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="x-small")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

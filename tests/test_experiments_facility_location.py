@@ -1,0 +1,195 @@
+"""Tests of the facility-location chapter's experiment glue (dmlnb.experiments.facility_location)."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from dmlnb.data import load_dataset
+from dmlnb.experiments import facility_location as fl
+from dmlnb.losses import FacilityLocationLoss, LiftedStructureLoss, NPairLoss, TripletLoss
+from dmlnb.models import build_model
+from dmlnb.samplers import ClassRatioSampler
+
+
+# --------------------------------------------------------------------------- presets
+
+
+def test_paper_profile_follows_the_paper():
+    study = fl.make_study("paper")
+    by_table = {t.table: t for t in study.tables}
+    assert [t.config.dataset for t in study.tables] == ["cub200", "cars196", "sop"]
+    iterations = {name: t.config.steps_per_epoch * t.config.epochs for name, t in by_table.items()}
+    assert iterations == {"Table 1": 10_000, "Table 2": 20_000, "Table 3": 20_000}  # Sec. 4.1
+    for t in study.tables:
+        c = t.config
+        assert (c.embedding_dim, c.batch_size, c.optimizer, c.model, c.pretrained) == (64, 128, "rmsprop", "googlenet", True)
+    assert [t.class_ratio for t in study.tables] == [0.25, 0.25, 0.75]  # Sec. 3.5
+    assert [t.classes_per_batch for t in study.tables] == [32, 32, 96]
+    assert by_table["Table 3"].config.eval_ks == (1, 10, 100)
+    assert study.decay_rate == 0.94
+
+
+def test_paper_profile_build_path_on_fabricated_inputs():
+    """The paper profile's sampler (SOP: C/m = 0.75) and backbone work on small fabricated data."""
+    study = fl.make_study("paper")
+    sop = study.tables[2]
+    labels = torch.arange(150).repeat_interleave(torch.tensor([1, 2, 3] * 50))  # 300 images
+    sampler = ClassRatioSampler(labels, sop.config.batch_size, classes_per_batch=sop.classes_per_batch, seed=0)
+    batch = next(iter(sampler))
+    assert len(batch) == 128 and labels[batch].unique().numel() == 96
+    cfg = fl.method_config("clustering", sop.config)
+    model = build_model(cfg.model, (3, 64, 64), cfg.embedding_dim, normalize=cfg.normalize, pretrained=False)
+    model.eval()
+    with torch.no_grad():
+        out = model(torch.randn(2, 3, 64, 64))
+    assert out.shape == (2, 64)
+    torch.testing.assert_close(out.norm(dim=1), torch.ones(2))
+
+
+def test_default_profile_keeps_the_class_ratio_and_rmsprop():
+    study = fl.make_study("default")
+    (t,) = study.tables
+    assert t.config.dataset == "omniglot-small" and t.config.optimizer == "rmsprop"
+    assert t.config.momentum == 0.0 and t.config.embedding_dim == 64
+    assert t.classes_per_batch / t.config.batch_size == pytest.approx(0.25)
+    assert len(study.seeds) >= 3
+
+
+def test_make_study_rejects_bad_design():
+    with pytest.raises(ValueError, match="unknown profile"):
+        fl.make_study("huge")
+    with pytest.raises(KeyError, match="unknown design"):
+        fl.make_study("smoke", margin=3)
+    with pytest.raises(ValueError, match="tsne_methods"):
+        fl.make_study("smoke", tsne_methods=("softmax",))
+    with pytest.raises(KeyError):
+        fl.make_study("smoke", {"epochz": 3})
+    assert fl.make_study("smoke", seeds=[4, 5], gamma=3.0).seeds == (4, 5)
+    assert fl.make_study("smoke", gamma=3.0).gamma == 3.0
+
+
+def test_methods_normalise_as_in_the_paper():
+    cfg = fl.make_study("smoke").tables[0].config
+    assert fl.method_config("triplet", cfg).normalize and fl.method_config("clustering", cfg).normalize
+    assert not fl.method_config("lifted", cfg).normalize and not fl.method_config("npair", cfg).normalize
+    assert isinstance(fl.build_loss("triplet"), TripletLoss)
+    assert isinstance(fl.build_loss("lifted"), LiftedStructureLoss) and not fl.build_loss("lifted").normalize
+    assert isinstance(fl.build_loss("npair"), NPairLoss)
+    clu = fl.build_loss("clustering", gamma=2.5)
+    assert isinstance(clu, FacilityLocationLoss) and clu.margin_multiplier == 2.5 and clu.pam_passes == 5
+    with pytest.raises(ValueError, match="unknown method"):
+        fl.build_loss("softmax")
+    with pytest.raises(ValueError, match="unknown method"):
+        fl.method_config("softmax", cfg)
+
+
+def test_reported_tables_are_the_papers():
+    assert fl.REPORTED["Table 1"].loc["Clustering", "NMI"] == 59.23
+    assert fl.REPORTED["Table 2"].loc["Triplet semihard", "R@1"] == 51.54
+    assert fl.REPORTED["Table 3"].loc["Npairs", "R@100"] == 93.00
+    for table in fl.REPORTED.values():
+        assert list(table.index) == [fl.ROW_NAMES[m] for m in fl.METHODS]
+
+
+# --------------------------------------------------------------------------- training
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+
+
+def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
+    study = fl.make_study("smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60, diag_every=2)
+    table = study.tables[0]
+    run = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+    assert run.trained and run.record.data["status"] == "finished"
+    log = pd.DataFrame(run.extras["inside"])
+    assert log["step"].tolist() == [0.0, 2.0, 4.0, 6.0]  # every 2nd of 8 steps
+    # the loss is the hinge of augmented minus oracle score (Eq. 6) ...
+    np.testing.assert_allclose(log["loss"], np.maximum(log["augmented"] - log["oracle"], 0.0), rtol=1e-5, atol=1e-5)
+    # ... the augmented score is F(S_PAM) + gamma (1 - NMI) ...
+    np.testing.assert_allclose(log["augmented"], log["predicted"] + log["gamma"] * (1 - log["nmi"]), rtol=1e-5, atol=1e-5)
+    # ... gamma decays by 0.94 per epoch of 4 steps, Lemma 1 holds, inference is part of the step
+    np.testing.assert_allclose(log["gamma"], study.gamma * 0.94 ** (log["step"] / 4))
+    assert (log["refined"] >= log["greedy"] - 1e-9).all()
+    assert ((log["inference_s"] > 0) & (log["inference_s"] < log["step_s"])).all()
+    # the geometric NMI and the t-SNE map of the test embedding are stored
+    assert set(run.metrics) >= {"NMI", "R@1", "R@8"}
+    assert len(run.extras["tsne"]["indices"]) == 60 and np.asarray(run.extras["tsne"]["xy"]).shape == (60, 2)
+    again = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+    assert not again.trained and again.extras["inside"] == run.extras["inside"]
+    # another margin multiplier is another run, in its own folder; the first stays reloadable
+    variant = fl.gamma_variant(study, 2.0)
+    other = fl.run_method(table, "clustering", 0, digits, variant, tmp_path)
+    assert other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
+    assert not fl.run_method(table, "clustering", 0, digits, study, tmp_path).trained
+    assert fl.run_name(table, "clustering", 0, 2.0) != fl.run_name(table, "clustering", 0, study.gamma)
+
+
+def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path):
+    study = fl.make_study("smoke", {"steps_per_epoch": 3, "epochs": 1})
+    table = study.tables[0]
+    run = fl.run_method(table, "triplet", 0, digits, study, None)
+    log = run.extras["inside"]
+    assert set(log) == {"step", "loss", "step_s"} and len(log["step"]) == 3
+    assert "tsne" not in run.extras  # only the clustering loss's first seed is mapped
+
+
+# --------------------------------------------------------------------------- summaries
+
+
+def test_inside_loss_summary_against_direct_computation():
+    frame = pd.DataFrame({
+        "method": ["clustering"] * 5 + ["triplet"] * 5, "seed": 0, "step": list(range(5)) * 2,
+        "loss": [5.0, 4, 3, 2, 1] + [1.0] * 5, "step_s": [9.0, 1, 2, 1, 2] + [0.5] * 5,
+        "inference_s": [8.0, 0.5, 0.5, 0.25, 0.5] + [math.nan] * 5,
+        "greedy": [-10.0, -9, -8, -7, -6] + [math.nan] * 5,
+        "refined": [-10.0, -8.5, -8, -7 - 1e-3, -5] + [math.nan] * 5,
+        "nmi": [0.1, 0.2, 0.3, 0.4, 0.5] + [math.nan] * 5,
+    })
+    s = fl.inside_loss_summary(frame).set_index("method")
+    c = s.loc["clustering"]
+    assert c["inference_share"] == pytest.approx((0.5 + 0.5 + 0.25 + 0.5) / (1 + 2 + 1 + 2))  # step 0 skipped
+    assert c["pam_improved"] == pytest.approx(2 / 5)
+    assert c["lemma1_violations"] == 1
+    assert c["pam_gain_min"] == pytest.approx(-1e-3)
+    assert c["step_s"] == pytest.approx(1.5)
+    assert math.isnan(s.loc["triplet", "inference_share"])
+
+
+# --------------------------------------------------------------------------- Figure 2 toy
+
+
+def test_toy_layout_splits_class_zero_by_other_classes():
+    pts, labels, groups = fl.toy_points(per_group=4, jitter=0.0)
+    angles = np.degrees(np.arctan2(pts[:, 1].numpy(), pts[:, 0].numpy())) % 360
+    np.testing.assert_allclose(angles, np.repeat([0, 40, 80, 120, 200, 280], 4), atol=1e-9)
+    assert labels.tolist() == np.repeat([0, 1, 2, 0, 3, 4], 4).tolist()
+    s = fl.toy_summary(pts, labels, groups)
+    assert s["gap_degrees"] == pytest.approx(120.0) and s["merged"] == 0.0
+    assert s["nn_accuracy"] == 1.0
+    with pytest.raises(ValueError, match="exactly two groups"):
+        fl.toy_summary(pts, labels, groups, split_class=1)
+
+
+def test_toy_summary_against_numpy():
+    pts, labels, groups = fl.toy_points(seed=3)
+    x = pts.numpy() / np.linalg.norm(pts.numpy(), axis=1, keepdims=True)
+    a, b = x[groups.numpy() == 0].mean(0), x[groups.numpy() == 3].mean(0)
+    expect = np.degrees(np.arccos(a @ b / np.linalg.norm(a) / np.linalg.norm(b)))
+    assert fl.toy_summary(pts, labels, groups)["gap_degrees"] == pytest.approx(expect)
+
+
+def test_toy_training_is_deterministic_and_the_clustering_loss_merges():
+    a = fl.train_toy("clustering", steps=150)
+    b = fl.train_toy("clustering", steps=150)
+    torch.testing.assert_close(a["after"], b["after"], rtol=0, atol=0)
+    assert fl.toy_summary(a["after"], a["labels"], a["groups"])["merged"] == 1.0
+    semi = fl.train_toy("triplet semi-hard", steps=50)
+    assert fl.toy_summary(semi["after"], semi["labels"], semi["groups"])["merged"] == 0.0
+    with pytest.raises(ValueError, match="unknown toy loss"):
+        fl.toy_loss("softmax")
