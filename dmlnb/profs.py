@@ -17,7 +17,9 @@ This module provides the three pieces, each a plug-in of the generic training lo
 * :func:`projection_period`: ``M = ceil(rho / p(y))`` (Sec. 5.4.1);
 * :class:`RepresentativeSampler`: the batch construction and HNCM (a batch sampler and a
   :class:`~dmlnb.hooks.Hook` that stores the representatives' embeddings);
-* :class:`ProximalHook`: the gradient of ``lambda/2 ||theta - theta_k||^2`` (Eq. 4.7).
+* :class:`ProximalHook`: the gradient of ``lambda/2 ||theta - theta_k||^2`` (Eq. 4.7);
+* SoftTriple's adaptation (Sec. 5.3): :class:`LaggedProximalHook` (every iteration a subproblem)
+  and :class:`CenterRepresentatives` (the loss's cluster centres as HNCM's representatives).
 
 The sampler renews the representatives at global steps ``s`` with ``s % M == 0`` and the hook
 refreshes ``theta_k`` at the start of the same steps, so one ``M``-step projection uses one
@@ -34,12 +36,19 @@ from typing import Any
 import numpy as np
 import torch
 from torch import Tensor, nn
+from torch.nn import functional as F
 from torch.utils.data import Sampler
 
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.samplers import _ClassIndex, _epoch_length, _generator
 
-__all__ = ["projection_period", "RepresentativeSampler", "ProximalHook"]
+__all__ = [
+    "projection_period",
+    "RepresentativeSampler",
+    "ProximalHook",
+    "LaggedProximalHook",
+    "CenterRepresentatives",
+]
 
 
 def projection_period(rho: float, batch_size: int, samples_per_class: int, num_classes: int) -> int:
@@ -230,6 +239,18 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
         self.known = self.known.to(reps.device)
         self.memory[slots] = reps
         self.known[slots] = True
+
+    def set_memory(self, memory: Tensor) -> None:
+        """Replace the HNCM memory by ``(L, D)`` class vectors (row ``l`` is class
+        ``classes[l]``), all marked as known; e.g. SoftTriple's centres
+        (:class:`CenterRepresentatives`)."""
+        if memory.dim() != 2 or memory.shape[0] != self._index.num_classes:
+            raise ValueError(
+                f"memory must be (L, D) with L = {self._index.num_classes} classes, got shape "
+                f"{tuple(memory.shape)}"
+            )
+        self.memory = memory.detach().float().clone()
+        self.known = torch.ones(self._index.num_classes, dtype=torch.bool, device=memory.device)
 
     def state_dict(self) -> dict[str, Any]:
         """The HNCM memory (the representative schedule is a function of ``(seed, step)``)."""
@@ -431,3 +452,105 @@ def _select(model: nn.Module, params: str | ParamSelector) -> list[nn.Parameter]
             f"{type(model).__name__} has neither; pass params='all' or a callable model -> parameters"
         )
     raise ValueError(f"params must be 'backbone', 'all' or a callable, got {params!r}")
+
+
+class LaggedProximalHook(ProximalHook):
+    r"""SoftTriple-PROFS's proximal term: every iteration is a subproblem (Sec. 5.3).
+
+    SoftTriple has no pairs to re-use, so the paper treats each iteration as one projection
+    (``M = 1``) and keeps only the regulariser "to entangle the updates of the iterations".
+    Taken literally, Algorithm 1 with ``M = 1`` makes the term vanish: the anchor
+    ``theta_k`` is the point the single gradient step starts from, where the gradient of
+    ``lambda/2 ||theta - theta_k||^2`` is 0. Here the anchor lags one iteration, the start of
+    the *previous* subproblem, so step ``t`` uses
+
+    .. math::  \nabla_\theta \leftarrow \nabla_\theta + \lambda\,(\theta_t - \theta_{t-1}),
+
+    which damps each update by the previous one (0 at the first step). That is our reading; the
+    paper gives no formula for it.
+
+    Args:
+        model: the embedding network.
+        lam: ``lambda >= 0``.
+        params: as :class:`ProximalHook` (``"backbone"``, ``"all"`` or a callable).
+    """
+
+    def __init__(self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone") -> None:
+        super().__init__(model, lam, period=1, params=params)
+        self.previous: list[Tensor] | None = None  # theta at the start of the previous step
+
+    def on_step_start(self, state: TrainState) -> None:
+        """``theta_k <- theta_{t-1}`` (``theta_t`` at the first step), then remember ``theta_t``."""
+        if self.lam == 0:
+            return
+        current = [p.detach().clone() for p in self.params]
+        self.anchor = self.previous if self.previous is not None else current
+        self.previous = current
+
+    def state_dict(self) -> dict[str, Any]:
+        out = super().state_dict()
+        out["previous"] = None if self.previous is None else [a.clone() for a in self.previous]
+        return out
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        super().load_state_dict(state)
+        previous = state.get("previous")
+        if previous is None:
+            self.previous = None
+            return
+        if [a.shape for a in previous] != [p.shape for p in self.params]:
+            raise ValueError(
+                "LaggedProximalHook checkpoint does not match the selected parameters' shapes"
+            )
+        self.previous = [a.to(p.device, p.dtype).clone() for a, p in zip(previous, self.params)]
+
+
+class CenterRepresentatives(Hook):
+    r"""SoftTriple-PROFS-HNCM: the loss's cluster centres are the class representatives (Sec. 5.3).
+
+    Before training and after every step it sets the HNCM memory of ``sampler`` to one unit
+    vector per class, the direction of the mean of the class's ``K`` L2-normalised centres,
+
+    .. math::  r_c = \frac{\bar w_c}{\lVert \bar w_c \rVert}, \qquad
+               \bar w_c = \frac{1}{K} \sum_k \frac{w_c^k}{\lVert w_c^k \rVert},
+
+    so hard negative class mining picks classes whose centres are close, with the same
+    ``O(L D)`` scan per pick (a minimum over the ``K^2`` centre pairs would cost ``K^2`` times
+    more). ``K = 1`` uses the centre itself. Add it to the hooks *after* the sampler (the
+    training loop puts a sampler that is a hook first), so it overwrites the embeddings the
+    sampler stores itself.
+
+    Args:
+        sampler: a :class:`RepresentativeSampler` built with ``hncm=True``.
+        loss: the SoftTriple loss (anything with ``centers() -> (C, K, D)`` and
+            ``num_classes``); the sampler's class labels must lie in ``[0, C)``.
+    """
+
+    def __init__(self, sampler: RepresentativeSampler, loss: nn.Module) -> None:
+        if not sampler.hncm:
+            raise ValueError("CenterRepresentatives feeds HNCM; build the sampler with hncm=True")
+        if not callable(getattr(loss, "centers", None)):
+            raise ValueError(f"{type(loss).__name__} has no centers() -> (C, K, D); use SoftTripleLoss")
+        classes = sampler.classes
+        if int(classes.min()) < 0 or int(classes.max()) >= int(loss.num_classes):
+            raise ValueError(
+                f"the sampler's labels span [{int(classes.min())}, {int(classes.max())}], the loss "
+                f"has centres for classes [0, {int(loss.num_classes)}); build both from one label set"
+            )
+        self.sampler, self.loss = sampler, loss
+
+    def __repr__(self) -> str:
+        return f"CenterRepresentatives(classes={len(self.sampler.classes)})"
+
+    def class_vectors(self) -> Tensor:
+        """``(L, D)`` unit representative of each of the sampler's classes, in its slot order."""
+        with torch.no_grad():
+            centers = self.loss.centers()  # (C, K, D) unit rows
+            mean = F.normalize(centers.mean(dim=1), dim=1)  # (C, D)
+            return mean[self.sampler.classes.to(mean.device)]  # (L, D)
+
+    def on_train_start(self, state: TrainState) -> None:
+        self.sampler.set_memory(self.class_vectors())
+
+    def on_step_end(self, state: TrainState) -> None:
+        self.sampler.set_memory(self.class_vectors())
