@@ -1,0 +1,601 @@
+"""Experiment glue of the SSDML chapter (Dutta, Harandi and Sekhar, AAAI 2021).
+
+Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls together:
+
+* :data:`PROFILE_SETTINGS` / :class:`Setting`: per profile, the experimental settings (dataset,
+  network, labelled examples per class, partitions, ``k``, ``γ``, ``α``, seeds, methods);
+* :func:`build_network` and :func:`build_objective`: the network ``f_θ`` (L2-normalised ``z``) and
+  the method's :class:`~dmlnb.ssdml.base.PartitionObjective` (ours, ours without orthogonality,
+  the five deep baselines of :mod:`dmlnb.ssdml.baselines`, and the supervised triplet / angular
+  baselines trained on the labelled part only, :class:`LabelledTriplets`);
+* :func:`run_method`: one run by Algorithm 1 whose record (with collapse measures, t-SNE
+  coordinates and retrieval neighbours as extras) is saved and reloaded without retraining;
+* :func:`embedding_spectrum`: singular values and effective rank of an embedding (collapse);
+* :data:`REPORTED`: the paper's Tables 1-5 and Figure 2 (middle), labelled as reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from dmlnb.data import DatasetSplits, load_dataset
+from dmlnb.data.semisup import semi_supervised
+from dmlnb.evaluation import knn
+from dmlnb.models import build_model
+from dmlnb.plots import tsne
+from dmlnb.profiles import TrainConfig, make_config
+from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
+from dmlnb.ssdml.angular import AngularSSDML, smooth_angular_loss
+from dmlnb.ssdml.base import LinearMetric, PartitionObjective
+
+__all__ = [
+    "METHODS",
+    "SEMI_SUPERVISED",
+    "Setting",
+    "PROFILE_SETTINGS",
+    "REPORTED",
+    "settings_for",
+    "load_splits",
+    "build_network",
+    "build_objective",
+    "LabelledTriplets",
+    "embedding_spectrum",
+    "triplet_purity",
+    "MethodRun",
+    "run_method",
+    "initial_embedding",
+    "TABLE_SETTINGS",
+    "REPORTED_COLUMN",
+    "run_setting",
+    "run_alpha_grid",
+    "results_frame",
+]
+
+# Row names of the tables -> method keys.
+METHODS: dict[str, str] = {
+    "Deep-LRML": "lrml",
+    "Deep-SERAPH": "seraph",
+    "Deep-ISDML": "isdml",
+    "Deep-APLLR": "apllr",
+    "Deep-APIT": "apit",
+    "Ours": "ours",
+    "Ours w/o orth": "ours-noorth",
+    "Triplet (labelled only)": "triplet",
+    "Angular (labelled only)": "angular",
+}
+SEMI_SUPERVISED = ("lrml", "seraph", "isdml", "apllr", "apit")
+NAMES = {v: k for k, v in METHODS.items()}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One experimental setting of the chapter.
+
+    Attributes:
+        name: label in the tables (e.g. ``"digits"``, ``"MNIST"``).
+        config: :class:`~dmlnb.profiles.TrainConfig` values (dataset, network, optimiser, total
+            ``epochs``, ``batch_size`` = units per mini-batch, evaluation cadence).
+        labelled_per_class: labelled training examples per class (the rest is unlabelled).
+        partition_size, epochs_per_partition, metric_epochs, max_units: the :class:`PartitionSchedule`.
+        metric_dim: ``l``, the output size of ``L``.
+        k, gamma, alpha: kNN size, propagation weight and angle of Eq. (3).
+        seeds: seeds of the main comparison.
+        methods: method keys run with every seed.
+        single_seed_methods: method keys run with ``seeds[0]`` only (time budget).
+        alpha_grid: angles of the sensitivity study (seed ``seeds[0]``; ``()``: not run).
+        baseline_hyper: keyword arguments of :func:`dmlnb.ssdml.baselines.build_baseline` per key.
+        pretrain_epochs: softmax pre-training on the labelled data before Algorithm 1 (CIFAR-10).
+        note: what differs from the paper.
+    """
+
+    name: str
+    config: dict
+    labelled_per_class: int
+    partition_size: int
+    epochs_per_partition: int
+    metric_dim: int
+    k: int = 10
+    gamma: float = 0.99
+    alpha: float = 40.0
+    metric_epochs: int = 1
+    max_units: int | None = None
+    seeds: tuple = (0, 1, 2)
+    methods: tuple = tuple(METHODS.values())
+    single_seed_methods: tuple = ()
+    alpha_grid: tuple = ()
+    baseline_hyper: dict = field(default_factory=dict)
+    pretrain_epochs: int = 0
+    note: str = ""
+
+    @property
+    def schedule(self) -> PartitionSchedule:
+        return PartitionSchedule(self.partition_size, self.epochs_per_partition, self.metric_epochs, self.max_units)
+
+    def train_config(self, profile: str, seed: int, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
+        """The run's :class:`TrainConfig` (profile defaults + :attr:`config` + ``overrides``)."""
+        return make_config(profile, {**self.config, **(overrides or {}), "seed": seed})
+
+
+_ALL = tuple(METHODS.values())
+_SMALL_BASELINES = {"k": 10}
+_SERAPH = {"max_unlabelled_pairs": 5000}
+
+PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
+    # CI: sklearn digits, one seed, a handful of steps per method.
+    "smoke": {
+        "digits": Setting(
+            name="digits", labelled_per_class=10, partition_size=200, epochs_per_partition=1,
+            metric_dim=16, max_units=1500, seeds=(0,), methods=("ours", "ours-noorth", "lrml", "triplet"), alpha_grid=(35.0, 55.0),
+            config=dict(dataset="digits", dataset_options={"split": "samples"}, model="convnet", width=16,
+                        embedding_dim=32, batch_size=200, m_per_class=10, epochs=2, lr=1e-3, eval_every=1,
+                        eval_metrics=("recall", "nmi")),
+            baseline_hyper={"lrml": _SMALL_BASELINES},
+            note="sklearn digits (8x8), 4-block CNN, 2 epochs: a plumbing check, not a result",
+        ),
+    },
+    # Two settings, each the analogue of one of the paper's protocols.
+    "default": {
+        # The MNIST protocol: same ten classes in train and test, 10 labelled per class, the rest
+        # of the training digits unlabelled, partitions of 400 unlabelled digits.
+        "digits": Setting(
+            name="digits", labelled_per_class=10, partition_size=400, epochs_per_partition=2,
+            metric_dim=32, max_units=2500, alpha_grid=(35.0, 45.0, 55.0),
+            config=dict(dataset="digits", dataset_options={"split": "samples"}, model="convnet", width=32,
+                        embedding_dim=64, batch_size=200, m_per_class=10, epochs=8, lr=1e-3, eval_every=2,
+                        eval_metrics=("recall", "nmi")),
+            baseline_hyper={"seraph": _SERAPH},
+            note="sklearn digits (8x8) instead of MNIST; 4-block CNN (width 32, d = 64, l = 32) instead "
+                 "of the paper's MNIST network (it needs 28x28 inputs); 8 epochs in 4 partitions of 400 "
+                 "unlabelled digits instead of 50 epochs in partitions of 9k; every method trains on at most "
+                 "2,500 units per partition (ours mines (100 + 400) x 5 = 2,500 triplets; the pair baselines "
+                 "have ~7,800 pairs)",
+        ),
+        # The CUB / Cars protocol: class-disjoint, 5 labelled per training character, test on
+        # unseen alphabets.
+        "omniglot": Setting(
+            name="omniglot-small", labelled_per_class=5, partition_size=700, epochs_per_partition=2,
+            metric_dim=32, k=10, max_units=3500, seeds=(0, 1, 2),
+            methods=("ours", "ours-noorth", "lrml", "seraph", "isdml", "apllr", "triplet", "angular"),
+            config=dict(dataset="omniglot-small", dataset_options={"image_size": 28}, model="convnet", width=32,
+                        embedding_dim=64, batch_size=200, m_per_class=10, epochs=4, lr=1e-3, eval_every=2,
+                        eval_metrics=("recall", "nmi")),
+            baseline_hyper={"seraph": _SERAPH},
+            note="Omniglot small (28x28, 136 training characters, 106 unseen test characters) instead of "
+                 "CUB / Cars; 4-block CNN from scratch instead of ImageNet GoogLeNet + R-MAC; 4 epochs in "
+                 "2 partitions of 700 unlabelled drawings; every method trains on at most 3,500 units per "
+                 "partition (ours mines (680 + 700) x 5 = 6,900 triplets; the baselines have ~240k pairs, "
+                 "all labelled pairs); Deep-APIT not run (its ITML prior takes over a minute per partition here)",
+        ),
+    },
+    # The paper's configurations (Implementation details); need a GPU.
+    "paper": {
+        "mnist": Setting(
+            name="MNIST", labelled_per_class=10, partition_size=9000, epochs_per_partition=10, metric_dim=64,
+            k=10, gamma=0.99, alpha=40.0, seeds=(0,),
+            config=dict(dataset="mnist", dataset_options={}, model="ssdml-mnist", pretrained=False, embedding_dim=128,
+                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
+                        eval_every=10, eval_metrics=("recall", "nmi"), num_workers=0),
+            note="the paper's network, k = 10, γ = 0.99, α = 40°, lr 1e-4, 9k-unlabelled partitions, 10 epochs "
+                 "each, 50 epochs, 100 triplets per batch; Adam (the paper does not name the optimiser)",
+        ),
+        "fashion-mnist": Setting(
+            name="Fashion-MNIST", labelled_per_class=10, partition_size=9000, epochs_per_partition=10,
+            metric_dim=64, seeds=(0,),
+            config=dict(dataset="fashion-mnist", dataset_options={}, model="ssdml-mnist", pretrained=False, embedding_dim=128,
+                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
+                        eval_every=10, eval_metrics=("recall", "nmi")),
+            note="as MNIST",
+        ),
+        "cifar10": Setting(
+            name="CIFAR-10", labelled_per_class=100, partition_size=9000, epochs_per_partition=10, metric_dim=32,
+            seeds=(0,), pretrain_epochs=30,
+            config=dict(dataset="cifar10", dataset_options={}, model="ssdml-cifar", pretrained=False, embedding_dim=64,
+                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
+                        eval_every=10, eval_metrics=("recall", "nmi")),
+            note="the paper's CIFAR network, 100 labelled per class, 30 epochs of softmax pre-training on the "
+                 "labelled images, then 50 epochs of Algorithm 1",
+        ),
+        "cub200": Setting(
+            name="CUB-200", labelled_per_class=5, partition_size=10 ** 9, epochs_per_partition=200, metric_dim=128,
+            k=50, gamma=0.99, alpha=45.0, seeds=(0,),
+            config=dict(dataset="cub200", dataset_options={"image_size": 224}, model="googlenet", pretrained=True,
+                        embedding_dim=1024, batch_size=100, m_per_class=10, epochs=200, optimizer="adam", lr=1e-4,
+                        weight_decay=0.0, eval_every=10, eval_metrics=("recall", "nmi"), num_workers=8),
+            note="ImageNet GoogLeNet, 5 labelled per class, k = 50, α = 45°, 128-d metric, whole training set "
+                 "(no partitions), 200 epochs; global average pooling of GoogLeNet instead of R-MAC over "
+                 "three scales (not implemented)",
+        ),
+        "cars196": Setting(
+            name="Cars-196", labelled_per_class=5, partition_size=10 ** 9, epochs_per_partition=200, metric_dim=128,
+            k=50, gamma=0.99, alpha=45.0, seeds=(0,), alpha_grid=(35.0, 40.0, 55.0),
+            config=dict(dataset="cars196", dataset_options={"image_size": 224}, model="googlenet", pretrained=True,
+                        embedding_dim=1024, batch_size=100, m_per_class=10, epochs=200, optimizer="adam", lr=1e-4,
+                        weight_decay=0.0, eval_every=10, eval_metrics=("recall", "nmi"), num_workers=8),
+            note="as CUB-200",
+        ),
+    },
+}
+
+
+def settings_for(profile: str) -> dict[str, Setting]:
+    """The settings of ``profile``."""
+    if profile not in PROFILE_SETTINGS:
+        raise ValueError(f"unknown profile {profile!r}; choose one of {list(PROFILE_SETTINGS)}")
+    return PROFILE_SETTINGS[profile]
+
+
+# --------------------------------------------------------------------------- reported numbers
+
+_M5 = ["NMI", "R@1", "R@2", "R@4", "R@8"]
+_T1_ROWS = ["Initial", "Deep-LRML", "Deep-SERAPH", "Deep-ISDML", "Deep-APLLR", "Deep-APIT", "Ours"]
+
+
+def _table(rows: Sequence[str], datasets: Sequence[str], values: Sequence[Sequence[float]]) -> pd.DataFrame:
+    return pd.DataFrame(values, index=list(rows), columns=pd.MultiIndex.from_product([list(datasets), _M5]))
+
+
+# The paper's numbers (percent), for the "reported" columns only.
+REPORTED: dict[str, pd.DataFrame] = {
+    "table1": _table(_T1_ROWS, ["MNIST", "Fashion-MNIST", "CIFAR-10"], [
+        [17.4, 86.5, 92.4, 95.9, 97.6, 32.6, 71.9, 82.0, 89.5, 94.8, 20.4, 38.2, 54.9, 71.0, 83.6],
+        [48.3, 88.7, 93.2, 95.9, 97.6, 53.2, 75.3, 83.9, 90.2, 95.0, 16.0, 40.2, 56.3, 71.5, 83.7],
+        [45.3, 92.5, 95.7, 97.6, 98.7, 53.0, 75.9, 85.1, 91.5, 95.4, 21.3, 39.5, 56.2, 71.1, 83.7],
+        [44.1, 92.1, 95.7, 97.5, 98.6, 51.3, 74.4, 84.2, 90.7, 95.1, 20.0, 36.4, 52.4, 68.5, 82.1],
+        [30.5, 57.6, 71.1, 82.1, 90.1, 38.9, 59.5, 73.3, 84.1, 91.4, 13.3, 24.4, 40.0, 58.8, 76.4],
+        [31.7, 87.6, 92.9, 96.0, 97.9, 37.3, 69.4, 80.1, 88.5, 94.1, 11.4, 26.0, 41.4, 59.6, 76.4],
+        [47.5, 93.9, 96.6, 98.2, 98.9, 52.1, 77.6, 86.0, 91.8, 95.6, 25.3, 41.4, 57.3, 72.6, 84.9],
+    ]),
+    "table2": _table(_T1_ROWS, ["CUB-200", "Cars-196"], [
+        [34.3, 31.7, 42.2, 55.4, 67.9, 23.7, 24.2, 32.8, 43.4, 54.9],
+        [49.9, 34.9, 45.0, 55.4, 65.7, 40.5, 33.2, 41.2, 49.4, 58.3],
+        [50.5, 39.7, 52.2, 64.4, 76.5, 37.2, 34.8, 46.7, 59.4, 71.7],
+        [50.6, 43.7, 55.7, 67.6, 78.4, 25.8, 30.6, 40.8, 52.2, 63.2],
+        [38.9, 25.7, 36.6, 48.7, 61.9, 33.2, 33.0, 43.6, 55.6, 67.9],
+        [52.1, 42.2, 54.5, 66.7, 78.2, 37.3, 38.5, 50.7, 62.7, 74.9],
+        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
+    ]),
+    "table3": _table(["Exemplar", "Rotation", "NCE", "DeepCluster", "Synthetic", "Ours"], ["CUB-200", "Cars-196"], [
+        [45.0, 38.2, 50.3, 62.8, 75.0, 35.4, 36.5, 48.1, 59.2, 71.0],
+        [49.1, 42.5, 55.8, 68.6, 79.4, 32.7, 33.3, 44.6, 56.4, 68.5],
+        [45.1, 39.2, 51.4, 63.7, 75.8, 35.6, 37.5, 48.7, 59.8, 71.5],
+        [53.0, 42.9, 54.1, 65.6, 76.2, 38.5, 32.6, 43.8, 57.0, 69.5],
+        [53.4, 43.5, 56.2, 68.3, 79.1, 37.6, 42.0, 54.3, 66.0, 77.2],
+        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
+    ]),
+    "table4": pd.DataFrame(
+        [[42.9, 91.5, 95.3, 97.3, 98.6], [47.5, 93.9, 96.6, 98.2, 98.9],
+         [50.3, 73.3, 82.4, 89.7, 94.4], [52.1, 77.6, 86.0, 91.8, 95.6],
+         [19.0, 37.4, 54.2, 69.7, 83.4], [25.3, 41.4, 57.3, 72.6, 84.9]],
+        index=pd.MultiIndex.from_product([["MNIST", "Fashion-MNIST", "CIFAR-10"], ["w/o orth", "w/ orth"]]),
+        columns=_M5,
+    ),
+    "table5": pd.DataFrame(
+        [[42.6, 55.2, 66.9, 77.6], [41.4, 54.5, 67.1, 78.4], [44.8, 56.9, 69.1, 79.9]],
+        index=["Triplet", "Angular", "Ours"], columns=["R@1", "R@2", "R@4", "R@8"],
+    ),
+    # Figure 2 (middle): sensitivity to α on Cars-196.
+    "alpha": pd.DataFrame(
+        [[40.5, 45.0, 57.2, 69.0, 79.8], [40.3, 45.5, 57.8, 69.1, 80.0],
+         [40.7, 45.7, 58.1, 69.5, 80.4], [40.4, 45.7, 57.9, 69.4, 80.1]],
+        index=[35.0, 40.0, 45.0, 55.0], columns=_M5,
+    ),
+}
+REPORTED["alpha"].index.name = "alpha (degrees)"
+
+
+# --------------------------------------------------------------------------- data and models
+
+
+def load_splits(setting: Setting, config: TrainConfig, seed: int, data_root: str | Path | None = None) -> DatasetSplits:
+    """The dataset with ``labelled_per_class`` labelled training examples per class (seeded draw)."""
+    splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
+    return semi_supervised(splits, setting.labelled_per_class, seed=seed)
+
+
+def build_network(config: TrainConfig, input_shape: tuple[int, int, int]) -> tuple[nn.Module, int]:
+    """``(f_θ, d)``: the network whose L2-normalised output ``z`` ``(B, d)`` the graph and ``L``
+    see (seeded by the caller). For the paper's networks (``ssdml-mnist``, ``ssdml-cifar``) it is
+    the trunk up to the L2 normalisation, so ``L`` plays the paper's ``L`` layer; for the other
+    backbones it is backbone -> FC(``embedding_dim``) -> L2."""
+    model = build_model(config.model, input_shape, config.embedding_dim, normalize=True,
+                        pretrained=config.pretrained, width=config.width)
+    if config.model.startswith("ssdml"):
+        return model.trunk, model.feature_dim
+    return model, config.embedding_dim
+
+
+class LabelledTriplets(PartitionObjective):
+    """The supervised baselines of Table 5, trained on the labelled part only.
+
+    Units are triplets of labelled examples: every ordered positive pair ``(a, p)`` with one
+    negative drawn uniformly per pair and partition (torch's global generator, seeded).
+    ``loss="triplet"``: ``[δ²_L(a, p) − δ²_L(a, n) + margin]_+`` (FaceNet, squared distances);
+    ``loss="angular"``: Eq. (3) (the angular loss of Wang et al. 2017 in its triplet form).
+    ``L`` is unconstrained.
+    """
+
+    unit_size = 3
+
+    def __init__(self, dim: int, out_dim: int | None, loss: str, margin: float = 0.2, alpha_degrees: float = 40.0) -> None:
+        super().__init__(LinearMetric(dim, out_dim))
+        if loss not in ("triplet", "angular"):
+            raise ValueError(f"loss must be 'triplet' or 'angular', got {loss!r}")
+        self.loss, self.margin, self.alpha_degrees = loss, margin, alpha_degrees
+
+    def prepare(self, z: Tensor, labels: Tensor) -> Tensor:
+        """``(P, 3)`` triplets over the labelled rows (``labels >= 0``) of the partition."""
+        known = torch.nonzero(labels >= 0).squeeze(1)  # (N_L,)
+        y = labels[known]
+        same = y[:, None] == y[None, :]  # (N_L, N_L)
+        pos = same & ~torch.eye(len(y), dtype=torch.bool, device=y.device)
+        a, p = torch.nonzero(pos, as_tuple=True)  # (P,), (P,)
+        neg_w = (~same[a]).float()  # (P, N_L)
+        if len(a) == 0 or not bool((neg_w.sum(1) > 0).all()):
+            raise ValueError("the labelled set needs two classes with >= 2 examples each to form triplets")
+        n = torch.multinomial(neg_w, 1).squeeze(1)  # (P,)
+        return torch.stack([known[a], known[p], known[n]], dim=1)
+
+    def unit_loss(self, z: Tensor, rows: Tensor) -> Tensor:
+        if self.loss == "angular":
+            return smooth_angular_loss(self.metric, z, self.alpha_degrees)
+        a, p, n = z.unbind(1)
+        return F.relu(self.metric.sq_dist(a, p) - self.metric.sq_dist(a, n) + self.margin).mean()
+
+
+def build_objective(method: str, setting: Setting, dim: int, alpha: float | None = None) -> PartitionObjective:
+    """The :class:`PartitionObjective` of ``method`` on ``dim``-dimensional ``z``."""
+    alpha = setting.alpha if alpha is None else alpha
+    if method in ("ours", "ours-noorth"):
+        return AngularSSDML(dim, setting.metric_dim, alpha_degrees=alpha, k=setting.k, gamma=setting.gamma,
+                            orthogonal=method == "ours")
+    if method in ("triplet", "angular"):
+        return LabelledTriplets(dim, setting.metric_dim, method, alpha_degrees=alpha)
+    if method in SEMI_SUPERVISED:
+        from dmlnb.ssdml.baselines import build_baseline
+
+        return build_baseline(method, dim, setting.metric_dim, **setting.baseline_hyper.get(method, {}))
+    raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+
+def embedding_spectrum(x: Tensor) -> dict[str, Any]:
+    """Collapse measures of an embedding ``x`` ``(N, l)``: singular values of the centred
+    embedding (normalised to sum 1) and its effective rank ``exp(H(σ / Σσ))`` (Roy and
+    Vetterli 2007), between 1 (all points on a line) and ``l`` (a flat spectrum)."""
+    x = x.double()
+    s = torch.linalg.svdvals(x - x.mean(0, keepdim=True))  # (min(N, l),)
+    p = s / s.sum().clamp_min(1e-300)
+    entropy = -(p * torch.log(p.clamp_min(1e-300))).sum()
+    return {"singular_values": p.tolist(), "effective_rank": float(torch.exp(entropy))}
+
+
+def triplet_purity(targets: Tensor) -> Any:
+    """``diagnose`` callback for :func:`~dmlnb.ssdml.algorithm.train_ssdml`: with the hidden true
+    labels ``targets`` ``(N_L + N_U,)`` of the pool, the share of mined triplets whose positive
+    has the anchor's class (``pos_same``), whose negative has it (``neg_same``), and both right."""
+    def diagnose(units: Tensor, part: Tensor) -> dict[str, float]:
+        if units.shape[1] != 3:
+            return {}
+        y = targets[part[units]]  # (U, 3)
+        pos, neg = y[:, 0] == y[:, 1], y[:, 0] == y[:, 2]
+        return {"pos_same": float(pos.float().mean()), "neg_same": float(neg.float().mean()),
+                "triplet_correct": float((pos & ~neg).float().mean())}
+    return diagnose
+
+
+# --------------------------------------------------------------------------- runs
+
+
+@dataclass
+class MethodRun:
+    """One finished run: its record, and the trained network / objective when trained now."""
+
+    method: str
+    seed: int
+    record: RunRecord
+    trained: bool
+
+    @property
+    def best(self) -> dict[str, float]:
+        return self.record.best["metrics"]  # type: ignore[index]
+
+    @property
+    def initial(self) -> dict[str, float] | None:
+        first = self.record.data["history"][0]
+        return first["metrics"] if first["epoch"] == 0 else None
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        return self.record.data.get("extras", {})
+
+
+def _spec(method: str, setting: Setting, alpha: float) -> dict[str, Any]:
+    spec: dict[str, Any] = {"method": method, "setting": setting.name, "labelled_per_class": setting.labelled_per_class,
+                            "metric_dim": setting.metric_dim, "pretrain_epochs": setting.pretrain_epochs}
+    if method in ("ours", "ours-noorth", "angular"):
+        spec["alpha"] = alpha
+    if method in ("ours", "ours-noorth"):
+        spec.update(k=setting.k, gamma=setting.gamma)
+    if method in SEMI_SUPERVISED:
+        spec["hyper"] = setting.baseline_hyper.get(method, {})
+    return spec
+
+
+def _pretrain_softmax(network: nn.Module, dim: int, splits: DatasetSplits, config: TrainConfig, epochs: int) -> None:
+    """CIFAR-10 in the paper: the network with a softmax classifier in place of ``L``, trained on
+    the labelled images for ``epochs`` epochs (cross-entropy, the run's optimiser settings)."""
+    from dmlnb.training import build_optimizer, resolve_device
+
+    device = resolve_device(config.device)
+    head = nn.Linear(dim, splits.num_train_classes).to(device)
+    network.to(device).train()
+    opt = build_optimizer(config, network, head)
+    images, labels = splits.train.images, splits.train.labels  # type: ignore[attr-defined]
+    gen = torch.Generator().manual_seed(config.seed)
+    for _ in range(epochs):
+        for rows in torch.randperm(len(labels), generator=gen).split(config.batch_size):
+            loss = F.cross_entropy(head(network(images[rows].to(device))), labels[rows].to(device))
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+
+
+def _query_rows(n: int, count: int, seed: int = 0) -> list[int]:
+    return torch.randperm(n, generator=torch.Generator().manual_seed(seed))[:count].tolist()
+
+
+def initial_embedding(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
+                      overrides: Mapping[str, Any] | None = None) -> Tensor:
+    """Test embedding ``(N_test, d)`` of the seeded network at initialisation (Figure 2, left column)."""
+    cfg = setting.train_config(profile, seed, overrides)
+    torch.manual_seed(cfg.seed)
+    network, _ = build_network(cfg, splits.input_shape)
+    return embed(network, None, splits.test, cfg.eval_batch_size)[0]
+
+
+def run_method(
+    method: str,
+    setting: Setting,
+    profile: str,
+    seed: int,
+    splits: DatasetSplits,
+    results_dir: str | Path | None,
+    *,
+    alpha: float | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    retrain: bool = False,
+    progress: bool = False,
+    tsne_points: bool = False,
+    retrieval_queries: int = 6,
+) -> MethodRun:
+    """Train ``method`` by Algorithm 1 (seed ``seed``) or reload its finished record.
+
+    The supervised baselines see the labelled part only (``unlabelled=None``). After training,
+    the best checkpoint's test embedding ``Lᵀ z`` gives the record's ``extras``: ``spectrum``
+    (:func:`embedding_spectrum`), ``neighbours`` (top-5 Euclidean neighbours of
+    ``retrieval_queries`` fixed test queries, Figure 3) and, with ``tsne_points``, its 2-D t-SNE
+    coordinates (Figure 2, right).
+    """
+    alpha = setting.alpha if alpha is None else alpha
+    cfg = setting.train_config(profile, seed, overrides)
+    spec = _spec(method, setting, alpha)
+    run_dir = None
+    if results_dir is not None:
+        tag = f"-alpha{alpha:g}" if alpha != setting.alpha else ""
+        run_dir = Path(results_dir) / profile / f"{setting.name}-{method}{tag}-seed{seed}"
+    wanted = run_config(cfg, setting.schedule, spec)
+    if run_dir is not None and not retrain:
+        old = load_finished_record(run_dir, wanted)
+        if old is not None and "spectrum" in old.data.get("extras", {}) and (not tsne_points or "tsne" in old.data["extras"]):
+            return MethodRun(method, seed, old, trained=False)
+    torch.manual_seed(cfg.seed)
+    network, dim = build_network(cfg, splits.input_shape)
+    objective = build_objective(method, setting, dim, alpha)
+    if setting.pretrain_epochs:
+        _pretrain_softmax(network, dim, splits, cfg, setting.pretrain_epochs)
+    supervised = method in ("triplet", "angular")
+    targets = torch.cat([splits.train.labels.cpu(), splits.unlabelled_targets.cpu()])  # type: ignore[union-attr]
+    record = train_ssdml(
+        network, objective, splits.train, None if supervised else splits.unlabelled, splits.test, cfg,
+        setting.schedule, spec=spec, run_dir=run_dir, resume=not retrain, progress=progress,
+        name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets),
+    )
+    if run_dir is not None and (run_dir / "best.pt").exists():
+        state = torch.load(run_dir / "best.pt", map_location="cpu", weights_only=False)
+        network.load_state_dict(state["network"])
+        objective.load_state_dict(state["objective"])
+    emb, lab = embed(network, objective.metric, splits.test, cfg.eval_batch_size)
+    queries = _query_rows(len(lab), retrieval_queries)
+    neighbours = knn(emb, None, k=5, metric="euclidean")[1][queries]  # (Q, 5), the query itself excluded
+    extras: dict[str, Any] = {"spec": spec, "spectrum": embedding_spectrum(emb), "queries": queries,
+                              "neighbours": neighbours.tolist()}
+    if tsne_points:
+        extras["tsne"] = np.round(tsne(emb, seed=0), 3).tolist()
+    record.data["extras"] = extras
+    if run_dir is not None:
+        record.save(run_dir / "record.json")
+    return MethodRun(method, seed, record, trained=True)
+
+
+# Which settings stand in for the paper's Table 1 (small images, same classes in train and
+# test) and Table 2 (fine-grained, unseen test classes) at each profile.
+TABLE_SETTINGS: dict[str, dict[str, tuple[str, ...]]] = {
+    "smoke": {"table1": ("digits",), "table2": ()},
+    "default": {"table1": ("digits",), "table2": ("omniglot",)},
+    "paper": {"table1": ("mnist", "fashion-mnist", "cifar10"), "table2": ("cub200", "cars196")},
+}
+
+
+# The reported column each setting is shown beside.
+REPORTED_COLUMN = {"digits": "MNIST", "mnist": "MNIST", "fashion-mnist": "Fashion-MNIST", "cifar10": "CIFAR-10",
+                   "omniglot": "CUB-200", "cub200": "CUB-200", "cars196": "Cars-196"}
+
+
+def run_setting(
+    key: str,
+    profile: str,
+    results_dir: str | Path | None,
+    *,
+    seeds: Sequence[int] | None = None,
+    methods: Sequence[str] | None = None,
+    retrain: bool = False,
+    data_root: str | Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    progress: bool = False,
+) -> dict[str, list[MethodRun]]:
+    """Every method of setting ``key`` with every seed (train or reload); ``{method: [runs]}``.
+
+    Seed ``seeds[0]`` of the proposed method (with and without orthogonality) also stores its
+    t-SNE coordinates (Figure 2). The labelled draw uses the run's seed.
+    """
+    setting = settings_for(profile)[key]
+    seeds = tuple(setting.seeds if seeds is None else seeds)
+    methods = tuple(setting.methods if methods is None else methods)
+    out: dict[str, list[MethodRun]] = {m: [] for m in methods}
+    for seed in seeds:
+        splits = load_splits(setting, setting.train_config(profile, seed, overrides), seed, data_root)
+        for method in methods:
+            if method in setting.single_seed_methods and seed != seeds[0]:
+                continue
+            out[method].append(run_method(
+                method, setting, profile, seed, splits, results_dir, overrides=overrides, retrain=retrain,
+                progress=progress, tsne_points=seed == seeds[0] and method in ("ours", "ours-noorth"),
+            ))
+    return out
+
+
+def run_alpha_grid(key: str, profile: str, results_dir: str | Path | None, *, retrain: bool = False,
+                   data_root: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
+                   progress: bool = False) -> dict[float, MethodRun]:
+    """The proposed method at each angle of ``alpha_grid`` (and the setting's own ``α``), seed
+    ``seeds[0]`` (Figure 2, middle)."""
+    setting = settings_for(profile)[key]
+    seed = setting.seeds[0]
+    splits = load_splits(setting, setting.train_config(profile, seed, overrides), seed, data_root)
+    alphas = sorted({*setting.alpha_grid, setting.alpha})
+    return {a: run_method("ours", setting, profile, seed, splits, results_dir, alpha=a, overrides=overrides,
+                          retrain=retrain, progress=progress) for a in alphas}
+
+
+def results_frame(runs: Mapping[str, Sequence[MethodRun]], metrics: Sequence[str] = ("NMI", "R@1", "R@2", "R@4", "R@8"),
+                  initial: bool = True) -> dict[str, list[dict[str, float]]]:
+    """``{row name: [best metrics per seed]}`` for :func:`dmlnb.reporting.summarize_runs`, with an
+    ``"Initial"`` row (the networks at initialisation, the first method's seeds)."""
+    out: dict[str, list[dict[str, float]]] = {}
+    first = next(iter(runs.values()), [])
+    if initial and first and first[0].initial is not None:
+        out["Initial"] = [r.initial for r in first]  # type: ignore[misc]
+    for method, rs in runs.items():
+        out[NAMES[method]] = [{m: r.best[m] for m in metrics if m in r.best} for r in rs]
+    return out

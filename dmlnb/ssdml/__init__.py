@@ -1,0 +1,12 @@
+"""Semi-supervised deep metric learning (Dutta, Harandi and Sekhar, AAAI 2021).
+
+* :mod:`dmlnb.ssdml.base`: the metric ``L`` and the partition-objective contract of Algorithm 1.
+* :mod:`dmlnb.ssdml.graph`: kNN graphs, Laplacians, affinity propagation.
+* :mod:`dmlnb.ssdml.mining`: triplets from each anchor's propagated-affinity-sorted neighbourhood.
+* :mod:`dmlnb.ssdml.angular`: the smooth angular objective (Eq. 3), the proposed method.
+* :mod:`dmlnb.ssdml.algorithm`: Algorithm 1, alternation over random unlabelled partitions.
+"""
+
+from dmlnb.ssdml.base import LinearMetric, PartitionObjective
+
+__all__ = ["LinearMetric", "PartitionObjective"]

@@ -1,0 +1,101 @@
+"""Algorithm 1: partitions cover the pool, runs are recorded, reloaded and resumed exactly."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from dmlnb.data.base import InMemoryDataset
+from dmlnb.profiles import make_config
+from dmlnb.records import RunRecord
+from dmlnb.ssdml.algorithm import PartitionSchedule, _partition, _Pool, train_ssdml
+from dmlnb.ssdml.angular import AngularSSDML
+
+
+def fake_data(seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(3).repeat_interleave(20)  # 3 classes x 20
+    x = torch.randn(60, 1, 4, 4, generator=g) + y[:, None, None, None].float()
+    lab = torch.tensor([0, 1, 2, 20, 21, 22, 40, 41, 42])
+    unl = torch.tensor(sorted(set(range(60)) - set(lab.tolist())))
+    test = InMemoryDataset(torch.randn(30, 1, 4, 4, generator=g) + torch.arange(3).repeat(10)[:, None, None, None].float(),
+                           torch.arange(3).repeat(10))
+    return InMemoryDataset(x[lab], y[lab]), InMemoryDataset(x[unl], torch.full((len(unl),), -1)), test
+
+
+def net():
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 6))
+
+
+CFG = make_config(None, dict(epochs=4, batch_size=20, m_per_class=10, lr=1e-2, eval_every=2, device="cpu",
+                             eval_metrics=("recall",), seed=3))
+SCHED = PartitionSchedule(partition_size=20, epochs_per_partition=2)
+
+
+def test_partitions_sweep_the_unlabelled_pool():
+    lab, unl, _ = fake_data()
+    pool = _Pool(lab, unl)
+    parts = [_partition(pool, PartitionSchedule(partition_size=17), 0, p) for p in range(3)]
+    for p in parts:
+        assert p[:9].tolist() == list(range(9))  # all labelled first
+        assert len(p) == 9 + 17
+    unl_seen = torch.cat([p[9:] for p in parts])
+    assert len(set(unl_seen.tolist())) == 51  # 3 disjoint chunks = the whole pool
+    assert torch.equal(pool.labels[:9], lab.labels) and bool((pool.labels[9:] == -1).all())
+
+
+def test_record_reload_and_exact_resume(tmp_path):
+    lab, unl, test = fake_data()
+    full = net()
+    rec = train_ssdml(full, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+                      run_dir=tmp_path / "a", progress=False)
+    saved = RunRecord.load(tmp_path / "a" / "record.json")
+    assert saved.data["status"] == "finished" and saved.best is not None
+    assert saved.config["seed"] == 3 and saved.config["method"] == {"m": "ours"}  # TrainConfig fields on top
+    hist = saved.history_frame()
+    assert list(hist.index) == [0, 1, 2, 3, 4]
+    assert hist["units"].dropna().tolist() == [(9 + 20) * 2] * 2  # N floor(k/2) per partition
+    assert set(hist["partition"].dropna()) == {0, 1}
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_second(units, part):
+        if stop_at_second.calls == 1:
+            raise Stop
+        stop_at_second.calls += 1
+        return {}
+
+    stop_at_second.calls = 0
+    with pytest.raises(Stop):
+        train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+                    run_dir=tmp_path / "b", progress=False, diagnose=stop_at_second)
+    assert (tmp_path / "b" / "checkpoint.pt").exists()
+    resumed = net()
+    rec_b = train_ssdml(resumed, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+                        run_dir=tmp_path / "b", progress=False)
+    assert rec_b.data["resumed"] == 1
+    for (k1, v1), (k2, v2) in zip(full.state_dict().items(), resumed.state_dict().items()):
+        assert torch.equal(v1, v2), k1
+    assert rec_b.best["metrics"]["R@1"] == rec.best["metrics"]["R@1"]
+
+
+def test_bad_objective_output_is_reported():
+    lab, unl, test = fake_data()
+
+    class Broken(AngularSSDML):
+        def prepare(self, z, labels):
+            return torch.zeros(0, 3, dtype=torch.long)
+
+    with pytest.raises(ValueError, match="expected a non-empty"):
+        train_ssdml(net(), Broken(6, 4, k=4), lab, unl, None, CFG, SCHED, progress=False)
+
+
+def test_max_units_caps_the_units_per_partition():
+    lab, unl, _ = fake_data()
+    sched = PartitionSchedule(partition_size=20, epochs_per_partition=1, max_units=7)
+    rec = train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, None, CFG.replace(epochs=2), sched, progress=False)
+    hist = rec.history_frame()
+    assert hist["units_used"].tolist() == [7, 7] and hist["units"].tolist() == [58, 58]
