@@ -3,6 +3,8 @@ fabricated inputs, collapse measures against numpy, supervised triplets, run rel
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -76,7 +78,7 @@ def test_run_method_trains_then_reloads(tmp_path):
     train = InMemoryDataset(torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y)
     splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
     st = ssx.settings_for("smoke")["digits"]
-    st = ssx.replace(st, partition_size=10, config={**st.config, "epochs": 1})
+    st = dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
     run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
     assert run.trained and run.record.data["status"] == "finished"
     assert {"spectrum", "neighbours", "queries"} <= set(run.extras)
