@@ -222,3 +222,28 @@ def test_softtriple_profs_runs_every_iteration_as_a_subproblem(tmp_path):
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
     run = X.run_variant("softtriple", "PROFS", cfg, load_dataset("digits"), tmp_path, rho=6.0, lam=1e-3)
     assert run.extras["period"] == 1 and "-M1-" in run.record.data["name"]
+
+
+def test_profs_variants_restrict_pairs_as_sec_5_3_says():
+    """Contrastive / triplet / Margin anchored at the representatives, lifted / MS any end,
+    N-pair / angular unchanged, SoftTriple never wrapped; plain runs never wrapped; the run name
+    marks the restricted runs (so records made before the restriction are not reused)."""
+    from dmlnb.profs import RepresentativePairs
+
+    expected = {"contrastive-hard": "anchored", "triplet-semihard": "anchored", "triplet-hard": "anchored",
+                "margin-hard": "anchored", "margin-dw": "anchored", "lifted": "any", "ms": "any",
+                "npair": "all", "angular": "all"}
+    cfg = X.experiment_config("default")
+    for key in [*X.LOSSES.values(), *X.TABLE2_LOSSES.values()]:
+        base = X.build_loss(key, 10, 8)
+        assert X.profs_loss(key, "plain", base, cfg) is base
+        wrapped = X.profs_loss(key, "PROFS-HNCM", base, cfg)
+        if key == "softtriple":
+            assert wrapped is base and X.pair_mode(key, "PROFS") == "all"
+            continue
+        assert isinstance(wrapped, RepresentativePairs) and wrapped.inner is base
+        assert wrapped.mode == expected[key] == X.pair_mode(key, "PROFS")
+        assert wrapped.samples_per_class == cfg.m_per_class
+        name = X.run_name(key, "PROFS", cfg, 13, 1e-3)
+        assert name.endswith(f"-lam0.001{'-rp' if expected[key] != 'all' else ''}-b128-seed0"), name
+        assert "-rp" not in X.run_name(key, "plain", cfg, None, None)

@@ -8,6 +8,8 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   ``lambda``, the ``M`` and ``lambda`` grids, the HNCM regime) per profile;
 * :data:`LOSSES`, :data:`TABLE2_LOSSES` and :func:`build_loss`: the integrated losses with the
   settings of their papers (:data:`IMPLEMENTATION` says what each trains);
+* :data:`PAIR_MODE`, :func:`pair_mode` and :func:`profs_loss`: the PROFS variants' losses restricted
+  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.RepresentativePairs`);
 * :func:`build_components`: the batch sampler and hooks of one variant, ``plain`` (class-balanced
   batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.RepresentativeSampler` with
   ``M`` from ``rho`` and :class:`~dmlnb.profs.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
@@ -56,6 +58,7 @@ from dmlnb.profs import (
     CenterRepresentatives,
     LaggedProximalHook,
     ProximalHook,
+    RepresentativePairs,
     RepresentativeSampler,
     projection_period,
 )
@@ -77,6 +80,9 @@ __all__ = [
     "table2_config",
     "build_loss",
     "loss_config",
+    "PAIR_MODE",
+    "pair_mode",
+    "profs_loss",
     "period_for",
     "build_components",
     "TimedSampler",
@@ -264,6 +270,50 @@ def build_loss(key: str, num_classes: int, embedding_dim: int) -> nn.Module:
     raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
 
 
+#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.RepresentativePairs`):
+#:
+#: * ``"anchored"``, pairs anchored at a class representative: contrastive, triplet and Margin,
+#:   "each class representative should have the same number of its corresponding positive pairs
+#:   and hard negative pairs";
+#: * ``"any"``, pairs with a representative at either end: "To adapt the lifted structured and MS
+#:   loss to PROFS framework, the loss is slightly modified by ignoring the pairwise terms between
+#:   the non-representative samples";
+#: * ``"all"``, every pair: "No adaptation is performed for the N-pair and angular loss".
+#:
+#: SoftTriple is not pair-based; its adaptation is the cluster centres as representatives
+#: (:func:`build_components`), so it has no entry and is never wrapped.
+PAIR_MODE: dict[str, str] = {
+    "contrastive-hard": "anchored",
+    "triplet-semihard": "anchored",
+    "triplet-hard": "anchored",
+    "margin-hard": "anchored",
+    "margin-dw": "anchored",
+    "lifted": "any",
+    "ms": "any",
+    "npair": "all",
+    "angular": "all",
+}
+
+
+def pair_mode(key: str, variant: str) -> str:
+    """The pair restriction of loss ``key`` in ``variant``: :data:`PAIR_MODE` for the PROFS
+    variants, ``"all"`` for ``plain`` runs and SoftTriple."""
+    if variant == "plain" or key == "softtriple":
+        return "all"
+    if key not in PAIR_MODE:
+        raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
+    return PAIR_MODE[key]
+
+
+def profs_loss(key: str, variant: str, loss: nn.Module, config: TrainConfig) -> nn.Module:
+    """``loss`` as the variant trains it: PROFS and PROFS-HNCM wrap it in
+    :class:`~dmlnb.profs.RepresentativePairs` (``m = config.m_per_class``, mode
+    :func:`pair_mode`); ``plain`` runs and SoftTriple use it unchanged."""
+    if variant == "plain" or key == "softtriple":
+        return loss
+    return RepresentativePairs(loss, config.m_per_class, pair_mode(key, variant))
+
+
 def loss_config(key: str, config: TrainConfig) -> TrainConfig:
     """Per-loss changes to the shared configuration: N-pair trains unnormalised embeddings
     (its L2 penalty keeps their norm in check); SoftTriple's centres learn 10x faster."""
@@ -421,13 +471,20 @@ class ProfsRun:
 
 
 def run_name(key: str, variant: str, config: TrainConfig, period: int | None, lam: float | None) -> str:
-    """Folder name of a run: loss, variant, (M, lambda for PROFS), batch size, seed."""
+    """Folder name of a run: loss, variant, (M, lambda for PROFS), ``-rp`` when the variant
+    restricts the loss's pairs to the representatives' (:func:`pair_mode` not ``"all"``),
+    batch size, seed."""
     profs = "" if variant == "plain" else f"-M{period}-lam{lam:g}"
-    return f"{key}-{variant}{profs}-b{config.batch_size}-seed{config.seed}"
+    rp = "" if pair_mode(key, variant) == "all" else "-rp"
+    return f"{key}-{variant}{profs}{rp}-b{config.batch_size}-seed{config.seed}"
 
 
 def _spec(key: str, variant: str, period: int | None, lam: float | None) -> dict[str, Any]:
-    return {"loss": key, "variant": variant, "period": period, "lam": lam, "proximal_params": "all"}
+    spec = {"loss": key, "variant": variant, "period": period, "lam": lam, "proximal_params": "all"}
+    mode = pair_mode(key, variant)
+    if mode != "all":  # "all" trains the loss unchanged: its records stay valid
+        spec["pairs"] = mode
+    return spec
 
 
 def run_variant(
@@ -472,7 +529,7 @@ def run_variant(
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                         pretrained=cfg.pretrained, width=cfg.width)
-    loss = build_loss(key, num_classes, cfg.embedding_dim)
+    loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg)
     sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0)
     resume = False
     if run_dir is not None and (run_dir / "record.json").exists() and not retrain:

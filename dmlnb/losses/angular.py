@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, l2_normalize
 
 __all__ = ["AngularLoss"]
 
@@ -43,7 +43,11 @@ class AngularLoss(MetricLoss):
         normalize: L2-normalise the embeddings first (paper and PML: ``True``).
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: the allowed positive pairs ``(a, p)``, each with the allowed negatives ``n`` of ``a``, ``(a, n)``.
     """
+
+    supports_pair_filter = True
 
     def __init__(self, alpha_degrees: float = 40.0, normalize: bool = True) -> None:
         super().__init__()
@@ -52,8 +56,7 @@ class AngularLoss(MetricLoss):
         self.alpha_degrees = float(alpha_degrees)
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        masks = pair_masks(labels)
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         if not bool(masks.positive.any() and masks.negative.any()):
             return zero_loss(embeddings)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from dmlnb.pairs import check_batch
+from dmlnb.pairs import PairMasks, check_batch, pair_masks
 
-__all__ = ["MetricLoss", "zero_loss"]
+__all__ = ["MetricLoss", "zero_loss", "check_pair_filter"]
 
 
 def zero_loss(embeddings: Tensor) -> Tensor:
@@ -15,19 +15,72 @@ def zero_loss(embeddings: Tensor) -> Tensor:
     return embeddings.sum() * 0.0
 
 
-class MetricLoss(nn.Module):
-    """A loss on a labelled batch: ``loss(embeddings (B, D), labels (B,)) -> scalar``.
+def check_pair_filter(pair_filter: Tensor, embeddings: Tensor) -> None:
+    """Raise a clear error unless ``pair_filter`` is a ``(B, B)`` bool tensor on the device of
+    ``embeddings`` ``(B, D)``."""
+    if not isinstance(pair_filter, Tensor):
+        raise TypeError(f"pair_filter must be a torch.Tensor (B, B) of bool, got {type(pair_filter).__name__}")
+    B = embeddings.shape[0]
+    if pair_filter.dtype != torch.bool:
+        raise TypeError(
+            f"pair_filter must have dtype torch.bool, got {pair_filter.dtype}; pass a boolean "
+            "mask (e.g. `mask > 0` or `mask.bool()`)"
+        )
+    if tuple(pair_filter.shape) != (B, B):
+        raise ValueError(
+            f"pair_filter must have shape (B, B) = ({B}, {B}) for a batch of {B}, got "
+            f"{tuple(pair_filter.shape)}"
+        )
+    if pair_filter.device != embeddings.device:
+        raise ValueError(
+            f"pair_filter is on {pair_filter.device} but the embeddings on {embeddings.device}; "
+            "move it with .to(embeddings.device)"
+        )
 
-    Subclasses implement :meth:`compute`. :meth:`forward` validates the batch first (shape, NaN)
+
+class MetricLoss(nn.Module):
+    """A loss on a labelled batch: ``loss(embeddings (B, D), labels (B,), pair_filter=None) -> scalar``.
+
+    Subclasses implement :meth:`compute` ``(embeddings, labels, masks)``. :meth:`forward`
+    validates the batch first (shape, NaN), builds the batch's :class:`~dmlnb.pairs.PairMasks`
     and checks the result is finite, so a diverging run fails loudly at the step it diverges.
     A batch for which the loss has no term (e.g. no positive pair) returns a graph-attached 0
     and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
     ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser (the training loop does).
+
+    **Pair filter** (explicit, per call; the module keeps no state about it).
+    ``pair_filter`` is an optional ``(B, B)`` bool mask of the ordered pairs ``(i, j)`` the loss
+    may use (row ``i``: the anchor / first element, column ``j``: the second element). The masks
+    passed to :meth:`compute` are ``pair_masks(labels)`` intersected with it:
+    ``positive & pair_filter`` and ``negative & pair_filter``. With ``pair_filter=None`` they are
+    ``pair_masks(labels)`` and the loss is exactly the unfiltered one.
+
+    * **Pair-based losses** (``supports_pair_filter = True``: contrastive, triplet, lifted,
+      margin, multi-similarity, angular, N-pair, easy positive) take *every* pair they use from
+      ``masks`` and never call :func:`~dmlnb.pairs.pair_masks` themselves, so a filtered pair
+      contributes no term (and, where the loss is a sum over pairs, no gradient). Each loss's
+      docstring says how a filtered pair enters its formula.
+    * **Other losses** (proxy / centre / classifier based: ProxyNCA, SoftTriple, softmax,
+      discriminative, facility location; ``supports_pair_filter = False``) accept and ignore
+      ``masks``; a ``pair_filter`` given to them raises ``ValueError`` ("<Loss> does not support
+      pair_filter").
     """
 
-    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    #: Whether :meth:`compute` takes its pairs from ``masks`` (and so honours a pair filter).
+    supports_pair_filter: bool = False
+
+    def forward(self, embeddings: Tensor, labels: Tensor, pair_filter: Tensor | None = None) -> Tensor:
         check_batch(embeddings, labels)
-        loss = self.compute(embeddings, labels)
+        masks = pair_masks(labels)  # (B, B) x 2
+        if pair_filter is not None:
+            if not self.supports_pair_filter:
+                raise ValueError(
+                    f"{type(self).__name__} does not support pair_filter: it is not built on the "
+                    "batch's pairs; call it without pair_filter"
+                )
+            check_pair_filter(pair_filter, embeddings)
+            masks = PairMasks(positive=masks.positive & pair_filter, negative=masks.negative & pair_filter)
+        loss = self.compute(embeddings, labels, masks)
         if not torch.isfinite(loss):
             raise FloatingPointError(
                 f"{type(self).__name__} produced a non-finite loss ({loss.item()}); "
@@ -35,5 +88,6 @@ class MetricLoss(nn.Module):
             )
         return loss
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:  # pragma: no cover
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:  # pragma: no cover
+        """The loss of ``embeddings (B, D)`` with ``labels (B,)`` on the pairs of ``masks``."""
         raise NotImplementedError

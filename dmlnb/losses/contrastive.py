@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["ContrastiveLoss"]
 
@@ -70,7 +70,11 @@ class ContrastiveLoss(MetricLoss):
         reduction: ``"nonzero"`` (PML default) or ``"mean"``.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: ``"all"`` uses the allowed pairs; ``"hard"`` the hardest allowed positive and negative of each anchor (row) with both.
     """
+
+    supports_pair_filter = True
 
     def __init__(
         self,
@@ -108,10 +112,9 @@ class ContrastiveLoss(MetricLoss):
         h = F.relu(t)
         return h * h if self.squared_hinge else h
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
-        masks = pair_masks(labels)
         if self.mining == "all":  # masked (B, B) terms: no boolean gather over B^2 entries
             if not bool(masks.positive.any() or masks.negative.any()):
                 return zero_loss(embeddings)

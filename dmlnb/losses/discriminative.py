@@ -38,7 +38,7 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import check_class_labels, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = [
     "DiscriminativeLoss",
@@ -144,7 +144,7 @@ class DiscriminativeLoss(MetricLoss):
         c, d = self.centroids.shape
         return f"num_classes={c}, dim={d}, normalize={self.normalize}"
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         _check_against_centroids(embeddings, labels, self.centroids)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         c = self.centroids.to(x)  # (C, D)

@@ -57,7 +57,7 @@ from torch import Tensor
 import torch.nn.functional as F
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import cosine_similarity, pair_masks
+from dmlnb.pairs import PairMasks, cosine_similarity
 
 __all__ = ["EasyPositiveLoss", "easy_positive_loss", "VARIANTS"]
 
@@ -93,7 +93,11 @@ class EasyPositiveLoss(MetricLoss):
             ``<= 0`` (authors' code).
 
     ``compute(embeddings (B, D), labels (B,)) -> scalar``.
+
+    Pair filter: the positives and negatives of an anchor (row) are its allowed pairs.
     """
+
+    supports_pair_filter = True
 
     def __init__(
         self,
@@ -123,10 +127,9 @@ class EasyPositiveLoss(MetricLoss):
             f"drop_nonpositive={self.drop_nonpositive}"
         )
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         sim = cosine_similarity(embeddings)  # (B, B)
         s = sim.detach()  # (B, B) selection only
-        masks = pair_masks(labels)
         eligible = masks.positive  # (B, B)
         if self.duplicate_threshold is not None:
             eligible = eligible & (s <= self.duplicate_threshold)

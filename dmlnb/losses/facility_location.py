@@ -40,7 +40,7 @@ from torch import Tensor
 
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import euclidean_distance, l2_normalize
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = [
     "facility_score",
@@ -510,7 +510,7 @@ class FacilityLocationLoss(MetricLoss):
     def margin_multiplier(self, value: float) -> None:
         self._margin_multiplier = _check_gamma(value)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         dist = euclidean_distance(x)  # (B, B)
         gamma = self.margin_multiplier

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["LiftedStructureLoss"]
 
@@ -38,7 +38,11 @@ class LiftedStructureLoss(MetricLoss):
             equation is written for the network's output as it is).
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: :math:`\mathcal{P}` is the allowed positive pairs and :math:`\mathcal{N}(i)` the allowed negatives of row ``i``.
     """
+
+    supports_pair_filter = True
 
     def __init__(
         self, neg_margin: float = 1.0, pos_margin: float = 0.0, normalize: bool = True
@@ -48,10 +52,9 @@ class LiftedStructureLoss(MetricLoss):
         self.pos_margin = float(pos_margin)
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x)  # (B, B)
-        masks = pair_masks(labels)
         if not bool(masks.positive.any() and masks.negative.any()):
             return zero_loss(embeddings)
         # every sample has a negative here (at least two classes in the batch)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize
 
 __all__ = ["MarginLoss", "DistanceWeightedMiner"]
 
@@ -179,7 +179,11 @@ class MarginLoss(MetricLoss):
             paper's cutoffs 0.5 / 1.4, seed 0).
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: only allowed pairs get a term or are sampled (anchor = row).
     """
+
+    supports_pair_filter = True
 
     beta: Tensor
 
@@ -221,10 +225,9 @@ class MarginLoss(MetricLoss):
             f"sampling={self.sampling!r}, miner={self.miner}"
         )
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings)  # (B, D)
         d = euclidean_distance(x)  # (B, B)
-        masks = pair_masks(labels)
         w_pos, w_neg = self._pair_weights(d.detach(), masks, embeddings.shape[1])  # (B, B) x 2
         beta = self._anchor_beta(labels)  # (B, 1); type promotion keeps float32 beta exact
         pos_terms = F.relu(self.margin + d - beta)  # (B, B)

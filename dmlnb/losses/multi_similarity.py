@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, cosine_similarity, pair_masks
+from dmlnb.pairs import PairMasks, cosine_similarity
 
 __all__ = ["MultiSimilarityLoss", "MultiSimilarityMiner"]
 
@@ -90,7 +90,11 @@ class MultiSimilarityLoss(MetricLoss):
         epsilon: the miner's :math:`\epsilon` (paper and PML 0.1); unused when ``miner=False``.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: the miner and the loss see only the allowed pairs (anchor = row).
     """
+
+    supports_pair_filter = True
 
     def __init__(
         self,
@@ -111,9 +115,8 @@ class MultiSimilarityLoss(MetricLoss):
     def extra_repr(self) -> str:
         return f"alpha={self.alpha}, beta={self.beta}, base={self.base}, miner={self.miner}"
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         s = cosine_similarity(embeddings)  # (B, B)
-        masks = pair_masks(labels)
         if self.miner is not None:
             masks = self.miner(s, masks)
         pos = _log1p_sum_exp(-self.alpha * (s - self.base), masks.positive) / self.alpha  # (B,)

@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.pairs import l2_normalize
+from dmlnb.pairs import PairMasks, l2_normalize
 from dmlnb.losses.base import MetricLoss, zero_loss
 
-__all__ = ["NPairLoss", "first_pair_per_class"]
+__all__ = ["NPairLoss", "first_pair_per_class", "first_allowed_pair_per_class"]
 
 
 def first_pair_per_class(labels: Tensor) -> tuple[Tensor, Tensor]:
@@ -25,11 +25,30 @@ def first_pair_per_class(labels: Tensor) -> tuple[Tensor, Tensor]:
     return order[starts], order[starts + 1]
 
 
+def first_allowed_pair_per_class(labels: Tensor, positive: Tensor) -> tuple[Tensor, Tensor]:
+    """One positive pair per class: the first ``True`` entry of ``positive`` ``(B, B)`` in
+    row-major order among the pairs whose anchor (row) has that class.
+
+    With ``positive = pair_masks(labels).positive`` this is :func:`first_pair_per_class` (the
+    first two batch items of each class). Returns ``anchors (N,)`` and ``positives (N,)``, ordered
+    by label; a class without an allowed positive pair is left out.
+    """
+    B = labels.shape[0]
+    none = B * B
+    flat = torch.arange(none, device=labels.device).view(B, B)  # (B, B) row-major pair index
+    row_first = flat.masked_fill(~positive, none).amin(dim=1)  # (B,) first allowed pair of row i
+    classes, slot = torch.unique(labels, return_inverse=True)  # (C,), (B,) sorted labels
+    first = torch.full((classes.numel(),), none, device=labels.device, dtype=flat.dtype)  # (C,)
+    first = first.scatter_reduce(0, slot, row_first, reduce="amin")  # (C,)
+    first = first[first < none]  # (N,)
+    return first // B, first % B
+
+
 class NPairLoss(MetricLoss):
     r"""Multi-class N-pair loss, N-pair-mc (Sohn 2016), with its L2 embedding penalty.
 
     From the batch, ``N`` pairs :math:`(x_i, x_i^+)` of distinct classes are taken
-    (:func:`first_pair_per_class`); each anchor is contrasted with the positives of the other
+    (:func:`first_allowed_pair_per_class`; without a filter, :func:`first_pair_per_class`); each anchor is contrasted with the positives of the other
     pairs through dot products :math:`f^\top f'`:
 
     .. math::
@@ -51,7 +70,11 @@ class NPairLoss(MetricLoss):
             the raw embeddings.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: per class the first allowed positive pair ``(a, p)`` in row-major order; anchor ``a_i`` is contrasted with ``p_j`` only if ``(a_i, p_j)`` is an allowed negative pair.
     """
+
+    supports_pair_filter = True
 
     def __init__(self, l2_reg: float = 0.02, normalize: bool = False) -> None:
         super().__init__()
@@ -60,12 +83,15 @@ class NPairLoss(MetricLoss):
         self.l2_reg = float(l2_reg)
         self.normalize = normalize
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
-        anchors, positives = first_pair_per_class(labels)  # (N,), (N,)
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+        anchors, positives = first_allowed_pair_per_class(labels, masks.positive)  # (N,), (N,)
         if anchors.numel() == 0:
             return zero_loss(embeddings)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         logits = x[anchors] @ x[positives].T  # (N, N)
         target = torch.arange(anchors.numel(), device=embeddings.device)  # (N,)
+        usable = masks.negative[anchors][:, positives]  # (N, N) allowed (a_i, p_j), j != i
+        usable = usable | torch.eye(anchors.numel(), dtype=torch.bool, device=embeddings.device)
+        logits = logits.masked_fill(~usable, float("-inf"))  # (N, N)
         penalty = embeddings.pow(2).sum(dim=1).mean()
         return F.cross_entropy(logits, target) + self.l2_reg * penalty

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import check_class_labels, euclidean_distance, l2_normalize
+from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize
 
 __all__ = ["ProxyNCALoss"]
 
@@ -85,7 +85,7 @@ class ProxyNCALoss(MetricLoss):
         p = F.normalize(self.proxies.to(dtype), dim=1)  # (C, D)
         return -self.scale * euclidean_distance(x, p, squared=True)  # (B, C)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         check_class_labels(labels, self.num_classes, "one proxy per class")
         z = self.logits(embeddings)  # (B, C)
         if not self.exclude_positive:

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import check_class_labels, cosine_similarity
+from dmlnb.pairs import PairMasks, check_class_labels, cosine_similarity
 
 __all__ = ["SoftTripleLoss"]
 
@@ -116,7 +116,7 @@ class SoftTripleLoss(MetricLoss):
         p = torch.softmax(s / self.gamma, dim=2)  # (B, C, K)
         return (p * s).sum(dim=2)  # (B, C)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         check_class_labels(labels, self.num_classes, "K centres per class")
         s = self.class_similarity(embeddings)  # (B, C)
         delta = F.one_hot(labels, self.num_classes).to(s.dtype) * self.margin  # (B, C)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.pairs import check_class_labels, l2_normalize
+from dmlnb.pairs import PairMasks, check_class_labels, l2_normalize
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NormalizedSoftmaxLoss"]
@@ -49,7 +49,7 @@ class NormalizedSoftmaxLoss(MetricLoss):
         self.temperature = float(temperature)
         self.weight = nn.Parameter(torch.randn(num_classes, embedding_dim))  # (C, D)
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         num_classes, dim = self.weight.shape
         if embeddings.shape[1] != dim:
             raise ValueError(

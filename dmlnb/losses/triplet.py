@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, zero_loss
-from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["TripletLoss"]
 
@@ -55,7 +55,11 @@ class TripletLoss(MetricLoss):
         reduction: ``"nonzero"`` (PML default) or ``"mean"``.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
+
+    Pair filter: a triplet ``(a, p, n)`` is used iff ``(a, p)`` and ``(a, n)`` are allowed.
     """
+
+    supports_pair_filter = True
 
     def __init__(
         self,
@@ -81,10 +85,9 @@ class TripletLoss(MetricLoss):
         self.normalize = normalize
         self.reduction = reduction
 
-    def compute(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
-        masks = pair_masks(labels)
         valid_pairs = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
         if not bool(valid_pairs.any()):
             return zero_loss(embeddings)
