@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from fabricated import fabricated_cub
 
 from dmlnb.analysis import nearest_same_and_other
 from dmlnb.evaluation import compute_embeddings, recall_at_k
@@ -205,25 +206,8 @@ def test_reported_tables():
 # ------------------------------------------------------------------------------ paper path
 
 
-def _fabricated_cub(root):
-    from PIL import Image
-
-    folder = root / "CUB_200_2011"
-    lines, labels = [], []
-    g = torch.Generator().manual_seed(0)
-    classes = [c for c in (1, 2, 3, 4, 101, 102, 103) for _ in range(4)]
-    for image_id, c in enumerate(classes, start=1):
-        rel = f"{c:03d}.Bird_{c}/img_{image_id}.jpg"
-        (folder / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
-        Image.fromarray((torch.rand(30, 34, 3, generator=g) * 255).to(torch.uint8).numpy()).save(folder / "images" / rel)
-        lines.append(f"{image_id} {rel}")
-        labels.append(f"{image_id} {c}")
-    (folder / "images.txt").write_text("\n".join(lines) + "\n")
-    (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-
-
 def test_paper_status_and_table1_cell_on_a_fabricated_cub_tree(tmp_path):
-    _fabricated_cub(tmp_path / "data")
+    fabricated_cub(tmp_path / "data", [c for c in (1, 2, 3, 4, 101, 102, 103) for _ in range(4)])
     small = {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 4, "epochs": 1,
              "steps_per_epoch": 1, "num_workers": 0, "eval_batch_size": 8, "eval_every": 1}
     study = ep.make_study("paper", small, group_sizes=[2, 4], seeds=[0], grid_seeds=[0], table1_seeds=[0])

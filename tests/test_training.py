@@ -2,6 +2,7 @@ import json
 
 import pytest
 import torch
+from fabricated import fabricated_cub
 
 from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
@@ -197,22 +198,7 @@ def test_sampler_hooks_draw_each_batch_after_the_previous_step(digits):
 def test_paper_profile_path_on_a_fabricated_cub_tree(tmp_path):
     """The `paper` configuration (file-backed data, torchvision backbone, DataLoader path) runs
     end to end on a tiny fabricated CUB-200-2011 tree (no pretrained weights offline)."""
-    from PIL import Image
-
-    folder = tmp_path / "CUB_200_2011"
-    lines, labels = [], []
-    classes = [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 101, 101, 101, 102, 102, 102, 103, 103, 103]
-    g = torch.Generator().manual_seed(0)
-    for image_id, c in enumerate(classes, start=1):
-        rel = f"{c:03d}.Bird_{c}/img_{image_id}.jpg"
-        (folder / "images" / rel).parent.mkdir(parents=True, exist_ok=True)
-        pixels = (torch.rand(30, 34, 3, generator=g) * 255).to(torch.uint8).numpy()
-        Image.fromarray(pixels).save(folder / "images" / rel)
-        lines.append(f"{image_id} {rel}")
-        labels.append(f"{image_id} {c}")
-    (folder / "images.txt").write_text("\n".join(lines) + "\n")
-    (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-
+    fabricated_cub(tmp_path, [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 101, 101, 101, 102, 102, 102, 103, 103, 103])
     cfg = make_config(
         "paper",
         {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 2,

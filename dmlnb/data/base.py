@@ -110,6 +110,10 @@ class InMemoryDataset(LabelledDataset):
         idx = torch.as_tensor(indices, dtype=torch.long, device=self.images.device)  # (M,)
         return InMemoryDataset(self.images[idx], self.labels[idx])
 
+    def relabel(self, labels: Tensor | Sequence[int]) -> InMemoryDataset:
+        """The same images with ``labels`` ``(N,)`` (e.g. all ``-1`` to hide them)."""
+        return InMemoryDataset(self.images, torch.as_tensor(labels).to(self.images.device))
+
     def to(self, device: torch.device | str) -> InMemoryDataset:
         """The same dataset on ``device`` (e.g. the GPU, so batches need no host copy)."""
         return InMemoryDataset(self.images.to(device), self.labels.to(device))
@@ -156,6 +160,10 @@ class ImageFileDataset(LabelledDataset):
         idx = torch.as_tensor(indices, dtype=torch.long)  # (M,)
         paths = [self.paths[i] for i in idx.tolist()]
         return ImageFileDataset(paths, self.labels[idx], self.transform, self._input_shape)
+
+    def relabel(self, labels: Tensor | Sequence[int]) -> ImageFileDataset:
+        """The same files and transform with ``labels`` ``(N,)`` (e.g. all ``-1`` to hide them)."""
+        return ImageFileDataset(self.paths, labels, self.transform, self._input_shape)
 
 
 @dataclass

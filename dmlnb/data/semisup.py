@@ -12,7 +12,7 @@ from dataclasses import replace
 import torch
 from torch import Tensor
 
-from dmlnb.data.base import DatasetSplits, InMemoryDataset
+from dmlnb.data.base import DatasetSplits, ImageFileDataset, InMemoryDataset
 
 __all__ = ["split_labelled_per_class", "semi_supervised"]
 
@@ -54,11 +54,15 @@ def split_labelled_per_class(labels: Tensor, n: int, seed: int = 0) -> tuple[Ten
 def semi_supervised(splits: DatasetSplits, labelled_per_class: int, seed: int = 0) -> DatasetSplits:
     """Keep ``labelled_per_class`` labelled training images per class; the rest of the training
     set becomes ``unlabelled`` (labels ``-1``) with its true labels in ``unlabelled_targets``.
+
+    Works for in-memory sets (MNIST, CIFAR-10, Omniglot) and file-backed ones (CUB-200-2011,
+    Cars196): the unlabelled part keeps the training set's storage form.
     """
     train = splits.train
-    if not isinstance(train, InMemoryDataset):
+    if not isinstance(train, (InMemoryDataset, ImageFileDataset)):
         raise TypeError(
-            f"semi-supervised splits need an InMemoryDataset, got {type(train).__name__}"
+            "semi-supervised splits need an InMemoryDataset or ImageFileDataset training set, "
+            f"got {type(train).__name__}"
         )
     labelled, unlabelled = split_labelled_per_class(train.labels, labelled_per_class, seed)
     hidden = train.subset(unlabelled)
@@ -66,6 +70,6 @@ def semi_supervised(splits: DatasetSplits, labelled_per_class: int, seed: int = 
     return replace(
         splits,
         train=train.subset(labelled),
-        unlabelled=InMemoryDataset(hidden.images, torch.full_like(targets, -1)),
+        unlabelled=hidden.relabel(torch.full_like(targets, -1)),
         unlabelled_targets=targets,
     )
