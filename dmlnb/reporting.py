@@ -94,18 +94,21 @@ HOLDS, FAILS, WITHIN_NOISE, NOT_TESTED = "holds", "does not hold", "inconclusive
 def compare(a: Sequence[float], b: Sequence[float], higher_is_better: bool = True) -> str:
     """Verdict on "A beats B" from per-seed results.
 
-    ``"holds"`` when A's mean is better by more than the standard error of the difference of the
-    means (Welch), ``"does not hold"`` when A's mean is not better at all, and
-    ``"inconclusive (within noise)"`` in between. With a single run per side any better mean counts.
+    With ``se`` the standard error of the difference of the means (Welch): ``"holds"`` when A's
+    mean is better by more than ``se``, ``"does not hold"`` when it is worse by more than ``se``
+    (with a single run per side, ``se = 0``: when it is not better), and
+    ``"inconclusive (within noise)"`` when the means differ by at most ``se``.
     """
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
     if x.size == 0 or y.size == 0:
         return NOT_TESTED
     diff = (x.mean() - y.mean()) * (1.0 if higher_is_better else -1.0)
-    if diff <= 0:
-        return FAILS
     se = np.sqrt((x.var(ddof=1) / x.size if x.size > 1 else 0.0) + (y.var(ddof=1) / y.size if y.size > 1 else 0.0))
-    return HOLDS if diff > se else WITHIN_NOISE
+    if diff > se:
+        return HOLDS
+    if diff < -se or (se == 0 and diff <= 0):
+        return FAILS
+    return WITHIN_NOISE
 
 
 @dataclass(frozen=True)
@@ -135,9 +138,9 @@ def group_verdict(
     """Verdict on "every method of ``better`` beats every method of ``worse``".
 
     Each pair is judged by :func:`dmlnb.reporting.compare`. Returns the verdict — ``"holds"``
-    when every pair holds, ``"does not hold"`` when no pair's mean is better, ``"inconclusive
-    (within noise)"`` when every pair is better in the mean but some only within noise, else
-    ``"mixed: k of m pairs hold"`` — and the table of pairwise verdicts.
+    when every pair holds, ``"does not hold"`` when every pair fails, ``"does not hold: k of m
+    pairs hold"`` when some pair fails (the claim is about every pair), else ``"inconclusive
+    (within noise)"`` — and the table of pairwise verdicts.
     """
     rows = []
     for a, xa in better.items():
@@ -153,9 +156,9 @@ def group_verdict(
         return HOLDS, table
     if all(v == FAILS for v in verdicts):
         return FAILS, table
-    if all(v in (HOLDS, WITHIN_NOISE) for v in verdicts):
-        return WITHIN_NOISE, table
-    return f"mixed: {verdicts.count(HOLDS)} of {len(verdicts)} pairs hold", table
+    if FAILS in verdicts:
+        return f"{FAILS}: {verdicts.count(HOLDS)} of {len(verdicts)} pairs hold", table
+    return WITHIN_NOISE, table
 
 
 def paper_run_status(configs: Sequence["TrainConfig"], data_root: str | Path | None = None) -> pd.DataFrame:

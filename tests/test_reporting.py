@@ -37,6 +37,10 @@ def test_compare_verdicts():
     assert compare([0.8, 0.82, 0.81], [0.5, 0.52, 0.49]) == HOLDS
     assert compare([0.5, 0.52, 0.49], [0.8, 0.82, 0.81]) == FAILS
     assert compare([0.60, 0.70, 0.50], [0.58, 0.68, 0.52]) == WITHIN_NOISE
+    # symmetric: a worse mean within the noise is inconclusive, not a failure
+    assert compare([0.58, 0.68, 0.52], [0.60, 0.70, 0.50]) == WITHIN_NOISE
+    assert compare([0.5], [0.5]) == FAILS  # single runs: not better
+    assert compare([0.4], [0.5]) == FAILS and compare([0.6], [0.5]) == HOLDS
     assert compare([0.3], [0.5], higher_is_better=False) == HOLDS
     assert compare([], [0.5]) == NOT_TESTED
 
@@ -54,7 +58,8 @@ def test_group_verdict():
     assert group_verdict({"a": hi, "b": hi}, {"c": lo})[0] == HOLDS
     assert group_verdict({"a": lo}, {"c": hi, "d": hi})[0] == FAILS
     v, table = group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
-    assert v == "mixed: 1 of 2 pairs hold" and len(table) == 2
+    assert v == "does not hold: 1 of 2 pairs hold" and len(table) == 2
+    assert group_verdict({"a": hi, "b": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == WITHIN_NOISE
     assert group_verdict({"a": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == WITHIN_NOISE
     assert group_verdict({"a": lo}, {"c": hi}, higher_is_better=False)[0] == HOLDS
     assert group_verdict({}, {"c": hi})[0] == NOT_TESTED
