@@ -247,3 +247,16 @@ def test_profs_variants_restrict_pairs_as_sec_5_3_says():
         name = X.run_name(key, "PROFS", cfg, 13, 1e-3)
         assert name.endswith(f"-lam0.001{'-rp' if expected[key] != 'all' else ''}-b128-seed0"), name
         assert "-rp" not in X.run_name(key, "plain", cfg, None, None)
+
+
+def test_paper_profile_takes_each_datasets_learning_rate_and_recall_ks():
+    """Sec. 5.2: lr 1e-5 on CUB and Cars, 1e-4 on SOP; SOP reports R@1/10/100/1000."""
+    cub = X.experiment_config("paper")
+    sop = X.experiment_config("paper", {"dataset": "sop"})
+    cars = X.experiment_config("paper", {"dataset": "cars196"})
+    assert (cub.dataset, cub.lr, cub.eval_ks) == ("cub200", 1e-5, (1, 2, 4, 8))
+    assert (sop.dataset, sop.lr, sop.eval_ks) == ("sop", 1e-4, (1, 10, 100, 1000))
+    assert (cars.lr, cars.embedding_dim, cars.batch_size, cars.m_per_class) == (1e-5, 512, 128, 2)
+    assert X.experiment_config("paper", {"dataset": "sop", "lr": 3e-4}).lr == 3e-4
+    with pytest.raises(ValueError, match="paper profile runs"):
+        X.experiment_config("paper", {"dataset": "digits"})

@@ -204,7 +204,19 @@ REPORTED_LAMBDA_FLAT = (1e-4, 1e-2)
 
 
 def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``)."""
+    """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``).
+
+    At the ``paper`` profile, ``overrides={"dataset": "cars196" | "sop"}`` selects that dataset's
+    column of Table 1 with the paper's learning rate and Recall@K for it (1e-4 and R@1/10/100/1000
+    on SOP) unless the overrides set them too.
+    """
+    overrides = dict(overrides or {})
+    if profile == "paper" and "dataset" in overrides:
+        dataset = overrides["dataset"]
+        if dataset not in _PAPER_LR:
+            raise ValueError(f"the paper profile runs {list(_PAPER_LR)}, got dataset {dataset!r}")
+        paper = _paper(dataset)
+        overrides = {"lr": paper["lr"], "eval_ks": paper["eval_ks"], **overrides}
     return make_config(profile, overrides, presets=PRESETS)
 
 
