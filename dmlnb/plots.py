@@ -107,8 +107,8 @@ def plot_embedding_2d(
     ax.set_ylabel("t-SNE 2")
     handles, names = ax.get_legend_handles_labels()
     if handles:
-        more = f" (+{len(classes) - max_legend} more)" if len(classes) > max_legend else ""
-        ax.legend(handles, names, fontsize="x-small", markerscale=2, loc="best", title=f"{len(classes)} classes{more}", title_fontsize="x-small")
+        shown = f"{len(handles)} of {len(classes)} classes shown" if len(classes) > len(handles) else f"{len(classes)} classes"
+        ax.legend(handles, names, fontsize="x-small", markerscale=2, loc="best", title=shown, title_fontsize="x-small")
     return ax
 
 

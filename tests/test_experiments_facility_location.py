@@ -51,7 +51,7 @@ def test_paper_profile_build_path_on_fabricated_inputs():
 
 def test_default_profile_keeps_the_class_ratio_and_rmsprop():
     study = fl.make_study("default")
-    (t,) = study.tables
+    t = study.tables[0]
     assert t.config.dataset == "omniglot-small" and t.config.optimizer == "rmsprop"
     assert t.config.momentum == 0.0 and t.config.embedding_dim == 64
     assert t.classes_per_batch / t.config.batch_size == pytest.approx(0.25)
@@ -193,3 +193,35 @@ def test_toy_training_is_deterministic_and_the_clustering_loss_merges():
     assert fl.toy_summary(semi["after"], semi["labels"], semi["groups"])["merged"] == 0.0
     with pytest.raises(ValueError, match="unknown toy loss"):
         fl.toy_loss("softmax")
+
+
+def test_nmi_of_one_move_against_sklearn():
+    from sklearn.metrics import normalized_mutual_info_score
+
+    y = np.repeat(np.arange(32), 4)
+    moved = y.copy()
+    moved[0] = 1
+    ref = 1.0 - normalized_mutual_info_score(y, moved, average_method="geometric")
+    assert fl.nmi_of_one_move(32, 4) == pytest.approx(ref, rel=1e-9)
+    assert 0 < fl.nmi_of_one_move(32, 4) < fl.nmi_of_one_move(4, 4)  # one move matters less in a larger batch
+
+
+def test_inside_loss_tables_of_no_runs_keep_their_columns():
+    """At the paper profile without a GPU no table runs: the diagnostics cells filter and group
+    the empty tables instead of failing."""
+    frame = fl.inside_loss_frame([])
+    assert frame[frame["method"] == "clustering"].empty
+    summary = fl.inside_loss_summary(frame)
+    assert summary[summary["method"] == "clustering"].empty
+
+
+def test_default_tables_have_distinct_run_folders_and_their_seeds():
+    """Two tables on the same data must never share a record folder (a class ratio's runs would
+    overwrite the other's), and a table may run fewer seeds than the study."""
+    study = fl.make_study("default")
+    t1, t3 = study.tables
+    assert (t1.class_ratio, t3.class_ratio, t3.config.eval_ks) == (0.25, 0.75, (1, 10, 100))
+    assert t3.classes_per_batch == 96 and t1.classes_per_batch == 32
+    names = {fl.run_name(t, m, s, study.gamma) for t in study.tables for m in fl.METHODS for s in study.seeds}
+    assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
+    assert study.seeds_for(t1) == study.seeds and study.seeds_for(t3) == study.seeds[:1]

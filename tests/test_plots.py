@@ -39,6 +39,10 @@ def test_tsne_places_new_points_near_their_reference_cluster():
 def test_scatter_and_history_have_titles_labels_and_legends():
     ax = plot_embedding_2d(np.random.rand(30, 2), np.arange(30) % 3, title="map")
     assert ax.get_title() == "map" and ax.get_xlabel() and ax.get_legend() is not None
+    assert ax.get_legend().get_title().get_text() == "3 classes"
+    ax = plot_embedding_2d(np.random.rand(30, 2), np.arange(30) % 12, title="many", max_legend=5)
+    assert ax.get_legend().get_title().get_text() == "5 of 12 classes shown"
+    assert len(ax.get_legend().get_texts()) == 5
     import pandas as pd
 
     frame = pd.DataFrame({"R@1": [0.1, 0.2]}, index=pd.Index([1, 2], name="epoch"))
