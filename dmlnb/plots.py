@@ -607,8 +607,9 @@ def plot_step_curves(
         fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.5), squeeze=False)
         axes = axes[0]
     fig = axes[0].figure
+    styles = ("-", "--", ":", "-.")  # series of one panel differ in line style, so coinciding curves stay visible
     for ax, (series, ylabel, panel_title, log) in zip(axes, panels):
-        for col, label in series:
+        for k, (col, label) in enumerate(series):
             if col not in df:
                 continue
             for name, grp in df.dropna(subset=[col]).groupby(hue, sort=False):
@@ -616,7 +617,8 @@ def plot_step_curves(
                 per_seed = per_seed.rolling(max(1, smooth), center=True, min_periods=1).mean()
                 mean, lo, hi = per_seed.mean(axis=1), per_seed.min(axis=1), per_seed.max(axis=1)
                 tag = label if df[hue].nunique() == 1 else f"{label}, {name}"
-                line = ax.plot(mean.index, mean.values, lw=1.2, label=tag)[0]
+                line = ax.plot(mean.index, mean.values, lw=1.2 + 0.6 * (k == 0), ls=styles[k % len(styles)],
+                               zorder=3 + len(series) - k, label=tag)[0]
                 ax.fill_between(mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0)
         if log:
             ax.set_yscale("log")

@@ -88,3 +88,13 @@ def test_step_curves_skip_missing_columns_and_smooth():
     (line,) = fig.axes[0].get_lines()
     np.testing.assert_allclose(line.get_ydata(), [0.0, 1.0, 1.0, 1.0, 0.0])  # centred mean of 3
     plt.close(fig)
+
+
+def test_step_curves_that_coincide_stay_distinguishable():
+    """Two series with the same values: different line styles, the first drawn on top."""
+    frame = pd.DataFrame({"step": np.arange(4), "seed": 0, "method": "c", "a": 1.0, "b": 1.0})
+    fig = plot_step_curves(frame, [([("a", "a"), ("b", "b")], "y", "t", False)])
+    first, second = fig.axes[0].get_lines()
+    assert first.get_linestyle() != second.get_linestyle()
+    assert first.get_zorder() > second.get_zorder() and first.get_linewidth() > second.get_linewidth()
+    plt.close(fig)
