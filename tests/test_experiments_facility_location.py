@@ -225,3 +225,34 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     names = {fl.run_name(t, m, s, study.gamma) for t in study.tables for m in fl.METHODS for s in study.seeds}
     assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
     assert study.seeds_for(t1) == study.seeds and study.seeds_for(t3) == study.seeds[:1]
+
+
+def test_claims_verdicts_follow_the_numbers():
+    from types import SimpleNamespace
+
+    study = fl.make_study("default")
+    t1 = study.tables[0]
+    base = {"NMI": 0.70, "R@1": 0.60, "R@2": 0.7, "R@4": 0.8, "R@8": 0.90}
+
+    def runs_of(shift_nmi, shift_r1):
+        return [SimpleNamespace(metrics={**base, "NMI": base["NMI"] + shift_nmi + 0.001 * s,
+                                         "R@1": base["R@1"] + shift_r1 + 0.001 * s}) for s in range(3)]
+
+    runs = {"Table 1": {"triplet": runs_of(0.05, 0.0), "lifted": runs_of(0.0, 0.0), "npair": runs_of(0.0, 0.0),
+                        "clustering": runs_of(0.02, 0.05)}}
+    summary = pd.DataFrame([
+        {"method": "clustering", "seed": 0, "steps": 10, "step_s": 0.2, "inference_s": 0.01, "inference_share": 0.05,
+         "pam_improved": 0.5, "pam_gain_mean": 0.1, "lemma1_violations": 1},
+        {"method": "triplet", "seed": 0, "steps": 10, "step_s": 0.1},
+    ])
+    toy_after = {"contrastive": {"gap_degrees": 100.0, "merged": 0.0}, "triplet semi-hard": {"gap_degrees": 90.0, "merged": 0.0},
+                 "clustering": {"gap_degrees": 10.0, "merged": 1.0}}
+    out = fl.claims(runs, [t1], summary, toy_after, {"gap_degrees": 120.0}, "default", diagnostics_table="Table 1")
+    verdicts = [c.verdict for c in out]
+    assert verdicts[0] == "does not hold: 2 of 3 pairs hold"  # NMI: triplet is higher
+    assert verdicts[1] == "holds" and verdicts[2] == "does not hold"  # R@1 higher; R@8 equal everywhere, no spread
+    assert verdicts[3] == "holds"  # inference 5% < 10%
+    assert verdicts[4] == "does not hold"  # one Lemma-1 violation
+    assert verdicts[5] == "holds" and "(analogue)" in out[0].claim and "3 seeds" in out[0].our_evidence
+    toy_after["contrastive"]["merged"] = 1.0
+    assert fl.claims(runs, [t1], summary, toy_after, {"gap_degrees": 120.0}, "default")[-1].verdict == "does not hold"
