@@ -260,3 +260,12 @@ def test_paper_profile_takes_each_datasets_learning_rate_and_recall_ks():
     assert X.experiment_config("paper", {"dataset": "sop", "lr": 3e-4}).lr == 3e-4
     with pytest.raises(ValueError, match="paper profile runs"):
         X.experiment_config("paper", {"dataset": "digits"})
+
+
+def test_every_loss_verdict():
+    from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE
+
+    assert X.every_loss({"a": HOLDS, "b": HOLDS}) == HOLDS
+    assert X.every_loss({"a": HOLDS, "b": WITHIN_NOISE}) == WITHIN_NOISE
+    assert X.every_loss({"a": HOLDS, "b": FAILS, "c": FAILS}) == f"{FAILS}: worse for 2 of 3"
+    assert X.every_loss({}) == NOT_TESTED

@@ -91,6 +91,7 @@ __all__ = [
     "run_variant",
     "hncm_pick_cost",
     "gain_frame",
+    "every_loss",
     "interior_optimum",
     "REPORTED_TABLE1",
     "REPORTED_TABLE2",
@@ -627,6 +628,20 @@ def gain_frame(
         out["seeds"] = min(len(x) for x in vals.values())
         rows.append(pd.Series(out, name=row))
     return pd.DataFrame(rows)
+
+
+def every_loss(verdicts: Mapping[str, str]) -> str:
+    """Verdict on "it improves every loss" from per-loss :func:`~dmlnb.reporting.compare`
+    verdicts: ``"holds"`` when every loss's holds, ``"does not hold: worse for k of n"`` when some
+    loss is worse beyond the noise, else ``"inconclusive (within noise)"``; no loss: not tested."""
+    vs = list(verdicts.values())
+    if not vs:
+        return NOT_TESTED
+    if all(v == HOLDS for v in vs):
+        return HOLDS
+    if FAILS in vs:
+        return f"{FAILS}: worse for {vs.count(FAILS)} of {len(vs)}"
+    return WITHIN_NOISE
 
 
 def interior_optimum(x: Sequence[float], y: Sequence[float], tol: float = 0.0) -> tuple[str, Any]:
