@@ -6,33 +6,23 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.pairs import PairMasks, l2_normalize
+from dmlnb.pairs import PairMasks, l2_normalize, pair_masks
 from dmlnb.losses.base import MetricLoss, zero_loss
 
-__all__ = ["NPairLoss", "first_pair_per_class", "first_allowed_pair_per_class"]
+__all__ = ["NPairLoss", "first_pair_per_class"]
 
 
-def first_pair_per_class(labels: Tensor) -> tuple[Tensor, Tensor]:
-    """One positive pair per class: the first two batch items of each class with >= 2 items.
-
-    Deterministic (batch order), as in pytorch-metric-learning's ``NPairsLoss``. Returns index
-    tensors ``anchors (N,)`` and ``positives (N,)``, ordered by label.
-    """
-    order = torch.sort(labels, stable=True).indices  # (B,) batch order kept within a class
-    _, counts = torch.unique_consecutive(labels[order], return_counts=True)  # (C,)
-    starts = counts.cumsum(dim=0) - counts  # (C,) first position of each class in `order`
-    starts = starts[counts >= 2]  # (N,)
-    return order[starts], order[starts + 1]
-
-
-def first_allowed_pair_per_class(labels: Tensor, positive: Tensor) -> tuple[Tensor, Tensor]:
+def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor]:
     """One positive pair per class: the first ``True`` entry of ``positive`` ``(B, B)`` in
     row-major order among the pairs whose anchor (row) has that class.
 
-    With ``positive = pair_masks(labels).positive`` this is :func:`first_pair_per_class` (the
-    first two batch items of each class). Returns ``anchors (N,)`` and ``positives (N,)``, ordered
-    by label; a class without an allowed positive pair is left out.
+    ``positive`` defaults to ``pair_masks(labels).positive``: then the pair is the first two batch
+    items of each class with >= 2 items, deterministic in batch order as in
+    pytorch-metric-learning's ``NPairsLoss``. Returns ``anchors (N,)`` and ``positives (N,)``,
+    ordered by label; a class without an allowed positive pair is left out.
     """
+    if positive is None:
+        positive = pair_masks(labels).positive  # (B, B)
     B = labels.shape[0]
     none = B * B
     flat = torch.arange(none, device=labels.device).view(B, B)  # (B, B) row-major pair index
@@ -48,7 +38,7 @@ class NPairLoss(MetricLoss):
     r"""Multi-class N-pair loss, N-pair-mc (Sohn 2016), with its L2 embedding penalty.
 
     From the batch, ``N`` pairs :math:`(x_i, x_i^+)` of distinct classes are taken
-    (:func:`first_allowed_pair_per_class`; without a filter, :func:`first_pair_per_class`); each anchor is contrasted with the positives of the other
+    (:func:`first_pair_per_class` on the allowed positive pairs); each anchor is contrasted with the positives of the other
     pairs through dot products :math:`f^\top f'`:
 
     .. math::
@@ -84,7 +74,7 @@ class NPairLoss(MetricLoss):
         self.normalize = normalize
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        anchors, positives = first_allowed_pair_per_class(labels, masks.positive)  # (N,), (N,)
+        anchors, positives = first_pair_per_class(labels, masks.positive)  # (N,), (N,)
         if anchors.numel() == 0:
             return zero_loss(embeddings)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
