@@ -19,10 +19,13 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from dmlnb.checks import check_batch, check_class_labels, check_embeddings
+
 __all__ = [
     "PairMasks",
     "pair_masks",
     "l2_normalize",
+    "power_of_two_scale",
     "cosine_similarity",
     "euclidean_distance",
     "check_batch",
@@ -71,15 +74,36 @@ def pair_masks(labels: Tensor, ref_labels: Tensor | None = None) -> PairMasks:
     return PairMasks(positive=positive, negative=~same)
 
 
+def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
+    """A power of two within a factor 2 of ``max |x|`` (over ``dim``, kept as a size-1 axis; over
+    everything when ``dim`` is ``None``), and 1 where that maximum is 0. No gradient.
+
+    Dividing by it is exact (no rounding) and brings the largest entry into ``[1, 2)``, so squares
+    and dot products of huge (``1e20``) or tiny (``1e-30``) finite values neither overflow nor
+    underflow, while every result that did not overflow before stays bit-identical.
+    """
+    with torch.no_grad():
+        peak = x.abs().amax() if dim is None else x.abs().amax(dim=dim, keepdim=True)
+        scale = torch.exp2(torch.floor(torch.log2(peak)))  # 0 where peak == 0
+        return torch.where(peak > 0, scale, torch.ones_like(scale))
+
+
 def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
     """Rows of ``x`` ``(B, D)`` scaled to unit L2 norm.
 
-    An all-zero row stays zero **with a zero gradient**; ``F.normalize`` would give it a finite
-    but enormous gradient (order ``1 / eps``) that wrecks the next optimiser step.
+    An all-zero row (norm ``<= eps``) stays zero **with a zero gradient**; ``F.normalize`` would
+    give it a finite but enormous gradient (order ``1 / eps``) that wrecks the next optimiser
+    step. Each row is first divided by :func:`power_of_two_scale` (exact, and treated as a
+    constant: the result does not depend on it), so a huge finite row (``1e20 * x``
+    in float32, whose squared norm overflows) or a tiny one is normalised like ``x``; for every
+    other row the result is bit-identical to ``x / |x|``.
     """
-    norm = x.norm(dim=1, keepdim=True)  # (B, 1)
-    unit = x / norm.clamp_min(eps)  # (B, D)
-    return torch.where(norm > eps, unit, torch.zeros_like(unit))
+    check_embeddings(x, "x")
+    scale = power_of_two_scale(x, dim=1)  # (B, 1)
+    y = x / scale  # (B, D) exact; largest |y_ij| in [1, 2)
+    y_norm = y.norm(dim=1, keepdim=True)  # (B, 1), >= 1 unless the row is zero
+    unit = y / y_norm.clamp_min(0.5)  # (B, D)
+    return torch.where(y_norm * scale > eps, unit, torch.zeros_like(unit))
 
 
 def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) -> Tensor:
@@ -87,6 +111,8 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
 
     Zero vectors have similarity 0 to everything, with a zero gradient (see :func:`l2_normalize`).
     """
+    if y is not None:
+        check_embeddings(y, "y", x.shape[1])
     xn = l2_normalize(x, eps)  # (B, D)
     yn = xn if y is None else l2_normalize(y, eps)  # (R, D)
     return xn @ yn.T  # (B, R)
@@ -118,6 +144,9 @@ def euclidean_distance(
     diagonal, duplicates, round-off) give distance exactly 0 with a zero gradient, so no NaN or
     huge gradient appears.
     """
+    check_embeddings(x, "x")
+    if y is not None:
+        check_embeddings(y, "y", x.shape[1])
     y_ = x if y is None else y
     x2 = (x * x).sum(dim=1, keepdim=True)  # (B, 1)
     y2 = (y_ * y_).sum(dim=1)  # (R,)
@@ -126,34 +155,3 @@ def euclidean_distance(
         d2.diagonal().fill_(0.0)
     d2 = d2.clamp_min(0.0)  # (B, R)
     return d2 if squared else _SafeSqrt.apply(d2, eps)
-
-
-def check_batch(embeddings: Tensor, labels: Tensor) -> None:
-    """Raise a clear error for a malformed batch (shape mismatch, non-finite values)."""
-    if embeddings.dim() != 2:
-        raise ValueError(
-            f"embeddings must be (B, D), got shape {tuple(embeddings.shape)}; flatten the "
-            "network output first"
-        )
-    if labels.dim() != 1 or labels.shape[0] != embeddings.shape[0]:
-        raise ValueError(
-            f"labels must be (B,) with B = {embeddings.shape[0]}, got shape {tuple(labels.shape)}"
-        )
-    if not torch.isfinite(embeddings).all():
-        raise FloatingPointError(
-            "embeddings contain NaN or Inf: the network diverged (lower the learning rate, "
-            "enable gradient clipping, or check the input normalisation)"
-        )
-
-
-def check_class_labels(labels: Tensor, num_classes: int, what: str = "one parameter row per class") -> None:
-    """Raise a clear error unless every label lies in ``[0, num_classes)`` (losses with per-class
-    parameters: proxies, centres, centroids, class weights, per-class margins)."""
-    if labels.numel() == 0:
-        return
-    lo, hi = int(labels.min()), int(labels.max())
-    if lo < 0 or hi >= num_classes:
-        raise ValueError(
-            f"labels must lie in [0, num_classes={num_classes}) ({what}), got range [{lo}, {hi}]; "
-            "remap the labels to 0..C-1 (dmlnb.data does per split) or raise num_classes"
-        )

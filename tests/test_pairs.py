@@ -48,9 +48,9 @@ def test_l2_normalize_zero_rows_have_zero_gradient():
 
 
 def test_check_batch_messages():
-    with pytest.raises(ValueError, match=r"\(B, D\)"):
+    with pytest.raises(ValueError, match=r"2-D tensor \(N, D\)"):
         check_batch(torch.randn(4), torch.arange(4))
-    with pytest.raises(ValueError, match="labels must be"):
+    with pytest.raises(ValueError, match="labels has 3 entries for 4 embeddings"):
         check_batch(torch.randn(4, 2), torch.arange(3))
     with pytest.raises(FloatingPointError, match="NaN"):
         check_batch(torch.tensor([[float("nan"), 0.0]]), torch.tensor([0]))

@@ -1,0 +1,203 @@
+"""Input checks shared by every tensor entry point (losses, miners, evaluation, samplers, pairs).
+
+Two kinds of check, kept apart so that a forward pass pays for at most **one** host
+synchronisation:
+
+* **metadata** checks (:func:`check_embeddings`, :func:`check_labels`, :func:`check_square`)
+  read only ``shape``, ``dtype`` and ``device``: free, run them anywhere;
+* **value** checks (:func:`check_values`) need to read the data: non-finite embeddings, negative
+  labels, labels outside a per-class loss's range. All of them are reduced to one boolean tensor
+  that is read once; which check failed is worked out only on the error path.
+
+Every error names the argument, the offending value and the fix. A bad dtype or shape is a
+``ValueError``; NaN / Inf embeddings raise :class:`NonFiniteError`, which is both a
+``FloatingPointError`` (what a diverging training step raises) and a ``ValueError``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+__all__ = [
+    "NonFiniteError",
+    "check_embeddings",
+    "check_labels",
+    "check_values",
+    "check_batch",
+    "check_class_labels",
+    "check_square",
+]
+
+UNLABELLED_HINT = (
+    "-1 marks an unlabelled sample (dmlnb's semi-supervised splits) and is not a class: filter "
+    "unlabelled samples out first (keep = labels >= 0)"
+)
+
+
+class NonFiniteError(FloatingPointError, ValueError):
+    """Embeddings contain NaN or Inf (a ``FloatingPointError`` and a ``ValueError``)."""
+
+
+def _shape(x: object) -> object:
+    return tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
+
+
+def check_embeddings(
+    x: Tensor, name: str = "embeddings", dim: int | None = None, owner: str | None = None
+) -> None:
+    """Metadata checks of an embedding matrix ``(N, D)``: a floating-point 2-D tensor with
+    ``N >= 1`` rows and ``D >= 1`` columns (``D == dim`` when ``dim`` is given; ``owner`` names
+    the object that fixed ``dim``, e.g. a proxy loss). No host synchronisation."""
+    if not isinstance(x, Tensor) or x.dim() != 2:
+        raise ValueError(
+            f"{name} must be a 2-D tensor (N, D), got {_shape(x)}; flatten or pool the model "
+            "output to one row per sample"
+        )
+    if not x.is_floating_point():
+        raise ValueError(
+            f"{name} must be a floating-point tensor, got dtype {x.dtype}; convert with .float()"
+        )
+    n, d = x.shape
+    if n == 0:
+        raise ValueError(
+            f"{name} is empty (shape {tuple(x.shape)}, 0 rows): pass at least one sample (skip "
+            "empty batches, check the split is not empty)"
+        )
+    if d == 0:
+        raise ValueError(
+            f"{name} have width 0 (shape {tuple(x.shape)}): an embedding needs D >= 1 "
+            "dimensions; check the model's output layer"
+        )
+    if dim is not None and d != dim:
+        if owner is None:
+            raise ValueError(
+                f"{name} have width {d} (shape {tuple(x.shape)}) but the other operand has "
+                f"width {dim}; embed both with the same model"
+            )
+        raise ValueError(
+            f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has "
+            f"embedding_dim={dim}; give {owner} embedding_dim={d} (the model's output size) or "
+            f"project the features to {dim} dimensions"
+        )
+
+
+def check_labels(
+    labels: Tensor,
+    n: int | None,
+    name: str = "labels",
+    device: torch.device | None = None,
+    of: str = "embedding",
+) -> None:
+    """Metadata checks of integer labels ``(N,)``: one per row of ``n`` ``of`` (any length when
+    ``n`` is ``None``), on ``device`` when given. No host synchronisation."""
+    if not isinstance(labels, Tensor) or labels.dim() != 1:
+        raise ValueError(f"{name} must be a 1-D tensor (N,), got {_shape(labels)}")
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise ValueError(
+            f"{name} must be integers (class ids), got dtype {labels.dtype}; convert with "
+            ".long() (bool masks are not labels)"
+        )
+    if n is not None and labels.shape[0] != n:
+        raise ValueError(
+            f"{name} has {labels.shape[0]} entries for {n} {of}s; pass exactly one label per {of}"
+        )
+    if device is not None and labels.device != device:
+        raise ValueError(
+            f"{name} are on {labels.device} but the embeddings on {device}; move them with "
+            ".to(embeddings.device)"
+        )
+
+
+def check_square(matrix: Tensor, name: str, masks: tuple[Tensor, ...] = ()) -> None:
+    """Metadata checks of a non-empty ``(B, B)`` pair matrix and of masks of the same shape."""
+    if not isinstance(matrix, Tensor) or matrix.dim() != 2 or matrix.shape[0] != matrix.shape[1]:
+        raise ValueError(f"{name} must be a square (B, B) matrix, got {_shape(matrix)}")
+    if matrix.shape[0] == 0:
+        raise ValueError(f"{name} is empty (shape (0, 0)): the batch has no sample")
+    for mask in masks:
+        if tuple(mask.shape) != tuple(matrix.shape):
+            raise ValueError(
+                f"pair masks of shape {tuple(mask.shape)} do not match {name} of shape "
+                f"{tuple(matrix.shape)}; build them from the same batch (dmlnb.pairs.pair_masks)"
+            )
+
+
+def check_values(
+    embeddings: Tensor | None,
+    labels: Tensor | None = None,
+    *,
+    num_classes: int | None = None,
+    allow_unlabelled: bool = False,
+    name: str = "embeddings",
+    label_name: str = "labels",
+    what: str = "one parameter row per class",
+) -> None:
+    """Value checks, one host synchronisation in all: ``embeddings`` finite; ``labels``
+    ``>= 0`` (``>= -1`` with ``allow_unlabelled``) and, with ``num_classes``, ``< num_classes``.
+
+    Run the metadata checks first (they guarantee shapes, dtypes and a shared device).
+    """
+    flags: list[Tensor] = []  # 0-d bool tensors, True = that check failed
+    if embeddings is not None:
+        flags.append(~torch.isfinite(embeddings).all())
+    if labels is not None and labels.numel() > 0:
+        flags.append((labels < (-1 if allow_unlabelled else 0)).any())
+        if num_classes is not None:
+            flags.append((labels >= num_classes).any())
+    if not flags or not bool(torch.stack(flags).any()):  # the one read
+        return
+    if embeddings is not None and bool(flags[0]):
+        bad = int((~torch.isfinite(embeddings)).any(dim=1).sum())
+        raise NonFiniteError(
+            f"{name} contain NaN or Inf in {bad} of {embeddings.shape[0]} rows: the network "
+            "diverged or its input had NaN; lower the learning rate, clip gradients, or check "
+            "the input normalisation"
+        )
+    assert labels is not None
+    lo, hi = int(labels.min()), int(labels.max())
+    if num_classes is not None:
+        check_class_labels(labels, num_classes, what)
+    if allow_unlabelled:
+        raise ValueError(
+            f"{label_name} must be >= 0, or -1 for an unlabelled sample; got {lo}: remap the "
+            "class ids to 0..L-1"
+        )
+    n_neg = int((labels < 0).sum())
+    raise ValueError(
+        f"{label_name} contain negative values ({n_neg} of {labels.numel()}, min {lo}, max "
+        f"{hi}); class ids must be >= 0. {UNLABELLED_HINT}, and remap the classes to 0..C-1"
+    )
+
+
+def check_class_labels(
+    labels: Tensor, num_classes: int, what: str = "one parameter row per class"
+) -> None:
+    """Raise a clear error unless every label lies in ``[0, num_classes)`` (losses with per-class
+    parameters: proxies, centres, centroids, class weights, per-class margins)."""
+    if labels.numel() == 0:
+        return
+    lo, hi = int(labels.min()), int(labels.max())
+    if lo < 0 or hi >= num_classes:
+        hint = f"; {UNLABELLED_HINT}" if lo < 0 else ""
+        raise ValueError(
+            f"labels must lie in [0, num_classes={num_classes}) ({what}), got range [{lo}, {hi}]; "
+            f"remap the labels to 0..C-1 (dmlnb.data does per split) or raise num_classes{hint}"
+        )
+
+
+def check_batch(
+    embeddings: Tensor,
+    labels: Tensor,
+    dim: int | None = None,
+    num_classes: int | None = None,
+    owner: str | None = None,
+    what: str = "one parameter row per class",
+) -> None:
+    """Every check of a loss's batch: embeddings ``(B, D)`` (``D == dim`` if given), labels
+    ``(B,)`` integer on the same device, then (one host sync) finite embeddings and labels in
+    ``[0, num_classes)`` (``>= 0`` when ``num_classes`` is ``None``: ``-1``, "unlabelled", is
+    rejected)."""
+    check_embeddings(embeddings, "embeddings", dim, owner)
+    check_labels(labels, embeddings.shape[0], "labels", embeddings.device)
+    check_values(embeddings, labels, num_classes=num_classes, what=what)
