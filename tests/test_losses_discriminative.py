@@ -141,7 +141,7 @@ def test_loss_bad_input_raises() -> None:
     loss = DiscriminativeLoss(onehot_centroids(3, 4))
     with pytest.raises(ValueError, match=r"\[0, num_classes=3\)"):
         loss(torch.randn(2, 4), torch.tensor([0, 3]))
-    with pytest.raises(ValueError, match="match the centroids"):
+    with pytest.raises(ValueError, match="DiscriminativeLoss has embedding_dim=4"):
         loss(torch.randn(2, 5), torch.tensor([0, 1]))
     with pytest.raises(ValueError, match="C >= 2"):
         DiscriminativeLoss(torch.ones(1, 4))

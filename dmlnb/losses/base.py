@@ -5,7 +5,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from dmlnb.pairs import PairMasks, check_batch, pair_masks
+from dmlnb.checks import check_batch
+from dmlnb.pairs import PairMasks, pair_masks
 
 __all__ = ["MetricLoss", "zero_loss", "check_pair_filter"]
 
@@ -42,10 +43,14 @@ class MetricLoss(nn.Module):
     """A loss on a labelled batch: ``loss(embeddings (B, D), labels (B,), pair_filter=None) -> scalar``.
 
     Subclasses implement :meth:`compute` ``(embeddings, labels, masks)``. :meth:`forward`
-    validates the batch first (shape, NaN), builds the batch's :class:`~dmlnb.pairs.PairMasks`
+    validates the batch first (:func:`dmlnb.checks.check_batch`: embeddings ``(B, D)`` floating
+    point with ``B, D >= 1`` and ``D == embedding_dim`` for a loss that fixes it; integer labels
+    ``(B,)`` on the same device; then, in one host synchronisation, finite embeddings and labels
+    ``>= 0`` -- ``-1``, "unlabelled", is rejected: filter unlabelled samples out first -- and
+    ``< num_classes`` for a loss with per-class parameters), builds the batch's :class:`~dmlnb.pairs.PairMasks`
     and checks the result is finite, so a diverging run fails loudly at the step it diverges.
-    A batch for which the loss has no term (e.g. no positive pair) returns a graph-attached 0
-    and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
+    An empty batch is a ``ValueError``. A batch for which the loss has no term (e.g. no positive
+    pair) returns a graph-attached 0 and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
     ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser (the training loop does).
 
     **Pair filter** (explicit, per call; the module keeps no state about it).
@@ -68,9 +73,23 @@ class MetricLoss(nn.Module):
 
     #: Whether :meth:`compute` takes its pairs from ``masks`` (and so honours a pair filter).
     supports_pair_filter: bool = False
+    #: Embedding width a loss with per-class vectors (proxies, centres) requires; ``None``: any.
+    embedding_dim: int | None = None
+    #: Number of classes of a loss with per-class parameters (labels in ``[0, C)``); ``None``:
+    #: any label ``>= 0``.
+    num_classes: int | None = None
+    #: What the per-class parameters are, for the label-range error message.
+    class_parameters: str = "one parameter row per class"
 
     def forward(self, embeddings: Tensor, labels: Tensor, pair_filter: Tensor | None = None) -> Tensor:
-        check_batch(embeddings, labels)
+        check_batch(
+            embeddings,
+            labels,
+            self.embedding_dim,
+            self.num_classes,
+            type(self).__name__,
+            self.class_parameters,
+        )
         masks = pair_masks(labels)  # (B, B) x 2
         if pair_filter is not None:
             if not self.supports_pair_filter:

@@ -38,7 +38,8 @@ from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.checks import check_batch
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = [
     "DiscriminativeLoss",
@@ -130,6 +131,7 @@ class DiscriminativeLoss(MetricLoss):
     """
 
     centroids: Tensor
+    class_parameters = "one centroid per class"
 
     def __init__(self, centroids: Tensor, normalize: bool = True) -> None:
         super().__init__()
@@ -137,15 +139,18 @@ class DiscriminativeLoss(MetricLoss):
         self.normalize = normalize
 
     @property
-    def num_classes(self) -> int:
+    def num_classes(self) -> int:  # type: ignore[override]
         return self.centroids.shape[0]
+
+    @property
+    def embedding_dim(self) -> int:  # type: ignore[override]
+        return self.centroids.shape[1]
 
     def extra_repr(self) -> str:
         c, d = self.centroids.shape
         return f"num_classes={c}, dim={d}, normalize={self.normalize}"
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        _check_against_centroids(embeddings, labels, self.centroids)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         c = self.centroids.to(x)  # (C, D)
         return _eq8_terms(euclidean_distance(x, c), labels).mean()
@@ -225,8 +230,7 @@ def lemma31_bound(
     for a balanced set, so every one of the ``C`` classes must have the same number of samples.
     """
     c = _check_centroids(centroids)
-    _check_against_centroids(embeddings, labels, c)
-    x = _prepare(embeddings, labels, normalize)  # (N, D) float64
+    x = _prepare(embeddings, labels, normalize, c)  # (N, D) float64
     c = c.to(x)  # (C, D)
     n_classes, n = c.shape[0], x.shape[0]
     counts = torch.bincount(labels, minlength=n_classes)  # (C,)
@@ -269,12 +273,16 @@ def _exact_distance(x: Tensor, y: Tensor) -> Tensor:
     return torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist")
 
 
-def _prepare(embeddings: Tensor, labels: Tensor, normalize: bool) -> Tensor:
-    if embeddings.dim() != 2 or labels.dim() != 1 or labels.shape[0] != embeddings.shape[0]:
-        raise ValueError(
-            f"expected embeddings (N, D) and labels (N,), got {tuple(embeddings.shape)} and "
-            f"{tuple(labels.shape)}"
-        )
+def _prepare(
+    embeddings: Tensor, labels: Tensor, normalize: bool, centroids: Tensor | None = None
+) -> Tensor:
+    """Checked ``(N, D)`` float64 copy of ``embeddings`` (L2-normalised if ``normalize``);
+    with ``centroids (C, D)`` the width must be ``D`` and the labels in ``[0, C)``."""
+    if centroids is None:
+        check_batch(embeddings, labels)
+    else:
+        n_classes, dim = centroids.shape
+        check_batch(embeddings, labels, dim, n_classes, "the centroids", "one centroid per class")
     x = embeddings.detach().double()  # (N, D)
     return l2_normalize(x) if normalize else x
 
@@ -287,13 +295,3 @@ def _check_centroids(centroids: Tensor) -> Tensor:
     if not torch.isfinite(centroids).all():
         raise ValueError("centroids contain NaN or Inf")
     return centroids
-
-
-def _check_against_centroids(embeddings: Tensor, labels: Tensor, centroids: Tensor) -> None:
-    n_classes, dim = centroids.shape
-    if embeddings.dim() != 2 or embeddings.shape[1] != dim:
-        raise ValueError(
-            f"embeddings must be (B, {dim}) to match the centroids, got "
-            f"{tuple(embeddings.shape)}; project the features to the centroid dimension"
-        )
-    check_class_labels(labels, n_classes, "one centroid per class")

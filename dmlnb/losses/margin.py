@@ -9,7 +9,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize
+from dmlnb.checks import check_square
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["MarginLoss", "DistanceWeightedMiner"]
 
@@ -83,6 +84,9 @@ class DistanceWeightedMiner:
             negative: ``(B, B)`` bool mask of negative pairs.
             dim: embedding dimension ``n``.
         """
+        check_square(distance, "distance", (negative,))
+        if dim < 1:
+            raise ValueError(f"dim (the embedding dimension n) must be >= 1, got {dim}")
         with torch.no_grad():
             dtype = torch.promote_types(distance.dtype, torch.float32)  # half precision overflows
             d = distance.to(dtype).clamp_min(self.cutoff)  # (B, B)
@@ -184,6 +188,7 @@ class MarginLoss(MetricLoss):
     """
 
     supports_pair_filter = True
+    class_parameters = "class-specific beta"
 
     beta: Tensor
 
@@ -258,5 +263,4 @@ class MarginLoss(MetricLoss):
         """:math:`\\beta` of each anchor's class, ``(B, 1)``."""
         if self.num_classes is None:
             return self.beta.expand(labels.shape[0])[:, None]
-        check_class_labels(labels, self.num_classes, "class-specific beta")
         return self.beta[labels][:, None]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from dmlnb.checks import check_square
 from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, cosine_similarity
 
@@ -38,6 +39,7 @@ class MultiSimilarityMiner:
 
     def __call__(self, similarity: Tensor, masks: PairMasks) -> PairMasks:
         """Mined masks ``(B, B)`` from the similarity matrix ``(B, B)`` and the batch's masks."""
+        check_square(similarity, "similarity", (masks.positive, masks.negative))
         with torch.no_grad():
             hardest_pos = similarity.masked_fill(~masks.positive, float("inf")).amin(
                 dim=1, keepdim=True

@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, check_class_labels, euclidean_distance, l2_normalize
+from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["ProxyNCALoss"]
 
@@ -46,6 +46,8 @@ class ProxyNCALoss(MetricLoss):
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar; ``proxies (C, D)``.
     """
+
+    class_parameters = "one proxy per class"
 
     def __init__(
         self,
@@ -86,7 +88,6 @@ class ProxyNCALoss(MetricLoss):
         return -self.scale * euclidean_distance(x, p, squared=True)  # (B, C)
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        check_class_labels(labels, self.num_classes, "one proxy per class")
         z = self.logits(embeddings)  # (B, C)
         if not self.exclude_positive:
             return F.cross_entropy(z, labels)

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, check_class_labels, cosine_similarity
+from dmlnb.pairs import PairMasks, cosine_similarity
 
 __all__ = ["SoftTripleLoss"]
 
@@ -62,6 +62,8 @@ class SoftTripleLoss(MetricLoss):
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar; ``weight (C, K, D)``.
     """
+
+    class_parameters = "K centres per class"
 
     def __init__(
         self,
@@ -117,7 +119,6 @@ class SoftTripleLoss(MetricLoss):
         return (p * s).sum(dim=2)  # (B, C)
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        check_class_labels(labels, self.num_classes, "K centres per class")
         s = self.class_similarity(embeddings)  # (B, C)
         delta = F.one_hot(labels, self.num_classes).to(s.dtype) * self.margin  # (B, C)
         loss = F.cross_entropy(self.la * (s - delta), labels)

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.pairs import PairMasks, check_class_labels, l2_normalize
+from dmlnb.pairs import PairMasks, l2_normalize
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NormalizedSoftmaxLoss"]
@@ -38,6 +38,8 @@ class NormalizedSoftmaxLoss(MetricLoss):
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar; ``weight (C, D)``.
     """
 
+    class_parameters = "one weight row per class"
+
     def __init__(self, num_classes: int, embedding_dim: int, temperature: float = 0.05) -> None:
         super().__init__()
         if num_classes < 1 or embedding_dim < 1:
@@ -46,17 +48,12 @@ class NormalizedSoftmaxLoss(MetricLoss):
             )
         if temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
+        self.num_classes = num_classes
+        self.embedding_dim = embedding_dim
         self.temperature = float(temperature)
         self.weight = nn.Parameter(torch.randn(num_classes, embedding_dim))  # (C, D)
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        num_classes, dim = self.weight.shape
-        if embeddings.shape[1] != dim:
-            raise ValueError(
-                f"embeddings have dimension {embeddings.shape[1]} but the loss was built with "
-                f"embedding_dim={dim}; build NormalizedSoftmaxLoss with the model's output size"
-            )
-        check_class_labels(labels, num_classes, "one weight row per class")
         x = l2_normalize(embeddings)  # (B, D)
         w = F.normalize(self.weight, dim=1).to(embeddings.dtype)  # (C, D)
         logits = x @ w.T / self.temperature  # (B, C)
