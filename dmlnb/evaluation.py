@@ -28,7 +28,8 @@ from torch import Tensor, nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
-from dmlnb.pairs import euclidean_distance
+from dmlnb.checks import check_embeddings, check_labels, check_values
+from dmlnb.pairs import euclidean_distance, l2_normalize, power_of_two_scale
 
 __all__ = [
     "compute_embeddings",
@@ -53,38 +54,21 @@ METRIC_NAMES = ("recall", "nmi", "f1", "map_at_r")
 # --------------------------------------------------------------------------------------------
 
 
-def _check_embeddings(x: Tensor, name: str = "embeddings") -> Tensor:
-    """Validate an ``(N, D)`` embedding matrix; return it as float32 (float64 kept as is)."""
-    if not isinstance(x, Tensor) or x.dim() != 2:
-        shape = tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__
-        raise ValueError(
-            f"{name} must be a 2-D tensor (N, D), got {shape}; flatten the model output"
-        )
-    if x.shape[0] == 0:
-        raise ValueError(f"{name} is empty (0 rows); evaluate on a non-empty set")
-    if not torch.isfinite(x).all():
-        bad = int((~torch.isfinite(x)).any(dim=1).sum())
-        raise ValueError(
-            f"{name} contain NaN or Inf in {bad} of {x.shape[0]} rows: the model diverged or the "
-            "input had NaN; fix the model / checkpoint (lower the learning rate, clip gradients) "
-            "before evaluating"
-        )
-    return x if x.dtype == torch.float64 else x.float()
-
-
-def _check_labels(labels: Tensor, n: int, device: torch.device, name: str = "labels") -> Tensor:
-    """Validate integer labels ``(N,)`` matching ``n`` embedding rows; return them on ``device``."""
-    if not isinstance(labels, Tensor) or labels.dim() != 1:
-        shape = tuple(labels.shape) if isinstance(labels, Tensor) else type(labels).__name__
-        raise ValueError(f"{name} must be a 1-D tensor (N,), got {shape}")
-    if labels.shape[0] != n:
-        raise ValueError(
-            f"{name} has {labels.shape[0]} entries but there are {n} embeddings; pass exactly one "
-            "label per embedding row"
-        )
-    if labels.is_floating_point() or labels.is_complex():
-        raise ValueError(f"{name} must be an integer tensor, got {labels.dtype}; use labels.long()")
-    return labels.to(device=device, dtype=torch.long)
+def _checked(
+    x: Tensor, labels: Tensor | None = None, name: str = "embeddings", label_name: str = "labels"
+) -> tuple[Tensor, Tensor | None]:
+    """Validate embeddings ``(N, D)`` and optional class labels ``(N,)`` (:mod:`dmlnb.checks`:
+    shapes and dtypes, then one read for NaN / Inf and negative labels, ``-1`` "unlabelled"
+    included). Returns the embeddings as float32 (float64 kept) and the labels as long on their
+    device; both checked before anything reaches faiss or another native routine."""
+    check_embeddings(x, name)
+    x = x if x.dtype == torch.float64 else x.float()
+    y = None
+    if labels is not None:
+        check_labels(labels, x.shape[0], label_name)
+        y = labels.to(device=x.device, dtype=torch.long)
+    check_values(x, y, name=name, label_name=label_name)
+    return x, y
 
 
 def _check_metric(metric: str) -> None:
@@ -108,20 +92,16 @@ def _query_gallery(
     Returns ``(query (Q, D), query_labels (Q,), gallery (G, D) or None, gallery_labels (G,))``;
     ``gallery`` is ``None`` when the query set is its own gallery (self excluded by index).
     """
-    q = _check_embeddings(embeddings)
-    ql = _check_labels(labels, q.shape[0], q.device)
+    q, ql = _checked(embeddings, labels)
+    assert ql is not None
     if (gallery_embeddings is None) != (gallery_labels is None):
         raise ValueError("pass both gallery_embeddings and gallery_labels, or neither")
     if gallery_embeddings is None:
         return q, ql, None, ql
-    g = _check_embeddings(gallery_embeddings, "gallery_embeddings").to(q.device, q.dtype)
-    if g.shape[1] != q.shape[1]:
-        raise ValueError(
-            f"query and gallery embeddings differ in dimension ({q.shape[1]} vs {g.shape[1]}); "
-            "embed both with the same model"
-        )
-    gl = _check_labels(gallery_labels, g.shape[0], q.device, "gallery_labels")
-    return q, ql, g, gl
+    g, gl = _checked(gallery_embeddings, gallery_labels, "gallery_embeddings", "gallery_labels")
+    check_embeddings(g, "gallery_embeddings", q.shape[1])
+    assert gl is not None
+    return q, ql, g.to(q.device, q.dtype), gl.to(q.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -277,24 +257,50 @@ def _knn_chunks(
     query and gallery sets, the products by :func:`_rowwise_matmul`: no value depends on the
     chunking. With ``exclude_self`` the gallery column ``start + i`` of query row ``i`` is masked
     (by index, so an exact duplicate of the query stays a valid neighbour).
+
+    Exact ties: a BLAS product may give two identical gallery rows dot products that differ in
+    the last bit (seen in float64), so every column of a duplicated (normalised / scaled) gallery
+    row takes the score of its first copy: duplicates are tied bit-exactly and go to the lower
+    index. Euclidean inputs are first divided by one common :func:`~dmlnb.pairs.power_of_two_scale`
+    (exact; distances are scaled back), so huge or tiny finite embeddings neither overflow nor
+    underflow and rank as the unscaled ones.
     """
+    scale = None
     if metric == "cosine":
-        query, gallery = F.normalize(query, dim=1), F.normalize(gallery, dim=1)  # (Q, D), (G, D)
+        query, gallery = l2_normalize(query), l2_normalize(gallery)  # (Q, D), (G, D)
     else:
+        scale = torch.maximum(power_of_two_scale(query), power_of_two_scale(gallery))  # ()
+        query, gallery = query / scale, gallery / scale  # (Q, D), (G, D) exact
         q_sq = (query * query).sum(dim=1)  # (Q,)
         g_sq = (gallery * gallery).sum(dim=1)  # (G,)
+    first_copy = _first_copy(gallery)  # (G,) or None
     for start in range(0, query.shape[0], chunk_size):
         q = query[start : start + chunk_size]  # (c, D)
         key = _rowwise_matmul(q, gallery)  # (c, G) q.g, larger is nearer for cosine
         if metric == "euclidean":
             q_sq_c = q_sq[start : start + chunk_size, None]  # (c, 1)
             key = -(q_sq_c + g_sq[None, :] - 2.0 * key).clamp_min(0.0)  # (c, G) -|q - g|^2
+        if first_copy is not None:
+            key = key[:, first_copy]  # (c, G) duplicates bit-identical
         if exclude_self:
             rows = torch.arange(q.shape[0], device=key.device)  # (c,)
             key[rows, start + rows] = float("-inf")
         values, indices = _topk_lowest_index(key, k)  # (c, k), (c, k)
-        scores = values if metric == "cosine" else (-values).sqrt()  # (c, k)
+        scores = values if scale is None else (-values).sqrt() * scale  # (c, k)
         yield start, scores, indices
+
+
+def _first_copy(rows: Tensor) -> Tensor | None:
+    """Index ``(G,)`` of the first exact copy of each row of ``rows`` ``(G, D)`` (itself when it
+    is the first), or ``None`` when all rows are distinct. One ``torch.unique`` over the rows."""
+    _, inverse = torch.unique(rows, dim=0, return_inverse=True)  # (G,) group of each row
+    n_groups = int(inverse.max()) + 1
+    if n_groups == rows.shape[0]:
+        return None
+    index = torch.arange(rows.shape[0], device=rows.device)  # (G,)
+    first = torch.full((n_groups,), rows.shape[0], dtype=torch.long, device=rows.device)
+    first.scatter_reduce_(0, inverse, index, reduce="amin")  # (n_groups,) lowest index per group
+    return first[inverse]  # (G,)
 
 
 def _check_k(k: int, gallery_size: int, exclude_self: bool, what: str = "k") -> None:
@@ -345,10 +351,10 @@ def knn(
     """
     _check_metric(metric)
     _check_chunk(chunk_size)
-    q = _check_embeddings(query, "query")
-    g = q if gallery is None else _check_embeddings(gallery, "gallery").to(q.device, q.dtype)
-    if g.shape[1] != q.shape[1]:
-        raise ValueError(f"query and gallery differ in dimension ({q.shape[1]} vs {g.shape[1]})")
+    q, _ = _checked(query, name="query")
+    if gallery is not None:
+        check_embeddings(gallery, "gallery", q.shape[1])
+    g = q if gallery is None else _checked(gallery, name="gallery")[0].to(q.device, q.dtype)
     exclude = gallery is None if exclude_self is None else bool(exclude_self)
     if exclude and q.shape[0] > g.shape[0]:
         raise ValueError(
@@ -650,7 +656,7 @@ def kmeans(
     Returns:
         ``assignments (N,)`` long and ``centroids (k, D)`` float32, on ``x``'s device.
     """
-    x = _check_embeddings(x, "x").float()
+    x = _checked(x, name="x")[0].float()
     n = x.shape[0]
     if not 1 <= k <= n:
         raise ValueError(f"k must be between 1 and the number of points ({n}), got {k}")
@@ -661,11 +667,17 @@ def kmeans(
         raise ValueError(f"backend must be 'auto', 'faiss' or 'torch', got {backend!r}")
     if backend == "faiss" and not _faiss_available():
         raise ImportError("backend='faiss' needs faiss: pip install faiss-cpu, or use 'torch'")
+    scale = power_of_two_scale(x)  # () a power of two near max |x|
+    if 2.0**-20 <= float(scale) <= 2.0**20:
+        scale = torch.ones_like(scale)  # ordinary data: run on x itself
+    x = x / scale  # (N, D) exact: huge / tiny finite values cannot overflow in the distances
     generator = torch.Generator().manual_seed(seed)
     init = x[torch.randperm(n, generator=generator)[:k].to(x.device)]  # (k, D)
     if backend == "faiss" or (backend == "auto" and _faiss_available()):
-        return _kmeans_faiss(x, init, n_iter)
-    return _kmeans_torch(x, init, n_iter, chunk_size)
+        assignments, centroids = _kmeans_faiss(x, init, n_iter)
+    else:
+        assignments, centroids = _kmeans_torch(x, init, n_iter, chunk_size)
+    return assignments, centroids * scale.to(centroids.device)
 
 
 # --------------------------------------------------------------------------------------------
@@ -680,16 +692,10 @@ def _contingency(cluster_ids: Tensor, labels: Tensor) -> tuple[Tensor, Tensor, T
     non-zero cell, the class sizes ``a_i`` and the cluster sizes ``b_j`` (all int64, CPU).
     O(N log N) time and O(N) memory: no dense ``C x K`` table.
     """
-    if cluster_ids.dim() != 1 or labels.dim() != 1 or cluster_ids.shape != labels.shape:
-        raise ValueError(
-            f"cluster_ids and labels must be 1-D of the same length, got "
-            f"{tuple(cluster_ids.shape)} and {tuple(labels.shape)}"
-        )
+    check_labels(cluster_ids, None, "cluster_ids")
+    check_labels(labels, cluster_ids.shape[0], "labels", of="cluster id")
     if labels.numel() == 0:
-        raise ValueError("cluster_ids and labels are empty")
-    for name, t in (("cluster_ids", cluster_ids), ("labels", labels)):
-        if t.is_floating_point() or t.is_complex():
-            raise ValueError(f"{name} must be an integer tensor, got {t.dtype}; use .long()")
+        raise ValueError("cluster_ids and labels are empty; pass at least one item")
     _, cls = torch.unique(labels.cpu(), return_inverse=True)  # (N,) in [0, C)
     _, clu = torch.unique(cluster_ids.cpu(), return_inverse=True)  # (N,) in [0, K)
     n_clusters = int(clu.max()) + 1
@@ -755,8 +761,8 @@ def nmi(
     clustering is :func:`kmeans` (20 iterations, ``seed``, ``backend``) on the embeddings as
     given, and the score :func:`nmi_clustering` with ``average``.
     """
-    x = _check_embeddings(embeddings)
-    y = _check_labels(labels, x.shape[0], x.device)
+    x, y = _checked(embeddings, labels)
+    assert y is not None
     k = int(torch.unique(y).numel()) if n_clusters is None else int(n_clusters)
     assignments, _ = kmeans(x, k, seed=seed, backend=backend)
     return nmi_clustering(assignments, y, average)
@@ -843,7 +849,7 @@ def evaluate(
         points = q if g is None else torch.cat([q, g])  # (N, D)
         point_labels = ql if g is None else torch.cat([ql, gl])  # (N,)
         if metric == "cosine":
-            points = F.normalize(points, dim=1)
+            points = l2_normalize(points)
         n_clusters = int(torch.unique(point_labels).numel())
         assignments, _ = kmeans(points, n_clusters, seed=seed)
         if "nmi" in metrics:

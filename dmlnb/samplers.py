@@ -30,6 +30,8 @@ import torch
 from torch import Tensor
 from torch.utils.data import Sampler
 
+from dmlnb.checks import check_labels, check_values
+
 __all__ = ["MPerClassSampler", "ClassRatioSampler"]
 
 
@@ -46,18 +48,12 @@ def _generator(seed: int, *stream: int | str) -> torch.Generator:
 
 
 def _as_labels(labels: Tensor | np.ndarray | Sequence[int]) -> Tensor:
-    """``labels`` as a CPU long tensor ``(N,)``; ``-1`` (unlabelled) allowed, no other negative."""
+    """``labels`` as a CPU long tensor ``(N,)``; ``-1`` (unlabelled) allowed, no other negative
+    (checks of :mod:`dmlnb.checks`)."""
     y = torch.as_tensor(np.asarray(labels) if not isinstance(labels, Tensor) else labels)
-    if y.dim() != 1:
-        raise ValueError(f"labels must be 1-D (N,), got shape {tuple(y.shape)}")
-    if y.is_floating_point() or y.is_complex() or y.dtype == torch.bool:
-        raise ValueError(f"labels must be integers, got dtype {y.dtype}; cast them with .long()")
+    check_labels(y, None)
     y = y.detach().to("cpu", torch.long)
-    if (y < -1).any():
-        raise ValueError(
-            "labels must be >= 0, or -1 for an unlabelled sample; got "
-            f"{int(y.min())}: remap the class ids to 0..L-1"
-        )
+    check_values(None, y, allow_unlabelled=True)
     return y
 
 
