@@ -83,5 +83,7 @@ class NPairLoss(MetricLoss):
         usable = masks.negative[anchors][:, positives]  # (N, N) allowed (a_i, p_j), j != i
         usable = usable | torch.eye(anchors.numel(), dtype=torch.bool, device=embeddings.device)
         logits = logits.masked_fill(~usable, float("-inf"))  # (N, N)
-        penalty = embeddings.pow(2).sum(dim=1).mean()
-        return F.cross_entropy(logits, target) + self.l2_reg * penalty
+        loss = F.cross_entropy(logits, target)
+        if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
+            return loss
+        return loss + self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
