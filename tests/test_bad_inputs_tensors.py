@@ -29,7 +29,8 @@ from dmlnb.losses import (
     TripletLoss,
     DistanceWeightedMiner,
 )
-from dmlnb.losses.discriminative import onehot_centroids
+from dmlnb.losses.discriminative import lemma31_bound, onehot_centroids, triplet_loss_all
+from dmlnb.losses.facility_location import oracle_score
 from dmlnb.pairs import cosine_similarity, euclidean_distance, l2_normalize, pair_masks
 from dmlnb.samplers import ClassRatioSampler, MPerClassSampler
 
@@ -163,6 +164,14 @@ PAIR_CASES = [
      ValueError, r"pair masks of shape \(8, 8\) do not match similarity of shape \(4, 4\)"),
     ("dw-miner-empty", lambda: DistanceWeightedMiner()(torch.zeros(0, 0), pair_masks(Y[:0]), D),
      ValueError, r"distance is empty"),
+    ("facility-oracle-empty", lambda: oracle_score(torch.zeros(0, 0), Y[:0]), ValueError,
+     r"dist is empty"),
+    ("facility-oracle-float-labels", lambda: oracle_score(torch.rand(B, B), Y.float()), ValueError,
+     r"labels must be integers"),
+    ("triplet-loss-all-unlabelled", lambda: triplet_loss_all(X, unlabelled), ValueError,
+     r"unlabelled"),
+    ("lemma31-wrong-width", lambda: lemma31_bound(X, Y, onehot_centroids(C, D + 2)), ValueError,
+     r"width 6 .* the centroids has embedding_dim=8"),
     ("dw-miner-zero-dim", lambda: DistanceWeightedMiner().probabilities(
         torch.ones(B, B), pair_masks(Y).negative, 0), ValueError, r"dim .* must be >= 1, got 0"),
 ]

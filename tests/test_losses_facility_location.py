@@ -406,8 +406,10 @@ def test_bad_input_raises_clear_errors():
     dist = torch.rand(4, 4)
     with pytest.raises(ValueError, match="square"):
         loss_augmented_inference(torch.rand(4, 3), torch.zeros(4, dtype=torch.long), 1.0)
-    with pytest.raises(TypeError, match="integer"):
+    with pytest.raises(ValueError, match="labels must be integers"):
         oracle_score(dist, torch.zeros(4))
+    with pytest.raises(ValueError, match=r"dist is empty"):
+        oracle_score(torch.zeros(0, 0), torch.zeros(0, dtype=torch.long))
     with pytest.raises(ValueError, match="gamma"):
         FacilityLocationLoss(margin_multiplier=-1.0)
     with pytest.raises(ValueError, match="pam_passes"):

@@ -38,6 +38,7 @@ import time
 import torch
 from torch import Tensor
 
+from dmlnb.checks import check_labels, check_square
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
@@ -58,22 +59,10 @@ __all__ = [
 # --------------------------------------------------------------------------- input checks
 
 
-def _check_dist(dist: Tensor) -> None:
-    if dist.dim() != 2 or dist.shape[0] != dist.shape[1]:
-        raise ValueError(
-            f"dist must be a square (B, B) distance matrix, got shape {tuple(dist.shape)}; "
-            "build it with dmlnb.pairs.euclidean_distance(embeddings)"
-        )
-
-
 def _check_labels(dist: Tensor, labels: Tensor) -> None:
-    _check_dist(dist)
-    if labels.dim() != 1 or labels.shape[0] != dist.shape[0]:
-        raise ValueError(
-            f"labels must be (B,) with B = {dist.shape[0]}, got shape {tuple(labels.shape)}"
-        )
-    if labels.is_floating_point() or labels.is_complex():
-        raise TypeError(f"labels must be an integer tensor, got {labels.dtype}; use labels.long()")
+    """``dist (B, B)`` and integer ``labels (B,)`` (any values: they are only compared)."""
+    check_square(dist, "dist")
+    check_labels(labels, dist.shape[0], "labels", of="row of dist")
 
 
 def _check_medoids(dist: Tensor, medoids: Tensor) -> None:
@@ -117,7 +106,7 @@ def facility_score(dist: Tensor, medoids: Tensor) -> Tensor:
         A scalar in ``dist``'s dtype. Its gradient is the subgradient of Eq. (12): ``-1`` on
         ``dist[i, j*(i)]`` for each point's nearest medoid ``j*(i)``, 0 elsewhere.
     """
-    _check_dist(dist)
+    check_square(dist, "dist")
     _check_medoids(dist, medoids)
     return -dist[:, medoids].min(dim=1).values.sum()  # (B, K) -> (B,) -> ()
 
@@ -157,7 +146,7 @@ def cluster_assignment(dist: Tensor, medoids: Tensor) -> Tensor:
     Point ``i`` goes to ``argmin_k dist[i, S[k]]`` (ties: the earliest ``k``); medoid ``S[k]``
     always belongs to cluster ``k``.
     """
-    _check_dist(dist)
+    check_square(dist, "dist")
     _check_medoids(dist, medoids)
     return _assign(dist, medoids)
 
