@@ -13,21 +13,10 @@ import torch.nn.functional as F
 from dmlnb import evaluation as ev
 from dmlnb.checks import NonFiniteError
 from dmlnb.losses import (
-    AngularLoss,
-    ContrastiveLoss,
-    DiscriminativeLoss,
-    EasyPositiveLoss,
-    FacilityLocationLoss,
-    LiftedStructureLoss,
-    MarginLoss,
-    MultiSimilarityLoss,
-    MultiSimilarityMiner,
-    NormalizedSoftmaxLoss,
-    NPairLoss,
-    ProxyNCALoss,
-    SoftTripleLoss,
+    AngularLoss, ContrastiveLoss, DiscriminativeLoss, DistanceWeightedMiner, EasyPositiveLoss,
+    FacilityLocationLoss, LiftedStructureLoss, MarginLoss, MultiSimilarityLoss,
+    MultiSimilarityMiner, NormalizedSoftmaxLoss, NPairLoss, ProxyNCALoss, SoftTripleLoss,
     TripletLoss,
-    DistanceWeightedMiner,
 )
 from dmlnb.losses.discriminative import lemma31_bound, onehot_centroids, triplet_loss_all
 from dmlnb.losses.facility_location import oracle_score
