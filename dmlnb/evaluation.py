@@ -14,7 +14,13 @@ matrix at a time), the k-means assignment step in point chunks, and NMI / F1 use
 contingency table (only its non-zero cells), never an ``N x N`` matrix.
 
 Nearest-neighbour order is deterministic: by similarity descending (cosine) or distance ascending
-(Euclidean), ties broken by the **lower gallery index**, identically for every ``chunk_size``.
+(Euclidean), ties broken by the **lower gallery index**, identically for every ``chunk_size`` and
+in float32 as in float64 (exact duplicate gallery rows get bit-identical scores).
+
+Input is checked (:mod:`dmlnb.checks`) before any computation or native call (faiss): embeddings
+``(N, D)`` floating point with ``N, D >= 1`` and finite, labels ``(N,)`` integer and ``>= 0`` (a
+``-1``, "unlabelled", is rejected: filter those samples out), ``K`` at most the gallery size.
+Huge or tiny finite embeddings are handled by exact power-of-two rescaling.
 """
 
 from __future__ import annotations
