@@ -300,3 +300,13 @@ def test_exact_duplicates_are_tied_to_the_lower_gallery_index(dtype, metric):
     same = (gallery[idx[:, :, None]] == gallery[idx[:, None, :]]).all(dim=3)  # (Q, 5, 5)
     later = torch.arange(5)[:, None] < torch.arange(5)[None, :]  # (5, 5) column after row
     assert not (same & later & (idx[:, :, None] > idx[:, None, :])).any()
+
+
+def test_zero_loss_of_a_batch_whose_sum_overflows_is_zero_with_zero_gradient():
+    from dmlnb.losses.base import zero_loss
+
+    x = torch.full((4, 8), 3e38, requires_grad=True)  # float32: the plain sum overflows to inf
+    loss = zero_loss(x)
+    loss.backward()
+    assert loss.item() == 0.0
+    assert torch.equal(x.grad, torch.zeros_like(x))

@@ -12,8 +12,12 @@ __all__ = ["MetricLoss", "zero_loss", "check_pair_filter"]
 
 
 def zero_loss(embeddings: Tensor) -> Tensor:
-    """A scalar 0 that stays attached to the graph (``backward`` works, gradients are 0)."""
-    return embeddings.sum() * 0.0
+    """A scalar 0 that stays attached to the graph (``backward`` works, gradients are 0).
+
+    Multiplies before summing, so a batch whose sum overflows (huge finite rows) still gives 0,
+    not ``inf * 0 = nan``.
+    """
+    return (embeddings * 0.0).sum()
 
 
 def check_pair_filter(pair_filter: Tensor, embeddings: Tensor) -> None:
