@@ -367,11 +367,11 @@ def check_parameters(parameters: Mapping[str, Any], required: Sequence[str] = ()
         KeyError: a name without a rule; TypeError / ValueError: a bad value (the message names
         the parameter, the value and what is allowed).
     """
-    _check_values(parameters, PARAMETER_RULES, "notebook parameter")
-    for name in required:
-        if parameters.get(name) is None:
-            rule = dataclasses.replace(PARAMETER_RULES[name], optional=False)
-            raise TypeError(f"notebook parameter {name!r} must be {rule.allowed()}; got None")
+    missing = sorted(set(required) - set(parameters))
+    if missing:
+        raise KeyError(f"required notebook parameter(s) {missing} not passed to check_parameters")
+    rules = {**PARAMETER_RULES, **{n: dataclasses.replace(PARAMETER_RULES[n], optional=False) for n in required}}
+    _check_values(parameters, rules, "notebook parameter")
     if "overrides" in parameters:
         _check_values(_as_mapping(parameters["overrides"], "notebook parameter 'overrides'"),
                       CONFIG_RULES, "config key")
