@@ -328,7 +328,7 @@ _CROSS_CHECKS: tuple[tuple[Callable[[TrainConfig], bool], Callable[[TrainConfig]
      lambda c: f"batch_size ({c.batch_size}) must be a multiple of m_per_class ({c.m_per_class}); "
                f"change one of them"),
     (lambda c: "recall" not in c.eval_metrics or len(c.eval_ks) > 0,
-     lambda c: "eval_ks is empty but eval_metrics asks for 'recall'; give Ks, e.g. eval_ks=(1, 2, 4, 8)"),
+     lambda c: "eval_ks must not be empty while eval_metrics asks for 'recall'; give Ks, e.g. eval_ks=(1, 2, 4, 8)"),
     (lambda c: c.select_metric in evaluation_names(c.eval_ks, c.eval_metrics),
      lambda c: f"select_metric {c.select_metric!r} is not computed with eval_ks={c.eval_ks} and "
                f"eval_metrics={c.eval_metrics}; choose one of {evaluation_names(c.eval_ks, c.eval_metrics)} "
