@@ -182,27 +182,30 @@ class Rule:
             return False
         if self.high is not None and (value >= self.high if self.below else value > self.high):
             return False
-        if self.choices is not None and value not in self._choices():
-            return False
         return self.test is None or self.test[0](value)
 
-    def check(self, what: str, value: Any) -> Any:
-        """``value`` validated and normalised (float, tuple, dict).
+    def check(self, kind: str, name: str, value: Any) -> Any:
+        """``value`` of ``name`` validated and normalised (float, tuple, dict).
+
+        Args:
+            kind: what ``name`` is, for the message: ``"config key"``, ``"notebook parameter"``.
+            name: e.g. ``"epochs"``; ``"eval_ks[0]"`` for an element of a list.
 
         Raises:
             TypeError: the wrong type; ValueError: the right type out of range. Both name
-            ``what`` (e.g. ``"config key 'epochs'"``), the value and what is allowed.
+            ``kind name``, the value and what is allowed.
         """
+        what = f"{kind} {name!r}"
         if value is None and self.optional:
             return None
         if not self._type_ok(value):
             got = f"{type(value).__name__} {value!r}"
-            raise TypeError(f"{what} must be {self.allowed()}; got {got}{self._hint(what, value)}")
+            raise TypeError(f"{what} must be {self.allowed()}; got {got}{self._hint(kind, name, value)}")
         if self.kind == "seq":
             items = tuple(value)
             if self.item is not None:
                 try:
-                    items = tuple(self.item.check(f"{what}[{i}]", v) for i, v in enumerate(value))
+                    items = tuple(self.item.check(kind, f"{name}[{i}]", v) for i, v in enumerate(value))
                 except (TypeError, ValueError) as err:  # name the whole list, too
                     raise type(err)(f"{err} (in {what} = {value!r}: {self.allowed()})") from None
             if self.nonempty and not items:
@@ -212,14 +215,15 @@ class Rule:
             return items
         if self.kind == "dict":
             return dict(value)
+        if self.choices is not None and value not in self._choices():
+            raise ValueError(f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of {list(self._choices())}")
         if not self._range_ok(value):
             raise ValueError(f"{what} must be {self.allowed()}; got {value!r}")
         return float(value) if self.kind == "float" else value
 
-    def _hint(self, what: str, value: Any) -> str:
+    def _hint(self, kind: str, name: str, value: Any) -> str:
         """For papermill: ``-p`` passes a number or a word; lists and dicts need ``-y``."""
-        if self.kind in ("seq", "dict") and isinstance(value, (str, int, float)) and what.startswith("notebook"):
-            name = what.split("'")[1]
+        if kind == "notebook parameter" and self.kind in ("seq", "dict") and isinstance(value, (str, int, float)):
             example = self.example or ("[...]" if self.kind == "seq" else "{...}")
             return f" (with papermill pass lists and dicts as YAML: -y '{name}: {example}')"
         return ""
@@ -341,7 +345,7 @@ def _check_values(values: Mapping[str, Any], rules: Mapping[str, Rule], what: st
     unknown = sorted(set(values) - set(rules), key=str)
     if unknown:
         raise KeyError(f"unknown {what}(s) {unknown}; valid keys are: {', '.join(rules)}")
-    return {k: rules[k].check(f"{what} {k!r}", v) for k, v in values.items()}
+    return {k: rules[k].check(what, k, v) for k, v in values.items()}
 
 
 def _as_mapping(overrides: Any, what: str) -> Mapping[str, Any]:
