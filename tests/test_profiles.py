@@ -1,3 +1,5 @@
+import typing
+
 import pytest
 
 from dmlnb.profiles import PROFILES, TrainConfig, make_config, resolve_profile
@@ -73,6 +75,11 @@ def test_every_config_field_has_a_rule_and_every_profile_passes_it():
     from dmlnb.profiles import CONFIG_RULES
 
     assert set(CONFIG_RULES) == {f.name for f in fields(TrainConfig)}
+    kinds = {int: "int", float: "float", str: "str", bool: "bool", dict: "dict", tuple: "seq"}
+    for name, hint in typing.get_type_hints(TrainConfig).items():  # the rules follow the annotations
+        options = [o for o in typing.get_args(hint) or (hint,) if o is not type(None)]
+        assert [kinds[o] for o in options] == [CONFIG_RULES[name].kind], name
+        assert CONFIG_RULES[name].optional == (type(None) in typing.get_args(hint)), name
     for name in PROFILES:
         make_config(name)
     make_config(None)  # the dataclass defaults, too
