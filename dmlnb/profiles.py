@@ -216,7 +216,9 @@ class Rule:
         if self.kind == "dict":
             return dict(value)
         if self.choices is not None and value not in self._choices():
-            raise ValueError(f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of {list(self._choices())}")
+            raise ValueError(
+                f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of {list(self._choices())}"
+            )
         if not self._range_ok(value):
             raise ValueError(f"{what} must be {self.allowed()}; got {value!r}")
         return float(value) if self.kind == "float" else value
@@ -259,7 +261,8 @@ def _milestone(value: float) -> bool:
     return value < 1 or float(value).is_integer()
 
 
-_DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+def _device(name: str) -> bool:
+    return re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name) is not None
 
 #: The rule of every :class:`TrainConfig` field (:func:`make_config` applies them).
 CONFIG_RULES: dict[str, Rule] = {
@@ -279,7 +282,8 @@ CONFIG_RULES: dict[str, Rule] = {
     "loss_lr": _number(optional=True),
     "weight_decay": _number(),
     "momentum": _number(high=1.0, below=True),
-    "lr_milestones": Rule("seq", item=_number(above=True, test=(_milestone, "fractions of the run < 1 or whole epochs")),
+    "lr_milestones": Rule("seq", item=_number(above=True, test=(_milestone, "fractions of the run < 1 or "
+                                                                   "whole epochs")),
                           example="(0.5, 0.75) or (20, 30)"),
     "lr_gamma": _number(above=True),
     "grad_clip": _number(above=True, optional=True),
@@ -290,13 +294,18 @@ CONFIG_RULES: dict[str, Rule] = {
     "select_metric": Rule("str", example='"R@1", "NMI", "F1" or "MAP@R"'),
     "eval_batch_size": _count(),
     "seed": _count(0),
-    "device": Rule("str", test=(lambda v: _DEVICE.fullmatch(v) is not None, '"auto", "cpu", "cuda", "cuda:N" or "mps"')),
+    "device": Rule("str", test=(_device, '"auto", "cpu", "cuda", "cuda:N" or "mps"')),
     "amp": Rule("bool"),
     "channels_last": Rule("bool"),
     "num_workers": _count(0),
 }
 
-_SEEDS = Rule("seq", item=_count(0), optional=True, nonempty=True, distinct=True, example="[0, 1, 2]")
+def _grid(item: Rule, example: str) -> Rule:
+    """None (the profile's grid) or a non-empty list of distinct values."""
+    return Rule("seq", item=item, optional=True, nonempty=True, distinct=True, example=example)
+
+
+_SEEDS = _grid(_count(0), "[0, 1, 2]")
 
 #: The rule of every notebook parameter (:func:`check_parameters` applies them; ``overrides``
 #: is also checked key by key against :data:`CONFIG_RULES`).
@@ -305,9 +314,9 @@ PARAMETER_RULES: dict[str, Rule] = {
     "overrides": Rule("dict", example='{"epochs": 3}'),
     "seeds": _SEEDS,
     "kmeans_seeds": _SEEDS,
-    "group_sizes": Rule("seq", item=_count(2), optional=True, nonempty=True, distinct=True, example="[2, 4, 8]"),
-    "m_grid": Rule("seq", item=_count(), optional=True, nonempty=True, distinct=True, example="[1, 4, 40]"),
-    "lambda_grid": Rule("seq", item=_number(), optional=True, nonempty=True, distinct=True, example="[0.0, 0.001, 0.1]"),
+    "group_sizes": _grid(_count(2), "[2, 4, 8]"),
+    "m_grid": _grid(_count(), "[1, 4, 40]"),
+    "lambda_grid": _grid(_number(), "[0.0, 0.001, 0.1]"),
     "temperature": _number(above=True),
     "gamma": _number(optional=True),
     "tsne_classes": _count(),
@@ -332,11 +341,12 @@ _CROSS_CHECKS: tuple[tuple[Callable[[TrainConfig], bool], Callable[[TrainConfig]
      lambda c: f"batch_size ({c.batch_size}) must be a multiple of m_per_class ({c.m_per_class}); "
                f"change one of them"),
     (lambda c: "recall" not in c.eval_metrics or len(c.eval_ks) > 0,
-     lambda c: "eval_ks must not be empty while eval_metrics asks for 'recall'; give Ks, e.g. eval_ks=(1, 2, 4, 8)"),
+     lambda c: "eval_ks must not be empty while eval_metrics asks for 'recall'; give Ks, "
+               "e.g. eval_ks=(1, 2, 4, 8)"),
     (lambda c: c.select_metric in evaluation_names(c.eval_ks, c.eval_metrics),
      lambda c: f"select_metric {c.select_metric!r} is not computed with eval_ks={c.eval_ks} and "
-               f"eval_metrics={c.eval_metrics}; choose one of {evaluation_names(c.eval_ks, c.eval_metrics)} "
-               f"or add its K / metric"),
+               f"eval_metrics={c.eval_metrics}; choose one of "
+               f"{evaluation_names(c.eval_ks, c.eval_metrics)} or add its K / metric"),
 )
 
 
