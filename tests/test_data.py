@@ -409,6 +409,18 @@ def test_omniglot_full_on_fabricated_archives(tmp_path: Path) -> None:
             assert float(rows[0]) == 0.0
 
 
+def test_omniglot_corrupt_png_names_member_and_archive(tmp_path: Path) -> None:
+    folder = tmp_path / "omniglot" / "omniglot-py"
+    _write_omniglot_zip(folder / "images_background.zip", "images_background", {"Alpha": 2}, 2)
+    _write_omniglot_zip(folder / "images_evaluation.zip", "images_evaluation", {"Gamma": 2}, 2)
+    with zipfile.ZipFile(folder / "images_evaluation.zip", "a") as archive:
+        archive.writestr("images_evaluation/Gamma/character03/0003_00.png", b"\x89PNG\r\n\x1a\n cut")
+    with pytest.raises(OSError) as info:
+        load_dataset("omniglot", root=tmp_path, image_size=21)
+    message = str(info.value)
+    assert "character03/0003_00.png" in message and str(folder / "images_evaluation.zip") in message
+
+
 # --------------------------------------------------------------------------- image folders
 
 

@@ -1,3 +1,5 @@
+import typing
+
 import pytest
 
 from dmlnb.profiles import PROFILES, TrainConfig, make_config, resolve_profile
@@ -65,3 +67,30 @@ def test_env_override_of_profile(monkeypatch):
 def test_config_is_json_friendly():
     d = TrainConfig().to_dict()
     assert d["dataset"] == "digits" and isinstance(d["eval_ks"], tuple)
+
+
+def test_every_config_field_has_a_rule_and_every_profile_passes_it():
+    from dataclasses import fields
+
+    from dmlnb.profiles import CONFIG_RULES
+
+    assert set(CONFIG_RULES) == {f.name for f in fields(TrainConfig)}
+    kinds = {int: "int", float: "float", str: "str", bool: "bool", dict: "dict", tuple: "seq"}
+    for name, hint in typing.get_type_hints(TrainConfig).items():  # the rules follow the annotations
+        options = [o for o in typing.get_args(hint) or (hint,) if o is not type(None)]
+        assert [kinds[o] for o in options] == [CONFIG_RULES[name].kind], name
+        assert CONFIG_RULES[name].optional == (type(None) in typing.get_args(hint)), name
+    for name in PROFILES:
+        make_config(name)
+    make_config(None)  # the dataclass defaults, too
+
+
+def test_evaluation_names_match_what_evaluate_returns():
+    import torch
+
+    from dmlnb.evaluation import evaluate
+    from dmlnb.profiles import evaluation_names
+
+    emb, labels = torch.randn(12, 4), torch.arange(3).repeat(4)
+    for ks, metrics in (((1, 2), ("recall", "nmi", "f1", "map_at_r")), ((4,), ("map_at_r", "f1"))):
+        assert sorted(evaluation_names(ks, metrics)) == sorted(evaluate(emb, labels, ks=ks, metrics=metrics))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import torch
 from PIL import Image
@@ -29,7 +30,29 @@ __all__ = [
     "ImageFileDataset",
     "DatasetSplits",
     "remap_labels",
+    "decode_image",
 ]
+
+
+def decode_image(source: str | Path | IO[bytes], mode: str = "RGB", name: str | None = None) -> Image.Image:
+    """``source`` (a path or an open binary file) decoded in full by PIL and converted to ``mode``.
+
+    Raises:
+        FileNotFoundError: no such file.
+        OSError: the file is truncated or not an image; the message names ``name`` (default: the
+            path) and what to do.
+    """
+    try:
+        with Image.open(source) as image:
+            return image.convert(mode)  # convert() decodes every pixel: truncation shows here
+    except FileNotFoundError:
+        raise
+    except (OSError, SyntaxError, ValueError) as err:  # PIL reports broken files with all three
+        label = name if name is not None else str(source)
+        raise OSError(
+            f"cannot decode image {label}: {err}; the file is truncated or corrupt, "
+            f"extract or download it again"
+        ) from err
 
 
 def remap_labels(labels: Tensor) -> tuple[Tensor, Tensor]:
@@ -145,9 +168,7 @@ class ImageFileDataset(LabelledDataset):
         self._input_shape = input_shape
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
-        with Image.open(self.paths[index]) as image:
-            rgb = image.convert("RGB")
-        return self.transform(rgb), int(self.labels[index])
+        return self.transform(decode_image(self.paths[index])), int(self.labels[index])
 
     @property
     def input_shape(self) -> tuple[int, int, int]:

@@ -59,10 +59,43 @@ def image_transforms(image_size: int = 224) -> tuple[transforms.Compose, transfo
     return train, test
 
 
-def _read_table(path: Path, skip: int = 0) -> list[list[str]]:
-    """Whitespace-separated rows of a text index file, after ``skip`` header lines."""
-    lines = path.read_text().splitlines()[skip:]
-    return [line.split() for line in lines if line.strip()]
+@dataclass(frozen=True)
+class _Row:
+    """One row of a text index file: its whitespace-separated ``fields`` and ``where`` it is
+    (``"path:line"``, for error messages)."""
+
+    fields: list[str]
+    where: str
+
+    def __getitem__(self, column: int) -> str:
+        return self.fields[column]
+
+    def integer(self, column: int, what: str) -> int:
+        """Field ``column`` as an int; a ``ValueError`` naming the file, the line and the value if not."""
+        try:
+            return int(self.fields[column])
+        except ValueError:
+            raise ValueError(
+                f"{self.where}: {what} {self.fields[column]!r} is not an integer; "
+                f"fix the line or download the index file again"
+            ) from None
+
+
+def _read_table(path: Path, columns: int, skip: int = 0) -> list[_Row]:
+    """The non-blank rows of a whitespace-separated index file after ``skip`` header lines; each
+    must have at least ``columns`` fields (a ``ValueError`` names the file and line if not)."""
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines()[skip:], start=skip + 1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < columns:
+            raise ValueError(
+                f"{path}:{number}: expected {columns} whitespace-separated fields, got "
+                f"{len(fields)} in {line!r}; the file is truncated or corrupt, download it again"
+            )
+        rows.append(_Row(fields, f"{path}:{number}"))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -113,9 +146,20 @@ def load_cub200(root: Path, *, image_size: int = 224) -> DatasetSplits:
     folder = root / CUB.folder
     for name in ("images.txt", "image_class_labels.txt"):
         CUB.require(folder / name)
-    paths = {row[0]: row[1] for row in _read_table(folder / "images.txt")}
-    classes = {row[0]: int(row[1]) for row in _read_table(folder / "image_class_labels.txt")}
-    ids = sorted(paths, key=int)
+    paths = {row.integer(0, "image id"): row[1] for row in _read_table(folder / "images.txt", 2)}
+    classes = {
+        row.integer(0, "image id"): row.integer(1, "class id")
+        for row in _read_table(folder / "image_class_labels.txt", 2)
+    }
+    ids = sorted(paths)
+    missing = [i for i in ids if i not in classes]
+    if missing:
+        raise ValueError(
+            f"{folder / 'image_class_labels.txt'} has no row for image id(s) {missing[:5]}"
+            f"{' ...' if len(missing) > 5 else ''} listed in {folder / 'images.txt'} "
+            f"(e.g. {paths[missing[0]]}); the two index files must list the same ids, "
+            f"download them again"
+        )
     train_tf, test_tf = image_transforms(image_size)
     parts, names = {}, {}
     for split, is_train, tf in (("train", True, train_tf), ("test", False, test_tf)):
@@ -184,8 +228,8 @@ def load_sop(root: Path, *, image_size: int = 224) -> DatasetSplits:
     for split, tf in (("train", train_tf), ("test", test_tf)):
         index = folder / f"Ebay_{split}.txt"
         SOP.require(index)
-        rows = _read_table(index, skip=1)
-        rel, class_ids = [r[3] for r in rows], [int(r[1]) for r in rows]
+        rows = _read_table(index, 4, skip=1)
+        rel, class_ids = [r[3] for r in rows], [r.integer(1, "class_id") for r in rows]
         parts[split], _ = SOP.split(folder, rel, class_ids, tf, image_size)
     return DatasetSplits("sop", parts["train"], parts["test"])
 
@@ -211,7 +255,7 @@ def load_inshop(root: Path, *, image_size: int = 224) -> DatasetSplits:
     folder = root / INSHOP.folder
     index = folder / "list_eval_partition.txt"
     INSHOP.require(index)
-    rows = _read_table(index, skip=2)
+    rows = _read_table(index, 3, skip=2)
     item_number = {item: n for n, item in enumerate(sorted({r[1] for r in rows}))}
     by_status = {s: [r for r in rows if r[2] == s] for s in ("train", "query", "gallery")}
     train_tf, test_tf = image_transforms(image_size)

@@ -31,7 +31,7 @@ from PIL import Image
 from torchvision.datasets import Omniglot
 from torchvision.datasets.utils import download_url
 
-from dmlnb.data.base import DatasetSplits, InMemoryDataset, remap_labels
+from dmlnb.data.base import DatasetSplits, InMemoryDataset, decode_image, remap_labels
 from dmlnb.data.cache import cached, file_fingerprint
 from dmlnb.data.registry import missing_files_error, register_dataset
 from dmlnb.data.semisup import semi_supervised
@@ -64,8 +64,7 @@ def _decode_zip(path: Path, image_size: int) -> dict:
         keys = ["/".join(Path(m).parts[-3:-1]) for m in members]  # "Alphabet/characterNN"
         pixels = np.empty((len(members), image_size, image_size), dtype=np.uint8)
         for i, member in enumerate(members):
-            with Image.open(io.BytesIO(archive.read(member))) as image:
-                grey = image.convert("L")
+            grey = decode_image(io.BytesIO(archive.read(member)), "L", name=f"{member} in {path}")
             if grey.size != (image_size, image_size):
                 grey = grey.resize((image_size, image_size), Image.Resampling.BILINEAR)
             pixels[i] = np.asarray(grey)
