@@ -81,7 +81,7 @@ def save_checkpoint(obj: dict[str, Any], path: str | Path) -> None:
     atomic_torch_save(obj, path)
 
 
-_UNSUPPORTED = re.compile(r"Unsupported global: GLOBAL (\S+)|Unsupported operand [^\n]*")
+_UNSAFE = re.compile(r"Unsupported global: GLOBAL (\S+)")
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -99,22 +99,29 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
-        found = _UNSUPPORTED.search(str(err))
-        what = found.group(0) if found else str(err).splitlines()[0]
+        unsafe = _UNSAFE.search(str(err))
+        if unsafe is None:
+            raise _damaged(path, err) from None
         raise CheckpointError(
-            f"refused to load {path}: it holds more than tensors and plain containers ({what}). "
-            "Nothing in it was run. A dmlnb checkpoint never needs that: if you made this file "
-            "yourself with an older dmlnb or a custom hook, delete it (the run restarts) or "
-            "re-save its plain parts; never load a file you do not trust with weights_only=False"
+            f"refused to load {path}: it holds more than tensors and plain containers (it needs "
+            f"{unsafe.group(1)}). Nothing in it was run. A dmlnb checkpoint never needs that: if "
+            "you made this file yourself with an older dmlnb or a custom hook, delete it (the run "
+            "restarts) or re-save its plain parts; never load a file you do not trust with "
+            "weights_only=False"
         ) from None
     except (RuntimeError, EOFError, OSError, ValueError) as err:
-        raise CheckpointError(
-            f"cannot read {path} as a checkpoint ({type(err).__name__}: {str(err).splitlines()[0]}); "
-            "it is truncated or not a torch checkpoint: delete it and the run restarts from scratch"
-        ) from None
+        raise _damaged(path, err) from None
     if not isinstance(ckpt, dict):
         raise CheckpointError(f"{path} holds a {type(ckpt).__name__}, not a checkpoint dict; delete it")
     return ckpt
+
+
+def _damaged(path: Path, err: BaseException) -> CheckpointError:
+    first = str(err).splitlines()[0] if str(err) else ""
+    return CheckpointError(
+        f"cannot read {path} as a checkpoint ({type(err).__name__}: {first}); it is truncated or "
+        "not a torch checkpoint: delete it and the run restarts from scratch"
+    )
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:
@@ -153,14 +160,14 @@ def remove_stray_temp_files(run_dir: str | Path, names: Iterable[str] = RUN_FILE
 
 
 def prepare_run_dir(run_dir: str | Path) -> Path:
-    """``run_dir`` as a folder ready for a run: refused if it is a file, created if missing, and
-    cleared of the temporary files a killed write left (:func:`remove_stray_temp_files`)."""
+    """``run_dir`` as a ``Path`` ready for a run: refused if it is a file, and cleared of the
+    temporary files a killed write left (:func:`remove_stray_temp_files`). A missing folder is
+    created by the first write, not here."""
     run_dir = Path(run_dir)
     if run_dir.exists() and not run_dir.is_dir():
         raise NotADirectoryError(
             f"run_dir {run_dir} is a file, not a folder: pass the folder that should hold "
             "record.json and checkpoint.pt (or move that file away)"
         )
-    run_dir.mkdir(parents=True, exist_ok=True)
     remove_stray_temp_files(run_dir)
     return run_dir
