@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 import torch
+from torch.torch_version import TorchVersion
 
 from dmlnb.records import atomic_torch_save
 
@@ -82,6 +83,9 @@ def save_checkpoint(obj: dict[str, Any], path: str | Path) -> None:
 
 
 _UNSAFE = re.compile(r"Unsupported global: GLOBAL (\S+)")
+_LEGACY_SAFE = [TorchVersion]
+"""Allowed besides plain types: checkpoints written before record schema 1 stored
+``torch.__version__`` (a ``str`` subclass of torch's own) in their record."""
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
@@ -97,7 +101,8 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        with torch.serialization.safe_globals(_LEGACY_SAFE):
+            ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:
         unsafe = _UNSAFE.search(str(err))
         if unsafe is None:

@@ -34,7 +34,8 @@ Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
 
 Version 0 -> 1 migration: ``schema_version`` is set, ``segments`` becomes one segment on the
 ``environment`` device covering every epoch of ``history``, ``device_changed`` is ``False``,
-and ``migrated_from`` records the version read.
+``environment`` values that are ``str`` subclasses become ``str``, and ``migrated_from``
+records the version read.
 """
 
 from __future__ import annotations
@@ -207,6 +208,8 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         last = max((row.get("epoch", 0) for row in history if isinstance(row, dict)), default=0)
         out["schema_version"] = 1
         out["migrated_from"] = 0
+        if isinstance(out.get("environment"), dict):  # v0 checkpoints kept torch.__version__ (a str subclass)
+            out["environment"] = {k: str(v) if isinstance(v, str) else v for k, v in environment.items()}
         out.setdefault("segments", [{
             "device": environment.get("device"), "device_name": environment.get("device_name"),
             "from_epoch": 0, "to_epoch": last, "started": out.get("started"),

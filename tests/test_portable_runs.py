@@ -116,6 +116,24 @@ def test_saving_anything_but_tensors_and_plain_containers_is_refused(tmp_path, v
     assert not (tmp_path / "checkpoint.pt").exists()
 
 
+def test_a_checkpoint_written_before_schema_1_still_loads(digits, tmp_path):
+    """Older checkpoints stored torch.__version__ (torch's TorchVersion, a str subclass) in their
+    record: that one type is allowed, and their v0 record is migrated when the run resumes."""
+    crash = _interrupted_run(digits, tmp_path / "r")
+    path = tmp_path / "r" / "checkpoint.pt"
+    ckpt = load_checkpoint(path)
+    record = ckpt["record"]
+    for key in ("schema_version", "segments", "device_changed"):
+        del record[key]
+    record["environment"]["torch"] = torch.__version__
+    torch.save(ckpt, path)  # as the old loop wrote it (no plain-content check)
+    assert type(load_checkpoint(path)["record"]["environment"]["torch"]).__name__ == "TorchVersion"
+    _, rec = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "r", hooks=[crash],
+                 progress=False)
+    assert rec.data["status"] == "finished" and rec.data["migrated_from"] == 0
+    assert [(s["from_epoch"], s["to_epoch"]) for s in rec.data["segments"]] == [(0, 1), (1, 3)]
+
+
 @pytest.mark.parametrize("content", ["garbage", "truncated"])
 def test_a_damaged_checkpoint_is_named(tmp_path, content):
     path = tmp_path / "checkpoint.pt"
