@@ -452,3 +452,37 @@ def test_render_refuses_to_overwrite_the_notebook(tmp_path, calls):
     nb = REPO / "notebooks" / "02_facility_location.ipynb"
     with pytest.raises(RenderError, match="the notebook itself"):
         render_call(nb, _runs(tmp_path), "default", nb)
+
+
+# ------------------------------------------------------------------ hook and sampler state
+def test_every_hook_state_is_plain_even_when_built_from_numpy(tmp_path):
+    import numpy as np
+
+    from dmlnb.data.base import InMemoryDataset
+    from dmlnb.experiments.discriminative import LemmaTracker
+    from dmlnb.experiments.facility_location import InsideLossHook
+    from dmlnb.experiments.profs import TimedSampler
+    from dmlnb.hooks import TrainState
+    from dmlnb.losses.facility_location import FacilityLocationLoss, MarginDecayHook
+    from dmlnb.profs import LaggedProximalHook, ProximalHook, RepresentativeSampler
+
+    model = torch.nn.Linear(4, 3)
+    state = TrainState(model=model, loss_fn=torch.nn.Module(), optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+                       device=torch.device("cpu"))
+    labels = np.repeat(np.arange(4), 3)  # numpy labels, as a caller may pass them
+    reps = RepresentativeSampler(labels, batch_size=4, m=2, period=2, hncm=True)
+    reps.set_memory(torch.randn(4, 3))
+    prox, lagged = ProximalHook(model, np.float64(0.1), 2, params="all"), LaggedProximalHook(model, 0.1, params="all")
+    prox.on_step_start(state)
+    lagged.on_step_start(state)
+    inside = InsideLossHook()
+    inside.log = {"loss": [np.float64(0.5)], "step": [np.int64(0)]}
+    lemma = LemmaTracker(InMemoryDataset(torch.randn(6, 1, 2, 2), torch.arange(3).repeat(2)), torch.eye(3))
+    lemma.rows = [{"epoch": np.float64(1.0), "gap": np.float32(0.25)}]
+    hooks = [reps, TimedSampler(RepresentativeSampler(labels, 4, 2, 2)), prox, lagged,
+             MarginDecayHook(FacilityLocationLoss(margin_multiplier=np.float64(10.0))), inside, lemma]
+    save_checkpoint({"hooks": [h.state_dict() for h in hooks]}, tmp_path / "checkpoint.pt")
+    loaded = load_checkpoint(tmp_path / "checkpoint.pt")["hooks"]
+    for hook, saved in zip(hooks, loaded):
+        hook.load_state_dict(saved)
+    assert torch.equal(reps.memory, loaded[0]["memory"]) and inside.log == {"loss": [0.5], "step": [0.0]}
