@@ -39,10 +39,10 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
+from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.profiles import TrainConfig
-from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.records import RunRecord, environment_info
 
 __all__ = [

@@ -42,17 +42,17 @@ from torch import Tensor, nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 from tqdm import tqdm
 
+from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.profiles import TrainConfig
-from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.records import RunRecord, environment_info
 from dmlnb.samplers import _generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import (
+    build_optimizer,
     check_labels,
     check_training_allowed,
-    build_optimizer,
     mixed_precision,
     resolve_device,
     utc_now,
