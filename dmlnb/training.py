@@ -306,7 +306,8 @@ def train(
             "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
         )
     total = steps_per_epoch * config.epochs
-    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress, desc=record.data["name"], leave=False)
+    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress or start_epoch >= config.epochs,
+               desc=record.data["name"], leave=False)
     for hook in hooks:
         hook.on_train_start(state)
     pin = device.type == "cuda"

@@ -270,7 +270,7 @@ def train_ssdml(
         record.add_epoch({"epoch": 0, "partition": None, "loss": None, "train_seconds": 0.0, "metrics": run_eval()},
                          config.select_metric)
     bar = tqdm(total=config.epochs, initial=min(config.epochs, start_partition * schedule.epochs_per_partition),
-               disable=not progress, desc=record.data["name"], leave=False)
+               disable=not progress or start_partition >= num_partitions, desc=record.data["name"], leave=False)
     try:
         for p in range(start_partition, num_partitions):
             t_prep = time.perf_counter()
