@@ -198,14 +198,15 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
     if version > SCHEMA_VERSION:
         raise RecordError(
             f"run record {source} has schema_version {version}, newer than this dmlnb "
-            f"({dmlnb_version()}) reads (up to {SCHEMA_VERSION}): update dmlnb on this machine "
+            f"({_dmlnb_version()}) reads (up to {SCHEMA_VERSION}): update dmlnb on this machine "
             "to load records written by a newer one"
         )
     out = dict(data)
     if version == 0:
         environment = out.get("environment") if isinstance(out.get("environment"), dict) else {}
         history = out.get("history") if isinstance(out.get("history"), list) else []
-        last = max((row.get("epoch", 0) for row in history if isinstance(row, dict)), default=0)
+        epochs = [row.get("epoch") for row in history if isinstance(row, dict)]
+        last = max((e for e in epochs if isinstance(e, int) and not isinstance(e, bool)), default=0)
         out["schema_version"] = 1
         out["migrated_from"] = 0
         if isinstance(out.get("environment"), dict):  # v0 checkpoints kept torch.__version__ (a str subclass)
@@ -218,7 +219,7 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
     return out
 
 
-def dmlnb_version() -> str:
+def _dmlnb_version() -> str:
     """This package's version string."""
     import dmlnb
 
@@ -259,14 +260,12 @@ def environment_info(device: torch.device) -> dict[str, Any]:
     import numpy
     import torchvision
 
-    import dmlnb
-
     info: dict[str, Any] = {
         "python": platform.python_version(),
         "torch": str(torch.__version__),  # a str subclass; checkpoints hold plain str
-        "torchvision": torchvision.__version__,
-        "numpy": numpy.__version__,
-        "dmlnb": dmlnb.__version__,
+        "torchvision": str(torchvision.__version__),
+        "numpy": str(numpy.__version__),
+        "dmlnb": _dmlnb_version(),
         "platform": platform.platform(),
         "device": str(device),
         "threads": torch.get_num_threads(),
