@@ -262,7 +262,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
     def state_dict(self) -> dict[str, Any]:
         """The HNCM memory (the representative schedule is a function of ``(seed, step)``)."""
         return {
-            "num_classes": self._index.num_classes,
+            "num_classes": int(self._index.num_classes),
             "memory": None if self.memory is None else self.memory.detach().cpu().clone(),
             "known": self.known.cpu().clone(),
         }
@@ -428,7 +428,7 @@ class ProximalHook(Hook):
                     p.grad.add_(prox)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"anchor": None if self.anchor is None else [a.clone() for a in self.anchor]}
+        return {"anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         anchor = state["anchor"]
@@ -496,7 +496,7 @@ class LaggedProximalHook(ProximalHook):
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out["previous"] = None if self.previous is None else [a.clone() for a in self.previous]
+        out["previous"] = None if self.previous is None else [a.detach().clone() for a in self.previous]
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -2,6 +2,40 @@
 
 A record holds the resolved configuration, per-epoch metrics, timings, library versions, the
 device and the git commit, so a table in the book can always be traced back to the run behind it.
+
+Records carry a schema version (:data:`SCHEMA_VERSION`). :meth:`RunRecord.load` validates every
+field the book's tables and claims read and names the file and the field when one is missing or
+of the wrong type; records written before versioning (version 0, e.g. the committed ones under
+``results/``) are migrated in memory on load (the file is not rewritten); records of a newer
+version are refused.
+
+Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
+
+    schema_version  1
+    name            str
+    status          "running" | "finished"
+    config          dict (the resolved configuration; the reload key)
+    components      dict
+    environment     dict with "device" (str): where the run started
+    history         list of rows: epoch (int), loss (number | null), train_seconds (number),
+                    metrics (dict of numbers | null), ...
+    best            null | {epoch (int), metric (str), value (number), metrics (dict),
+                    seconds_to_best (number)}
+    started         str | null
+    finished        str | null (str when finished)
+    total_train_seconds  number (when finished)
+    segments        list of {device (str), device_name (str | null), from_epoch (int),
+                    to_epoch (int), started (str | null)}: the stretches of epochs each process
+                    ran (one per start or resume), epochs from_epoch + 1 .. to_epoch
+    device_changed  bool: a resume ran on another device (type or model) than the segment
+                    before it, so the run is not bit-identical to an uninterrupted one;
+                    ``device_notes`` (list of str) says where and when
+    resumed         int, optional: how many times the run was resumed
+
+Version 0 -> 1 migration: ``schema_version`` is set, ``segments`` becomes one segment on the
+``environment`` device covering every epoch of ``history``, ``device_changed`` is ``False``,
+``environment`` values that are ``str`` subclasses become ``str``, and ``migrated_from``
+records the version read.
 """
 
 from __future__ import annotations
@@ -16,7 +50,25 @@ from typing import Any
 
 import torch
 
-__all__ = ["RunRecord", "load_finished_record", "write_json_atomic", "read_json", "environment_info", "atomic_torch_save"]
+__all__ = [
+    "SCHEMA_VERSION",
+    "RecordError",
+    "RunRecord",
+    "load_finished_record",
+    "migrate_record",
+    "validate_record",
+    "write_json_atomic",
+    "read_json",
+    "environment_info",
+    "atomic_torch_save",
+]
+
+SCHEMA_VERSION = 1
+"""The version of the run-record schema this dmlnb writes (see the module docstring)."""
+
+
+class RecordError(ValueError):
+    """A run record that cannot be used: unreadable, of a newer schema, or missing a field."""
 
 
 def _atomic_write(path: Path, write: Any) -> None:
@@ -48,8 +100,130 @@ def atomic_torch_save(obj: Any, path: str | Path) -> None:
 
 
 def read_json(path: str | Path) -> dict[str, Any]:
+    """The JSON document at ``path``."""
     with open(path) as fh:
         return json.load(fh)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _check(ok: bool, source: str, field: str, wanted: str, value: Any, missing: bool = False) -> None:
+    if ok:
+        return
+    if missing:
+        problem = "is missing"
+    else:
+        shown = repr(value)
+        problem = f"is {shown[:60] + '...' if len(shown) > 60 else shown} ({type(value).__name__})"
+    raise RecordError(
+        f"run record {source}: field {field!r} {problem}, expected {wanted}; the file is damaged or "
+        "was not written by dmlnb's training loop: copy it again from the machine that made it, or "
+        "delete it to retrain the run"
+    )
+
+
+def _check_fields(obj: dict[str, Any], spec: dict[str, tuple[Any, str]], source: str, prefix: str) -> None:
+    for key, (test, wanted) in spec.items():
+        _check(key in obj, source, prefix + key, wanted, None, missing=True)
+        _check(test(obj[key]), source, prefix + key, wanted, obj[key])
+
+
+_INT = (lambda v: isinstance(v, int) and not isinstance(v, bool), "an int")
+_NUMBER = (_is_number, "a number")
+_STR = (lambda v: isinstance(v, str), "a string")
+_DICT = (lambda v: isinstance(v, dict), "an object (dict)")
+_RECORD_FIELDS: dict[str, tuple[Any, str]] = {
+    "name": _STR,
+    "status": (lambda v: v in ("running", "finished"), '"running" or "finished"'),
+    "config": _DICT,
+    "components": _DICT,
+    "environment": _DICT,
+    "history": (lambda v: isinstance(v, list), "a list of epoch rows"),
+    "best": (lambda v: v is None or isinstance(v, dict), "null or an object"),
+    "started": (lambda v: v is None or isinstance(v, str), "null or a string"),
+    "finished": (lambda v: v is None or isinstance(v, str), "null or a string"),
+    "segments": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list of segments"),
+    "device_changed": (lambda v: isinstance(v, bool), "true or false"),
+}
+_ROW_FIELDS: dict[str, tuple[Any, str]] = {
+    "epoch": _INT,
+    "loss": (lambda v: v is None or _is_number(v), "null or a number"),
+    "train_seconds": _NUMBER,
+    "metrics": (lambda v: v is None or (isinstance(v, dict) and all(_is_number(x) for x in v.values())),
+                "null or an object of numbers"),
+}
+_BEST_FIELDS: dict[str, tuple[Any, str]] = {
+    "epoch": _INT,
+    "metric": _STR,
+    "value": _NUMBER,
+    "metrics": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
+    "seconds_to_best": _NUMBER,
+}
+_SEGMENT_FIELDS: dict[str, tuple[Any, str]] = {"device": _STR, "from_epoch": _INT, "to_epoch": _INT}
+
+
+def validate_record(data: Any, source: str = "<record>") -> None:
+    """Raise :class:`RecordError` naming ``source`` and the field unless ``data`` is a valid
+    current-version record: every field the book's tables and claims read is checked."""
+    _check(isinstance(data, dict), source, "<top level>", "a JSON object", data)
+    _check(data.get("schema_version") == SCHEMA_VERSION, source, "schema_version", str(SCHEMA_VERSION),
+           data.get("schema_version"), missing="schema_version" not in data)
+    _check_fields(data, _RECORD_FIELDS, source, "")
+    _check_fields(data["environment"], {"device": _STR}, source, "environment.")
+    for i, row in enumerate(data["history"]):
+        _check(isinstance(row, dict), source, f"history[{i}]", "an object", row)
+        _check_fields(row, _ROW_FIELDS, source, f"history[{i}].")
+    if data["best"] is not None:
+        _check_fields(data["best"], _BEST_FIELDS, source, "best.")
+    for i, segment in enumerate(data["segments"]):
+        _check(isinstance(segment, dict), source, f"segments[{i}]", "an object", segment)
+        _check_fields(segment, _SEGMENT_FIELDS, source, f"segments[{i}].")
+    if data["status"] == "finished":
+        _check_fields(data, {"finished": _STR, "total_train_seconds": _NUMBER}, source, "")
+
+
+def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
+    """``data`` brought to :data:`SCHEMA_VERSION` (a new dict; ``data`` is not changed).
+
+    Raises:
+        RecordError: ``data`` is not a JSON object, or its ``schema_version`` is newer than this
+            dmlnb understands (or not an int).
+    """
+    _check(isinstance(data, dict), source, "<top level>", "a JSON object", data)
+    version = data.get("schema_version", 0)
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        _check(False, source, "schema_version", "a non-negative int", version)
+    if version > SCHEMA_VERSION:
+        raise RecordError(
+            f"run record {source} has schema_version {version}, newer than this dmlnb "
+            f"({_dmlnb_version()}) reads (up to {SCHEMA_VERSION}): update dmlnb on this machine "
+            "to load records written by a newer one"
+        )
+    out = dict(data)
+    if version == 0:
+        environment = out.get("environment") if isinstance(out.get("environment"), dict) else {}
+        history = out.get("history") if isinstance(out.get("history"), list) else []
+        epochs = [row.get("epoch") for row in history if isinstance(row, dict)]
+        last = max((e for e in epochs if isinstance(e, int) and not isinstance(e, bool)), default=0)
+        out["schema_version"] = 1
+        out["migrated_from"] = 0
+        if isinstance(out.get("environment"), dict):  # v0 checkpoints kept torch.__version__ (a str subclass)
+            out["environment"] = {k: str(v) if isinstance(v, str) else v for k, v in environment.items()}
+        out.setdefault("segments", [{
+            "device": environment.get("device"), "device_name": environment.get("device_name"),
+            "from_epoch": 0, "to_epoch": last, "started": out.get("started"),
+        }])
+        out.setdefault("device_changed", False)
+    return out
+
+
+def _dmlnb_version() -> str:
+    """This package's version string."""
+    import dmlnb
+
+    return str(dmlnb.__version__)
 
 
 def _jsonable(obj: Any) -> Any:
@@ -86,14 +260,12 @@ def environment_info(device: torch.device) -> dict[str, Any]:
     import numpy
     import torchvision
 
-    import dmlnb
-
     info: dict[str, Any] = {
         "python": platform.python_version(),
-        "torch": torch.__version__,
-        "torchvision": torchvision.__version__,
-        "numpy": numpy.__version__,
-        "dmlnb": dmlnb.__version__,
+        "torch": str(torch.__version__),  # a str subclass; checkpoints hold plain str
+        "torchvision": str(torchvision.__version__),
+        "numpy": str(numpy.__version__),
+        "dmlnb": _dmlnb_version(),
         "platform": platform.platform(),
         "device": str(device),
         "threads": torch.get_num_threads(),
@@ -109,10 +281,8 @@ def environment_info(device: torch.device) -> dict[str, Any]:
 class RunRecord:
     """The JSON record of one training run (``data``), saved atomically to ``path``.
 
-    ``data`` keys: ``name``, ``status`` ("running" / "finished"), ``config``, ``components``,
-    ``environment``, ``history`` (one row per epoch: ``epoch``, ``loss``, ``train_seconds``,
-    ``images_per_second``, ``lr``, ``metrics`` or ``None``), ``best`` (``epoch``, ``metric``,
-    ``value``, ``metrics``, ``seconds_to_best``), ``started``, ``finished``.
+    ``data`` keys: see the module docstring (schema version :data:`SCHEMA_VERSION`); history rows
+    of :func:`dmlnb.training.train` also hold ``images_per_second`` and ``lr``.
     """
 
     def __init__(self, data: dict[str, Any], path: Path | None = None) -> None:
@@ -123,8 +293,10 @@ class RunRecord:
     def new(cls, name: str, config: dict[str, Any], components: dict[str, Any], environment: dict[str, Any]) -> "RunRecord":
         from datetime import datetime, timezone
 
+        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
         return cls(
             {
+                "schema_version": SCHEMA_VERSION,
                 "name": name,
                 "status": "running",
                 "config": config,
@@ -132,14 +304,76 @@ class RunRecord:
                 "environment": environment,
                 "history": [],
                 "best": None,
-                "started": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                "started": started,
                 "finished": None,
+                "segments": [_segment(environment, 0, started)],
+                "device_changed": False,
             }
         )
 
     @classmethod
     def load(cls, path: str | Path) -> "RunRecord":
-        return cls(read_json(path), Path(path))
+        """The record at ``path``, migrated to the current schema and validated.
+
+        Raises:
+            FileNotFoundError: no file at ``path``.
+            RecordError: not JSON, a newer schema version, or a field the book reads is missing
+                or of the wrong type (the message names ``path`` and the field).
+        """
+        path = Path(path)
+        try:
+            raw = read_json(path)
+        except json.JSONDecodeError as err:
+            raise RecordError(
+                f"run record {path} is not valid JSON ({err}); copy it again or delete it to retrain"
+            ) from None
+        return cls.from_data(raw, str(path), path)
+
+    @classmethod
+    def from_data(cls, data: Any, source: str, path: Path | None = None) -> "RunRecord":
+        """A record from already-parsed ``data`` (e.g. a checkpoint's), migrated and validated;
+        ``source`` names it in error messages."""
+        data = migrate_record(data, source)
+        validate_record(data, source)
+        return cls(data, path)
+
+    def resume(self, environment: dict[str, Any], from_epoch: int) -> None:
+        """Note that a new process continues the run after epoch ``from_epoch`` with
+        ``environment`` (:func:`environment_info`): a new segment, ``resumed`` + 1, and, when
+        the device differs from the previous segment's (type or model), ``device_changed`` and a
+        sentence in ``device_notes``."""
+        from datetime import datetime, timezone
+
+        segments = self.data["segments"]
+        previous = segments[-1]
+        segment = _segment(environment, from_epoch, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        segments.append(segment)
+        self.data["resumed"] = self.data.get("resumed", 0) + 1
+        if _device_key(previous) != _device_key(segment):
+            self.data["device_changed"] = True
+            self.data.setdefault("device_notes", []).append(
+                f"epochs {previous['from_epoch'] + 1}-{from_epoch} ran on {previous['device']} "
+                f"({previous.get('device_name')}), the run resumed after epoch {from_epoch} on "
+                f"{segment['device']} ({segment['device_name']}): results are not bit-identical "
+                "to an uninterrupted run on one device"
+            )
+
+    def save_if_stale(self) -> bool:
+        """Rewrite the file at ``path`` unless it already holds this record's run state (status,
+        history, best, segments); returns whether it was written. Repairs the file after a
+        process died between writing a checkpoint and writing the record."""
+        if self.path is None:
+            raise ValueError("RunRecord has no path; set record.path first")
+        try:
+            on_disk = read_json(self.path)
+        except (OSError, ValueError):
+            on_disk = None
+        mine = json.loads(json.dumps(self.data, default=_jsonable))
+        keys = ("status", "history", "best", "finished", "segments")
+        if isinstance(on_disk, dict) and all(on_disk.get(k) == mine.get(k) for k in keys):
+            return False
+        self.save()
+        return True
 
     def add_epoch(self, row: dict[str, Any], select_metric: str) -> bool:
         """Append an epoch row; returns ``True`` when it is the new best by ``select_metric``.
@@ -147,6 +381,8 @@ class RunRecord:
         The evaluation before training (``epoch == 0``) is recorded but never counts as best.
         """
         self.data["history"].append(row)
+        if self.data.get("segments"):
+            self.data["segments"][-1]["to_epoch"] = row["epoch"]
         metrics = row.get("metrics")
         if not metrics or row["epoch"] == 0:
             return False
@@ -201,11 +437,28 @@ class RunRecord:
         return f"RunRecord({self.data['name']!r}, {self.data['status']}, {summary})"
 
 
+def _segment(environment: dict[str, Any], from_epoch: int, started: str | None) -> dict[str, Any]:
+    return {
+        "device": str(environment.get("device")),
+        "device_name": environment.get("device_name"),
+        "from_epoch": int(from_epoch),
+        "to_epoch": int(from_epoch),
+        "started": started,
+    }
+
+
+def _device_key(segment: dict[str, Any]) -> tuple[str, Any]:
+    """What must match for a continuation to be bit-identical: device type and model."""
+    return str(segment["device"]).split(":")[0], segment.get("device_name")
+
+
 def load_finished_record(run_dir: str | Path, config: dict[str, Any] | Any) -> RunRecord | None:
     """The finished record in ``run_dir`` if it was made with ``config``, else ``None``.
 
     Lets a notebook re-render its tables from saved records without retraining; a record made
     with another configuration (or an unfinished one) is ignored, so changed settings retrain.
+    The record is migrated and validated (:meth:`RunRecord.load`): a damaged one raises
+    :class:`RecordError` naming the file and the field instead of being silently retrained.
     """
     path = Path(run_dir) / "record.json"
     if not path.exists():

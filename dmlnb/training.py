@@ -8,9 +8,18 @@ report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecor
 * CPU or CUDA picked automatically; on CUDA, mixed precision (bf16 autocast, or fp16 with a grad
   scaler where bf16 is unsupported) and channels_last; losses always see float32 embeddings.
 * Seeded: on CPU two runs with the same config give identical weights.
-* With ``run_dir`` set, the record (JSON) is rewritten atomically after every epoch and a checkpoint
-  is saved; a run that is interrupted resumes from its last finished epoch and ends exactly where
-  an uninterrupted run would (batches of epoch e depend only on (seed, e); RNG states are saved).
+* With ``run_dir`` set, a checkpoint and then the record (JSON) are written atomically after every
+  epoch; a run that is interrupted resumes from its last finished epoch and, on the same device,
+  ends exactly where an uninterrupted run would (batches of epoch e depend only on (seed, e); RNG
+  states are saved). Resumed on another device (a CUDA-made checkpoint on a CPU machine or the
+  reverse) it continues, and the record says so (``device_changed``, ``device_notes``,
+  ``segments``). Re-running a folder after a crash at any point repairs ``record.json`` from the
+  checkpoint and removes the temporary files a killed write left.
+* Checkpoints hold only tensors and plain containers and are loaded with ``weights_only=True``
+  (:mod:`dmlnb.checkpoints`).
+* With the environment variable ``DMLNB_NO_TRAINING=1`` (set by ``python -m dmlnb render``) a
+  run that is not already finished in its ``run_dir`` raises :class:`TrainingDisabledError`
+  naming the folder instead of training.
 * Per-step :class:`dmlnb.hooks.Hook` objects add samplers that need embeddings, gradient edits
   (proximal terms) and penalties without forking the loop.
 """
@@ -19,6 +28,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -29,12 +39,55 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
+from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.profiles import TrainConfig
-from dmlnb.records import RunRecord, atomic_torch_save, environment_info
+from dmlnb.records import RunRecord, environment_info
 
-__all__ = ["train", "fit", "resolve_device", "build_optimizer", "evaluate_model"]
+__all__ = [
+    "train",
+    "fit",
+    "resolve_device",
+    "build_optimizer",
+    "evaluate_model",
+    "mixed_precision",
+    "utc_now",
+    "NO_TRAINING_ENV",
+    "TrainingDisabledError",
+    "check_training_allowed",
+    "check_labels",
+]
+
+NO_TRAINING_ENV = "DMLNB_NO_TRAINING"
+"""Environment variable: ``"1"`` makes every run that is not finished in its folder raise."""
+
+
+class TrainingDisabledError(RuntimeError):
+    """A run would train while training is disabled (``DMLNB_NO_TRAINING=1``)."""
+
+
+def check_training_allowed(run_dir: Path | None, what: str) -> None:
+    """Raise :class:`TrainingDisabledError` when ``DMLNB_NO_TRAINING=1``: ``what`` (e.g. "epochs
+    3-10") of the run in ``run_dir`` would have to be trained; the message says which record is
+    missing and how to get it."""
+    if os.environ.get(NO_TRAINING_ENV, "") in ("", "0"):
+        return
+    if run_dir is None:
+        where = "a run without run_dir (nothing can be reloaded)"
+    else:
+        record, ckpt = run_dir / "record.json", run_dir / "checkpoint.pt"
+        if not record.exists() and not ckpt.exists():
+            where = f"{record} is missing"
+        elif not ckpt.exists():
+            where = f"{record} is there but {ckpt} (the trained weights this step needs) is not"
+        else:
+            where = f"{ckpt} holds an unfinished run"
+    raise TrainingDisabledError(
+        f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
+        f"would be trained: {where}. Copy that run folder (record.json and checkpoint.pt / best.pt) "
+        "from the machine that trained it into --runs, or render without --runs to train here"
+    )
 
 _OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 
@@ -96,7 +149,9 @@ def _batches(dataset: Dataset, batches: Iterable[list[int]], num_workers: int, p
     yield from loader
 
 
-def _autocast(device: torch.device, enabled: bool) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
+def mixed_precision(device: torch.device, enabled: bool) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
+    """``(autocast context, grad scaler or None)``: bf16 autocast on CUDA where supported, fp16
+    with a scaler otherwise; no-ops on CPU or when ``enabled`` is false."""
     if not (enabled and device.type == "cuda"):
         return contextlib.nullcontext(), None
     if torch.cuda.is_bf16_supported():
@@ -126,7 +181,8 @@ def evaluate_model(
     return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, **kwargs)
 
 
-def _now() -> str:
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second (record timestamps)."""
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
@@ -165,15 +221,17 @@ def train(
         progress: show a tqdm bar.
         name: run name stored in the record (default: the folder name or ``"run"``).
     """
+    labels = check_labels(train_set, "train_set")
+    _check_not_empty(eval_set, "eval_set")
+    _check_not_empty(gallery_set, "gallery_set")
     device = resolve_device(config.device)
-    run_dir = Path(run_dir) if run_dir is not None else None
+    run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
     model.to(device)
     loss_fn.to(device)
     channels_last = config.channels_last and device.type == "cuda"
     if channels_last:
         model.to(memory_format=torch.channels_last)
-    labels = torch.as_tensor(train_set.labels)  # type: ignore[attr-defined]
     sampler = sampler if sampler is not None else _default_sampler(labels, config)
     hooks = list(hooks)
     if isinstance(sampler, Hook) and sampler not in hooks:
@@ -181,7 +239,7 @@ def train(
     optimizer = build_optimizer(config, model, loss_fn)
     milestones = sorted({max(1, round(f * config.epochs)) if f < 1 else int(f) for f in config.lr_milestones})
     scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=config.lr_gamma)
-    autocast, scaler = _autocast(device, config.amp)
+    autocast, scaler = mixed_precision(device, config.amp)
     state = TrainState(model=model, loss_fn=loss_fn, optimizer=optimizer, device=device)
 
     record = RunRecord.new(
@@ -199,28 +257,37 @@ def train(
     start_epoch = 0
     ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
     if resume and ckpt_path is not None and ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-        if ckpt["record"]["config"] != record.data["config"]:
+        ckpt = load_checkpoint(ckpt_path)
+        saved = RunRecord.from_data(ckpt.get("record"), f"{ckpt_path}['record']")
+        if saved.config != record.data["config"]:
             raise ValueError(
                 f"{run_dir} holds a run with a different configuration; pass a new run_dir, "
                 "or resume=False to overwrite it"
             )
         model.load_state_dict(ckpt["model"])
         loss_fn.load_state_dict(ckpt["loss"])
-        optimizer.load_state_dict(ckpt["optimizer"])
+        optimizer.load_state_dict(ckpt["optimizer"])  # casts the state to the parameters' device
         scheduler.load_state_dict(ckpt["scheduler"])
         if scaler is not None and ckpt.get("scaler"):
             scaler.load_state_dict(ckpt["scaler"])
+        if len(ckpt["hooks"]) != len(hooks) and int(ckpt["epoch"]) < config.epochs:
+            raise ValueError(
+                f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has {len(hooks)} "
+                f"({[type(h).__name__ for h in hooks]}); pass the same hooks, or a new run_dir"
+            )
         for hook, hook_state in zip(hooks, ckpt["hooks"]):
             hook.load_state_dict(hook_state)
-        torch.set_rng_state(ckpt["rng_cpu"])
-        if device.type == "cuda" and ckpt.get("rng_cuda") is not None:
-            torch.cuda.set_rng_state(ckpt["rng_cuda"], device)
-        record = RunRecord(ckpt["record"], path=record.path)
-        record.data["resumed"] = record.data.get("resumed", 0) + 1
-        start_epoch = ckpt["epoch"]
+        restore_rng_state(ckpt, device, ckpt_path)
+        record = saved
+        start_epoch = int(ckpt["epoch"])
+        if start_epoch < config.epochs:
+            record.resume(environment_info(device), start_epoch)
+    if start_epoch < config.epochs:
+        check_training_allowed(run_dir, f"epochs {start_epoch + 1}-{config.epochs} of {record.data['name']!r}")
     if run_dir is not None:
         record.path = run_dir / "record.json"
+        if start_epoch > 0:
+            record.save_if_stale()  # the checkpoint may be newer than record.json (a crash between)
 
     def run_eval() -> dict[str, float]:
         t0 = time.perf_counter()
@@ -239,7 +306,8 @@ def train(
             "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
         )
     total = steps_per_epoch * config.epochs
-    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress, desc=record.data["name"], leave=False)
+    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress or start_epoch >= config.epochs,
+               desc=record.data["name"], leave=False)
     for hook in hooks:
         hook.on_train_start(state)
     pin = device.type == "cuda"
@@ -313,11 +381,11 @@ def train(
                 row["metrics"] = run_eval()
             improved = record.add_epoch(row, config.select_metric)
             if last:
-                record.finish(_now())
+                record.finish(utc_now())
             if run_dir is not None:
                 if improved:
-                    atomic_torch_save({"model": model.state_dict(), "loss": loss_fn.state_dict(), "epoch": epoch + 1}, run_dir / "best.pt")
-                atomic_torch_save(
+                    save_checkpoint({"model": model.state_dict(), "loss": loss_fn.state_dict(), "epoch": epoch + 1}, run_dir / "best.pt")
+                save_checkpoint(
                     {
                         "model": model.state_dict(),
                         "loss": loss_fn.state_dict(),
@@ -325,19 +393,57 @@ def train(
                         "scheduler": scheduler.state_dict(),
                         "scaler": scaler.state_dict() if scaler is not None else None,
                         "hooks": [h.state_dict() for h in hooks],
-                        "rng_cpu": torch.get_rng_state(),
-                        "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                        **rng_state(device),
                         "epoch": epoch + 1,
                         "record": record.data,
                     },
                     ckpt_path,  # type: ignore[arg-type]
                 )
-                record.save()
+                record.save()  # after the checkpoint: a finished record.json always has one
     finally:
         bar.close()
     if start_epoch >= config.epochs and record.data["status"] != "finished":
-        record.finish(_now())
+        record.finish(utc_now())
+        if run_dir is not None:
+            record.save()
     return record
+
+
+def check_labels(dataset: Dataset, name: str) -> Tensor:
+    """``dataset.labels`` as a ``(N,)`` long tensor, or an error naming ``name`` and the fix:
+    the set must be non-empty, hold one integer label ``>= 0`` per example (``-1`` marks
+    unlabelled examples, which a supervised train set must not contain)."""
+    _check_not_empty(dataset, name)
+    if not hasattr(dataset, "labels"):
+        raise TypeError(
+            f"{name} ({type(dataset).__name__}) has no `labels` attribute; wrap it in a "
+            "dmlnb.data.LabelledDataset (or give it a (N,) integer `labels` tensor)"
+        )
+    labels = torch.as_tensor(dataset.labels)  # type: ignore[attr-defined]
+    if labels.dim() != 1 or len(labels) != len(dataset):  # type: ignore[arg-type]
+        raise ValueError(
+            f"{name}.labels has shape {tuple(labels.shape)} but {name} holds {len(dataset)} examples; "  # type: ignore[arg-type]
+            "give one class id per example"
+        )
+    if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
+        raise TypeError(
+            f"{name}.labels are {labels.dtype}; labels must be integer class ids: convert them "
+            "with labels.long() (after checking they hold whole numbers)"
+        )
+    negative = int((labels < 0).sum())
+    if negative:
+        raise ValueError(
+            f"{name}.labels holds {negative} negative labels (min {int(labels.min())}); -1 marks "
+            f"unlabelled examples, which supervised training cannot use: filter them out of {name} "
+            "first (e.g. dataset.subset((dataset.labels >= 0).nonzero().flatten()))"
+        )
+    return labels.long()
+
+
+def _check_not_empty(dataset: Dataset | None, name: str) -> None:
+    if dataset is not None and len(dataset) == 0:  # type: ignore[arg-type]
+        hint = "pass None for no evaluation" if name != "train_set" else "check the dataset's split and filters"
+        raise ValueError(f"{name} is empty (0 examples); {hint}")
 
 
 class _EpochBatches:

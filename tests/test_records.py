@@ -23,7 +23,7 @@ def test_atomic_torch_save_roundtrip(tmp_path):
 
 
 def test_best_epoch_tracking_and_history_frame(tmp_path):
-    rec = RunRecord.new("x", config={}, components={}, environment={})
+    rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
     # the evaluation before training is history, never the best epoch
     assert not rec.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": {"R@1": 0.9}}, "R@1")
     assert rec.add_epoch({"epoch": 1, "loss": 1.0, "train_seconds": 1.0, "metrics": {"R@1": 0.3}}, "R@1")
@@ -44,7 +44,7 @@ def test_load_finished_record_only_for_the_same_config(tmp_path):
     from dmlnb.records import load_finished_record
 
     cfg = make_config("smoke")
-    rec = RunRecord.new("x", config=cfg.to_dict(), components={}, environment={})
+    rec = RunRecord.new("x", config=cfg.to_dict(), components={}, environment={"device": "cpu"})
     rec.save(tmp_path / "record.json")
     assert load_finished_record(tmp_path, cfg) is None  # still running
     rec.finish("now")

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses import (
@@ -435,7 +436,7 @@ class LemmaTracker(Hook):
                 state.step -= 1
 
     def state_dict(self) -> dict[str, Any]:
-        return {"rows": [dict(r) for r in self.rows]}
+        return {"rows": [{str(k): float(v) for k, v in r.items()} for r in self.rows]}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.rows = [dict(r) for r in state.get("rows", [])]
@@ -594,7 +595,7 @@ def run_method(
         best_path = run_dir / "best.pt" if run_dir is not None else None
         final_state = {k: v.clone() for k, v in model.state_dict().items()}
         if best_path is not None and best_path.exists():
-            model.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=False)["model"])
+            model.load_state_dict(load_checkpoint(best_path)["model"])
         model.eval_layer = "last"  # type: ignore[union-attr]
         emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
         extras["last_layer"] = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed)

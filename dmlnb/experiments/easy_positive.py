@@ -41,6 +41,7 @@ from dmlnb.analysis import (
     same_class_similarities,
     similarity_summary,
 )
+from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
@@ -455,7 +456,7 @@ class Runner:
         if not path.exists():
             return None
         model = self._build_model(config, splits)
-        state = torch.load(path, map_location="cpu", weights_only=False)
+        state = load_checkpoint(path)
         model.load_state_dict(state["model"])
         return model.eval()
 

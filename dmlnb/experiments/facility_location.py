@@ -35,6 +35,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses import (
@@ -408,7 +409,7 @@ class InsideLossHook(Hook):
             self.log.setdefault(key, []).append(value)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"log": {k: list(v) for k, v in self.log.items()}}
+        return {"log": {str(k): [float(x) for x in v] for k, v in self.log.items()}}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.log = {k: list(v) for k, v in state.get("log", {}).items()}
@@ -531,7 +532,7 @@ def run_method(
 
     best_path = run_dir / "best.pt" if run_dir is not None else None
     if best_path is not None and best_path.exists():
-        model.load_state_dict(torch.load(best_path, map_location="cpu", weights_only=False)["model"])
+        model.load_state_dict(load_checkpoint(best_path)["model"])
     model = model.cpu().eval()
     emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
     geometric = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed,

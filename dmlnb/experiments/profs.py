@@ -447,7 +447,7 @@ class TimedSampler(Sampler[list[int]], Hook):
 
     def state_dict(self) -> dict[str, Any]:
         inner = self.sampler.state_dict() if isinstance(self.sampler, Hook) else {}
-        return {"inner": inner, "seconds": self.seconds, "calls": self.calls}
+        return {"inner": inner, "seconds": float(self.seconds), "calls": int(self.calls)}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if isinstance(self.sampler, Hook):

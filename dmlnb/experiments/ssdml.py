@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import DatasetSplits, load_dataset
 from dmlnb.data.base import LabelledDataset, gather_images
 from dmlnb.data.semisup import semi_supervised
@@ -547,7 +548,7 @@ def run_method(
         name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets),
     )
     if run_dir is not None and (run_dir / "best.pt").exists():
-        state = torch.load(run_dir / "best.pt", map_location="cpu", weights_only=False)
+        state = load_checkpoint(run_dir / "best.pt")
         network.load_state_dict(state["network"])
         objective.load_state_dict(state["objective"])
     emb, lab = embed(network, objective.metric, splits.test, cfg.eval_batch_size)

@@ -556,7 +556,7 @@ class MarginDecayHook(Hook):
         self.loss.margin_multiplier = self.initial * self.rate**exponent
 
     def state_dict(self) -> dict:
-        return {"initial": self.initial}
+        return {"initial": float(self.initial)}  # a plain float: checkpoints hold no numpy scalars
 
     def load_state_dict(self, state: dict) -> None:
         self.initial = state["initial"]

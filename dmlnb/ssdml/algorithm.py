@@ -20,8 +20,12 @@ Records: the run's :class:`~dmlnb.records.RunRecord` has one history row per epo
 ``partition``, timings, ``metrics`` every ``config.eval_every`` epochs, the learned embedding
 ``Lᵀ z`` evaluated with Euclidean distances, the metric the method learns). With ``run_dir`` it
 is rewritten atomically every epoch; a checkpoint after every partition lets an interrupted run
-resume from its last finished partition and end exactly where an uninterrupted run would on CPU
-(every random draw depends only on ``(seed, partition)`` or ``(seed, epoch)``).
+resume from its last finished partition and end exactly where an uninterrupted run would on the
+same device (every random draw depends only on ``(seed, partition)`` or ``(seed, epoch)``).
+Checkpoints are loaded and saved, run folders repaired after a crash and device changes recorded
+exactly as in :func:`dmlnb.training.train` (the same functions: :mod:`dmlnb.checkpoints`,
+:meth:`~dmlnb.records.RunRecord.resume`); the record says "finished" on disk only once the
+final checkpoint is written.
 """
 
 from __future__ import annotations
@@ -38,13 +42,21 @@ from torch import Tensor, nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
 from tqdm import tqdm
 
+from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.profiles import TrainConfig
-from dmlnb.records import RunRecord, atomic_torch_save, environment_info
+from dmlnb.records import RunRecord, environment_info
 from dmlnb.samplers import _generator
 from dmlnb.ssdml.base import PartitionObjective
-from dmlnb.training import _autocast, _now, build_optimizer, resolve_device
+from dmlnb.training import (
+    build_optimizer,
+    check_labels,
+    check_training_allowed,
+    mixed_precision,
+    resolve_device,
+    utc_now,
+)
 
 __all__ = ["PartitionSchedule", "run_config", "embed", "evaluate_embedding", "train_ssdml"]
 
@@ -199,8 +211,9 @@ def train_ssdml(
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
     """
+    check_labels(labelled, "labelled")
     device = resolve_device(config.device)
-    run_dir = Path(run_dir) if run_dir is not None else None
+    run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
     network.to(device)
     objective.to(device)
@@ -209,7 +222,7 @@ def train_ssdml(
         raise ValueError("Algorithm 1 needs at least two training examples")
     net_opt = build_optimizer(config, network, nn.Module())
     metric_opt = torch.optim.Adam([p for p in objective.parameters() if p.requires_grad], lr=config.loss_lr or config.lr)
-    autocast, scaler = _autocast(device, config.amp)
+    autocast, scaler = mixed_precision(device, config.amp)
     cfg = run_config(config, schedule, spec or {"objective": repr(objective)})
     record = RunRecord.new(
         name=name or (run_dir.name if run_dir is not None else "ssdml"),
@@ -225,21 +238,27 @@ def train_ssdml(
     )
     ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
     start_partition = 0
+    num_partitions = math.ceil(config.epochs / schedule.epochs_per_partition)
     if resume and ckpt_path is not None and ckpt_path.exists():
-        ckpt = torch.load(ckpt_path, map_location=device, weights_only=False)
-        if ckpt["record"]["config"] == record.data["config"]:
+        ckpt = load_checkpoint(ckpt_path)
+        saved = RunRecord.from_data(ckpt.get("record"), f"{ckpt_path}['record']")
+        if saved.config == record.data["config"]:
             network.load_state_dict(ckpt["network"])
             objective.load_state_dict(ckpt["objective"])
-            net_opt.load_state_dict(ckpt["net_opt"])
+            net_opt.load_state_dict(ckpt["net_opt"])  # casts the state to the parameters' device
             metric_opt.load_state_dict(ckpt["metric_opt"])
-            torch.set_rng_state(ckpt["rng_cpu"])
-            if device.type == "cuda" and ckpt.get("rng_cuda") is not None:
-                torch.cuda.set_rng_state(ckpt["rng_cuda"], device)
-            record = RunRecord(ckpt["record"])
-            record.data["resumed"] = record.data.get("resumed", 0) + 1
-            start_partition = ckpt["partition"]
+            restore_rng_state(ckpt, device, ckpt_path)
+            record = saved
+            start_partition = int(ckpt["partition"])
+            if start_partition < num_partitions:
+                record.resume(environment_info(device), min(config.epochs, start_partition * schedule.epochs_per_partition))
+    if start_partition < num_partitions:
+        first = start_partition * schedule.epochs_per_partition + 1
+        check_training_allowed(run_dir, f"epochs {first}-{config.epochs} of {record.data['name']!r}")
     if run_dir is not None:
         record.path = run_dir / "record.json"
+        if start_partition > 0:
+            record.save_if_stale()  # the checkpoint may be newer than record.json (a crash between)
 
     def run_eval() -> dict[str, float]:
         t0 = time.perf_counter()
@@ -250,9 +269,8 @@ def train_ssdml(
     if eval_at_start and start_partition == 0 and eval_set is not None:
         record.add_epoch({"epoch": 0, "partition": None, "loss": None, "train_seconds": 0.0, "metrics": run_eval()},
                          config.select_metric)
-    num_partitions = math.ceil(config.epochs / schedule.epochs_per_partition)
     bar = tqdm(total=config.epochs, initial=min(config.epochs, start_partition * schedule.epochs_per_partition),
-               disable=not progress, desc=record.data["name"], leave=False)
+               disable=not progress or start_partition >= num_partitions, desc=record.data["name"], leave=False)
     try:
         for p in range(start_partition, num_partitions):
             t_prep = time.perf_counter()
@@ -321,31 +339,32 @@ def train_ssdml(
                     row["metrics"] = run_eval()
                 improved = record.add_epoch(row, config.select_metric)
                 if last:
-                    record.finish(_now())
+                    record.finish(utc_now())
                 if run_dir is not None:
                     if improved:
-                        atomic_torch_save({"network": network.state_dict(), "objective": objective.state_dict(),
-                                           "epoch": epoch + 1}, run_dir / "best.pt")
-                    record.save()
+                        save_checkpoint({"network": network.state_dict(), "objective": objective.state_dict(),
+                                         "epoch": epoch + 1}, run_dir / "best.pt")
+                    if not last:  # the finished record is written after the final checkpoint
+                        record.save()
                 bar.update(1)
                 bar.set_postfix(partition=p, loss=f"{row['loss']:.4f}", refresh=False)
             _set_requires_grad(objective, True)
             if run_dir is not None:
-                atomic_torch_save(
+                save_checkpoint(
                     {
                         "network": network.state_dict(), "objective": objective.state_dict(),
                         "net_opt": net_opt.state_dict(), "metric_opt": metric_opt.state_dict(),
-                        "rng_cpu": torch.get_rng_state(),
-                        "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
+                        **rng_state(device),
                         "partition": p + 1, "record": record.data,
                     },
                     ckpt_path,  # type: ignore[arg-type]
                 )
+                record.save()
     finally:
         _set_requires_grad(objective, True)
         bar.close()
     if record.data["status"] != "finished":
-        record.finish(_now())
+        record.finish(utc_now())
         if run_dir is not None:
             record.save()
     return record

@@ -1,0 +1,10 @@
+"""``python -m dmlnb``: the command line (see :mod:`dmlnb.render`)."""
+
+from __future__ import annotations
+
+import sys
+
+from dmlnb.render import main
+
+if __name__ == "__main__":
+    sys.exit(main())
