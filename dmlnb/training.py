@@ -42,7 +42,7 @@ from tqdm import tqdm
 from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
-from dmlnb.profiles import TrainConfig
+from dmlnb.profiles import OPTIMIZERS, TrainConfig
 from dmlnb.records import RunRecord, environment_info
 
 __all__ = [
@@ -89,8 +89,6 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
         "from the machine that trained it into --runs, or render without --runs to train here"
     )
 
-_OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
-
 
 def resolve_device(name: str = "auto") -> torch.device:
     """``"auto"`` -> CUDA when available, else CPU; otherwise ``torch.device(name)``."""
@@ -117,7 +115,7 @@ def build_optimizer(config: TrainConfig, model: nn.Module, loss_fn: nn.Module) -
         return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
     if name == "rmsprop":
         return torch.optim.RMSprop(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
-    raise ValueError(f"unknown optimizer {name!r}; choose one of {list(_OPTIMIZERS)}")
+    raise ValueError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
 
 
 class _Indexed(Dataset):
