@@ -1,9 +1,44 @@
-"""Tiny fabricated dataset trees for the `paper` paths (import as ``from fabricated import ...``)."""
+"""Fabricated inputs shared by the tests (import as ``from fabricated import ...``): tiny dataset
+trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
+and a model's parameters as one vector."""
 
 from pathlib import Path
 
 import torch
 from PIL import Image
+from torch import nn
+
+from dmlnb.data.base import InMemoryDataset
+from dmlnb.hooks import Hook
+
+
+class CrashAt(Hook):
+    """Simulates a killed process at global step ``at_step`` (once; ``-1``: never)."""
+
+    def __init__(self, at_step: int) -> None:
+        self.at_step, self.fired = at_step, False
+
+    def on_step_start(self, state) -> None:
+        if state.step == self.at_step and not self.fired:
+            self.fired = True
+            raise KeyboardInterrupt
+
+
+def flat_params(model: nn.Module) -> torch.Tensor:
+    """Every floating-point entry of ``model.state_dict()`` as one CPU vector."""
+    return torch.cat([p.detach().flatten().cpu() for p in model.state_dict().values() if p.is_floating_point()])
+
+
+def ssdml_data(seed: int = 0) -> tuple[InMemoryDataset, InMemoryDataset, InMemoryDataset]:
+    """``(labelled (9 images), unlabelled (51, labels -1), test (30))`` of 3 classes of 1x4x4 images."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.arange(3).repeat_interleave(20)  # 3 classes x 20
+    x = torch.randn(60, 1, 4, 4, generator=g) + y[:, None, None, None].float()
+    lab = torch.tensor([0, 1, 2, 20, 21, 22, 40, 41, 42])
+    unl = torch.tensor(sorted(set(range(60)) - set(lab.tolist())))
+    test = InMemoryDataset(torch.randn(30, 1, 4, 4, generator=g) + torch.arange(3).repeat(10)[:, None, None, None].float(),
+                           torch.arange(3).repeat(10))
+    return InMemoryDataset(x[lab], y[lab]), InMemoryDataset(x[unl], torch.full((len(unl),), -1)), test
 
 
 def fabricated_cub(root: Path, classes: list[int]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import shutil
@@ -10,6 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from fabricated import CrashAt, flat_params
 
 from dmlnb.checkpoints import CheckpointError, load_checkpoint, restore_rng_state, save_checkpoint
 from dmlnb.data import load_dataset
@@ -28,22 +28,6 @@ def digits():
     return load_dataset("digits")
 
 
-def _params(model):
-    return torch.cat([p.detach().flatten().cpu() for p in model.state_dict().values() if p.is_floating_point()])
-
-
-class _Crash(Hook):
-    """Simulates a killed process at a given global step (only once)."""
-
-    def __init__(self, at_step: int) -> None:
-        self.at_step, self.fired = at_step, False
-
-    def on_step_start(self, state):
-        if state.step == self.at_step and not self.fired:
-            self.fired = True
-            raise KeyboardInterrupt
-
-
 class _Probe(Hook):
     """Notes where the optimiser state and the RNG state live when training (re)starts."""
 
@@ -59,7 +43,7 @@ class _Probe(Hook):
 
 def _interrupted_run(digits, run_dir, hooks=()):
     """A run killed in the middle of epoch 2: ``run_dir`` holds the checkpoint of epoch 1."""
-    crash = _Crash(at_step=CFG.steps_per_epoch + 2)
+    crash = CrashAt(at_step=CFG.steps_per_epoch + 2)
     with pytest.raises(KeyboardInterrupt):
         fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=run_dir, hooks=[crash, *hooks], progress=False)
     return crash
@@ -167,7 +151,7 @@ def test_same_device_resume_is_bit_identical_and_says_no_device_change(digits, t
     crash = _interrupted_run(digits, tmp_path / "b")
     model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash],
                          progress=False)
-    assert torch.equal(_params(model_a), _params(model_b))
+    assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.data["device_changed"] is False and "device_notes" not in rec_b.data
     segments = rec_b.data["segments"]
     assert [(s["from_epoch"], s["to_epoch"]) for s in segments] == [(0, 1), (1, 3)]
@@ -311,7 +295,7 @@ def test_with_training_disabled_a_missing_run_is_named_and_a_finished_one_reload
     model_a, rec_a = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False)
     monkeypatch.setenv(NO_TRAINING_ENV, "1")
     model_b, rec_b = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False)
-    assert torch.equal(_params(model_a), _params(model_b)) and rec_b.best == rec_a.best
+    assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.best == rec_a.best
     with pytest.raises(TrainingDisabledError) as err:
         fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "missing", progress=False)
     assert str(tmp_path / "missing" / "record.json") in str(err.value) and "is missing" in str(err.value)

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 import torch
+from fabricated import CrashAt, ssdml_data
 
-from dmlnb.checkpoints import load_checkpoint, remove_stray_temp_files, save_checkpoint
+from dmlnb.checkpoints import load_checkpoint, remove_stray_temp_files
 from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
@@ -35,16 +36,6 @@ class _Counter(Hook):
 
     def on_step_end(self, state):
         self.steps += 1
-
-
-class _Crash(Hook):
-    def __init__(self, at_step: int) -> None:
-        self.at_step, self.fired = at_step, False
-
-    def on_step_start(self, state):
-        if state.step == self.at_step and not self.fired:
-            self.fired = True
-            raise KeyboardInterrupt
 
 
 def _plant_temp_files(run_dir: Path) -> None:
@@ -100,9 +91,9 @@ def test_killed_during_a_checkpoint_write_mid_run(digits, tmp_path):
     and record.json hold epoch 1; the re-run resumes, finishes and cleans up."""
     run_dir = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[_Crash(CFG.steps_per_epoch + 1)], progress=False)
+        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
     _plant_temp_files(run_dir)
-    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[_Crash(-1)], progress=False)
+    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(-1)], progress=False)
     assert rec.data["resumed"] == 1
     _assert_clean_and_consistent(run_dir, CFG.epochs)
 
@@ -112,15 +103,15 @@ def test_killed_between_checkpoint_and_record_mid_run_then_killed_again(digits, 
     the record from the checkpoint before training on, so a second kill leaves it consistent."""
     run_dir = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[_Crash(CFG.steps_per_epoch + 1)], progress=False)
+        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
     record = json.loads((run_dir / "record.json").read_text())
     write_json_atomic(run_dir / "record.json", _stale(record, 0))
     with pytest.raises(KeyboardInterrupt):  # killed again before epoch 2 ends
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[_Crash(CFG.steps_per_epoch + 1)], progress=False)
+        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
     again = json.loads((run_dir / "record.json").read_text())
     assert [r["epoch"] for r in again["history"]] == [1] and again["resumed"] == 1
     _plant_temp_files(run_dir)
-    fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[_Crash(-1)], progress=False)
+    fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(-1)], progress=False)
     _assert_clean_and_consistent(run_dir, CFG.epochs)
 
 
@@ -132,19 +123,6 @@ def test_remove_stray_temp_files_removes_only_ours(tmp_path):
     assert remove_stray_temp_files(tmp_path / "missing") == []
 
 
-def _ssdml_data():
-    g = torch.Generator().manual_seed(0)
-    y = torch.arange(3).repeat_interleave(20)
-    x = torch.randn(60, 1, 4, 4, generator=g) + y[:, None, None, None].float()
-    from dmlnb.data.base import InMemoryDataset
-
-    lab = torch.tensor([0, 1, 2, 20, 21, 22, 40, 41, 42])
-    unl = torch.tensor(sorted(set(range(60)) - set(lab.tolist())))
-    test = InMemoryDataset(torch.randn(30, 1, 4, 4, generator=g) + torch.arange(3).repeat(10)[:, None, None, None].float(),
-                           torch.arange(3).repeat(10))
-    return InMemoryDataset(x[lab], y[lab]), InMemoryDataset(x[unl], torch.full((len(unl),), -1)), test
-
-
 def _ssdml_run(run_dir: Path):
     from torch import nn
 
@@ -152,7 +130,7 @@ def _ssdml_run(run_dir: Path):
     network = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 6))
     cfg = make_config(None, dict(epochs=4, batch_size=20, m_per_class=10, lr=1e-2, eval_every=2, device="cpu",
                                  eval_metrics=("recall",), seed=3))
-    lab, unl, test = _ssdml_data()
+    lab, unl, test = ssdml_data()
     return train_ssdml(network, AngularSSDML(6, 4, k=4), lab, unl, test, cfg,
                        PartitionSchedule(partition_size=20, epochs_per_partition=2), spec={"m": "ours"},
                        run_dir=run_dir, progress=False)

@@ -4,24 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from fabricated import ssdml_data
 from torch import nn
 
-from dmlnb.data.base import InMemoryDataset
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
 from dmlnb.ssdml.algorithm import PartitionSchedule, _partition, _Pool, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
-
-
-def fake_data(seed: int = 0):
-    g = torch.Generator().manual_seed(seed)
-    y = torch.arange(3).repeat_interleave(20)  # 3 classes x 20
-    x = torch.randn(60, 1, 4, 4, generator=g) + y[:, None, None, None].float()
-    lab = torch.tensor([0, 1, 2, 20, 21, 22, 40, 41, 42])
-    unl = torch.tensor(sorted(set(range(60)) - set(lab.tolist())))
-    test = InMemoryDataset(torch.randn(30, 1, 4, 4, generator=g) + torch.arange(3).repeat(10)[:, None, None, None].float(),
-                           torch.arange(3).repeat(10))
-    return InMemoryDataset(x[lab], y[lab]), InMemoryDataset(x[unl], torch.full((len(unl),), -1)), test
 
 
 def net():
@@ -35,7 +24,7 @@ SCHED = PartitionSchedule(partition_size=20, epochs_per_partition=2)
 
 
 def test_partitions_sweep_the_unlabelled_pool():
-    lab, unl, _ = fake_data()
+    lab, unl, _ = ssdml_data()
     pool = _Pool(lab, unl)
     parts = [_partition(pool, PartitionSchedule(partition_size=17), 0, p) for p in range(3)]
     for p in parts:
@@ -47,7 +36,7 @@ def test_partitions_sweep_the_unlabelled_pool():
 
 
 def test_record_reload_and_exact_resume(tmp_path):
-    lab, unl, test = fake_data()
+    lab, unl, test = ssdml_data()
     full = net()
     rec = train_ssdml(full, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
                       run_dir=tmp_path / "a", progress=False)
@@ -83,7 +72,7 @@ def test_record_reload_and_exact_resume(tmp_path):
 
 
 def test_bad_objective_output_is_reported():
-    lab, unl, test = fake_data()
+    lab, unl, test = ssdml_data()
 
     class Broken(AngularSSDML):
         def prepare(self, z, labels):
@@ -94,7 +83,7 @@ def test_bad_objective_output_is_reported():
 
 
 def test_max_units_caps_the_units_per_partition():
-    lab, unl, _ = fake_data()
+    lab, unl, _ = ssdml_data()
     sched = PartitionSchedule(partition_size=20, epochs_per_partition=1, max_units=7)
     rec = train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, None, CFG.replace(epochs=2), sched, progress=False)
     hist = rec.history_frame()

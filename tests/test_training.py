@@ -2,7 +2,7 @@ import json
 
 import pytest
 import torch
-from fabricated import fabricated_cub
+from fabricated import CrashAt, fabricated_cub, flat_params
 
 from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
@@ -24,10 +24,6 @@ def _model(cfg, splits):
     return build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=True, width=cfg.width)
 
 
-def _params(model):
-    return torch.cat([p.detach().flatten() for p in model.state_dict().values() if p.is_floating_point()])
-
-
 def test_training_reduces_the_loss(digits):
     loss_fn = TripletLoss(margin=0.2, mining="all", reduction="mean")
     cfg = CFG.replace(epochs=4, steps_per_epoch=10)
@@ -47,20 +43,8 @@ def test_same_seed_same_weights_other_seed_differs(digits):
     a, _ = fit(CFG, TripletLoss(mining="hard"), splits=digits, progress=False)
     b, _ = fit(CFG, TripletLoss(mining="hard"), splits=digits, progress=False)
     c, _ = fit(CFG.replace(seed=1), TripletLoss(mining="hard"), splits=digits, progress=False)
-    assert torch.equal(_params(a), _params(b))
-    assert not torch.equal(_params(a), _params(c))
-
-
-class _Crash(Hook):
-    """Simulates a killed process at a given global step (only once)."""
-
-    def __init__(self, at_step: int) -> None:
-        self.at_step, self.fired = at_step, False
-
-    def on_step_start(self, state):
-        if state.step == self.at_step and not self.fired:
-            self.fired = True
-            raise KeyboardInterrupt
+    assert torch.equal(flat_params(a), flat_params(b))
+    assert not torch.equal(flat_params(a), flat_params(c))
 
 
 def _strip_timing(history):
@@ -76,13 +60,13 @@ def _strip_timing(history):
 
 def test_resume_after_interruption_equals_uninterrupted_run(digits, tmp_path):
     model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
-    crash = _Crash(at_step=CFG.steps_per_epoch + 2)  # in the middle of epoch 2
+    crash = CrashAt(at_step=CFG.steps_per_epoch + 2)  # in the middle of epoch 2
     with pytest.raises(KeyboardInterrupt):
         fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
     on_disk = json.loads((tmp_path / "b" / "record.json").read_text())
     assert on_disk["status"] == "running" and len(on_disk["history"]) == 1
     model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
-    assert torch.equal(_params(model_a), _params(model_b))
+    assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.data["resumed"] == 1 and rec_b.data["status"] == "finished"
     assert _strip_timing(rec_a.data["history"]) == _strip_timing(rec_b.data["history"])
 
@@ -92,7 +76,7 @@ def test_finished_run_is_loaded_not_retrained(digits, tmp_path):
     counter = _Counter()
     model_b, rec_b = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", hooks=[counter], progress=False)
     assert counter.steps == 0
-    assert torch.equal(_params(model_a), _params(model_b))
+    assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.best == rec_a.best
 
 
