@@ -27,7 +27,6 @@ report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecor
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 from datetime import datetime, timezone
@@ -56,7 +55,8 @@ __all__ = [
     "NO_TRAINING_ENV",
     "TrainingDisabledError",
     "check_training_allowed",
-    "check_labels",
+    "check_dataset_labels",
+    "LossMeter",
 ]
 
 NO_TRAINING_ENV = "DMLNB_NO_TRAINING"
@@ -184,6 +184,53 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
+class LossMeter:
+    """An epoch's per-image mean loss, summed on the device and read back only every ``every``
+    steps (default: each step on the CPU, where a read is free; every 50 steps on a GPU, so a
+    step never waits for the host) and at the end of the epoch.
+
+    A non-finite loss is caught at the next read, which names the first step that produced it
+    (on a GPU up to ``every - 1`` further steps may have run with it; the run stops either way).
+    The sum is kept in float64 (float32 on MPS), as the per-step Python sum was.
+    """
+
+    def __init__(self, device: torch.device, every: int | None = None) -> None:
+        dtype = torch.float32 if device.type == "mps" else torch.float64
+        self.every = every if every is not None else (1 if device.type == "cpu" else 50)
+        self.total = torch.zeros((), dtype=dtype, device=device)  # sum of loss x batch size
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first non-finite step
+        self.last = torch.zeros((), dtype=dtype, device=device)
+        self.images, self.pending = 0, 0
+
+    def add(self, loss: Tensor, batch_size: int, step: int) -> None:
+        """Add one step's mean loss (a 0-d tensor on the device) of ``batch_size`` images."""
+        self.last = loss.to(self.total.dtype)
+        self.total += self.last * batch_size
+        self.first_bad = torch.where((self.first_bad < 0) & ~torch.isfinite(loss), step, self.first_bad)
+        self.images += batch_size
+        self.pending += 1
+
+    def due(self) -> bool:
+        """Whether ``every`` steps have passed since the last read."""
+        return self.pending >= self.every
+
+    def read(self, epoch: int) -> float:
+        """The last step's loss (one host read); raises ``FloatingPointError`` on a non-finite one."""
+        first_bad, last = int(self.first_bad), float(self.last)
+        self.pending = 0
+        if first_bad >= 0:
+            raise FloatingPointError(
+                f"non-finite loss at epoch {epoch + 1}, step {first_bad}: lower the learning rate "
+                "(config key 'lr') or set grad_clip"
+            )
+        return last
+
+    def epoch_mean(self, epoch: int) -> float:
+        """The epoch's mean loss per image (checks finiteness first)."""
+        self.read(epoch)
+        return float(self.total) / max(self.images, 1)
+
+
 def train(
     model: nn.Module,
     loss_fn: nn.Module,
@@ -219,7 +266,7 @@ def train(
         progress: show a tqdm bar.
         name: run name stored in the record (default: the folder name or ``"run"``).
     """
-    labels = check_labels(train_set, "train_set")
+    labels = check_dataset_labels(train_set, "train_set")
     _check_not_empty(eval_set, "eval_set")
     _check_not_empty(gallery_set, "gallery_set")
     device = resolve_device(config.device)
@@ -317,7 +364,7 @@ def train(
                 sampler.set_epoch(epoch)  # type: ignore[attr-defined]
             batches = _EpochBatches(sampler, steps_per_epoch)
             t0 = time.perf_counter()
-            loss_sum, n_images = 0.0, 0
+            meter = LossMeter(device)
             for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
                 state.step = epoch * steps_per_epoch + i
                 x = x.to(device, non_blocking=True)
@@ -353,13 +400,10 @@ def train(
                 state.embeddings = state.embeddings.detach()
                 for hook in hooks:
                     hook.on_step_end(state)
-                loss_value = float(state.loss)
-                if not math.isfinite(loss_value):
-                    raise FloatingPointError(f"non-finite loss {loss_value} at epoch {epoch + 1}, step {state.step}")
-                loss_sum += loss_value * len(idx)
-                n_images += len(idx)
+                meter.add(state.loss, len(idx), state.step)
+                if meter.due() or i + 1 == steps_per_epoch:
+                    bar.set_postfix(epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False)
                 bar.update(1)
-                bar.set_postfix(epoch=epoch + 1, loss=f"{loss_value:.4f}", refresh=False)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             train_seconds = time.perf_counter() - t0
@@ -368,9 +412,9 @@ def train(
                 hook.on_epoch_end(state)
             row: dict[str, Any] = {
                 "epoch": epoch + 1,
-                "loss": loss_sum / max(n_images, 1),
+                "loss": meter.epoch_mean(epoch),
                 "train_seconds": train_seconds,
-                "images_per_second": n_images / train_seconds if train_seconds > 0 else None,
+                "images_per_second": meter.images / train_seconds if train_seconds > 0 else None,
                 "lr": optimizer.param_groups[0]["lr"],
                 "metrics": None,
             }
@@ -407,7 +451,7 @@ def train(
     return record
 
 
-def check_labels(dataset: Dataset, name: str) -> Tensor:
+def check_dataset_labels(dataset: Dataset, name: str) -> Tensor:
     """``dataset.labels`` as a ``(N,)`` long tensor, or an error naming ``name`` and the fix:
     the set must be non-empty, hold one integer label ``>= 0`` per example (``-1`` marks
     unlabelled examples, which a supervised train set must not contain)."""

@@ -193,3 +193,20 @@ def test_paper_profile_path_on_a_fabricated_cub_tree(tmp_path):
     assert rec.data["status"] == "finished"
     assert set(rec.best["metrics"]) >= {"R@1", "R@8", "NMI", "F1", "MAP@R"}
     assert model(torch.rand(2, 3, 32, 32)).shape == (2, 16)
+
+
+def test_loss_meter_reads_back_every_k_steps_and_names_the_first_bad_step():
+    from dmlnb.training import LossMeter
+
+    meter = LossMeter(torch.device("cpu"), every=3)
+    losses = [0.5, 0.25, 2.0]
+    for step, value in enumerate(losses):
+        meter.add(torch.tensor(value), batch_size=4, step=step)
+        assert meter.due() == (step == 2)
+    assert meter.read(epoch=0) == 2.0 and not meter.due()
+    assert meter.epoch_mean(epoch=0) == sum(4 * v for v in losses) / 12
+    meter.add(torch.tensor(float("nan")), batch_size=4, step=3)  # not read yet: no error
+    meter.add(torch.tensor(1.0), batch_size=4, step=4)
+    with pytest.raises(FloatingPointError, match="epoch 1, step 3.*'lr'"):
+        meter.read(epoch=0)
+    assert LossMeter(torch.device("cpu")).every == 1  # a read is free on the CPU

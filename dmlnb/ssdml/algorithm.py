@@ -51,7 +51,7 @@ from dmlnb.samplers import _generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import (
     build_optimizer,
-    check_labels,
+    check_dataset_labels,
     check_training_allowed,
     mixed_precision,
     resolve_device,
@@ -211,7 +211,7 @@ def train_ssdml(
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
     """
-    check_labels(labelled, "labelled")
+    check_dataset_labels(labelled, "labelled")
     device = resolve_device(config.device)
     run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
