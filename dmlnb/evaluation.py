@@ -198,52 +198,66 @@ def compute_embeddings(
 # --------------------------------------------------------------------------------------------
 
 
-def _topk_lowest_index(key: Tensor, k: int) -> tuple[Tensor, Tensor]:
-    """Top-``k`` of each row of ``key`` ``(c, G)``, largest first, ties to the lower column.
-
-    ``torch.topk`` is not stable, so it only finds the k-th largest value ``t`` of each row. The
-    selection is then every column with ``key > t`` plus the lowest-indexed columns with
-    ``key == t`` up to ``k`` in all; a stable sort of those ``k`` (in column order) by value
-    gives the final order. Cost per row: O(G) for topk and the masks, O(k log k) for the sort;
-    the tie cumsum is only run on rows whose tie group at ``t`` overflows ``k``.
-
-    Returns ``values (c, k)``, ``indices (c, k)``.
-    """
-    c = key.shape[0]
-    kth = key.topk(k, dim=1).values[:, -1:]  # (c, 1)
-    take = key > kth  # (c, G)
-    tied = key == kth  # (c, G)
-    need = k - take.sum(dim=1)  # (c,) tied columns still to take
-    overflow = tied.sum(dim=1) > need  # (c,) rows with more ties than room
-    if overflow.any():
-        rows = overflow.nonzero().squeeze(1)  # (r,)
-        rank = tied[rows].cumsum(dim=1, dtype=torch.int32)  # (r, G) 1-based rank among ties
-        tied[rows] &= rank <= need[rows, None].to(torch.int32)
-    take |= tied
-    cols = take.nonzero()[:, 1].view(c, k)  # (c, k) ascending column index
-    values = key.gather(1, cols)  # (c, k)
+def _order_by_value_then_index(values: Tensor, cols: Tensor) -> tuple[Tensor, Tensor]:
+    """Sort each row of ``values`` ``(c, k)`` descending, ties by the lower column ``cols``:
+    a sort by column, then a stable sort by value."""
+    by_col = cols.argsort(dim=1)  # (c, k)
+    values, cols = values.gather(1, by_col), cols.gather(1, by_col)
     order = values.argsort(dim=1, descending=True, stable=True)  # (c, k)
     return values.gather(1, order), cols.gather(1, order)
 
 
-_MATMUL_ROWS = 64
+def _topk_lowest_index(key: Tensor, k: int) -> tuple[Tensor, Tensor]:
+    """Top-``k`` of each row of ``key`` ``(c, G)``, largest first, ties to the lower column.
+
+    ``torch.topk`` is not stable. One ``topk(k + 1)`` gives each row's candidates; where the
+    k-th and (k+1)-th values differ (almost every row of real embeddings) the top-k *set* is
+    unique, and sorting it by (value desc, column asc) gives the order. Only rows where a tie
+    group straddles the k-th place take the exact masked path: every column with ``key > t``
+    (``t`` the k-th value) plus the lowest-indexed columns with ``key == t``, up to ``k`` in all.
+    Cost per row: O(G) for topk, O(k log k) for the sorts; O(G) masks only on straddling rows.
+
+    Returns ``values (c, k)``, ``indices (c, k)``.
+    """
+    c, g = key.shape
+    top_v, top_i = key.topk(min(k + 1, g), dim=1)  # (c, k+1) sorted descending
+    values, cols = _order_by_value_then_index(top_v[:, :k], top_i[:, :k])  # (c, k)
+    if k < g:
+        straddle = (top_v[:, k - 1] == top_v[:, k]).nonzero().squeeze(1)  # (r,) boundary ties
+        if straddle.numel():
+            sub = key[straddle]  # (r, G)
+            kth = top_v[straddle, k - 1 : k]  # (r, 1)
+            take = sub > kth  # (r, G)
+            tied = sub == kth  # (r, G)
+            need = k - take.sum(dim=1, dtype=torch.int32)  # (r,) tied columns still to take
+            rank = tied.cumsum(dim=1, dtype=torch.int32)  # (r, G) 1-based rank among ties
+            take |= tied & (rank <= need[:, None])
+            sub_cols = take.nonzero()[:, 1].view(-1, k)  # (r, k) ascending column index
+            v, i = _order_by_value_then_index(sub.gather(1, sub_cols), sub_cols)
+            values[straddle], cols[straddle] = v, i
+    return values, cols
+
+
+_MATMUL_ROWS = 256
 
 
 def _rowwise_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b.T`` ``(c, G)`` for ``a (c, D)``, ``b (G, D)``, in fixed blocks of 64 rows.
+    """``a @ b.T`` ``(c, G)`` for ``a (c, D)``, ``b (G, D)``, in fixed blocks of 256 rows.
 
     A BLAS result can depend on the call's shape (a 1-row product may take a GEMV path with
     another summation order), which would make near-tied neighbours flip with ``chunk_size``.
-    Every product here is a ``(64, D) x (D, G)`` call (the last block zero-padded), so each score
-    is bit-identical whatever the chunking. Extra memory: one ``(64, G)`` block.
+    Every product here is a ``(256, D) x (D, G)`` call written straight into the output (only the
+    last block is zero-padded), so each score is bit-identical whatever the chunking.
     """
     c = a.shape[0]
     out = a.new_empty(c, b.shape[0])  # (c, G)
-    for start in range(0, c, _MATMUL_ROWS):
-        block = a[start : start + _MATMUL_ROWS]  # (<=64, D)
-        rows = block.shape[0]
-        block = F.pad(block, (0, 0, 0, _MATMUL_ROWS - rows))  # (64, D)
-        out[start : start + rows] = (block @ b.T)[:rows]  # (rows, G)
+    bt = b.T  # (D, G) view
+    full = c - c % _MATMUL_ROWS
+    for start in range(0, full, _MATMUL_ROWS):
+        torch.mm(a[start : start + _MATMUL_ROWS], bt, out=out[start : start + _MATMUL_ROWS])  # (256, G)
+    if full < c:
+        block = F.pad(a[full:], (0, 0, 0, _MATMUL_ROWS - (c - full)))  # (256, D)
+        out[full:] = (block @ bt)[: c - full]  # (rows, G)
     return out
 
 
