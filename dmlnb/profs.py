@@ -44,7 +44,7 @@ from torch.utils.data import Sampler
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks
-from dmlnb.samplers import _ClassIndex, _epoch_length, _generator
+from dmlnb.samplers import ClassIndex, epoch_length, stream_generator
 
 __all__ = [
     "projection_period",
@@ -165,7 +165,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
             )
         if period < 1:
             raise ValueError(f"period (M) must be >= 1, got {period}")
-        self._index = _ClassIndex.from_labels(labels)
+        self._index = ClassIndex.from_labels(labels)
         self.batch_size, self.m, self.period = int(batch_size), int(m), int(period)
         self.classes_per_batch = self.batch_size // self.m
         if self._index.num_classes < self.classes_per_batch:
@@ -176,7 +176,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
         self.hncm = bool(hncm)
         self.seed = int(seed)
         self.epoch = 0
-        self.num_batches = _epoch_length(self._index.num_labelled, self.batch_size, num_batches)
+        self.num_batches = epoch_length(self._index.num_labelled, self.batch_size, num_batches)
         self._cycle = 0
         self._rep_order = self._initial_rep_order()  # (N_lab,) positions into index.order
         self._reps: Tensor | None = None  # (L,) representatives of self._cycle (cache)
@@ -205,7 +205,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
 
     def __iter__(self) -> Iterator[list[int]]:
         index = self._index
-        gen = _generator(self.seed, "batches", self.epoch)
+        gen = stream_generator(self.seed, "batches", self.epoch)
         for t in range(self.num_batches):
             step = self.epoch * self.num_batches + t
             reps = self._rep_positions(step // self.period)  # (L,) positions into index.order
@@ -280,7 +280,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
     def _initial_rep_order(self) -> Tensor:
         """Cycle 0: a random permutation of each class's positions, ``(N_lab,)``."""
         positions = torch.arange(self._index.num_labelled)
-        return self._index.shuffle_within(positions, _generator(self.seed, "representatives", 0))
+        return self._index.shuffle_within(positions, stream_generator(self.seed, "representatives", 0))
 
     def _rep_positions(self, cycle: int) -> Tensor:
         """``(L,)`` positions (into ``index.order``) of the representatives of ``cycle``.
@@ -302,7 +302,7 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
             if not bool(wrapped.any()):
                 continue
             previous = self._rep_order[start + n - 1]  # (L,) rep of cycle k-1 (last of the pass)
-            gen = _generator(self.seed, "representatives", k)
+            gen = stream_generator(self.seed, "representatives", k)
             order = index.shuffle_within(self._rep_order, gen, wrapped)
             repeat = torch.nonzero(wrapped & (order[start] == previous)).squeeze(1)
             first, second = start[repeat], start[repeat] + 1

@@ -32,10 +32,10 @@ from torch.utils.data import Sampler
 
 from dmlnb.checks import check_labels, check_values
 
-__all__ = ["MPerClassSampler", "ClassRatioSampler"]
+__all__ = ["MPerClassSampler", "ClassRatioSampler", "ClassIndex", "epoch_length", "stream_generator"]
 
 
-def _generator(seed: int, *stream: int | str) -> torch.Generator:
+def stream_generator(seed: int, *stream: int | str) -> torch.Generator:
     """A CPU generator whose state depends only on ``(seed, *stream)`` (stable across runs).
 
     ``stream`` names what the randomness is for (e.g. ``("batches", epoch)``), so independent
@@ -58,7 +58,7 @@ def _as_labels(labels: Tensor | np.ndarray | Sequence[int]) -> Tensor:
 
 
 @dataclass(frozen=True)
-class _ClassIndex:
+class ClassIndex:
     """The labelled samples of a dataset grouped by class (shared by the samplers).
 
     Attributes:
@@ -77,7 +77,7 @@ class _ClassIndex:
     slot: Tensor
 
     @classmethod
-    def from_labels(cls, labels: Tensor | np.ndarray | Sequence[int]) -> _ClassIndex:
+    def from_labels(cls, labels: Tensor | np.ndarray | Sequence[int]) -> ClassIndex:
         y = _as_labels(labels)
         labelled = torch.nonzero(y >= 0).squeeze(1)  # (N_lab,)
         if labelled.numel() == 0:
@@ -129,7 +129,7 @@ class _ClassIndex:
         return slots
 
 
-def _epoch_length(num_labelled: int, batch_size: int, num_batches: int | None) -> int:
+def epoch_length(num_labelled: int, batch_size: int, num_batches: int | None) -> int:
     """``num_batches`` if given, else ``N_lab // B``: the samplers' documented epoch length."""
     if num_batches is not None:
         if num_batches < 1:
@@ -165,7 +165,7 @@ class _ClassGroupSampler(Sampler[list[int]]):
                 f"classes_per_batch must be in [1, batch_size={batch_size}], "
                 f"got {classes_per_batch}"
             )
-        self._index = _ClassIndex.from_labels(labels)
+        self._index = ClassIndex.from_labels(labels)
         if self._index.num_classes < classes_per_batch:
             raise ValueError(
                 f"a batch of {classes_per_batch} distinct classes needs at least that many "
@@ -176,7 +176,7 @@ class _ClassGroupSampler(Sampler[list[int]]):
         self.classes_per_batch = int(classes_per_batch)
         self.seed = int(seed)
         self.epoch = 0
-        self.num_batches = _epoch_length(self._index.num_labelled, batch_size, num_batches)
+        self.num_batches = epoch_length(self._index.num_labelled, batch_size, num_batches)
         q, r = divmod(self.batch_size, self.classes_per_batch)
         self._group_sizes = torch.full((self.classes_per_batch,), q)  # (C,)
         self._group_sizes[:r] += 1
@@ -195,7 +195,7 @@ class _ClassGroupSampler(Sampler[list[int]]):
 
     def epoch_batches(self, epoch: int) -> Tensor:
         """All batches of ``epoch`` as a ``(num_batches, B)`` tensor of dataset indices."""
-        gen = _generator(self.seed, "class-groups", epoch)
+        gen = stream_generator(self.seed, "class-groups", epoch)
         index = self._index
         n = index.size  # (L,)
         order = index.shuffle_within(index.order, gen)  # (N_lab,) this epoch's pass order

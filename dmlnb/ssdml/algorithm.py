@@ -47,7 +47,7 @@ from dmlnb.data.base import InMemoryDataset
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, environment_info
-from dmlnb.samplers import _generator
+from dmlnb.samplers import stream_generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import (
     build_optimizer,
@@ -154,7 +154,7 @@ def _partition(pool: _Pool, schedule: PartitionSchedule, seed: int, p: int) -> T
     if size == 0:
         return labelled
     chunks = max(1, n_u // size)
-    order = torch.randperm(n_u, generator=_generator(seed, "ssdml-sweep", p // chunks))  # (N_U,)
+    order = torch.randperm(n_u, generator=stream_generator(seed, "ssdml-sweep", p // chunks))  # (N_U,)
     chunk = order[(p % chunks) * size:(p % chunks + 1) * size]  # (N_p,)
     return torch.cat([labelled, pool.num_labelled + chunk.sort().values])
 
@@ -284,14 +284,14 @@ def train_ssdml(
                 )
             used = torch.arange(len(units))  # (U',) the unit rows trained on
             if schedule.max_units is not None and len(units) > schedule.max_units:
-                used = torch.randperm(len(units), generator=_generator(config.seed, "ssdml-subset", p))[:schedule.max_units]
+                used = torch.randperm(len(units), generator=stream_generator(config.seed, "ssdml-subset", p))[:schedule.max_units]
             used = used.to(device)
             extra = diagnose(units[used].cpu(), part) if diagnose is not None else {}
             z_dev = z.to(device)
             metric_loss = None
             # fix θ, learn L (the metric-learning step of the given SSDML method)
             for me in range(schedule.metric_epochs):
-                order = used[torch.randperm(len(used), generator=_generator(config.seed, "ssdml-metric", p, me)).to(device)]
+                order = used[torch.randperm(len(used), generator=stream_generator(config.seed, "ssdml-metric", p, me)).to(device)]
                 total, count = 0.0, 0
                 for rows in order.split(config.batch_size):
                     loss = objective.unit_loss(z_dev[units[rows]], rows)  # z fixed
@@ -307,7 +307,7 @@ def train_ssdml(
             for epoch in range(first_epoch, min(first_epoch + schedule.epochs_per_partition, config.epochs)):
                 network.train()
                 t0 = time.perf_counter()
-                order = used[torch.randperm(len(used), generator=_generator(config.seed, "ssdml-units", epoch)).to(device)]
+                order = used[torch.randperm(len(used), generator=stream_generator(config.seed, "ssdml-units", epoch)).to(device)]
                 total, count = 0.0, 0
                 for rows in order.split(config.batch_size):
                     z_units = _unit_embeddings(network, pool, part, units[rows], device, autocast)  # (b, s, d)
