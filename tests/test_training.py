@@ -32,10 +32,11 @@ def test_training_reduces_the_loss(digits):
     model.eval()
     with torch.no_grad():
         before = loss_fn(model(x), y).item()
-    train(model, loss_fn, digits.train, None, cfg, progress=False)
+    train(model, loss_fn, digits.train, None, cfg, progress=False)  # on CUDA when present
+    device = next(model.parameters()).device
     model.eval()
     with torch.no_grad():
-        after = loss_fn(model(x), y).item()
+        after = loss_fn(model(x.to(device)), y.to(device)).item()
     assert after < 0.8 * before
 
 
@@ -192,7 +193,7 @@ def test_paper_profile_path_on_a_fabricated_cub_tree(tmp_path):
     model, rec = fit(cfg, TripletLoss(mining="semihard"), data_root=tmp_path, run_dir=tmp_path / "run", progress=False)
     assert rec.data["status"] == "finished"
     assert set(rec.best["metrics"]) >= {"R@1", "R@8", "NMI", "F1", "MAP@R"}
-    assert model(torch.rand(2, 3, 32, 32)).shape == (2, 16)
+    assert model(torch.rand(2, 3, 32, 32, device=next(model.parameters()).device)).shape == (2, 16)
 
 
 def test_loss_meter_reads_back_every_k_steps_and_names_the_first_bad_step():
