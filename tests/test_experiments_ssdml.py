@@ -143,13 +143,16 @@ def test_claims_verdicts_on_fabricated_seeds():
     assert verdicts == {
         "Ours beats the deep SSDML baselines": "holds",
         "Orthogonality prevents collapse": "holds",
-        "Orthogonality improves retrieval": "holds",
+        # NMI is equal with and without orthogonality in the fabricated runs: not every metric improves
+        "Orthogonality improves every metric": "inconclusive",
         "Unlabelled data helps over supervised-only training with the same labels": "holds",
         "α is insensitive in 35°-55°": "holds",
         "The objective decreases steadily during training": "not tested at this scale",
         "Ours beats the unsupervised methods": "not tested at this scale",
     }
     assert out[0].verdict.n == (3, 3) and out[0].verdict.evidence()["effect"] == "+20 pts"
+    assert out[0].verdict.note.startswith("effect: Ours − Deep-")  # the pair whose effect is shown
+    assert "effect: NMI" in _claim(out, "Orthogonality improves").verdict.note
     assert "digits: 8 epochs in 4 partitions" in _claim(out, "The objective").verdict.note
     # one seed per side never holds, whatever the difference
     one = {m: rs[:1] for m, rs in good.items()}
@@ -159,6 +162,7 @@ def test_claims_verdicts_on_fabricated_seeds():
     out = ssx.claims({"digits": bad}, settings)
     assert out[0].verdict == "does not hold: 4 of 5 pairs hold"
     assert "Deep-ISDML 81.0 ± 1.0 (does not hold)" in out[0].our_evidence
+    assert out[0].verdict.note.startswith("effect: Ours − Deep-ISDML")
     # a missing baseline is named and scopes the claim
     partial = _fake_runs(ours, {"lrml": low})
     first = ssx.claims({"digits": partial}, settings)[0]
@@ -167,24 +171,47 @@ def test_claims_verdicts_on_fabricated_seeds():
     assert _claim(ssx.claims({"digits": partial}, settings), "α is").verdict == "not tested at this scale"
 
 
-def test_alpha_equivalence_two_one_sided_tests():
+def test_alpha_equivalence_every_pair_by_two_one_sided_tests():
     margin = ssx.alpha_margin("R@1")
     assert margin == pytest.approx((45.7 - 45.0) / 100)  # the spread of Fig. 2 (middle) as reported
     ref = [0.610, 0.612, 0.608]
     near = {40.0: ref, 35.0: [0.611, 0.613, 0.609], 55.0: [0.609, 0.611, 0.607]}
-    v, table = ssx.alpha_equivalence(near, 40.0, margin)
-    assert v == "holds" and len(table) == 2 and set(table["equivalent"]) == {"holds"}
-    # one angle far below the default: not equivalent, whatever the others do
+    v, table = ssx.alpha_equivalence(near, margin)
+    assert v == "holds" and len(table) == 3 and set(table["equivalent"]) == {"holds"}
+    # one angle far below the others: two pairs differ, and the effect is that pair's plain difference
     far = {**near, 55.0: [0.55, 0.552, 0.548]}
-    v, table = ssx.alpha_equivalence(far, 40.0, margin)
-    assert v == "does not hold" and "1 of 2 angles differ" in v.note and v.high < 0
-    # noisy seeds: the interval is wider than the margin, so neither equivalent nor different
+    v, table = ssx.alpha_equivalence(far, margin)
+    assert v == "does not hold" and "2 of 3 pairs differ" in v.note and "55° − 35°" in v.note
+    assert v.effect == pytest.approx(0.55 - 0.611) and v.high < 0
+    row = table.set_index("pair").loc["55° − 35°"]
+    assert row["difference"] == v.evidence()["effect"] and row["90% interval"] == v.evidence()["90% interval"]
+    # two angles beyond the margin of each other but not of a middle one: the extreme pair decides
+    drift = {35.0: [0.700, 0.702, 0.698], 45.0: [0.650, 0.652, 0.648], 55.0: [0.600, 0.602, 0.598]}
+    assert ssx.alpha_equivalence(drift, margin)[0] == "does not hold"
+    # noisy seeds: every half-width exceeds the margin, so "holds" is unreachable and the note says so
     noisy = {40.0: [0.58, 0.61, 0.64], 35.0: [0.57, 0.62, 0.63]}
-    assert ssx.alpha_equivalence(noisy, 40.0, margin)[0] == "inconclusive"
+    v = ssx.alpha_equivalence(noisy, margin)[0]
+    assert v == "inconclusive" and "unreachable" in v.note
     # a mean difference inside the margin is not enough on one seed per angle
-    assert ssx.alpha_equivalence({40.0: [0.61], 35.0: [0.611]}, 40.0, margin)[0] == "inconclusive"
-    assert ssx.alpha_equivalence({40.0: ref}, 40.0, margin)[0] == "not tested at this scale"
+    assert ssx.alpha_equivalence({40.0: [0.61], 35.0: [0.611]}, margin)[0] == "inconclusive"
+    assert ssx.alpha_equivalence({40.0: ref}, margin)[0] == "not tested at this scale"
     assert "spread 0.7 pts" in ssx.reported_alpha_sentence()
+
+
+def test_all_of_and_initialisation_claim():
+    from dmlnb.reporting import compare
+
+    up, down, flat = [0.6, 0.61, 0.62], [0.4, 0.41, 0.42], [0.5, 0.6, 0.4]
+    assert ssx.all_of({"R@1": compare(up, down), "NMI": compare(up, down)}) == "holds"
+    v = ssx.all_of({"R@1": compare(up, flat), "NMI": compare(down, up)})
+    assert v == "does not hold" and v.note.startswith("effect: NMI")
+    assert ssx.all_of({"R@1": compare(up, down), "NMI": compare(flat, up)}) == "inconclusive"
+    settings = ssx.settings_for("default")
+    runs = _fake_runs([0.60, 0.62, 0.61], {})
+    for r, init in zip(runs["ours"], (0.70, 0.71, 0.72)):
+        r.initial = {"R@1": init, "NMI": 0.5}
+    c = _claim(ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation")
+    assert c.verdict == "does not hold" and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.our_evidence
 
 
 def test_diagnosis_names_the_paper_pair():
@@ -201,6 +228,10 @@ def test_reported_statements_are_computed_from_the_tables():
     assert (lead["best"] == "Ours").all()
     assert lead.loc[("Cars-196", "NMI"), "runner-up"] == "Deep-LRML"
     assert "NMI on Cars-196, 40.7 vs Deep-LRML's 40.5" in ssx.reported_leader_sentence("table2")
+    # every column tied at the closest margin, and every row above ours where ours does not lead
+    assert "R@4 on CUB-200, 69.1 vs Rotation's 68.6; R@8 on CUB-200, 79.9 vs Rotation's 79.4" in \
+        ssx.reported_leader_sentence("table3")
+    assert "Deep-LRML 53.2, Deep-SERAPH 53.0 vs 52.1" in ssx.reported_leader_sentence("table1")
     t1 = ssx.reported_leaders("table1")
     assert sorted(t1.index[t1["best"] != "Ours"]) == [("Fashion-MNIST", "NMI"), ("MNIST", "NMI")]
     drops = ssx.reported_orthogonality_drops()
