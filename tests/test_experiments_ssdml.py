@@ -237,3 +237,10 @@ def test_reported_statements_are_computed_from_the_tables():
     drops = ssx.reported_orthogonality_drops()
     assert drops["R@1"].idxmax() == "Fashion-MNIST" and drops["R@1"]["Fashion-MNIST"] == pytest.approx(4.3)
     assert "largest R@1 drop is on Fashion-MNIST (77.6 → 73.3)" in ssx.reported_orthogonality_sentence()
+
+
+def test_purity_chance_and_deviations_table():
+    # two classes in proportion 3:1 (unlabelled -1 ignored): 0.75² + 0.25²
+    assert ssx.purity_chance(torch.tensor([0, 0, 0, 1, -1])) == pytest.approx(0.625)
+    assert all({"deviation", "applies to", "effect"} == set(d) for d in ssx.DEVIATIONS)
+    assert any("SGD" in d["deviation"] for d in ssx.DEVIATIONS)
