@@ -352,3 +352,83 @@ def test_plots_have_titles_labels_and_legends() -> None:
     assert "a (slope 1.00)" in labels and "b (slope 2.00)" in labels
     assert ax.get_xscale() == "log" and ax.get_yscale() == "log" and ax.get_title()
     plt.close("all")
+
+
+# --- claims -------------------------------------------------------------------------------------
+def test_margins_come_from_the_papers_tables() -> None:
+    # Table 5: Triplet+proxy 73.22 vs Discriminative 68.31 is the largest deficit the paper calls competitive
+    assert X.competitive_margin() == pytest.approx(73.22 - 68.31)
+    # Table 3: CAR196 R@2 78.21 (one-hot) vs 76.74 (K-means), "in the worst case ... 1.5% worse"
+    assert X.alike_margin() == pytest.approx(78.21 - 76.74)
+
+
+def test_equivalence_is_two_one_sided_tests() -> None:
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
+
+    a, b = [0.550, 0.552, 0.548], [0.551, 0.549, 0.550]
+    assert X.equivalent(a, b, 0.01) == HOLDS and X.equivalent(b, a, 0.01) == HOLDS
+    far = [0.60, 0.602, 0.598]
+    v = X.equivalent(far, b, 0.01, scale=100, unit=" pts")
+    assert v == FAILS and v.high < 0 and "within ±1 pts" in v.note
+    assert X.equivalent(a[:1], b[:1], 0.01) == INCONCLUSIVE  # one run per side never decides
+    noisy = [0.50, 0.56, 0.60]
+    assert X.equivalent(noisy, b, 0.01) == INCONCLUSIVE
+
+
+def _evidence(seeds: int = 3, counterexample: bool = False, vgg: bool = False) -> "X.ClaimEvidence":
+    """Fabricated per-seed numbers: semi-hard far ahead of everything, the discriminative loss
+    just ahead of the other triplet losses and the softmax, a shrinking bound, linear / cubic slopes."""
+    rng = np.random.default_rng(0)
+    base = {"SoftMax": 0.45, "Semi-hard": 0.67, "Lifted structure": 0.48, "N-pair": 0.48, "Clustering": 0.53,
+            "Triplet+proxy": 0.49, "Discriminative": 0.55}
+    r1 = {row: list(v + 0.005 * rng.standard_normal(seeds)) for row, v in base.items()}
+    rows = []
+    for cents in ("one-hot", "K-means"):
+        for s in range(seeds):
+            for epoch, bound in ((0, 9.0 + 0.1 * s), (5, 8.0 + 0.1 * s)):
+                gap = 2.8 if not (counterexample and epoch == 5 and s == 0) else 9.5
+                rows.append({"centroids": cents, "seed": s, "epoch": epoch, "H": 10.0, "gap": 10 * gap,
+                             "bound": 10 * bound, "bound/H": bound, "gap/H": gap + 0.01 * epoch * (s - 1),
+                             "eps": bound / 3})
+    slopes = pd.DataFrame(
+        [{"loss": "discriminative", "seed": s, "slope in N": 1.05 + 0.03 * s, "slope in C": 0.9 + 0.05 * s} for s in range(seeds)]
+        + [{"loss": "triplet all (enumerated)", "seed": s, "slope in N": 3.0 + 0.1 * s, "slope in C": np.nan} for s in range(seeds)])
+    per_epoch = {row: [10.0 + 0.1 * s for s in range(seeds)] for row in base}
+    return X.ClaimEvidence(
+        r1=r1, last_layer_r1=list(0.50 + 0.005 * rng.standard_normal(seeds)),
+        kmeans_r1=[v - 0.001 for v in r1["Discriminative"]], lemma=pd.DataFrame(rows), seconds_per_epoch=per_epoch,
+        slopes=slopes, epochs=5, last_epoch_share=0.75, vgg_r1=[0.60, 0.61, 0.62][:seeds] if vgg else [],
+    )
+
+
+def test_chapter_claims_go_through_the_rule() -> None:
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Verdict, claims_table
+
+    claims = {c.claim: c.verdict for c in X.chapter_claims(_evidence())}
+    assert all(isinstance(v, Verdict) for v in claims.values())
+    by = lambda start: next(v for k, v in claims.items() if k.startswith(start))  # noqa: E731
+    assert by("Lemma 3.1") == HOLDS and by("the bound tightens") == HOLDS
+    assert by("L_d approaches") == INCONCLUSIVE  # the fabricated gap moves by +-1% only
+    assert by("the second-to-last layer") == HOLDS and by("the discriminative loss beats the softmax") == HOLDS
+    assert by("one-hot and K-means") == HOLDS
+    competitive = by("it is competitive")
+    assert competitive == "does not hold: 4 of 5 pairs hold" and competitive.high < 0  # semi-hard is 12 pts ahead
+    assert by("it trains an order of magnitude") == NOT_TESTED and "same 5 epochs" in by("it trains an order").note
+    assert by("with the same network") == FAILS  # a 1x ratio, not 10x
+    assert by("the discriminative loss costs O(N)") == HOLDS and by("... and at most linear in C") == HOLDS
+    assert by("the naive triplet loss") == HOLDS
+    assert by("the VGG-16 variant") == NOT_TESTED
+    table = claims_table(X.chapter_claims(_evidence()))
+    assert {"effect", "90% interval", "runs per side"} <= set(table.columns)
+    assert (table.loc[table["verdict"] == HOLDS, "runs per side"] != "—").all()
+
+
+def test_chapter_claims_one_counterexample_and_one_seed() -> None:
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
+
+    claims = {c.claim.split(":")[0]: c.verdict for c in X.chapter_claims(_evidence(counterexample=True, vgg=True))}
+    assert claims["Lemma 3.1"] == FAILS and claims["Lemma 3.1"].note == "2 of 12 tracked points fail"
+    assert claims["the VGG-16 variant beats GoogLeNet (Table 8)"] == HOLDS
+    one = X.chapter_claims(_evidence(seeds=1))
+    # one run per side (or one timing repeat) never holds or fails; the lemma is checked point by point
+    assert {str(c.verdict) for c in one[1:] if c.verdict != "not tested at this scale"} == {INCONCLUSIVE}

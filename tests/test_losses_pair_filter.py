@@ -288,13 +288,18 @@ def test_bad_filters_raise():
         loss(x, LABELS, pair_filter=torch.ones(B, B, dtype=torch.bool, device="meta"))
 
 
-@pytest.mark.parametrize("make", [
+# Losses not built on the batch's pairs (proxies, centres, a classifier, centroids, clustering).
+NON_PAIR = [
     lambda: ProxyNCALoss(4, 5),
     lambda: SoftTripleLoss(4, 5, centers_per_class=2),
     lambda: NormalizedSoftmaxLoss(4, 5),
     lambda: DiscriminativeLoss(torch.randn(4, 5)),
     lambda: FacilityLocationLoss(),
-], ids=["proxy_nca", "soft_triple", "softmax", "discriminative", "facility_location"])
+]
+NON_PAIR_IDS = ["proxy_nca", "soft_triple", "softmax", "discriminative", "facility_location"]
+
+
+@pytest.mark.parametrize("make", NON_PAIR, ids=NON_PAIR_IDS)
 def test_non_pair_losses_reject_a_filter_and_work_without(make):
     x, f = batch(7)
     loss = make()
@@ -302,6 +307,28 @@ def test_non_pair_losses_reject_a_filter_and_work_without(make):
     assert torch.isfinite(loss(x, LABELS))
     with pytest.raises(ValueError, match=f"{type(loss).__name__} does not support pair_filter"):
         loss(x, LABELS, pair_filter=f)
+
+
+@pytest.mark.parametrize("make", NON_PAIR, ids=NON_PAIR_IDS)
+def test_non_pair_losses_build_no_pair_masks(make, monkeypatch):
+    # the (B, B) masks cost O(B^2): a proxy / centroid loss must not pay for them
+    import dmlnb.losses.base as base
+
+    def refuse(labels):
+        raise AssertionError("pair_masks called")
+
+    monkeypatch.setattr(base, "pair_masks", refuse)
+    loss = make()
+    assert not loss.uses_pair_masks and torch.isfinite(loss(batch(7)[0].float(), LABELS))
+    with pytest.raises(AssertionError, match="pair_masks called"):
+        TripletLoss(margin=0.2)(batch(7)[0], LABELS)  # a pair loss still builds them
+
+
+def test_a_filtering_loss_must_use_the_pair_masks():
+    from dmlnb.losses import MetricLoss
+
+    with pytest.raises(TypeError, match="must use the pair masks"):
+        type("Broken", (MetricLoss,), {"supports_pair_filter": True, "uses_pair_masks": False})
 
 
 def test_empty_filter_gives_a_graph_attached_zero():

@@ -15,8 +15,12 @@ calls together:
 * :class:`BackboneLR`: the paper's ten-times smaller learning rate of the backbone (paper profile);
 * :func:`run_method`: one training run whose record (with Table 2 and Lemma 3.1 extras) is saved
   and reloaded without retraining;
-* :func:`loss_pass_timing` and :func:`loglog_slopes`: the cost of one forward+backward pass of
-  each loss over a whole training set as ``N`` and ``C`` grow (the complexity claim, Table 1).
+* :func:`loss_pass_timing`, :func:`loglog_slopes` and :func:`timing_study`: the cost of one
+  forward+backward pass of each loss over a whole training set as ``N`` and ``C`` grow (the
+  complexity claim, Table 1), repeated per seed;
+* :func:`claim_evidence` and :func:`chapter_claims`: every claim of the chapter judged by the
+  book's rule, with the margins :func:`competitive_margin` and :func:`alike_margin` read from the
+  paper's own tables and :func:`equivalent` for "performs alike".
 """
 
 from __future__ import annotations
@@ -55,6 +59,10 @@ from dmlnb.models import EmbeddingNet, build_model
 from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reporting import (
+    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, compare_to_threshold, group_verdict, holds_for_every,
+    not_tested,
+)
 from dmlnb.training import train
 
 __all__ = [
@@ -82,6 +90,16 @@ __all__ = [
     "N_SWEEP_ONLY",
     "loss_pass_timing",
     "loglog_slopes",
+    "timing_study",
+    "LINEAR_ORDER_LIMIT",
+    "CUBIC_ORDER_LIMIT",
+    "ORDER_OF_MAGNITUDE",
+    "competitive_margin",
+    "alike_margin",
+    "equivalent",
+    "ClaimEvidence",
+    "claim_evidence",
+    "chapter_claims",
 ]
 
 # Methods of Tables 4 and 5 that are implemented, keyed by the paper's row names.
@@ -131,20 +149,20 @@ PRESETS: dict[str, dict[str, Any]] = {
 SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,), kmeans_seeds=(0,), lemma_every=1, backbone_lr=None, weight_decay=0.0,
-        arch_variant=None,
+        arch_variant=None, timing_seeds=(0,),
         timing=dict(n_values=(32, 64, 128), c_fixed=8, n_fixed=128, c_values=(4, 8, 16),
                     dim=16, repeats=1, max_seconds=0.2),
     ),
     "default": dict(
-        seeds=(0, 1, 2), kmeans_seeds=(0,), lemma_every=1, backbone_lr=None,
-        weight_decay=0.0, arch_variant=None,
+        seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=1, backbone_lr=None,
+        weight_decay=0.0, arch_variant=None, timing_seeds=(0, 1, 2),
         timing=dict(n_values=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
                     n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512), dim=64, repeats=5,
                     max_seconds=1.0),
     ),
     "paper": dict(
-        seeds=(0, 1, 2), kmeans_seeds=(0,), lemma_every=5, backbone_lr=0.1, weight_decay=5e-4,
-        arch_variant="vgg16",
+        seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=5, backbone_lr=0.1, weight_decay=5e-4,
+        arch_variant="vgg16", timing_seeds=(0, 1, 2),
         timing=dict(n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000), c_fixed=100,
                     n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=5,
                     max_seconds=2.0),
@@ -807,3 +825,222 @@ def loglog_slopes(timing: pd.DataFrame, sweep: str, last: int = 4, overhead_fact
         pairs = [(ly[j] - ly[i]) / (lx[j] - lx[i]) for i in range(len(lx)) for j in range(i + 1, len(lx))]
         out[name] = float(np.median(pairs))
     return pd.Series(out, name=f"slope in {x_col}")
+
+
+def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **timing: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`loss_pass_timing` repeated once per seed in ``seeds`` (fresh random embeddings each),
+    with ``timing`` the profile's ``settings["timing"]``.
+
+    Returns ``(timing, slopes)``: every timed pass with a ``seed`` column, and one row per
+    (seed, loss) with the fitted ``slope in N`` and ``slope in C`` (:func:`loglog_slopes`), so the
+    complexity claims are judged on one slope per repeat of the study.
+    """
+    frames, slopes = [], []
+    for seed in seeds:
+        t = loss_pass_timing(**timing, seed=seed, device=device)
+        frames.append(t.assign(seed=seed))
+        fit = pd.concat([loglog_slopes(t, "N"), loglog_slopes(t, "C")], axis=1)
+        slopes.append(fit.rename_axis("loss").reset_index().assign(seed=seed))
+    return pd.concat(frames, ignore_index=True), pd.concat(slopes, ignore_index=True)
+
+
+# --------------------------------------------------------------------------- claims
+
+# Table 1 orders a pass's cost by powers of N; a measured log-log slope is called "at most
+# linear" below the midpoint between linear and quadratic, and "cubic" above the midpoint between
+# quadratic and cubic.
+LINEAR_ORDER_LIMIT = 1.5
+CUBIC_ORDER_LIMIT = 2.5
+# Table 7's claim: "one order of magnitude faster".
+ORDER_OF_MAGNITUDE = 10.0
+
+
+def competitive_margin() -> float:
+    """The Recall@1 margin (points) the paper still calls "competitive": the largest deficit of
+    the discriminative loss behind a triplet-based row of :data:`TRIPLET_FAMILY` in its own
+    Tables 4-5 (0 if it is ahead of all of them)."""
+    deficits = [REPORTED[t].loc[row, "R@1"] - REPORTED[t].loc["Discriminative", "R@1"]
+                for t in ("table4", "table5") for row in TRIPLET_FAMILY]
+    return float(max(0.0, *deficits))
+
+
+def alike_margin() -> float:
+    """The Recall@K margin (points) within which the paper calls its two centroid sets alike
+    ("not a significant difference", Sec. 4.3): the largest one-hot vs K-means difference of any
+    Recall@K in its Table 3."""
+    t3 = REPORTED["table3"]
+    ks = [c for c in t3.columns if c.startswith("R@")]
+    by = t3.set_index(["dataset", "centroids"])[ks]
+    diff = (by.xs("one-hot", level="centroids") - by.xs("K-means", level="centroids")).abs()
+    return float(diff.to_numpy().max())
+
+
+def equivalent(
+    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = ""
+) -> Verdict:
+    """The rule for "A and B perform alike": two one-sided tests by :func:`dmlnb.reporting.compare`
+    on shifted values, ``A + margin`` beats ``B`` and ``B + margin`` beats ``A`` (i.e. the
+    difference lies within ``±margin``). Holds when both hold; does not hold when either does not
+    (the difference exceeds the margin beyond its interval); otherwise inconclusive. The verdict
+    carries the weaker of the two tests (effect = margin minus the difference in that direction)."""
+    tests = (compare([x + margin for x in a], b, scale=scale, unit=unit),
+             compare([y + margin for y in b], a, scale=scale, unit=unit))
+    weaker = min(tests, key=lambda v: v.low if np.isfinite(v.low) else -np.inf)
+    texts = [str(v) for v in tests]
+    text = HOLDS if all(t == HOLDS for t in texts) else FAILS if FAILS in texts else INCONCLUSIVE
+    if text == FAILS:
+        weaker = min((v for v in tests if str(v) == FAILS), key=lambda v: v.high)
+    note = f"within ±{margin * scale:.3g}{unit}: weaker of two one-sided tests" + (f"; {weaker.note}" if weaker.note else "")
+    return Verdict(text, weaker.effect, weaker.low, weaker.high, weaker.n, note, scale, unit)
+
+
+@dataclass
+class ClaimEvidence:
+    """Per-run numbers the claims are judged on (one entry per seed, seeds in the same order on
+    every side), gathered from the runs by :func:`claim_evidence`.
+
+    Attributes:
+        r1: paper row name -> Recall@1 (fraction) of each one-hot seed at its best epoch.
+        last_layer_r1: Recall@1 of the discriminative runs' last (C-dimensional) layer.
+        kmeans_r1: Recall@1 of the discriminative runs with K-means centroids.
+        lemma: :func:`lemma_frame` rows of every tracked run, with a ``centroids`` column
+            (``"one-hot"`` / ``"K-means"``).
+        seconds_per_epoch: paper row name -> mean training seconds per epoch of each seed.
+        slopes: :func:`timing_study` slopes (columns ``loss``, ``seed``, ``slope in N``,
+            ``slope in C``).
+        epochs: the configured number of epochs; ``last_epoch_share``: the share of runs whose
+            best epoch is the last one.
+        vgg_r1: Recall@1 of the VGG-16 variant (empty when it was not trained).
+    """
+
+    r1: dict[str, list[float]]
+    last_layer_r1: list[float]
+    kmeans_r1: list[float]
+    lemma: pd.DataFrame
+    seconds_per_epoch: dict[str, list[float]]
+    slopes: pd.DataFrame
+    epochs: int
+    last_epoch_share: float
+    vgg_r1: list[float] = field(default_factory=list)
+
+
+def claim_evidence(
+    runs: Mapping[tuple[str, int], MethodRun],
+    kmeans_runs: Sequence[MethodRun],
+    slopes: pd.DataFrame,
+    epochs: int,
+    vgg_runs: Sequence[MethodRun] = (),
+) -> ClaimEvidence:
+    """Gather :class:`ClaimEvidence` from the chapter's runs (``runs``: (paper row, seed) ->
+    one-hot run) and the timing study's per-seed ``slopes``."""
+    seeds = sorted({s for _, s in runs})
+    r1 = {row: [runs[row, s].best_metrics["R@1"] for s in seeds] for row in METHODS}
+    disc = [runs["Discriminative", s] for s in seeds]
+    lemma = pd.concat([lemma_frame([r for r in disc if r.extras.get("lemma")]).assign(centroids="one-hot"),
+                       lemma_frame([r for r in kmeans_runs if r.extras.get("lemma")]).assign(centroids="K-means")],
+                      ignore_index=True)
+    per_epoch = {row: [float(np.mean([h["train_seconds"] for h in runs[row, s].record.data["history"] if h["epoch"] > 0]))
+                       for s in seeds] for row in METHODS}
+    every = [*runs.values(), *kmeans_runs]
+    return ClaimEvidence(
+        r1=r1, last_layer_r1=[r.extras["last_layer"]["R@1"] for r in disc],
+        kmeans_r1=[r.best_metrics["R@1"] for r in kmeans_runs], lemma=lemma, seconds_per_epoch=per_epoch,
+        slopes=slopes, epochs=epochs,
+        last_epoch_share=float(np.mean([r.record.best["epoch"] == epochs for r in every])),
+        vgg_r1=[r.best_metrics["R@1"] for r in vgg_runs],
+    )
+
+
+def _first_last(lemma: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Per tracked run (one-hot centroids): ``column`` before training and at the last epoch."""
+    part = lemma[lemma["centroids"] == "one-hot"].sort_values("epoch").groupby("seed")[column]
+    return part.first().to_numpy(float), part.last().to_numpy(float)
+
+
+def _slope(slopes: pd.DataFrame, loss: str, column: str) -> list[float]:
+    return [float(v) for v in slopes.loc[slopes["loss"] == loss, column] if np.isfinite(v)]
+
+
+def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
+    """Every claim of the chapter, judged by the book's rule (:mod:`dmlnb.reporting`) on the
+    per-run numbers of ``ev``; the paper's evidence is read from :data:`REPORTED`."""
+    pts = dict(scale=100, unit=" pts")
+    t2, t3, t4, t5, t7 = (REPORTED[k] for k in ("table2", "table3", "table4", "table5", "table7"))
+    cub3 = t3[t3["dataset"] == "CUB-200-2011"].set_index("centroids")
+    mean = lambda v: 100 * float(np.mean(v))  # noqa: E731
+
+    lemma = ev.lemma
+    holds_at = (lemma["gap"] >= -1e-9 * lemma["H"]) & (lemma["gap"] <= lemma["bound"])
+    bound0, bound1 = _first_last(lemma, "bound/H")
+    gap0, gap1 = _first_last(lemma, "gap/H")
+    eps0, eps1 = _first_last(lemma, "eps")
+
+    disc = ev.r1["Discriminative"]
+    margin = competitive_margin()
+    shifted = {f"Discriminative + {margin:.2f} pts": [v + margin / 100 for v in disc]}
+    competitive, _ = group_verdict(shifted, {row: ev.r1[row] for row in TRIPLET_FAMILY}, **pts)
+    worst = max(TRIPLET_FAMILY, key=lambda row: t5.loc[row, "R@1"] - t5.loc["Discriminative", "R@1"])
+    ratio = [s / d for s, d in zip(ev.seconds_per_epoch["Semi-hard"], ev.seconds_per_epoch["Discriminative"])]
+    rep7 = t7.loc["CUB-200-2011"]
+
+    n_disc = _slope(ev.slopes, "discriminative", "slope in N")
+    c_disc = _slope(ev.slopes, "discriminative", "slope in C")
+    n_naive = _slope(ev.slopes, "triplet all (enumerated)", "slope in N")
+    slopes_text = lambda v: ", ".join(f"{x:.2f}" for x in v) or "none"  # noqa: E731
+
+    claims = [
+        Claim("Lemma 3.1: 0 <= L_d - L_t <= H (kappa_max - kappa_min + 3 eps)", "proof (Appendix)",
+              f"checked at {len(lemma)} tracked points of {lemma.groupby(['centroids', 'seed']).ngroups} runs "
+              "(one-hot and K-means centroids)", holds_for_every(holds_at.tolist(), "tracked points")),
+        Claim("the bound tightens as training proceeds (eps decreases)", "argued in Sec. 3.1, not measured",
+              f"bound per triplet {np.mean(bound0):.3f} -> {np.mean(bound1):.3f}, eps {np.mean(eps0):.3f} -> "
+              f"{np.mean(eps1):.3f}; per run: decrease of the bound per triplet vs 0 (one-hot runs: {len(bound0)})",
+              compare_to_threshold(bound0 - bound1, 0.0)),
+        Claim("L_d approaches L_t as training proceeds (the gap shrinks)", "argued in Sec. 3.1, not measured",
+              f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f}; per run: decrease of the gap vs 0 "
+              f"(one-hot runs: {len(gap0)})", compare_to_threshold(gap0 - gap1, 0.0)),
+        Claim("the second-to-last layer embeds unseen classes better than the last",
+              f"Table 2: R@1 {t2.loc['second-to-last layer', ('CUB-200-2011', 'R@1')]:.2f} vs "
+              f"{t2.loc['last layer', ('CUB-200-2011', 'R@1')]:.2f} (CUB)",
+              f"R@1 {mean(disc):.1f} vs {mean(ev.last_layer_r1):.1f}", compare(disc, ev.last_layer_r1, **pts)),
+        Claim("one-hot and K-means centroids perform alike",
+              f"Table 3: R@1 {cub3.loc['one-hot', 'R@1']:.2f} vs {cub3.loc['K-means', 'R@1']:.2f} (CUB); "
+              f"largest Recall@K difference {alike_margin():.2f} pts, 'not a significant difference'",
+              f"R@1 {mean(disc):.1f} vs {mean(ev.kmeans_r1):.1f} ({len(disc)} / {len(ev.kmeans_r1)} seeds); "
+              f"equivalence margin: the paper's largest difference", equivalent(disc, ev.kmeans_r1, alike_margin() / 100, **pts)),
+        Claim("the discriminative loss beats the softmax loss",
+              "Tables 4-5: R@1 " + ", ".join(f"{t.loc['Discriminative', 'R@1'] - t.loc['SoftMax', 'R@1']:+.2f} ({d})"
+                                             for t, d in ((t4, "CUB"), (t5, "CAR196"))),
+              f"R@1 {mean(disc):.1f} vs {mean(ev.r1['SoftMax']):.1f}", compare(disc, ev.r1["SoftMax"], **pts)),
+        Claim(f"it is competitive with every triplet-based method: R@1 at most {margin:.2f} pts below each",
+              f"'competitive' (Sec. 5) with {worst} {t5.loc[worst, 'R@1']:.2f} vs {t5.loc['Discriminative', 'R@1']:.2f} "
+              f"(CAR196, Table 5): the paper's largest deficit sets the margin",
+              "best triplet-based " + max(((row, mean(ev.r1[row])) for row in TRIPLET_FAMILY), key=lambda x: x[1])[0]
+              + f" {max(mean(ev.r1[row]) for row in TRIPLET_FAMILY):.1f} vs {mean(disc):.1f}; R@1 + margin vs each of "
+              f"{len(TRIPLET_FAMILY)} (weakest pair shown)", competitive),
+        Claim("it trains an order of magnitude faster than triplet methods (each in its own schedule)",
+              f"Table 7: {rep7['Discriminative']:.0f} vs {rep7['Semi-hard']:.0f} min (semi-hard, CUB)", "not measured",
+              not_tested(f"every method trains the same {ev.epochs} epochs here and {100 * ev.last_epoch_share:.0f}% of "
+                         "the runs peak at the last one, so time to convergence in each method's own schedule is not measured")),
+        Claim(f"with the same network and batches, an epoch is >= {ORDER_OF_MAGNITUDE:.0f}x faster than semi-hard's",
+              "Table 7 (see above)", f"semi-hard / discriminative seconds per epoch, per seed: "
+              f"{slopes_text(ratio)}", compare_to_threshold(ratio, ORDER_OF_MAGNITUDE, unit="x")),
+        Claim("the discriminative loss costs O(N) per pass", "Table 1: O(NC)",
+              f"log-log slope in N per timing repeat: {slopes_text(n_disc)} (below {LINEAR_ORDER_LIMIT}: "
+              "between linear and quadratic)", compare_to_threshold(n_disc, LINEAR_ORDER_LIMIT, higher_is_better=False)),
+        Claim("... and at most linear in C", "Table 1: O(NC)",
+              f"log-log slope in C per timing repeat: {slopes_text(c_disc)} (below {LINEAR_ORDER_LIMIT})",
+              compare_to_threshold(c_disc, LINEAR_ORDER_LIMIT, higher_is_better=False)),
+        Claim("the naive triplet loss over all triplets costs O(N^3 / C)", "Table 1",
+              f"log-log slope in N per timing repeat: {slopes_text(n_naive)} (above {CUBIC_ORDER_LIMIT}: between "
+              "quadratic and cubic)", compare_to_threshold(n_naive, CUBIC_ORDER_LIMIT)),
+    ]
+    t8 = REPORTED["table8"]
+    vgg_claim = ("the VGG-16 variant beats GoogLeNet (Table 8)",
+                 f"Table 8: R@1 {t8.loc['CUB-200-2011', 'R@1']:.2f} vs {t4.loc['Discriminative', 'R@1']:.2f} (CUB)")
+    if ev.vgg_r1:
+        claims.append(Claim(*vgg_claim, f"R@1 {mean(ev.vgg_r1):.1f} vs {mean(disc):.1f}", compare(ev.vgg_r1, disc, **pts)))
+    else:
+        claims.append(Claim(*vgg_claim, "not run", not_tested(
+            "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper profile only")))
+    return claims

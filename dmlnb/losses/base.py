@@ -52,7 +52,9 @@ class MetricLoss(nn.Module):
     ``(B,)`` on the same device; then, in one host synchronisation, finite embeddings and labels
     ``>= 0`` -- ``-1``, "unlabelled", is rejected: filter unlabelled samples out first -- and
     ``< num_classes`` for a loss with per-class parameters), builds the batch's :class:`~dmlnb.pairs.PairMasks`
-    and checks the result is finite, so a diverging run fails loudly at the step it diverges.
+    when the loss reads them (:attr:`uses_pair_masks`; the others get ``masks=None``, so a proxy or
+    centroid loss does no ``(B, B)`` work) and checks the result is finite, so a diverging run
+    fails loudly at the step it diverges.
     An empty batch is a ``ValueError``. A batch for which the loss has no term (e.g. no positive
     pair) returns a graph-attached 0 and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
     ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser (the training loop does).
@@ -70,13 +72,16 @@ class MetricLoss(nn.Module):
       contributes no term (and, where the loss is a sum over pairs, no gradient). Each loss's
       docstring says how a filtered pair enters its formula.
     * **Other losses** (proxy / centre / classifier based: ProxyNCA, SoftTriple, softmax,
-      discriminative, facility location; ``supports_pair_filter = False``) accept and ignore
-      ``masks``; a ``pair_filter`` given to them raises ``ValueError`` ("<Loss> does not support
-      pair_filter").
+      discriminative, facility location; ``supports_pair_filter = False``,
+      ``uses_pair_masks = False``) receive ``masks=None``; a ``pair_filter`` given to them raises
+      ``ValueError`` ("<Loss> does not support pair_filter").
     """
 
     #: Whether :meth:`compute` takes its pairs from ``masks`` (and so honours a pair filter).
     supports_pair_filter: bool = False
+    #: Whether :meth:`compute` reads ``masks`` at all; ``False``: :meth:`forward` does not build the
+    #: ``(B, B)`` masks and passes ``None`` (a loss that supports a pair filter must read them).
+    uses_pair_masks: bool = True
     #: Embedding width a loss with per-class vectors (proxies, centres) requires; ``None``: any.
     embedding_dim: int | None = None
     #: Number of classes of a loss with per-class parameters (labels in ``[0, C)``); ``None``:
@@ -84,6 +89,11 @@ class MetricLoss(nn.Module):
     num_classes: int | None = None
     #: What the per-class parameters are, for the label-range error message.
     class_parameters: str = "one parameter row per class"
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if cls.supports_pair_filter and not cls.uses_pair_masks:
+            raise TypeError(f"{cls.__name__}: a loss that supports pair_filter must use the pair masks")
 
     def forward(self, embeddings: Tensor, labels: Tensor, pair_filter: Tensor | None = None) -> Tensor:
         check_batch(
@@ -94,7 +104,7 @@ class MetricLoss(nn.Module):
             type(self).__name__,
             self.class_parameters,
         )
-        masks = pair_masks(labels)  # (B, B) x 2
+        masks = pair_masks(labels) if self.uses_pair_masks else None  # (B, B) x 2
         if pair_filter is not None:
             if not self.supports_pair_filter:
                 raise ValueError(
@@ -102,6 +112,7 @@ class MetricLoss(nn.Module):
                     "batch's pairs; call it without pair_filter"
                 )
             check_pair_filter(pair_filter, embeddings)
+            assert masks is not None  # supports_pair_filter implies uses_pair_masks
             masks = PairMasks(positive=masks.positive & pair_filter, negative=masks.negative & pair_filter)
         loss = self.compute(embeddings, labels, masks)
         if not torch.isfinite(loss):
@@ -111,6 +122,7 @@ class MetricLoss(nn.Module):
             )
         return loss
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:  # pragma: no cover
-        """The loss of ``embeddings (B, D)`` with ``labels (B,)`` on the pairs of ``masks``."""
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:  # pragma: no cover
+        """The loss of ``embeddings (B, D)`` with ``labels (B,)`` on the pairs of ``masks``
+        (``None`` when :attr:`uses_pair_masks` is ``False``)."""
         raise NotImplementedError

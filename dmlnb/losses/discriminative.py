@@ -132,6 +132,7 @@ class DiscriminativeLoss(MetricLoss):
 
     centroids: Tensor
     class_parameters = "one centroid per class"
+    uses_pair_masks = False
 
     def __init__(self, centroids: Tensor, normalize: bool = True) -> None:
         super().__init__()
@@ -150,7 +151,7 @@ class DiscriminativeLoss(MetricLoss):
         c, d = self.centroids.shape
         return f"num_classes={c}, dim={d}, normalize={self.normalize}"
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         c = self.centroids.to(x)  # (C, D)
         return _eq8_terms(euclidean_distance(x, c), labels).mean()

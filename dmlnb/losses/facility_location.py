@@ -478,6 +478,8 @@ class FacilityLocationLoss(MetricLoss):
     ``margin_multiplier``; :attr:`last_medoids` holds ``S_pred`` ``(C,)``.
     """
 
+    uses_pair_masks = False
+
     def __init__(
         self, margin_multiplier: float = 1.0, pam_passes: int = 5, normalize: bool = True
     ) -> None:
@@ -499,7 +501,7 @@ class FacilityLocationLoss(MetricLoss):
     def margin_multiplier(self, value: float) -> None:
         self._margin_multiplier = _check_gamma(value)
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         dist = euclidean_distance(x)  # (B, B)
         gamma = self.margin_multiplier

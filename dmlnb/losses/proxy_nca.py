@@ -48,6 +48,7 @@ class ProxyNCALoss(MetricLoss):
     """
 
     class_parameters = "one proxy per class"
+    uses_pair_masks = False
 
     def __init__(
         self,
@@ -87,7 +88,7 @@ class ProxyNCALoss(MetricLoss):
         p = F.normalize(self.proxies.to(dtype), dim=1)  # (C, D)
         return -self.scale * euclidean_distance(x, p, squared=True)  # (B, C)
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         z = self.logits(embeddings)  # (B, C)
         if not self.exclude_positive:
             return F.cross_entropy(z, labels)

@@ -64,6 +64,7 @@ class SoftTripleLoss(MetricLoss):
     """
 
     class_parameters = "K centres per class"
+    uses_pair_masks = False
 
     def __init__(
         self,
@@ -118,7 +119,7 @@ class SoftTripleLoss(MetricLoss):
         p = torch.softmax(s / self.gamma, dim=2)  # (B, C, K)
         return (p * s).sum(dim=2)  # (B, C)
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         s = self.class_similarity(embeddings)  # (B, C)
         delta = F.one_hot(labels, self.num_classes).to(s.dtype) * self.margin  # (B, C)
         loss = F.cross_entropy(self.la * (s - delta), labels)

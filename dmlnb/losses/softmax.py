@@ -39,6 +39,7 @@ class NormalizedSoftmaxLoss(MetricLoss):
     """
 
     class_parameters = "one weight row per class"
+    uses_pair_masks = False
 
     def __init__(self, num_classes: int, embedding_dim: int, temperature: float = 0.05) -> None:
         super().__init__()
@@ -53,7 +54,7 @@ class NormalizedSoftmaxLoss(MetricLoss):
         self.temperature = float(temperature)
         self.weight = nn.Parameter(torch.randn(num_classes, embedding_dim))  # (C, D)
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
+    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         x = l2_normalize(embeddings)  # (B, D)
         w = F.normalize(self.weight, dim=1).to(embeddings.dtype)  # (C, D)
         logits = x @ w.T / self.temperature  # (B, C)
