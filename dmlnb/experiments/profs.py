@@ -901,7 +901,7 @@ def build_claims(
         claims.append(Claim(
             text, paper,
             (f"{variant} minus plain, sampler share of a step per run (same loss and seed): mean {np.mean(x):+.2f}%, "
-             f"max {np.max(x):+.2f}%" + extra) if len(x) else "not run",
+             f"max {np.max(x):+.2f}%; the effect is the margin below {NEGLIGIBLE_PCT:g}%" + extra) if len(x) else "not run",
             compare_to_threshold(x, NEGLIGIBLE_PCT, higher_is_better=False, unit=" % of a step")))
     return claims
 
