@@ -20,7 +20,13 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   calls (representative bookkeeping and mining), for the HNCM cost;
 * :func:`run_variant`: one training run, or its finished record reloaded;
 * :func:`hncm_pick_cost`: the cost of one HNCM batch as the number of classes grows;
-* :func:`gain_frame`, :func:`interior_optimum`: the per-loss gains and the sweep verdicts;
+* :func:`gain_frame`, :func:`comparisons_table`, :func:`every_loss`, :func:`sweep_verdicts`,
+  :func:`share_increase`: the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one
+  rule (``compare``, ``interior_optimum``, ``compare_to_threshold``);
+* :func:`paper_projections`, :func:`projection_reason`: projections per run, the paper's and
+  ours, and why the claims that rest on many projections are not tested at a small scale;
+* :func:`reported_differences`, :func:`describe_reported`: the paper's Tables 1-2 in words,
+  computed; :func:`build_claims`: the claims table;
 * :data:`REPORTED_TABLE1`, :data:`REPORTED_TABLE2`, :data:`REPORTED_HNCM_COST`, ...: the
   paper's numbers, labelled as reported.
 """
@@ -63,7 +69,17 @@ from dmlnb.profs import (
     projection_period,
 )
 from dmlnb.records import RunRecord, load_finished_record
-from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED, WITHIN_NOISE, compare
+from dmlnb.reporting import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    Claim,
+    Verdict,
+    compare,
+    compare_to_threshold,
+    interior_optimum,
+    not_tested,
+)
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.training import train
 
@@ -90,9 +106,20 @@ __all__ = [
     "run_name",
     "run_variant",
     "hncm_pick_cost",
+    "COMPARISONS",
+    "NEGLIGIBLE_PCT",
     "gain_frame",
+    "comparisons_table",
     "every_loss",
-    "interior_optimum",
+    "sweep_frame",
+    "sweep_verdicts",
+    "share_increase",
+    "paper_projections",
+    "projection_reason",
+    "reported_differences",
+    "describe_reported",
+    "build_claims",
+    "PAPER_TRAIN_SETS",
     "REPORTED_TABLE1",
     "REPORTED_TABLE2",
     "REPORTED_ROWS",
@@ -141,13 +168,16 @@ IMPLEMENTATION: dict[str, str] = {
 # (0.9, 0.99) with batch 128, lr 1e-5 on CUB / Cars and 1e-4 on SOP, 100 epochs, best epoch;
 # I = 2 images per class (Sec. 5.4.1); lambda = 1e-3, rho = 6.
 _PAPER_LR = {"cub200": 1e-5, "cars196": 1e-5, "sop": 1e-4}
+PAPER_BATCH, PAPER_I, PAPER_EPOCHS = 128, 2, 100
+#: Sec. 5.1: training images and classes of the paper's datasets.
+PAPER_TRAIN_SETS: dict[str, tuple[int, int]] = {"SOP": (59551, 11318), "CARS196": (8054, 98), "CUB-200-2011": (5864, 100)}
 _PAPER_KS = {"cub200": (1, 2, 4, 8), "cars196": (1, 2, 4, 8), "sop": (1, 10, 100, 1000)}
 
 
 def _paper(dataset: str, model: str = "googlenet") -> dict[str, Any]:
     return dict(
         dataset=dataset, dataset_options={"image_size": 224}, model=model, pretrained=True,
-        embedding_dim=512, batch_size=128, m_per_class=2, epochs=100, optimizer="adam",
+        embedding_dim=512, batch_size=PAPER_BATCH, m_per_class=PAPER_I, epochs=PAPER_EPOCHS, optimizer="adam",
         lr=_PAPER_LR[dataset], weight_decay=0.0, eval_every=1, eval_ks=_PAPER_KS[dataset],
         eval_metrics=("recall", "nmi", "f1"), num_workers=8,
     )
@@ -160,7 +190,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                   eval_metrics=("recall", "nmi", "f1")),
     # omniglot-small (136 training characters x 20 drawings, 28 x 28), the profile's 4-block
     # 64-channel CNN, 64-d, batch 128 of 64 classes x 2, Adam 1e-3 from scratch. 3 epochs
-    # evaluated once at the end keep the chapter's ~110 runs within the CPU budget.
+    # evaluated once at the end keep the chapter's ~150 runs within the CPU budget.
     "default": dict(m_per_class=2, epochs=3, eval_every=3, eval_metrics=("recall", "nmi", "f1")),
     "paper": _paper("cub200"),
 }
@@ -171,7 +201,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 #: regime (``regime_batch``: a smaller batch, so a batch holds a smaller share of the classes,
 #: ``regime_seeds``), ``table2_models`` (the architecture of each Table 2 loss) and
 #: ``key_losses`` (Table 1 rows trained with every seed; the others with the first only;
-#: ``None``: all rows).
+#: ``None``: all rows). The verdict rule needs 3 seeds per side (per sweep point) to hold or fail:
+#: the default and paper profiles give Table 1 and both sweeps 3.
 SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,), rho=6.0, lam=1e-3, m_grid=(1, 3), sweep_seeds=(0,),
@@ -181,17 +212,17 @@ SETTINGS: dict[str, dict[str, Any]] = {
         key_losses=None,
     ),
     "default": dict(
-        seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 4, 40), sweep_seeds=(0,),
+        seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 4, 40), sweep_seeds=(0, 1, 2),
         ablation_losses=("Contrastive-Hard", "Triplet-Hard", "N-pair", "Margin-Hard"),
         lambda_loss="Margin-Hard", lambda_grid=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
         table2_seeds=(0,), regime_loss="Contrastive-Hard", regime_batch=32,
         regime_seeds=(0, 1, 2), table2_models={}, key_losses=None,
     ),
     "paper": dict(
-        seeds=(0,), rho=6.0, lam=1e-3, m_grid=(1, 3, 10, 30, 100), sweep_seeds=(0,),
+        seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 3, 10, 30, 100), sweep_seeds=(0, 1, 2),
         ablation_losses=("Contrastive-Hard", "Triplet-Hard", "N-pair", "Margin-Hard"),
         lambda_loss="Margin-Hard", lambda_grid=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1),
-        table2_seeds=(0,), regime_loss="Contrastive-Hard", regime_batch=None, regime_seeds=(),
+        table2_seeds=(0, 1, 2), regime_loss="Contrastive-Hard", regime_batch=None, regime_seeds=(),
         # Table 2: Margin in ResNet-50; SoftTriple in BN-Inception, which dmlnb does not have:
         # GoogLeNet (Inception V1) is the nearest backbone.
         table2_models={"Margin": "resnet50", "SoftTriple": "googlenet"}, key_losses=None,
@@ -604,60 +635,275 @@ def hncm_pick_cost(
 # Tables and verdicts
 # ----------------------------------------------------------------------------------------------
 
+#: The comparisons of variants made for every loss: ``(better, worse)`` -> the gain column's name.
+COMPARISONS: dict[tuple[str, str], str] = {
+    ("PROFS", "plain"): "PROFS gain",
+    ("PROFS-HNCM", "plain"): "PROFS-HNCM gain",
+    ("PROFS-HNCM", "PROFS"): "HNCM gain over PROFS",
+}
+#: The threshold of "negligible" extra computation (Sec. 5.4, the abstract's "no additional
+#: computational cost"): a share of a training step's time, in %.
+NEGLIGIBLE_PCT = 1.0
+
 
 def gain_frame(
     runs: Mapping[tuple[str, str], Sequence[ProfsRun]], metric: str = "R@1"
 ) -> pd.DataFrame:
-    """Per loss: the mean of ``metric`` (%) of each variant, the gains of PROFS and PROFS-HNCM over
-    the plain loss (points), the best variant, and :func:`~dmlnb.reporting.compare` verdicts.
+    """Per loss: the mean of ``metric`` (%) of each variant, for each of :data:`COMPARISONS` the
+    gain (points) and its :func:`~dmlnb.reporting.compare` verdict on the per-seed values (column
+    ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points), the best variant and the seeds.
 
     ``runs`` maps ``(paper row name, variant)`` to the runs over seeds.
     """
     rows = []
     for row in dict.fromkeys(r for r, _ in runs):
-        vals = {v: [100 * r.metrics[metric] for r in runs[row, v]] for v in VARIANTS if (row, v) in runs}
-        means = {v: float(np.mean(x)) for v, x in vals.items()}
+        vals = {v: [float(r.metrics[metric]) for r in runs[row, v]] for v in VARIANTS if (row, v) in runs}
+        means = {v: 100 * float(np.mean(x)) for v, x in vals.items()}
         out: dict[str, Any] = {f"{v} {metric}": means[v] for v in vals}
-        for v in ("PROFS", "PROFS-HNCM"):
-            if v in vals and "plain" in vals:
-                out[f"{v} gain"] = means[v] - means["plain"]
-                out[f"{v} > plain"] = compare(vals[v], vals["plain"])
-        if "PROFS" in vals and "PROFS-HNCM" in vals:
-            out["HNCM gain over PROFS"] = means["PROFS-HNCM"] - means["PROFS"]
+        for (a, b), gain in COMPARISONS.items():
+            if a in vals and b in vals:
+                out[gain] = means[a] - means[b]
+                out[f"{a} > {b}"] = compare(vals[a], vals[b], scale=100, unit=" pts")
         out["best variant"] = max(means, key=means.get)
         out["seeds"] = min(len(x) for x in vals.values())
         rows.append(pd.Series(out, name=row))
     return pd.DataFrame(rows)
 
 
-def every_loss(verdicts: Mapping[str, str]) -> str:
-    """Verdict on "it improves every loss" from per-loss :func:`~dmlnb.reporting.compare`
-    verdicts: ``"holds"`` when every loss's holds, ``"does not hold: worse for k of n"`` when some
-    loss is worse beyond the noise, else ``"inconclusive (within noise)"``; no loss: not tested."""
-    vs = list(verdicts.values())
-    if not vs:
-        return NOT_TESTED
-    if all(v == HOLDS for v in vs):
-        return HOLDS
-    if FAILS in vs:
-        return f"{FAILS}: worse for {vs.count(FAILS)} of {len(vs)}"
-    return WITHIN_NOISE
+def comparisons_table(gains: pd.DataFrame) -> pd.DataFrame:
+    """The verdicts of a :func:`gain_frame`, one row per loss and comparison, with each verdict's
+    effect, 90% interval, runs per side and note."""
+    rows = [{"loss": loss, "comparison": f"{a} > {b}", "verdict": str(gains.loc[loss, f"{a} > {b}"]),
+             **gains.loc[loss, f"{a} > {b}"].evidence()}
+            for loss in gains.index for a, b in COMPARISONS if f"{a} > {b}" in gains]
+    return pd.DataFrame(rows)
 
 
-def interior_optimum(x: Sequence[float], y: Sequence[float], tol: float = 0.0) -> tuple[str, Any]:
-    """Verdict on "``y(x)`` has an interior optimum": the best ``x`` is neither end of the grid and
-    both ends are worse than the best by more than ``tol``. Returns ``(verdict, best x)``; a grid
-    of fewer than 3 points is not tested."""
-    order = np.argsort(np.asarray(x, dtype=float))
-    xs, ys = np.asarray(x, dtype=float)[order], np.asarray(y, dtype=float)[order]
-    if len(xs) < 3:
-        return NOT_TESTED, None
-    best = int(np.argmax(ys))
-    if 0 < best < len(xs) - 1 and ys[best] - ys[0] > tol and ys[best] - ys[-1] > tol:
-        return HOLDS, xs[best]
-    if 0 < best < len(xs) - 1:
-        return WITHIN_NOISE, xs[best]
-    return FAILS, xs[best]
+def every_loss(verdicts: Mapping[str, Verdict]) -> Verdict:
+    """Verdict on "it improves every loss" from one :func:`~dmlnb.reporting.compare` verdict per
+    loss (the same seeds on both sides of each): ``"holds"`` when every loss's holds; ``"does not
+    hold"`` when some loss's does not (``"does not hold: k of m losses hold"`` when others do);
+    otherwise ``"inconclusive"``; no loss: not tested. The verdict carries the deciding loss's
+    evidence: the weakest loss (lowest lower bound), or for "does not hold" the loss whose upper
+    bound is lowest; its note names the losses that decide."""
+    if not verdicts:
+        return not_tested("no losses")
+    m = len(verdicts)
+    held = [k for k, v in verdicts.items() if v == HOLDS]
+    worse = [k for k, v in verdicts.items() if v == FAILS]
+    lower = lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf  # noqa: E731
+    if worse:
+        text = FAILS if not held else f"{FAILS}: {len(held)} of {m} losses hold"
+        pick = min(worse, key=lambda k: verdicts[k].high)
+        note = f"worse for {len(worse)} of {m}: {', '.join(worse)}"
+    elif len(held) == m:
+        text, pick, note = HOLDS, min(held, key=lower), f"weakest of {m}: {min(held, key=lower)}"
+    else:
+        text, pick = INCONCLUSIVE, min(verdicts, key=lower)
+        note = f"{len(held)} of {m} hold, none worse; weakest: {pick} ({verdicts[pick].note})"
+    v = verdicts[pick]
+    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+
+
+def sweep_frame(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
+    """A sweep (loss -> swept value -> per-seed results, fractions) as rows ``loss``, ``name``,
+    ``mean`` and ``std`` (%, std NaN for one seed) and ``seeds``, for :func:`dmlnb.plots.plot_sweep`."""
+    return pd.DataFrame([
+        {"loss": loss, name: value, "mean": 100 * float(np.mean(x)),
+         "std": 100 * float(np.std(x, ddof=1)) if len(x) > 1 else math.nan, "seeds": len(x)}
+        for loss, pts in points.items() for value, x in pts.items()])
+
+
+def sweep_verdicts(
+    points: Mapping[str, Mapping[float, Sequence[float]]], *, scale: float = 100.0, unit: str = " pts",
+) -> tuple[Verdict, dict[str, Verdict], pd.DataFrame]:
+    """Verdicts on "the sweep has an interior optimum" for each loss of ``points`` (loss -> swept
+    value -> per-seed results), each by :func:`dmlnb.reporting.interior_optimum`, and on "for
+    every loss" (:func:`every_loss`). Returns that verdict, the per-loss verdicts and the table of
+    every interior value against both ends, per loss."""
+    per_loss, tables = {}, []
+    for loss, pts in points.items():
+        per_loss[loss], table = interior_optimum(pts, scale=scale, unit=unit)
+        tables.append(table.assign(loss=loss))
+    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
+    if len(table):
+        table = table[["loss", *[c for c in table if c != "loss"]]]
+    return every_loss(per_loss), per_loss, table
+
+
+def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: str) -> list[float]:
+    """Per run of ``variant``: its sampler share of a step (:attr:`ProfsRun.bookkeeping_share`,
+    in %) minus that of the plain run of the same loss and seed. Each share is a ratio within one
+    run, so the machine's load, which differs between runs, cancels."""
+    return [100 * (r.bookkeeping_share - p.bookkeeping_share)
+            for (row, v), rs in runs.items() if v == variant and (row, "plain") in runs
+            for r, p in zip(rs, runs[row, "plain"])]
+
+
+def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
+    """The paper's runs per dataset (Sec. 5.1-5.2): training images and classes ``L``, ``p(y) = B /
+    (I L)``, ``M``, training steps (``epochs * floor(N / B)``) and projections per run (steps / M)."""
+    rows = []
+    for name, (images, classes) in PAPER_TRAIN_SETS.items():
+        period = projection_period(rho, PAPER_BATCH, PAPER_I, classes)
+        steps = PAPER_EPOCHS * (images // PAPER_BATCH)
+        rows.append((name, images, classes, PAPER_BATCH / (PAPER_I * classes), period, steps, steps / period))
+    return pd.DataFrame(rows, columns=["dataset", "training images", "training classes L", "p(y) = B / (I L)", "M",
+                                       "steps", "projections"]).set_index("dataset")
+
+
+def projection_reason(steps: int, period: int, paper: pd.DataFrame | None = None) -> str | None:
+    """Why the claims resting on many projections cannot be tested by runs of ``steps`` steps with
+    ``M = period``: the projections per run here and in the paper (:func:`paper_projections`), or
+    ``None`` when a run makes at least as many as the paper's fewest (SOP's)."""
+    here = steps / period
+    paper = paper_projections() if paper is None else paper
+    fewest = float(paper["projections"].min())
+    if here >= fewest:
+        return None
+    theirs = ", ".join(f"{p:.0f} on {ds}" for ds, p in paper["projections"].items())
+    return (f"a run here makes {steps} steps / M = {period} = {here:.1f} projections, the paper's {theirs}: "
+            f"PROFS's gains come from alternating projections, and {fewest / here:.0f}x fewer than the paper's fewest "
+            "cannot test them")
+
+
+def reported_differences(better: str, worse: str) -> pd.DataFrame:
+    """Every cell of the paper's Tables 1 and 2 where a loss has both variants: table, loss,
+    dataset, metric and ``better - worse`` (points, rounded to the tables' 0.1)."""
+    rows = []
+    for row in LOSSES:
+        if (row, better) in REPORTED_ROWS and (row, worse) in REPORTED_ROWS:
+            d = REPORTED_TABLE1.loc[REPORTED_ROWS[row, better]] - REPORTED_TABLE1.loc[REPORTED_ROWS[row, worse]]
+            rows += [("Table 1", row, ds, m, x) for (ds, m), x in d.items()]
+    for row in TABLE2_LOSSES:
+        d = REPORTED_TABLE2.loc[(row, better)] - REPORTED_TABLE2.loc[(row, worse)]
+        rows += [("Table 2", row, ds, m, x) for (ds, m), x in d.items()]
+    frame = pd.DataFrame(rows, columns=["table", "loss", "dataset", "metric", "difference"]).dropna()
+    frame["difference"] = frame["difference"].round(1)
+    return frame.reset_index(drop=True)
+
+
+def describe_reported(diff: pd.DataFrame) -> str:
+    """A :func:`reported_differences` frame in words: in how many cells the first variant is
+    higher, equal and lower (naming the lower ones; only the R@1 ones when there are more than
+    five), and how many of the R@1 cells are higher."""
+    d = diff["difference"]
+    low = diff[d < 0]
+    r1 = diff[diff["metric"] == "R@1"]["difference"]
+    shown = low if len(low) <= 5 else low[low["metric"] == "R@1"]  # many: name the R@1 cells only
+    named = "; ".join(f"{r.loss} {r.dataset} {r.metric} {r.difference:+.1f}" for r in shown.itertuples())
+    named = named if len(shown) == len(low) else f"R@1: {named}" if len(shown) else ""
+    tables = sorted(set(diff["table"]))
+    where = tables[0] if len(tables) == 1 else "Tables " + " and ".join(t.split()[-1] for t in tables)
+    return (f"{where}: higher in {int((d > 0).sum())} of {len(d)} cells, "
+            f"equal in {int((d == 0).sum())}, lower in {int((d < 0).sum())}" + (f" ({named})" if named else "")
+            + f"; R@1 higher in {int((r1 > 0).sum())} of {len(r1)}")
+
+
+def _at_scale(claim: Claim, reason: str | None, projections: float) -> list[Claim]:
+    """``claim`` as it stands when runs make enough projections (``reason`` is ``None``); else the
+    paper's claim not tested for ``reason``, followed by what the runs measured, as a claim about
+    this scale."""
+    if reason is None:
+        return [claim]
+    return [Claim(claim.claim, claim.paper_evidence, "not comparable: too few projections per run (measured: next row)",
+                  not_tested(reason)),
+            Claim(f"{claim.claim}, at this scale ({projections:.1f} projections per run)", "—", claim.our_evidence,
+                  claim.verdict)]
+
+
+def build_claims(
+    gains: pd.DataFrame,
+    m_points: Mapping[str, Mapping[float, Sequence[float]]],
+    lam_points: Mapping[float, Sequence[float]],
+    regime: Mapping[str, Any],
+    cost: Mapping[str, Sequence[float]],
+    pick_cost: pd.DataFrame,
+    steps: int,
+    period: int,
+) -> list[Claim]:
+    """The chapter's claims, every verdict computed (:mod:`dmlnb.reporting`'s rule).
+
+    Args:
+        gains: :func:`gain_frame` of Tables 1 and 2 (R@1).
+        m_points: the M ablation, loss -> M -> per-seed R@1 (fractions).
+        lam_points: the lambda sweep, lambda -> per-seed R@1 (fractions).
+        regime: the HNCM regime: ``small`` and ``large`` (per-seed HNCM - PROFS R@1 in points with
+            a small and the full batch), ``classes`` (classes per batch of each), ``loss``, and
+            the small batch's run length ``steps`` and ``period`` (default: Table 1's).
+        cost: variant -> per-run share increase over plain (% of a step, :func:`share_increase`).
+        pick_cost: :func:`hncm_pick_cost` (its last row at the largest ``L``).
+        steps, period: training steps of a Table 1 run and its ``M``.
+
+    The claims on PROFS's and HNCM's gains (and HNCM's regime) rest on many projections: with
+    fewer per run than the paper's fewest the paper's claim is not tested
+    (:func:`projection_reason`), and the next row gives what these runs measured, under the same
+    rule.
+    """
+    reason = projection_reason(steps, period)
+    claims = []
+    texts = {("PROFS", "plain"): "PROFS improves every integrated loss",
+             ("PROFS-HNCM", "plain"): "PROFS + HNCM improves every integrated loss",
+             ("PROFS-HNCM", "PROFS"): "HNCM improves PROFS further for every loss"}
+    for (a, b), text in texts.items():
+        col = f"{a} > {b}"
+        measured = every_loss({loss: v for loss, v in gains[col].items() if isinstance(v, Verdict)})
+        ours = (f"R@1 {COMPARISONS[a, b].replace(' gain', '')} gain per loss (points): "
+                + ", ".join(f"{loss} {g:+.1f}" for loss, g in gains[COMPARISONS[a, b]].items())
+                + f"; seeds per loss: {', '.join(str(int(s)) for s in sorted(set(gains['seeds'])))}")
+        claims += _at_scale(Claim(text, describe_reported(reported_differences(a, b)), ours, measured), reason,
+                            steps / period)
+    hncm = {ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean()
+            for ds in ("SOP", "CARS196", "CUB-200-2011")}
+    small, large = regime.get("small", []), regime.get("large", [])
+    claim = Claim(
+        "HNCM adds more where a batch holds a small share of the classes (SOP vs CUB/Cars)",
+        "Table 1, HNCM - PROFS R@1 (mean over losses): " + ", ".join(f"{ds} {g:+.2f}" for ds, g in hncm.items()),
+        (f"HNCM - PROFS R@1 with {regime['classes'][0]} classes per batch {np.mean(small):+.2f} vs {regime['classes'][1]} "
+         f"classes {np.mean(large):+.2f} points ({regime['loss']}, {len(small)} seeds)") if len(small) else "not run",
+        compare(small, large, unit=" pts") if len(small) else not_tested("the regime runs are not part of this profile"))
+    if len(small):  # the regime's shortest runs decide: its small batch's, or Table 1's
+        fewest = min((regime.get("steps", steps), regime.get("period", period)), (steps, period), key=lambda sp: sp[0] / sp[1])
+        claims += _at_scale(claim, projection_reason(*fewest), fewest[0] / fewest[1])
+    else:
+        claims.append(claim)
+    m_verdict, m_per_loss, _ = sweep_verdicts(m_points)
+    grid = sorted({m for pts in m_points.values() for m in pts})
+    seeds = sorted({len(x) for pts in m_points.values() for x in pts.values()})
+    claims.append(Claim(
+        "M has an interior optimum (too few steps underfit the subproblem, too many overfit it)",
+        "Fig. 2 (contrastive, triplet, N-pair, margin; SOP, CARS196, CUB-200-2011)",
+        "; ".join(f"{loss}: {v} (best mean at M = {max(m_points[loss], key=lambda m: np.mean(m_points[loss][m])):g})"
+                  for loss, v in m_per_loss.items())
+        + "; projections per run: " + ", ".join(f"M = {m:g}: {steps / m:.1f}" for m in grid)
+        + f"; seeds per point: {', '.join(map(str, seeds))}", m_verdict))
+    lam_verdict, _ = interior_optimum(lam_points, scale=100, unit=" pts")
+    lam_mean = {lam: 100 * float(np.mean(x)) for lam, x in sorted(lam_points.items())}
+    flat = [m for lam, m in lam_mean.items() if REPORTED_LAMBDA_FLAT[0] <= lam <= REPORTED_LAMBDA_FLAT[1]]
+    claims.append(Claim(
+        "lambda has an interior optimum (0 overfits the subproblems, large over-regularises)",
+        f"Fig. 3; flat for {REPORTED_LAMBDA_FLAT[0]:g} <= lambda <= {REPORTED_LAMBDA_FLAT[1]:g}",
+        (f"best mean at lambda = {max(lam_mean, key=lam_mean.get):g}; R@1 at lambda = 0: {lam_mean[min(lam_mean)]:.1f}, at "
+         f"{max(lam_mean):g}: {lam_mean[max(lam_mean)]:.1f}; spread of the means over the flat range: "
+         f"{max(flat) - min(flat):.1f} points; seeds per point: "
+         + ", ".join(map(str, sorted({len(x) for x in lam_points.values()})))) if flat else "not run",
+        lam_verdict))
+    reported_cost = ", ".join(f"+{v:g}% ({k})" for k, v in REPORTED_HNCM_COST.items())
+    for variant, text, paper in (
+        ("PROFS", f"PROFS adds no computation to speak of (< {NEGLIGIBLE_PCT:g}% of a step)",
+         "Abstract: no additional computational cost"),
+        ("PROFS-HNCM", f"HNCM's extra computation is negligible (< {NEGLIGIBLE_PCT:g}% of a step)",
+         f"Sec. 5.4: {reported_cost}"),
+    ):
+        x = cost.get(variant, [])
+        extra = (f"; one HNCM batch at L = {int(pick_cost['L'].iloc[-1])}, D = {int(pick_cost['D'].iloc[-1])}: "
+                 f"{pick_cost['HNCM ms'].iloc[-1]:.1f} ms") if variant == "PROFS-HNCM" and len(pick_cost) else ""
+        claims.append(Claim(
+            text, paper,
+            (f"{variant} minus plain, sampler share of a step per run (same loss and seed): mean {np.mean(x):+.2f}%, "
+             f"max {np.max(x):+.2f}%; the effect is the margin below {NEGLIGIBLE_PCT:g}%" + extra) if len(x) else "not run",
+            compare_to_threshold(x, NEGLIGIBLE_PCT, higher_is_better=False, unit=" % of a step")))
+    return claims
 
 
 # ----------------------------------------------------------------------------------------------
