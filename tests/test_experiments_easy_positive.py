@@ -38,14 +38,14 @@ def test_default_design_and_run_count():
     study = ep.make_study("default")
     c = study.config
     assert (c.dataset, c.model, c.embedding_dim, c.batch_size, c.width) == ("omniglot-small", "convnet", 64, 128, 64)
-    assert study.group_sizes == (2, 8, 16) and study.key_group_size == 16 and len(study.seeds) == 3
+    assert study.group_sizes == (2, 4, 8, 16) and study.key_group_size == 16 and len(study.seeds) == 3
     fig4 = study.figure4_runs()
     names = [ep.run_name(cfg, m) for cfg, m in fig4]
     assert len(names) == len(set(names))
     # 3 seeds at every point of the grid (the verdict rule's minimum per swept value):
-    # n = 2: N-pair + EPHN, EPSHN, HPHN; n = 8, 16: 6 methods
+    # n = 2: N-pair + EPHN, EPSHN, HPHN; n = 4, 8, 16: 6 methods
     assert study.grid_seeds == study.seeds
-    assert len(fig4) == 3 * (4 + 6 + 6)
+    assert len(fig4) == 3 * (4 + 6 + 6 + 6)
     assert all(len(study.seeds_for(m, n)) >= 3 for m in ep.MINING_METHODS for n in study.group_sizes)
     assert not any(m in ("EP", "HP", "BA") and cfg.m_per_class == 2 for cfg, m in fig4)
     # Table 1 reuses EPSHN (n = 16) and N-pair (n = 2) and adds triplet / Proxy-NCA x 3 seeds
