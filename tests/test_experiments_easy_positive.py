@@ -42,8 +42,11 @@ def test_default_design_and_run_count():
     fig4 = study.figure4_runs()
     names = [ep.run_name(cfg, m) for cfg, m in fig4]
     assert len(names) == len(set(names))
-    # n = 2: N-pair x 3 seeds + EPHN, EPSHN, HPHN; n = 4, 8: 6 methods; n = 16: 6 methods x 3 seeds
-    assert len(fig4) == 3 + 3 + 6 + 6 + 18
+    # 3 seeds at every point of the grid (the verdict rule's minimum per swept value):
+    # n = 2: N-pair + EPHN, EPSHN, HPHN; n = 4, 8, 16: 6 methods
+    assert study.grid_seeds == study.seeds
+    assert len(fig4) == 3 * (4 + 6 + 6 + 6)
+    assert all(len(study.seeds_for(m, n)) >= 3 for m in ep.MINING_METHODS for n in study.group_sizes)
     assert not any(m in ("EP", "HP", "BA") and cfg.m_per_class == 2 for cfg, m in fig4)
     # Table 1 reuses EPSHN (n = 16) and N-pair (n = 2) and adds triplet / Proxy-NCA x 3 seeds
     t1 = study.table1_runs()
@@ -73,6 +76,8 @@ def test_paper_profile_matches_the_paper():
 def test_make_study_overrides_and_errors():
     s = ep.make_study("default", {"epochs": 3}, group_sizes=[2, 8], seeds=[5, 6])
     assert s.config.epochs == 3 and s.group_sizes == (2, 8) and s.key_group_size == 8 and s.seeds == (5, 6)
+    assert s.grid_seeds == (5, 6)  # the default grid runs every seed, also when the seeds are replaced
+    assert ep.make_study("smoke", seeds=[5, 6]).grid_seeds == (0,)
     assert all(t.epochs == 3 for t in s.table1)
     with pytest.raises(ValueError, match="divide"):
         ep.make_study("default", group_sizes=[3])
@@ -250,3 +255,92 @@ def test_chapter_plots_label_everything():
     ax = plot_reference_overlay(np.zeros((3, 2)), np.ones((2, 2)))
     assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training (3)", "test (2)"]
     plt.close("all")
+
+
+# ------------------------------------------------------------------------------ claims (fabricated per-seed numbers)
+
+
+def _fabricated_inputs(ep_rises: bool = True, seeds: int = 3, **changes) -> ep.ClaimInputs:
+    """Per-seed numbers in which easy-positive variants clearly beat hard ones at n = 16 (and, if
+    ``ep_rises``, improve from n = 2), with a small seed-to-seed spread."""
+    jitter = np.array([-0.004, 0.0, 0.004, 0.002, -0.002][:seeds])
+    base = {"EP": (0.50, 0.70), "EPHN": (0.45, 0.68), "EPSHN": (0.52, 0.72),
+            "HP": (0.50, 0.40), "HPHN": (0.45, 0.30), "BA": (0.50, 0.55)}
+    if not ep_rises:
+        base["EP"] = (0.70, 0.50)
+    recall = {}
+    for m, (lo, hi) in base.items():
+        recall[m] = {n: list(lo + (hi - lo) * i / 3 + jitter) for i, n in enumerate((2, 4, 8, 16))}
+    stats = lambda med, t2t, gap: [  # noqa: E731
+        {"train_same_class_median": med + j, "test_to_train_mean": t2t + j, "train_nn_correct": 0.9 + j,
+         "test_nn_correct": 0.9 - gap + j} for j in jitter]
+    analysis = {m: stats(0.5, 0.6, 0.1) for m in ("EP", "EPHN", "EPSHN")}
+    analysis |= {m: stats(0.9, 0.8, 0.3) for m in ("BA", "HP", "N-pair")}
+    analysis["EPSHN"] = stats(0.95, 0.6, 0.1)  # EPSHN clusters tighter than the rest: that claim fails
+    table1 = {"omniglot-small, convnet, 64-d": {
+        "triplet": list(0.60 + jitter), "N-pair": list(0.66 + jitter), "Proxy-NCA": list(0.44 + jitter),
+        "EPSHN": list(0.62 + jitter)}}
+    kw = dict(recall=recall, analysis=analysis, table1=table1, key_group_size=16, images_per_class=20,
+              profile="default")
+    return ep.ClaimInputs(**{**kw, **changes})
+
+
+def _verdicts(claims) -> dict[str, str]:
+    return {c.claim: str(c.verdict) for c in claims}
+
+
+def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Verdict, claims_table
+
+    claims = ep.build_claims(_fabricated_inputs())
+    v = _verdicts(claims)
+    assert all(isinstance(c.verdict, Verdict) for c in claims)
+    assert v["Easy-positive mining (EP, EPHN, EPSHN) beats hard-positive mining and batch all (HP, HPHN, BA) at n = 16"] == HOLDS
+    assert v["EP improves as the group size grows"] == HOLDS and v["HPHN degrades as the group size grows"] == HOLDS
+    assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(FAILS)
+    assert v["Test images of unseen classes land less directly on training images with easy positives"] == HOLDS
+    assert v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"] == "does not hold: 2 of 3 pairs hold"
+    # the grid stops at 16: the paper's interior optimum at n = 16 is not tested, with the reason
+    peak = next(c for c in claims if c.claim.startswith("Recall@1 peaks"))
+    assert peak.verdict == NOT_TESTED and "n = 16" in peak.verdict.note and "20 images" in peak.verdict.note
+    # Tables 2 and 3 are not run at this profile: not tested, never failed
+    t2 = [c for c in claims if "Table 2" in c.claim]
+    assert len(t2) == 4 and all(c.verdict == NOT_TESTED and "default profile" in c.verdict.note for c in t2)
+    # the paper's evidence is computed from the transcribed tables
+    assert any("EPSHN512 64.9 vs DREML576 63.9" in c.paper_evidence for c in t2)
+    assert any("in 5 of 6" in c.paper_evidence and "Proxy-NCA" in c.paper_evidence for c in claims)
+    hotels = next(c for c in claims if "Hotels-50K" in c.claim)
+    assert "2.0 times" in hotels.claim and hotels.verdict == NOT_TESTED
+    table = claims_table(claims)
+    first = table.iloc[0]
+    assert first["runs per side"] == "3 vs 3" and first["effect"].endswith(" pts") and first["90% interval"] != "—"
+    # EP falling with n: its trend claim fails; with one seed per side nothing holds or fails
+    assert _verdicts(ep.build_claims(_fabricated_inputs(ep_rises=False)))["EP improves as the group size grows"] == FAILS
+    one = ep.build_claims(_fabricated_inputs(seeds=1))
+    assert {str(c.verdict) for c in one} <= {INCONCLUSIVE, NOT_TESTED}
+
+
+def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
+    from dmlnb.reporting import FAILS, HOLDS
+
+    inputs = _fabricated_inputs()
+    recall = {m: {**by_n, 32: [x - 0.05 for x in by_n[16]]} for m, by_n in inputs.recall.items()}
+    recall["EP"][32] = [x + 0.05 for x in recall["EP"][16]]  # EP keeps rising: no interior optimum
+    claims = ep.build_claims(_fabricated_inputs(recall=recall))
+    v = _verdicts(claims)
+    assert v["EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"] == HOLDS
+    assert v["EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"] == FAILS
+    # Table 2 runs at the paper profile are judged against the best other reported R@1
+    t2 = _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table2={"CUB": [0.70, 0.71, 0.72]})))
+    assert t2["EPSHN512 (ResNet-50) has the best R@1 on CUB in Table 2"] == HOLDS
+
+
+def test_group_size_optima_calls_an_optimum_only_through_the_rule():
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
+
+    points = {"peak": {2: [0.5, 0.51, 0.49], 4: [0.7, 0.71, 0.69], 8: [0.6, 0.61, 0.59]},
+              "rising": {2: [0.5, 0.51, 0.49], 4: [0.6, 0.61, 0.59], 8: [0.7, 0.71, 0.69]},
+              "one seed": {2: [0.5], 4: [0.7], 8: [0.6]}}
+    table = ep.group_size_optima(points)
+    assert table["interior optimum"].tolist() == [HOLDS, FAILS, INCONCLUSIVE]
+    assert table.loc["peak", "runs per side"] == "3 vs 3" and table.loc["peak", "effect"] == "+10 pts"
