@@ -295,8 +295,15 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     claims = ep.build_claims(_fabricated_inputs())
     v = _verdicts(claims)
     assert all(isinstance(c.verdict, Verdict) for c in claims)
-    assert v["Easy-positive mining (EP, EPHN, EPSHN) beats hard-positive mining and batch all (HP, HPHN, BA) at n = 16"] == HOLDS
-    assert v["EP improves as the group size grows"] == HOLDS and v["HPHN degrades as the group size grows"] == HOLDS
+    assert v["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS
+    assert v["HPHN degrades as the group size grows (n = 2 -> 16)"] == HOLDS
+    contrast = next(c for c in claims if c.claim.startswith("The contrast"))
+    assert str(contrast.verdict) == HOLDS and "collapsed" not in contrast.our_evidence
+    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not among the paper's claims
+    assert not any(c.claim.startswith("Easy-positive mining") or "beat HP, HPHN, BA" in c.claim for c in claims)
+    ours = _verdicts(ep.our_measurement_claims(_fabricated_inputs(), _fabricated_inputs().recall))
+    assert ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"] == HOLDS
+    assert ours["BA degrades as the group size grows (n = 2 -> 16)"] == FAILS
     assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(FAILS)
     assert v["Test images of unseen classes land less directly on training images with easy positives"] == HOLDS
     assert v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"] == "does not hold: 2 of 3 pairs hold"
@@ -315,7 +322,14 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     first = table.iloc[0]
     assert first["runs per side"] == "3 vs 3" and first["effect"].endswith(" pts") and first["90% interval"] != "—"
     # EP falling with n: its trend claim fails; with one seed per side nothing holds or fails
-    assert _verdicts(ep.build_claims(_fabricated_inputs(ep_rises=False)))["EP improves as the group size grows"] == FAILS
+    falling = ep.build_claims(_fabricated_inputs(ep_rises=False))
+    assert _verdicts(falling)["EP improves as the group size grows (n = 2 -> 16)"] == FAILS
+    # EP falling as fast as HP: the contrast is not supported
+    assert not str(next(c for c in falling if c.claim.startswith("The contrast")).verdict) == HOLDS
+    # a collapsed group is named in the evidence of every claim that uses it
+    marked = ep.build_claims(_fabricated_inputs(collapsed=frozenset({("HPHN", 16)})))
+    assert "HPHN n = 16" in next(c for c in marked if c.claim.startswith("HPHN degrades")).our_evidence
+    assert "collapsed" not in next(c for c in marked if c.claim.startswith("EP improves")).our_evidence
     one = ep.build_claims(_fabricated_inputs(seeds=1))
     assert {str(c.verdict) for c in one} <= {INCONCLUSIVE, NOT_TESTED}
 
@@ -344,3 +358,22 @@ def test_group_size_optima_calls_an_optimum_only_through_the_rule():
     table = ep.group_size_optima(points)
     assert table["interior optimum"].tolist() == [HOLDS, FAILS, INCONCLUSIVE]
     assert table.loc["peak", "runs per side"] == "3 vs 3" and table.loc["peak", "effect"] == "+10 pts"
+
+
+def test_anchor_terms_average_to_the_hp_and_ep_losses():
+    from dmlnb.losses import easy_positive_loss
+
+    angles = torch.tensor([0.0, 20.0, 150.0, 60.0, 200.0, 230.0])
+    x = torch.stack([torch.cos(torch.deg2rad(angles)), torch.sin(torch.deg2rad(angles))], dim=1)
+    y = torch.tensor([0, 0, 0, 1, 1, 1])
+    for pos, name in (("hard", "HP"), ("easy", "EP")):
+        terms = ep.anchor_terms(x, y, pos)
+        assert float(terms["term"].mean()) == pytest.approx(float(easy_positive_loss(name)(x, y)), rel=1e-5)
+    assert ep.anchor_terms(x, y, "hard")["positive"].tolist()[0] == 2  # 0 deg: its hard positive is 150 deg
+
+
+def test_pair_tables_list_every_pair_of_the_group_claims():
+    t = ep.pair_tables(_fabricated_inputs())
+    comps = t.index.get_level_values("comparison")
+    assert (comps.str.startswith("change of R@1")).sum() == 6 and (comps.str.startswith("Fig. 5")).sum() == 9
+    assert (comps.str.startswith("Table 1")).sum() == 3
