@@ -753,16 +753,20 @@ def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: 
             for r, p in zip(rs, runs[row, "plain"])]
 
 
-def _cached_frame(path: str | Path | None, make: Any, retrain: bool = False) -> pd.DataFrame:
-    """A measurement stored as a record (``path/record.json``): reloaded when it exists (unless
-    ``retrain``), else made by ``make()`` and written, so that a render quotes a stored number."""
+def _cached_frame(path: str | Path | None, make: Any, retrain: bool = False,
+                  config: TrainConfig | None = None) -> pd.DataFrame:
+    """A measurement stored as a record (``path/record.json``, with ``status`` and the
+    ``config`` it was made under): reloaded when it exists (unless ``retrain``), else made by
+    ``make()`` and written, so that a render quotes a stored number."""
     file = Path(path) / "record.json" if path is not None else None
     if file is not None and file.exists() and not retrain:
         return pd.DataFrame(json.loads(file.read_text())["rows"])
     frame = make()
     if file is not None:
         file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(json.dumps({"made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        file.write_text(json.dumps({"name": file.parent.name, "status": "finished",
+                                    "config": json.loads(json.dumps(config.to_dict(), default=list)) if config else None,
+                                    "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                     "threads": torch.get_num_threads(), "rows": frame.to_dict("records")}, indent=1))
     return frame
 
@@ -803,12 +807,14 @@ def step_times(
                                  "ms per step": 1e3 * seconds / steps, "sampler ms per step": 1e3 * sampler.seconds / steps})
         return pd.DataFrame(rows)
 
-    return _cached_frame(path, make, retrain)
+    return _cached_frame(path, make, retrain, config)
 
 
-def cached_pick_cost(path: str | Path | None, retrain: bool = False, **kw: Any) -> pd.DataFrame:
-    """:func:`hncm_pick_cost` stored at ``path`` and reloaded (a render quotes the stored numbers)."""
-    return _cached_frame(path, lambda: hncm_pick_cost(**kw), retrain)
+def cached_pick_cost(path: str | Path | None, retrain: bool = False, config: TrainConfig | None = None,
+                     **kw: Any) -> pd.DataFrame:
+    """:func:`hncm_pick_cost` stored at ``path`` and reloaded (a render quotes the stored numbers);
+    ``config`` is the chapter's configuration, stored with it."""
+    return _cached_frame(path, lambda: hncm_pick_cost(**kw), retrain, config)
 
 
 def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
@@ -1094,7 +1100,9 @@ def build_claims(
                       f"{ds} {REPORTED_TABLE2.loc[('SoftTriple', 'PROFS'), (ds, 'R@1')] - REPORTED_TABLE2.loc[('SoftTriple', 'plain'), (ds, 'R@1')]:+.1f}"
                       for ds in ("SOP", "CARS196", "CUB-200-2011")),
                   f"SoftTriple R@1, PROFS (proximal term only, M = 1) vs plain ({len(runs['SoftTriple', 'PROFS'])} seeds)", vs)
-        a, b = _scale_pair(c, reason, proj)
+        # every iteration is a subproblem (M = 1): the paper's runs made one per step
+        per_step = paper_projections().assign(M=1, projections=lambda d: d["steps"].astype(float))
+        a, b = _scale_pair(c, projection_reason(steps, 1, per_step), float(steps))
         paper.append(a)
         measured += [b] if b else []
 
