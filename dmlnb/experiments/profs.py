@@ -114,6 +114,14 @@ __all__ = [
     "sweep_frame",
     "sweep_verdicts",
     "share_increase",
+    "step_times",
+    "cached_pick_cost",
+    "metric_verdicts",
+    "no_difference",
+    "sweep_pairs",
+    "provenance",
+    "deviations_table",
+    "PAPER_PROFS_LOSSES",
     "paper_projections",
     "projection_reason",
     "reported_differences",
@@ -165,7 +173,7 @@ IMPLEMENTATION: dict[str, str] = {
 # ----------------------------------------------------------------------------------------------
 
 # Sec. 5.2: ImageNet GoogLeNet V1 + FC(512), images 256 -> random 224 crops and flips, Adam
-# (0.9, 0.99) with batch 128, lr 1e-5 on CUB / Cars and 1e-4 on SOP, 100 epochs, best epoch;
+# (0.9, 0.99; dmlnb's Adam keeps torch's default 0.999, a listed deviation) with batch 128, lr 1e-5 on CUB / Cars and 1e-4 on SOP, 100 epochs, best epoch;
 # I = 2 images per class (Sec. 5.4.1); lambda = 1e-3, rho = 6.
 _PAPER_LR = {"cub200": 1e-5, "cars196": 1e-5, "sop": 1e-4}
 PAPER_BATCH, PAPER_I, PAPER_EPOCHS = 128, 2, 100
@@ -215,7 +223,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 4, 40), sweep_seeds=(0, 1, 2),
         ablation_losses=("Contrastive-Hard", "Triplet-Hard", "N-pair", "Margin-Hard"),
         lambda_loss="Margin-Hard", lambda_grid=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
-        table2_seeds=(0,), regime_loss="Contrastive-Hard", regime_batch=32,
+        table2_seeds=(0, 1, 2), regime_loss="Contrastive-Hard", regime_batch=32,
         regime_seeds=(0, 1, 2), table2_models={}, key_losses=None,
     ),
     "paper": dict(
@@ -382,6 +390,7 @@ def build_components(
     config: TrainConfig,
     period: int,
     lam: float,
+    proximal_params: str = "all",
 ) -> tuple[Sampler, list[Hook]]:
     """The batch sampler and extra hooks of one variant.
 
@@ -407,11 +416,11 @@ def build_components(
                                     num_batches=steps)
     hooks: list[Hook] = []
     if soft:
-        hooks.append(LaggedProximalHook(model, lam, params="all"))
+        hooks.append(LaggedProximalHook(model, lam, params=proximal_params))
         if hncm:
             hooks.append(CenterRepresentatives(sampler, loss))
     else:
-        hooks.append(ProximalHook(model, lam, period, params="all"))
+        hooks.append(ProximalHook(model, lam, period, params=proximal_params))
     return TimedSampler(sampler), hooks
 
 
@@ -514,17 +523,19 @@ class ProfsRun:
         return self.extras["sampler_seconds"] / max(self.extras["train_seconds"], 1e-12)
 
 
-def run_name(key: str, variant: str, config: TrainConfig, period: int | None, lam: float | None) -> str:
-    """Folder name of a run: loss, variant, (M, lambda for PROFS), ``-rp`` when the variant
-    restricts the loss's pairs to the representatives' (:func:`pair_mode` not ``"all"``),
-    batch size, seed."""
-    profs = "" if variant == "plain" else f"-M{period}-lam{lam:g}"
+def run_name(key: str, variant: str, config: TrainConfig, period: int | None, lam: float | None,
+             proximal_params: str = "all") -> str:
+    """Folder name of a run: loss, variant, (M, lambda for PROFS, ``-prox-backbone`` when the
+    proximal term acts on the backbone only), ``-rp`` when the variant restricts the loss's pairs
+    to the representatives' (:func:`pair_mode` not ``"all"``), batch size, seed."""
+    profs = "" if variant == "plain" else f"-M{period}-lam{lam:g}" + ("" if proximal_params == "all" else f"-prox-{proximal_params}")
     rp = "" if pair_mode(key, variant) == "all" else "-rp"
     return f"{key}-{variant}{profs}{rp}-b{config.batch_size}-seed{config.seed}"
 
 
-def _spec(key: str, variant: str, period: int | None, lam: float | None) -> dict[str, Any]:
-    spec = {"loss": key, "variant": variant, "period": period, "lam": lam, "proximal_params": "all"}
+def _spec(key: str, variant: str, period: int | None, lam: float | None, proximal_params: str = "all") -> dict[str, Any]:
+    spec = {"loss": key, "variant": variant, "period": period, "lam": lam,
+            "proximal_params": proximal_params if variant != "plain" else "all"}
     mode = pair_mode(key, variant)
     if mode != "all":  # "all" trains the loss unchanged: its records stay valid
         spec["pairs"] = mode
@@ -543,6 +554,7 @@ def run_variant(
     lam: float = REPORTED_LAMBDA,
     retrain: bool = False,
     progress: bool = False,
+    proximal_params: str = "all",
 ) -> ProfsRun:
     """Train one (loss, variant) run with seed ``config.seed``, or reload its finished record.
 
@@ -563,8 +575,8 @@ def run_variant(
                 raise ValueError("PROFS needs M: pass period= or rho=")
             period = period_for(cfg, num_classes, rho)
         lam_used = float(lam)
-    spec = _spec(key, variant, period, lam_used)
-    name = run_name(key, variant, cfg, period, lam_used)
+    spec = _spec(key, variant, period, lam_used, proximal_params)
+    name = run_name(key, variant, cfg, period, lam_used, proximal_params)
     run_dir = Path(runs_dir) / name if runs_dir is not None else None
     if run_dir is not None and not retrain:
         old = load_finished_record(run_dir, cfg)
@@ -574,7 +586,8 @@ def run_variant(
     model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                         pretrained=cfg.pretrained, width=cfg.width)
     loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg)
-    sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0)
+    sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0,
+                                      proximal_params)
     resume = False
     if run_dir is not None and (run_dir / "record.json").exists() and not retrain:
         saved = RunRecord.load(run_dir / "record.json")
@@ -643,7 +656,7 @@ COMPARISONS: dict[tuple[str, str], str] = {
 }
 #: The threshold of "negligible" extra computation (Sec. 5.4, the abstract's "no additional
 #: computational cost"): a share of a training step's time, in %.
-NEGLIGIBLE_PCT = 1.0
+NEGLIGIBLE_PCT = 1.0  # kept for callers; no claim uses it (the paper states no tolerance)
 
 
 def gain_frame(
@@ -733,11 +746,75 @@ def sweep_verdicts(
 
 def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: str) -> list[float]:
     """Per run of ``variant``: its sampler share of a step (:attr:`ProfsRun.bookkeeping_share`,
-    in %) minus that of the plain run of the same loss and seed. Each share is a ratio within one
-    run, so the machine's load, which differs between runs, cancels."""
+    in %) minus that of the plain run of the same loss and seed (sampler time only: the proximal
+    hook is not in it; :func:`step_times` measures whole steps)."""
     return [100 * (r.bookkeeping_share - p.bookkeeping_share)
             for (row, v), rs in runs.items() if v == variant and (row, "plain") in runs
             for r, p in zip(rs, runs[row, "plain"])]
+
+
+def _cached_frame(path: str | Path | None, make: Any, retrain: bool = False,
+                  config: TrainConfig | None = None) -> pd.DataFrame:
+    """A measurement stored as a record (``path/record.json``, with ``status`` and the
+    ``config`` it was made under): reloaded when it exists (unless ``retrain``), else made by
+    ``make()`` and written, so that a render quotes a stored number."""
+    file = Path(path) / "record.json" if path is not None else None
+    if file is not None and file.exists() and not retrain:
+        return pd.DataFrame(json.loads(file.read_text())["rows"])
+    frame = make()
+    if file is not None:
+        file.parent.mkdir(parents=True, exist_ok=True)
+        file.write_text(json.dumps({"name": file.parent.name, "status": "finished",
+                                    "config": json.loads(json.dumps(config.to_dict(), default=list)) if config else None,
+                                    "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                    "threads": torch.get_num_threads(), "rows": frame.to_dict("records")}, indent=1))
+    return frame
+
+
+def step_times(
+    key: str, config: TrainConfig, splits: Any, *, rho: float, lam: float, steps: int = 15, repeats: int = 5,
+    path: str | Path | None = None, retrain: bool = False,
+) -> pd.DataFrame:
+    """Milliseconds per training step of ``plain``, ``PROFS`` and ``PROFS-HNCM`` on loss ``key``,
+    measured in one process, the variants interleaved in every repeat (so that the machine's
+    load, which drifts, hits the three alike), each variant first in turn, after one dropped
+    warm-up repeat.
+
+    Each repeat trains each variant for ``steps`` steps from the same seed with
+    :func:`dmlnb.training.train` (no evaluation): the whole step, sampler, HNCM's scan, forward,
+    backward, the proximal hook (anchor copies every ``M`` steps, ``lambda (theta - theta_k)`` every
+    step) and the optimiser. Stored at ``path`` and reloaded (:func:`_cached_frame`)."""
+
+    def make() -> pd.DataFrame:
+        cfg = loss_config(key, config).replace(epochs=1, steps_per_epoch=steps)
+        labels = torch.as_tensor(splits.train.labels)
+        period = period_for(cfg, splits.num_train_classes, rho)
+        rows = []
+        for r in range(-1, repeats):  # repeat -1 warms up (first-call costs) and is dropped
+            order = VARIANTS[r % 3:] + VARIANTS[:r % 3]  # each variant takes its turn first
+            for variant in order:
+                c = cfg.replace(seed=max(r, 0))
+                torch.manual_seed(c.seed)
+                model = build_model(c.model, splits.input_shape, c.embedding_dim, normalize=c.normalize,
+                                    pretrained=c.pretrained, width=c.width)
+                loss = profs_loss(key, variant, build_loss(key, splits.num_train_classes, c.embedding_dim), c)
+                sampler, hooks = build_components(key, variant, model, loss, labels, c, period, lam)
+                record = train(model, loss, splits.train, None, c, sampler=sampler, hooks=hooks, run_dir=None,
+                               progress=False, name=f"timing-{variant}")
+                seconds = sum(h["train_seconds"] for h in record.data["history"])
+                if r >= 0:
+                    rows.append({"repeat": r, "variant": variant, "M": period, "steps": steps,
+                                 "ms per step": 1e3 * seconds / steps, "sampler ms per step": 1e3 * sampler.seconds / steps})
+        return pd.DataFrame(rows)
+
+    return _cached_frame(path, make, retrain, config)
+
+
+def cached_pick_cost(path: str | Path | None, retrain: bool = False, config: TrainConfig | None = None,
+                     **kw: Any) -> pd.DataFrame:
+    """:func:`hncm_pick_cost` stored at ``path`` and reloaded (a render quotes the stored numbers);
+    ``config`` is the chapter's configuration, stored with it."""
+    return _cached_frame(path, lambda: hncm_pick_cost(**kw), retrain, config)
 
 
 def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
@@ -753,31 +830,40 @@ def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
 
 
 def projection_reason(steps: int, period: int, paper: pd.DataFrame | None = None) -> str | None:
-    """Why the claims resting on many projections cannot be tested by runs of ``steps`` steps with
-    ``M = period``: the projections per run here and in the paper (:func:`paper_projections`), or
-    ``None`` when a run makes at least as many as the paper's fewest (SOP's)."""
+    """Why the paper's claims on PROFS's gains cannot be tested by runs of ``steps`` steps with ``M =
+    period``, or ``None`` when a run makes at least as many projections as the paper's fewest.
+
+    The cut-off is the range of the paper's own evidence: every number of Tables 1-2 comes from a
+    run of 100 epochs at ``rho = 6`` (:func:`paper_projections`: 44 projections on SOP, 450 on CUB,
+    620 on Cars), reported at its best epoch "since the convergence rate of each method is
+    different" (Sec. 5.2). Below the fewest of them, a result is outside anything the paper
+    measured; it is reported (as our measurement), not counted for or against the paper."""
     here = steps / period
     paper = paper_projections() if paper is None else paper
     fewest = float(paper["projections"].min())
     if here >= fewest:
         return None
     theirs = ", ".join(f"{p:.0f} on {ds}" for ds, p in paper["projections"].items())
-    return (f"a run here makes {steps} steps / M = {period} = {here:.1f} projections, the paper's {theirs}: "
-            f"PROFS's gains come from alternating projections, and {fewest / here:.0f}x fewer than the paper's fewest "
-            "cannot test them")
+    return (f"cut-off: the paper's fewest projections per run, {fewest:.0f} (its runs: {theirs}; 100 epochs, rho = 6, "
+            f"best epoch). A run here makes {steps} steps / M = {period} = {here:.1f} projections, {fewest / here:.0f}x fewer: "
+            "outside the range of the paper's evidence")
 
 
-def reported_differences(better: str, worse: str) -> pd.DataFrame:
-    """Every cell of the paper's Tables 1 and 2 where a loss has both variants: table, loss,
-    dataset, metric and ``better - worse`` (points, rounded to the tables' 0.1)."""
+def reported_differences(better: str, worse: str, table2: bool = True) -> pd.DataFrame:
+    """Every cell of the paper's Table 1 (and, with ``table2``, Table 2) where a loss has both
+    variants: table, loss, dataset, metric and ``better - worse`` (points, rounded to the tables'
+    0.1). Table 2's ``plain`` rows are the cited papers' published numbers (Margin [48],
+    SoftTriple [30]), not runs of the same setup: they are kept apart (``table2=False``) where a
+    claim's evidence must be like for like."""
     rows = []
     for row in LOSSES:
         if (row, better) in REPORTED_ROWS and (row, worse) in REPORTED_ROWS:
             d = REPORTED_TABLE1.loc[REPORTED_ROWS[row, better]] - REPORTED_TABLE1.loc[REPORTED_ROWS[row, worse]]
             rows += [("Table 1", row, ds, m, x) for (ds, m), x in d.items()]
-    for row in TABLE2_LOSSES:
-        d = REPORTED_TABLE2.loc[(row, better)] - REPORTED_TABLE2.loc[(row, worse)]
-        rows += [("Table 2", row, ds, m, x) for (ds, m), x in d.items()]
+    if table2:
+        for row in TABLE2_LOSSES:
+            d = REPORTED_TABLE2.loc[(row, better)] - REPORTED_TABLE2.loc[(row, worse)]
+            rows += [("Table 2", row, ds, m, x) for (ds, m), x in d.items()]
     frame = pd.DataFrame(rows, columns=["table", "loss", "dataset", "metric", "difference"]).dropna()
     frame["difference"] = frame["difference"].round(1)
     return frame.reset_index(drop=True)
@@ -800,110 +886,300 @@ def describe_reported(diff: pd.DataFrame) -> str:
             + f"; R@1 higher in {int((r1 > 0).sum())} of {len(r1)}")
 
 
-def _at_scale(claim: Claim, reason: str | None, projections: float) -> list[Claim]:
-    """``claim`` as it stands when runs make enough projections (``reason`` is ``None``); else the
-    paper's claim not tested for ``reason``, followed by what the runs measured, as a claim about
-    this scale."""
+#: Losses of Table 1 that the paper integrates with PROFS (it has no PROFS row for Triplet-Semi).
+#: (``test_reported_rows_cover_the_tables`` checks it against :data:`REPORTED_ROWS`.)
+PAPER_PROFS_LOSSES: tuple[str, ...] = tuple(row for row in LOSSES if row != "Triplet-Semi")
+
+
+def metric_verdicts(
+    runs: Mapping[tuple[str, str], Sequence[ProfsRun]], better: str, worse: str, metrics: Sequence[str],
+    losses: Sequence[str] | None = None,
+) -> tuple[dict[str, Verdict], pd.DataFrame]:
+    """``better > worse`` judged by :func:`~dmlnb.reporting.compare` for every loss (``losses``,
+    default all of ``runs``) and every metric (points): ``{"loss metric": verdict}`` and a table
+    (loss x metric of verdict strings with the effect)."""
+    out, table = {}, {}
+    for row in losses if losses is not None else dict.fromkeys(r for r, _ in runs):
+        if (row, better) not in runs or (row, worse) not in runs:
+            continue
+        for m in metrics:
+            v = compare([r.metrics[m] for r in runs[row, better]], [r.metrics[m] for r in runs[row, worse]],
+                        scale=100, unit=" pts")
+            out[f"{row} {m}"] = v
+            table.setdefault(row, {})[m] = f"{v.effect * 100:+.1f} ({'=' if v == INCONCLUSIVE else '+' if v == HOLDS else '-'})"
+    return out, pd.DataFrame(table).T
+
+
+def no_difference(verdicts: Mapping[str, Verdict], cases: str = "losses") -> Verdict:
+    """Verdict on a claim of *no* significant change ("we have not observed any significant
+    increase or decrease"), from one :func:`~dmlnb.reporting.compare` verdict per case: "does
+    not hold" when some case differs beyond its interval in either direction (the deciding case:
+    the one farthest from 0); otherwise "inconclusive", since without a tolerance of its own the
+    claim of no change cannot be shown, only refuted."""
+    if not verdicts:
+        return not_tested(f"no {cases}")
+    differ = [k for k, v in verdicts.items() if v in (HOLDS, FAILS)]
+    if differ:
+        gap = lambda k: min(abs(verdicts[k].low), abs(verdicts[k].high))  # noqa: E731
+        pick = max(differ, key=gap)
+        v = verdicts[pick]
+        return Verdict(FAILS, v.effect, v.low, v.high, v.n,
+                       f"{len(differ)} of {len(verdicts)} {cases} differ beyond the interval: {', '.join(differ)}",
+                       v.scale, v.unit)
+    pick = min(verdicts, key=lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf)
+    v = verdicts[pick]
+    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n,
+                   f"none of {len(verdicts)} {cases} differs beyond the interval; the paper gives no tolerance, so "
+                   "'no change' can be refuted, not shown", v.scale, v.unit)
+
+
+def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
+    """Every interior value of a sweep against each end, each comparison with its own verdict,
+    effect and interval (points)."""
+    rows = []
+    for loss, pts in points.items():
+        keys = sorted(pts)
+        for k in keys[1:-1]:
+            for e in (keys[0], keys[-1]):
+                v = compare(pts[k], pts[e], scale=100, unit=" pts")
+                rows.append({"loss": loss, name: k, "versus": e, "verdict": str(v), **v.evidence()})
+    return pd.DataFrame(rows).drop(columns="note")
+
+
+def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
+    """Which code made the runs: per (commit, uncommitted changes, threads), the runs and the
+    dates they were trained."""
+    rows = []
+    for group, rs in runs.items():
+        for r in rs:
+            env = r.record.data.get("environment", {})
+            git = env.get("git", {}) or {}
+            rows.append({"commit": str(git.get("commit", "?"))[:8], "uncommitted changes": bool(git.get("dirty")),
+                         "threads": env.get("threads"), "date": str(r.record.data.get("started", ""))[:10],
+                         "group": group})
+    df = pd.DataFrame(rows)
+    return (df.groupby(["commit", "uncommitted changes", "threads"])
+              .agg(runs=("group", "size"), first=("date", "min"), last=("date", "max")).reset_index())
+
+
+def deviations_table(measured: Mapping[str, str] | None = None) -> pd.DataFrame:
+    """Every known departure from the paper, with its effect where this profile measured it
+    (``measured``: deviation -> text), else "not measured at this scale"."""
+    measured = dict(measured or {})
+    rows = [
+        ("scale", "GoogLeNet V1 (ImageNet), 224 px, 100 epochs, best epoch; 44-620 projections per run",
+         "4-block CNN from scratch, 28 px Omniglot, 3 epochs evaluated once (epoch 3); 4.8 projections per run"),
+        ("optimiser", "Adam, beta = (0.9, 0.99)", "Adam with torch's default beta = (0.9, 0.999) (every profile)"),
+        ("learning rate", "1e-5 (CUB, Cars), 1e-4 (SOP); FC layer at 10x", "1e-3 for every parameter, no 10x for the FC layer"),
+        ("embedding size", "512", "64"),
+        ("augmentation (paper profile)", "resize 256, random 224 crop, flip", "RandomResizedCrop 224, flip"),
+        ("proximal term", "Eq. 4.7: lambda/2 ||theta - theta_k||^2", "on all network parameters (as Eq. 4.7 reads)"),
+        ("Margin-Hard", "margin loss with learnable beta on hard pairs", "beta fixed at 1.2 (ContrastiveLoss 1.0 / 1.4 on hard pairs)"),
+        ("SoftTriple's proximal anchor", "'entangle the updates of the iterations'", "anchor = the previous iterate (lags one step)"),
+        ("HNCM picking", "a scan of the L class representatives, O(L) per batch (Sec. 1, 5.4)",
+         "greedy chain: each of the C - 1 next classes is the nearest to the set so far, C - 1 scans of the (L, D) "
+         "memory: O(C L D) per batch"),
+        ("N-pair", "Euclidean distances (Eq. 2.1)", "trains unnormalised embeddings, evaluated by cosine"),
+        ("HNCM regime", "SOP: 11318 classes, a batch holds 0.57% of them", "a batch of 32 on 136 classes holds 11.8%, "
+         "with 4x more steps and M = 51 instead of 13"),
+        ("weak baselines", "Margin-Hard 55.3, Triplet-Hard 56.8 vs Contrastive 56.7 R@1 (CUB)",
+         "Margin-Hard and Triplet-Hard plain far below Contrastive-Hard here (not investigated); the M and lambda sweeps "
+         "rest partly on them"),
+        ("code versions", "—", "records reload when the configuration matches; the code version is not checked "
+         "(see the provenance table)"),
+    ]
+    return pd.DataFrame([{"deviation": d, "paper": p, "here": h, "measured effect": measured.get(d, "not measured at this scale")}
+                         for d, p, h in rows]).set_index("deviation")
+
+
+def _scale_pair(claim: Claim, reason: str | None, projections: float) -> tuple[Claim, Claim | None]:
+    """The paper's ``claim`` as judged here: itself when runs make enough projections (``reason``
+    is ``None``); else not tested for ``reason``, and the measurement as a row of its own."""
     if reason is None:
-        return [claim]
-    return [Claim(claim.claim, claim.paper_evidence, "not comparable: too few projections per run (measured: next row)",
-                  not_tested(reason)),
-            Claim(f"{claim.claim}, at this scale ({projections:.1f} projections per run)", "—", claim.our_evidence,
-                  claim.verdict)]
+        return claim, None
+    return (Claim(claim.claim, claim.paper_evidence, "outside the paper's range; measured below", not_tested(reason)),
+            Claim(f"{claim.claim} [measured at {projections:.1f} projections per run]", "—", claim.our_evidence,
+                  claim.verdict))
 
 
 def build_claims(
-    gains: pd.DataFrame,
+    runs: Mapping[tuple[str, str], Sequence[ProfsRun]],
+    metrics: Sequence[str],
     m_points: Mapping[str, Mapping[float, Sequence[float]]],
     lam_points: Mapping[float, Sequence[float]],
     regime: Mapping[str, Any],
-    cost: Mapping[str, Sequence[float]],
-    pick_cost: pd.DataFrame,
+    times: pd.DataFrame,
     steps: int,
     period: int,
-) -> list[Claim]:
-    """The chapter's claims, every verdict computed (:mod:`dmlnb.reporting`'s rule).
+    class_share: float,
+) -> tuple[list[Claim], list[Claim]]:
+    """The paper's claims and our measurements at this scale, every verdict computed
+    (:mod:`dmlnb.reporting`'s rule). Returns ``(paper_claims, measured)``.
 
     Args:
-        gains: :func:`gain_frame` of Tables 1 and 2 (R@1).
-        m_points: the M ablation, loss -> M -> per-seed R@1 (fractions).
-        lam_points: the lambda sweep, lambda -> per-seed R@1 (fractions).
-        regime: the HNCM regime: ``small`` and ``large`` (per-seed HNCM - PROFS R@1 in points with
-            a small and the full batch), ``classes`` (classes per batch of each), ``loss``, and
-            the small batch's run length ``steps`` and ``period`` (default: Table 1's).
-        cost: variant -> per-run share increase over plain (% of a step, :func:`share_increase`).
-        pick_cost: :func:`hncm_pick_cost` (its last row at the largest ``L``).
-        steps, period: training steps of a Table 1 run and its ``M``.
-
-    The claims on PROFS's and HNCM's gains (and HNCM's regime) rest on many projections: with
-    fewer per run than the paper's fewest the paper's claim is not tested
-    (:func:`projection_reason`), and the next row gives what these runs measured, under the same
-    rule.
+        runs: Tables 1 and 2, ``(row, variant)`` -> runs over seeds.
+        metrics: the metrics judged (NMI, F1, R@K).
+        m_points, lam_points: the M ablation (loss -> M -> per-seed R@1) and lambda sweep.
+        regime: the HNCM regime (``small_runs``: variant -> runs with the small batch, ``classes``,
+            ``steps``, ``period``, ``loss``).
+        times: :func:`step_times` (same-process step times).
+        steps, period: training steps of a Table 1 run and its ``M``; ``class_share``: the share of
+            the classes a Table 1 batch holds.
     """
     reason = projection_reason(steps, period)
-    claims = []
-    texts = {("PROFS", "plain"): "PROFS improves every integrated loss",
-             ("PROFS-HNCM", "plain"): "PROFS + HNCM improves every integrated loss",
-             ("PROFS-HNCM", "PROFS"): "HNCM improves PROFS further for every loss"}
-    for (a, b), text in texts.items():
-        col = f"{a} > {b}"
-        measured = every_loss({loss: v for loss, v in gains[col].items() if isinstance(v, Verdict)})
-        ours = (f"R@1 {COMPARISONS[a, b].replace(' gain', '')} gain per loss (points): "
-                + ", ".join(f"{loss} {g:+.1f}" for loss, g in gains[COMPARISONS[a, b]].items())
-                + f"; seeds per loss: {', '.join(str(int(s)) for s in sorted(set(gains['seeds'])))}")
-        claims += _at_scale(Claim(text, describe_reported(reported_differences(a, b)), ours, measured), reason,
-                            steps / period)
-    hncm = {ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean()
-            for ds in ("SOP", "CARS196", "CUB-200-2011")}
-    small, large = regime.get("small", []), regime.get("large", [])
-    claim = Claim(
-        "HNCM adds more where a batch holds a small share of the classes (SOP vs CUB/Cars)",
+    proj = steps / period
+    losses = [row for row in PAPER_PROFS_LOSSES if (row, "PROFS") in runs] + [r for r in TABLE2_LOSSES if (r, "PROFS") in runs]
+    paper, measured = [], []
+
+    def seeds(a: str, b: str) -> str:
+        return ", ".join(sorted({f"{len(runs[r, a])} vs {len(runs[r, b])}" for r in losses}))
+
+    # 1. PROFS consistently improves the integrated losses (abstract; Sec. 5.5).
+    v, tab = metric_verdicts(runs, "PROFS", "plain", metrics, losses)
+    n_worse = sum(x == FAILS for x in v.values())
+    ours = (f"{len(v)} (loss, metric) comparisons ({len(losses)} losses x {', '.join(metrics)}; seeds {seeds('PROFS', 'plain')}): "
+            f"{sum(x == HOLDS for x in v.values())} higher, {n_worse} lower beyond the interval; R@1 gain per loss: "
+            + ", ".join(f"{r} {100 * (np.mean([x.metrics['R@1'] for x in runs[r, 'PROFS']]) - np.mean([x.metrics['R@1'] for x in runs[r, 'plain']])):+.1f}" for r in losses))
+    c = Claim("PROFS consistently improves the performance of the integrated loss functions (every loss, clustering and retrieval)",
+              describe_reported(reported_differences("PROFS", "plain", table2=False))
+              + "; Table 2 against the cited papers' published numbers: "
+              + describe_reported(reported_differences("PROFS", "plain")[lambda d: d["table"] == "Table 2"]),
+              ours, every_loss(v))
+    a, b = _scale_pair(c, reason, proj)
+    paper.append(a)
+    measured += [b] if b else []
+
+    # 2. HNCM boosts the performance further (abstract): on average over the integrated losses.
+    def loss_mean(variant: str) -> list[float]:
+        n = min(len(runs[r, variant]) for r in losses)
+        return [float(np.mean([runs[r, variant][s].metrics["R@1"] for r in losses])) for s in range(n)]
+
+    vh = compare(loss_mean("PROFS-HNCM"), loss_mean("PROFS"), scale=100, unit=" pts")
+    per = {r: 100 * (np.mean([x.metrics["R@1"] for x in runs[r, "PROFS-HNCM"]]) - np.mean([x.metrics["R@1"] for x in runs[r, "PROFS"]]))
+           for r in losses}
+    c = Claim("PROFS with HNCM boosts the performance further (R@1, averaged over the integrated losses)",
+              describe_reported(reported_differences("PROFS-HNCM", "PROFS"))
+              + "; mean R@1 gain over the losses of Table 1: " + ", ".join(
+                  f"{ds} {(reported_gains(ds)['PROFS-HNCM gain'] - reported_gains(ds)['PROFS gain']).mean():+.2f}"
+                  for ds in ("SOP", "CARS196", "CUB-200-2011")),
+              "per seed, the mean R@1 over the losses, PROFS-HNCM vs PROFS; per loss: "
+              + ", ".join(f"{r} {g:+.1f}" for r, g in per.items()), vh)
+    a, b = _scale_pair(c, reason, proj)
+    paper.append(a)
+    measured += [b] if b else []
+
+    # 3. Convergence rate (Sec. 5.4): testable by short runs.
+    vr = {r: compare([x.metrics["R@1"] for x in runs[r, "PROFS"]], [x.metrics["R@1"] for x in runs[r, "plain"]],
+                     scale=100, unit=" pts") for r in losses}
+    paper.append(Claim(
+        "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples",
+        "Sec. 5.4, stated without numbers",
+        f"R@1 after the same {steps} steps, PROFS vs plain per loss (a lower R@1 after equal steps is slower "
+        "progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()), no_difference(vr)))
+
+    # 4. C/T-PROFS competitive with the superior Margin loss (Sec. 5.5).
+    r1 = lambda r, v: 100 * float(np.mean([x.metrics["R@1"] for x in runs[r, v]]))  # noqa: E731
+    premise = compare([x.metrics["R@1"] for x in runs["Margin-Hard", "plain"]],
+                      [x.metrics["R@1"] for x in runs["Contrastive-Hard", "plain"]], scale=100, unit=" pts")
+    paper.append(Claim(
+        "PROFS with the contrastive and triplet losses is competitive with the superior Margin loss",
+        "Table 1 R@1, C-PROFS / T-PROFS vs Margin: " + ", ".join(
+            f"{ds} {REPORTED_TABLE1.loc['C-PROFS', (ds, 'R@1')]:.1f} / {REPORTED_TABLE1.loc['T-PROFS', (ds, 'R@1')]:.1f} "
+            f"vs {REPORTED_TABLE1.loc['Margin-Hard', (ds, 'R@1')]:.1f}" for ds in ("SOP", "CARS196", "CUB-200-2011")),
+        f"R@1 C-PROFS {r1('Contrastive-Hard', 'PROFS'):.1f}, T-PROFS {r1('Triplet-Hard', 'PROFS'):.1f}, Margin-Hard plain "
+        f"{r1('Margin-Hard', 'plain'):.1f}; Margin-Hard > Contrastive-Hard (plain): {premise} ({premise.evidence()['effect']})",
+        not_tested("the paper sets no threshold for 'competitive', and its premise, Margin superior to contrastive, "
+                   f"{'does not hold' if premise == FAILS else 'is not shown'} here: Margin-Hard is a weak baseline at this scale")))
+
+    # 5. SoftTriple: PROFS improves it through the regularisation alone (Sec. 5.5, Table 2).
+    if ("SoftTriple", "PROFS") in runs:
+        vs = compare([x.metrics["R@1"] for x in runs["SoftTriple", "PROFS"]], [x.metrics["R@1"] for x in runs["SoftTriple", "plain"]],
+                     scale=100, unit=" pts")
+        c = Claim("PROFS improves SoftTriple, a gain that comes from the regularisation alone",
+                  "Table 2 R@1, SoftTriple-PROFS minus SoftTriple [30]'s published numbers: " + ", ".join(
+                      f"{ds} {REPORTED_TABLE2.loc[('SoftTriple', 'PROFS'), (ds, 'R@1')] - REPORTED_TABLE2.loc[('SoftTriple', 'plain'), (ds, 'R@1')]:+.1f}"
+                      for ds in ("SOP", "CARS196", "CUB-200-2011")),
+                  f"SoftTriple R@1, PROFS (proximal term only, M = 1) vs plain ({len(runs['SoftTriple', 'PROFS'])} seeds)", vs)
+        # every iteration is a subproblem (M = 1): the paper's runs made one per step
+        per_step = paper_projections().assign(M=1, projections=lambda d: d["steps"].astype(float))
+        a, b = _scale_pair(c, projection_reason(steps, 1, per_step), float(steps))
+        paper.append(a)
+        measured += [b] if b else []
+
+    # 6. HNCM is more efficient on SOP (many classes).
+    hncm = {ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean() for ds in ("SOP", "CARS196", "CUB-200-2011")}
+    sop_share = PAPER_BATCH / PAPER_I / PAPER_TRAIN_SETS["SOP"][1]
+    small = regime.get("small_runs", {})
+    shares = f"{regime['classes'][0] / regime['L']:.3f}" if small else "—"
+    paper.append(Claim(
+        "Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes than CARS196 and CUB-200-2011",
         "Table 1, HNCM - PROFS R@1 (mean over losses): " + ", ".join(f"{ds} {g:+.2f}" for ds, g in hncm.items()),
-        (f"HNCM - PROFS R@1 with {regime['classes'][0]} classes per batch {np.mean(small):+.2f} vs {regime['classes'][1]} "
-         f"classes {np.mean(large):+.2f} points ({regime['loss']}, {len(small)} seeds)") if len(small) else "not run",
-        compare(small, large, unit=" pts") if len(small) else not_tested("the regime runs are not part of this profile"))
-    if len(small):  # the regime's shortest runs decide: its small batch's, or Table 1's
-        fewest = min((regime.get("steps", steps), regime.get("period", period)), (steps, period), key=lambda sp: sp[0] / sp[1])
-        claims += _at_scale(claim, projection_reason(*fewest), fewest[0] / fewest[1])
-    else:
-        claims.append(claim)
+        f"one dataset of {regime['L']} classes; a batch holds {class_share:.3f} of them ({shares} with the small batch) vs "
+        f"{sop_share:.4f} on SOP",
+        not_tested(f"no dataset here has many classes: the smallest class share a batch holds here ({shares}) is "
+                   f"{float(shares) / sop_share:.0f}x SOP's ({sop_share:.4f})" if small else "no regime runs")))
+    if small:
+        hv = compare([x.metrics["R@1"] for x in small["PROFS-HNCM"]], [x.metrics["R@1"] for x in small["PROFS"]],
+                     scale=100, unit=" pts")
+        measured.append(Claim(
+            f"HNCM improves PROFS when a batch holds a smaller share of the classes ({regime['loss']}, batch of "
+            f"{regime['classes'][0]} classes)", "—",
+            f"PROFS-HNCM vs PROFS R@1 with the small batch ({regime['steps']} steps, M = {regime['period']}); with Table 1's "
+            f"batch the same loss: {np.mean(regime['large']):+.2f} points", hv))
+
+    # 7-8. The sweeps.
     m_verdict, m_per_loss, _ = sweep_verdicts(m_points)
     grid = sorted({m for pts in m_points.values() for m in pts})
-    seeds = sorted({len(x) for pts in m_points.values() for x in pts.values()})
-    claims.append(Claim(
-        "M has an interior optimum (too few steps underfit the subproblem, too many overfit it)",
-        "Fig. 2 (contrastive, triplet, N-pair, margin; SOP, CARS196, CUB-200-2011)",
-        "; ".join(f"{loss}: {v} (best mean at M = {max(m_points[loss], key=lambda m: np.mean(m_points[loss][m])):g})"
-                  for loss, v in m_per_loss.items())
+    paper.append(Claim(
+        "M has an interior optimum: performance improves as M increases up to certain values, then drops (over-fitting "
+        "to the subproblems)",
+        "Fig. 2 (contrastive, triplet, N-pair, margin; SOP, CARS196, CUB-200-2011), curves not transcribed",
+        "; ".join(f"{loss}: {v}" for loss, v in m_per_loss.items())
         + "; projections per run: " + ", ".join(f"M = {m:g}: {steps / m:.1f}" for m in grid)
-        + f"; seeds per point: {', '.join(map(str, seeds))}", m_verdict))
-    lam_verdict, _ = interior_optimum(lam_points, scale=100, unit=" pts")
+        + " (the largest M makes fewer than 2, so the drop from over-fitting a subproblem is barely probed)", m_verdict))
     lam_mean = {lam: 100 * float(np.mean(x)) for lam, x in sorted(lam_points.items())}
-    flat = [m for lam, m in lam_mean.items() if REPORTED_LAMBDA_FLAT[0] <= lam <= REPORTED_LAMBDA_FLAT[1]]
-    claims.append(Claim(
-        "lambda has an interior optimum (0 overfits the subproblems, large over-regularises)",
-        f"Fig. 3; flat for {REPORTED_LAMBDA_FLAT[0]:g} <= lambda <= {REPORTED_LAMBDA_FLAT[1]:g}",
-        (f"best mean at lambda = {max(lam_mean, key=lam_mean.get):g}; R@1 at lambda = 0: {lam_mean[min(lam_mean)]:.1f}, at "
-         f"{max(lam_mean):g}: {lam_mean[max(lam_mean)]:.1f}; spread of the means over the flat range: "
-         f"{max(flat) - min(flat):.1f} points; seeds per point: "
-         + ", ".join(map(str, sorted({len(x) for x in lam_points.values()})))) if flat else "not run",
-        lam_verdict))
-    reported_cost = ", ".join(f"+{v:g}% ({k})" for k, v in REPORTED_HNCM_COST.items())
-    for variant, text, paper in (
-        ("PROFS", f"PROFS adds no computation to speak of (< {NEGLIGIBLE_PCT:g}% of a step)",
-         "Abstract: no additional computational cost"),
-        ("PROFS-HNCM", f"HNCM's extra computation is negligible (< {NEGLIGIBLE_PCT:g}% of a step)",
-         f"Sec. 5.4: {reported_cost}"),
-    ):
-        x = cost.get(variant, [])
-        extra = (f"; one HNCM batch at L = {int(pick_cost['L'].iloc[-1])}, D = {int(pick_cost['D'].iloc[-1])}: "
-                 f"{pick_cost['HNCM ms'].iloc[-1]:.1f} ms") if variant == "PROFS-HNCM" and len(pick_cost) else ""
-        claims.append(Claim(
-            text, paper,
-            (f"{variant} minus plain, sampler share of a step per run (same loss and seed): mean {np.mean(x):+.2f}%, "
-             f"max {np.max(x):+.2f}%; the effect is the margin below {NEGLIGIBLE_PCT:g}%" + extra) if len(x) else "not run",
-            compare_to_threshold(x, NEGLIGIBLE_PCT, higher_is_better=False, unit=" % of a step")))
-    return claims
+    lam_verdict, _ = interior_optimum(lam_points, scale=100, unit=" pts")
+    paper.append(Claim(
+        "lambda: large values drop performance (over-regularisation), lambda = 0 over-fits the subproblems; similar "
+        f"within [{REPORTED_LAMBDA_FLAT[0]:g}, {REPORTED_LAMBDA_FLAT[1]:g}]",
+        "Fig. 3 (Margin, GoogLeNet V1), curves not transcribed",
+        "interior optimum over lambda = " + ", ".join(f"{lam:g} ({m:.1f})" for lam, m in lam_mean.items()), lam_verdict))
+    zero = min(lam_points)
+    lv = compare(lam_points[REPORTED_LAMBDA], lam_points[zero], scale=100, unit=" pts") if REPORTED_LAMBDA in lam_points else not_tested("not run")
+    paper.append(Claim(
+        f"lambda = 0 (no regularisation) over-fits: the paper's lambda = {REPORTED_LAMBDA:g} beats it", "Sec. 5.4.2, Fig. 3",
+        f"R@1 at lambda = {REPORTED_LAMBDA:g}: {lam_mean.get(REPORTED_LAMBDA, math.nan):.1f}, at 0: {lam_mean[zero]:.1f} "
+        f"(best mean at lambda = {max(lam_mean, key=lam_mean.get):g})", lv))
+
+    # 9-10. Cost.
+    t = {v: times[times["variant"] == v].sort_values("repeat")["ms per step"].to_numpy() for v in VARIANTS}
+    step_reason = ("a cost's share of a step depends on the step's own cost: the paper's is a GoogLeNet step on 128 "
+                   "images of 224 px on a GPU, ours a 4-block CNN on 28 px images on a CPU, so neither the sign of a "
+                   "small overhead nor its share carries over (measured below)")
+    paper.append(Claim("PROFS (without HNCM) brings no additional computational cost", "Abstract, Sec. 5.4, stated without numbers",
+                       "outside this scale; measured below", not_tested(step_reason)))
+    reported_cost = ", ".join(f"+{x:g}% ({k})" for k, x in REPORTED_HNCM_COST.items())
+    paper.append(Claim("HNCM only adds a scan of the class representatives: +0.008% (CUB & CARS) and +0.9% (SOP) of the "
+                       "overall computation time", f"Sec. 5.4: {reported_cost}", "outside this scale; measured below",
+                       not_tested(step_reason + "; and our HNCM is a greedy O(C L D) chain, not the paper's O(L) scan")))
+    if len(times):
+        vp = compare(t["PROFS"], t["plain"], higher_is_better=False, scale=1, unit=" ms")
+        extra = 100 * (t["PROFS-HNCM"] - t["PROFS"]) / t["PROFS"]
+        measured.append(Claim(
+            "PROFS adds no time to a step [measured: same process, variants interleaved]", "—",
+            f"ms per step over {len(t['plain'])} repeats of {int(times['steps'].iloc[0])} steps: plain "
+            f"{t['plain'].mean():.1f}, PROFS {t['PROFS'].mean():.1f} (sampler, proximal hook and all); the effect is "
+            "plain minus PROFS", vp if vp == FAILS else Verdict(
+                INCONCLUSIVE, vp.effect, vp.low, vp.high, vp.n,
+                "PROFS is not slower beyond the interval; the paper gives no tolerance, so 'no cost' can be refuted, "
+                "not shown", vp.scale, vp.unit)))
+        measured.append(Claim(
+            f"HNCM adds at most {max(REPORTED_HNCM_COST.values()):g}% to a step (the paper's largest figure, SOP) [measured: "
+            "same process]", "—",
+            f"HNCM over PROFS per repeat: {', '.join(f'{x:+.1f}%' for x in extra)} (PROFS-HNCM {t['PROFS-HNCM'].mean():.1f} "
+            f"ms per step); the effect is the margin below {max(REPORTED_HNCM_COST.values()):g}%",
+            compare_to_threshold(extra, max(REPORTED_HNCM_COST.values()), higher_is_better=False, unit=" % of a step")))
+    return paper, measured
 
 
 # ----------------------------------------------------------------------------------------------
