@@ -55,15 +55,7 @@ from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
 from dmlnb.reporting import (
-    FAILS,
-    HOLDS,
-    INCONCLUSIVE,
-    Claim,
-    Verdict,
-    compare,
-    compare_to_threshold,
-    group_verdict,
-    not_tested,
+    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, compare_to_threshold, group_verdict, not_tested,
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.training import train
