@@ -181,7 +181,8 @@ _PAPER = dict(
 #: ``diag_every`` (log every k-th step), ``tsne_points`` (test points in the t-SNE map), the
 #: methods whose first-seed run gets a map (``tsne_methods``), the other initial margin
 #: multipliers of the clustering loss run at the same seeds (``gamma_ablation``) and the seeds of
-#: the Figure 2 toy (``toy_seeds``; each seed jitters the toy's points differently).
+#: the Figure 2 toy (``toy_seeds``; each seed jitters the toy's points differently; the same three seeds at
+#: every profile: the toy is cheap, and nbval checks its printed result against the stored one).
 #:
 #: The paper does not state the initial margin multiplier. The loss is a sum over the batch, and
 #: moving one point to another cluster changes the NMI only a little (:func:`nmi_of_one_move`), so
@@ -195,7 +196,7 @@ PRESETS: dict[str, dict[str, Any]] = {
                     lr=1e-3, momentum=0.0, eval_every=2, eval_metrics=("recall", "nmi")),
         tables=(("Table 1", {}, 0.25),),
         seeds=(0,), gamma=10.0, decay_rate=0.94, decay_steps=None, diag_every=1, tsne_points=300,
-        tsne_methods=("clustering",), gamma_ablation=(1.0,), toy_seeds=(0,),
+        tsne_methods=("clustering",), gamma_ablation=(1.0,), toy_seeds=(0, 1, 2),
     ),
     "default": dict(
         # omniglot-small (136 training characters x 20 drawings, 28 x 28), the book's 4-block CNN

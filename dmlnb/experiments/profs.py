@@ -68,7 +68,7 @@ from dmlnb.profs import (
     RepresentativeSampler,
     projection_period,
 )
-from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -755,19 +755,19 @@ def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: 
 
 def _cached_frame(path: str | Path | None, make: Any, retrain: bool = False,
                   config: TrainConfig | None = None) -> pd.DataFrame:
-    """A measurement stored as a record (``path/record.json``, with ``status`` and the
-    ``config`` it was made under): reloaded when it exists (unless ``retrain``), else made by
-    ``make()`` and written, so that a render quotes a stored number."""
-    file = Path(path) / "record.json" if path is not None else None
+    """A measurement stored as ``path/measurement.json`` (``name``, the ``config`` it was made
+    under, when, threads, ``rows``; not a run record): reloaded when it exists (unless
+    ``retrain``), else made by ``make()`` and written atomically, so that a render quotes a
+    stored number."""
+    file = Path(path) / "measurement.json" if path is not None else None
     if file is not None and file.exists() and not retrain:
-        return pd.DataFrame(json.loads(file.read_text())["rows"])
+        return pd.DataFrame(read_json(file)["rows"])
     frame = make()
     if file is not None:
-        file.parent.mkdir(parents=True, exist_ok=True)
-        file.write_text(json.dumps({"name": file.parent.name, "status": "finished",
-                                    "config": json.loads(json.dumps(config.to_dict(), default=list)) if config else None,
-                                    "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                    "threads": torch.get_num_threads(), "rows": frame.to_dict("records")}, indent=1))
+        write_json_atomic(file, {"name": file.parent.name,
+                                 "config": json.loads(json.dumps(config.to_dict(), default=list)) if config else None,
+                                 "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                 "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
     return frame
 
 
