@@ -35,7 +35,7 @@ test: env
 notebooks: env
 	@for nb in $(NOTEBOOKS); do \
 		echo "papermill $$nb (profile=$(PROFILE))"; \
-		$(BIN)/papermill "$$nb" "$$nb" -k python3 --cwd notebooks -p profile $(PROFILE) --log-output --no-progress-bar || exit 1; \
+		DMLNB_PROGRESS=0 $(BIN)/papermill "$$nb" "$$nb" -k python3 --cwd notebooks -p profile $(PROFILE) --log-output --no-progress-bar || exit 1; \
 	done
 
 html: env

@@ -57,9 +57,19 @@ __all__ = [
     "check_training_allowed",
     "check_dataset_labels",
     "LossMeter",
+    "PROGRESS_ENV",
+    "show_progress",
 ]
 
 NO_TRAINING_ENV = "DMLNB_NO_TRAINING"
+PROGRESS_ENV = "DMLNB_PROGRESS"
+"""Set to ``0`` to hide the training progress bars by default (``make notebooks`` does, so that
+executed notebooks store no progress-bar fragments)."""
+
+
+def show_progress(progress: bool | None) -> bool:
+    """``progress`` when given, else ``True`` unless the environment sets ``DMLNB_PROGRESS=0``."""
+    return progress if progress is not None else os.environ.get(PROGRESS_ENV, "1") != "0"
 """Environment variable: ``"1"`` makes every run that is not finished in its folder raise."""
 
 
@@ -244,7 +254,7 @@ def train(
     run_dir: str | Path | None = None,
     resume: bool = True,
     eval_at_start: bool = False,
-    progress: bool = True,
+    progress: bool | None = None,
     name: str | None = None,
 ) -> RunRecord:
     """Train ``model`` with ``loss_fn`` and return the run record.
@@ -263,7 +273,7 @@ def train(
         resume: continue from ``run_dir``'s checkpoint when one exists (a finished run is loaded,
             not retrained).
         eval_at_start: also evaluate before the first step (history row with ``epoch == 0``).
-        progress: show a tqdm bar.
+        progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see :func:`show_progress`).
         name: run name stored in the record (default: the folder name or ``"run"``).
     """
     labels = check_dataset_labels(train_set, "train_set")
@@ -351,7 +361,7 @@ def train(
             "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
         )
     total = steps_per_epoch * config.epochs
-    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not progress or start_epoch >= config.epochs,
+    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not show_progress(progress) or start_epoch >= config.epochs,
                desc=record.data["name"], leave=False)
     for hook in hooks:
         hook.on_train_start(state)

@@ -211,3 +211,12 @@ def test_loss_meter_reads_back_every_k_steps_and_names_the_first_bad_step():
     with pytest.raises(FloatingPointError, match="epoch 1, step 3.*'lr'"):
         meter.read(epoch=0)
     assert LossMeter(torch.device("cpu")).every == 1  # a read is free on the CPU
+
+
+def test_progress_bars_follow_the_argument_else_the_environment(monkeypatch):
+    from dmlnb.training import PROGRESS_ENV, show_progress
+
+    monkeypatch.delenv(PROGRESS_ENV, raising=False)
+    assert show_progress(None) and not show_progress(False)
+    monkeypatch.setenv(PROGRESS_ENV, "0")  # what `make notebooks` sets
+    assert not show_progress(None) and show_progress(True)

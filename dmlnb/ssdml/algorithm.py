@@ -55,6 +55,7 @@ from dmlnb.training import (
     check_training_allowed,
     mixed_precision,
     resolve_device,
+    show_progress,
     utc_now,
 )
 
@@ -187,7 +188,7 @@ def train_ssdml(
     run_dir: str | Path | None = None,
     resume: bool = True,
     eval_at_start: bool = True,
-    progress: bool = True,
+    progress: bool | None = None,
     name: str | None = None,
     diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None,
 ) -> RunRecord:
@@ -206,7 +207,7 @@ def train_ssdml(
             written).
         resume: continue from ``run_dir``'s checkpoint when it holds the same configuration.
         eval_at_start: evaluate before training (history row ``epoch == 0``, the "Initial" row).
-        progress: tqdm bar over epochs.
+        progress: tqdm bar over epochs (``None``: :func:`dmlnb.training.show_progress`).
         name: the record's name.
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
@@ -270,7 +271,7 @@ def train_ssdml(
         record.add_epoch({"epoch": 0, "partition": None, "loss": None, "train_seconds": 0.0, "metrics": run_eval()},
                          config.select_metric)
     bar = tqdm(total=config.epochs, initial=min(config.epochs, start_partition * schedule.epochs_per_partition),
-               disable=not progress or start_partition >= num_partitions, desc=record.data["name"], leave=False)
+               disable=not show_progress(progress) or start_partition >= num_partitions, desc=record.data["name"], leave=False)
     try:
         for p in range(start_partition, num_partitions):
             t_prep = time.perf_counter()
