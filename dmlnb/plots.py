@@ -16,6 +16,8 @@ from torch import Tensor
 
 __all__ = [
     "set_style",
+    "figure_png",
+    "MAX_FIGURE_PX",
     "tsne",
     "tsne_with_reference",
     "plot_embedding_2d",
@@ -35,12 +37,43 @@ __all__ = [
 ]
 
 
+MAX_FIGURE_PX = 1000
+"""Widest PNG a notebook stores: about the book's column, so no figure is scaled down in the page."""
+
+
+def figure_png(fig: Figure, dpi: float | None = None, max_px: int = MAX_FIGURE_PX) -> bytes:
+    """``fig`` as PNG bytes (tight bounding box) at ``dpi`` (default ``savefig.dpi``), rendered
+    again at a proportionally lower dpi when the image would be wider than ``max_px`` pixels."""
+    import io
+    import struct
+
+    def render(at: float) -> bytes:
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", dpi=at, bbox_inches="tight")
+        return buf.getvalue()
+
+    dpi = float(dpi if dpi is not None else plt.rcParams["savefig.dpi"])
+    png = render(dpi)
+    width = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
+    if width > max_px:
+        png = render(dpi * (max_px - 2) / width)  # -2: the tight box rounds up
+    return png
+
+
 def set_style(dpi: int = 90) -> None:
-    """The book's style: seaborn whitegrid, modest dpi so stored notebooks stay small."""
+    """The book's style: seaborn whitegrid, modest dpi so stored notebooks stay small; in IPython,
+    figures are stored as PNGs at most :data:`MAX_FIGURE_PX` wide (:func:`figure_png`)."""
     import seaborn as sns
 
     sns.set_theme(style="whitegrid", context="notebook", palette="tab10")
     plt.rcParams.update({"figure.dpi": dpi, "savefig.dpi": dpi, "figure.autolayout": False})
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
 
 
 def _numpy(x: Tensor | np.ndarray) -> np.ndarray:

@@ -48,3 +48,24 @@ def test_scatter_and_history_have_titles_labels_and_legends():
     frame = pd.DataFrame({"R@1": [0.1, 0.2]}, index=pd.Index([1, 2], name="epoch"))
     ax = plot_history({"run": frame}, metric="R@1")
     assert ax.get_ylabel() == "R@1" and ax.get_legend() is not None
+
+
+def test_figure_png_is_at_most_the_column_wide_and_keeps_small_figures_at_their_dpi():
+    import struct
+
+    import matplotlib.pyplot as plt
+
+    from dmlnb.plots import MAX_FIGURE_PX, figure_png
+
+    def width(png: bytes) -> int:
+        return struct.unpack(">I", png[16:20])[0]
+
+    wide, ax = plt.subplots(figsize=(22, 4))
+    ax.plot([0, 1], [0, 1], label="line")
+    ax.set_title("a wide figure")
+    ax.legend()
+    assert 0.9 * MAX_FIGURE_PX < width(figure_png(wide, dpi=90)) <= MAX_FIGURE_PX
+    small, ax = plt.subplots(figsize=(4, 3))
+    ax.plot([0, 1], [0, 1])
+    assert width(figure_png(small, dpi=90)) < 4 * 90  # tight box, dpi kept
+    plt.close("all")
