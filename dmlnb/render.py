@@ -93,15 +93,19 @@ def render(notebook: str | Path, runs: str | Path, profile: str, output: str | P
 
     call = render_call(notebook, runs, profile, output, **options)
     Path(call["output_path"]).parent.mkdir(parents=True, exist_ok=True)
-    before = os.environ.get(NO_TRAINING_ENV)
-    os.environ[NO_TRAINING_ENV] = "1"  # inherited by the kernel papermill starts
+    # inherited by the kernel papermill starts: no training, and the profile asked for (a
+    # DMLNB_PROFILE left in the shell would otherwise override the notebook's parameter)
+    kernel_env = {NO_TRAINING_ENV: "1", "DMLNB_PROFILE": profile}
+    before = {k: os.environ.get(k) for k in kernel_env}
+    os.environ.update(kernel_env)
     try:
         papermill.execute_notebook(**call)
     finally:
-        if before is None:
-            os.environ.pop(NO_TRAINING_ENV, None)
-        else:
-            os.environ[NO_TRAINING_ENV] = before
+        for key, value in before.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     return Path(call["output_path"])
 
 

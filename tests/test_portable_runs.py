@@ -315,7 +315,7 @@ def calls(monkeypatch):
     seen: list[dict] = []
 
     def execute_notebook(**kwargs):
-        seen.append({**kwargs, "env": os.environ.get(NO_TRAINING_ENV)})
+        seen.append({**kwargs, "env": os.environ.get(NO_TRAINING_ENV), "profile_env": os.environ.get("DMLNB_PROFILE")})
 
     monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
     monkeypatch.delenv(NO_TRAINING_ENV, raising=False)
@@ -339,6 +339,16 @@ def test_render_builds_the_papermill_call(tmp_path, calls):
     assert call["parameters"] == {"profile": "smoke", "results_dir": str(runs.resolve()), "retrain": False}
     assert call["cwd"] == str(nb.parent) and call["kernel_name"] == "python3"
     assert call["env"] == "1" and os.environ.get(NO_TRAINING_ENV) is None  # set during the call only
+
+
+def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, calls, monkeypatch):
+    from dmlnb.render import main
+
+    monkeypatch.setenv("DMLNB_PROFILE", "smoke")  # as `make test` leaves it: it would win in the kernel
+    runs = _runs(tmp_path, "default")
+    nb = REPO / "notebooks" / "02_facility_location.ipynb"
+    assert main(["render", str(nb), "--runs", str(runs), "--profile", "default", "-o", str(tmp_path / "o.ipynb")]) == 0
+    assert calls[0]["profile_env"] == "default" and os.environ["DMLNB_PROFILE"] == "smoke"
 
 
 def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, monkeypatch):
