@@ -45,12 +45,14 @@ import os
 import platform
 import subprocess
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
 
 __all__ = [
+    "utc_now",
     "SCHEMA_VERSION",
     "RecordError",
     "RunRecord",
@@ -62,6 +64,12 @@ __all__ = [
     "environment_info",
     "atomic_torch_save",
 ]
+
+
+def utc_now() -> str:
+    """The current UTC time, ISO 8601 to the second (record timestamps)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
 
 SCHEMA_VERSION = 1
 """The version of the run-record schema this dmlnb writes (see the module docstring)."""
@@ -291,9 +299,7 @@ class RunRecord:
 
     @classmethod
     def new(cls, name: str, config: dict[str, Any], components: dict[str, Any], environment: dict[str, Any]) -> "RunRecord":
-        from datetime import datetime, timezone
-
-        started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        started = utc_now()
         return cls(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -342,11 +348,9 @@ class RunRecord:
         ``environment`` (:func:`environment_info`): a new segment, ``resumed`` + 1, and, when
         the device differs from the previous segment's (type or model), ``device_changed`` and a
         sentence in ``device_notes``."""
-        from datetime import datetime, timezone
-
         segments = self.data["segments"]
         previous = segments[-1]
-        segment = _segment(environment, from_epoch, datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        segment = _segment(environment, from_epoch, utc_now())
         segments.append(segment)
         self.data["resumed"] = self.data.get("resumed", 0) + 1
         if _device_key(previous) != _device_key(segment):

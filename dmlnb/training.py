@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Sequence
 
@@ -42,7 +41,7 @@ from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_stat
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.profiles import OPTIMIZERS, TrainConfig
-from dmlnb.records import RunRecord, environment_info
+from dmlnb.records import RunRecord, environment_info, utc_now
 
 __all__ = [
     "train",
@@ -51,7 +50,6 @@ __all__ = [
     "build_optimizer",
     "evaluate_model",
     "mixed_precision",
-    "utc_now",
     "NO_TRAINING_ENV",
     "TrainingDisabledError",
     "check_training_allowed",
@@ -62,6 +60,7 @@ __all__ = [
 ]
 
 NO_TRAINING_ENV = "DMLNB_NO_TRAINING"
+"""Environment variable: ``"1"`` makes every run that is not finished in its folder raise."""
 PROGRESS_ENV = "DMLNB_PROGRESS"
 """Set to ``0`` to hide the training progress bars by default (``make notebooks`` does, so that
 executed notebooks store no progress-bar fragments)."""
@@ -70,7 +69,6 @@ executed notebooks store no progress-bar fragments)."""
 def show_progress(progress: bool | None) -> bool:
     """``progress`` when given, else ``True`` unless the environment sets ``DMLNB_PROGRESS=0``."""
     return progress if progress is not None else os.environ.get(PROGRESS_ENV, "1") != "0"
-"""Environment variable: ``"1"`` makes every run that is not finished in its folder raise."""
 
 
 class TrainingDisabledError(RuntimeError):
@@ -189,11 +187,6 @@ def evaluate_model(
     return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, **kwargs)
 
 
-def utc_now() -> str:
-    """The current UTC time, ISO 8601 to the second (record timestamps)."""
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
 class LossMeter:
     """An epoch's per-image mean loss, summed on the device and read back only every ``every``
     steps (default: each step on the CPU, where a read is free; every 50 steps on a GPU, so a
@@ -226,19 +219,21 @@ class LossMeter:
 
     def read(self, epoch: int) -> float:
         """The last step's loss (one host read); raises ``FloatingPointError`` on a non-finite one."""
-        first_bad, last = int(self.first_bad), float(self.last)
+        return self._read(epoch, self.last)
+
+    def epoch_mean(self, epoch: int) -> float:
+        """The epoch's mean loss per image (one host read; checks finiteness first)."""
+        return self._read(epoch, self.total) / max(self.images, 1)
+
+    def _read(self, epoch: int, value: Tensor) -> float:
+        first_bad, out = torch.stack([self.first_bad.to(value.dtype), value]).tolist()  # one read
         self.pending = 0
         if first_bad >= 0:
             raise FloatingPointError(
-                f"non-finite loss at epoch {epoch + 1}, step {first_bad}: lower the learning rate "
+                f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning rate "
                 "(config key 'lr') or set grad_clip"
             )
-        return last
-
-    def epoch_mean(self, epoch: int) -> float:
-        """The epoch's mean loss per image (checks finiteness first)."""
-        self.read(epoch)
-        return float(self.total) / max(self.images, 1)
+        return out
 
 
 def train(
@@ -277,8 +272,8 @@ def train(
         name: run name stored in the record (default: the folder name or ``"run"``).
     """
     labels = check_dataset_labels(train_set, "train_set")
-    _check_not_empty(eval_set, "eval_set")
-    _check_not_empty(gallery_set, "gallery_set")
+    _check_not_empty(eval_set, "eval_set", "pass None for no evaluation")
+    _check_not_empty(gallery_set, "gallery_set", "pass None for no evaluation")
     device = resolve_device(config.device)
     run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
@@ -411,7 +406,7 @@ def train(
                 for hook in hooks:
                     hook.on_step_end(state)
                 meter.add(state.loss, len(idx), state.step)
-                if meter.due() or i + 1 == steps_per_epoch:
+                if meter.due():
                     bar.set_postfix(epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False)
                 bar.update(1)
             if device.type == "cuda":
@@ -465,7 +460,7 @@ def check_dataset_labels(dataset: Dataset, name: str) -> Tensor:
     """``dataset.labels`` as a ``(N,)`` long tensor, or an error naming ``name`` and the fix:
     the set must be non-empty, hold one integer label ``>= 0`` per example (``-1`` marks
     unlabelled examples, which a supervised train set must not contain)."""
-    _check_not_empty(dataset, name)
+    _check_not_empty(dataset, name, "check the dataset's split and filters")
     if not hasattr(dataset, "labels"):
         raise TypeError(
             f"{name} ({type(dataset).__name__}) has no `labels` attribute; wrap it in a "
@@ -492,9 +487,8 @@ def check_dataset_labels(dataset: Dataset, name: str) -> Tensor:
     return labels.long()
 
 
-def _check_not_empty(dataset: Dataset | None, name: str) -> None:
+def _check_not_empty(dataset: Dataset | None, name: str, hint: str) -> None:
     if dataset is not None and len(dataset) == 0:  # type: ignore[arg-type]
-        hint = "pass None for no evaluation" if name != "train_set" else "check the dataset's split and filters"
         raise ValueError(f"{name} is empty (0 examples); {hint}")
 
 

@@ -46,17 +46,17 @@ from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_stat
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.profiles import TrainConfig
-from dmlnb.records import RunRecord, environment_info
+from dmlnb.records import RunRecord, environment_info, utc_now
 from dmlnb.samplers import stream_generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import (
+    LossMeter,
     build_optimizer,
     check_dataset_labels,
     check_training_allowed,
     mixed_precision,
     resolve_device,
     show_progress,
-    utc_now,
 )
 
 __all__ = ["PartitionSchedule", "run_config", "embed", "evaluate_embedding", "train_ssdml"]
@@ -309,8 +309,8 @@ def train_ssdml(
                 network.train()
                 t0 = time.perf_counter()
                 order = used[torch.randperm(len(used), generator=stream_generator(config.seed, "ssdml-units", epoch)).to(device)]
-                total, count = 0.0, 0
-                for rows in order.split(config.batch_size):
+                meter = LossMeter(device)
+                for step, rows in enumerate(order.split(config.batch_size)):
                     z_units = _unit_embeddings(network, pool, part, units[rows], device, autocast)  # (b, s, d)
                     loss = objective.unit_loss(z_units, rows)
                     net_opt.zero_grad(set_to_none=True)
@@ -321,14 +321,13 @@ def train_ssdml(
                     else:
                         loss.backward()
                         net_opt.step()
-                    value = float(loss.detach())
-                    if not math.isfinite(value):
-                        raise FloatingPointError(f"non-finite loss {value} at epoch {epoch + 1}, partition {p}")
-                    total, count = total + value * len(rows), count + len(rows)
+                    meter.add(loss.detach(), len(rows), step)
+                    if meter.due():
+                        meter.read(epoch)
                 if device.type == "cuda":
                     torch.cuda.synchronize(device)
                 row: dict[str, Any] = {
-                    "epoch": epoch + 1, "partition": p, "loss": total / count,
+                    "epoch": epoch + 1, "partition": p, "loss": meter.epoch_mean(epoch),
                     "train_seconds": time.perf_counter() - t0, "lr": net_opt.param_groups[0]["lr"], "metrics": None,
                 }
                 if epoch == first_epoch:
