@@ -1,7 +1,7 @@
 """Input checks shared by every tensor entry point (losses, miners, evaluation, samplers, pairs).
 
-Two kinds of check, kept apart so that a forward pass pays for at most **one** host
-synchronisation:
+Two kinds of check, kept apart so that the checks of one call cost at most **one** host
+synchronisation (a loss's own work, e.g. its finite-loss check, may add others):
 
 * **metadata** checks (:func:`check_embeddings`, :func:`check_labels`, :func:`check_square`)
   read only ``shape``, ``dtype`` and ``device``: free, run them anywhere;
@@ -77,8 +77,8 @@ def check_embeddings(
             )
         raise ValueError(
             f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has "
-            f"embedding_dim={dim}; give {owner} embedding_dim={d} (the model's output size) or "
-            f"project the features to {dim} dimensions"
+            f"embedding_dim={dim}; build {owner} for width {d} (the model's output size: its "
+            f"embedding_dim, or centroids with {d} columns) or project the features to {dim} dimensions"
         )
 
 

@@ -349,9 +349,9 @@ def knn(
     everything). Euclidean: ``d(q, g) = |q - g|_2``.
 
     Memory: one ``(chunk_size, G)`` score matrix (plus boolean masks of the same shape) at a
-    time. Time: ``(chunk, D) x (D, G)`` matmuls (in 64-row blocks), a ``topk`` and O(G) masks
-    per chunk, then an O(k log k) stable sort per query; the tie cumsum runs only on rows whose
-    tie group at the k-th score overflows. Euclidean distances come from the one-matmul expansion
+    time. Time: ``(chunk, D) x (D, G)`` matmuls (in fixed 256-row blocks), one ``topk(k + 1)``
+    per chunk, then O(k log k) sorts per query; O(G) masks and a tie cumsum run only on rows whose
+    tie group straddles the k-th place. Euclidean distances come from the one-matmul expansion
     ``|q|^2 + |g|^2 - 2 q.g``, so near-duplicates carry the usual absolute error of about
     ``sqrt(eps) * |q|`` (~3e-4 for unit vectors in float32); integer-valued data is exact.
 
@@ -676,7 +676,7 @@ def kmeans(
     Returns:
         ``assignments (N,)`` long and ``centroids (k, D)`` float32, on ``x``'s device.
     """
-    x = _checked(x, name="x")[0].float()
+    x = _checked(x, name="x")[0]  # still in its own dtype: scaled before the float32 cast below
     n = x.shape[0]
     if not 1 <= k <= n:
         raise ValueError(f"k must be between 1 and the number of points ({n}), got {k}")
@@ -690,14 +690,14 @@ def kmeans(
     scale = power_of_two_scale(x)  # () a power of two near max |x|
     if 2.0**-20 <= float(scale) <= 2.0**20:
         scale = torch.ones_like(scale)  # ordinary data: run on x itself
-    x = x / scale  # (N, D) exact: huge / tiny finite values cannot overflow in the distances
+    x = (x / scale).float()  # (N, D) exact: huge / tiny finite values neither overflow nor underflow
     generator = torch.Generator().manual_seed(seed)
     init = x[torch.randperm(n, generator=generator)[:k].to(x.device)]  # (k, D)
     if backend == "faiss" or (backend == "auto" and _faiss_available()):
         assignments, centroids = _kmeans_faiss(x, init, n_iter)
     else:
         assignments, centroids = _kmeans_torch(x, init, n_iter, chunk_size)
-    return assignments, centroids * scale.to(centroids.device)
+    return assignments, centroids * scale.to(centroids.device, centroids.dtype)
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from dmlnb.checks import check_batch, check_class_labels, check_embeddings
+from dmlnb.checks import check_embeddings
 
 __all__ = [
     "PairMasks",
@@ -28,8 +28,6 @@ __all__ = [
     "power_of_two_scale",
     "cosine_similarity",
     "euclidean_distance",
-    "check_batch",
-    "check_class_labels",
 ]
 
 
@@ -84,7 +82,8 @@ def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
     """
     with torch.no_grad():
         peak = x.abs().amax() if dim is None else x.abs().amax(dim=dim, keepdim=True)
-        scale = torch.exp2(torch.floor(torch.log2(peak)))  # 0 where peak == 0
+        _, exponent = torch.frexp(peak)  # peak = m * 2**exponent, m in [0.5, 1): exact, no log2 rounding
+        scale = torch.ldexp(torch.ones_like(peak), exponent - 1)  # 2**(e-1) <= peak < 2**e
         return torch.where(peak > 0, scale, torch.ones_like(scale))
 
 
@@ -111,6 +110,7 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
 
     Zero vectors have similarity 0 to everything, with a zero gradient (see :func:`l2_normalize`).
     """
+    check_embeddings(x, "x")
     if y is not None:
         check_embeddings(y, "y", x.shape[1])
     xn = l2_normalize(x, eps)  # (B, D)

@@ -52,7 +52,10 @@ def figure_png(fig: Figure, dpi: float | None = None, max_px: int = MAX_FIGURE_P
         fig.savefig(buf, format="png", dpi=at, bbox_inches="tight")
         return buf.getvalue()
 
-    dpi = float(dpi if dpi is not None else plt.rcParams["savefig.dpi"])
+    if dpi is None:
+        dpi = plt.rcParams["savefig.dpi"]
+        dpi = fig.dpi if dpi == "figure" else dpi  # matplotlib's default: the figure's own dpi
+    dpi = float(dpi)
     png = render(dpi)
     width = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
     if width > max_px:

@@ -310,3 +310,17 @@ def test_zero_loss_of_a_batch_whose_sum_overflows_is_zero_with_zero_gradient():
     loss.backward()
     assert loss.item() == 0.0
     assert torch.equal(x.grad, torch.zeros_like(x))
+
+
+def test_scale_handles_float32_max_and_float64_extremes():
+    from dmlnb.pairs import power_of_two_scale
+
+    fmax = torch.finfo(torch.float32).max
+    out = l2_normalize(torch.tensor([[fmax, 1.0]]))
+    assert torch.isfinite(out).all() and out[0, 0] == 1.0
+    assert power_of_two_scale(torch.tensor([3.9, 4.0])) == 4.0  # largest entry scaled into [1, 2)
+    x = torch.randn(40, 8, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    y = torch.arange(40) % 5
+    plain = ev.evaluate(x, y, metric="euclidean", metrics=("nmi",))
+    for factor in (1e300, 1e-300):  # beyond float32's range: scaled before k-means casts to float32
+        assert ev.evaluate(factor * x, y, metric="euclidean", metrics=("nmi",)) == plain

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from dmlnb.pairs import check_batch, cosine_similarity, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.checks import check_batch
+from dmlnb.pairs import cosine_similarity, euclidean_distance, l2_normalize, pair_masks
 
 
 def test_masks_against_a_loop():

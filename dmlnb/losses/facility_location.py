@@ -62,7 +62,7 @@ __all__ = [
 def _check_labels(dist: Tensor, labels: Tensor) -> None:
     """``dist (B, B)`` and integer ``labels (B,)`` (any values: they are only compared)."""
     check_square(dist, "dist")
-    check_labels(labels, dist.shape[0], "labels", of="row of dist")
+    check_labels(labels, dist.shape[0], "labels", of="dist row")
 
 
 def _check_medoids(dist: Tensor, medoids: Tensor) -> None:
