@@ -1081,7 +1081,6 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     measured effect where the records or one diagnostic run measure it, else "not measured at
     this scale". ``curves``: :func:`loss_curves`; ``drop``: :func:`drop_rule_diagnosis`."""
     cfg = runner.study.config
-    key = runner.study.key_group_size
     ep_cols = [c for c in curves.columns if c.startswith("epoch ")]
     last, prev = ep_cols[-1], ep_cols[-2]
     live = curves[~curves["collapsed"]]
@@ -1110,9 +1109,11 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
          "the verdicts on these runs compare collapsed states (marked in the claims' evidence)"),
         ("drop rule (authors' code)", "not in the paper; Sec. 6.1: EPHN = HPHN at n = 2",
          "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not",
-         f"at n = 2 none: an EPHN n = 2 rerun dropped {int(drop['terms dropped by the rule'].sum())} of "
-         f"{int(drop['terms'].sum())} terms (lowest similarity in any batch {drop['min similarity in a batch'].min():.2f}), "
-         f"so EPHN and HPHN at n = 2 are the same runs bit for bit; at n > 2 {nm}"),
+         ("at n = 2 none: " if int(drop['terms dropped by the rule'].sum()) == 0 else "at n = 2: ")
+         + f"an EPHN n = 2 rerun dropped {int(drop['terms dropped by the rule'].sum())} of "
+         f"{int(drop['terms'].sum())} terms (lowest similarity in any batch {drop['min similarity in a batch'].min():.2f})"
+         + (", so EPHN and HPHN at n = 2 are the same runs bit for bit" if int(drop['terms dropped by the rule'].sum()) == 0
+            else "") + f"; at n > 2 {nm}"),
         ("semi-hard negative", "strict: S_an < S_ap (Sec. 3.1)", "S_an <= S_ap (authors' code); strict default is issue #18", nm),
         ("duplicate positives", "not in the paper", "a positive with S_ap > 0.9999 is never used, in all six variants", nm),
         ("evaluation", "not stated", f"evaluated every {cfg.eval_every} of {cfg.epochs} epochs"

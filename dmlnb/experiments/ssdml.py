@@ -1055,7 +1055,7 @@ def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settin
     rows = {}
     for key, by_method in runs.items():
         for method, rs in by_method.items():
-            best, last, mean, init = [], [], [], []
+            best, last, mean, over_init, counts = [], [], [], [], []
             for r in rs:
                 evals = [h["metrics"][metric] for h in r.record.data["history"] if h["epoch"] > 0 and h.get("metrics")]
                 if not evals:
@@ -1063,15 +1063,16 @@ def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settin
                 best.append(r.best[metric])
                 last.append(evals[-1])
                 mean.append(float(np.mean(evals)))
-                if r.initial is not None:
-                    init.append(r.initial[metric])
+                counts.append(len(evals))
+                if r.initial is not None:  # the same runs on both sides of "selected - initial"
+                    over_init.append(r.best[metric] - r.initial[metric])
             if not best:
                 continue
             rows[(settings[key].name, NAMES[method])] = {
-                "evaluations per run": len(evals),
+                "evaluations per run": min(counts) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}",
                 f"selected − last {metric}": 100 * (np.mean(best) - np.mean(last)),
                 f"selected − mean of evaluations {metric}": 100 * (np.mean(best) - np.mean(mean)),
-                f"selected − initial {metric}": 100 * (np.mean(best) - np.mean(init)) if init else np.nan,
+                f"selected − initial {metric}": 100 * np.mean(over_init) if over_init else np.nan,
             }
     return pd.DataFrame.from_dict(rows, orient="index")
 
