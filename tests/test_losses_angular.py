@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.distances import LpDistance
 
-import dmlnb.losses.angular as angular_module
 from dmlnb.losses.angular import AngularLoss
 from batches import random_batch
 
@@ -71,13 +70,20 @@ def test_matches_pml_on_normalized_input():
     torch.testing.assert_close(grad, ref_grad)
 
 
-def test_chunking_gives_same_result(monkeypatch):
+def test_unnormalised_input_matches_the_loop_or_fails_loudly():
+    """The factorised sum keeps every term to float64 rounding for moderate norms; where every
+    term of a pair would underflow (norms of hundreds), the loss is non-finite and raises,
+    never a silent 0."""
     x, y = make_batch(seed=42, batch=20)
-    full_value, full_grad = value_and_grad(AngularLoss(), x, y)
-    monkeypatch.setattr(angular_module, "_CHUNK_ELEMENTS", 7 * 20)  # 7 pairs per chunk
-    value, grad = value_and_grad(AngularLoss(), x, y)
-    torch.testing.assert_close(value, full_value)
-    torch.testing.assert_close(grad, full_grad)
+    loss = AngularLoss(normalize=False)
+    x64 = (3.0 * x.detach()).double()
+    torch.testing.assert_close(loss(x64, y), brute_angular(x64, y, 40.0, normalize=False))
+    spread = x.clone()
+    spread[0] *= 300.0  # anchor 0's negatives and positives point far apart at a huge scale
+    spread[1:] *= 3.0
+    far = torch.cat([spread[:1], -spread[1:]])
+    with pytest.raises(FloatingPointError, match="non-finite"):
+        loss(far, y)
 
 
 def test_gradcheck():

@@ -8,14 +8,13 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, l2_normalize
 
 __all__ = ["AngularLoss"]
 
-# Pairs are processed in chunks of at most this many (pair, negative) logits, so memory stays
-# bounded even for a batch of very few, very large classes (where #pairs * B approaches B^3).
-_CHUNK_ELEMENTS = 1 << 22
+# A pair's negative sum below this (every term underflowed in float64) cannot be trusted.
+_TINY_SUM = math.exp(-650.0)
 
 
 class AngularLoss(MetricLoss):
@@ -33,7 +32,9 @@ class AngularLoss(MetricLoss):
 
     over all ordered positive pairs :math:`\mathcal{P}` of the batch (as pytorch-metric-learning's
     ``AngularLoss``; the paper's N-pair batches hold exactly one positive per anchor), computed
-    as a stable ``logsumexp`` with a zero logit for the 1. The paper assumes L2-normalised
+    as one ``(B, B)`` matrix product (the sum over negatives factorises, :math:`e^{c(x_a + x_p)^\top
+    x_n} = e^{c x_a^\top x_n} e^{c x_p^\top x_n}`) in float64 with per-row stabilisers, then
+    :math:`\log(1 + e^{\cdot})` exactly; no ``(pair, negative)`` tensor and no host read. The paper assumes L2-normalised
     features; ``normalize=True`` normalises anchors, positives *and* negatives (PML normalises
     only anchors and positives, so it matches only for already-normalised input).
     A batch without a positive pair, or with a single class, gives 0.
@@ -57,18 +58,23 @@ class AngularLoss(MetricLoss):
         self.normalize = normalize
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        if not bool(masks.positive.any() and masks.negative.any()):
-            return zero_loss(embeddings)
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         sim = x @ x.T  # (B, B)
         tan2 = math.tan(math.radians(self.alpha_degrees)) ** 2
-        pairs = masks.positive.nonzero()  # (P, 2) rows (a, p)
-        chunk = max(1, _CHUNK_ELEMENTS // sim.shape[0])
-        losses = []
-        for part in pairs.split(chunk):
-            a, p = part[:, 0], part[:, 1]  # (c,), (c,)
-            ap = sim[a, p][:, None]  # (c, 1)
-            logits = 4.0 * tan2 * (sim[a] + sim[p]) - 2.0 * (1.0 + tan2) * ap  # (c, B)
-            logits = logits.masked_fill(~masks.negative[a], float("-inf"))  # (c, B)
-            losses.append(torch.logsumexp(F.pad(logits, (0, 1)), dim=1))  # (c,) log(1 + sum)
-        return torch.cat(losses).mean()
+        # sum_n exp(4 tan^2 (x_a + x_p)^T x_n) = sum_n e^{c_an} e^{c_pn}: one (B, B) @ (B, B)
+        # product over the negatives n of a, no (pair, negative) tensor and no pair list.
+        c = (4.0 * tan2 * sim).double()  # (B, B) c_in = 4 tan^2 x_i^T x_n
+        u = c.masked_fill(~masks.negative, float("-inf"))  # (B, B) row a: a's negatives only
+        has_negative = masks.negative.any(dim=1)  # (B,)
+        m_a = torch.where(has_negative, u.amax(dim=1), 0.0).detach()  # (B,) stabilisers; they cancel
+        k_p = c.amax(dim=1).detach()  # (B,)
+        s = torch.exp(u - m_a[:, None]) @ torch.exp(c - k_p[:, None]).T  # (B, B) [a, p]
+        # Each term is kept to float64 rounding unless every term of a pair underflows (s tiny,
+        # impossible for L2-normalised x, where |c| < 2.9): such a pair gives NaN, so the
+        # finite-loss check fails loudly instead of the sum being silently 0.
+        kept = s > _TINY_SUM  # (B, B)
+        lse = torch.where(kept, s.clamp_min(_TINY_SUM).log() + m_a[:, None] + k_p[None, :], float("-inf"))
+        lse = torch.where(has_negative[:, None] & ~kept, float("nan"), lse)  # (B, B)
+        f = lse - 2.0 * (1.0 + tan2) * sim.double()  # (B, B) log sum_n e^{f_apn}
+        terms = torch.logaddexp(f, torch.zeros_like(f)).masked_fill(~masks.positive, 0.0)  # (B, B)
+        return (terms.sum() / masks.positive.sum().clamp_min(1)).to(embeddings.dtype)

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["ContrastiveLoss"]
@@ -18,14 +18,13 @@ _MININGS = ("all", "hard")
 _REDUCTIONS = ("nonzero", "mean")
 
 
-def _reduce(terms: Tensor, valid: Tensor | None, reduction: str) -> Tensor:
-    """Mean of ``terms`` over the valid entries (``valid`` mask, or all entries when ``None``;
-    ``"mean"``) or over the non-zero ones (``"nonzero"``, PML's ``AvgNonZeroReducer``);
+def _reduce(terms: Tensor, valid: Tensor, reduction: str) -> Tensor:
+    """Mean of ``terms`` over the entries of the ``valid`` mask (``"mean"``) or over the non-zero ones (``"nonzero"``, PML's ``AvgNonZeroReducer``);
     0 (graph-attached) when there is none. Invalid entries of ``terms`` must be 0."""
     if reduction == "nonzero":
         count = (terms > 0).sum()
     else:
-        count = valid.sum() if valid is not None else torch.tensor(terms.numel())
+        count = valid.sum()
     return terms.sum() / count.clamp_min(1)
 
 
@@ -116,20 +115,16 @@ class ContrastiveLoss(MetricLoss):
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         if self.mining == "all":  # masked (B, B) terms: no boolean gather over B^2 entries
-            if not bool(masks.positive.any() or masks.negative.any()):
-                return zero_loss(embeddings)
             pos_terms = self._hinge(d - self.pos_margin).masked_fill(~masks.positive, 0.0)  # (B, B)
             neg_terms = self._hinge(self.neg_margin - d).masked_fill(~masks.negative, 0.0)  # (B, B)
             pos_loss = _reduce(pos_terms, masks.positive, self.reduction)
             neg_loss = _reduce(neg_terms, masks.negative, self.reduction)
         else:
             anchors = masks.has_positive & masks.has_negative  # (B,)
-            if not bool(anchors.any()):
-                return zero_loss(embeddings)
             hardest_pos = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
             hardest_neg = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
-            pos_terms = self._hinge(hardest_pos[anchors] - self.pos_margin)  # (A,)
-            neg_terms = self._hinge(self.neg_margin - hardest_neg[anchors])  # (A,)
-            pos_loss = _reduce(pos_terms, None, self.reduction)
-            neg_loss = _reduce(neg_terms, None, self.reduction)
+            pos_terms = self._hinge(hardest_pos - self.pos_margin).masked_fill(~anchors, 0.0)  # (B,)
+            neg_terms = self._hinge(self.neg_margin - hardest_neg).masked_fill(~anchors, 0.0)  # (B,)
+            pos_loss = _reduce(pos_terms, anchors, self.reduction)
+            neg_loss = _reduce(neg_terms, anchors, self.reduction)
         return pos_loss + neg_loss

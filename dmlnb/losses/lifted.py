@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["LiftedStructureLoss"]
@@ -55,10 +55,10 @@ class LiftedStructureLoss(MetricLoss):
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x)  # (B, B)
-        if not bool(masks.positive.any() and masks.negative.any()):
-            return zero_loss(embeddings)
-        # every sample has a negative here (at least two classes in the batch)
         neg_logits = (self.neg_margin - d).masked_fill(~masks.negative, float("-inf"))  # (B, B)
-        neg_lse = torch.logsumexp(neg_logits, dim=1)  # (B,)
+        neg_lse = torch.logsumexp(neg_logits, dim=1)  # (B,) -inf for a sample without negatives
+        # -inf -> a finite stand-in that contributes exactly 0 (so logaddexp's gradient is no NaN)
+        neg_lse = torch.where(masks.has_negative, neg_lse, torch.finfo(d.dtype).min / 4)  # (B,)
         j = torch.logaddexp(neg_lse[:, None], neg_lse[None, :]) + d - self.pos_margin  # (B, B)
-        return (F.relu(j[masks.positive]) ** 2).mean() / 2.0
+        terms = (F.relu(j) ** 2).masked_fill(~masks.positive, 0.0)  # (B, B)
+        return terms.sum() / masks.positive.sum().clamp_min(1) / 2.0

@@ -114,7 +114,7 @@ class DistanceWeightedMiner:
         probs = self.probabilities(distance, masks.negative, dim)  # (B, B)
         num_draws = masks.positive.sum(dim=1)  # (B,)
         num_draws = num_draws * masks.has_negative  # (B,) no negative: nothing to draw
-        max_draws = int(num_draws.max().item()) if num_draws.numel() else 0
+        max_draws = probs.shape[0] - 1  # (static) the most positives an anchor can have: no host read
         counts = torch.zeros_like(probs)  # (B, B)
         if max_draws == 0:
             return counts

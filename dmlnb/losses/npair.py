@@ -7,9 +7,9 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.pairs import PairMasks, l2_normalize, pair_masks
-from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.losses.base import MetricLoss
 
-__all__ = ["NPairLoss", "first_pair_per_class"]
+__all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots"]
 
 
 def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -19,7 +19,21 @@ def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tupl
     ``positive`` defaults to ``pair_masks(labels).positive``: then the pair is the first two batch
     items of each class with >= 2 items, deterministic in batch order as in
     pytorch-metric-learning's ``NPairsLoss``. Returns ``anchors (N,)`` and ``positives (N,)``,
-    ordered by label; a class without an allowed positive pair is left out.
+    ordered by label; a class without an allowed positive pair is left out. (Compacting to ``N``
+    reads the batch back to the host; the loss uses :func:`class_pair_slots`, which does not.)
+    """
+    anchors, positives, valid = class_pair_slots(labels, positive)  # (B,) x 3
+    order = torch.sort(labels.masked_fill(~valid, labels.max() + 1), stable=True).indices  # (B,)
+    order = order[: int(valid.sum())]  # (N,) the valid slots, by label
+    return anchors[order], positives[order]
+
+
+def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`first_pair_per_class` in static shapes: slot ``i`` holds the pair of ``i``'s class
+    when ``i`` is its class's first batch item and the class has an allowed pair.
+
+    Returns ``anchors (B,)``, ``positives (B,)`` and ``valid (B,)`` (bool; invalid slots hold an
+    arbitrary in-range pair). No host read.
     """
     if positive is None:
         positive = pair_masks(labels).positive  # (B, B)
@@ -27,11 +41,13 @@ def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tupl
     none = B * B
     flat = torch.arange(none, device=labels.device).view(B, B)  # (B, B) row-major pair index
     row_first = flat.masked_fill(~positive, none).amin(dim=1)  # (B,) first allowed pair of row i
-    classes, slot = torch.unique(labels, return_inverse=True)  # (C,), (B,) sorted labels
-    first = torch.full((classes.numel(),), none, device=labels.device, dtype=flat.dtype)  # (C,)
-    first = first.scatter_reduce(0, slot, row_first, reduce="amin")  # (C,)
-    first = first[first < none]  # (N,)
-    return first // B, first % B
+    same = labels[:, None] == labels[None, :]  # (B, B)
+    class_first = row_first[None, :].masked_fill(~same, none).amin(dim=1)  # (B,) of i's class
+    index = torch.arange(B, device=labels.device)  # (B,)
+    leader = ~(same & (index[None, :] < index[:, None])).any(dim=1)  # (B,) first item of its class
+    valid = leader & (class_first < none)  # (B,)
+    first = class_first.clamp_max(none - 1)  # (B,)
+    return first // B, first % B, valid
 
 
 class NPairLoss(MetricLoss):
@@ -74,16 +90,16 @@ class NPairLoss(MetricLoss):
         self.normalize = normalize
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        anchors, positives = first_pair_per_class(labels, masks.positive)  # (N,), (N,)
-        if anchors.numel() == 0:
-            return zero_loss(embeddings)
+        anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
-        logits = x[anchors] @ x[positives].T  # (N, N)
-        target = torch.arange(anchors.numel(), device=embeddings.device)  # (N,)
-        usable = masks.negative[anchors][:, positives]  # (N, N) allowed (a_i, p_j), j != i
-        usable = usable | torch.eye(anchors.numel(), dtype=torch.bool, device=embeddings.device)
-        logits = logits.masked_fill(~usable, float("-inf"))  # (N, N)
-        loss = F.cross_entropy(logits, target)
+        logits = x[anchors] @ x[positives].T  # (B, B) slot i's anchor vs slot j's positive
+        slots = torch.arange(labels.shape[0], device=embeddings.device)  # (B,)
+        usable = masks.negative[anchors][:, positives] & valid[None, :]  # (B, B) allowed (a_i, p_j), j != i
+        usable = usable | (slots[:, None] == slots[None, :])  # (B, B) and the target p_i
+        logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
+        per_slot = F.cross_entropy(logits, slots, reduction="none").masked_fill(~valid, 0.0)  # (B,)
+        loss = per_slot.sum() / valid.sum().clamp_min(1)  # mean over the N valid slots; 0 if none
         if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
             return loss
-        return loss + self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
+        penalty = self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
+        return torch.where(valid.any(), loss + penalty, loss)  # no pair: 0, no penalty

@@ -121,7 +121,8 @@ class SoftTripleLoss(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         s = self.class_similarity(embeddings)  # (B, C)
-        delta = F.one_hot(labels, self.num_classes).to(s.dtype) * self.margin  # (B, C)
+        one_hot = labels[:, None] == torch.arange(self.num_classes, device=labels.device)  # (B, C), no host read
+        delta = one_hot.to(s.dtype) * self.margin  # (B, C)
         loss = F.cross_entropy(self.la * (s - delta), labels)
         if self.tau > 0 and self.centers_per_class > 1:
             loss = loss + self.tau * self.center_regularizer()

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, zero_loss
+from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["TripletLoss"]
@@ -89,18 +89,16 @@ class TripletLoss(MetricLoss):
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         valid_pairs = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
-        if not bool(valid_pairs.any()):
-            return zero_loss(embeddings)
         if self.mining == "all":
             total, n_nonzero, n_all = _batch_all(d, masks.negative, valid_pairs, self.margin)
         else:
             if self.mining == "hard":
-                losses = _batch_hard(d, masks.positive, masks.negative, valid_pairs, self.margin)
+                losses, valid = _batch_hard(d, masks.positive, masks.negative, valid_pairs, self.margin)
             else:
-                losses = _semi_hard(d, masks.negative, valid_pairs, self.margin)
-            total, n_nonzero, n_all = losses.sum(), (losses > 0).sum(), losses.numel()
+                losses, valid = _semi_hard(d, masks.negative, valid_pairs, self.margin), valid_pairs
+            total, n_nonzero, n_all = losses.sum(), (losses > 0).sum(), valid.sum()
         count = n_nonzero if self.reduction == "nonzero" else n_all
-        return total / torch.as_tensor(count, device=total.device).clamp_min(1)
+        return total / count.clamp_min(1)
 
 
 def _batch_all(
@@ -115,9 +113,9 @@ def _batch_all(
     prefix = F.pad(finite_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
     violating_sum = prefix.gather(1, n_violating)  # (B, B)
     per_pair = n_violating * threshold - violating_sum  # (B, B) sum over n of the hinge
-    total = per_pair[valid_pairs].sum()
+    total = per_pair.masked_fill(~valid_pairs, 0.0).sum()
     n_triplets = (valid_pairs.sum(dim=1) * n_neg).sum()
-    return total, n_violating[valid_pairs].sum(), n_triplets
+    return total, (n_violating * valid_pairs).sum(), n_triplets
 
 
 def _sorted_negatives(d: Tensor, negative: Tensor) -> tuple[Tensor, Tensor]:
@@ -132,21 +130,22 @@ def _sorted_negatives(d: Tensor, negative: Tensor) -> tuple[Tensor, Tensor]:
 
 def _batch_hard(
     d: Tensor, positive: Tensor, negative: Tensor, valid_pairs: Tensor, margin: float
-) -> Tensor:
-    """Hinge ``(A,)`` of each anchor with a positive and a negative: farthest positive,
-    closest negative (Hermans et al. 2017)."""
+) -> tuple[Tensor, Tensor]:
+    """Hinge ``(B,)`` of each anchor with a positive and a negative (farthest positive, closest
+    negative; Hermans et al. 2017), 0 for the other anchors, and the mask of those anchors ``(B,)``."""
     anchors = valid_pairs.any(dim=1)  # (B,)
     d_ap = d.masked_fill(~positive, float("-inf")).max(dim=1).values  # (B,)
     d_an = d.masked_fill(~negative, float("inf")).min(dim=1).values  # (B,)
-    return F.relu(d_ap[anchors] - d_an[anchors] + margin)  # (A,)
+    return F.relu(d_ap - d_an + margin).masked_fill(~anchors, 0.0), anchors  # (B,), (B,)
 
 
 def _semi_hard(d: Tensor, negative: Tensor, valid_pairs: Tensor, margin: float) -> Tensor:
-    """Hinge ``(P,)`` of each valid positive pair ``(a, p)`` with its semi-hard negative: the
-    closest negative strictly farther than ``p``, else the farthest negative (FaceNet / TF)."""
+    """Hinge ``(B, B)`` of each valid positive pair ``(a, p)`` with its semi-hard negative (the
+    closest negative strictly farther than ``p``, else the farthest negative; FaceNet / TF), 0
+    for the other pairs."""
     sorted_neg, n_neg = _sorted_negatives(d, negative)  # (B, B), (B,)
     first_farther = torch.searchsorted(sorted_neg, d.contiguous(), right=True)  # (B, B)
     farthest = (n_neg - 1).clamp_min(0)[:, None].expand_as(first_farther)  # (B, B)
     pick = torch.where(first_farther < n_neg[:, None], first_farther, farthest)  # (B, B)
     d_an = sorted_neg.gather(1, pick)  # (B, B)
-    return F.relu(d[valid_pairs] - d_an[valid_pairs] + margin)  # (P,)
+    return F.relu(d - d_an + margin).masked_fill(~valid_pairs, 0.0)  # (B, B)
