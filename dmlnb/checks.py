@@ -9,12 +9,23 @@ synchronisation (a loss's own work, e.g. its finite-loss check, may add others):
   labels, labels outside a per-class loss's range. All of them are reduced to one boolean tensor
   that is read once; which check failed is worked out only on the error path.
 
+**Deferred value checks.** Inside :func:`deferred_checks` (the training loop enters it on a GPU)
+a value check does not read its flag: it folds it into a device-side "first failing step" and
+keeps the checked tensors; :meth:`DeferredChecks.raise_if_failed` reads that one number (the loop
+reads it with the loss, every ``k`` steps) and, when a step failed, replays that step's checks so
+the error is the same one an immediate check raises. So a training step on a GPU never waits for
+the host, and a bad batch still stops the run with the named error, at most ``k - 1`` steps late.
+
 Every error names the argument, the offending value and the fix. A bad dtype or shape is a
 ``ValueError``; NaN / Inf embeddings raise :class:`NonFiniteError`, which is both a
 ``FloatingPointError`` (what a diverging training step raises) and a ``ValueError``.
 """
 
 from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator
+from contextvars import ContextVar
 
 import torch
 from torch import Tensor
@@ -27,6 +38,9 @@ __all__ = [
     "check_batch",
     "check_class_labels",
     "check_square",
+    "DeferredChecks",
+    "deferred_checks",
+    "check_finite_loss",
 ]
 
 UNLABELLED_HINT = (
@@ -145,7 +159,18 @@ def check_values(
         flags.append((labels < (-1 if allow_unlabelled else 0)).any())
         if num_classes is not None:
             flags.append((labels >= num_classes).any())
-    if not flags or not bool(torch.stack(flags).any()):  # the one read
+    if not flags:
+        return
+    failed = torch.stack(flags).any()  # () bool
+    deferred = _DEFERRED.get()
+    if deferred is not None:
+        kept = embeddings.detach() if embeddings is not None else None  # no graph kept alive
+        deferred.add(failed, lambda: check_values(
+            kept, labels, num_classes=num_classes, allow_unlabelled=allow_unlabelled,
+            name=name, label_name=label_name, what=what,
+        ))
+        return
+    if not bool(failed):  # the one read
         return
     if embeddings is not None and bool(flags[0]):
         bad = int((~torch.isfinite(embeddings)).any(dim=1).sum())
@@ -201,3 +226,79 @@ def check_batch(
     check_embeddings(embeddings, "embeddings", dim, owner)
     check_labels(labels, embeddings.shape[0], "labels", embeddings.device)
     check_values(embeddings, labels, num_classes=num_classes, what=what)
+
+
+def check_finite_loss(loss: Tensor, owner: str) -> None:
+    """Raise ``FloatingPointError`` naming ``owner`` unless the 0-d ``loss`` is finite (one host
+    read; deferred inside :func:`deferred_checks`)."""
+    deferred = _DEFERRED.get()
+    if deferred is not None:
+        kept = loss.detach()
+        deferred.add(~torch.isfinite(kept), lambda: check_finite_loss(kept, owner))
+        return
+    if not bool(torch.isfinite(loss)):
+        raise FloatingPointError(
+            f"{owner} produced a non-finite loss ({loss.item()}); check the learning rate and "
+            "the loss's scale/temperature settings"
+        )
+
+
+class DeferredChecks:
+    """Value checks collected on the device and read back in one go (see the module docstring).
+
+    ``step`` is set by the caller before each step's work; :meth:`add` records a failed-flag and
+    the immediate check that explains it; :meth:`raise_if_failed` does the one host read.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.step = 0
+        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # () first failing step
+        self._replays: list[tuple[int, Callable[[], None]]] = []
+
+    def add(self, failed: Tensor, replay: Callable[[], None]) -> None:
+        """Record a 0-d bool ``failed`` flag of the current step and the check that raises on it.
+        The replay keeps the checked tensors alive until the next read (detach them first when
+        they carry a graph)."""
+        failed = failed.to(self.first_bad.device)
+        self.first_bad = torch.where((self.first_bad < 0) & failed, self.step, self.first_bad)
+        self._replays.append((self.step, replay))
+
+    def failed_step(self) -> Tensor:
+        """The first failing step since the last read, ``-1`` if none: a 0-d long device tensor, so
+        a caller can read it together with other values (:meth:`raise_for`)."""
+        return self.first_bad
+
+    def raise_for(self, first_bad: int) -> None:
+        """Given the value of :meth:`failed_step` read by the caller: forget the recorded checks
+        and, when a step failed, raise its check's error (the immediate check's message)."""
+        replays, self._replays = self._replays, []
+        self.first_bad = torch.full_like(self.first_bad, -1)
+        if first_bad < 0:
+            return
+        token = _DEFERRED.set(None)  # replay as immediate checks
+        try:
+            for step, replay in replays:
+                if step == first_bad:
+                    replay()  # raises the named error
+        finally:
+            _DEFERRED.reset(token)
+        raise FloatingPointError(f"a value check failed at step {first_bad}")  # pragma: no cover
+
+    def raise_if_failed(self) -> None:
+        """Read the first failing step (one host read) and raise its error, if any."""
+        self.raise_for(int(self.first_bad))
+
+
+_DEFERRED: ContextVar[DeferredChecks | None] = ContextVar("dmlnb_deferred_checks", default=None)
+
+
+@contextlib.contextmanager
+def deferred_checks(checks: DeferredChecks) -> Iterator[DeferredChecks]:
+    """Defer every value check (:func:`check_values`, :func:`check_finite_loss`) made inside the
+    block to ``checks``; the caller must read ``checks`` (:meth:`DeferredChecks.raise_if_failed`)
+    before the block's results are trusted."""
+    token = _DEFERRED.set(checks)
+    try:
+        yield checks
+    finally:
+        _DEFERRED.reset(token)

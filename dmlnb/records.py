@@ -36,6 +36,11 @@ Version 0 -> 1 migration: ``schema_version`` is set, ``segments`` becomes one se
 ``environment`` device covering every epoch of ``history``, ``device_changed`` is ``False``,
 ``environment`` values that are ``str`` subclasses become ``str``, and ``migrated_from``
 records the version read.
+
+Configuration keys added to :class:`dmlnb.profiles.TrainConfig` after records were first written
+are listed in :data:`CONFIG_KEYS_ADDED` with the value every older run used; loading fills a
+record's ``config`` with them (in memory), so an old record still matches the configuration
+that reproduces it and is not retrained.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ __all__ = [
     "RunRecord",
     "load_finished_record",
     "migrate_record",
+    "CONFIG_KEYS_ADDED",
     "validate_record",
     "write_json_atomic",
     "read_json",
@@ -72,6 +78,9 @@ def utc_now() -> str:
 
 
 SCHEMA_VERSION = 1
+
+#: TrainConfig keys added after records were first written -> the value runs made before had.
+CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False}
 """The version of the run-record schema this dmlnb writes (see the module docstring)."""
 
 
@@ -224,6 +233,11 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
             "from_epoch": 0, "to_epoch": last, "started": out.get("started"),
         }])
         out.setdefault("device_changed", False)
+    config = out.get("config")
+    if isinstance(config, dict) and "dataset" in config and "seed" in config:  # a TrainConfig's dict
+        missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
+        if missing:
+            out["config"] = {**config, **missing}
     return out
 
 

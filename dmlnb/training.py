@@ -6,7 +6,11 @@ from a batch sampler (default: :class:`dmlnb.samplers.MPerClassSampler`), evalua
 report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
 
 * CPU or CUDA picked automatically; on CUDA, mixed precision (bf16 autocast, or fp16 with a grad
-  scaler where bf16 is unsupported) and channels_last; losses always see float32 embeddings.
+  scaler where bf16 is unsupported), channels_last, fused optimiser steps, cuDNN autotuning
+  (unless deterministic algorithms are requested) and, with ``config.compile``, a
+  ``torch.compile``-d model; losses always see float32 embeddings. A step on the GPU makes no
+  host read: the loss and the losses' value checks are read back every 50 steps
+  (:class:`LossMeter`).
 * Seeded: on CPU two runs with the same config give identical weights.
 * With ``run_dir`` set, a checkpoint and then the record (JSON) are written atomically after every
   epoch; a run that is interrupted resumes from its last finished epoch and, on the same device,
@@ -37,6 +41,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
+from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
@@ -109,18 +114,24 @@ def resolve_device(name: str = "auto") -> torch.device:
 
 
 def build_optimizer(config: TrainConfig, model: nn.Module, loss_fn: nn.Module) -> torch.optim.Optimizer:
-    """The configured optimiser over the model's and the loss's parameters (``loss_lr`` for the latter)."""
+    """The configured optimiser over the model's and the loss's parameters (``loss_lr`` for the latter).
+
+    When every parameter is on a CUDA device, Adam, AdamW and SGD use their fused implementation
+    (one kernel per step instead of one per parameter; same update up to rounding); elsewhere
+    PyTorch's default (``foreach``) implementation."""
     groups: list[dict[str, Any]] = [{"params": [p for p in model.parameters() if p.requires_grad]}]
     loss_params = [p for p in loss_fn.parameters() if p.requires_grad]
     if loss_params:
         groups.append({"params": loss_params, "lr": config.loss_lr or config.lr})
     name, lr, wd = config.optimizer, config.lr, config.weight_decay
+    params = [p for g in groups for p in g["params"]]
+    fused = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)  # one kernel per step
     if name == "adam":
-        return torch.optim.Adam(groups, lr=lr, weight_decay=wd)
+        return torch.optim.Adam(groups, lr=lr, weight_decay=wd, fused=fused or None)
     if name == "adamw":
-        return torch.optim.AdamW(groups, lr=lr, weight_decay=wd)
+        return torch.optim.AdamW(groups, lr=lr, weight_decay=wd, fused=fused or None)
     if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
+        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=wd, fused=fused or None)
     if name == "rmsprop":
         return torch.optim.RMSprop(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
@@ -165,6 +176,21 @@ def mixed_precision(device: torch.device, enabled: bool) -> tuple[contextlib.Abs
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
 
 
+@contextlib.contextmanager
+def _cudnn_autotune(device: torch.device) -> Iterator[None]:
+    """cuDNN autotuning (``torch.backends.cudnn.benchmark``) while training on CUDA, unless
+    deterministic algorithms are requested (``torch.use_deterministic_algorithms(True)``: then the
+    run stays bit-reproducible and a resumed run ends where an uninterrupted one does)."""
+    before = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = before or (
+        device.type == "cuda" and not torch.are_deterministic_algorithms_enabled()
+    )
+    try:
+        yield
+    finally:
+        torch.backends.cudnn.benchmark = before
+
+
 def _default_sampler(labels: Tensor, config: TrainConfig) -> Sampler:
     from dmlnb.samplers import MPerClassSampler
 
@@ -194,7 +220,9 @@ class LossMeter:
 
     A non-finite loss is caught at the next read, which names the first step that produced it
     (on a GPU up to ``every - 1`` further steps may have run with it; the run stops either way).
-    The sum is kept in float64 (float32 on MPS), as the per-step Python sum was.
+    The sum is kept in float64 (float32 on MPS), as the per-step Python sum was. When it reads
+    every ``k > 1`` steps, the losses' value checks (finite embeddings, label ranges, finite loss)
+    are deferred to the same reads (:meth:`deferring`), so a step makes no host read at all.
     """
 
     def __init__(self, device: torch.device, every: int | None = None) -> None:
@@ -204,9 +232,17 @@ class LossMeter:
         self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first non-finite step
         self.last = torch.zeros((), dtype=dtype, device=device)
         self.images, self.pending = 0, 0
+        #: Value checks of the losses, deferred to this meter's reads when it reads every k > 1 steps.
+        self.checks = DeferredChecks(device) if self.every > 1 else None
+
+    def deferring(self) -> contextlib.AbstractContextManager:
+        """Context in which the losses' value checks report to this meter instead of reading the
+        device (:func:`dmlnb.checks.deferred_checks`); a no-op when the meter reads every step."""
+        return deferred_checks(self.checks) if self.checks is not None else contextlib.nullcontext()
 
     def add(self, loss: Tensor, batch_size: int, step: int) -> None:
-        """Add one step's mean loss (a 0-d tensor on the device) of ``batch_size`` images."""
+        """Add one step's mean loss (a 0-d tensor on the device) of ``batch_size`` images; call
+        :meth:`start_step` before the step's forward pass."""
         self.last = loss.to(self.total.dtype)
         self.total += self.last * batch_size
         self.first_bad = torch.where((self.first_bad < 0) & ~torch.isfinite(loss), step, self.first_bad)
@@ -225,9 +261,20 @@ class LossMeter:
         """The epoch's mean loss per image (one host read; checks finiteness first)."""
         return self._read(epoch, self.total) / max(self.images, 1)
 
+    def start_step(self, step: int) -> None:
+        """The step whose value checks follow (named by a deferred check's error)."""
+        if self.checks is not None:
+            self.checks.step = step
+
     def _read(self, epoch: int, value: Tensor) -> float:
-        first_bad, out = torch.stack([self.first_bad.to(value.dtype), value]).tolist()  # one read
+        parts = [self.first_bad.to(value.dtype), value]
+        if self.checks is not None:
+            parts.append(self.checks.failed_step().to(value.dtype))
+        read = torch.stack(parts).tolist()  # the one read
+        first_bad, out = read[0], read[1]
         self.pending = 0
+        if self.checks is not None:
+            self.checks.raise_for(int(read[2]))  # a bad batch's own error comes first
         if first_bad >= 0:
             raise FloatingPointError(
                 f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning rate "
@@ -290,6 +337,7 @@ def train(
     milestones = sorted({max(1, round(f * config.epochs)) if f < 1 else int(f) for f in config.lr_milestones})
     scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=config.lr_gamma)
     autocast, scaler = mixed_precision(device, config.amp)
+    step_model = torch.compile(model) if config.compile and device.type == "cuda" else model
     state = TrainState(model=model, loss_fn=loss_fn, optimizer=optimizer, device=device)
 
     record = RunRecord.new(
@@ -360,8 +408,10 @@ def train(
                desc=record.data["name"], leave=False)
     for hook in hooks:
         hook.on_train_start(state)
+    stack = contextlib.ExitStack()
     pin = device.type == "cuda"
     try:
+        stack.enter_context(_cudnn_autotune(device))
         for epoch in range(start_epoch, config.epochs):
             state.epoch = epoch
             model.train()
@@ -370,45 +420,47 @@ def train(
             batches = _EpochBatches(sampler, steps_per_epoch)
             t0 = time.perf_counter()
             meter = LossMeter(device)
-            for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
-                state.step = epoch * steps_per_epoch + i
-                x = x.to(device, non_blocking=True)
-                if channels_last and x.dim() == 4:
-                    x = x.contiguous(memory_format=torch.channels_last)
-                state.labels, state.indices = y.to(device), idx
-                for hook in hooks:
-                    hook.on_step_start(state)
-                with autocast:
-                    out = model(x)
-                state.embeddings = out.float()  # (B, D)
-                loss = loss_fn(state.embeddings, state.labels)
-                for hook in hooks:
-                    extra = hook.penalty(state)
-                    if extra is not None:
-                        loss = loss + extra
-                optimizer.zero_grad(set_to_none=True)
-                if scaler is not None:
-                    scaler.scale(loss).backward()
-                    scaler.unscale_(optimizer)
-                else:
-                    loss.backward()
-                state.loss = loss.detach()
-                for hook in hooks:
-                    hook.after_backward(state)
-                if config.grad_clip is not None:
-                    nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
-                if scaler is not None:
-                    scaler.step(optimizer)
-                    scaler.update()
-                else:
-                    optimizer.step()
-                state.embeddings = state.embeddings.detach()
-                for hook in hooks:
-                    hook.on_step_end(state)
-                meter.add(state.loss, len(idx), state.step)
-                if meter.due():
-                    bar.set_postfix(epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False)
-                bar.update(1)
+            with meter.deferring():
+                for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
+                    state.step = epoch * steps_per_epoch + i
+                    meter.start_step(state.step)
+                    x = x.to(device, non_blocking=True)
+                    if channels_last and x.dim() == 4:
+                        x = x.contiguous(memory_format=torch.channels_last)
+                    state.labels, state.indices = y.to(device, non_blocking=True), idx
+                    for hook in hooks:
+                        hook.on_step_start(state)
+                    with autocast:
+                        out = step_model(x)
+                    state.embeddings = out.float()  # (B, D)
+                    loss = loss_fn(state.embeddings, state.labels)
+                    for hook in hooks:
+                        extra = hook.penalty(state)
+                        if extra is not None:
+                            loss = loss + extra
+                    optimizer.zero_grad(set_to_none=True)
+                    if scaler is not None:
+                        scaler.scale(loss).backward()
+                        scaler.unscale_(optimizer)
+                    else:
+                        loss.backward()
+                    state.loss = loss.detach()
+                    for hook in hooks:
+                        hook.after_backward(state)
+                    if config.grad_clip is not None:
+                        nn.utils.clip_grad_norm_(model.parameters(), config.grad_clip)
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                    state.embeddings = state.embeddings.detach()
+                    for hook in hooks:
+                        hook.on_step_end(state)
+                    meter.add(state.loss, len(idx), state.step)
+                    if meter.due():
+                        bar.set_postfix(epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False)
+                    bar.update(1)
             if device.type == "cuda":
                 torch.cuda.synchronize(device)
             train_seconds = time.perf_counter() - t0
@@ -448,6 +500,7 @@ def train(
                 )
                 record.save()  # after the checkpoint: a finished record.json always has one
     finally:
+        stack.close()
         bar.close()
     if start_epoch >= config.epochs and record.data["status"] != "finished":
         record.finish(utc_now())

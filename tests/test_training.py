@@ -220,3 +220,73 @@ def test_progress_bars_follow_the_argument_else_the_environment(monkeypatch):
     assert show_progress(None) and not show_progress(False)
     monkeypatch.setenv(PROGRESS_ENV, "0")  # what `make notebooks` sets
     assert not show_progress(None) and show_progress(True)
+
+
+class _NaNAt(torch.nn.Module):
+    """Wraps a model; its output at forward call ``at`` (0-based) holds a NaN."""
+
+    def __init__(self, model: torch.nn.Module, at: int) -> None:
+        super().__init__()
+        self.model, self.at, self.calls = model, at, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.model(x)
+        if self.training:
+            if self.calls == self.at:
+                out = out.clone()
+                out[0, 0] = float("nan")
+            self.calls += 1
+        return out
+
+
+def test_deferred_checks_stop_a_bad_batch_at_the_next_read(digits, monkeypatch):
+    """With reads every 3 steps (as on a GPU, every 50), a NaN embedding at step 4 raises the
+    loss's own error at the read after step 5, not a silent continuation."""
+    import functools
+
+    from dmlnb import training
+    from dmlnb.checks import NonFiniteError
+
+    monkeypatch.setattr(training, "LossMeter", functools.partial(training.LossMeter, every=3))
+    cfg = CFG.replace(epochs=1, steps_per_epoch=8)
+    model = _NaNAt(_model(cfg, digits), at=4)
+    with pytest.raises(NonFiniteError, match="contain NaN or Inf in 1 of"):
+        train(model, TripletLoss(), digits.train, None, cfg, progress=False)
+    assert model.calls == 6  # steps 0-5 ran; the read after step 5 stopped the run
+
+
+@pytest.mark.cuda
+def test_resume_on_cuda_without_deterministic_algorithms_is_close(digits, tmp_path, nondeterministic_cuda):
+    """Without deterministic algorithms (cuDNN autotuning on) a resumed CUDA run is not promised
+    to be bit-identical; it stays within a small tolerance of the uninterrupted one."""
+    cfg = CFG.replace(amp=False)
+    model_a, _ = fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
+    with pytest.raises(KeyboardInterrupt):
+        fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b",
+            hooks=[CrashAt(at_step=cfg.steps_per_epoch + 2)], progress=False)
+    model_b, rec_b = fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b",
+                         hooks=[CrashAt(at_step=-1)], progress=False)
+    assert rec_b.data["resumed"] == 1
+    torch.testing.assert_close(flat_params(model_a), flat_params(model_b), rtol=1e-3, atol=1e-4)
+
+
+@pytest.mark.cuda
+def test_a_training_step_on_cuda_does_not_synchronise(digits):
+    """Steps between the loss meter's reads make no host synchronisation: with the data on the
+    GPU, 2 epochs of 40 steps synchronise a handful of times (epoch ends), not once per step."""
+    import warnings
+
+    cfg = CFG.replace(epochs=2, steps_per_epoch=40)
+    train_set = digits.train.to("cuda")
+    model = _model(cfg, digits)
+    train(model, TripletLoss(), train_set, None, cfg.replace(epochs=1, steps_per_epoch=2), progress=False)  # warm-up
+    torch.cuda.synchronize()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.cuda.set_sync_debug_mode("warn")
+        try:
+            train(model, TripletLoss(), train_set, None, cfg, progress=False)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+    syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
+    assert len(syncs) <= 6 * cfg.epochs, f"{len(syncs)} synchronisations in {2 * 40} steps: {syncs[:5]}"

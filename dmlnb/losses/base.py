@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from dmlnb.checks import check_batch
+from dmlnb.checks import check_batch, check_finite_loss
 from dmlnb.pairs import PairMasks, pair_masks
 
 __all__ = ["MetricLoss", "zero_loss", "check_pair_filter"]
@@ -54,7 +54,9 @@ class MetricLoss(nn.Module):
     ``< num_classes`` for a loss with per-class parameters), builds the batch's :class:`~dmlnb.pairs.PairMasks`
     when the loss reads them (:attr:`uses_pair_masks`; the others get ``masks=None``, so a proxy or
     centroid loss does no ``(B, B)`` work) and checks the result is finite, so a diverging run
-    fails loudly at the step it diverges.
+    fails loudly at the step it diverges. The value checks and the finite-loss check each cost one
+    host read; inside :func:`dmlnb.checks.deferred_checks` (the training loop on a GPU) they cost
+    none and are read back with the loss every ``k`` steps.
     An empty batch is a ``ValueError``. A batch for which the loss has no term (e.g. no positive
     pair) returns a graph-attached 0 and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
     ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser (the training loop does).
@@ -104,6 +106,10 @@ class MetricLoss(nn.Module):
             type(self).__name__,
             self.class_parameters,
         )
+        if self.num_classes is not None:
+            # A no-op for checked labels; when the check is deferred (a GPU step), a bad label is
+            # reported at the next read and must not index a parameter row out of range first.
+            labels = labels.clamp(0, self.num_classes - 1)  # (B,)
         masks = pair_masks(labels) if self.uses_pair_masks else None  # (B, B) x 2
         if pair_filter is not None:
             if not self.supports_pair_filter:
@@ -115,11 +121,7 @@ class MetricLoss(nn.Module):
             assert masks is not None  # supports_pair_filter implies uses_pair_masks
             masks = PairMasks(positive=masks.positive & pair_filter, negative=masks.negative & pair_filter)
         loss = self.compute(embeddings, labels, masks)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(
-                f"{type(self).__name__} produced a non-finite loss ({loss.item()}); "
-                "check the learning rate and the loss's scale/temperature settings"
-            )
+        check_finite_loss(loss, type(self).__name__)
         return loss
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:  # pragma: no cover
