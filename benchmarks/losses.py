@@ -13,6 +13,7 @@ The facility-location rows also report the loss-augmented inference alone. Media
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 import sys
 import time
@@ -22,6 +23,7 @@ import pandas as pd
 import torch
 
 from dmlnb import losses as L
+from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.losses.discriminative import onehot_centroids
 from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.pairs import euclidean_distance, l2_normalize
@@ -122,7 +124,11 @@ def _progress(row: dict) -> None:
     print(f"  B={row['B']} D={row['D']} {row['loss']}: ours {row['ours (ms)']:.2f} ms, PML {pml} ms", file=sys.stderr, flush=True)
 
 
-def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: int) -> pd.DataFrame:
+def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: int, deferred: bool = False) -> pd.DataFrame:
+    """The table; with ``deferred`` ours runs with its value checks deferred (no host read), as the
+    training loop runs it on a GPU."""
+    checks = DeferredChecks(device)
+    context = (lambda: deferred_checks(checks)) if deferred else contextlib.nullcontext
     rows = []
     for b in batch_sizes:
         for d in dims:
@@ -135,7 +141,9 @@ def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: 
                     continue
                 ours = ours.to(device)
                 x = x0.clone().requires_grad_(True)
-                ours_ms = _timer(lambda: ours(x, y).backward(), device, repeats)
+                with context():
+                    ours_ms = _timer(lambda: ours(x, y).backward(), device, repeats)
+                checks.raise_if_failed()
                 row = {"loss": name, "B": b, "D": d, "ours (ms)": ours_ms, "PML (ms)": None, "PML / ours": None, "same value": None, "note": note}
                 if pml is not None:
                     pml = pml.to(device)
@@ -157,10 +165,12 @@ def main() -> None:
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--dims", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--deferred", action="store_true",
+                        help="time ours with its value checks deferred, as the training loop runs it on a GPU")
     parser.add_argument("--out", help="also write the table as CSV here")
     args = parser.parse_args()
     device = torch.device(args.device)
-    table = run(device, args.batch_sizes, args.dims, args.repeats)
+    table = run(device, args.batch_sizes, args.dims, args.repeats, deferred=args.deferred)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"forward+backward, median of {args.repeats} runs, device: {name}, torch {torch.__version__}")
     with pd.option_context("display.width", 200, "display.max_rows", None, "display.max_colwidth", 60):
