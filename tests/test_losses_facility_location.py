@@ -2,7 +2,9 @@
 
 References are independent: float64 Python loops written from the paper's equations, sklearn's
 ``normalized_mutual_info_score(average_method="geometric")`` for Eq. (9), brute-force loops of
-Algorithms 1 and 2, exhaustive search over all medoid sets, and Lemma 1 of the paper.
+Algorithms 1 and 2, exhaustive search over all medoid sets, and Lemma 1 of the paper. The
+inference must also reproduce, bit for bit, the implementation it replaced (frozen in
+``facility_location_reference.py``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from facility_location_reference import reference_inference
 from sklearn.metrics import normalized_mutual_info_score
 
 from dmlnb.losses.facility_location import (
@@ -239,6 +242,33 @@ def test_pam_never_lowers_the_greedy_objective_lemma_1():
         assert stats["refined_objective"] >= stats["greedy_objective"] - 1e-9
         improved += stats["refined_objective"] > stats["greedy_objective"] + 1e-9
     assert improved > 0  # the refinement is not a no-op on these batches
+
+
+def reference_cases(trials: int = 160):
+    """Seeded ``(dist, labels, gamma, passes)`` of 2..69 points and 1..20 classes: float32 and
+    float64 distances, every third batch with duplicated points (exact ties), any label values."""
+    gen = torch.Generator().manual_seed(14)
+    for trial in range(trials):
+        b = int(torch.randint(2, 70, (1,), generator=gen))
+        c = int(torch.randint(1, min(b, 20) + 1, (1,), generator=gen))
+        x, labels = random_batch(gen, b, c, spread=[0.1, 0.5, 1.0, 3.0][trial % 4])
+        if trial % 3 == 0:
+            k = max(1, b // 3)
+            copies, sources = torch.randint(0, b, (2, k), generator=gen)
+            x[copies] = x[sources]
+        dist = euclidean_distance(x.float() if trial % 2 else x)
+        gamma, passes = [0.0, 0.5, 1.0, 3.0, 10.0][trial % 5], [5, 0, 1, 5, 2][trial % 5]
+        yield dist, labels * 3 - 1, gamma, passes
+
+
+def test_inference_reproduces_the_previous_implementation_exactly():
+    """Same medoids and bit-identical stats as the implementation with host synchronisations, on
+    float32 and float64 batches with and without exact ties."""
+    for dist, labels, gamma, passes in reference_cases():
+        medoids, stats = loss_augmented_inference(dist, labels, gamma, passes)
+        ref_medoids, ref_stats = reference_inference(dist, labels, gamma, passes)
+        assert torch.equal(medoids, ref_medoids)
+        assert stats == ref_stats
 
 
 def test_exhaustive_inference_matches_loop_enumeration():
