@@ -2,7 +2,9 @@
 
 References are independent: float64 Python loops written from the paper's equations, sklearn's
 ``normalized_mutual_info_score(average_method="geometric")`` for Eq. (9), brute-force loops of
-Algorithms 1 and 2, exhaustive search over all medoid sets, and Lemma 1 of the paper.
+Algorithms 1 and 2, exhaustive search over all medoid sets, and Lemma 1 of the paper. The
+inference must also reproduce, bit for bit, the implementation it replaced (frozen in
+``facility_location_reference.py``).
 """
 
 from __future__ import annotations
@@ -13,8 +15,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from facility_location_reference import reference_inference
 from sklearn.metrics import normalized_mutual_info_score
+from torch.utils._python_dispatch import TorchDispatchMode
 
+from dmlnb.losses import facility_location as fl
 from dmlnb.losses.facility_location import (
     FacilityLocationLoss,
     augmented_objective,
@@ -241,6 +246,104 @@ def test_pam_never_lowers_the_greedy_objective_lemma_1():
     assert improved > 0  # the refinement is not a no-op on these batches
 
 
+def reference_cases(trials: int = 160):
+    """Seeded ``(dist, labels, gamma, passes)`` of 2..69 points and 1..20 classes: float32 and
+    float64 distances, every third batch with duplicated points (exact ties), any label values."""
+    gen = torch.Generator().manual_seed(14)
+    for trial in range(trials):
+        b = int(torch.randint(2, 70, (1,), generator=gen))
+        c = int(torch.randint(1, min(b, 20) + 1, (1,), generator=gen))
+        x, labels = random_batch(gen, b, c, spread=[0.1, 0.5, 1.0, 3.0][trial % 4])
+        if trial % 3 == 0:
+            k = max(1, b // 3)
+            copies, sources = torch.randint(0, b, (2, k), generator=gen)
+            x[copies] = x[sources]
+        dist = euclidean_distance(x.float() if trial % 2 else x)
+        gamma, passes = [0.0, 0.5, 1.0, 3.0, 10.0][trial % 5], [5, 0, 1, 5, 2][trial % 5]
+        yield dist, labels * 3 - 1, gamma, passes
+
+
+def test_inference_reproduces_the_previous_implementation_exactly():
+    """Same medoids and bit-identical stats as the implementation with host synchronisations, on
+    float32 and float64 batches with and without exact ties."""
+    for dist, labels, gamma, passes in reference_cases():
+        medoids, stats = loss_augmented_inference(dist, labels, gamma, passes)
+        ref_medoids, ref_stats = reference_inference(dist, labels, gamma, passes)
+        assert torch.equal(medoids, ref_medoids)
+        assert stats == ref_stats
+
+
+def static_inference(dist: torch.Tensor, labels: torch.Tensor, gamma: float, passes: int):
+    """The static-shape path (all points scored, no host read inside a stage; what CUDA runs and
+    captures in graphs), here on the CPU: ``(medoids, [A(greedy), A(refined), NMI, swaps])``."""
+    codes, num_classes = fl._encode(labels)
+    gamma_t = torch.full((), gamma, dtype=torch.float64)
+    inference = fl._Inference(dist, codes, num_classes, gamma_t, compact=False)
+    with torch.no_grad():
+        medoids, values, swaps = inference.run(passes)
+    return medoids, values.tolist() + [float(swaps)], inference.greedy_medoids
+
+
+def test_static_shape_path_matches_the_previous_implementation():
+    """With float32 distances every float64 sum of F is exact, so scoring all points (non-members
+    masked) gives exactly the reference's results. With float64 distances the summation order of
+    F differs from the reference's in the refinement (exact ties may break the other way); the
+    greedy (same order) still matches bit for bit, and the refinement never lowers A (Lemma 1)."""
+    for dist, labels, gamma, passes in reference_cases():
+        medoids, stats, greedy = static_inference(dist, labels, gamma, passes)
+        ref_medoids, ref_stats = reference_inference(dist, labels, gamma, passes)
+        ref_greedy, _ = reference_inference(dist, labels, gamma, 0)
+        assert torch.equal(greedy, ref_greedy)
+        assert stats[0] == ref_stats["greedy_objective"]
+        if dist.dtype == torch.float32:
+            assert torch.equal(medoids, ref_medoids)
+            keys = ("greedy_objective", "refined_objective", "nmi", "pam_swaps")
+            assert stats == [ref_stats[k] for k in keys]
+        assert stats[1] >= stats[0] - 1e-12  # up to round-off, as the reference
+
+
+class HostReads(TorchDispatchMode):
+    """Counts the operators that make the host wait for a result (``item``, ``nonzero``, ...)."""
+
+    READS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "is_nonzero", "equal"}
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.reads += func.overloadpacket.__name__ in self.READS
+        return func(*args, **(kwargs or {}))
+
+
+def test_static_shape_stages_read_nothing_back_and_a_pass_once():
+    gen = torch.Generator().manual_seed(15)
+    x, labels = random_batch(gen, 48, 8, spread=1.0)
+    dist = euclidean_distance(x.float())
+    codes, num_classes = fl._encode(labels)
+    gamma = torch.full((), 1.0, dtype=torch.float64)
+    inference = fl._Inference(dist, codes, num_classes, gamma, compact=False)
+    with torch.no_grad():
+        for stage in (inference.greedy, inference.refine_pass, inference.finish):
+            with HostReads() as counter:
+                stage()
+            assert counter.reads == 0, stage.__name__
+        with HostReads() as counter:
+            _, _, swaps = inference.run(5)
+    passes_run = counter.reads  # one read per pass: the early stop
+    assert 1 <= passes_run <= 5 and swaps > 0
+    # The loss adds no read to its inference's (its stats leave in one tolist, which the CPU does
+    # not dispatch) but MetricLoss.forward's two checks (values, finite loss).
+    loss_fn = FacilityLocationLoss(margin_multiplier=1.0)
+    x = x.float().requires_grad_(True)
+    with HostReads() as inference_reads:
+        loss_augmented_inference(euclidean_distance(F.normalize(x, dim=1)), labels, 1.0)
+    loss_fn(x, labels)
+    with HostReads() as loss_reads:
+        loss_fn(x, labels)
+    assert loss_reads.reads == inference_reads.reads + 2
+
+
 def test_exhaustive_inference_matches_loop_enumeration():
     gen = torch.Generator().manual_seed(6)
     x, labels = random_batch(gen, 8, 3, spread=1.0)
@@ -432,6 +535,44 @@ def test_cuda_matches_cpu():
     assert torch.equal(loss_fn.last_medoids.cpu(), cpu_medoids)
     assert gpu.item() == pytest.approx(cpu.item(), abs=1e-9)
     assert math.isfinite(loss_fn.last_stats["inference_seconds"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_graphs_replay_the_static_path_without_host_reads():
+    """On CUDA the stages replay CUDA graphs: the same results as the eager static-shape path on
+    the GPU, graphs reused across batches and gamma, and no stage synchronises with the host.
+    Without exact ties the GPU also agrees with the CPU reference (its float64 sums of logs may
+    differ in the last bit, so exact ties may break differently, as before)."""
+    gen = torch.Generator().manual_seed(16)
+    for b, c in [(24, 6), (64, 16)]:
+        for trial in range(6):
+            x, labels = random_batch(gen, b, c, spread=[0.3, 1.0, 3.0][trial % 3])
+            if trial % 2:
+                x[: b // 4] = x[b // 4 : b // 2]  # exact ties
+            dist = euclidean_distance(x.to([torch.float32, torch.float64][trial // 3]))
+            gamma = [0.5, 2.0, 10.0][trial % 3]
+            codes, num_classes = fl._encode(labels.cuda())
+            medoids, values, swaps = fl._inference(dist.cuda(), codes, num_classes, gamma, 5)
+            eager = fl._inference(dist.cuda(), codes, num_classes, gamma, 5, graphs=False)
+            assert torch.equal(medoids, eager[0]) and torch.equal(values, eager[1])
+            assert swaps == eager[2]
+            if not trial % 2:
+                ref_medoids, ref = reference_inference(dist, labels, gamma)
+                assert torch.equal(medoids.cpu(), ref_medoids)
+                want = [ref["greedy_objective"], ref["refined_objective"], ref["nmi"]]
+                assert values.tolist() == pytest.approx(want, abs=1e-12)
+    graphed = next(reversed(fl._GRAPHED.values()))
+    eager = fl._Inference(graphed.dist, graphed.codes, graphed.num_classes, graphed.gamma, False)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for stage in (graphed.greedy, graphed.refine_pass, graphed.finish):
+            stage()
+        with torch.no_grad():
+            for stage in (eager.greedy, eager.refine_pass, eager.finish):
+                stage()
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 def test_margin_decay_hook_follows_exponential_decay():

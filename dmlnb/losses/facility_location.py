@@ -19,7 +19,12 @@ greedy Algorithm 1 followed by the PAM-like swap refinement Algorithm 2. Both sc
 of a step at once: one ``(n_candidates, B)`` tensor of new nearest-medoid distances and one batch
 of contingency tables give ``F`` and NMI for all candidates (no call per candidate). Entropies are
 read per point from the counts of its cell, so scoring ``n`` candidates costs ``O(n (B + C))``
-and a whole inference ``O(C B (B + C))`` time, ``O(B (B + C))`` memory.
+time. The greedy scores all ``B`` points at each of its ``C`` steps; a refinement step scores the
+cluster's members on the CPU and, on CUDA, all ``B`` points with the non-members masked, so that
+every step has static shapes and reads nothing back to the host: there the greedy, a refinement
+pass and the final scores each replay one CUDA graph, and only the early stop after a pass
+without a swap reads back. A whole inference costs ``O(T C B (B + C))`` time for ``T`` passes,
+``O(B (B + C))`` memory.
 :func:`exhaustive_inference` solves the maximisation exactly on tiny batches.
 
 Conventions (those of TensorFlow's ``contrib.losses.metric_learning.cluster_loss``, the authors'
@@ -34,6 +39,8 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections import OrderedDict
+from typing import NamedTuple
 
 import torch
 from torch import Tensor
@@ -86,6 +93,12 @@ def _check_gamma(gamma: float) -> float:
     return gamma
 
 
+def _check_passes(pam_passes: int) -> int:
+    if int(pam_passes) != pam_passes or pam_passes < 0:
+        raise ValueError(f"pam_passes must be an integer >= 0, got {pam_passes}")
+    return int(pam_passes)
+
+
 def _encode(labels: Tensor) -> tuple[Tensor, int]:
     """Labels mapped to ``0..C-1`` (sorted order): codes ``(B,)`` and ``C``."""
     uniq, codes = torch.unique(labels, return_inverse=True)
@@ -108,6 +121,11 @@ def facility_score(dist: Tensor, medoids: Tensor) -> Tensor:
     """
     check_square(dist, "dist")
     _check_medoids(dist, medoids)
+    return _facility(dist, medoids)
+
+
+def _facility(dist: Tensor, medoids: Tensor) -> Tensor:
+    """Unchecked :func:`facility_score` (no host read): ``()``."""
     return -dist[:, medoids].min(dim=1).values.sum()  # (B, K) -> (B,) -> ()
 
 
@@ -128,7 +146,11 @@ def oracle_score(dist: Tensor, labels: Tensor) -> tuple[Tensor, Tensor]:
         sorted label order.
     """
     _check_labels(dist, labels)
-    codes, num_classes = _encode(labels)
+    return _oracle(dist, *_encode(labels))
+
+
+def _oracle(dist: Tensor, codes: Tensor, num_classes: int) -> tuple[Tensor, Tensor]:
+    """:func:`oracle_score` of the class codes ``(B,)`` in ``0..C-1`` (no host read)."""
     with torch.no_grad():
         same = codes[:, None] == codes[None, :]  # (B, B)
         within_sum = (dist * same).sum(dim=0)  # (B,) sum_{i in class(j)} d[i, j]
@@ -148,11 +170,6 @@ def cluster_assignment(dist: Tensor, medoids: Tensor) -> Tensor:
     """
     check_square(dist, "dist")
     _check_medoids(dist, medoids)
-    return _assign(dist, medoids)
-
-
-def _assign(dist: Tensor, medoids: Tensor) -> Tensor:
-    """Unchecked :func:`cluster_assignment` for the inference loops: ``(B,)``."""
     assign = dist[:, medoids].argmin(dim=1)  # (B,) first minimum wins
     assign[medoids] = torch.arange(medoids.numel(), device=dist.device)
     return assign
@@ -165,46 +182,64 @@ def _assign(dist: Tensor, medoids: Tensor) -> Tensor:
 _MI_ROUND_OFF = 1e-12
 
 
-def _nmi(
-    assign: Tensor, cell: Tensor, codes: Tensor, num_clusters: int, num_cells: int, num_classes: int
-) -> Tensor:
-    """Batched NMI, Eq. (9): one clustering per row of ``assign`` ``(N, B)`` vs ``codes`` ``(B,)``.
+class _Classes(NamedTuple):
+    """The class side of NMI, computed once per batch of ``B`` points with ``C`` classes."""
 
-    ``cell`` ``(N, B)`` in ``[0, num_cells)`` names each point's contingency cell: two points of a
-    row share an id iff they share cluster and class (``assign * C + codes`` will do; candidate
-    scoring passes compact ids so its tables are ``B + C`` wide instead of ``K C``). Entropies are
-    read per point, never over the mostly empty table:
-    ``H = -sum_cells (n/B) log(n/B) = log B - (1/B) sum_i log n(cell of i)``.
-    Returns ``(N,)`` float64.
+    codes: Tensor  # (B,) class of each point in 0..C-1
+    num_classes: int
+    entropy: Tensor  # () float64 H(y) = log B - (1/B) sum_i log n(y_i)
+    matched: Tensor  # () float64 -sum_i n(y_i) (n(c): size of class c), the excess of a 1-1 table
+    ones: Tensor  # (2B,) float64, the unit counts scattered into contingency tables
+    excess_weights: Tensor  # (2B,) float64, -2 on a point's cell count, 1 on its cluster size
+
+
+def _classes(codes: Tensor, num_classes: int) -> _Classes:
+    """:class:`_Classes` of the class codes ``(B,)`` in ``0..C-1`` (static shapes, no host read)."""
+    b = codes.numel()
+    ones = torch.ones(2 * b, dtype=torch.float64, device=codes.device)  # (2B,)
+    class_size = torch.zeros(num_classes, dtype=torch.float32, device=codes.device)
+    class_size.scatter_add_(0, codes, ones[:b].float())  # (C,) counts are exact in float32
+    n_class = class_size[codes].double()  # (B,) size of each point's class
+    entropy = math.log(b) - n_class.log().sum() / b  # ()
+    excess_weights = torch.cat([ones[:b] * -2.0, ones[b:]])  # (2B,)
+    return _Classes(codes, num_classes, entropy, -n_class.sum(), ones, excess_weights)
+
+
+def _nmi(index: Tensor, width: int, classes: _Classes) -> Tensor:
+    """Batched NMI, Eq. (9): one clustering of the ``B`` points per row of ``index`` vs the classes.
+
+    ``index`` ``(N, 2, B)``: ``index[r, 0, i]`` names the contingency cell of point ``i`` in
+    clustering ``r`` (two points share it iff they share cluster and class) and ``index[r, 1, i]``
+    its cluster; cell and cluster ids are disjoint and lie in ``[0, width)``. One scatter counts
+    both (Eq. 10), one gather reads each point's cell count ``n_joint`` and cluster size
+    ``n_cluster``, and the entropies are read per point, never over the mostly empty table:
+    ``H = -sum_cells (n/B) log(n/B) = log B - (1/B) sum_i log n(cell of i)``. A table is a
+    one-to-one match (NMI exactly 1, incl. one cluster vs one class) iff ``n_joint = n_cluster =
+    n_class`` at every point; as ``n_joint`` is at most either, iff the exact integer
+    ``sum_i n_cluster + n_class - 2 n_joint`` is 0. Returns ``(N,)`` float64.
     """
-    n, b = assign.shape
-    device = assign.device
-    ones = torch.ones_like(cell, dtype=torch.float32)  # (N, B) counts are exact in float32
-    joint = torch.zeros(n, num_cells, dtype=torch.float32, device=device)
-    joint.scatter_add_(1, cell, ones)  # (N, cells) contingency counts, Eq. (10)
-    size = torch.zeros(n, num_clusters, dtype=torch.float32, device=device)
-    size.scatter_add_(1, assign, ones)  # (N, K) cluster sizes
-    class_size = torch.bincount(codes, minlength=num_classes).float()  # (C,)
-    n_joint = joint.gather(1, cell)  # (N, B) size of each point's cell
-    n_cluster = size.gather(1, assign)  # (N, B) size of each point's cluster
-    n_class = class_size[codes]  # (B,) size of each point's class
-    log_b = math.log(b)
-    h_joint = log_b - n_joint.double().log().sum(dim=1) / b  # (N,)
-    h_cluster = log_b - n_cluster.double().log().sum(dim=1) / b  # (N,)
-    h_class = log_b - n_class.double().log().sum() / b  # ()
-    mi = h_cluster + h_class - h_joint  # (N,)
-    mi = torch.where(mi > _MI_ROUND_OFF, mi, 0.0)  # independent clusterings: exactly 0
-    denom = torch.sqrt(h_cluster * h_class)  # (N,)
-    nmi = torch.where(denom > 0, mi / denom.clamp_min(1e-300), 0.0).clamp(0.0, 1.0)  # (N,)
-    # A one-to-one table (incl. one cluster vs one class) is a perfect match: exactly 1.
-    perfect = ((n_joint == n_cluster) & (n_joint == n_class[None, :])).all(dim=1)  # (N,)
+    n, _, b = index.shape
+    flat = index.view(n, 2 * b)  # (N, 2B)
+    table = torch.zeros(n, width, dtype=torch.float64, device=index.device)  # (N, width)
+    table.scatter_add_(1, flat, classes.ones.expand(n, 2 * b))  # contingency counts, Eq. (10)
+    counts = table.gather(1, flat)  # (N, 2B): n_joint of each point, then n_cluster
+    h = math.log(b) - counts.log().view(n, 2, b).sum(dim=2) / b  # (N, 2): H(g, y), H(g)
+    h_joint, h_cluster = h.unbind(1)  # (N,), (N,)
+    mi = h_cluster + classes.entropy - h_joint  # (N,)
+    denom = torch.sqrt(h_cluster * classes.entropy)  # (N,)
+    # MI at round-off level: an independent table, exactly 0.
+    # (denom > 0 is at least sqrt of the smallest double, so mi / denom needs no guard.)
+    nmi = torch.where((mi > _MI_ROUND_OFF) & (denom > 0), mi / denom, 0.0).clamp_max(1.0)  # (N,)
+    perfect = counts @ classes.excess_weights == classes.matched  # (N,)
     return torch.where(perfect, 1.0, nmi)
 
 
-def _nmi_codes(assign: Tensor, codes: Tensor, num_clusters: int, num_classes: int) -> Tensor:
-    """:func:`_nmi` with cells ``assign * C + codes``: ``(N, B)`` clusterings -> ``(N,)``."""
-    cell = assign * num_classes + codes[None, :]  # (N, B)
-    return _nmi(assign, cell, codes, num_clusters, num_clusters * num_classes, num_classes)
+def _nmi_codes(assign: Tensor, classes: _Classes, num_clusters: int) -> Tensor:
+    """:func:`_nmi` of clusterings ``assign`` ``(N, B)`` in ``0..K-1``: cells ``assign * C + y``."""
+    c = classes.num_classes
+    cells = torch.add(classes.codes, assign, alpha=c)  # (N, B)
+    index = torch.stack([cells, assign + num_clusters * c], dim=1)  # (N, 2, B)
+    return _nmi(index, num_clusters * (c + 1), classes)
 
 
 def nmi_from_assignment(assignment: Tensor, labels: Tensor) -> Tensor:
@@ -234,9 +269,23 @@ def nmi_from_assignment(assignment: Tensor, labels: Tensor) -> Tensor:
         raise TypeError("assignment and labels must be integer tensors; use .long()")
     rows = assignment.reshape(-1, assignment.shape[-1])  # (N, B)
     uniq, cluster_codes = torch.unique(rows, return_inverse=True)  # ids shared by all rows
-    codes, num_classes = _encode(labels)
-    nmi = _nmi_codes(cluster_codes, codes, uniq.numel(), num_classes)  # (N,)
+    nmi = _nmi_codes(cluster_codes, _classes(*_encode(labels)), uniq.numel())  # (N,)
     return nmi.reshape(assignment.shape[:-1])
+
+
+def _objectives(
+    columns: Tensor, sets: Tensor, classes: _Classes, gamma: float | Tensor
+) -> tuple[Tensor, Tensor]:
+    """``A(S) = F(X, S) + gamma (1 - NMI(g(S), y))`` of each row of ``sets`` ``(N, K)``.
+
+    ``columns`` ``(B, B)``: row ``j`` holds ``d[i, j]`` for every point ``i`` (``dist.T``).
+    Returns ``(A (N,), NMI (N,))``, both float64.
+    """
+    min_dist, assign = columns[sets].min(dim=1)  # (N, K, B) -> (N, B), (N, B) first minimum wins
+    positions = torch.arange(sets.shape[1], device=sets.device)  # (K,)
+    assign.scatter_(1, sets, positions.expand_as(sets))  # medoids own their clusters
+    nmi = _nmi_codes(assign, classes, sets.shape[1])  # (N,)
+    return gamma * (1.0 - nmi) - min_dist.sum(dim=1, dtype=torch.float64), nmi
 
 
 def augmented_objective(dist: Tensor, labels: Tensor, medoids: Tensor, gamma: float) -> Tensor:
@@ -247,125 +296,292 @@ def augmented_objective(dist: Tensor, labels: Tensor, medoids: Tensor, gamma: fl
     _check_labels(dist, labels)
     gamma = _check_gamma(gamma)
     _check_medoids(dist, medoids)
-    codes, num_classes = _encode(labels)
     with torch.no_grad():
-        assign = _assign(dist, medoids)  # (B,)
-        nmi = _nmi_codes(assign[None], codes, medoids.numel(), num_classes)[0]
-        score = dist[:, medoids].min(dim=1).values.sum(dtype=torch.float64)
-        return -score + gamma * (1.0 - nmi)
+        return _objectives(dist.detach().T, medoids[None], _classes(*_encode(labels)), gamma)[0][0]
 
 
 # --------------------------------------------------------------------------- inference
 
 
+class _Batch(NamedTuple):
+    """Per-inference constants of a batch of ``B`` points with ``C`` classes (``K = C`` clusters).
+
+    Contingency ids (see :func:`_nmi`), ``width = B + C + K`` of them: a point that stays in its
+    base cell takes the lowest index of that cell's points (``< B``), a point that joins the
+    candidate's cluster the cell ``B + y_i``, and cluster ``k`` is ``B + C + k``.
+    """
+
+    columns: Tensor  # (B, B) dist.T (a view), row j: d[i, j] for every point i
+    classes: _Classes
+    everyone: Tensor  # (B,) 0..B-1
+    positions: Tensor  # (K,) 0..K-1
+    others: Tensor  # (K, K-1) row k: the positions other than k
+    joined: Tensor  # (K, 2, B) [k, :, i]: cell and cluster ids of point i joining cluster k
+    below: Tensor  # () -inf in dist's dtype, towards which a threshold steps down
+    width: int
+
+
+def _batch(dist: Tensor, classes: _Classes) -> _Batch:
+    """The :class:`_Batch` of ``dist`` ``(B, B)`` (static shapes, no host read)."""
+    b, k = dist.shape[0], classes.num_classes
+    device = dist.device
+    positions = torch.arange(k, device=device)  # (K,)
+    rest = torch.arange(k - 1, device=device)  # (K-1,)
+    others = rest + (rest >= positions[:, None])  # (K, K-1) row k: 0..k-1, k+1..K-1
+    joined = torch.stack(
+        [(classes.codes + b).expand(k, b), (positions + b + k)[:, None].expand(k, b)], dim=1
+    )  # (K, 2, B)
+    below = torch.full((), -torch.inf, dtype=dist.dtype, device=device)  # ()
+    everyone = torch.arange(b, device=device)  # (B,)
+    return _Batch(dist.T, classes, everyone, positions, others, joined, below, b + 2 * k)
+
+
+def _base(
+    batch: _Batch, base_min: Tensor, base_assign: Tensor, staying: Tensor, position: int
+) -> tuple[Tensor, Tensor]:
+    """What the staying medoids leave to a candidate that takes cluster ``position``.
+
+    ``base_min`` ``(B,)``: each point's distance to its nearest staying medoid (inf if none);
+    ``base_assign`` ``(B,)``: that medoid's cluster; ``staying`` ``(K',)``: the staying medoids.
+    A candidate ``j`` takes point ``i`` (Eq. 7, ties to the earlier cluster) iff
+    ``d[i, j] < base_min[i]``, or ``d[i, j] = base_min[i]`` and ``position < base_assign[i]``:
+    iff ``d[i, j] <= threshold[i]``, with ``threshold = base_min`` where ``position <
+    base_assign`` and the next float below ``base_min`` elsewhere (exact for any distance but
+    -inf), NaN (never) at the staying medoids.
+
+    Returns ``(threshold (B,), stay (2, B))``: ``stay[:, i]`` holds point ``i``'s cell and cluster
+    ids (:class:`_Batch`) when it stays.
+    """
+    b, c = base_min.shape[0], batch.classes.num_classes
+    threshold = torch.where(base_assign > position, base_min, base_min.nextafter(batch.below))
+    threshold.index_fill_(0, staying, math.nan)  # (B,)
+    cell = torch.add(batch.classes.codes, base_assign, alpha=c)  # (B,) cluster * C + class
+    first = cell.new_empty(c * c).scatter_reduce_(
+        0, cell, batch.everyone, "amin", include_self=False
+    )  # (C * C,) lowest index of each occupied cell
+    stay = cell.new_empty(2, b)  # (2, B)
+    torch.index_select(first, 0, cell, out=stay[0])
+    torch.add(base_assign, b + c, out=stay[1])
+    return threshold, stay
+
+
 def _candidate_objectives(
-    candidate_dist: Tensor,
+    batch: _Batch,
+    rows: Tensor,
     candidates: Tensor,
     position: int,
     base_min: Tensor,
-    base_assign: Tensor,
-    fixed: Tensor,
-    codes: Tensor,
-    num_clusters: int,
-    num_classes: int,
-    gamma: float,
+    threshold: Tensor,
+    stay: Tensor,
+    gamma: Tensor,
 ) -> tuple[Tensor, Tensor]:
     """``A`` of every candidate set ``S' = (staying medoids) + {j}``, ``j`` at cluster ``position``.
 
     Args:
-        candidate_dist: ``(n, B)``, row ``r``: ``d[i, candidates[r]]`` for every point ``i``.
+        rows: ``(n, B)``, row ``r``: ``d[i, candidates[r]]`` for every point ``i``, a transposed
+            view: its layout sets the order of the float64 sum of ``F``, which callers keep as
+            it was (the sum is exact, so the order irrelevant, for float32 distances in
+            ``{0} U [2^-20, 2]``, those of unit embeddings from :func:`euclidean_distance`, at
+            ``B <= 512``).
         candidates: ``(n,)`` candidate indices.
         position: cluster id the candidate takes.
-        base_min: ``(B,)`` distance of each point to its nearest staying medoid (inf if none).
-        base_assign: ``(B,)`` cluster of each point among the staying medoids.
-        fixed: ``(B,)`` bool, the staying medoids (they keep their own cluster).
+        base_min, threshold, stay: ``(B,)``, ``(B,)``, ``(2, B)`` from :func:`_base`.
+        gamma: ``()`` float64 margin multiplier.
 
     Returns:
-        ``(objective (n,) float64, assignment (n, B))``; ties follow :func:`cluster_assignment`.
+        ``(objective (n,) float64, wins (n, B))``, ``wins[r, i]``: point ``i`` joins the
+        candidate's cluster (ties follow :func:`cluster_assignment`).
     """
-    n, b = candidate_dist.shape
-    rows = torch.arange(n, device=candidate_dist.device)  # (n,)
-    new_min = torch.minimum(base_min[None, :], candidate_dist)  # (n, B) for F, Eq. (4)
-    wins = (candidate_dist < base_min[None, :]) | (
-        (candidate_dist == base_min[None, :]) & (position < base_assign)[None, :]
-    )  # (n, B) point joins the candidate's cluster; the earlier cluster wins ties
-    wins &= ~fixed[None, :]
-    wins[rows, candidates] = True
-    assign = torch.where(wins, position, base_assign[None, :])  # (n, B)
-    # Compact cells: a point that stays keeps its base cell (< B ids), a point that joins the
-    # candidate goes to cell B + class.
-    _, base_cell = torch.unique(base_assign * num_classes + codes, return_inverse=True)  # (B,)
-    cell = torch.where(wins, b + codes[None, :], base_cell[None, :])  # (n, B)
-    nmi = _nmi(assign, cell, codes, num_clusters, b + num_classes, num_classes)  # (n,)
-    objective = -new_min.sum(dim=1, dtype=torch.float64) + gamma * (1.0 - nmi)  # (n,)
-    return objective, assign
+    new_min = torch.minimum(base_min[None, :], rows)  # (n, B) nearest-medoid distances, Eq. (4)
+    wins = torch.le(rows, threshold, out=rows.new_empty(rows.shape, dtype=torch.bool))  # (n, B)
+    wins.scatter_(1, candidates[:, None], True)  # a candidate is in its own cluster
+    index = torch.where(wins[:, None, :], batch.joined[position], stay)  # (n, 2, B)
+    nmi = _nmi(index, batch.width, batch.classes)  # (n,)
+    return gamma * (1.0 - nmi) - new_min.sum(dim=1, dtype=torch.float64), wins
 
 
-def _greedy(dist: Tensor, codes: Tensor, num_classes: int, gamma: float) -> Tensor:
-    """Algorithm 1: add, ``C`` times, the point maximising ``A(S + {j})``. Returns ``(C,)``."""
-    b = dist.shape[0]
-    device = dist.device
-    everyone = torch.arange(b, device=device)  # (B,) all points are candidates
-    candidate_dist = dist.T  # (B, B) row j: d[i, j] for all points i
-    current_min = torch.full((b,), torch.inf, dtype=dist.dtype, device=device)  # (B,)
-    current_assign = torch.zeros(b, dtype=torch.long, device=device)  # (B,)
-    chosen = torch.zeros(b, dtype=torch.bool, device=device)  # (B,)
-    medoids = torch.empty(num_classes, dtype=torch.long, device=device)  # (C,)
-    for t in range(num_classes):
-        objective, assign = _candidate_objectives(
-            candidate_dist, everyone, t, current_min, current_assign, chosen,
-            codes, t + 1, num_classes, gamma,
+def _greedy(batch: _Batch, gamma: Tensor) -> Tensor:
+    """Algorithm 1: add, ``C`` times, the point maximising ``A(S + {j})``. Returns ``(C,)``.
+
+    Static shapes, no host read: all ``B`` points are scored at every step, the chosen ones
+    masked out (the first maximiser wins ties).
+    """
+    b, k_all = batch.columns.shape[0], batch.classes.num_classes
+    device = batch.columns.device
+    base_min = torch.full((b,), torch.inf, dtype=batch.columns.dtype, device=device)  # (B,)
+    base_assign = torch.zeros(b, dtype=torch.long, device=device)  # (B,)
+    medoids = torch.empty(k_all, dtype=torch.long, device=device)  # (C,)
+    for t in range(k_all):
+        chosen = medoids[:t]  # (t,)
+        threshold, stay = _base(batch, base_min, base_assign, chosen, t)
+        objective, wins = _candidate_objectives(
+            batch, batch.columns, batch.everyone, t, base_min, threshold, stay, gamma
         )  # (B,), (B, B)
-        best = objective.masked_fill(chosen, -torch.inf).argmax()
-        medoids[t] = best
-        chosen[best] = True
-        current_min = torch.minimum(current_min, candidate_dist[best])
-        current_assign = assign[best]
+        best = objective.index_fill_(0, chosen, -torch.inf).argmax(dim=0, keepdim=True)  # (1,)
+        medoids[t : t + 1] = best
+        base_min = torch.minimum(base_min, batch.columns.index_select(0, best)[0])  # (B,)
+        base_assign = torch.where(wins.index_select(0, best)[0], t, base_assign)  # (B,)
     return medoids
 
 
-def _refine(
-    dist: Tensor, codes: Tensor, num_classes: int, gamma: float, medoids: Tensor, passes: int
-) -> tuple[Tensor, int]:
-    """Algorithm 2: per cluster, swap its medoid for the member that maximises ``A``.
+def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor, compact: bool) -> None:
+    """One pass of Algorithm 2 over the ``K`` clusters, in place on ``medoids`` ``(K,)``.
 
-    All members of a cluster are scored at once; the current medoid is always a candidate, so
-    ``A`` never decreases (Lemma 1). Assignments are recomputed after every swap. Stops early after
-    a pass without a swap. Returns the refined ``(C,)`` medoids and the number of swaps.
+    Per cluster ``k``: its members (its medoid included, so ``A`` never decreases, Lemma 1) are
+    scored as medoid of ``k`` with the other medoids staying; the best replaces the medoid if its
+    ``A`` is strictly higher (the first maximiser wins ties). Assignments are recomputed after
+    every swap (Gauss-Seidel). ``compact``: score the members only (a ``nonzero``, a host read on
+    an accelerator); else score all ``B`` points with the non-members masked (static shapes, no
+    host read).
     """
-    b = dist.shape[0]
-    k_all = medoids.numel()
-    device = dist.device
-    positions = torch.arange(k_all, device=device)  # (K,)
-    swaps = 0
-    for _ in range(passes):
-        swapped = False
-        for k in range(k_all):
-            to_medoids = dist[:, medoids]  # (B, K)
-            assign = to_medoids.argmin(dim=1)  # (B,) as _assign
-            assign[medoids] = positions
-            keep = positions != k  # (K,)
-            to_medoids[:, k] = torch.inf
-            base_min, base_assign = to_medoids.min(dim=1)  # (B,), (B,) first minimum wins
-            base_assign[medoids[keep]] = positions[keep]  # staying medoids keep their cluster
-            fixed = torch.zeros(b, dtype=torch.bool, device=device)  # (B,)
-            fixed[medoids[keep]] = True
-            is_candidate = (assign == k) & ~fixed  # (B,) members of cluster k
-            is_candidate[medoids[k]] = True  # Lemma 1: the current medoid is a candidate
-            candidates = is_candidate.nonzero().squeeze(1)  # (n,)
+    for k in range(medoids.numel()):
+        to_medoids = batch.columns.index_select(0, medoids)  # (K, B) row l: d[i, S[l]]
+        assign = to_medoids.argmin(dim=0).index_put_((medoids,), batch.positions)  # (B,) Eq. (7)
+        members = assign == k  # (B,)
+        to_medoids[k].fill_(torch.inf)
+        base_min, base_assign = to_medoids.min(dim=0)  # (B,), (B,) nearest staying medoid
+        staying = medoids.index_select(0, batch.others[k])  # (K-1,)
+        base_assign.index_put_((staying,), batch.others[k])  # staying medoids keep their cluster
+        threshold, stay = _base(batch, base_min, base_assign, staying, k)
+        if compact:
+            candidates = members.nonzero().squeeze(1)  # (n,)
             objective, _ = _candidate_objectives(
-                dist[:, candidates].T, candidates, k, base_min, base_assign, fixed,
-                codes, k_all, num_classes, gamma,
+                batch, batch.columns.T[:, candidates].T, candidates, k, base_min, threshold, stay,
+                gamma,
             )  # (n,)
-            current = objective[candidates == medoids[k]]  # (1,)
-            best = objective.argmax()
-            if bool(objective[best] > current):
-                medoids[k] = candidates[best]
-                swaps += 1
-                swapped = True
-        if not swapped:
-            break
-    return medoids, swaps
+            best_value, best = objective.max(dim=0, keepdim=True)  # (1,), (1,)
+            best = candidates.index_select(0, best)  # (1,)
+            current = torch.searchsorted(candidates, medoids[k : k + 1])  # (1,) row of S[k]
+        else:
+            objective, _ = _candidate_objectives(
+                batch, batch.columns, batch.everyone, k, base_min, threshold, stay, gamma
+            )  # (B,)
+            masked = torch.where(members, objective, -torch.inf)  # (B,) members only
+            best_value, best = masked.max(dim=0, keepdim=True)  # (1,), (1,)
+            current = medoids[k : k + 1]  # (1,)
+        better = best_value > objective.index_select(0, current)  # (1,)
+        torch.where(better, best, medoids[k : k + 1], out=medoids[k : k + 1])
+
+
+class _Inference:
+    """Algorithms 1 and 2 on one batch, in three stages whose tensors live on the instance.
+
+    :meth:`greedy` (Algorithm 1), :meth:`refine_pass` (one pass of Algorithm 2; returns its
+    ``()`` swap count) and :meth:`finish` (``values`` ``(3,)`` float64: ``A`` of the greedy and
+    the refined sets and the refined NMI). None reads back to the host; :meth:`run` reads the swap
+    count once per pass for the early stop.
+    """
+
+    def __init__(
+        self, dist: Tensor, codes: Tensor, num_classes: int, gamma: Tensor, compact: bool
+    ) -> None:
+        self.dist, self.codes, self.num_classes, self.gamma = dist, codes, num_classes, gamma
+        self.compact = compact
+
+    def greedy(self) -> None:
+        self.batch = _batch(self.dist, _classes(self.codes, self.num_classes))
+        self.greedy_medoids = _greedy(self.batch, self.gamma)  # (C,)
+        self.refined = self.greedy_medoids.clone()  # (C,)
+        self.swaps = torch.zeros((), dtype=torch.long, device=self.dist.device)  # ()
+
+    def refine_pass(self) -> Tensor:
+        before = self.refined.clone()  # (C,)
+        _refine_pass(self.batch, self.gamma, self.refined, self.compact)
+        # A pass visits each cluster once: its swaps are the medoids it changed.
+        torch.sum(self.refined != before, dim=0, out=self.swaps)
+        return self.swaps
+
+    def finish(self) -> None:
+        sets = torch.stack([self.greedy_medoids, self.refined])  # (2, C)
+        objective, nmi = _objectives(self.batch.columns, sets, self.batch.classes, self.gamma)
+        self.values = torch.cat([objective, nmi[1:]])  # (3,)
+
+    def run(self, passes: int) -> tuple[Tensor, Tensor, int]:
+        """``(refined medoids (C,), values (3,), swaps)`` after up to ``passes`` passes."""
+        self.greedy()
+        swaps = 0
+        for _ in range(passes):
+            swapped = int(self.refine_pass())  # the pass's one host read
+            swaps += swapped
+            if not swapped:
+                break
+        self.finish()
+        return self.refined, self.values, swaps
+
+
+class _GraphedInference(_Inference):
+    """:class:`_Inference` on CUDA with each stage captured once in a CUDA graph and replayed.
+
+    Built for one device, dtype, ``B`` and ``C``: the inputs are copied into static buffers and
+    the stages replay the kernels the eager stages launched at capture, so the results are those
+    of the eager static-shape path on the same device.
+    """
+
+    def __init__(self, dist: Tensor, codes: Tensor, num_classes: int) -> None:
+        gamma = torch.zeros((), dtype=torch.float64, device=dist.device)
+        super().__init__(dist.clone(), codes.clone(), num_classes, gamma, compact=False)
+        stages = (super().greedy, super().refine_pass, super().finish)
+        side = torch.cuda.Stream(dist.device)  # warm-up off the default stream, as capture needs
+        side.wait_stream(torch.cuda.current_stream(dist.device))
+        with torch.cuda.stream(side):
+            for stage in stages:
+                stage()
+        torch.cuda.current_stream(dist.device).wait_stream(side)
+        self.graphs = []
+        for stage in stages:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph, capture_error_mode="thread_local"):
+                stage()
+            self.graphs.append(graph)
+
+    def load(self, dist: Tensor, codes: Tensor, gamma: float) -> _GraphedInference:
+        self.dist.copy_(dist)
+        self.codes.copy_(codes)
+        self.gamma.fill_(gamma)
+        return self
+
+    def greedy(self) -> None:
+        self.graphs[0].replay()
+
+    def refine_pass(self) -> Tensor:
+        self.graphs[1].replay()
+        return self.swaps
+
+    def finish(self) -> None:
+        self.graphs[2].replay()
+
+    def run(self, passes: int) -> tuple[Tensor, Tensor, int]:
+        refined, values, swaps = super().run(passes)
+        return refined.clone(), values.clone(), swaps  # the buffers are overwritten next call
+
+
+# Captured inferences by (device, dtype, B, C), the most recently used last.
+_GRAPHED: OrderedDict[tuple[torch.device, torch.dtype, int, int], _GraphedInference] = OrderedDict()
+_GRAPHED_MAX = 4
+
+
+def _inference(
+    dist: Tensor, codes: Tensor, num_classes: int, gamma: float, passes: int, graphs: bool = True
+) -> tuple[Tensor, Tensor, int]:
+    """Algorithms 1 and 2 on ``dist`` ``(B, B)`` (no gradient) with the class codes ``(B,)``.
+
+    Returns ``(refined medoids (C,), values (3,) float64, swaps)``, ``values``: ``A`` of the
+    greedy and refined sets and the refined NMI. On CUDA (``graphs``) the stages replay CUDA graphs
+    captured on the first call with the same device, dtype, ``B`` and ``C``.
+    """
+    with torch.no_grad():
+        if not (graphs and dist.is_cuda):
+            gamma_t = torch.full((), gamma, dtype=torch.float64, device=dist.device)
+            compact = dist.device.type == "cpu"  # a nonzero costs no synchronisation there
+            return _Inference(dist, codes, num_classes, gamma_t, compact).run(passes)
+        key = (dist.device, dist.dtype, dist.shape[0], num_classes)
+        if key not in _GRAPHED:
+            with torch.cuda.device(dist.device):
+                _GRAPHED[key] = _GraphedInference(dist, codes, num_classes)
+            if len(_GRAPHED) > _GRAPHED_MAX:
+                _GRAPHED.popitem(last=False)
+        _GRAPHED.move_to_end(key)
+        return _GRAPHED[key].load(dist, codes, gamma).run(passes)
 
 
 def loss_augmented_inference(
@@ -375,12 +591,16 @@ def loss_augmented_inference(
 
     Greedy Algorithm 1 (``C`` = number of distinct labels, each step scores all ``B`` candidates in
     one batch), then ``pam_passes`` passes of the swap refinement Algorithm 2 (each cluster's
-    members scored in one batch). Runs without gradient.
+    members scored in one batch), stopped after a pass without a swap. Runs without gradient.
 
     Differences from the paper's listing / the TF reference, both to make Lemma 1 hold exactly:
     a swap is scored with the full objective ``A`` (the paper's Algorithm 2 line 4 and TF use the
     within-cluster facility score plus the margin; the proof of Lemma 1 uses ``A``), and clusters
     are re-assigned after every swap (TF re-assigns once per pass).
+
+    Host reads: the labels' encoding, one per refinement pass (the early stop) and one for the
+    stats; on CUDA the greedy, a pass and the stats each replay one CUDA graph, captured on the
+    first call with the same device, dtype, ``B`` and ``C``.
 
     Args:
         dist: ``(B, B)`` distances.
@@ -395,21 +615,11 @@ def loss_augmented_inference(
     """
     _check_labels(dist, labels)
     gamma = _check_gamma(gamma)
-    if int(pam_passes) != pam_passes or pam_passes < 0:
-        raise ValueError(f"pam_passes must be an integer >= 0, got {pam_passes}")
-    codes, num_classes = _encode(labels)
-    with torch.no_grad():
-        d = dist.detach()
-        greedy = _greedy(d, codes, num_classes, gamma)
-        refined, swaps = _refine(d, codes, num_classes, gamma, greedy.clone(), int(pam_passes))
-        nmi = _nmi_codes(_assign(d, refined)[None], codes, num_classes, num_classes)
-        stats = {
-            "greedy_objective": augmented_objective(d, labels, greedy, gamma).item(),
-            "refined_objective": augmented_objective(d, labels, refined, gamma).item(),
-            "nmi": nmi.item(),
-            "pam_swaps": float(swaps),
-        }
-    return refined, stats
+    passes = _check_passes(pam_passes)
+    medoids, values, swaps = _inference(dist.detach(), *_encode(labels), gamma, passes)
+    greedy, refined, nmi = values.tolist()  # the one host read of the stats
+    stats = {"greedy_objective": greedy, "refined_objective": refined, "nmi": nmi}
+    return medoids, stats | {"pam_swaps": float(swaps)}
 
 
 def exhaustive_inference(
@@ -435,7 +645,7 @@ def exhaustive_inference(
             f"(> max_subsets={max_subsets}); use a smaller batch or loss_augmented_inference"
         )
     device = dist.device
-    positions = torch.arange(num_classes, device=device)  # (C,)
+    classes = _classes(codes, num_classes)
     chunk = max(1, 2**20 // (num_classes * b))
     subsets_iter = itertools.combinations(range(b), num_classes)
     best_value, best_subset = -math.inf, None
@@ -443,10 +653,7 @@ def exhaustive_inference(
         columns = dist.detach().T  # (B, B) row j: d[i, j]
         while batch := list(itertools.islice(subsets_iter, chunk)):
             subsets = torch.tensor(batch, dtype=torch.long, device=device)  # (n, C)
-            min_dist, assign = columns[subsets].min(dim=1)  # (n, C, B) -> (n, B), (n, B)
-            assign.scatter_(1, subsets, positions.expand_as(subsets))  # medoids own clusters
-            nmi = _nmi_codes(assign, codes, num_classes, num_classes)  # (n,)
-            objective = -min_dist.sum(dim=1, dtype=torch.float64) + gamma * (1.0 - nmi)  # (n,)
+            objective, _ = _objectives(columns, subsets, classes, gamma)  # (n,)
             top = int(objective.argmax())
             if objective[top].item() > best_value:
                 best_value, best_subset = objective[top].item(), subsets[top]
@@ -474,8 +681,9 @@ class FacilityLocationLoss(MetricLoss):
 
     After each call, :attr:`last_stats` holds floats ``loss``, ``oracle_score`` (``F~``),
     ``predicted_score`` (``F(X, S_pred)``), ``augmented_score`` (``F + gamma (1 - NMI)``),
-    ``nmi``, ``greedy_objective``, ``refined_objective``, ``pam_swaps``, ``inference_seconds``,
-    ``margin_multiplier``; :attr:`last_medoids` holds ``S_pred`` ``(C,)``.
+    ``nmi``, ``greedy_objective``, ``refined_objective``, ``pam_swaps``, ``inference_seconds``
+    (on CUDA measured with CUDA events, so that a step reads its stats back once, in one
+    ``tolist``), ``margin_multiplier``; :attr:`last_medoids` holds ``S_pred`` ``(C,)``.
     """
 
     uses_pair_masks = False
@@ -485,9 +693,7 @@ class FacilityLocationLoss(MetricLoss):
     ) -> None:
         super().__init__()
         self.margin_multiplier = margin_multiplier
-        if int(pam_passes) != pam_passes or pam_passes < 0:
-            raise ValueError(f"pam_passes must be an integer >= 0, got {pam_passes}")
-        self.pam_passes = int(pam_passes)
+        self.pam_passes = _check_passes(pam_passes)
         self.normalize = normalize
         self.last_stats: dict[str, float] = {}
         self.last_medoids: Tensor | None = None
@@ -505,20 +711,30 @@ class FacilityLocationLoss(MetricLoss):
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         dist = euclidean_distance(x)  # (B, B)
         gamma = self.margin_multiplier
+        if dist.is_cuda:  # events time the inference without a synchronisation of their own
+            start_event, end_event = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+            start_event.record()
         start = time.perf_counter()
-        medoids, stats = loss_augmented_inference(dist.detach(), labels, gamma, self.pam_passes)
+        codes, num_classes = _encode(labels)
+        medoids, values, swaps = _inference(
+            dist.detach(), codes, num_classes, gamma, self.pam_passes
+        )  # (C,), (3,): A(greedy), A(refined), NMI
         seconds = time.perf_counter() - start
-        predicted = facility_score(dist, medoids)
-        oracle, _ = oracle_score(dist, labels)
-        augmented = predicted + gamma * (1.0 - stats["nmi"])
+        if dist.is_cuda:
+            end_event.record()
+        predicted = _facility(dist, medoids)
+        oracle, _ = _oracle(dist, codes, num_classes)
+        augmented = predicted + (gamma * (1.0 - values[2])).to(predicted.dtype)
         loss = torch.relu(augmented - oracle)
+        scores = torch.stack([loss, oracle, predicted, augmented]).detach().double()  # (4,)
+        read = torch.cat([scores, values]).tolist()  # the step's one host read of the stats
+        if dist.is_cuda:  # the read has passed both events
+            seconds = start_event.elapsed_time(end_event) / 1e3
         self.last_medoids = medoids
         self.last_stats = {
-            "loss": loss.item(),
-            "oracle_score": oracle.item(),
-            "predicted_score": predicted.item(),
-            "augmented_score": augmented.item(),
-            **stats,
+            **dict(zip(("loss", "oracle_score", "predicted_score", "augmented_score"), read[:4])),
+            **dict(zip(("greedy_objective", "refined_objective", "nmi"), read[4:])),
+            "pam_swaps": float(swaps),
             "inference_seconds": seconds,
             "margin_multiplier": gamma,
         }
