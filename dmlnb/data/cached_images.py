@@ -75,7 +75,7 @@ class CachedImageDataset(LabelledDataset):
     @property
     def paths(self) -> list[Path]:
         """The source file of each item."""
-        return [self.images.paths[r] for r in self.rows.tolist()]
+        return [self.images.path(r) for r in self.rows.tolist()]
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
         """One item ``(image (3, size, size) float32 on the CPU, label)``; the train crop draws from
