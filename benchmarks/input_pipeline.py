@@ -95,7 +95,9 @@ def _rate(run: Callable[[], int], device: torch.device) -> tuple[float, float]:
     return images / seconds, seconds
 
 
-def loader_rate(dataset: LabelledDataset, batch_size: int, steps: int, workers: int, device: torch.device) -> tuple[float, float]:
+def loader_rate(
+    dataset: LabelledDataset, batch_size: int, steps: int, workers: int, device: torch.device
+) -> tuple[float, float]:
     """PIL + DataLoader batches alone: timed from the first batch (worker start-up excluded)."""
     loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
                         pin_memory=device.type == "cuda", drop_last=True)
@@ -140,7 +142,7 @@ def train_rate(dataset: LabelledDataset, args: argparse.Namespace, workers: int)
 
 def run(args: argparse.Namespace, root: Path) -> pd.DataFrame:
     device = resolve_device(args.device)
-    cores = len(os.sched_getaffinity(0))
+    cores = os.cpu_count()
     rows: list[dict] = []
 
     def add(name: str, rate: float, seconds: float, note: str = "") -> None:
@@ -149,7 +151,8 @@ def run(args: argparse.Namespace, root: Path) -> pd.DataFrame:
 
     t0 = time.perf_counter()
     fabricate_cub(root, args.images, args.width, args.height, min(cores, 16, args.images // 64))
-    print(f"fabricated {args.images} JPEGs of {args.width}x{args.height} in {time.perf_counter() - t0:.1f} s", flush=True)
+    seconds = time.perf_counter() - t0
+    print(f"fabricated {args.images} JPEGs of {args.width}x{args.height} in {seconds:.1f} s", flush=True)
     options = {"image_size": args.image_size}
     if args.cache_size is not None:
         options["cache_size"] = args.cache_size
@@ -180,7 +183,8 @@ def run(args: argparse.Namespace, root: Path) -> pd.DataFrame:
     add(f"train {args.model}: cached JPEG files", rate, seconds, f"{rate / train_memory:.0%} of in-memory")
     workers = max(args.workers)
     rate, seconds = train_rate(pil.train, args, workers)
-    add(f"train {args.model}: PIL + DataLoader, {workers} workers", rate, seconds, f"{rate / train_memory:.0%} of in-memory")
+    add(f"train {args.model}: PIL + DataLoader, {workers} workers", rate, seconds,
+        f"{rate / train_memory:.0%} of in-memory")
     return pd.DataFrame(rows).set_index("measurement")
 
 
@@ -207,7 +211,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         device = resolve_device(args.device)
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
         print(f"{args.images} images {args.width}x{args.height} -> {args.image_size}px, batch {args.batch_size}, "
-              f"{name}, {len(os.sched_getaffinity(0))} cores, torch {torch.__version__}", flush=True)
+              f"{name}, {os.cpu_count()} cores, torch {torch.__version__}", flush=True)
         table = run(args, root)
     finally:
         if cache is None:

@@ -159,7 +159,8 @@ def test_crop_batch_normalises_with_the_imagenet_statistics() -> None:
     colour = torch.tensor([200, 30, 90], dtype=torch.uint8)
     pixels = colour[None, :, None, None].expand(3, 3, 40, 40)  # (3, 3, 40, 40) a solid colour
     sizes = torch.tensor([[500, 375]] * 3)
-    theta = crop_theta(sizes, random_resized_crop_boxes(sizes, torch.Generator().manual_seed(0)), torch.tensor([0, 1, 0]))
+    boxes = random_resized_crop_boxes(sizes, torch.Generator().manual_seed(0))  # (3, 4)
+    theta = crop_theta(sizes, boxes, torch.tensor([0, 1, 0]))
     out = crop_batch(pixels, theta, 16)
     assert out.shape == (3, 3, 16, 16) and out.dtype == torch.float32
     expected = (colour.float() / 255 - torch.tensor(IMAGENET_MEAN)) / torch.tensor(IMAGENET_STD)  # (3,)

@@ -173,7 +173,9 @@ def crop_batch(
         )
     b, c = pixels.shape[:2]
     grid = F.affine_grid(theta.float(), [b, c, size, size], align_corners=False)  # (B, size, size, 2)
-    out = F.grid_sample(pixels.float(), grid, mode="bilinear", padding_mode="border", align_corners=False)  # (B, C, size, size)
+    out = F.grid_sample(
+        pixels.float(), grid, mode="bilinear", padding_mode="border", align_corners=False
+    )  # (B, C, size, size)
     if len(mean) != c or len(std) != c:
         raise ValueError(f"mean and std need {c} values (one per channel), got {len(mean)} and {len(std)}")
     for k in range(c):  # Python scalars: no host-to-device copy that could stall the stream

@@ -209,7 +209,8 @@ def decoded_images(
     if free < need:
         raise _unwritable(folder, f"{n} images at {size}x{size} need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB are free")
     if workers is None:
-        workers = min(len(os.sched_getaffinity(0)), n // _IMAGES_PER_WORKER)
+        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        workers = min(cores, n // _IMAGES_PER_WORKER)
     if progress is None:
         from dmlnb.training import show_progress  # at call time: dmlnb.training imports dmlnb.data
 
