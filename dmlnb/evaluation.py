@@ -35,6 +35,8 @@ import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
 from dmlnb.checks import check_embeddings, check_labels, check_values
+from dmlnb.data.cached_images import CachedImageDataset
+from dmlnb.data.prefetch import prefetch
 from dmlnb.pairs import euclidean_distance, l2_normalize, power_of_two_scale
 
 __all__ = [
@@ -120,6 +122,10 @@ def _batches(
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Yield ``(images (B, C, H, W), labels (B,))`` in dataset order."""
     n = len(dataset)
+    if isinstance(dataset, CachedImageDataset):  # cropped on the device, the next batch read meanwhile
+        chunks = [torch.arange(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+        yield from prefetch(lambda _, idx: dataset.get_batch(idx, device=device), chunks, device)
+        return
     if hasattr(dataset, "get_batch"):  # in-memory fast path: one indexing op per batch
         for start in range(0, n, batch_size):
             images, labels = dataset.get_batch(torch.arange(start, min(start + batch_size, n)))
@@ -153,7 +159,8 @@ def compute_embeddings(
         model: maps images ``(B, C, H, W)`` to embeddings ``(B, D)``.
         dataset: a ``dmlnb.data.LabelledDataset``-like object: ``len(dataset)``,
             ``dataset[i] -> (image (C, H, W), label)``; if it has ``get_batch(indices (B,)) ->
-            (images, labels)`` (an ``InMemoryDataset``) that is used instead of a DataLoader.
+            (images, labels)`` (an ``InMemoryDataset``) that is used instead of a DataLoader; a
+            ``CachedImageDataset`` crops its batches on ``device``.
         batch_size: images per forward pass.
         device: where the model runs; default the device of the model's parameters (CPU if it has
             none).

@@ -43,10 +43,13 @@ from tqdm import tqdm
 
 from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
+from dmlnb.data.cached_images import CachedImageDataset
+from dmlnb.data.prefetch import prefetch
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.profiles import OPTIMIZERS, TrainConfig
 from dmlnb.records import RunRecord, environment_info, utc_now
+from dmlnb.samplers import stream_generator
 
 __all__ = [
     "train",
@@ -151,8 +154,33 @@ class _Indexed(Dataset):
         return x, y, i
 
 
-def _batches(dataset: Dataset, batches: Iterable[list[int]], num_workers: int, pin: bool) -> Iterable:
-    """Yield ``(x (B,...), y (B,), indices (B,))`` for the given index lists."""
+def _batches(
+    dataset: Dataset,
+    batches: Iterable[list[int]],
+    num_workers: int,
+    pin: bool,
+    *,
+    device: torch.device,
+    seed: int,
+    epoch: int,
+    ahead: int,
+) -> Iterable:
+    """Yield ``(x (B,...), y (B,), indices (B,))`` for the given index lists.
+
+    A :class:`CachedImageDataset` crops batch ``t`` on ``device`` with a generator seeded by
+    ``(seed, epoch, t)`` (so the batches of an epoch depend only on ``(seed, epoch)``, also after
+    a resume) and builds ``ahead`` batches in a background thread while the model computes
+    (``ahead=0`` when the sampler must see each step before drawing the next batch).
+    """
+    if isinstance(dataset, CachedImageDataset):
+
+        def load(t: int, idx: list[int]) -> tuple[Tensor, Tensor, Tensor]:
+            index = torch.as_tensor(idx, dtype=torch.long)  # (B,)
+            x, y = dataset.get_batch(index, device=device, generator=stream_generator(seed, "augment", epoch, t))
+            return x, y, index
+
+        yield from prefetch(load, batches, device, ahead)
+        return
     if hasattr(dataset, "get_batch"):  # in-memory fast path: one gather per batch
         for idx in batches:
             index = torch.as_tensor(idx, dtype=torch.long)
@@ -420,8 +448,10 @@ def train(
             batches = _EpochBatches(sampler, steps_per_epoch)
             t0 = time.perf_counter()
             meter = LossMeter(device)
+            ahead = 0 if isinstance(sampler, Hook) else 1  # a hook sampler draws after each step
             with meter.deferring():
-                for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin)):
+                for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin, device=device,
+                                                         seed=config.seed, epoch=epoch, ahead=ahead)):
                     state.step = epoch * steps_per_epoch + i
                     meter.start_step(state.step)
                     x = x.to(device, non_blocking=True)

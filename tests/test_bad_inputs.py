@@ -26,6 +26,12 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
 
 
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Never write the user's ~/.cache (the image-folder loaders build a decoded cache)."""
+    monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "cache"))
+
+
 # ---------------------------------------------------------------------------------------- config
 
 CONFIG_CASES = [
@@ -165,22 +171,64 @@ def _cub(root: Path) -> Path:
 
 
 def test_truncated_jpeg_names_its_file(tmp_path: Path) -> None:
+    """On access with PIL; when the decoded cache is built (the default), at load, and no
+    half-built cache file is left behind."""
     folder = _cub(tmp_path)
     image = folder / "images" / "001.Bird_1" / "img_1.jpg"
     image.write_bytes(image.read_bytes()[:200])
-    splits = load_dataset("cub200", root=tmp_path, image_size=8)
+    splits = load_dataset("cub200", root=tmp_path, image_size=8, decoded_cache=False)
     with pytest.raises(OSError, match="img_1.jpg") as info:
         splits.train[0]
     assert str(image) in str(info.value) and "truncated or corrupt" in str(info.value)
+    with pytest.raises(OSError, match="img_1.jpg") as info:
+        load_dataset("cub200", root=tmp_path, image_size=8)
+    assert str(image) in str(info.value) and "truncated or corrupt" in str(info.value)
+    assert not list((tmp_path / "cache").glob("decoded-cub200-train-*"))
 
 
 def test_file_that_is_not_an_image_names_its_file(tmp_path: Path) -> None:
     folder = _cub(tmp_path)
     image = folder / "images" / "101.Bird_101" / "img_5.jpg"
     image.write_text("<html>404 Not Found</html>")
-    splits = load_dataset("cub200", root=tmp_path, image_size=8)
+    splits = load_dataset("cub200", root=tmp_path, image_size=8, decoded_cache=False)
     with pytest.raises(OSError, match="img_5.jpg"):
         splits.test[0]
+    with pytest.raises(OSError, match="img_5.jpg"):
+        load_dataset("cub200", root=tmp_path, image_size=8)
+
+
+def test_missing_image_in_the_middle_names_its_file(tmp_path: Path) -> None:
+    folder = _cub(tmp_path)
+    image = folder / "images" / "002.Bird_2" / "img_3.jpg"
+    image.unlink()
+    with pytest.raises(FileNotFoundError, match="img_3.jpg"):
+        load_dataset("cub200", root=tmp_path, image_size=8)
+
+
+IMAGE_FOLDER_OPTION_CASES = [
+    # (id, options, exception, texts the message must contain)
+    ("decoded_cache='yes'", {"decoded_cache": "yes"}, TypeError, ["decoded_cache", "'yes'", "True", "False"]),
+    ("cache_size=0", {"cache_size": 0}, ValueError, ["cache_size", "0", "e.g. 10"]),
+    ("cache_size=12.5", {"cache_size": 12.5}, ValueError, ["cache_size", "12.5"]),
+    ("cache_size-without-cache", {"decoded_cache": False, "cache_size": 12}, ValueError,
+     ["cache_size=12", "decoded_cache=True"]),
+    ("image_size=0", {"image_size": 0}, ValueError, ["image_size", "0"]),
+]
+
+
+@pytest.mark.parametrize("dataset", ["cub200", "cars196", "sop", "inshop"])
+@pytest.mark.parametrize(
+    "options,exception,texts", [c[1:] for c in IMAGE_FOLDER_OPTION_CASES], ids=[c[0] for c in IMAGE_FOLDER_OPTION_CASES]
+)
+def test_bad_image_folder_option_names_the_option(
+    dataset: str, options: dict, exception: type, texts: list[str], tmp_path: Path
+) -> None:
+    """Checked before any file is read: the data root may even be empty."""
+    options = {"image_size": 8, **options}
+    with pytest.raises(exception) as info:
+        load_dataset(dataset, root=tmp_path, **options)
+    for text in texts:
+        assert text in str(info.value)
 
 
 def test_cub_non_integer_class_id_names_file_line_and_value(tmp_path: Path) -> None:

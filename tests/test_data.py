@@ -17,6 +17,7 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 
 from dmlnb.data import (
+    CachedImageDataset,
     DatasetSplits,
     ImageFileDataset,
     InMemoryDataset,
@@ -441,13 +442,14 @@ def _expected_tensor(colour: tuple[int, int, int], image_size: int) -> torch.Ten
 
 
 def _check_split(
-    ds: ImageFileDataset,
+    ds: ImageFileDataset | CachedImageDataset,
     items: dict[str, tuple[int, int]],
     orig_classes: list[int],
     image_size: int,
 ) -> None:
     """Labels are the rank of the original class; a test item decodes to its file's colour."""
     assert ds.labels.tolist() == [sorted(set(orig_classes)).index(c) for c in orig_classes]
+    assert ds.input_shape == (3, image_size, image_size)
     for i, path in enumerate(ds.paths):
         assert orig_classes[i] == items[path.name][0]
     image, label = ds[0]
@@ -456,7 +458,7 @@ def _check_split(
 
 
 def _check_test_pixels(
-    ds: ImageFileDataset, items: dict[str, tuple[int, int]], image_size: int
+    ds: ImageFileDataset | CachedImageDataset, items: dict[str, tuple[int, int]], image_size: int
 ) -> None:
     for i in range(len(ds)):
         image, _ = ds[i]
@@ -465,7 +467,19 @@ def _check_test_pixels(
         )
 
 
-def test_cub200_fabricated(tmp_path: Path) -> None:
+# Each loader is checked on both storage paths: the decoded cache cropped on batches (default)
+# and PIL decoding on access.
+both_paths = pytest.mark.parametrize("decoded_cache", [True, False], ids=["cache", "pil"])
+
+
+def _check_storage(splits: DatasetSplits, decoded_cache: bool) -> None:
+    kind = CachedImageDataset if decoded_cache else ImageFileDataset
+    parts = [splits.train, splits.test, splits.query, splits.gallery]
+    assert all(isinstance(ds, kind) for ds in parts if ds is not None)
+
+
+@both_paths
+def test_cub200_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     folder = tmp_path / "CUB_200_2011"
     classes = [101, 99, 100, 200, 99, 101, 1, 150]  # image ids 1..8, shuffled classes
     items: dict[str, tuple[int, int]] = {}
@@ -478,7 +492,8 @@ def test_cub200_fabricated(tmp_path: Path) -> None:
         labels.append(f"{image_id} {c}")
     (folder / "images.txt").write_text("\n".join(lines[::-1]) + "\n")  # order must not matter
     (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
-    splits = load_dataset("cub200", root=tmp_path, image_size=16)
+    splits = load_dataset("cub200", root=tmp_path, image_size=16, decoded_cache=decoded_cache)
+    _check_storage(splits, decoded_cache)
     train_classes = [c for c in classes if c <= 100]
     test_classes = [c for c in classes if c > 100]
     assert len(splits.train) == 4 and len(splits.test) == 4
@@ -503,7 +518,8 @@ def test_cub200_images_not_unpacked(tmp_path: Path) -> None:
         load_dataset("cub200", root=tmp_path)
 
 
-def test_cars196_fabricated(tmp_path: Path) -> None:
+@both_paths
+def test_cars196_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     folder = tmp_path / "Cars196"
     classes = [98, 99, 1, 196, 98, 99]
     items = {}
@@ -521,7 +537,8 @@ def test_cars196_fabricated(tmp_path: Path) -> None:
         folder / "cars_annos.mat",
         {"annotations": annotations[None, :], "class_names": class_names[None, :]},
     )
-    splits = load_dataset("cars196", root=tmp_path, image_size=12)
+    splits = load_dataset("cars196", root=tmp_path, image_size=12, decoded_cache=decoded_cache)
+    _check_storage(splits, decoded_cache)
     _check_split(splits.train, items, [c for c in classes if c <= 98], 12)
     _check_split(splits.test, items, [c for c in classes if c > 98], 12)
     _check_test_pixels(splits.test, items, 12)
@@ -531,7 +548,8 @@ def test_cars196_fabricated(tmp_path: Path) -> None:
     }
 
 
-def test_sop_fabricated(tmp_path: Path) -> None:
+@both_paths
+def test_sop_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     folder = tmp_path / "Stanford_Online_Products"
     items = {}
     parts = {
@@ -548,14 +566,16 @@ def test_sop_fabricated(tmp_path: Path) -> None:
             _write_image(folder / rel, _colour(c, image_id), (15, 15))
             lines.append(f"{image_id} {c} {sc} {rel}")
         (folder / f"Ebay_{split}.txt").write_text("\n".join(lines) + "\n")
-    splits = load_dataset("sop", root=tmp_path, image_size=8)
+    splits = load_dataset("sop", root=tmp_path, image_size=8, decoded_cache=decoded_cache)
+    _check_storage(splits, decoded_cache)
     _check_split(splits.train, items, [c for c, _ in parts["train"]], 8)
     _check_split(splits.test, items, [c for c, _ in parts["test"]], 8)
     _check_test_pixels(splits.test, items, 8)
     assert splits.train.labels.tolist() == [0, 0, 2, 1]
 
 
-def test_inshop_fabricated(tmp_path: Path) -> None:
+@both_paths
+def test_inshop_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     folder = tmp_path / "In-Shop"
     rows = [
         ("id_00000005", "train"),
@@ -576,7 +596,8 @@ def test_inshop_fabricated(tmp_path: Path) -> None:
         _write_image(folder / rel, _colour(number, k), (16, 24))
         lines.append(f"{rel}   {item}   {status}")
     (folder / "list_eval_partition.txt").write_text("\n".join(lines) + "\n")
-    splits = load_dataset("inshop", root=tmp_path, image_size=10)
+    splits = load_dataset("inshop", root=tmp_path, image_size=10, decoded_cache=decoded_cache)
+    _check_storage(splits, decoded_cache)
     assert splits.query is not None and splits.gallery is not None
     assert (len(splits.train), len(splits.query), len(splits.gallery), len(splits.test)) == (
         3,

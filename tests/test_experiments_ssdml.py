@@ -94,7 +94,7 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     and Figure 3's retrieval grid decoding only the images it shows."""
     from fabricated import fabricated_cub
 
-    from dmlnb.data.base import ImageFileDataset
+    from dmlnb.data import CachedImageDataset
 
     fabricated_cub(tmp_path / "data", [c for c in (1, 2, 3, 101, 102, 103) for _ in range(4)])
     st = dataclasses.replace(ssx.settings_for("paper")["cub200"], labelled_per_class=2, epochs_per_partition=1,
@@ -103,7 +103,7 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
              "epochs": 1, "eval_every": 1, "eval_batch_size": 4, "num_workers": 0}
     cfg = st.train_config("paper", 0, small)
     splits = ssx.load_splits(st, cfg, 0, tmp_path / "data")
-    assert isinstance(splits.unlabelled, ImageFileDataset)
+    assert isinstance(splits.unlabelled, CachedImageDataset)  # file-backed: the decoded cache
     assert len(splits.train) == 6 and len(splits.unlabelled) == 6
     assert bool((splits.unlabelled.labels == -1).all())
     assert sorted(splits.unlabelled_targets.tolist()) == [0, 0, 1, 1, 2, 2]

@@ -17,6 +17,7 @@ from dmlnb.data.base import (
     gather_images,
     remap_labels,
 )
+from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.registry import (
     available_datasets,
     data_root,
@@ -38,6 +39,7 @@ __all__ = [
     "LabelledDataset",
     "InMemoryDataset",
     "ImageFileDataset",
+    "CachedImageDataset",
     "DatasetSplits",
     "gather_images",
     "remap_labels",

@@ -7,6 +7,9 @@ Two storage forms cover every dataset of the book:
   :meth:`InMemoryDataset.get_batch` (one indexing op, no per-item ``DataLoader`` overhead).
 * :class:`ImageFileDataset` keeps file paths and decodes each image on access (CUB-200-2011,
   Cars196, Stanford Online Products, In-Shop), for use with a ``DataLoader``.
+* :class:`dmlnb.data.cached_images.CachedImageDataset` (the image-folder loaders' default) reads
+  those images from a decoded, memory-mapped uint8 cache and crops whole batches on the training
+  device with ``get_batch(indices, device=, generator=)``.
 
 A loader returns a :class:`DatasetSplits`: a class-disjoint (or, for the semi-supervised sets,
 same-class) train/test pair, plus the optional query/gallery and unlabelled parts.

@@ -11,9 +11,20 @@ name                expected under the data root                        class-di
 ``inshop``          ``In-Shop/{list_eval_partition.txt, img/}``          train / query + gallery
 ==================  ==================================================  ==========================
 
-Labels are remapped to ``0..C-1`` per split (in the order of the original class ids). Images are
-decoded on access (:class:`ImageFileDataset`) with the standard transforms of the DML literature
-(:func:`image_transforms`).
+Labels are remapped to ``0..C-1`` per split (in the order of the original class ids). Every
+loader takes the options ``image_size`` (side of the crops, default 224), ``decoded_cache`` and
+``cache_size``:
+
+* ``decoded_cache=True`` (the default): each split is decoded once into the memory-mapped cache
+  of :mod:`dmlnb.data.decoded` (``cache_size`` pixels square, default
+  ``round(image_size * 288 / 224)``; under ``$DMLNB_CACHE``) and served by a
+  :class:`dmlnb.data.cached_images.CachedImageDataset`, which crops whole batches on the
+  training device (fast enough to keep a GPU busy; see that module for how its crops differ
+  from torchvision's).
+* ``decoded_cache=False``: an :class:`ImageFileDataset` decodes each file on access with the PIL
+  transforms of :func:`image_transforms` (for a ``DataLoader`` with workers).
+
+Both use the standard crops of the DML literature (:mod:`dmlnb.data.crops`).
 """
 
 from __future__ import annotations
@@ -27,36 +38,72 @@ import scipy.io
 import torch
 from torchvision import transforms
 
-from dmlnb.data.base import DatasetSplits, ImageFileDataset, remap_labels
+from dmlnb.data.base import DatasetSplits, ImageFileDataset, LabelledDataset, remap_labels
+from dmlnb.data.cached_images import CachedImageDataset
+from dmlnb.data.crops import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD, test_resize
+from dmlnb.data.decoded import decoded_images, default_cache_size
 from dmlnb.data.registry import missing_files_error, register_dataset
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_transforms"]
-
-IMAGENET_MEAN = (0.485, 0.456, 0.406)
-IMAGENET_STD = (0.229, 0.224, 0.225)
 
 
 def image_transforms(image_size: int = 224) -> tuple[transforms.Compose, transforms.Compose]:
     """``(train, test)`` PIL -> ``(3, image_size, image_size)`` float tensor pipelines.
 
-    Train: ``RandomResizedCrop(image_size)`` + horizontal flip. Test: resize the short side to
-    ``round(image_size * 256 / 224)`` and centre-crop ``image_size``. Both normalise with the
-    ImageNet mean and standard deviation (the backbones are ImageNet-pretrained).
+    Train: ``RandomResizedCrop(image_size, scale=CROP_SCALE, ratio=CROP_RATIO)`` + horizontal
+    flip. Test: resize the short side to ``round(image_size * 256 / 224)`` and centre-crop
+    ``image_size``. Both normalise with the ImageNet mean and standard deviation (the backbones
+    are ImageNet-pretrained).
     """
-    if image_size < 1:
-        raise ValueError(f"image_size must be positive, got {image_size}")
+    _check_image_size(image_size)
     normalise = [transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
     train = transforms.Compose(
-        [transforms.RandomResizedCrop(image_size), transforms.RandomHorizontalFlip(), *normalise]
+        [
+            transforms.RandomResizedCrop(image_size, scale=CROP_SCALE, ratio=CROP_RATIO),
+            transforms.RandomHorizontalFlip(),
+            *normalise,
+        ]
     )
     test = transforms.Compose(
         [
-            transforms.Resize(round(image_size * 256 / 224)),
+            transforms.Resize(test_resize(image_size)),
             transforms.CenterCrop(image_size),
             *normalise,
         ]
     )
     return train, test
+
+
+def _check_image_size(image_size: int) -> None:
+    if isinstance(image_size, bool) or not isinstance(image_size, int) or image_size < 1:
+        raise ValueError(f"image_size must be a positive int, got {image_size!r}")
+
+
+def _cache_side(decoded_cache: bool, cache_size: int | None, image_size: int) -> int | None:
+    """The decoded cache's side for the loader options, or ``None`` for the PIL path; an error
+    names the option and the fix."""
+    _check_image_size(image_size)
+    if not isinstance(decoded_cache, bool):
+        raise TypeError(
+            f"dataset option decoded_cache must be True (decode once into a cache, crop on the "
+            f"GPU) or False (decode every access with PIL), got {decoded_cache!r}"
+        )
+    if not decoded_cache:
+        if cache_size is not None:
+            raise ValueError(
+                f"dataset option cache_size={cache_size!r} only applies with decoded_cache=True; "
+                "drop cache_size or set decoded_cache=True"
+            )
+        return None
+    if cache_size is None:
+        return default_cache_size(image_size)
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ValueError(
+            f"dataset option cache_size must be a positive int (pixels of the cached square "
+            f"images, e.g. {default_cache_size(image_size)} for image_size={image_size}) or None "
+            f"for that default, got {cache_size!r}"
+        )
+    return cache_size
 
 
 @dataclass(frozen=True)
@@ -118,17 +165,26 @@ class _Benchmark:
         folder: Path,
         rel_paths: Sequence[str],
         class_ids: Sequence[int],
-        transform: transforms.Compose,
+        *,
+        part: str,
         image_size: int,
-    ) -> tuple[ImageFileDataset, list[int]]:
-        """An :class:`ImageFileDataset` of ``folder/rel_paths`` with labels remapped to
-        ``0..C-1``; also returns the original class id of each label."""
+        cache_side: int | None,
+    ) -> tuple[LabelledDataset, list[int]]:
+        """The ``part`` (``"train"``: train crops, else test crops) of ``folder/rel_paths`` with
+        labels remapped to ``0..C-1``: a :class:`CachedImageDataset` on a cache of side
+        ``cache_side``, or an :class:`ImageFileDataset` when it is ``None``. Also returns the
+        original class id of each label."""
         if not rel_paths:
             raise ValueError(f"{self.name}: the index files in {folder} list no image for a split")
         self.require(folder / rel_paths[0])  # images unpacked beside the index files?
         labels, originals = remap_labels(torch.as_tensor(class_ids, dtype=torch.long))  # (N,)
-        shape = (3, image_size, image_size)
+        train = part == "train"
+        if cache_side is not None:
+            images = decoded_images(folder, rel_paths, cache_side, name=f"{self.name}-{part}")
+            return CachedImageDataset(images, labels, image_size, train=train), originals.tolist()
+        transform = image_transforms(image_size)[0 if train else 1]
         paths = [folder / p for p in rel_paths]
+        shape = (3, image_size, image_size)
         return ImageFileDataset(paths, labels, transform, shape), originals.tolist()
 
 
@@ -141,8 +197,13 @@ CUB = _Benchmark(
 
 
 @register_dataset("cub200")
-def load_cub200(root: Path, *, image_size: int = 224) -> DatasetSplits:
-    """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images)."""
+def load_cub200(
+    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+) -> DatasetSplits:
+    """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images).
+
+    Options: see the module docstring."""
+    cache_side = _cache_side(decoded_cache, cache_size, image_size)
     folder = root / CUB.folder
     for name in ("images.txt", "image_class_labels.txt"):
         CUB.require(folder / name)
@@ -160,13 +221,14 @@ def load_cub200(root: Path, *, image_size: int = 224) -> DatasetSplits:
             f"(e.g. {paths[missing[0]]}); the two index files must list the same ids, "
             f"download them again"
         )
-    train_tf, test_tf = image_transforms(image_size)
     parts, names = {}, {}
-    for split, is_train, tf in (("train", True, train_tf), ("test", False, test_tf)):
+    for split, is_train in (("train", True), ("test", False)):
         chosen = [i for i in ids if (classes[i] <= 100) == is_train]
         rel = [f"images/{paths[i]}" for i in chosen]
         class_ids = [classes[i] for i in chosen]
-        parts[split], originals = CUB.split(folder, rel, class_ids, tf, image_size)
+        parts[split], originals = CUB.split(
+            folder, rel, class_ids, part=split, image_size=image_size, cache_side=cache_side
+        )
         class_folder = {classes[i]: Path(paths[i]).parent.name for i in chosen}  # "001.Black_..."
         names[split] = [class_folder[c] for c in originals]
     return DatasetSplits("cub200", parts["train"], parts["test"], class_names=names)
@@ -181,13 +243,16 @@ CARS = _Benchmark(
 
 
 @register_dataset("cars196")
-def load_cars196(root: Path, *, image_size: int = 224) -> DatasetSplits:
+def load_cars196(
+    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+) -> DatasetSplits:
     """Cars196 (Stanford Cars): classes 1-98 train (8,054 images), 99-196 test (8,131 images).
 
     ``cars_annos.mat`` holds ``annotations`` (fields ``relative_im_path``, ``class`` 1..196, ...)
     and ``class_names``. Its train/test flag is ignored: the DML protocol splits by class over
-    all 16,185 images.
+    all 16,185 images. Options: see the module docstring.
     """
+    cache_side = _cache_side(decoded_cache, cache_size, image_size)
     folder = root / CARS.folder
     CARS.require(folder / "cars_annos.mat")
     mat = scipy.io.loadmat(folder / "cars_annos.mat", squeeze_me=True)
@@ -195,13 +260,13 @@ def load_cars196(root: Path, *, image_size: int = 224) -> DatasetSplits:
     rel = [str(p) for p in annotations["relative_im_path"]]
     classes = [int(c) for c in annotations["class"]]
     model_names = [str(n) for n in np.atleast_1d(mat.get("class_names", []))]
-    train_tf, test_tf = image_transforms(image_size)
     parts, names = {}, {}
-    for split, is_train, tf in (("train", True, train_tf), ("test", False, test_tf)):
+    for split, is_train in (("train", True), ("test", False)):
         chosen = [i for i, c in enumerate(classes) if (c <= 98) == is_train]
         class_ids = [classes[i] for i in chosen]
         parts[split], originals = CARS.split(
-            folder, [rel[i] for i in chosen], class_ids, tf, image_size
+            folder, [rel[i] for i in chosen], class_ids, part=split, image_size=image_size,
+            cache_side=cache_side,
         )
         names[split] = [model_names[c - 1] if model_names else str(c) for c in originals]
     return DatasetSplits("cars196", parts["train"], parts["test"], class_names=names)
@@ -216,21 +281,26 @@ SOP = _Benchmark(
 
 
 @register_dataset("sop")
-def load_sop(root: Path, *, image_size: int = 224) -> DatasetSplits:
+def load_sop(
+    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+) -> DatasetSplits:
     """Stanford Online Products by the official ``Ebay_train.txt`` (11,318 classes, 59,551
     images) / ``Ebay_test.txt`` (11,316 classes, 60,502 images); one class per product.
 
-    Index rows are ``image_id class_id super_class_id path`` after one header line.
+    Index rows are ``image_id class_id super_class_id path`` after one header line. Options: see
+    the module docstring.
     """
+    cache_side = _cache_side(decoded_cache, cache_size, image_size)
     folder = root / SOP.folder
-    train_tf, test_tf = image_transforms(image_size)
     parts = {}
-    for split, tf in (("train", train_tf), ("test", test_tf)):
+    for split in ("train", "test"):
         index = folder / f"Ebay_{split}.txt"
         SOP.require(index)
         rows = _read_table(index, 4, skip=1)
         rel, class_ids = [r[3] for r in rows], [r.integer(1, "class_id") for r in rows]
-        parts[split], _ = SOP.split(folder, rel, class_ids, tf, image_size)
+        parts[split], _ = SOP.split(
+            folder, rel, class_ids, part=split, image_size=image_size, cache_side=cache_side
+        )
     return DatasetSplits("sop", parts["train"], parts["test"])
 
 
@@ -244,28 +314,32 @@ INSHOP = _Benchmark(
 
 
 @register_dataset("inshop")
-def load_inshop(root: Path, *, image_size: int = 224) -> DatasetSplits:
+def load_inshop(
+    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+) -> DatasetSplits:
     """In-Shop Clothes Retrieval: ``train`` (3,997 items, 25,882 images), ``query`` (14,218) and
     ``gallery`` (12,612 images) of 3,985 other items, from ``list_eval_partition.txt`` (a count
     line, a header line, then ``image_name item_id evaluation_status`` rows).
 
     Query and gallery share one label map (an item has the same label in both); ``test`` is
-    query followed by gallery.
+    query followed by gallery. Options: see the module docstring.
     """
+    cache_side = _cache_side(decoded_cache, cache_size, image_size)
     folder = root / INSHOP.folder
     index = folder / "list_eval_partition.txt"
     INSHOP.require(index)
     rows = _read_table(index, 3, skip=2)
     item_number = {item: n for n, item in enumerate(sorted({r[1] for r in rows}))}
     by_status = {s: [r for r in rows if r[2] == s] for s in ("train", "query", "gallery")}
-    train_tf, test_tf = image_transforms(image_size)
 
-    def build(part: list[list[str]], tf: transforms.Compose) -> ImageFileDataset:
-        rel, class_ids = [r[0] for r in part], [item_number[r[1]] for r in part]
-        return INSHOP.split(folder, rel, class_ids, tf, image_size)[0]
+    def build(rows: list[_Row], part: str) -> LabelledDataset:
+        rel, class_ids = [r[0] for r in rows], [item_number[r[1]] for r in rows]
+        return INSHOP.split(
+            folder, rel, class_ids, part=part, image_size=image_size, cache_side=cache_side
+        )[0]
 
-    train = build(by_status["train"], train_tf)
-    test = build(by_status["query"] + by_status["gallery"], test_tf)  # one label map for both
+    train = build(by_status["train"], "train")
+    test = build(by_status["query"] + by_status["gallery"], "test")  # one label map for both
     n_query = len(by_status["query"])
     query = test.subset(range(n_query))
     gallery = test.subset(range(n_query, len(test)))

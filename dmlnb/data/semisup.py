@@ -13,6 +13,7 @@ import torch
 from torch import Tensor
 
 from dmlnb.data.base import DatasetSplits, ImageFileDataset, InMemoryDataset
+from dmlnb.data.cached_images import CachedImageDataset
 
 __all__ = ["split_labelled_per_class", "semi_supervised"]
 
@@ -56,13 +57,13 @@ def semi_supervised(splits: DatasetSplits, labelled_per_class: int, seed: int = 
     set becomes ``unlabelled`` (labels ``-1``) with its true labels in ``unlabelled_targets``.
 
     Works for in-memory sets (MNIST, CIFAR-10, Omniglot) and file-backed ones (CUB-200-2011,
-    Cars196): the unlabelled part keeps the training set's storage form.
+    Cars196, decoded-cache or PIL): the unlabelled part keeps the training set's storage form.
     """
     train = splits.train
-    if not isinstance(train, (InMemoryDataset, ImageFileDataset)):
+    if not isinstance(train, (InMemoryDataset, ImageFileDataset, CachedImageDataset)):
         raise TypeError(
-            "semi-supervised splits need an InMemoryDataset or ImageFileDataset training set, "
-            f"got {type(train).__name__}"
+            "semi-supervised splits need an InMemoryDataset, ImageFileDataset or "
+            f"CachedImageDataset training set, got {type(train).__name__}"
         )
     labelled, unlabelled = split_labelled_per_class(train.labels, labelled_per_class, seed)
     hidden = train.subset(unlabelled)
