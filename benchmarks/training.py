@@ -11,9 +11,9 @@ Prints, for one device:
    with the same model, loss and precision; for the first backbone, the loop's speed-ups switched
    on one at a time (host reads every step -> every 50 steps, foreach -> fused Adam, cuDNN
    autotuning, ``torch.compile``).
-2. **Training, file-backed input**: the same through the dataset a paper-profile run reads from
-   JPEG files (:mod:`dmlnb.data`), built on a fabricated tree of JPEGs, when
-   ``benchmarks/input_pipeline.py`` provides it.
+2. **Training, file-backed input** (``benchmarks/input_pipeline.py``): a fabricated tree of JPEGs
+   read through PIL + DataLoader workers and through the decoded cache cropped on the device
+   (:mod:`dmlnb.data.cached_images`), alone and feeding training, next to in-memory input.
 3. **Facility-location loss-augmented inference** ms per batch size, on the device and on the
    CPU of the same machine.
 4. **Losses**: forward+backward of every loss beside pytorch-metric-learning
@@ -32,6 +32,7 @@ import contextlib
 import functools
 import importlib.util
 import io
+import itertools
 import platform
 import statistics
 import sys
@@ -105,7 +106,7 @@ def bare_images_per_second(config, train_set, device: torch.device) -> float:  #
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     sampler = MPerClassSampler(train_set.labels.cpu(), m=config.m_per_class, batch_size=config.batch_size)
     autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else contextlib.nullcontext()
-    batches = iter(sampler)
+    batches = _endless(sampler)
 
     def epoch() -> float:
         _sync(device)
@@ -126,6 +127,13 @@ def bare_images_per_second(config, train_set, device: torch.device) -> float:  #
 
     epoch()  # warm-up
     return epoch()
+
+
+def _endless(sampler: MPerClassSampler) -> Iterator[list[int]]:
+    """The sampler's batches, epoch after epoch."""
+    for epoch in itertools.count():
+        sampler.set_epoch(epoch)
+        yield from sampler
 
 
 def _sync(device: torch.device) -> None:
@@ -211,21 +219,19 @@ def _stack(*contexts: contextlib.AbstractContextManager) -> contextlib.ExitStack
 
 
 def file_backed_table(device: torch.device, backbones: list[str], batch: int, steps: int, size: int,
-                      in_memory: pd.DataFrame, quick: bool) -> pd.DataFrame | None:
-    """Table 2: img/s from JPEG files, when ``benchmarks/input_pipeline.py`` can build the set."""
-    if not (HERE / "input_pipeline.py").exists():
-        return None
+                      quick: bool) -> pd.DataFrame:
+    """Table 2: ``benchmarks/input_pipeline.py`` per backbone (fabricated JPEG tree; PIL +
+    DataLoader workers vs the decoded cache cropped on the device; training fed by each)."""
     pipeline = _sibling("input_pipeline")
-    rows = []
+    frames = []
     for backbone in backbones:
-        config = _config(backbone, batch, steps, size)
-        for what, train_set in pipeline.file_backed_sets(size=size, quick=quick):
-            ips = train_images_per_second(config, train_set)
-            ref = in_memory[(in_memory.backbone == backbone) & in_memory.what.str.contains("defaults")]["img/s"]
-            rows.append({"backbone": backbone, "input": what, "img/s": ips,
-                         "vs in-memory": ips / float(ref.iloc[0]) if len(ref) else None})
-            _progress(rows[-1])
-    return pd.DataFrame(rows)
+        argv = ["--model", backbone, "--batch-size", str(batch), "--steps", str(steps),
+                "--image-size", str(size), "--device", device.type]
+        if quick:
+            argv += ["--images", "48", "--width", "60", "--height", "45", "--workers", "0"]
+        table = pipeline.main(argv).reset_index()
+        frames.append(table.assign(backbone=backbone)[["backbone", "measurement", "images/s", "note"]])
+    return pd.concat(frames, ignore_index=True)
 
 
 # --------------------------------------------------------------------- facility-location inference
@@ -310,15 +316,14 @@ def main(argv: list[str] | None = None) -> str:
     out = io.StringIO()
     print(f"# benchmarks/training.py {' '.join(argv if argv is not None else sys.argv[1:])}", file=out)
     print(f"# {_device_line(device)}", file=out)
-    in_memory = None
-    if "training" in args.parts or "files" in args.parts:
+    if "training" in args.parts:
         in_memory = training_table(device, args.backbones, args.batch, args.steps, args.image_size,
                                    compile_model=not args.no_compile)
         _show(f"Training img/s, in-memory input (batch {args.batch}, {args.image_size}x{args.image_size}, "
               "bf16 autocast + channels_last on CUDA, triplet semi-hard loss)", in_memory, out)
-    if "files" in args.parts and in_memory is not None:
-        _show("Training img/s, file-backed input (fabricated JPEG tree)",
-              file_backed_table(device, args.backbones, args.batch, args.steps, args.image_size, in_memory, args.quick), out)
+    if "files" in args.parts:
+        _show("File-backed input: a fabricated CUB-like tree of JPEGs (benchmarks/input_pipeline.py)",
+              file_backed_table(device, args.backbones, args.batch, args.steps, args.image_size, args.quick), out)
     if "inference" in args.parts:
         sizes = [16, 32] if args.quick else [64, 128, 256, 512]
         _show(f"Facility-location loss-augmented inference, ms (greedy + 5 PAM passes, 4 images per class, "

@@ -127,8 +127,13 @@ class InMemoryDataset(LabelledDataset):
         return tuple(self.images.shape[1:])  # type: ignore[return-value]
 
     def get_batch(self, indices: Tensor) -> tuple[Tensor, Tensor]:
-        """Images ``(B, C, H, W)`` and labels ``(B,)`` of ``indices`` ``(B,)`` in one gather."""
-        idx = indices.to(self.images.device)  # (B,)
+        """Images ``(B, C, H, W)`` and labels ``(B,)`` of ``indices`` ``(B,)`` in one gather.
+
+        For a set on a GPU, CPU indices are copied from pinned memory without blocking: a copy
+        from ordinary memory would wait for every queued kernel, a host synchronisation per step."""
+        if self.images.is_cuda and not indices.is_cuda:
+            indices = indices.pin_memory()
+        idx = indices.to(self.images.device, non_blocking=True)  # (B,)
         return self.images[idx], self.labels[idx]
 
     def subset(self, indices: Tensor | Sequence[int]) -> InMemoryDataset:

@@ -1,0 +1,29 @@
+"""benchmarks/training.py runs end to end at tiny sizes on the CPU and prints every table."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "training.py"
+
+
+@pytest.fixture(scope="module")
+def benchmark():
+    spec = importlib.util.spec_from_file_location("benchmarks_training", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_quick_run_prints_the_training_inference_and_loss_tables(benchmark, tmp_path):
+    out = tmp_path / "bench.txt"
+    text = benchmark.main(["--quick", "--device", "cpu", "--parts", "training", "inference", "losses", "--out", str(out)])
+    assert out.read_text() == text
+    assert "## Training img/s, in-memory input" in text and "bare PyTorch loop" in text
+    assert "dmlnb.train (defaults)" in text
+    assert "## Facility-location loss-augmented inference" in text and "CPU (ms)" in text
+    assert "## Losses" in text and "multi-similarity" in text
+    assert "device: " in text and "torch " in text
