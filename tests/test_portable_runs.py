@@ -155,7 +155,7 @@ def test_same_device_resume_is_bit_identical_and_says_no_device_change(digits, t
     assert rec_b.data["device_changed"] is False and "device_notes" not in rec_b.data
     segments = rec_b.data["segments"]
     assert [(s["from_epoch"], s["to_epoch"]) for s in segments] == [(0, 1), (1, 3)]
-    assert segments[0]["device"] == segments[1]["device"] == "cpu"
+    assert segments[0]["device"] == segments[1]["device"] == rec_b.data["environment"]["device"]  # cpu, or cuda
 
 
 def _mark_as_cuda_made(ckpt_path: Path) -> None:
