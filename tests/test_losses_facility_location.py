@@ -523,7 +523,7 @@ def test_bad_input_raises_clear_errors():
         facility_score(dist, torch.tensor([0, 7]))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_matches_cpu():
     gen = torch.Generator().manual_seed(13)
     x, labels = random_batch(gen, 40, 8, spread=1.0, dim=16)
@@ -537,7 +537,7 @@ def test_cuda_matches_cpu():
     assert math.isfinite(loss_fn.last_stats["inference_seconds"])
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_cuda_graphs_replay_the_static_path_without_host_reads():
     """On CUDA the stages replay CUDA graphs: the same results as the eager static-shape path on
     the GPU, graphs reused across batches and gamma, and no stage synchronises with the host.

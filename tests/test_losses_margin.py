@@ -269,7 +269,7 @@ def test_high_dimension_weights_do_not_overflow() -> None:
     torch.testing.assert_close(probs.sum(dim=1), torch.ones(16))
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("sampling", ["all_pairs", "all_triplets", "distance_weighted"])
 def test_cuda_runs_and_matches_cpu(sampling: str) -> None:
     x, y = batch(4)

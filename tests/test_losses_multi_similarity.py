@@ -168,7 +168,7 @@ def test_bad_arguments() -> None:
         MultiSimilarityLoss(alpha=0.0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("mining", [True, False])
 def test_cuda_matches_cpu(mining: bool) -> None:
     x, y = batch(6)

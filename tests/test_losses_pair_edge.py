@@ -98,7 +98,7 @@ def test_zero_norm_embeddings(name):
     assert torch.isfinite(value) and torch.isfinite(grad).all()
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", sorted(LOSSES))
 def test_cuda_matches_cpu(name):
     x, y = batch(seed=3)

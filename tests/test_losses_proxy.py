@@ -280,7 +280,7 @@ def test_bad_arguments_and_labels() -> None:
         SoftTripleLoss(C, D, gamma=0.0)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 @pytest.mark.parametrize("name", ["soft_triple", "proxy_nca", "proxy_nca_pml_form"])
 def test_cuda_matches_cpu(name: str) -> None:
     torch.manual_seed(0)

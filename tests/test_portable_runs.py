@@ -187,7 +187,7 @@ def test_a_cuda_made_checkpoint_resumes_on_cpu_and_the_record_says_so(digits, tm
     assert on_disk.data["device_changed"] is True and on_disk.data["segments"] == rec.data["segments"]
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.cuda
 def test_a_cpu_made_checkpoint_resumes_on_cuda(digits, tmp_path, monkeypatch):
     import dmlnb.training as training
 
