@@ -234,7 +234,7 @@ def check_finite_loss(loss: Tensor, owner: str) -> None:
     deferred = _DEFERRED.get()
     if deferred is not None:
         kept = loss.detach()
-        deferred.add(~torch.isfinite(kept), lambda: check_finite_loss(kept, owner))
+        deferred.add((kept * 0).isnan(), lambda: check_finite_loss(kept, owner))  # NaN iff not finite
         return
     if not bool(torch.isfinite(loss)):
         raise FloatingPointError(
@@ -246,38 +246,41 @@ def check_finite_loss(loss: Tensor, owner: str) -> None:
 class DeferredChecks:
     """Value checks collected on the device and read back in one go (see the module docstring).
 
-    ``step`` is set by the caller before each step's work; :meth:`add` records a failed-flag and
-    the immediate check that explains it; :meth:`raise_if_failed` does the one host read.
+    ``step`` is set by the caller before each step's work; :meth:`add` keeps a failed-flag and
+    the immediate check that explains it (no device work at all); :meth:`failed_step` folds the
+    flags kept since the last read into one number, which the caller reads (:meth:`raise_for`)
+    or :meth:`raise_if_failed` reads.
     """
 
     def __init__(self, device: torch.device) -> None:
         self.step = 0
-        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # () first failing step
-        self._replays: list[tuple[int, Callable[[], None]]] = []
+        self.device = torch.device(device)
+        self._kept: list[tuple[Tensor, int, Callable[[], None]]] = []  # (flag, step, replay)
 
     def add(self, failed: Tensor, replay: Callable[[], None]) -> None:
-        """Record a 0-d bool ``failed`` flag of the current step and the check that raises on it.
+        """Keep a 0-d bool ``failed`` flag of the current step and the check that raises on it.
         The replay keeps the checked tensors alive until the next read (detach them first when
         they carry a graph)."""
-        failed = failed.to(self.first_bad.device)
-        self.first_bad = torch.where((self.first_bad < 0) & failed, self.step, self.first_bad)
-        self._replays.append((self.step, replay))
+        self._kept.append((failed, self.step, replay))
 
     def failed_step(self) -> Tensor:
-        """The first failing step since the last read, ``-1`` if none: a 0-d long device tensor, so
-        a caller can read it together with other values (:meth:`raise_for`)."""
-        return self.first_bad
+        """The first failing step since the last read, ``-1`` if none: a 0-d long tensor on the
+        device, so a caller can read it together with other values (:meth:`raise_for`)."""
+        if not self._kept:
+            return torch.full((), -1, dtype=torch.long, device=self.device)
+        flags = torch.stack([f.to(self.device) for f, _, _ in self._kept])  # (K,) bool
+        steps = torch.tensor([s for _, s, _ in self._kept]).to(self.device, non_blocking=True)  # (K,)
+        return torch.where(flags.any(), steps[flags.to(torch.uint8).argmax()], -1)  # first failing
 
     def raise_for(self, first_bad: int) -> None:
-        """Given the value of :meth:`failed_step` read by the caller: forget the recorded checks
-        and, when a step failed, raise its check's error (the immediate check's message)."""
-        replays, self._replays = self._replays, []
-        self.first_bad = torch.full_like(self.first_bad, -1)
+        """Given the value of :meth:`failed_step` read by the caller: forget the kept checks and,
+        when a step failed, raise its check's error (the immediate check's message)."""
+        kept, self._kept = self._kept, []
         if first_bad < 0:
             return
         token = _DEFERRED.set(None)  # replay as immediate checks
         try:
-            for step, replay in replays:
+            for _, step, replay in kept:
                 if step == first_bad:
                     replay()  # raises the named error
         finally:
@@ -286,7 +289,7 @@ class DeferredChecks:
 
     def raise_if_failed(self) -> None:
         """Read the first failing step (one host read) and raise its error, if any."""
-        self.raise_for(int(self.first_bad))
+        self.raise_for(int(self.failed_step()))
 
 
 _DEFERRED: ContextVar[DeferredChecks | None] = ContextVar("dmlnb_deferred_checks", default=None)
