@@ -63,6 +63,7 @@ from dmlnb.models import EmbeddingNet, build_model
 from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, MIN_RUNS, NOT_TESTED, Claim, Verdict, compare, compare_to_threshold,
     holds_for_every, not_tested,
@@ -194,53 +195,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# The paper's numbers (percent), for the "reported" columns only.
-_METRICS = ["NMI", "R@1", "R@2", "R@4", "R@8"]
-# Row order of the paper's Tables 4 (CUB-200-2011) and 5 (CAR196).
-_TABLE45_METHODS = ["SoftMax", "Semi-hard", "Lifted structure", "N-pair", "Triplet+Global",
-                    "Clustering", "Triplet+smart mining", "Triplet+proxy", "Histogram", "Discriminative"]
+# The paper's numbers (percent; Table 7 in minutes), for the "reported" columns only: the files
+# dmlnb/experiments/reported/discriminative_<table>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    "table2": pd.DataFrame(
-        [[49.49, 62.32, 72.52, 81.57, 65.32, 76.44, 84.10, 89.84],
-         [51.43, 64.23, 74.31, 82.83, 68.31, 78.21, 85.22, 91.18]],
-        index=["last layer", "second-to-last layer"],
-        columns=pd.MultiIndex.from_product([["CUB-200-2011", "CAR196"], ["R@1", "R@2", "R@4", "R@8"]]),
-    ),
-    "table3": pd.DataFrame(
-        [["CUB-200-2011", "one-hot", 51.43, 64.23, 74.31, 82.83, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
-         ["CUB-200-2011", "K-means", 50.75, 63.54, 73.26, 82.36, 1.21, 1.63, 1.418, 0.061],
-         ["CAR196", "one-hot", 68.31, 78.21, 85.22, 91.18, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
-         ["CAR196", "K-means", 66.93, 76.74, 83.80, 90.37, 1.18, 1.65, 1.416, 0.066]],
-        columns=["dataset", "centroids", "R@1", "R@2", "R@4", "R@8", "min", "max", "mean", "std"],
-    ),
-    "table4": pd.DataFrame(
-        [[57.21, 48.34, 60.16, 71.21, 80.30], [55.38, 42.59, 55.03, 66.44, 77.23],
-         [56.50, 43.57, 56.55, 68.59, 79.63], [57.24, 45.37, 58.41, 69.51, 79.49],
-         [58.61, 49.04, 60.97, 72.33, 81.85], [59.23, 48.18, 61.44, 71.83, 81.92],
-         [59.90, 49.78, 62.34, 74.05, 83.31], [59.53, 49.21, 61.90, 67.90, 72.40],
-         [np.nan, 50.26, 61.91, 72.63, 82.36], [59.92, 51.43, 64.23, 74.31, 82.83]],
-        index=_TABLE45_METHODS,
-        columns=_METRICS,
-    ),
-    "table5": pd.DataFrame(
-        [[58.38, 62.39, 72.96, 80.86, 87.37], [53.35, 51.54, 63.78, 73.52, 82.41],
-         [56.88, 52.98, 65.70, 76.01, 84.27], [57.79, 53.90, 66.76, 77.75, 86.35],
-         [58.20, 61.41, 72.51, 81.75, 88.39], [59.04, 58.11, 70.64, 80.27, 87.81],
-         [59.50, 64.65, 76.20, 84.23, 90.19], [64.90, 73.22, 82.42, 86.36, 88.68],
-         [np.nan, 54.34, 66.72, 77.22, 85.17], [59.71, 68.31, 78.21, 85.22, 91.18]],
-        index=_TABLE45_METHODS,
-        columns=_METRICS,
-    ),
-    # Table 7: training time in minutes on one machine.
-    "table7": pd.DataFrame(
-        [[660, 680, 54], [1200, 1240, 73]],
-        index=["CUB-200-2011", "CAR196"],
-        columns=["Semi-hard", "Triplet+smart mining", "Discriminative"],
-    ),
-    "table8": pd.DataFrame(
-        [[61.49, 57.74, 68.46, 78.07, 85.40], [62.14, 78.15, 85.70, 90.71, 94.21]],
-        index=["CUB-200-2011", "CAR196"], columns=_METRICS,
-    ),
+    key: reported_table(f"discriminative_{key}") for key in ("table2", "table3", "table4", "table5", "table7", "table8")
 }
 
 

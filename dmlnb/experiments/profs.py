@@ -69,6 +69,7 @@ from dmlnb.profs import (
     projection_period,
 )
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -1187,38 +1188,9 @@ def build_claims(
 # The paper's numbers (%), Tables 1 and 2
 # ----------------------------------------------------------------------------------------------
 
-_T1_COLS = pd.MultiIndex.from_tuples(
-    [("SOP", m) for m in ("NMI", "F1", "R@1", "R@10", "R@100", "R@1000")]
-    + [("CARS196", m) for m in ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")]
-    + [("CUB-200-2011", m) for m in ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")],
-    names=["dataset", "metric"],
-)
-_T1 = {
-    "Contrastive-Hard": (89.7, 34.5, 67.9, 83.8, 93.2, 97.9, 66.0, 36.6, 75.8, 84.5, 90.1, 94.1, 63.4, 31.8, 56.7, 68.4, 78.8, 86.3),
-    "C-PROFS": (90.3, 36.4, 70.1, 85.4, 94.1, 98.2, 67.8, 39.0, 76.0, 84.8, 90.1, 94.6, 64.1, 32.0, 57.7, 69.0, 78.9, 86.9),
-    "C-PROFS-HNCM": (91.0, 41.2, 74.5, 87.9, 94.9, 98.3, 66.9, 38.1, 77.0, 85.3, 90.9, 94.4, 64.6, 33.1, 57.9, 69.0, 79.4, 87.0),
-    "Triplet-Semi": (87.1, 23.4, 57.0, 75.0, 88.2, 96.4, 62.4, 30.0, 71.2, 80.7, 87.6, 92.5, 60.9, 27.8, 55.5, 67.8, 78.2, 86.5),
-    "Triplet-Hard": (88.1, 30.6, 65.4, 81.4, 91.7, 97.4, 62.5, 30.6, 71.4, 81.1, 87.5, 92.7, 63.1, 30.7, 56.8, 68.7, 78.6, 86.5),
-    "T-PROFS": (90.7, 37.7, 72.4, 86.3, 94.1, 98.1, 64.7, 33.4, 74.5, 82.8, 89.1, 93.5, 63.5, 31.3, 57.9, 68.9, 78.7, 86.7),
-    "T-PROFS-HNCM": (91.3, 42.3, 74.9, 87.5, 94.4, 98.1, 64.9, 33.7, 74.5, 83.5, 89.4, 93.7, 64.5, 32.3, 58.1, 69.0, 78.9, 86.8),
-    "Lifted": (88.9, 31.4, 66.7, 83.2, 91.7, 97.4, 60.1, 27.7, 67.5, 77.3, 84.9, 90.7, 60.6, 26.9, 53.5, 65.3, 75.4, 84.8),
-    "L-PROFS": (89.5, 33.8, 68.1, 84.0, 92.2, 97.6, 61.2, 27.9, 68.4, 78.1, 85.6, 91.1, 61.4, 28.1, 54.5, 66.1, 76.2, 85.1),
-    "L-PROFS-HNCM": (89.9, 35.1, 69.3, 85.1, 93.6, 98.1, 61.5, 30.0, 70.7, 79.6, 86.2, 91.5, 62.0, 29.5, 54.6, 66.1, 76.7, 85.5),
-    "N-pair": (89.9, 35.7, 70.8, 86.0, 94.0, 98.1, 67.4, 38.2, 76.7, 84.8, 91.0, 95.0, 64.6, 33.0, 56.0, 68.9, 79.3, 87.4),
-    "N-PROFS": (90.3, 37.3, 71.7, 86.6, 94.0, 98.2, 68.1, 38.3, 77.8, 85.9, 91.6, 95.2, 64.9, 33.6, 56.5, 69.0, 79.3, 87.7),
-    "N-PROFS-HNCM": (90.5, 37.5, 71.9, 86.6, 94.1, 98.2, 68.6, 39.9, 77.6, 86.2, 91.7, 95.2, 65.2, 33.7, 56.7, 68.8, 79.7, 87.5),
-    "Angular": (90.0, 36.1, 72.5, 86.6, 93.6, 97.6, 66.0, 35.9, 77.4, 85.3, 91.0, 94.7, 61.9, 29.4, 54.5, 66.4, 76.8, 84.9),
-    "A-PROFS": (90.1, 37.2, 73.0, 86.8, 93.7, 97.7, 66.3, 36.8, 77.5, 85.6, 91.2, 94.7, 63.0, 31.7, 54.6, 66.7, 76.9, 85.8),
-    "A-PROFS-HNCM": (90.4, 38.4, 73.7, 86.9, 93.8, 97.7, 66.3, 37.9, 77.9, 85.6, 91.4, 94.8, 64.6, 33.4, 55.8, 68.1, 78.8, 87.3),
-    "Margin-Hard": (90.6, 38.1, 73.9, 87.7, 94.8, 98.2, 64.2, 34.6, 75.1, 83.7, 89.5, 93.8, 64.0, 30.9, 55.3, 67.2, 77.9, 87.5),
-    "M-PROFS": (91.3, 42.7, 74.5, 88.0, 95.0, 98.2, 64.6, 35.1, 76.0, 84.3, 89.5, 93.8, 64.3, 32.7, 57.7, 69.5, 79.5, 87.5),
-    "M-PROFS-HNCM": (91.4, 43.2, 76.3, 88.8, 95.0, 98.3, 66.8, 37.3, 77.0, 85.1, 90.8, 94.6, 64.8, 32.4, 58.5, 69.6, 79.7, 87.6),
-    "MS": (90.5, 38.2, 71.3, 86.4, 94.2, 98.1, 65.3, 35.5, 76.2, 84.2, 89.9, 94.0, 64.7, 33.8, 56.4, 69.1, 79.3, 87.5),
-    "MS-PROFS": (90.8, 39.5, 72.6, 87.2, 94.3, 98.2, 66.6, 37.1, 76.6, 84.9, 90.6, 94.4, 65.0, 34.3, 57.5, 69.4, 79.6, 87.5),
-    "MS-PROFS-HNCM": (91.0, 42.9, 74.6, 87.7, 94.6, 98.2, 68.4, 39.2, 77.8, 86.0, 91.8, 95.3, 65.2, 34.4, 58.1, 69.3, 79.6, 87.7),
-}
-#: Table 1 of the paper (GoogLeNet V1, 512-d), in %: rows by the paper's names.
-REPORTED_TABLE1 = pd.DataFrame(list(_T1.values()), index=list(_T1), columns=_T1_COLS)
+#: Table 1 of the paper (GoogLeNet V1, 512-d), in %: rows by the paper's names
+#: (dmlnb/experiments/reported/profs_table1.csv).
+REPORTED_TABLE1 = reported_table("profs_table1")
 
 _PREFIX = {"Contrastive-Hard": "C", "Triplet-Hard": "T", "Lifted": "L", "N-pair": "N", "Angular": "A",
            "Margin-Hard": "M", "MS": "MS"}
@@ -1231,26 +1203,9 @@ REPORTED_ROWS: dict[tuple[str, str], str] = {
     **{(row, "PROFS-HNCM"): f"{p}-PROFS-HNCM" for row, p in _PREFIX.items()},
 }
 
-_T2_COLS = pd.MultiIndex.from_tuples(
-    [("SOP", m) for m in ("R@1", "R@10", "R@100", "R@1000")]
-    + [("CARS196", m) for m in ("R@1", "R@2", "R@4", "R@8")]
-    + [("CUB-200-2011", m) for m in ("R@1", "R@2", "R@4", "R@8")],
-    names=["dataset", "metric"],
-)
-_NA = math.nan
-#: Table 2 of the paper (Margin: ResNet-50; SoftTriple: BN-Inception), Recall@K in %.
-REPORTED_TABLE2 = pd.DataFrame(
-    [
-        (72.7, 86.2, 93.8, 98.0, 79.6, 86.5, 91.9, 95.1, 63.6, 74.4, 83.1, 90.0),
-        (76.5, 89.0, 95.2, 98.5, 81.1, 88.1, 92.7, 95.8, 64.9, 75.8, 84.2, 90.4),
-        (76.9, 89.5, 95.3, 98.5, 81.3, 88.0, 93.0, 95.8, 64.1, 75.0, 84.2, 90.3),
-        (78.3, 90.3, 95.9, _NA, 84.5, 90.7, 94.5, 96.9, 65.4, 76.4, 84.5, 90.4),
-        (78.6, 91.4, 96.0, 99.1, 86.1, 91.9, 94.7, 97.4, 66.0, 76.8, 85.0, 90.7),
-        (78.7, 91.7, 96.8, 99.2, 86.3, 92.5, 95.0, 97.5, 65.7, 76.2, 84.5, 90.6),
-    ],
-    index=pd.MultiIndex.from_product([["Margin", "SoftTriple"], list(VARIANTS)], names=["loss", "variant"]),
-    columns=_T2_COLS,
-)
+#: Table 2 of the paper (Margin: ResNet-50; SoftTriple: BN-Inception), Recall@K in %
+#: (dmlnb/experiments/reported/profs_table2.csv).
+REPORTED_TABLE2 = reported_table("profs_table2")
 
 #: Sec. 5.4: HNCM's increase of the overall computation time, in %.
 REPORTED_HNCM_COST: dict[str, float] = {"CUB-200-2011 & CARS196": 0.008, "SOP": 0.9}
@@ -1263,7 +1218,7 @@ def reported_gains(dataset: str = "CUB-200-2011", metric: str = "R@1") -> pd.Dat
     for row in LOSSES:
         plain = t[REPORTED_ROWS[row, "plain"]]
         rows[row] = {
-            f"{v} gain": (t[REPORTED_ROWS[row, v]] - plain) if (row, v) in REPORTED_ROWS else _NA
+            f"{v} gain": (t[REPORTED_ROWS[row, v]] - plain) if (row, v) in REPORTED_ROWS else math.nan
             for v in ("PROFS", "PROFS-HNCM")
         }
     return pd.DataFrame(rows).T

@@ -42,6 +42,7 @@ from dmlnb.models import build_model
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.reported import reported_table
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, group_verdict, not_tested
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML, smooth_angular_loss
@@ -325,61 +326,15 @@ def settings_for(profile: str) -> dict[str, Setting]:
 
 # --------------------------------------------------------------------------- reported numbers
 
+# The metrics of the paper's tables.
 _M5 = ["NMI", "R@1", "R@2", "R@4", "R@8"]
-_T1_ROWS = ["Initial", "Deep-LRML", "Deep-SERAPH", "Deep-ISDML", "Deep-APLLR", "Deep-APIT", "Ours"]
 
-
-def _table(rows: Sequence[str], datasets: Sequence[str], values: Sequence[Sequence[float]]) -> pd.DataFrame:
-    return pd.DataFrame(values, index=list(rows), columns=pd.MultiIndex.from_product([list(datasets), _M5]))
-
-
-# The paper's numbers (percent), for the "reported" columns only.
+# The paper's numbers (percent), for the "reported" columns only: Tables 1-5 and Figure 2 (middle,
+# "alpha"), the files dmlnb/experiments/reported/ssdml_<table>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    "table1": _table(_T1_ROWS, ["MNIST", "Fashion-MNIST", "CIFAR-10"], [
-        [17.4, 86.5, 92.4, 95.9, 97.6, 32.6, 71.9, 82.0, 89.5, 94.8, 20.4, 38.2, 54.9, 71.0, 83.6],
-        [48.3, 88.7, 93.2, 95.9, 97.6, 53.2, 75.3, 83.9, 90.2, 95.0, 16.0, 40.2, 56.3, 71.5, 83.7],
-        [45.3, 92.5, 95.7, 97.6, 98.7, 53.0, 75.9, 85.1, 91.5, 95.4, 21.3, 39.5, 56.2, 71.1, 83.7],
-        [44.1, 92.1, 95.7, 97.5, 98.6, 51.3, 74.4, 84.2, 90.7, 95.1, 20.0, 36.4, 52.4, 68.5, 82.1],
-        [30.5, 57.6, 71.1, 82.1, 90.1, 38.9, 59.5, 73.3, 84.1, 91.4, 13.3, 24.4, 40.0, 58.8, 76.4],
-        [31.7, 87.6, 92.9, 96.0, 97.9, 37.3, 69.4, 80.1, 88.5, 94.1, 11.4, 26.0, 41.4, 59.6, 76.4],
-        [47.5, 93.9, 96.6, 98.2, 98.9, 52.1, 77.6, 86.0, 91.8, 95.6, 25.3, 41.4, 57.3, 72.6, 84.9],
-    ]),
-    "table2": _table(_T1_ROWS, ["CUB-200", "Cars-196"], [
-        [34.3, 31.7, 42.2, 55.4, 67.9, 23.7, 24.2, 32.8, 43.4, 54.9],
-        [49.9, 34.9, 45.0, 55.4, 65.7, 40.5, 33.2, 41.2, 49.4, 58.3],
-        [50.5, 39.7, 52.2, 64.4, 76.5, 37.2, 34.8, 46.7, 59.4, 71.7],
-        [50.6, 43.7, 55.7, 67.6, 78.4, 25.8, 30.6, 40.8, 52.2, 63.2],
-        [38.9, 25.7, 36.6, 48.7, 61.9, 33.2, 33.0, 43.6, 55.6, 67.9],
-        [52.1, 42.2, 54.5, 66.7, 78.2, 37.3, 38.5, 50.7, 62.7, 74.9],
-        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
-    ]),
-    "table3": _table(["Exemplar", "Rotation", "NCE", "DeepCluster", "Synthetic", "Ours"], ["CUB-200", "Cars-196"], [
-        [45.0, 38.2, 50.3, 62.8, 75.0, 35.4, 36.5, 48.1, 59.2, 71.0],
-        [49.1, 42.5, 55.8, 68.6, 79.4, 32.7, 33.3, 44.6, 56.4, 68.5],
-        [45.1, 39.2, 51.4, 63.7, 75.8, 35.6, 37.5, 48.7, 59.8, 71.5],
-        [53.0, 42.9, 54.1, 65.6, 76.2, 38.5, 32.6, 43.8, 57.0, 69.5],
-        [53.4, 43.5, 56.2, 68.3, 79.1, 37.6, 42.0, 54.3, 66.0, 77.2],
-        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
-    ]),
-    "table4": pd.DataFrame(
-        [[42.9, 91.5, 95.3, 97.3, 98.6], [47.5, 93.9, 96.6, 98.2, 98.9],
-         [50.3, 73.3, 82.4, 89.7, 94.4], [52.1, 77.6, 86.0, 91.8, 95.6],
-         [19.0, 37.4, 54.2, 69.7, 83.4], [25.3, 41.4, 57.3, 72.6, 84.9]],
-        index=pd.MultiIndex.from_product([["MNIST", "Fashion-MNIST", "CIFAR-10"], ["w/o orth", "w/ orth"]]),
-        columns=_M5,
-    ),
-    "table5": pd.DataFrame(
-        [[42.6, 55.2, 66.9, 77.6], [41.4, 54.5, 67.1, 78.4], [44.8, 56.9, 69.1, 79.9]],
-        index=["Triplet", "Angular", "Ours"], columns=["R@1", "R@2", "R@4", "R@8"],
-    ),
-    # Figure 2 (middle): sensitivity to α on Cars-196.
-    "alpha": pd.DataFrame(
-        [[40.5, 45.0, 57.2, 69.0, 79.8], [40.3, 45.5, 57.8, 69.1, 80.0],
-         [40.7, 45.7, 58.1, 69.5, 80.4], [40.4, 45.7, 57.9, 69.4, 80.1]],
-        index=[35.0, 40.0, 45.0, 55.0], columns=_M5,
-    ),
+    **{f"table{k}": reported_table(f"ssdml_table{k}") for k in range(1, 6)},
+    "alpha": reported_table("ssdml_figure2_alpha"),
 }
-REPORTED["alpha"].index.name = "alpha (degrees)"
 # Figure 2 (left): the epochs of the convergence curve the paper shows (Cars-196, whole training set).
 REPORTED_CONVERGENCE_EPOCHS = 100
 
