@@ -20,7 +20,14 @@ from torch import nn
 from dmlnb.data import InMemoryDataset, load_dataset
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments import discriminative as X
-from dmlnb.losses.discriminative import lemma31_bound, onehot_centroids, triplet_loss_all
+from dmlnb.losses.discriminative import (
+    BackboneLR,
+    CentroidNet,
+    LemmaTracker,
+    lemma31_bound,
+    onehot_centroids,
+    triplet_loss_all,
+)
 from dmlnb.profiles import PROFILES
 
 SMOKE = X.experiment_config("smoke", {"epochs": 2, "steps_per_epoch": 3, "eval_metrics": ("recall",)})
@@ -76,7 +83,7 @@ def test_reported_tables_match_the_paper() -> None:
 def test_centroid_net_trains_last_layer_and_evaluates_penultimate() -> None:
     cfg = SMOKE
     model = X.build_network("discriminative", cfg, (1, 8, 8), num_classes=5)
-    assert isinstance(model, X.CentroidNet)
+    assert isinstance(model, CentroidNet)
     x = torch.randn(6, 1, 8, 8)
     model.train()
     assert model(x).shape == (6, 5)
@@ -172,7 +179,7 @@ def test_lemma_tracker_matches_an_independent_evaluation(digits) -> None:
     c = digits.num_train_classes
     model = X.build_network("discriminative", SMOKE, digits.input_shape, c)
     sub = X.balanced_subset(digits.train, per_class=12, seed=0)
-    tracker = X.LemmaTracker(sub, onehot_centroids(c, c), every=1)
+    tracker = LemmaTracker(sub, onehot_centroids(c, c), every=1)
     row = tracker.measure(model)
     assert model.eval_layer == "penultimate"  # restored
     model.eval()
@@ -193,12 +200,12 @@ def test_lemma_tracker_records_start_and_every_epoch_and_checkpoints(digits) -> 
     c = digits.num_train_classes
     cfg = SMOKE.replace(epochs=3)
     model = X.build_network("discriminative", cfg, digits.input_shape, c)
-    tracker = X.LemmaTracker(X.balanced_subset(digits.train, per_class=10), onehot_centroids(c, c), every=2)
+    tracker = LemmaTracker(X.balanced_subset(digits.train, per_class=10), onehot_centroids(c, c), every=2)
     train(model, X.build_loss("discriminative", c, cfg.embedding_dim), digits.train, None, cfg,
           hooks=[tracker], progress=False)
     assert [r["epoch"] for r in tracker.rows] == [0.0, 2.0]
     assert [r["step"] for r in tracker.rows] == [0.0, 2.0 * cfg.steps_per_epoch]
-    clone = X.LemmaTracker(tracker.dataset, tracker.centroids)
+    clone = LemmaTracker(tracker.dataset, tracker.centroids)
     clone.load_state_dict(tracker.state_dict())
     assert clone.rows == tracker.rows
 
@@ -211,7 +218,7 @@ def test_backbone_lr_equals_sgd_with_two_param_groups() -> None:
     b.load_state_dict(a.state_dict())
     lr, wd, factor = 0.1, 5e-3, 0.1
     opt_a = torch.optim.SGD(a.parameters(), lr=lr, momentum=0.9)
-    hook = X.BackboneLR(X.backbone_parameters(a), factor, wd)
+    hook = BackboneLR(X.backbone_parameters(a), factor, wd)
     backbone_b = {id(p) for p in X.backbone_parameters(b)}
     opt_b = torch.optim.SGD(
         [{"params": [p for p in b.parameters() if id(p) in backbone_b], "lr": lr * factor},

@@ -14,6 +14,7 @@ import torch
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.ssdml.base import PartitionObjective
+from dmlnb.ssdml.supervised import LabelledTriplets
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
@@ -60,7 +61,7 @@ def test_effective_rank_against_numpy():
 def test_labelled_triplets_only_use_labels():
     torch.manual_seed(0)
     labels = torch.tensor([0, -1, 0, 1, -1, 1, 2, 2])
-    obj = ssx.LabelledTriplets(4, 2, "triplet")
+    obj = LabelledTriplets(4, 2, "triplet")
     t = obj.prepare(torch.randn(8, 4), labels)
     assert len(t) == 6  # ordered positive pairs: 2 per class
     assert bool((labels[t] >= 0).all())

@@ -8,12 +8,10 @@ together:
   seeds, the margin multiplier and its decay, and the sizes of the diagnostics;
 * :func:`build_loss` / :func:`method_config`: the four compared losses with the paper's settings
   (triplet with semi-hard mining, lifted structure, N-pairs, the clustering loss);
-* :class:`InsideLossHook`: a training hook that logs, per step, the clustering loss's oracle
-  score, loss-augmented score, the NMI of the inferred clustering, the greedy and PAM-refined
-  objectives, and the inference time beside the whole step's time (any loss: the step time);
 * :func:`run_method`: one training run with the batches of :class:`dmlnb.samplers.ClassRatioSampler`,
-  whose record (with the hook's log, the paper's geometric NMI and, optionally, a t-SNE map of
-  the test embedding) is saved and reloaded without retraining;
+  whose record (with the per-step log of :class:`~dmlnb.losses.facility_location.InsideLossHook`,
+  the paper's geometric NMI and, optionally, a t-SNE map of the test embedding) is saved and
+  reloaded without retraining;
 * :func:`inside_loss_frame` / :func:`inside_loss_summary`: the logged diagnostics as tables;
 * the Figure 2 toy (:func:`toy_points`, :func:`train_toy`, :func:`toy_summary`, :func:`run_toy`,
   :func:`toy_frame`): free 2-D points on the unit circle, one class split in two groups by other
@@ -43,7 +41,7 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
-from dmlnb.hooks import Hook, TrainState
+from dmlnb.hooks import Hook
 from dmlnb.losses import (
     FacilityLocationLoss,
     LiftedStructureLoss,
@@ -51,6 +49,7 @@ from dmlnb.losses import (
     NPairLoss,
     TripletLoss,
 )
+from dmlnb.losses.facility_location import InsideLossHook
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
@@ -72,7 +71,6 @@ __all__ = [
     "make_study",
     "method_config",
     "build_loss",
-    "InsideLossHook",
     "MethodRun",
     "run_method",
     "run_name",
@@ -356,78 +354,6 @@ def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------------------------
-# Inside the loss: a per-step log
-# ----------------------------------------------------------------------------------------------
-
-# FacilityLocationLoss.last_stats key -> logged column.
-_FL_COLUMNS = {
-    "margin_multiplier": "gamma",
-    "oracle_score": "oracle",
-    "predicted_score": "predicted",
-    "augmented_score": "augmented",
-    "nmi": "nmi",
-    "greedy_objective": "greedy",
-    "refined_objective": "refined",
-    "pam_swaps": "swaps",
-    "inference_seconds": "inference_s",
-}
-
-
-class InsideLossHook(Hook):
-    """Logs every ``every``-th training step: its wall time and, for the clustering loss, what
-    happened inside the loss.
-
-    Columns (one list per column in :attr:`log`): ``step``, ``loss``, ``step_s`` (seconds from
-    the start of the step to the end of the optimiser step: forward, loss, backward, update; the
-    batch's loading is outside) and, when the loss is a :class:`FacilityLocationLoss`, ``gamma``,
-    ``oracle`` (``F~``, Eq. 5), ``predicted`` (``F(X, S_PAM)``, Eq. 4), ``augmented``
-    (``F + gamma (1 - NMI)``, the (*) of Eq. 6), ``nmi`` (of the inferred clustering
-    ``g(S_PAM)`` against the labels), ``greedy`` / ``refined`` (the objective ``A`` of
-    Algorithm 1's set and after Algorithm 2), ``swaps`` (PAM swaps) and ``inference_s`` (seconds
-    of the loss-augmented inference). The log is checkpointed with the run.
-    """
-
-    def __init__(self, every: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every must be >= 1, got {every}")
-        self.every = int(every)
-        self.log: dict[str, list[float]] = {}
-        self._t0: float | None = None
-
-    def __repr__(self) -> str:
-        return f"InsideLossHook(every={self.every})"
-
-    def on_step_start(self, state: TrainState) -> None:
-        if state.step % self.every == 0:
-            if state.device.type == "cuda":
-                torch.cuda.synchronize(state.device)
-            self._t0 = time.perf_counter()
-
-    def on_step_end(self, state: TrainState) -> None:
-        if self._t0 is None:
-            return
-        if state.device.type == "cuda":
-            torch.cuda.synchronize(state.device)
-        row: dict[str, float] = {
-            "step": float(state.step),
-            "loss": float(state.loss) if state.loss is not None else math.nan,
-            "step_s": time.perf_counter() - self._t0,
-        }
-        self._t0 = None
-        loss_fn = state.loss_fn
-        if isinstance(loss_fn, FacilityLocationLoss) and loss_fn.last_stats:
-            row.update({col: float(loss_fn.last_stats[key]) for key, col in _FL_COLUMNS.items()})
-        for key, value in row.items():
-            self.log.setdefault(key, []).append(value)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"log": {str(k): [float(x) for x in v] for k, v in self.log.items()}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.log = {k: list(v) for k, v in state.get("log", {}).items()}
-
-
-# ----------------------------------------------------------------------------------------------
 # Runs
 # ----------------------------------------------------------------------------------------------
 
@@ -435,7 +361,7 @@ class InsideLossHook(Hook):
 @dataclass
 class MethodRun:
     """One finished run: table, method, seed, its record and the chapter's extras (``spec``,
-    ``inside`` (the :class:`InsideLossHook` log), ``metrics_geometric`` (best-epoch test metrics
+    ``inside`` (the :class:`~dmlnb.losses.facility_location.InsideLossHook` log), ``metrics_geometric`` (best-epoch test metrics
     with the paper's geometric-mean NMI), ``tsne`` (``indices`` of the mapped test points and
     their ``xy``) when requested). ``model`` is the best-epoch model when trained in this
     session, else ``None``."""
@@ -502,7 +428,7 @@ def run_method(
 
     Batches come from :class:`dmlnb.samplers.ClassRatioSampler` (``C / m`` of the table, seeded
     by ``seed``), identical for every method of a seed. The clustering loss's margin multiplier
-    decays by :class:`dmlnb.losses.MarginDecayHook`; :class:`InsideLossHook` logs every run. After
+    decays by :class:`dmlnb.losses.MarginDecayHook`; :class:`~dmlnb.losses.facility_location.InsideLossHook` logs every run. After
     training, the best-epoch model is evaluated once more with the geometric-mean NMI of the
     paper (Eq. 9; the training loop's evaluation uses the arithmetic mean) and, for the methods
     in ``study.tsne_methods`` at the first seed, a t-SNE map of the test embedding is stored.
@@ -570,7 +496,7 @@ def gamma_variant(study: Study, gamma: float) -> Study:
 
 
 def inside_loss_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """The :class:`InsideLossHook` logs of ``runs`` as one frame: columns ``method``, ``seed``
+    """The :class:`~dmlnb.losses.facility_location.InsideLossHook` logs of ``runs`` as one frame: columns ``method``, ``seed``
     and the logged columns; for the clustering loss also ``pam_gain = refined - greedy`` and
     ``inference_share = inference_s / step_s``."""
     frames = []

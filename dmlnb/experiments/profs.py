@@ -9,13 +9,13 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
 * :data:`LOSSES`, :data:`TABLE2_LOSSES` and :func:`build_loss`: the integrated losses with the
   settings of their papers (:data:`IMPLEMENTATION` says what each trains);
 * :data:`PAIR_MODE`, :func:`pair_mode` and :func:`profs_loss`: the PROFS variants' losses restricted
-  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.RepresentativePairs`);
+  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.representative_pairs.RepresentativePairs`);
 * :func:`build_components`: the batch sampler and hooks of one variant, ``plain`` (class-balanced
-  batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.RepresentativeSampler` with
-  ``M`` from ``rho`` and :class:`~dmlnb.profs.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
+  batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.representatives.RepresentativeSampler` with
+  ``M`` from ``rho`` and :class:`~dmlnb.profs.proximal.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
   negative class mining); SoftTriple gets its adaptation (every iteration a subproblem,
-  :class:`~dmlnb.profs.LaggedProximalHook`; cluster centres as representatives,
-  :class:`~dmlnb.profs.CenterRepresentatives`);
+  :class:`~dmlnb.profs.proximal.LaggedProximalHook`; cluster centres as representatives,
+  :class:`~dmlnb.profs.representatives.CenterRepresentatives`);
 * :class:`TimedSampler`: measures the seconds a sampler spends building batches and in its hook
   calls (representative bookkeeping and mining), for the HNCM cost;
 * :func:`run_variant`: one training run, or its finished record reloaded;
@@ -60,14 +60,10 @@ from dmlnb.losses import (
 )
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.profs import (
-    CenterRepresentatives,
-    LaggedProximalHook,
-    ProximalHook,
-    RepresentativePairs,
-    RepresentativeSampler,
-    projection_period,
-)
+from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
+from dmlnb.profs.representative_pairs import RepresentativePairs
+from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler, projection_period
+from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
 from dmlnb.reported import reported_table
 from dmlnb.reporting import (
@@ -102,7 +98,6 @@ __all__ = [
     "profs_loss",
     "period_for",
     "build_components",
-    "TimedSampler",
     "ProfsRun",
     "run_name",
     "run_variant",
@@ -323,7 +318,7 @@ def build_loss(key: str, num_classes: int, embedding_dim: int) -> nn.Module:
     raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
 
 
-#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.RepresentativePairs`):
+#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.representative_pairs.RepresentativePairs`):
 #:
 #: * ``"anchored"``, pairs anchored at a class representative: contrastive, triplet and Margin,
 #:   "each class representative should have the same number of its corresponding positive pairs
@@ -360,7 +355,7 @@ def pair_mode(key: str, variant: str) -> str:
 
 def profs_loss(key: str, variant: str, loss: nn.Module, config: TrainConfig) -> nn.Module:
     """``loss`` as the variant trains it: PROFS and PROFS-HNCM wrap it in
-    :class:`~dmlnb.profs.RepresentativePairs` (``m = config.m_per_class``, mode
+    :class:`~dmlnb.profs.representative_pairs.RepresentativePairs` (``m = config.m_per_class``, mode
     :func:`pair_mode`); ``plain`` runs and SoftTriple use it unchanged."""
     if variant == "plain" or key == "softtriple":
         return loss
@@ -378,7 +373,7 @@ def loss_config(key: str, config: TrainConfig) -> TrainConfig:
 
 
 def period_for(config: TrainConfig, num_classes: int, rho: float) -> int:
-    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)`` (:func:`dmlnb.profs.projection_period`)."""
+    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)`` (:func:`dmlnb.profs.representatives.projection_period`)."""
     return projection_period(rho, config.batch_size, config.m_per_class, num_classes)
 
 
@@ -396,13 +391,13 @@ def build_components(
     """The batch sampler and extra hooks of one variant.
 
     * ``plain``: :class:`~dmlnb.samplers.MPerClassSampler` (``I = m_per_class`` per class), no hook.
-    * ``PROFS``: :class:`~dmlnb.profs.RepresentativeSampler` (``period = M``) and
-      :class:`~dmlnb.profs.ProximalHook` (``lam``, the same ``M``, on all of the network's
+    * ``PROFS``: :class:`~dmlnb.profs.representatives.RepresentativeSampler` (``period = M``) and
+      :class:`~dmlnb.profs.proximal.ProximalHook` (``lam``, the same ``M``, on all of the network's
       parameters as in Eq. 4.7). SoftTriple: every iteration is a subproblem, so the sampler
       renews the representatives every step and the proximal term is
-      :class:`~dmlnb.profs.LaggedProximalHook` (``period`` is ignored).
+      :class:`~dmlnb.profs.proximal.LaggedProximalHook` (``period`` is ignored).
     * ``PROFS-HNCM``: the same with hard negative class mining; for SoftTriple the cluster
-      centres are the representatives (:class:`~dmlnb.profs.CenterRepresentatives`).
+      centres are the representatives (:class:`~dmlnb.profs.representatives.CenterRepresentatives`).
 
     The sampler is wrapped in a :class:`TimedSampler` (it measures the bookkeeping time).
     """
@@ -423,77 +418,6 @@ def build_components(
     else:
         hooks.append(ProximalHook(model, lam, period, params=proximal_params))
     return TimedSampler(sampler), hooks
-
-
-class TimedSampler(Sampler[list[int]], Hook):
-    """A batch sampler (and its hook calls) with a stopwatch.
-
-    Yields ``sampler``'s batches unchanged and forwards ``set_epoch``, ``len`` and, when the
-    sampler is a :class:`~dmlnb.hooks.Hook`, every hook call. :attr:`seconds` accumulates the
-    time spent producing batches (the class choice, HNCM's scan, drawing examples) and in the
-    sampler's hook calls (storing the representatives' embeddings): the bookkeeping PROFS adds
-    to a step. :attr:`calls` counts the batches produced. Both are checkpointed.
-    """
-
-    def __init__(self, sampler: Sampler) -> None:
-        self.sampler = sampler
-        self.seconds = 0.0
-        self.calls = 0
-
-    def __repr__(self) -> str:
-        return f"TimedSampler({self.sampler!r})"
-
-    def __len__(self) -> int:
-        return len(self.sampler)  # type: ignore[arg-type]
-
-    def set_epoch(self, epoch: int) -> None:
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        t0 = time.perf_counter()
-        it = iter(self.sampler)
-        self.seconds += time.perf_counter() - t0
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                self.seconds += time.perf_counter() - t0
-                return
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
-            yield batch
-
-    def _timed(self, name: str, state: TrainState) -> None:
-        if isinstance(self.sampler, Hook):
-            t0 = time.perf_counter()
-            getattr(self.sampler, name)(state)
-            self.seconds += time.perf_counter() - t0
-
-    def on_train_start(self, state: TrainState) -> None:
-        self._timed("on_train_start", state)
-
-    def on_step_start(self, state: TrainState) -> None:
-        self._timed("on_step_start", state)
-
-    def after_backward(self, state: TrainState) -> None:
-        self._timed("after_backward", state)
-
-    def on_step_end(self, state: TrainState) -> None:
-        self._timed("on_step_end", state)
-
-    def on_epoch_end(self, state: TrainState) -> None:
-        self._timed("on_epoch_end", state)
-
-    def state_dict(self) -> dict[str, Any]:
-        inner = self.sampler.state_dict() if isinstance(self.sampler, Hook) else {}
-        return {"inner": inner, "seconds": float(self.seconds), "calls": int(self.calls)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(self.sampler, Hook):
-            self.sampler.load_state_dict(state["inner"])
-        self.seconds, self.calls = float(state["seconds"]), int(state["calls"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -618,7 +542,7 @@ def hncm_pick_cost(
 ) -> pd.DataFrame:
     """Seconds to choose the classes of one batch, uniformly and by HNCM, as ``L`` grows.
 
-    For each ``L`` a :class:`~dmlnb.profs.RepresentativeSampler` over ``L`` classes of 2 images
+    For each ``L`` a :class:`~dmlnb.profs.representatives.RepresentativeSampler` over ``L`` classes of 2 images
     gets a random ``(L, D)`` representative memory; the fastest of ``repeats`` draws of one batch
     (``classes_per_batch`` classes) is timed with and without HNCM. HNCM's greedy scan is
     ``classes_per_batch - 1`` products with the ``(L, D)`` memory: ``O(L D)`` per pick.

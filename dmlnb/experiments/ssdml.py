@@ -7,7 +7,7 @@ Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls 
 * :func:`build_network` and :func:`build_objective`: the network ``f_θ`` (L2-normalised ``z``) and
   the method's :class:`~dmlnb.ssdml.base.PartitionObjective` (ours, ours without orthogonality,
   the five deep baselines of :mod:`dmlnb.ssdml.baselines`, and the supervised triplet / angular
-  baselines trained on the labelled part only, :class:`LabelledTriplets`);
+  baselines trained on the labelled part only, :class:`~dmlnb.ssdml.supervised.LabelledTriplets`);
 * :func:`run_method`: one run by Algorithm 1 whose record (with collapse measures, t-SNE
   coordinates and retrieval neighbours as extras) is saved and reloaded without retraining;
 * :func:`embedding_spectrum`: singular values and effective rank of an embedding (collapse);
@@ -45,8 +45,9 @@ from dmlnb.records import RunRecord, load_finished_record
 from dmlnb.reported import reported_table
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, group_verdict, not_tested
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
-from dmlnb.ssdml.angular import AngularSSDML, smooth_angular_loss
-from dmlnb.ssdml.base import LinearMetric, PartitionObjective
+from dmlnb.ssdml.angular import AngularSSDML
+from dmlnb.ssdml.base import PartitionObjective
+from dmlnb.ssdml.supervised import LabelledTriplets
 
 __all__ = [
     "METHODS",
@@ -59,7 +60,6 @@ __all__ = [
     "load_splits",
     "build_network",
     "build_objective",
-    "LabelledTriplets",
     "embedding_spectrum",
     "triplet_purity",
     "MethodRun",
@@ -358,44 +358,6 @@ def build_network(config: TrainConfig, input_shape: tuple[int, int, int]) -> tup
     if config.model.startswith("ssdml"):
         return model.trunk, model.feature_dim
     return model, config.embedding_dim
-
-
-class LabelledTriplets(PartitionObjective):
-    """The supervised baselines of Table 5, trained on the labelled part only.
-
-    Units are triplets of labelled examples: every ordered positive pair ``(a, p)`` with one
-    negative drawn uniformly per pair and partition (torch's global generator, seeded).
-    ``loss="triplet"``: ``[δ²_L(a, p) − δ²_L(a, n) + margin]_+`` (FaceNet, squared distances);
-    ``loss="angular"``: Eq. (3) (the angular loss of Wang et al. 2017 in its triplet form).
-    ``L`` is unconstrained.
-    """
-
-    unit_size = 3
-
-    def __init__(self, dim: int, out_dim: int | None, loss: str, margin: float = 0.2, alpha_degrees: float = 40.0) -> None:
-        super().__init__(LinearMetric(dim, out_dim))
-        if loss not in ("triplet", "angular"):
-            raise ValueError(f"loss must be 'triplet' or 'angular', got {loss!r}")
-        self.loss, self.margin, self.alpha_degrees = loss, margin, alpha_degrees
-
-    def prepare(self, z: Tensor, labels: Tensor) -> Tensor:
-        """``(P, 3)`` triplets over the labelled rows (``labels >= 0``) of the partition."""
-        known = torch.nonzero(labels >= 0).squeeze(1)  # (N_L,)
-        y = labels[known]
-        same = y[:, None] == y[None, :]  # (N_L, N_L)
-        pos = same & ~torch.eye(len(y), dtype=torch.bool, device=y.device)
-        a, p = torch.nonzero(pos, as_tuple=True)  # (P,), (P,)
-        neg_w = (~same[a]).float()  # (P, N_L)
-        if len(a) == 0 or not bool((neg_w.sum(1) > 0).all()):
-            raise ValueError("the labelled set needs two classes with >= 2 examples each to form triplets")
-        n = torch.multinomial(neg_w, 1).squeeze(1)  # (P,)
-        return torch.stack([known[a], known[p], known[n]], dim=1)
-
-    def unit_loss(self, z: Tensor, rows: Tensor) -> Tensor:
-        if self.loss == "angular":
-            return smooth_angular_loss(self.metric, z, self.alpha_degrees)
-        a, p, n = z.unbind(1)
-        return F.relu(self.metric.sq_dist(a, p) - self.metric.sq_dist(a, n) + self.margin).mean()
 
 
 def build_objective(method: str, setting: Setting, dim: int, alpha: float | None = None) -> PartitionObjective:
