@@ -372,34 +372,6 @@ def test_margins_come_from_the_papers_tables() -> None:
     assert scaling["N C (training images x classes)"] == pytest.approx(5864 * 100 / (8054 * 98))
 
 
-def test_equivalence_is_two_one_sided_tests() -> None:
-    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
-
-    a, b = [0.550, 0.552, 0.548], [0.551, 0.549, 0.550]
-    assert X.equivalent(a, b, 0.01) == HOLDS and X.equivalent(b, a, 0.01) == HOLDS
-    far = [0.60, 0.602, 0.598]
-    v = X.equivalent(far, b, 0.01, scale=100, unit=" pts")
-    # the effect is the difference itself, beyond the margin
-    assert v == FAILS and v.low > 0.01 and v.effect == pytest.approx(0.05) and "margin ±1 pts" in v.note
-    assert X.equivalent(a[:1], b[:1], 0.01) == INCONCLUSIVE  # one run per side never decides
-    noisy = [0.50, 0.56, 0.60]
-    assert X.equivalent(noisy, b, 0.01) == INCONCLUSIVE
-
-
-def test_all_of_and_most_of() -> None:
-    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, compare
-
-    up, down, flat = [0.6, 0.61, 0.62], [0.5, 0.51, 0.52], [0.5, 0.6, 0.7]
-    yes, no, maybe = compare(up, down), compare(down, up), compare(flat, down)
-    assert X.all_of({"a": yes, "b": yes}) == HOLDS and X.all_of({"a": yes, "b": no}) == FAILS
-    assert X.all_of({"a": yes, "b": maybe}) == INCONCLUSIVE
-    assert X.most_of({"a": yes, "b": yes, "c": no}) == HOLDS
-    assert X.most_of({"a": yes, "b": no, "c": no}) == FAILS
-    assert X.most_of({"a": yes, "b": maybe, "c": no}) == INCONCLUSIVE
-    assert "2 of 3" in X.most_of({"a": yes, "b": yes, "c": no}).note
-    assert X.paired_differences(up, down) == HOLDS
-
-
 def _evidence(seeds: int = 3, counterexample: bool = False, vgg: bool = False) -> "X.ClaimEvidence":
     """Fabricated per-seed numbers: semi-hard far ahead of everything, the discriminative loss
     just ahead of the other triplet losses and the softmax, a shrinking bound, linear / cubic slopes."""

@@ -187,16 +187,6 @@ DOWN = ([0.40, 0.41, 0.42], [0.50, 0.51, 0.52])
 FLAT = ([0.50, 0.55, 0.45], [0.50, 0.51, 0.52])
 
 
-def test_every_loss_verdict():
-    assert X.every_loss(_v(UP, UP)) == HOLDS
-    v = X.every_loss(_v(UP, FLAT))
-    assert v == INCONCLUSIVE and v.low < 0 < v.high and "1 of 2 hold" in v.note
-    v = X.every_loss(_v(UP, DOWN, DOWN))
-    assert v == f"{FAILS}: 1 of 3 losses hold" and v.high < 0 and "worse for 2 of 3" in v.note
-    assert X.every_loss(_v(DOWN)) == FAILS
-    assert X.every_loss({}) == NOT_TESTED
-
-
 def test_sweep_verdicts_need_an_interior_value_beating_both_ends_with_three_seeds():
     peak = {1: [0.50, 0.51, 0.49], 13: [0.60, 0.61, 0.59], 40: [0.55, 0.56, 0.54]}
     rising = {1: [0.50, 0.51, 0.49], 13: [0.55, 0.56, 0.54], 40: [0.60, 0.61, 0.59]}
@@ -289,10 +279,7 @@ def test_build_claims_from_fabricated_seeds():
     assert conv.verdict == INCONCLUSIVE and "refuted, not shown" in conv.verdict.note
 
 
-def test_no_difference_and_metric_verdicts():
-    assert X.no_difference(_v(FLAT, FLAT)) == INCONCLUSIVE
-    assert X.no_difference(_v(FLAT, UP)) == FAILS and X.no_difference(_v(DOWN)) == FAILS
-    assert X.no_difference({}) == NOT_TESTED
+def test_metric_verdicts():
     runs = {("A", "plain"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.50, 0.51, 0.52)],
             ("A", "PROFS"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.60, 0.61, 0.62)]}
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])

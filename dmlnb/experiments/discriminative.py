@@ -20,8 +20,8 @@ calls together:
 * :func:`step_timing`: training steps of every method timed in one process, interleaved (the
   only timings the chapter compares across methods);
 * :func:`claim_evidence`, :func:`chapter_claims` (the paper's claims) and :func:`our_measurements`
-  (the chapter's own), judged by the book's rule, with the margin :func:`alike_margin` read from
-  the paper's Table 3, :func:`equivalent`, :func:`all_of` and :func:`most_of`;
+  (the chapter's own), judged by the book's rule (:mod:`dmlnb.reporting`), with the margin
+  :func:`alike_margin` read from the paper's Table 3;
 * :func:`deviation_runs`, :func:`deviations_table` and :func:`run_provenance`: every deviation
   from the paper, three of them measured, and the code versions of the run records.
 """
@@ -42,6 +42,7 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
+from dmlnb.experiments.settings import profile_settings
 from dmlnb.hooks import Hook
 from dmlnb.losses import (
     DiscriminativeLoss,
@@ -66,8 +67,8 @@ from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
 from dmlnb.reported import reported_table
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, MIN_RUNS, NOT_TESTED, Claim, Verdict, compare, compare_to_threshold,
-    holds_for_every, not_tested,
+    Claim, all_of, best_minus_last, compare, compare_to_threshold, equivalent, holds_for_every, most_of, not_tested,
+    paired_differences, provenance_frame,
 )
 from dmlnb.training import train
 
@@ -103,21 +104,16 @@ __all__ = [
     "MAX_EPS",
     "alike_margins",
     "table7_scaling",
-    "all_of",
-    "most_of",
-    "paired_differences",
     "our_measurements",
     "step_timing",
     "DEVIATION_VARIANTS",
     "deviation_runs",
-    "selection_gain",
     "deviations_table",
     "run_provenance",
     "tidy_axes",
     "CUBIC_ORDER_LIMIT",
     "ORDER_OF_MAGNITUDE",
     "alike_margin",
-    "equivalent",
     "ClaimEvidence",
     "claim_evidence",
     "chapter_claims",
@@ -206,15 +202,9 @@ def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) 
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
-    """A copy of :data:`SETTINGS` ``[profile]`` with ``changes`` applied (unknown keys raise)."""
-    if profile not in SETTINGS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {list(SETTINGS)}")
-    out = dict(SETTINGS[profile])
-    unknown = sorted(set(changes) - set(out))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; valid: {sorted(out)}")
-    out.update({k: v for k, v in changes.items() if v is not None})
-    return out
+    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied (unknown
+    keys raise; :func:`~dmlnb.experiments.settings.profile_settings`)."""
+    return profile_settings(SETTINGS, profile, **changes)
 
 
 # --------------------------------------------------------------------------- networks
@@ -759,70 +749,6 @@ def table7_scaling() -> pd.DataFrame:
                                   "N C (training images x classes)": (n1 * c1) / (n2 * c2)}})
 
 
-def equivalent(
-    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = ""
-) -> Verdict:
-    """The rule for "A and B perform alike" within ``±margin`` (two one-sided tests): the 90%
-    interval of ``mean(A) - mean(B)`` from :func:`dmlnb.reporting.compare` must lie inside
-    ``(-margin, margin)`` to hold; it does not hold when the interval lies wholly outside; otherwise
-    (or with fewer than 3 runs per side) inconclusive. The effect shown is the difference itself."""
-    d = compare(a, b, scale=scale, unit=unit)
-    if str(d) == NOT_TESTED:
-        return d
-    note = f"equivalence margin ±{margin * scale:.3g}{unit}"
-    if min(d.n) < MIN_RUNS:
-        text = INCONCLUSIVE
-        note += f"; {d.note}"
-    elif -margin < d.low and d.high < margin:
-        text = HOLDS
-    elif d.low > margin or d.high < -margin:
-        text = FAILS
-    else:
-        text = INCONCLUSIVE
-        note += "; the interval crosses the margin"
-    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit)
-
-
-def all_of(verdicts: Mapping[str, Verdict], what: str = "measures") -> Verdict:
-    """A claim over several measures / cases judged each by the rule: holds when every one holds,
-    does not hold when one does not, else inconclusive; carries the weakest (lowest lower bound)."""
-    vs = list(verdicts.values())
-    if not vs:
-        return not_tested(f"no {what}")
-    texts = [str(v) for v in vs]
-    weakest = min(vs, key=lambda v: v.low if np.isfinite(v.low) else -np.inf)
-    if all(t == HOLDS for t in texts):
-        text, note = HOLDS, f"all {len(vs)} {what} hold; weakest shown"
-    elif FAILS in texts:
-        failing = [k for k, v in verdicts.items() if str(v) == FAILS]
-        weakest = verdicts[failing[0]]
-        text, note = FAILS, f"fails on {', '.join(failing)}"
-    else:
-        text = INCONCLUSIVE
-        note = f"{texts.count(HOLDS)} of {len(vs)} {what} hold, none fails; weakest shown"
-    return Verdict(text, weakest.effect, weakest.low, weakest.high, weakest.n, note, weakest.scale, weakest.unit)
-
-
-def most_of(verdicts: Mapping[str, Verdict], what: str = "methods") -> Verdict:
-    """"Improves over most of them": holds when more than half of the pairwise verdicts hold; does
-    not hold when, even if every inconclusive pair held, half or fewer would; else inconclusive.
-    The effect is the share of pairs that hold."""
-    texts = [str(v) for v in verdicts.values() if str(v) != NOT_TESTED]  # untested parts do not count
-    if not texts:
-        return not_tested(f"no {what} tested")
-    m, k, open_ = len(texts), texts.count(HOLDS), texts.count(INCONCLUSIVE)
-    text = HOLDS if k > m / 2 else FAILS if k + open_ <= m / 2 else INCONCLUSIVE
-    share = k / m
-    held = ", ".join(name for name, v in verdicts.items() if str(v) == HOLDS) or "none"
-    return Verdict(text, share, share, share, (m,), f"{k} of {m} {what} hold ({held})")
-
-
-def paired_differences(a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, unit: str = "") -> Verdict:
-    """"A beats B" on paired per-run values (the same run measured two ways): the rule's one-sample
-    test of the per-run differences ``a - b`` against 0 (:func:`compare_to_threshold`)."""
-    return compare_to_threshold([x - y for x, y in zip(a, b)], 0.0, scale=scale, unit=unit)
-
-
 @dataclass
 class ClaimEvidence:
     """Per-run numbers the claims are judged on (one entry per seed, in the same seed order on
@@ -879,7 +805,7 @@ def claim_evidence(
     return ClaimEvidence(
         metrics=metrics, layers=layers, kmeans_r1=[r.best_metrics["R@1"] for r in kmeans_runs], lemma=lemma,
         slopes=slopes, steps=steps, epochs=epochs,
-        last_epoch_share=float(np.mean([r.record.best["epoch"] == epochs for r in every])),
+        last_epoch_share=float(np.mean([r.record.best_is_last for r in every])),
         vgg_r1=[r.best_metrics["R@1"] for r in vgg_runs],
     )
 
@@ -931,8 +857,8 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     # Table 2: every discriminative run (one-hot and K-means), paired, at every Recall@K.
     layer_v = {k: paired_differences(*ev.layers[k], **pts) for k in recall if k in ev.layers}
     # Sec. 4.4: over most triplet-based methods under Recall@K (a method counts when every K holds).
-    per_method = {row: all_of({k: compare(disc[k], m[row][k], **pts) for k in recall}) for row in TRIPLET_FAMILY}
-    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures})
+    per_method = {row: all_of({k: compare(disc[k], m[row][k], **pts) for k in recall}, "measures") for row in TRIPLET_FAMILY}
+    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
     n_disc = _slope(ev.slopes, "discriminative", "slope in N")
     c_disc = _slope(ev.slopes, "discriminative", "slope in C")
     n_naive = _slope(ev.slopes, "triplet all (enumerated)", "slope in N")
@@ -985,7 +911,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
               "Tables 4-5: R@1 above " + ", ".join(
                   f"{sum(t.loc['Discriminative', 'R@1'] > t.loc[r, 'R@1'] for r in TRIPLET_FAMILY)} of {len(TRIPLET_FAMILY)} ({d})"
                   for t, d in ((t4, "CUB"), (t5, "CAR196"))) + " implemented here",
-              f"each of the {len(TRIPLET_FAMILY)} triplet-based methods counts when R@K is better at every K", most_of(per_method)),
+              f"each of the {len(TRIPLET_FAMILY)} triplet-based methods counts when R@K is better at every K", most_of(per_method, "methods")),
         Claim("... 'e.g., Semi-hard'", "Tables 4-5: R@1 " + ", ".join(
                   f"{t.loc['Discriminative', 'R@1']:.2f} vs {t.loc['Semi-hard', 'R@1']:.2f} ({d})" for t, d in ((t4, "CUB"), (t5, "CAR196"))),
               f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['Semi-hard']['R@1']):.1f}; at every K", per_method["Semi-hard"]),
@@ -1156,15 +1082,6 @@ def step_timing(
     return pd.DataFrame(rows)
 
 
-def selection_gain(runs: Sequence[MethodRun]) -> list[float]:
-    """Per run: best-epoch Recall@1 (the epoch picked on the test classes) minus the last epoch's."""
-    out = []
-    for r in runs:
-        last = max((h for h in r.record.data["history"] if h.get("metrics")), key=lambda h: h["epoch"])
-        out.append(float(r.best_metrics["R@1"] - last["metrics"]["R@1"]))
-    return out
-
-
 def deviations_table(
     base: Sequence[MethodRun], variants: Mapping[str, Sequence[MethodRun]], every_run: Sequence[MethodRun],
     kmeans_stats: Mapping[str, float] | None = None,
@@ -1185,7 +1102,7 @@ def deviations_table(
         return (f"R@1 {100 * np.mean([r.best_metrics['R@1'] for r in runs]):.1f} vs {100 * np.mean(base_r1):.1f}: "
                 f"{e['effect']} {e['90% interval']} ({e['runs per side']} runs; 'the variant is better': {v})")
 
-    gain = selection_gain(every_run)
+    gain = best_minus_last([r.record for r in every_run])
     g = compare_to_threshold(gain, 0.0, scale=100, unit=" pts").evidence()
     stats = ""
     if kmeans_stats is not None:
@@ -1201,7 +1118,7 @@ def deviations_table(
         ("optimiser and schedule", "SGD, lr 0.1 halved every 5 epochs, backbone lr 10x smaller",
          "Adam, lr 1e-3, constant, same lr everywhere", not_measured),
         ("weight decay", "5e-4", "0", effect("weight decay 5e-4")),
-        ("epochs", "up to 40", f"5 ({100 * np.mean([r.record.best['epoch'] == max(h['epoch'] for h in r.record.data['history']) for r in every_run]):.0f}% of the runs peak at the last)",
+        ("epochs", "up to 40", f"5 ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
          not_measured),
         ("augmentation", "random crops and horizontal flips", "none", not_measured),
         ("batches", "128 images, composition not stated", "128 images, 8 per class (16 classes)", effect("1 image per class")),
@@ -1224,13 +1141,10 @@ def deviations_table(
 
 
 def run_provenance(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """When and under which commit every reloaded run was trained (its record's environment)."""
-    rows = []
-    for r in runs:
-        git = r.record.data["environment"].get("git", {}) or {}
-        rows.append({"run": r.record.data["name"], "finished": str(r.record.data.get("finished", ""))[:16],
-                     "commit": str(git.get("commit", ""))[:10], "dirty": git.get("dirty")})
-    frame = pd.DataFrame(rows)
+    """When and under which commit every reloaded run was trained (its record's environment), per
+    (commit, uncommitted changes): runs, first and last finished, and the runs per method."""
+    frame = provenance_frame(r.record for r in runs)
+    frame = frame.assign(commit=frame["commit"].str[:10], finished=frame["finished"].str[:16])
     return frame.groupby(["commit", "dirty"], dropna=False).agg(
         runs=("run", "count"), first=("finished", "min"), last=("finished", "max"),
         methods=("run", lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(pd.Series([x.rsplit("-seed", 1)[0] for x in v]).value_counts().items())))).reset_index()

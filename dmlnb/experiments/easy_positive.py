@@ -61,6 +61,7 @@ from dmlnb.reporting import (
     interior_optimum,
     not_tested,
     paper_run_status,
+    provenance_frame,
 )
 
 __all__ = [
@@ -1041,12 +1042,10 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
 def record_provenance(runner: Runner) -> dict[str, Any]:
     """Code versions and threads of every run record the runner has loaded: how many commits,
     how many made from a dirty tree, the thread counts, and the range of training seconds."""
-    envs = [r.record.data.get("environment", {}) for r in runner.results.values()]
-    commits = {e.get("git", {}).get("commit") for e in envs}
-    secs = [r.record.data.get("total_train_seconds", math.nan) for r in runner.results.values()]
-    return {"runs": len(envs), "commits": len(commits),
-            "dirty": sum(bool(e.get("git", {}).get("dirty")) for e in envs),
-            "threads": dict(pd.Series([e.get("threads") for e in envs]).value_counts().sort_index()),
+    frame = provenance_frame(r.record for r in runner.results.values())
+    secs = frame["train seconds"].to_numpy()
+    return {"runs": len(frame), "commits": len(set(frame["commit"])), "dirty": int(frame["dirty"].map(bool).sum()),
+            "threads": dict(frame["threads"].value_counts().sort_index()),
             "train seconds": (float(np.nanmin(secs)), float(np.nanmax(secs)))}
 
 

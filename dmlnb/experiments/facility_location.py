@@ -55,7 +55,7 @@ from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
 from dmlnb.reported import reported_table
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, compare_to_threshold, group_verdict, not_tested,
+    Claim, Verdict, compare, compare_to_threshold, group_verdict, no_difference, not_tested, provenance_frame,
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.training import train
@@ -817,11 +817,6 @@ def pam_by_table(runs: Sequence[MethodRun]) -> pd.DataFrame:
         for (t, g), p in f.groupby(["table", "gamma"], sort=False)])
 
 
-def _last_eval_is_best(run: MethodRun) -> bool:
-    evaluated = [e["epoch"] for e in run.record.data.get("history", []) if e.get("metrics")]
-    return bool(evaluated) and run.record.data["best"]["epoch"] == max(evaluated)
-
-
 def deviations(
     runs: Mapping[str, Mapping[str, Sequence[MethodRun]]],
     ablation: Mapping[float, Sequence[MethodRun]],
@@ -844,7 +839,7 @@ def deviations(
             f"{t1.config.model if t1 else '—'} from scratch on {t1.config.dataset if t1 else '—'} (28 x 28), one CPU thread")
         if t1 is not None:
             c = t1.config
-            last = [_last_eval_is_best(r) for r in all_runs]
+            last = [r.record.best_is_last for r in all_runs]
             add("training length and model selection", "10k (CUB) or 20k iterations; best iteration reported",
                 (f"{c.epochs} epochs of {c.steps_per_epoch} steps" if c.steps_per_epoch else
                  f"{c.epochs} epochs of one pass ({len(all_runs[0].extras.get('inside', {}).get('step', [])) // c.epochs}"
@@ -895,8 +890,8 @@ def deviations(
     add("timings", "TensorFlow on a GPU",
         "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
         "machine loads, so no timing is compared across runs")
-    commits = {(r.record.data.get("environment", {}).get("git") or {}).get("commit") for r in all_runs}
-    dirty = sum(bool((r.record.data.get("environment", {}).get("git") or {}).get("dirty")) for r in all_runs)
+    provenance = provenance_frame(r.record for r in all_runs)
+    commits, dirty = set(provenance["commit"]), int(provenance["dirty"].map(bool).sum())
     add("provenance of the runs", "—",
         f"the {len(all_runs)} run records were made at {len(commits)} commit(s), {dirty} from a dirty tree; a record is "
         "reloaded when its configuration and method settings match, whatever the code version", nm)
@@ -926,18 +921,6 @@ def _gamma_effect(runs, ablation, study, t1) -> str:
     return f"{t1.table}: " + "; ".join(parts)
 
 
-def _no_change(a: Sequence[float], b: Sequence[float]) -> Verdict:
-    """The rule for "A and B do not differ significantly": it does not hold when either direction
-    passes the one-sided test (:func:`~dmlnb.reporting.compare`); without an equivalence margin
-    (the paper gives none) it can never hold, so the verdict is otherwise inconclusive."""
-    v = compare(a, b, scale=100, unit=" pts")
-    if str(v) in (HOLDS, FAILS):
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n, "the interval of the difference excludes 0", v.scale, v.unit)
-    note = v.note + "; without an equivalence margin 'no change' cannot hold" if v.note else \
-        "without an equivalence margin 'no change' cannot hold"
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
 def claims(
     runs: Mapping[str, Mapping[str, Sequence[MethodRun]]],
     tables: Sequence[TableSpec],
@@ -963,7 +946,7 @@ def claims(
       baselines (:func:`compare_methods`: holds only when every pair holds); a metric at its
       ceiling (:data:`SATURATED`) and a reported table without runs here are "not tested";
     * Sec. 4: the choice of ``C / m`` does not change the results significantly (clustering
-      loss at the two ratios the profile runs, :func:`_no_change`);
+      loss at the two ratios the profile runs, :func:`~dmlnb.reporting.no_difference`);
     * Sec. 3.4: Algorithm 1 is linear in the batch size (:func:`scaling_slopes` below
       :data:`LINEAR_SLOPE`, our threshold) and adds little overhead (not tested: see the reason);
     * Lemma 1: not tested (dmlnb's refinement is monotone by construction, see :func:`deviations`);
@@ -1023,7 +1006,8 @@ def claims(
                 f"clustering loss, same data and test set: {metric} at C/m = {ra:g} "
                 f"{100 * np.mean([r.metrics[metric] for r in a]):.1f}, at {rb:g} {100 * np.mean([r.metrics[metric] for r in b]):.1f} "
                 f"(%, mean over seeds); effect = C/m {ra:g} minus {rb:g}",
-                _no_change([r.metrics[metric] for r in a], [r.metrics[metric] for r in b])))
+                no_difference({f"C/m {ra:g} vs {rb:g}": compare([r.metrics[metric] for r in a], [r.metrics[metric] for r in b],
+                                                                  scale=100, unit=" pts")})))
     paper_34 = ("Sec. 3.4: 'The running time of the algorithm is O(|Y|^3 |V|) ... linear in the size of the minibatch, "
                 "and hence does not add much overhead on top of the gradient computation'")
     if scaling is not None and len(scaling):

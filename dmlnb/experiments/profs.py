@@ -20,9 +20,9 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   calls (representative bookkeeping and mining), for the HNCM cost;
 * :func:`run_variant`: one training run, or its finished record reloaded;
 * :func:`hncm_pick_cost`: the cost of one HNCM batch as the number of classes grows;
-* :func:`gain_frame`, :func:`comparisons_table`, :func:`every_loss`, :func:`sweep_verdicts`,
-  :func:`share_increase`: the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one
-  rule (``compare``, ``interior_optimum``, ``compare_to_threshold``);
+* :func:`gain_frame`, :func:`comparisons_table`, :func:`sweep_verdicts`, :func:`share_increase`:
+  the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one rule (``compare``,
+  ``interior_optimum``, ``compare_to_threshold``, ``all_of`` over the losses, ``no_difference``);
 * :func:`paper_projections`, :func:`projection_reason`: projections per run, the paper's and
   ours, and why the claims that rest on many projections are not tested at a small scale;
 * :func:`reported_differences`, :func:`describe_reported`: the paper's Tables 1-2 in words,
@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Sampler
 
-from dmlnb.hooks import Hook, TrainState
+from dmlnb.experiments.settings import profile_settings
+from dmlnb.hooks import Hook
 from dmlnb.losses import (
     AngularLoss,
     ContrastiveLoss,
@@ -72,10 +73,13 @@ from dmlnb.reporting import (
     INCONCLUSIVE,
     Claim,
     Verdict,
+    all_of,
     compare,
     compare_to_threshold,
     interior_optimum,
+    no_difference,
     not_tested,
+    provenance_frame,
 )
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.training import train
@@ -106,14 +110,12 @@ __all__ = [
     "NEGLIGIBLE_PCT",
     "gain_frame",
     "comparisons_table",
-    "every_loss",
     "sweep_frame",
     "sweep_verdicts",
     "share_increase",
     "step_times",
     "cached_pick_cost",
     "metric_verdicts",
-    "no_difference",
     "sweep_pairs",
     "provenance",
     "deviations_table",
@@ -257,14 +259,9 @@ def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) 
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
-    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied."""
-    if profile not in SETTINGS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {list(SETTINGS)}")
-    out = dict(SETTINGS[profile])
-    unknown = sorted(set(changes) - set(out))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; valid: {sorted(out)}")
-    out.update({k: v for k, v in changes.items() if v is not None})
+    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied
+    (:func:`~dmlnb.experiments.settings.profile_settings`), its loss names checked."""
+    out = profile_settings(SETTINGS, profile, **changes)
     for name in out["ablation_losses"] + (out["lambda_loss"], out["regime_loss"]) + tuple(out["key_losses"] or ()):
         if name not in LOSSES:
             raise ValueError(f"unknown loss {name!r} in the settings; choose from {list(LOSSES)}")
@@ -617,32 +614,6 @@ def comparisons_table(gains: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def every_loss(verdicts: Mapping[str, Verdict]) -> Verdict:
-    """Verdict on "it improves every loss" from one :func:`~dmlnb.reporting.compare` verdict per
-    loss (the same seeds on both sides of each): ``"holds"`` when every loss's holds; ``"does not
-    hold"`` when some loss's does not (``"does not hold: k of m losses hold"`` when others do);
-    otherwise ``"inconclusive"``; no loss: not tested. The verdict carries the deciding loss's
-    evidence: the weakest loss (lowest lower bound), or for "does not hold" the loss whose upper
-    bound is lowest; its note names the losses that decide."""
-    if not verdicts:
-        return not_tested("no losses")
-    m = len(verdicts)
-    held = [k for k, v in verdicts.items() if v == HOLDS]
-    worse = [k for k, v in verdicts.items() if v == FAILS]
-    lower = lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf  # noqa: E731
-    if worse:
-        text = FAILS if not held else f"{FAILS}: {len(held)} of {m} losses hold"
-        pick = min(worse, key=lambda k: verdicts[k].high)
-        note = f"worse for {len(worse)} of {m}: {', '.join(worse)}"
-    elif len(held) == m:
-        text, pick, note = HOLDS, min(held, key=lower), f"weakest of {m}: {min(held, key=lower)}"
-    else:
-        text, pick = INCONCLUSIVE, min(verdicts, key=lower)
-        note = f"{len(held)} of {m} hold, none worse; weakest: {pick} ({verdicts[pick].note})"
-    v = verdicts[pick]
-    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
 def sweep_frame(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
     """A sweep (loss -> swept value -> per-seed results, fractions) as rows ``loss``, ``name``,
     ``mean`` and ``std`` (%, std NaN for one seed) and ``seeds``, for :func:`dmlnb.plots.plot_sweep`."""
@@ -657,7 +628,7 @@ def sweep_verdicts(
 ) -> tuple[Verdict, dict[str, Verdict], pd.DataFrame]:
     """Verdicts on "the sweep has an interior optimum" for each loss of ``points`` (loss -> swept
     value -> per-seed results), each by :func:`dmlnb.reporting.interior_optimum`, and on "for
-    every loss" (:func:`every_loss`). Returns that verdict, the per-loss verdicts and the table of
+    every loss" (:func:`~dmlnb.reporting.all_of` over the losses). Returns that verdict, the per-loss verdicts and the table of
     every interior value against both ends, per loss."""
     per_loss, tables = {}, []
     for loss, pts in points.items():
@@ -666,7 +637,7 @@ def sweep_verdicts(
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if len(table):
         table = table[["loss", *[c for c in table if c != "loss"]]]
-    return every_loss(per_loss), per_loss, table
+    return all_of(per_loss, "losses"), per_loss, table
 
 
 def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: str) -> list[float]:
@@ -835,29 +806,6 @@ def metric_verdicts(
     return out, pd.DataFrame(table).T
 
 
-def no_difference(verdicts: Mapping[str, Verdict], cases: str = "losses") -> Verdict:
-    """Verdict on a claim of *no* significant change ("we have not observed any significant
-    increase or decrease"), from one :func:`~dmlnb.reporting.compare` verdict per case: "does
-    not hold" when some case differs beyond its interval in either direction (the deciding case:
-    the one farthest from 0); otherwise "inconclusive", since without a tolerance of its own the
-    claim of no change cannot be shown, only refuted."""
-    if not verdicts:
-        return not_tested(f"no {cases}")
-    differ = [k for k, v in verdicts.items() if v in (HOLDS, FAILS)]
-    if differ:
-        gap = lambda k: min(abs(verdicts[k].low), abs(verdicts[k].high))  # noqa: E731
-        pick = max(differ, key=gap)
-        v = verdicts[pick]
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n,
-                       f"{len(differ)} of {len(verdicts)} {cases} differ beyond the interval: {', '.join(differ)}",
-                       v.scale, v.unit)
-    pick = min(verdicts, key=lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf)
-    v = verdicts[pick]
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n,
-                   f"none of {len(verdicts)} {cases} differs beyond the interval; the paper gives no tolerance, so "
-                   "'no change' can be refuted, not shown", v.scale, v.unit)
-
-
 def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
     """Every interior value of a sweep against each end, each comparison with its own verdict,
     effect and interval (points)."""
@@ -874,17 +822,11 @@ def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
 def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
     """Which code made the runs: per (commit, uncommitted changes, threads), the runs and the
     dates they were trained."""
-    rows = []
-    for group, rs in runs.items():
-        for r in rs:
-            env = r.record.data.get("environment", {})
-            git = env.get("git", {}) or {}
-            rows.append({"commit": str(git.get("commit", "?"))[:8], "uncommitted changes": bool(git.get("dirty")),
-                         "threads": env.get("threads"), "date": str(r.record.data.get("started", ""))[:10],
-                         "group": group})
-    df = pd.DataFrame(rows)
+    frame = provenance_frame(r.record for rs in runs.values() for r in rs)
+    df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:8], "uncommitted changes": frame["dirty"].map(bool),
+                       "threads": frame["threads"], "date": frame["started"].str[:10]})
     return (df.groupby(["commit", "uncommitted changes", "threads"])
-              .agg(runs=("group", "size"), first=("date", "min"), last=("date", "max")).reset_index())
+              .agg(runs=("date", "size"), first=("date", "min"), last=("date", "max")).reset_index())
 
 
 def deviations_table(measured: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -969,7 +911,7 @@ def build_claims(
               describe_reported(reported_differences("PROFS", "plain", table2=False))
               + "; Table 2 against the cited papers' published numbers: "
               + describe_reported(reported_differences("PROFS", "plain")[lambda d: d["table"] == "Table 2"]),
-              ours, every_loss(v))
+              ours, all_of(v, "(loss, metric) comparisons"))
     a, b = _scale_pair(c, reason, proj)
     paper.append(a)
     measured += [b] if b else []
@@ -1000,7 +942,7 @@ def build_claims(
         "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples",
         "Sec. 5.4, stated without numbers",
         f"R@1 after the same {steps} steps, PROFS vs plain per loss (a lower R@1 after equal steps is slower "
-        "progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()), no_difference(vr)))
+        "progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()), no_difference(vr, "losses")))
 
     # 4. C/T-PROFS competitive with the superior Margin loss (Sec. 5.5).
     r1 = lambda r, v: 100 * float(np.mean([x.metrics["R@1"] for x in runs[r, v]]))  # noqa: E731

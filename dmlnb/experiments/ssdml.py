@@ -14,9 +14,8 @@ Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls 
 * :data:`REPORTED`: the paper's Tables 1-5 and Figure 2 (middle), labelled as reported, and the
   statements the chapter makes about them (:func:`reported_leader_sentence`,
   :func:`reported_orthogonality_sentence`, :func:`reported_alpha_sentence`), computed from them;
-* :func:`alpha_equivalence`: "α does not matter" as an equivalence claim, judged by two
-  one-sided tests of the book's rule within the margin the paper itself calls stable
-  (:func:`alpha_margin`);
+* :func:`alpha_margin`: the margin the paper itself calls stable, for "α does not matter" as an
+  equivalence claim (:func:`~dmlnb.reporting.every_pair_equivalent`);
 * :func:`claims` (the claims table, every verdict from the rule of :mod:`dmlnb.reporting`) and
   :func:`diagnosis`.
 """
@@ -43,7 +42,9 @@ from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record
 from dmlnb.reported import reported_table
-from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, group_verdict, not_tested
+from dmlnb.reporting import (
+    Claim, all_of, best_minus_last, compare, every_pair_equivalent, group_verdict, not_tested,
+)
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.base import PartitionObjective
@@ -78,8 +79,6 @@ __all__ = [
     "REPORTED_CONVERGENCE_EPOCHS",
     "alpha_margin",
     "reported_alpha_sentence",
-    "alpha_equivalence",
-    "all_of",
     "claims",
     "selection_gain",
     "unit_counts",
@@ -703,114 +702,6 @@ def reported_alpha_sentence(metrics: Sequence[str] = ("NMI", "R@1")) -> str:
             + f"; the paper calls this \"fairly stable in the range {t.index.min():g}°-{t.index.max():g}°\".")
 
 
-def alpha_equivalence(
-    by_alpha: Mapping[float, Sequence[float]], margin: float, *, scale: float = 100.0, unit: str = " pts",
-) -> tuple[Verdict, pd.DataFrame]:
-    """Verdict on "the result is stable over the swept range of α": every *pair* of swept angles
-    is equivalent within ``± margin``, by two one-sided tests of the book's rule
-    (:func:`~dmlnb.reporting.compare` on values shifted by the margin). For a pair ``a < b`` with
-    difference ``d = mean(x_b) − mean(x_a)``:
-
-    * above the lower margin: ``compare(x_b + margin, x_a)`` (``d > −margin``);
-    * below the upper margin: ``compare(x_a, x_b − margin)`` (``d < margin``).
-
-    A pair is equivalent when both hold, and differs when one does not hold (the difference lies
-    beyond the margin). The claim holds when every pair is equivalent, does not hold when some
-    pair differs, and is inconclusive otherwise. Since both one-sided tests must hold, a pair
-    can only be equivalent when its 90% interval's half-width is below the margin; the note says
-    when no pair can (``"holds"`` is then unreachable with these seeds).
-
-    The verdict carries the plain difference ``d`` of one pair, with its 90% interval, exactly as
-    the table shows it (not the margin-shifted effect): the differing pair with the largest
-    ``|d|`` when the claim does not hold, else the pair with the largest ``|d|``; the note names
-    the pair.
-
-    Args:
-        by_alpha: ``{α: per-seed results}``, at least two angles.
-        margin: the equivalence margin, in the units of the results.
-
-    Returns:
-        The verdict and a table per pair: the difference (effect, 90% interval and its
-        half-width, runs per side) and the two one-sided tests.
-    """
-    angles = sorted(by_alpha)
-    if len(angles) < 2:
-        return not_tested("the sweep has fewer than two angles"), pd.DataFrame()
-    rows, pairs = [], []
-    for i, a in enumerate(angles):
-        for b in angles[i + 1:]:
-            xa, xb = np.asarray(by_alpha[a], dtype=np.float64), np.asarray(by_alpha[b], dtype=np.float64)
-            diff = compare(xb, xa, scale=scale, unit=unit)
-            lower = compare(xb + margin, xa, scale=scale, unit=unit)
-            upper = compare(xa, xb - margin, scale=scale, unit=unit)
-            both = (str(lower), str(upper))
-            status = HOLDS if both == (HOLDS, HOLDS) else FAILS if FAILS in both else INCONCLUSIVE
-            half = (diff.high - diff.low) / 2
-            pairs.append((a, b, diff, status, half))
-            ev = diff.evidence()
-            rows.append({"pair": f"{b:g}° − {a:g}°", "difference": ev["effect"], "90% interval": ev["90% interval"],
-                         "half-width": f"{half * scale:.3g}{unit}" if np.isfinite(half) else "—",
-                         "runs per side": ev["runs per side"], f"above −{margin * scale:.3g}{unit}": str(lower),
-                         f"below +{margin * scale:.3g}{unit}": str(upper), "equivalent": status})
-    table = pd.DataFrame(rows)
-    statuses = [p[3] for p in pairs]
-    halves = [p[4] for p in pairs if np.isfinite(p[4])]
-    bound = f"margin ±{margin * scale:.3g}{unit}"
-    if FAILS in statuses:
-        a, b, d, _, _ = max((p for p in pairs if p[3] == FAILS), key=lambda p: abs(p[2].effect))
-        text = FAILS
-        head = f"{statuses.count(FAILS)} of {len(pairs)} pairs differ beyond the {bound}"
-    else:
-        a, b, d, _, _ = max(pairs, key=lambda p: abs(p[2].effect))
-        text = HOLDS if all(t == HOLDS for t in statuses) else INCONCLUSIVE
-        head = f"{statuses.count(HOLDS)} of {len(pairs)} pairs within the {bound}"
-    note = f"effect: {b:g}° − {a:g}° (as in the α table); {head}"
-    if halves and min(halves) >= margin:
-        note += (f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} with "
-                 f"{min(min(p[2].n) for p in pairs)} seeds per angle) exceed the margin, so \"holds\" is unreachable "
-                 "at this scale")
-    elif d.note:
-        note += f" ({d.note})"
-    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit), table
-
-
-def all_of(parts: Mapping[str, Verdict]) -> Verdict:
-    """Verdict on a claim that is the conjunction of named parts, each judged by the rule
-    (e.g. "every metric is higher": one :func:`~dmlnb.reporting.compare` per metric).
-
-    Holds when every part holds; does not hold when some part does not; inconclusive otherwise.
-    The verdict carries one part's effect and interval, named in the note: the first part that
-    does not hold, else the first inconclusive part, else the first part."""
-    if not parts:
-        return not_tested("no parts")
-    texts = {k: str(v) for k, v in parts.items()}
-    m = len(parts)
-    held = sum(t == HOLDS for t in texts.values())
-    if FAILS in texts.values():
-        text, name = FAILS, next(k for k, t in texts.items() if t == FAILS)
-    elif held == m:
-        text, name = HOLDS, next(iter(parts))
-    else:
-        text, name = INCONCLUSIVE, next(k for k, t in texts.items() if t != HOLDS)
-    v = parts[name]
-    others = [f"{k} {t}" for k, t in texts.items() if k != name]
-    note = f"effect: {name}" + (f" ({v.note})" if v.note else "") + (f"; {'; '.join(others)}" if others else "")
-    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
-def _name_pair(verdict: Verdict, pairs: pd.DataFrame, better: str = "Ours") -> Verdict:
-    """The verdict of :func:`~dmlnb.reporting.group_verdict` with its note naming the pair whose
-    effect and interval it carries."""
-    if pairs.empty:
-        return verdict
-    ev = verdict.evidence()
-    match = pairs[(pairs["effect"] == ev["effect"]) & (pairs["90% interval"] == ev["90% interval"])]
-    if match.empty:
-        return verdict
-    note = f"effect: {better} − {match.iloc[0]['worse']}" + (f"; {verdict.note}" if verdict.note else "")
-    return Verdict(str(verdict), verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
-
-
 # --------------------------------------------------------------------------- claims
 
 
@@ -877,11 +768,12 @@ def claims(
 
     Per setting: ours beats the five deep SSDML baselines (:func:`~dmlnb.reporting.group_verdict`
     over the baselines that ran; the claim names how many ran, the note the pair whose effect is
-    shown); ours improves on the network at initialisation in Recall@1 and NMI (:func:`all_of`
-    over one :func:`~dmlnb.reporting.compare` per metric; runs need ``initial`` metrics);
-    orthogonality raises the effective rank (less collapse, ``compare``) and every metric
-    (``all_of``); ours beats the supervised triplet / angular baselines (``group_verdict``).
-    Then α is stable over the swept range (:func:`alpha_equivalence`, every pair of angles within
+    shown); ours improves on the network at initialisation in Recall@1 and NMI
+    (:func:`~dmlnb.reporting.all_of` over one :func:`~dmlnb.reporting.compare` per metric, the
+    first deciding metric shown; runs need ``initial`` metrics); orthogonality raises the effective
+    rank (less collapse, ``compare``) and every metric (``all_of``); ours beats the supervised
+    triplet / angular baselines (``group_verdict``). Then α is stable over the swept range
+    (:func:`~dmlnb.reporting.every_pair_equivalent`, every pair of angles within
     :func:`alpha_margin`), and the claims this scale cannot test
     (:func:`~dmlnb.reporting.not_tested`, the reason computed from the settings).
     """
@@ -901,7 +793,7 @@ def claims(
         if missing:
             evidence += f"; not run here: {', '.join(missing)}"
         out.append(Claim(f"Ours beats {scope} ({st.name}, {metric})", _reported_best(metric), evidence,
-                         _name_pair(verdict, pairs)))
+                         verdict))
         init_metrics = [m for m in ("R@1", "NMI")]
         initial = [getattr(r, "initial", None) for r in by_method.get("ours", [])]
         if ours and all(i is not None for i in initial):
@@ -912,7 +804,7 @@ def claims(
                 _reported_over_initial(init_metrics),
                 "; ".join(f"{m} ours {_fmt(_per_seed(by_method['ours'], m))} vs initial "
                           f"{_fmt([float(i[m]) for i in initial])} ({parts[m]})" for m in init_metrics),
-                all_of(parts)))
+                all_of(parts, "metrics", shown="first")))
         if by_method.get("ours") and by_method.get("ours-noorth"):
             er = {m: [float(r.extras["spectrum"]["effective_rank"]) for r in by_method[m]] for m in ("ours", "ours-noorth")}
             out.append(Claim(
@@ -933,7 +825,7 @@ def claims(
                 + " / ".join(f"{v:+.1f}" for v in t4[metric]),
                 "; ".join(f"{m} w/ {_fmt(_per_seed(by_method['ours'], m))} vs w/o "
                           f"{_fmt(_per_seed(by_method['ours-noorth'], m))} ({parts[m]})" for m in shown),
-                all_of(parts)))
+                all_of(parts, "metrics", shown="first")))
         sup = [m for m in ("triplet", "angular") if by_method.get(m)]
         sup_verdict, sup_pairs = group_verdict({"Ours": ours}, {NAMES[m]: _per_seed(by_method[m], metric) for m in sup}, **pts)
         out.append(Claim(
@@ -942,7 +834,7 @@ def claims(
             f"angular {t5.at['Angular', metric]:.1f}",
             f"ours {_fmt(ours)}; " + ", ".join(f"{NAMES[m]} {_fmt(_per_seed(by_method[m], metric))} ({v})"
                                                for m, v in zip(sup, sup_pairs.get("verdict", []))),
-            _name_pair(sup_verdict, sup_pairs)))
+            sup_verdict))
     margin = alpha_margin(metric)
     lo, hi = t_alpha.index.min(), t_alpha.index.max()
     paper_alpha = (f"Fig. 2 (middle, Cars-196): \"fairly stable in the range {lo:g}°-{hi:g}°\"; {metric} "
@@ -959,7 +851,7 @@ def claims(
             claim, paper_alpha,
             f"{st.name}, {'/'.join(map(str, n))} seed{'s' * (max(n) > 1)} per angle: "
             + ", ".join(f"{a:g}° {_fmt(v)}" for a, v in by_alpha.items()),
-            alpha_equivalence(by_alpha, margin, **pts)[0]))
+            every_pair_equivalent(by_alpha, margin, value_unit="°", **pts)[0]))
     return out + _untested(settings)
 
 
@@ -972,23 +864,18 @@ def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settin
     rows = {}
     for key, by_method in runs.items():
         for method, rs in by_method.items():
-            best, last, mean, over_init, counts = [], [], [], [], []
-            for r in rs:
-                evals = [h["metrics"][metric] for h in r.record.data["history"] if h["epoch"] > 0 and h.get("metrics")]
-                if not evals:
-                    continue
-                best.append(r.best[metric])
-                last.append(evals[-1])
-                mean.append(float(np.mean(evals)))
-                counts.append(len(evals))
-                if r.initial is not None:  # the same runs on both sides of "selected - initial"
-                    over_init.append(r.best[metric] - r.initial[metric])
-            if not best:
+            evaluated = [r for r in rs if r.record.evaluations()]
+            if not evaluated:
                 continue
+            evals = [[h["metrics"][metric] for h in r.record.evaluations()] for r in evaluated]
+            best = [r.best[metric] for r in evaluated]
+            # the same runs on both sides of "selected - initial"
+            over_init = [r.best[metric] - r.initial[metric] for r in evaluated if r.initial is not None]
+            counts = [len(e) for e in evals]
             rows[(settings[key].name, NAMES[method])] = {
                 "evaluations per run": min(counts) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}",
-                f"selected − last {metric}": 100 * (np.mean(best) - np.mean(last)),
-                f"selected − mean of evaluations {metric}": 100 * (np.mean(best) - np.mean(mean)),
+                f"selected − last {metric}": 100 * np.mean(best_minus_last([r.record for r in evaluated], metric)),
+                f"selected − mean of evaluations {metric}": 100 * (np.mean(best) - np.mean([np.mean(e) for e in evals])),
                 f"selected − initial {metric}": 100 * np.mean(over_init) if over_init else np.nan,
             }
     return pd.DataFrame.from_dict(rows, orient="index")
