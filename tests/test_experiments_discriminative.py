@@ -307,11 +307,11 @@ def test_loss_pass_timing_grid_and_stop_rule() -> None:
 def test_timing_stops_before_a_size_predicted_to_be_too_slow() -> None:
     grid = [(100, 4), (200, 4), (400, 4)]
     # 0.1 s -> 0.8 s from N = 100 to 200 is cubic: 6.4 s predicted at 400
-    assert X._predicted((100, 0.1), (200, 0.8), grid, "N") == pytest.approx(6.4)
+    assert X.predicted_seconds((100, 0.1), (200, 0.8), grid, "N") == pytest.approx(6.4)
     # sub-linear trends are extrapolated linearly; the last size has no successor
-    assert X._predicted((100, 0.5), (200, 0.6), grid, "N") == pytest.approx(1.2)
-    assert X._predicted((200, 0.1), (400, 0.8), grid, "N") == 0.0
-    assert X._predicted(None, (100, 0.8), grid, "N") == 0.0
+    assert X.predicted_seconds((100, 0.5), (200, 0.6), grid, "N") == pytest.approx(1.2)
+    assert X.predicted_seconds((200, 0.1), (400, 0.8), grid, "N") == 0.0
+    assert X.predicted_seconds(None, (100, 0.8), grid, "N") == 0.0
 
 
 def test_loglog_slopes_on_exact_power_laws() -> None:

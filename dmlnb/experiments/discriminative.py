@@ -92,6 +92,7 @@ __all__ = [
     "triplet_sum_enumerated",
     "timing_losses",
     "N_SWEEP_ONLY",
+    "predicted_seconds",
     "loss_pass_timing",
     "loglog_slopes",
     "fit_rows",
@@ -568,7 +569,9 @@ def _time_call(fn: Callable[[], Any], repeats: int, max_seconds: float) -> float
     return min(times)
 
 
-def _predicted(before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str) -> float:
+def predicted_seconds(
+    before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str
+) -> float:
     """Seconds the next size of the sweep would take, extrapolating the last two points' log-log
     slope (at least 1); 0 without a previous point or a next size."""
     sizes = [n if sweep == "N" else c for n, c in grid]
@@ -632,7 +635,7 @@ def loss_pass_timing(
                 seconds = _time_call(once, repeats, max_seconds)
                 size = n if sweep == "N" else c
                 rows.append({"sweep": sweep, "loss": name, "N": n, "C": c, "seconds": seconds})
-                if seconds > max_seconds or _predicted(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
+                if seconds > max_seconds or predicted_seconds(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
                     stopped.add(name)
                 previous[name] = (size, seconds)
     return pd.DataFrame(rows)
