@@ -42,8 +42,8 @@ __all__ = [
     "summarize_runs", "format_mean_std", "reported_vs_reproduced", "Verdict", "compare",
     "compare_to_threshold", "holds_for_every", "paired_differences", "margin_tests", "equivalent",
     "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
-    "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status", "HOLDS", "FAILS", "INCONCLUSIVE",
-    "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
+    "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status",
+    "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
 ]
 
 
