@@ -438,6 +438,18 @@ class RunRecord:
     def config(self) -> dict[str, Any]:
         return self.data["config"]
 
+    def evaluations(self) -> list[dict[str, Any]]:
+        """The history rows with test metrics after training began (``epoch > 0``), in epoch
+        order: the evaluations the best epoch is chosen from."""
+        return [row for row in self.data["history"] if row["epoch"] > 0 and row.get("metrics")]
+
+    @property
+    def best_is_last(self) -> bool:
+        """Whether the best epoch is the last evaluated one (the selection metric was still
+        rising, or flat, when training stopped)."""
+        evaluated = self.evaluations()
+        return bool(evaluated) and self.best is not None and self.best["epoch"] == evaluated[-1]["epoch"]
+
     def history_frame(self) -> "Any":
         """Per-epoch history as a pandas DataFrame (metrics flattened into columns)."""
         import pandas as pd

@@ -12,6 +12,15 @@ counterexample (:func:`holds_for_every`); anything else is "inconclusive", shown
 and its 90% two-sided interval (whose ends are the two one-sided 95% bounds). One run per side
 never holds or fails. A sweep has an interior optimum only when an interior value beats both
 ends under the same test (:func:`interior_optimum`).
+
+The same rule, applied to claims of other forms:
+
+* paired runs (the same run measured two ways): :func:`paired_differences`;
+* "A and B perform alike" within a margin: :func:`equivalent` (two one-sided tests), and for
+  every pair of a sweep, :func:`every_pair_equivalent`;
+* "A and B do not differ", without a margin (it can be refuted, never shown): :func:`no_difference`;
+* a claim made of parts, each judged by the rule: :func:`all_of` (every part), :func:`most_of`
+  (more than half), :func:`group_verdict` (every method of a group beats every method of another).
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -27,12 +36,14 @@ import torch
 
 if TYPE_CHECKING:
     from dmlnb.profiles import TrainConfig
+    from dmlnb.records import RunRecord
 
 __all__ = [
     "summarize_runs", "format_mean_std", "reported_vs_reproduced", "Verdict", "compare",
-    "compare_to_threshold", "holds_for_every", "group_verdict", "interior_optimum", "not_tested",
-    "Claim", "claims_table", "paper_run_status", "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED",
-    "MIN_RUNS", "CONFIDENCE",
+    "compare_to_threshold", "holds_for_every", "paired_differences", "margin_tests", "equivalent",
+    "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
+    "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status",
+    "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
 ]
 
 
@@ -244,6 +255,50 @@ def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:
     return Verdict(HOLDS, share, share, share, n)
 
 
+def paired_differences(a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, unit: str = "") -> Verdict:
+    """"A beats B" on paired per-run values (the same run measured two ways, ``a[i]`` with
+    ``b[i]``): the rule's one-sample test of the per-run differences ``a - b`` against 0
+    (:func:`compare_to_threshold`)."""
+    return compare_to_threshold([x - y for x, y in zip(a, b)], 0.0, scale=scale, unit=unit)
+
+
+def margin_tests(
+    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = "",
+) -> tuple[Verdict, Verdict]:
+    """The two one-sided tests of "``d = mean(A) - mean(B)`` lies within ``±margin``", each by
+    :func:`compare` on values shifted by the margin: ``d > -margin`` (``compare(A + margin, B)``)
+    and ``d < margin`` (``compare(B, A - margin)``). Returns ``(above -margin, below +margin)``."""
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return compare(x + margin, y, scale=scale, unit=unit), compare(y, x - margin, scale=scale, unit=unit)
+
+
+def _within_margin(above: Verdict, below: Verdict) -> str:
+    """Equivalence from :func:`margin_tests`: holds when both hold, does not hold when one does not
+    (the difference lies beyond the margin), else inconclusive."""
+    both = (str(above), str(below))
+    return HOLDS if both == (HOLDS, HOLDS) else FAILS if FAILS in both else INCONCLUSIVE
+
+
+def equivalent(
+    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = ""
+) -> Verdict:
+    """The rule for "A and B perform alike" within ``±margin`` (two one-sided tests,
+    :func:`margin_tests`): it holds when the 90% interval of ``mean(A) - mean(B)`` lies inside
+    ``(-margin, margin)``, does not hold when it lies wholly outside, and is otherwise (or with
+    fewer than ``MIN_RUNS`` runs per side) inconclusive. The effect shown is the difference itself
+    (:func:`compare`), with its interval."""
+    d = compare(a, b, scale=scale, unit=unit)
+    if str(d) == NOT_TESTED:
+        return d
+    text = _within_margin(*margin_tests(a, b, margin, scale=scale, unit=unit))
+    note = f"equivalence margin ±{margin * scale:.3g}{unit}"
+    if min(d.n) < MIN_RUNS:
+        note += f"; {d.note}"
+    elif text == INCONCLUSIVE:
+        note += "; the interval crosses the margin"
+    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit)
+
+
 @dataclass(frozen=True)
 class Claim:
     """One claim of a paper, the paper's evidence, ours, and the :class:`Verdict` the rule
@@ -278,6 +333,90 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
+def _lowest_bound(v: Verdict) -> float:
+    return v.low if math.isfinite(v.low) else -math.inf
+
+
+def all_of(
+    parts: Mapping[str, Verdict], what: str = "parts", *, shown: Literal["weakest", "first"] = "weakest",
+) -> Verdict:
+    """Verdict on a claim that is the conjunction of named parts, each judged by the rule (e.g.
+    "better at every Recall@K": one :func:`compare` per K).
+
+    Holds when every part holds; does not hold when some part does not (``"does not hold: k of m
+    <what> hold"`` when others do); otherwise inconclusive (an untested part counts as not
+    holding); no parts: not tested. The verdict carries the effect and interval of one part, named
+    in its note (with one part, the note is that part's):
+
+    * ``shown="weakest"``: the part nearest to failing, the one with the lowest lower bound; when
+      the claim does not hold, the failing part with the lowest upper bound;
+    * ``shown="first"``: the first part, in the order of ``parts``, that decides: the first that
+      does not hold, else the first that is not "holds", else the first (parts listed by
+      importance, e.g. Recall@1 first).
+    """
+    if not parts:
+        return not_tested(f"no {what}")
+    texts = {k: str(v) for k, v in parts.items()}
+    m = len(parts)
+    held = [k for k, t in texts.items() if t == HOLDS]
+    failing = [k for k, t in texts.items() if t == FAILS]
+    weakest = min(parts, key=lambda k: _lowest_bound(parts[k]))
+    if failing:
+        text = FAILS if not held else f"{FAILS}: {len(held)} of {m} {what} hold"
+        name = failing[0] if shown == "first" else min(failing, key=lambda k: parts[k].high)
+        tally = f"{len(failing)} of {m} {what} do not hold" + (f": {', '.join(failing)}" if len(failing) > 1 else "")
+    elif len(held) == m:
+        text, name, tally = HOLDS, next(iter(parts)) if shown == "first" else weakest, f"all {m} {what} hold"
+    else:
+        text = INCONCLUSIVE
+        name = next(k for k, t in texts.items() if t != HOLDS) if shown == "first" else weakest
+        tally = f"{len(held)} of {m} {what} hold, none fails"
+    v = parts[name]
+    note = v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
+    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+
+
+def most_of(parts: Mapping[str, Verdict], what: str = "parts") -> Verdict:
+    """Verdict on "better than most of them", from one verdict per part: holds when more than half
+    of the tested parts hold; does not hold when, even if every inconclusive part held, half or
+    fewer would; else inconclusive (untested parts do not count; none tested: not tested). The
+    effect is the share of tested parts that hold."""
+    texts = [str(v) for v in parts.values() if str(v) != NOT_TESTED]
+    if not texts:
+        return not_tested(f"no {what} tested")
+    m, k, open_ = len(texts), texts.count(HOLDS), texts.count(INCONCLUSIVE)
+    text = HOLDS if k > m / 2 else FAILS if k + open_ <= m / 2 else INCONCLUSIVE
+    share = k / m
+    held = ", ".join(name for name, v in parts.items() if str(v) == HOLDS) or "none"
+    return Verdict(text, share, share, share, (m,), f"{k} of {m} {what} hold ({held})")
+
+
+#: Why a claim of no change is at best inconclusive.
+_NO_MARGIN = "without an equivalence margin 'no change' can be refuted, not shown"
+
+
+def no_difference(parts: Mapping[str, Verdict], what: str = "cases") -> Verdict:
+    """Verdict on a claim of *no* significant change (e.g. "we have not observed any significant
+    increase or decrease"), from one :func:`compare` verdict per case: "does not hold" when some
+    case differs beyond its interval in either direction (the verdict shows the case farthest from
+    0); otherwise "inconclusive" (it shows the case with the lowest lower bound), since without an
+    equivalence margin the claim can be refuted, never shown (:func:`equivalent` tests one with a
+    margin). No cases: not tested."""
+    if not parts:
+        return not_tested(f"no {what}")
+    m = len(parts)
+    differ = [k for k, v in parts.items() if str(v) in (HOLDS, FAILS)]
+    if differ:
+        v = parts[max(differ, key=lambda k: min(abs(parts[k].low), abs(parts[k].high)))]
+        note = ("the interval of the difference excludes 0" if m == 1
+                else f"{len(differ)} of {m} {what} differ beyond the interval: {', '.join(differ)}")
+        return Verdict(FAILS, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+    v = parts[min(parts, key=lambda k: _lowest_bound(parts[k]))]
+    head = (v.note if m == 1 else f"none of {m} {what} differs beyond the interval")
+    note = f"{head}; {_NO_MARGIN}" if head else _NO_MARGIN
+    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+
+
 def group_verdict(
     better: Mapping[str, Sequence[float]],
     worse: Mapping[str, Sequence[float]],
@@ -286,35 +425,83 @@ def group_verdict(
     scale: float = 1.0,
     unit: str = "",
 ) -> tuple[Verdict, pd.DataFrame]:
-    """Verdict on "every method of ``better`` beats every method of ``worse``".
-
-    Each pair is judged by :func:`compare`. The claim holds when every pair holds; it does not
-    hold when some pair does not (``"does not hold: k of m pairs hold"`` when others do);
-    otherwise it is inconclusive. The verdict carries the weakest pair's effect and interval
-    (the pair with the lowest lower bound). Returns the verdict and the table of pairs.
-    """
-    rows, verdicts = [], []
+    """Verdict on "every method of ``better`` beats every method of ``worse``", from per-run
+    results: each pair by :func:`compare`, the claim by :func:`all_of` over the pairs (named
+    ``"A vs B"``; the weakest pair shown). Returns the verdict and the table of pairs (``better``,
+    ``worse``, ``verdict`` and its evidence)."""
+    rows, pairs = [], {}
     for a, xa in better.items():
         for b, xb in worse.items():
             v = compare(xa, xb, higher_is_better, scale=scale, unit=unit)
-            verdicts.append(v)
+            pairs[f"{a} vs {b}"] = v
             rows.append({"better": a, "worse": b, "verdict": str(v), **v.evidence()})
     table = pd.DataFrame(rows)
-    if not verdicts:
+    if not pairs:
         return not_tested("no pairs"), table
-    weakest = min(verdicts, key=lambda v: (v.low if math.isfinite(v.low) else -math.inf))
-    texts = [str(v) for v in verdicts]
-    m = len(texts)
-    note = f"weakest of {m} pairs" if m > 1 else weakest.note
-    if all(t == HOLDS for t in texts):
-        text = HOLDS
-    elif FAILS in texts:
-        text = FAILS if texts.count(HOLDS) == 0 else f"{FAILS}: {texts.count(HOLDS)} of {m} pairs hold"
-        weakest = min((v for v in verdicts if str(v) == FAILS), key=lambda v: v.high)
-        note = f"{texts.count(FAILS)} of {m} pairs do not hold" if m > 1 else weakest.note
+    return all_of(pairs, "pairs"), table
+
+
+def every_pair_equivalent(
+    points: Mapping[float, Sequence[float]], margin: float, *, scale: float = 1.0, unit: str = "",
+    value_unit: str = "",
+) -> tuple[Verdict, pd.DataFrame]:
+    """Verdict on "the result does not depend on the swept value within the swept range": every
+    *pair* of swept values ``a < b`` is equivalent within ``±margin``, each by the two one-sided
+    tests of :func:`equivalent` on ``d = mean(x_b) - mean(x_a)``.
+
+    Holds when every pair is equivalent; does not hold when some pair differs beyond the margin;
+    inconclusive otherwise (fewer than two values: not tested). Since both one-sided tests must
+    hold, a pair can only be equivalent when its 90% interval's half-width is below the margin;
+    the note says when no pair can ("holds" is then unreachable with these runs).
+
+    The verdict carries the plain difference ``d`` of one pair, with its 90% interval, as the
+    table shows it: the differing pair with the largest ``|d|`` when the claim does not hold,
+    else the pair with the largest ``|d|``; the note names the pair.
+
+    Args:
+        points: ``{swept value: per-run results}``.
+        margin: the equivalence margin, in the units of the results.
+        value_unit: appended to the swept values in the pair names (e.g. ``"°"``).
+
+    Returns:
+        The verdict and a table per pair: the difference (effect, 90% interval and its half-width,
+        runs per side), the two one-sided tests (:func:`margin_tests`) and the pair's status.
+    """
+    values = sorted(points)
+    if len(values) < 2:
+        return not_tested("the sweep has fewer than two values"), pd.DataFrame()
+    rows, pairs = [], []
+    for i, a in enumerate(values):
+        for b in values[i + 1:]:
+            diff = compare(points[b], points[a], scale=scale, unit=unit)
+            above, below = margin_tests(points[b], points[a], margin, scale=scale, unit=unit)
+            status = _within_margin(above, below)
+            half = (diff.high - diff.low) / 2
+            name = f"{b:g}{value_unit} − {a:g}{value_unit}"
+            pairs.append((name, diff, status, half))
+            ev = diff.evidence()
+            rows.append({"pair": name, "difference": ev["effect"], "90% interval": ev["90% interval"],
+                         "half-width": f"{half * scale:.3g}{unit}" if np.isfinite(half) else "—",
+                         "runs per side": ev["runs per side"], f"above −{margin * scale:.3g}{unit}": str(above),
+                         f"below +{margin * scale:.3g}{unit}": str(below), "equivalent": status})
+    statuses = [p[2] for p in pairs]
+    halves = [p[3] for p in pairs if np.isfinite(p[3])]
+    bound = f"margin ±{margin * scale:.3g}{unit}"
+    if FAILS in statuses:
+        name, d, _, _ = max((p for p in pairs if p[2] == FAILS), key=lambda p: abs(p[1].effect))
+        text, head = FAILS, f"{statuses.count(FAILS)} of {len(pairs)} pairs differ beyond the {bound}"
     else:
-        text = INCONCLUSIVE
-    return Verdict(text, weakest.effect, weakest.low, weakest.high, weakest.n, note, scale, unit), table
+        name, d, _, _ = max(pairs, key=lambda p: abs(p[1].effect))
+        text = HOLDS if all(t == HOLDS for t in statuses) else INCONCLUSIVE
+        head = f"{statuses.count(HOLDS)} of {len(pairs)} pairs within the {bound}"
+    note = f"effect: {name}; {head}"
+    if halves and min(halves) >= margin:
+        note += (f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} with "
+                 f"{min(min(p[1].n) for p in pairs)} runs per value) exceed the margin, so \"holds\" is unreachable "
+                 "at this scale")
+    elif d.note:
+        note += f" ({d.note})"
+    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit), pd.DataFrame(rows)
 
 
 def interior_optimum(
@@ -356,6 +543,34 @@ def interior_optimum(
                            scale, unit), table
     w = weaker(versus[max(interior, key=lambda k: sign * float(np.mean(points[k])))])
     return Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value beats both ends", scale, unit), table
+
+
+def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:
+    """Which code made each run, one row per record: ``run`` (its name), ``commit`` (git, ``""``
+    when unknown), ``dirty`` (uncommitted changes; ``None`` when unknown), ``threads``,
+    ``started`` / ``finished`` (ISO times, ``""`` when missing) and ``train seconds`` (NaN when
+    missing). Chapters group it into their provenance tables."""
+    rows = []
+    for record in records:
+        env = record.data.get("environment", {})
+        git = env.get("git") or {}
+        rows.append({"run": record.data["name"], "commit": str(git.get("commit") or ""), "dirty": git.get("dirty"),
+                     "threads": env.get("threads"), "started": str(record.data.get("started") or ""),
+                     "finished": str(record.data.get("finished") or ""),
+                     "train seconds": float(record.data.get("total_train_seconds", math.nan))})
+    return pd.DataFrame(rows, columns=["run", "commit", "dirty", "threads", "started", "finished", "train seconds"])
+
+
+def best_minus_last(records: Iterable["RunRecord"], metric: str = "R@1") -> list[float]:
+    """What choosing each run's best evaluation adds: per record with evaluations
+    (:meth:`~dmlnb.records.RunRecord.evaluations`), ``metric`` at the best epoch minus at the
+    last evaluation (0 when the best is the last; the best epoch is picked on the test classes)."""
+    out = []
+    for record in records:
+        evaluated = record.evaluations()
+        if evaluated:
+            out.append(float(record.best["metrics"][metric] - evaluated[-1]["metrics"][metric]))
+    return out
 
 
 def paper_run_status(configs: Sequence["TrainConfig"], data_root: str | Path | None = None) -> pd.DataFrame:

@@ -16,7 +16,9 @@ from dmlnb.experiments import profs as X
 from dmlnb.hooks import TrainState
 from dmlnb.losses import SoftTripleLoss
 from dmlnb.models import build_model
-from dmlnb.profs import CenterRepresentatives, LaggedProximalHook, ProximalHook, RepresentativeSampler
+from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
+from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
+from dmlnb.profs.timing import TimedSampler
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, Verdict, compare
 from dmlnb.samplers import MPerClassSampler
 
@@ -89,7 +91,7 @@ def test_components_of_each_variant_at_the_paper_setting():
         loss = X.build_loss(key, 100, 16)
         for variant in X.VARIANTS:
             sampler, hooks = X.build_components(key, variant, model, loss, labels, cfg, period=10, lam=1e-3)
-            assert isinstance(sampler, X.TimedSampler) and len(sampler) == 300 // 128
+            assert isinstance(sampler, TimedSampler) and len(sampler) == 300 // 128
             inner = sampler.sampler
             if variant == "plain":
                 assert isinstance(inner, MPerClassSampler) and not hooks
@@ -115,7 +117,7 @@ def test_timed_sampler_is_transparent_and_forwards_hook_calls():
     labels = torch.arange(12).repeat_interleave(4)
     inner = RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5)
     twin = RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5)
-    timed = X.TimedSampler(inner)
+    timed = TimedSampler(inner)
     timed.set_epoch(2)
     twin.set_epoch(2)
     assert list(timed) == list(twin)
@@ -125,7 +127,7 @@ def test_timed_sampler_is_transparent_and_forwards_hook_calls():
     timed.on_step_end(fake_state(labels[batch], emb))
     slots = torch.searchsorted(inner.classes, labels[batch][::2].contiguous())
     assert torch.equal(inner.memory[slots], emb[::2]) and bool(inner.known[slots].all())
-    restored = X.TimedSampler(RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5))
+    restored = TimedSampler(RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5))
     restored.load_state_dict(timed.state_dict())
     assert restored.calls == timed.calls and torch.equal(restored.sampler.memory, inner.memory)
 
@@ -183,16 +185,6 @@ def _v(*pairs: tuple[list[float], list[float]]) -> dict[str, Verdict]:
 UP = ([0.60, 0.61, 0.62], [0.50, 0.51, 0.52])
 DOWN = ([0.40, 0.41, 0.42], [0.50, 0.51, 0.52])
 FLAT = ([0.50, 0.55, 0.45], [0.50, 0.51, 0.52])
-
-
-def test_every_loss_verdict():
-    assert X.every_loss(_v(UP, UP)) == HOLDS
-    v = X.every_loss(_v(UP, FLAT))
-    assert v == INCONCLUSIVE and v.low < 0 < v.high and "1 of 2 hold" in v.note
-    v = X.every_loss(_v(UP, DOWN, DOWN))
-    assert v == f"{FAILS}: 1 of 3 losses hold" and v.high < 0 and "worse for 2 of 3" in v.note
-    assert X.every_loss(_v(DOWN)) == FAILS
-    assert X.every_loss({}) == NOT_TESTED
 
 
 def test_sweep_verdicts_need_an_interior_value_beating_both_ends_with_three_seeds():
@@ -287,10 +279,7 @@ def test_build_claims_from_fabricated_seeds():
     assert conv.verdict == INCONCLUSIVE and "refuted, not shown" in conv.verdict.note
 
 
-def test_no_difference_and_metric_verdicts():
-    assert X.no_difference(_v(FLAT, FLAT)) == INCONCLUSIVE
-    assert X.no_difference(_v(FLAT, UP)) == FAILS and X.no_difference(_v(DOWN)) == FAILS
-    assert X.no_difference({}) == NOT_TESTED
+def test_metric_verdicts():
     runs = {("A", "plain"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.50, 0.51, 0.52)],
             ("A", "PROFS"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.60, 0.61, 0.62)]}
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
@@ -366,7 +355,7 @@ def test_profs_variants_restrict_pairs_as_sec_5_3_says():
     """Contrastive / triplet / Margin anchored at the representatives, lifted / MS any end,
     N-pair / angular unchanged, SoftTriple never wrapped; plain runs never wrapped; the run name
     marks the restricted runs (so records made before the restriction are not reused)."""
-    from dmlnb.profs import RepresentativePairs
+    from dmlnb.profs.representative_pairs import RepresentativePairs
 
     expected = {"contrastive-hard": "anchored", "triplet-semihard": "anchored", "triplet-hard": "anchored",
                 "margin-hard": "anchored", "margin-dw": "anchored", "lifted": "any", "ms": "any",

@@ -2,6 +2,7 @@
 headless at the smoke profile with papermill (nbval re-executes them too: `make test`)."""
 
 import json
+import re
 from pathlib import Path
 
 import nbformat
@@ -31,6 +32,25 @@ def test_stored_notebook_is_a_default_profile_papermill_run(path):
     assert not [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
     assert any(o.get("data", {}).get("image/png") for c in code for o in c.get("outputs", [])), "no figure stored"
     assert path.stat().st_size < MAX_BYTES, f"{path.name} is {path.stat().st_size} bytes; lower figure dpi"
+
+
+#: The one alias under which a notebook imports its chapter module (dmlnb.experiments.<module>).
+CHAPTER_ALIASES = {"easy_positive": "ep_chapter", "facility_location": "fl_chapter", "discriminative": "disc_chapter",
+                   "profs": "profs_chapter", "ssdml": "ssdml_chapter"}
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_imports_its_chapter_module_under_its_alias(path):
+    nb = nbformat.read(path, as_version=4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    imports = re.findall(r"from dmlnb\.experiments import (\w+)(?: as (\w+))?", code)
+    assert not re.search(r"from dmlnb\.experiments\.\w+ import|import dmlnb\.experiments", code), (
+        f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import <module> as <alias>`")
+    chapter = path.stem.split("_", 1)[1]
+    if chapter not in CHAPTER_ALIASES:  # the protocol chapter has no chapter module
+        assert not imports
+        return
+    assert imports == [(chapter, CHAPTER_ALIASES[chapter])], f"{path.name} imports {imports}"
 
 
 @pytest.mark.notebook

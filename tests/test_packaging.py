@@ -26,3 +26,15 @@ def test_environment_yml_pins_what_pyproject_pins():
             pip_lines.append(line.strip()[2:])
     listed = {_norm(x) for x in pip_lines if x != "-e ."}
     assert listed == wanted, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+
+
+def test_the_reported_tables_are_package_data():
+    """Every CSV that dmlnb.reported reads is matched by a package-data pattern, so it ships in
+    the wheel (a table left out would make the installed chapters fail at import)."""
+    setuptools = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    patterns = setuptools["package-data"]["dmlnb.experiments"]
+    package = ROOT / "dmlnb" / "experiments"
+    shipped = {p for pattern in patterns for p in package.glob(pattern)}
+    tables = set((package / "reported").glob("*.csv"))
+    assert tables, "no reported tables found"
+    assert tables <= shipped, f"not package data: {sorted(p.name for p in tables - shipped)}"

@@ -453,12 +453,12 @@ def test_every_hook_state_is_plain_even_when_built_from_numpy(tmp_path):
     import numpy as np
 
     from dmlnb.data.base import InMemoryDataset
-    from dmlnb.experiments.discriminative import LemmaTracker
-    from dmlnb.experiments.facility_location import InsideLossHook
-    from dmlnb.experiments.profs import TimedSampler
     from dmlnb.hooks import TrainState
-    from dmlnb.losses.facility_location import FacilityLocationLoss, MarginDecayHook
-    from dmlnb.profs import LaggedProximalHook, ProximalHook, RepresentativeSampler
+    from dmlnb.losses.discriminative import LemmaTracker
+    from dmlnb.losses.facility_location import FacilityLocationLoss, InsideLossHook, MarginDecayHook
+    from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
+    from dmlnb.profs.representatives import RepresentativeSampler
+    from dmlnb.profs.timing import TimedSampler
 
     model = torch.nn.Linear(4, 3)
     state = TrainState(model=model, loss_fn=torch.nn.Module(), optimizer=torch.optim.SGD(model.parameters(), lr=0.1),

@@ -12,7 +12,8 @@ from torch import nn
 
 from dmlnb.hooks import TrainState
 from dmlnb.models import EmbeddingNet
-from dmlnb.profs import ProximalHook, RepresentativeSampler, projection_period
+from dmlnb.profs.proximal import ProximalHook
+from dmlnb.profs.representatives import RepresentativeSampler, projection_period
 
 
 # ---------------------------------------------------------------------------- helpers

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from dmlnb.losses import ContrastiveLoss, LiftedStructureLoss, NPairLoss, SoftTripleLoss, TripletLoss
-from dmlnb.profs import RepresentativePairs, RepresentativeSampler, representative_pair_filter
+from dmlnb.profs.representative_pairs import RepresentativePairs, representative_pair_filter
+from dmlnb.profs.representatives import RepresentativeSampler
 
 
 def sampler_batch(m: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:

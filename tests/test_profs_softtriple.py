@@ -12,7 +12,8 @@ from torch import nn
 
 from dmlnb.hooks import TrainState
 from dmlnb.losses import SoftTripleLoss
-from dmlnb.profs import CenterRepresentatives, LaggedProximalHook, ProximalHook, RepresentativeSampler
+from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
+from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
 
 
 def fake_state(step: int, model: nn.Module, **fields) -> TrainState:

@@ -39,6 +39,22 @@ def test_best_epoch_tracking_and_history_frame(tmp_path):
     assert RunRecord.load(tmp_path / "rec.json").data == json.loads(json.dumps(rec.data))
 
 
+def test_evaluations_and_whether_the_best_is_the_last():
+    rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
+    assert rec.evaluations() == [] and not rec.best_is_last
+    rows = [{"epoch": 0, "train_seconds": 0.0, "metrics": {"R@1": 0.9}},  # before training: not an evaluation
+            {"epoch": 1, "train_seconds": 1.0, "metrics": {"R@1": 0.3}},
+            {"epoch": 2, "train_seconds": 1.0, "metrics": None},
+            {"epoch": 3, "train_seconds": 1.0, "metrics": {"R@1": 0.5}}]
+    for row in rows:
+        rec.add_epoch(row, "R@1")
+    assert [r["epoch"] for r in rec.evaluations()] == [1, 3] and rec.best_is_last
+    rec.add_epoch({"epoch": 4, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "R@1")
+    assert not rec.best_is_last  # the best (epoch 3) was passed by a later evaluation
+    rec.add_epoch({"epoch": 5, "train_seconds": 1.0, "metrics": None}, "R@1")
+    assert not rec.best_is_last and rec.evaluations()[-1]["epoch"] == 4
+
+
 def test_load_finished_record_only_for_the_same_config(tmp_path):
     from dmlnb.profiles import make_config
     from dmlnb.records import load_finished_record

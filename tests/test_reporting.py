@@ -1,10 +1,14 @@
 import numpy as np
 import pandas as pd
 
+import pytest
+
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, claims_table, compare, compare_to_threshold, format_mean_std,
-    group_verdict, holds_for_every, interior_optimum, not_tested, reported_vs_reproduced, summarize_runs,
+    FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
+    best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
+    no_difference, not_tested, paired_differences, provenance_frame, reported_vs_reproduced, summarize_runs,
 )
+from dmlnb.records import RunRecord
 
 
 def test_summarize_runs_matches_numpy():
@@ -127,3 +131,127 @@ def test_group_verdict():
     assert group_verdict({"a": hi, "b": [0.60, 0.70]}, {"c": [0.58, 0.69]})[0] == INCONCLUSIVE
     assert group_verdict({"a": lo}, {"c": hi}, higher_is_better=False)[0] == HOLDS
     assert group_verdict({}, {"c": hi})[0] == NOT_TESTED
+    # the note names the pair whose effect the verdict carries
+    v, _ = group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
+    assert v.note == "effect: b vs c; 1 of 2 pairs do not hold" and v.effect == compare(lo, [0.6, 0.61, 0.62]).effect
+
+
+UP, DOWN = [0.60, 0.61, 0.62], [0.50, 0.51, 0.52]
+FLAT = [0.50, 0.60, 0.70]
+
+
+def test_all_of_holds_only_when_every_part_holds():
+    yes, no, maybe = compare(UP, DOWN), compare(DOWN, UP), compare(FLAT, DOWN)
+    assert all_of({"a": yes, "b": yes}) == HOLDS and all_of({"a": yes, "b": no}) == "does not hold: 1 of 2 parts hold"
+    assert all_of({"a": no, "b": no}) == FAILS and all_of({"a": yes, "b": maybe}) == INCONCLUSIVE
+    assert all_of({"a": yes, "b": not_tested("not run")}) == INCONCLUSIVE  # an untested part is not a held one
+    assert all_of({}, "losses") == NOT_TESTED and all_of({}, "losses").note == "no losses"
+    v = all_of({"a": yes, "b": maybe}, "metrics")
+    assert v.note == "effect: b (the interval contains 0); 1 of 2 metrics hold, none fails"
+    assert all_of({"only": maybe}).note == maybe.note  # one part: its own note
+
+
+def test_all_of_shows_the_weakest_or_the_first_deciding_part():
+    strong, weak = compare([0.9, 0.91, 0.92], DOWN), compare(UP, DOWN)
+    assert all_of({"strong": strong, "weak": weak}).effect == weak.effect  # lowest lower bound
+    assert all_of({"strong": strong, "weak": weak}, shown="first").effect == strong.effect
+    far, near = compare([0.2, 0.21, 0.22], DOWN), compare(DOWN, UP)
+    v = all_of({"near": near, "far": far})  # both fail: the one with the lowest upper bound
+    assert v.effect == far.effect and v.note == "effect: far; 2 of 2 parts do not hold: near, far"
+    assert all_of({"near": near, "far": far}, shown="first").effect == near.effect
+    maybe_a, maybe_b = compare(FLAT, DOWN), compare([0.45, 0.55, 0.65], DOWN)
+    assert all_of({"x": weak, "a": maybe_a, "b": maybe_b}, shown="first").effect == maybe_a.effect
+
+
+def test_most_of():
+    yes, no, maybe = compare(UP, DOWN), compare(DOWN, UP), compare(FLAT, DOWN)
+    assert most_of({"a": yes, "b": yes, "c": no}) == HOLDS
+    assert most_of({"a": yes, "b": no, "c": no}) == FAILS
+    assert most_of({"a": yes, "b": maybe, "c": no}) == INCONCLUSIVE
+    v = most_of({"a": yes, "b": yes, "c": no, "d": not_tested("x")}, "methods")
+    assert v.note == "2 of 3 methods hold (a, b)" and v.effect == pytest.approx(2 / 3)
+    assert most_of({"d": not_tested("x")}) == NOT_TESTED
+
+
+def test_no_difference_can_be_refuted_never_shown():
+    flat, flat2 = compare(FLAT, DOWN), compare([0.50, 0.55, 0.45], DOWN)
+    v = no_difference({"a": flat, "b": flat2}, "losses")
+    assert v == INCONCLUSIVE and v.note.startswith("none of 2 losses differs") and "refuted, not shown" in v.note
+    v = no_difference({"a": flat, "up": compare(UP, DOWN), "down": compare([0.3, 0.31, 0.32], DOWN)}, "losses")
+    assert v == FAILS and v.effect == pytest.approx(-0.2)  # the case farthest from 0 (either direction)
+    assert v.note == "2 of 3 losses differ beyond the interval: up, down"
+    one = no_difference({"C/m": compare(UP, DOWN)})
+    assert one == FAILS and one.note == "the interval of the difference excludes 0"
+    assert no_difference({}) == NOT_TESTED
+
+
+def test_paired_differences():
+    assert paired_differences(UP, DOWN) == HOLDS and paired_differences(DOWN, UP) == FAILS
+    assert paired_differences([0.5, 0.6, 0.7], [0.49, 0.61, 0.69]) == INCONCLUSIVE
+
+
+def test_equivalence_is_two_one_sided_tests():
+    a, b = [0.550, 0.552, 0.548], [0.551, 0.549, 0.550]
+    assert equivalent(a, b, 0.01) == HOLDS and equivalent(b, a, 0.01) == HOLDS
+    assert [str(t) for t in margin_tests(a, b, 0.01)] == [HOLDS, HOLDS]
+    far = [0.60, 0.602, 0.598]
+    v = equivalent(far, b, 0.01, scale=100, unit=" pts")
+    # the effect is the difference itself, beyond the margin
+    assert v == FAILS and v.low > 0.01 and v.effect == pytest.approx(0.05) and "margin ±1 pts" in v.note
+    assert [str(t) for t in margin_tests(far, b, 0.01)] == [HOLDS, FAILS]
+    assert equivalent(a[:1], b[:1], 0.01) == INCONCLUSIVE  # one run per side never decides
+    assert equivalent([0.50, 0.56, 0.60], b, 0.01) == INCONCLUSIVE
+    assert equivalent([], b, 0.01) == NOT_TESTED
+
+
+def test_every_pair_equivalent():
+    margin = 0.007
+    ref = [0.610, 0.612, 0.608]
+    near = {40.0: ref, 35.0: [0.611, 0.613, 0.609], 55.0: [0.609, 0.611, 0.607]}
+    v, table = every_pair_equivalent(near, margin, value_unit="°")
+    assert v == HOLDS and len(table) == 3 and set(table["equivalent"]) == {HOLDS}
+    # one value far below the others: two pairs differ, and the effect is that pair's plain difference
+    far = {**near, 55.0: [0.55, 0.552, 0.548]}
+    v, table = every_pair_equivalent(far, margin, scale=100, unit=" pts", value_unit="°")
+    assert v == FAILS and "2 of 3 pairs differ" in v.note and v.note.startswith("effect: 55° − 35°")
+    assert v.effect == pytest.approx(0.55 - 0.611) and v.high < 0
+    row = table.set_index("pair").loc["55° − 35°"]
+    assert row["difference"] == v.evidence()["effect"] and row["90% interval"] == v.evidence()["90% interval"]
+    assert row["above −0.7 pts"] == FAILS and row["below +0.7 pts"] == HOLDS
+    # two values beyond the margin of each other but not of a middle one: the extreme pair decides
+    drift = {35.0: [0.700, 0.702, 0.698], 45.0: [0.650, 0.652, 0.648], 55.0: [0.600, 0.602, 0.598]}
+    assert every_pair_equivalent(drift, margin)[0] == FAILS
+    # noisy runs: every half-width exceeds the margin, so "holds" is unreachable and the note says so
+    v = every_pair_equivalent({40.0: [0.58, 0.61, 0.64], 35.0: [0.57, 0.62, 0.63]}, margin)[0]
+    assert v == INCONCLUSIVE and "unreachable" in v.note
+    # a mean difference inside the margin is not enough on one run per value
+    assert every_pair_equivalent({40.0: [0.61], 35.0: [0.611]}, margin)[0] == INCONCLUSIVE
+    assert every_pair_equivalent({40.0: ref}, margin)[0] == NOT_TESTED
+
+
+def _record(name: str, r1: list[float], git: dict | None, threads: int | None = 1) -> RunRecord:
+    env = {"device": "cpu", "threads": threads, **({"git": git} if git is not None else {})}
+    rec = RunRecord.new(name, config={}, components={}, environment=env)
+    for epoch, value in enumerate(r1, start=1):
+        rec.add_epoch({"epoch": epoch, "train_seconds": 2.0, "metrics": {"R@1": value}}, "R@1")
+    rec.finish("2024-05-01T10:00:00+00:00")
+    return rec
+
+
+def test_provenance_frame_one_row_per_record():
+    records = [_record("a-seed0", [0.5, 0.6], {"commit": "abc123", "dirty": True}),
+               _record("a-seed1", [0.5], {"commit": None}), _record("b-seed0", [0.4], None, threads=None)]
+    frame = provenance_frame(records)
+    assert list(frame["run"]) == ["a-seed0", "a-seed1", "b-seed0"]
+    assert list(frame["commit"]) == ["abc123", "", ""] and list(frame["dirty"]) == [True, None, None]
+    assert frame.loc[0, "train seconds"] == 4.0 and frame.loc[0, "finished"].startswith("2024-05-01")
+    assert frame["threads"].isna().tolist() == [False, False, True]
+    assert provenance_frame([]).columns.tolist() == ["run", "commit", "dirty", "threads", "started", "finished",
+                                                     "train seconds"]
+
+
+def test_best_minus_last():
+    peaked, rising = _record("p", [0.5, 0.7, 0.6], {}), _record("r", [0.5, 0.6, 0.7], {})
+    assert best_minus_last([peaked, rising]) == [pytest.approx(0.1), 0.0]
+    empty = RunRecord.new("e", config={}, components={}, environment={"device": "cpu"})
+    assert best_minus_last([empty]) == []  # no evaluation: no gain to report

@@ -9,7 +9,7 @@ from torch import nn
 
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
-from dmlnb.ssdml.algorithm import PartitionSchedule, _partition, _Pool, train_ssdml
+from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, partition_indices, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
 
 
@@ -25,8 +25,8 @@ SCHED = PartitionSchedule(partition_size=20, epochs_per_partition=2)
 
 def test_partitions_sweep_the_unlabelled_pool():
     lab, unl, _ = ssdml_data()
-    pool = _Pool(lab, unl)
-    parts = [_partition(pool, PartitionSchedule(partition_size=17), 0, p) for p in range(3)]
+    pool = TrainingPool(lab, unl)
+    parts = [partition_indices(pool, PartitionSchedule(partition_size=17), 0, p) for p in range(3)]
     for p in parts:
         assert p[:9].tolist() == list(range(9))  # all labelled first
         assert len(p) == 9 + 17

@@ -5,14 +5,13 @@ calls together:
 
 * :data:`PRESETS` / :data:`SETTINGS` and :func:`experiment_config`: the profile presets
   (``smoke``, ``default``, ``paper``) of the training runs and of the other experiments;
-* :class:`CentroidNet` and :func:`build_network`: the paper's network, backbone -> FC(D)
-  -> FC(C), trained at the last (C-dimensional) layer against fixed centroids and evaluated at the
-  second-to-last (D-dimensional) one (Sec. 4.2, Table 2); the baselines use the same backbone
-  with one FC(D) head, so every method is evaluated at the same layer;
+* :func:`build_network`: the paper's network (:class:`~dmlnb.losses.discriminative.CentroidNet`,
+  backbone -> FC(D) -> FC(C), trained at the last (C-dimensional) layer against fixed centroids
+  and evaluated at the second-to-last (D-dimensional) one, Sec. 4.2, Table 2); the baselines use
+  the same backbone with one FC(D) head, so every method is evaluated at the same layer;
 * :func:`build_loss`: the seven compared losses with their settings;
-* :class:`LemmaTracker`: a training hook that evaluates every quantity of Lemma 3.1 (``L_t``,
-  ``L_d``, ``eps``, the bound) on a class-balanced subset of the training set during training;
-* :class:`BackboneLR`: the paper's ten-times smaller learning rate of the backbone (paper profile);
+* :func:`balanced_subset`: the class-balanced subset of the training set on which
+  :class:`~dmlnb.losses.discriminative.LemmaTracker` evaluates Lemma 3.1 during training;
 * :func:`run_method`: one training run whose record (with Table 2 and Lemma 3.1 extras) is saved
   and reloaded without retraining;
 * :func:`loss_pass_timing`, :func:`loglog_slopes` and :func:`timing_study`: the cost of one
@@ -21,8 +20,8 @@ calls together:
 * :func:`step_timing`: training steps of every method timed in one process, interleaved (the
   only timings the chapter compares across methods);
 * :func:`claim_evidence`, :func:`chapter_claims` (the paper's claims) and :func:`our_measurements`
-  (the chapter's own), judged by the book's rule, with the margin :func:`alike_margin` read from
-  the paper's Table 3, :func:`equivalent`, :func:`all_of` and :func:`most_of`;
+  (the chapter's own), judged by the book's rule (:mod:`dmlnb.reporting`), with the margin
+  :func:`alike_margin` read from the paper's Table 3;
 * :func:`deviation_runs`, :func:`deviations_table` and :func:`run_provenance`: every deviation
   from the paper, three of them measured, and the code versions of the run records.
 """
@@ -43,7 +42,8 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
-from dmlnb.hooks import Hook, TrainState
+from dmlnb.experiments.settings import profile_settings
+from dmlnb.hooks import Hook
 from dmlnb.losses import (
     DiscriminativeLoss,
     FacilityLocationLoss,
@@ -54,18 +54,21 @@ from dmlnb.losses import (
     TripletLoss,
 )
 from dmlnb.losses.discriminative import (
+    BackboneLR,
+    CentroidNet,
+    LemmaTracker,
     centroid_distance_stats,
     kmeans_sphere_centroids,
-    lemma31_bound,
     onehot_centroids,
 )
 from dmlnb.models import EmbeddingNet, build_model
 from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, MIN_RUNS, NOT_TESTED, Claim, Verdict, compare, compare_to_threshold,
-    holds_for_every, not_tested,
+    Claim, all_of, best_minus_last, compare, compare_to_threshold, equivalent, holds_for_every, most_of, not_tested,
+    paired_differences, provenance_frame,
 )
 from dmlnb.training import train
 
@@ -77,21 +80,19 @@ __all__ = [
     "REPORTED",
     "experiment_config",
     "experiment_settings",
-    "CentroidNet",
     "build_network",
     "backbone_parameters",
     "build_loss",
     "make_centroids",
     "method_config",
     "balanced_subset",
-    "LemmaTracker",
-    "BackboneLR",
     "MethodRun",
     "run_method",
     "lemma_frame",
     "triplet_sum_enumerated",
     "timing_losses",
     "N_SWEEP_ONLY",
+    "predicted_seconds",
     "loss_pass_timing",
     "loglog_slopes",
     "fit_rows",
@@ -104,21 +105,16 @@ __all__ = [
     "MAX_EPS",
     "alike_margins",
     "table7_scaling",
-    "all_of",
-    "most_of",
-    "paired_differences",
     "our_measurements",
     "step_timing",
     "DEVIATION_VARIANTS",
     "deviation_runs",
-    "selection_gain",
     "deviations_table",
     "run_provenance",
     "tidy_axes",
     "CUBIC_ORDER_LIMIT",
     "ORDER_OF_MAGNITUDE",
     "alike_margin",
-    "equivalent",
     "ClaimEvidence",
     "claim_evidence",
     "chapter_claims",
@@ -194,53 +190,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
     ),
 }
 
-# The paper's numbers (percent), for the "reported" columns only.
-_METRICS = ["NMI", "R@1", "R@2", "R@4", "R@8"]
-# Row order of the paper's Tables 4 (CUB-200-2011) and 5 (CAR196).
-_TABLE45_METHODS = ["SoftMax", "Semi-hard", "Lifted structure", "N-pair", "Triplet+Global",
-                    "Clustering", "Triplet+smart mining", "Triplet+proxy", "Histogram", "Discriminative"]
+# The paper's numbers (percent; Table 7 in minutes), for the "reported" columns only: the files
+# dmlnb/experiments/reported/discriminative_<table>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    "table2": pd.DataFrame(
-        [[49.49, 62.32, 72.52, 81.57, 65.32, 76.44, 84.10, 89.84],
-         [51.43, 64.23, 74.31, 82.83, 68.31, 78.21, 85.22, 91.18]],
-        index=["last layer", "second-to-last layer"],
-        columns=pd.MultiIndex.from_product([["CUB-200-2011", "CAR196"], ["R@1", "R@2", "R@4", "R@8"]]),
-    ),
-    "table3": pd.DataFrame(
-        [["CUB-200-2011", "one-hot", 51.43, 64.23, 74.31, 82.83, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
-         ["CUB-200-2011", "K-means", 50.75, 63.54, 73.26, 82.36, 1.21, 1.63, 1.418, 0.061],
-         ["CAR196", "one-hot", 68.31, 78.21, 85.22, 91.18, 2 ** 0.5, 2 ** 0.5, 2 ** 0.5, 0.0],
-         ["CAR196", "K-means", 66.93, 76.74, 83.80, 90.37, 1.18, 1.65, 1.416, 0.066]],
-        columns=["dataset", "centroids", "R@1", "R@2", "R@4", "R@8", "min", "max", "mean", "std"],
-    ),
-    "table4": pd.DataFrame(
-        [[57.21, 48.34, 60.16, 71.21, 80.30], [55.38, 42.59, 55.03, 66.44, 77.23],
-         [56.50, 43.57, 56.55, 68.59, 79.63], [57.24, 45.37, 58.41, 69.51, 79.49],
-         [58.61, 49.04, 60.97, 72.33, 81.85], [59.23, 48.18, 61.44, 71.83, 81.92],
-         [59.90, 49.78, 62.34, 74.05, 83.31], [59.53, 49.21, 61.90, 67.90, 72.40],
-         [np.nan, 50.26, 61.91, 72.63, 82.36], [59.92, 51.43, 64.23, 74.31, 82.83]],
-        index=_TABLE45_METHODS,
-        columns=_METRICS,
-    ),
-    "table5": pd.DataFrame(
-        [[58.38, 62.39, 72.96, 80.86, 87.37], [53.35, 51.54, 63.78, 73.52, 82.41],
-         [56.88, 52.98, 65.70, 76.01, 84.27], [57.79, 53.90, 66.76, 77.75, 86.35],
-         [58.20, 61.41, 72.51, 81.75, 88.39], [59.04, 58.11, 70.64, 80.27, 87.81],
-         [59.50, 64.65, 76.20, 84.23, 90.19], [64.90, 73.22, 82.42, 86.36, 88.68],
-         [np.nan, 54.34, 66.72, 77.22, 85.17], [59.71, 68.31, 78.21, 85.22, 91.18]],
-        index=_TABLE45_METHODS,
-        columns=_METRICS,
-    ),
-    # Table 7: training time in minutes on one machine.
-    "table7": pd.DataFrame(
-        [[660, 680, 54], [1200, 1240, 73]],
-        index=["CUB-200-2011", "CAR196"],
-        columns=["Semi-hard", "Triplet+smart mining", "Discriminative"],
-    ),
-    "table8": pd.DataFrame(
-        [[61.49, 57.74, 68.46, 78.07, 85.40], [62.14, 78.15, 85.70, 90.71, 94.21]],
-        index=["CUB-200-2011", "CAR196"], columns=_METRICS,
-    ),
+    key: reported_table(f"discriminative_{key}") for key in ("table2", "table3", "table4", "table5", "table7", "table8")
 }
 
 
@@ -250,59 +203,12 @@ def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) 
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
-    """A copy of :data:`SETTINGS` ``[profile]`` with ``changes`` applied (unknown keys raise)."""
-    if profile not in SETTINGS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {list(SETTINGS)}")
-    out = dict(SETTINGS[profile])
-    unknown = sorted(set(changes) - set(out))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; valid: {sorted(out)}")
-    out.update({k: v for k, v in changes.items() if v is not None})
-    return out
+    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied (unknown
+    keys raise; :func:`~dmlnb.experiments.settings.profile_settings`)."""
+    return profile_settings(SETTINGS, profile, **changes)
 
 
 # --------------------------------------------------------------------------- networks
-
-
-class CentroidNet(nn.Module):
-    """The paper's network (Sec. 4.2): backbone -> FC(D) -> FC(C).
-
-    In training mode :meth:`forward` returns the last, ``C``-dimensional layer (the discriminative
-    loss L2-normalises it and compares it with the fixed centroids); in eval mode it returns the
-    layer named by :attr:`eval_layer`: ``"penultimate"`` (the ``D``-dimensional FC output, the
-    embedding the paper evaluates, Table 2) or ``"last"``. :func:`dmlnb.evaluation.compute_embeddings`
-    switches to eval mode, so the training loop evaluates the penultimate layer.
-
-    ``net`` is an :class:`~dmlnb.models.EmbeddingNet` whose trunk is ``backbone -> FC(D)`` and
-    whose head is ``FC(D -> C)``: ``net.features(x)`` is the penultimate layer.
-    """
-
-    def __init__(self, net: EmbeddingNet, eval_layer: str = "penultimate") -> None:
-        super().__init__()
-        self.net = net
-        self.eval_layer = eval_layer
-
-    @property
-    def eval_layer(self) -> str:
-        return self._eval_layer
-
-    @eval_layer.setter
-    def eval_layer(self, value: str) -> None:
-        if value not in ("penultimate", "last"):
-            raise ValueError(f"eval_layer must be 'penultimate' or 'last', got {value!r}")
-        self._eval_layer = value
-
-    def features(self, x: Tensor) -> Tensor:
-        """The penultimate (``D``-dimensional) layer ``(B, D)``."""
-        return self.net.features(x)
-
-    def forward(self, x: Tensor) -> Tensor:
-        if self.training or self.eval_layer == "last":
-            return self.net(x)  # (B, C)
-        return self.net.features(x)  # (B, D)
-
-    def extra_repr(self) -> str:
-        return f"eval_layer={self.eval_layer!r}"
 
 
 def _backbone(config: TrainConfig, input_shape: tuple[int, int, int], arch: str | None) -> tuple[nn.Module, int]:
@@ -396,7 +302,7 @@ def build_loss(
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
 
 
-# --------------------------------------------------------------------------- hooks
+# --------------------------------------------------------------------------- lemma tracking
 
 
 def balanced_subset(dataset: Any, per_class: int | None = None, seed: int = 0) -> Any:
@@ -419,99 +325,6 @@ def balanced_subset(dataset: Any, per_class: int | None = None, seed: int = 0) -
         idx = torch.nonzero(labels == c).squeeze(1)
         keep.append(idx[torch.randperm(idx.numel(), generator=g)[:k]])
     return dataset.subset(torch.sort(torch.cat(keep)).values)
-
-
-class LemmaTracker(Hook):
-    """Evaluates Lemma 3.1 on a balanced labelled set during training.
-
-    Before the first step and after every ``every`` epochs, the last-layer embeddings of
-    ``dataset`` are computed in eval mode and :func:`dmlnb.losses.discriminative.lemma31_bound`
-    gives ``L_t`` (all triplets, Eq. 1-2), ``L_d`` (Eq. 8), ``eps``, ``kappa_min/max`` and the bound
-    ``H (kappa_max - kappa_min + 3 eps)``. One row per evaluation in :attr:`rows` (with ``epoch``,
-    ``step`` and ``eps_mean = 2 mean_i |x_i - c_{y_i}|``); the rows are checkpointed with the run.
-    The work happens outside the timed part of an epoch.
-    """
-
-    def __init__(self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512) -> None:
-        if every < 1:
-            raise ValueError(f"every must be >= 1, got {every}")
-        self.dataset = dataset
-        self.centroids = centroids.detach().cpu()
-        self.every = int(every)
-        self.batch_size = int(batch_size)
-        self.rows: list[dict[str, float]] = []
-
-    def __repr__(self) -> str:
-        return (f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
-                f"every={self.every})")
-
-    def measure(self, model: nn.Module) -> dict[str, float]:
-        """Lemma 3.1's quantities for ``model``'s last layer on the tracked set."""
-        previous = getattr(model, "eval_layer", None)
-        if previous is not None:
-            model.eval_layer = "last"
-        try:
-            emb, lab = compute_embeddings(model, self.dataset, batch_size=self.batch_size)
-        finally:
-            if previous is not None:
-                model.eval_layer = previous
-        out = lemma31_bound(emb, lab, self.centroids)
-        x = l2_normalize(emb.double())
-        own = (x - self.centroids.double()[lab]).norm(dim=1)  # (N,)
-        out["eps_mean"] = 2.0 * own.mean().item()
-        return out
-
-    def _record(self, state: TrainState, epoch: int) -> None:
-        row = {"epoch": float(epoch), "step": float(state.step)}
-        row.update(self.measure(state.model))
-        self.rows.append(row)
-
-    def on_train_start(self, state: TrainState) -> None:
-        if not self.rows:
-            self._record(state, 0)
-
-    def on_epoch_end(self, state: TrainState) -> None:
-        if (state.epoch + 1) % self.every == 0:
-            state.step += 1  # the step count after the epoch's last step
-            try:
-                self._record(state, state.epoch + 1)
-            finally:
-                state.step -= 1
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"rows": [{str(k): float(v) for k, v in r.items()} for r in self.rows]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.rows = [dict(r) for r in state.get("rows", [])]
-
-
-class BackboneLR(Hook):
-    """The paper's learning rates for SGD: the backbone learns ``factor`` times slower than the new
-    FC layers, with weight decay ``weight_decay`` on every model parameter.
-
-    After ``backward`` it sets ``grad <- grad + wd * p`` on the model's parameters and multiplies
-    the backbone's by ``factor``. With plain SGD (momentum included) and the configuration's own
-    ``weight_decay = 0`` this is exactly SGD with a ``factor`` times smaller learning rate on the
-    backbone and weight decay ``wd`` everywhere; resuming needs no extra state.
-    """
-
-    def __init__(self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0) -> None:
-        self.backbone = list(backbone)
-        self.factor = float(factor)
-        self.weight_decay = float(weight_decay)
-
-    def __repr__(self) -> str:
-        return f"BackboneLR(factor={self.factor}, weight_decay={self.weight_decay})"
-
-    def after_backward(self, state: TrainState) -> None:
-        with torch.no_grad():
-            if self.weight_decay:
-                for p in state.model.parameters():
-                    if p.grad is not None:
-                        p.grad.add_(p, alpha=self.weight_decay)
-            for p in self.backbone:
-                if p.grad is not None:
-                    p.grad.mul_(self.factor)
 
 
 # --------------------------------------------------------------------------- runs
@@ -756,7 +569,9 @@ def _time_call(fn: Callable[[], Any], repeats: int, max_seconds: float) -> float
     return min(times)
 
 
-def _predicted(before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str) -> float:
+def predicted_seconds(
+    before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str
+) -> float:
     """Seconds the next size of the sweep would take, extrapolating the last two points' log-log
     slope (at least 1); 0 without a previous point or a next size."""
     sizes = [n if sweep == "N" else c for n, c in grid]
@@ -820,7 +635,7 @@ def loss_pass_timing(
                 seconds = _time_call(once, repeats, max_seconds)
                 size = n if sweep == "N" else c
                 rows.append({"sweep": sweep, "loss": name, "N": n, "C": c, "seconds": seconds})
-                if seconds > max_seconds or _predicted(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
+                if seconds > max_seconds or predicted_seconds(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
                     stopped.add(name)
                 previous[name] = (size, seconds)
     return pd.DataFrame(rows)
@@ -937,70 +752,6 @@ def table7_scaling() -> pd.DataFrame:
                                   "N C (training images x classes)": (n1 * c1) / (n2 * c2)}})
 
 
-def equivalent(
-    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = ""
-) -> Verdict:
-    """The rule for "A and B perform alike" within ``±margin`` (two one-sided tests): the 90%
-    interval of ``mean(A) - mean(B)`` from :func:`dmlnb.reporting.compare` must lie inside
-    ``(-margin, margin)`` to hold; it does not hold when the interval lies wholly outside; otherwise
-    (or with fewer than 3 runs per side) inconclusive. The effect shown is the difference itself."""
-    d = compare(a, b, scale=scale, unit=unit)
-    if str(d) == NOT_TESTED:
-        return d
-    note = f"equivalence margin ±{margin * scale:.3g}{unit}"
-    if min(d.n) < MIN_RUNS:
-        text = INCONCLUSIVE
-        note += f"; {d.note}"
-    elif -margin < d.low and d.high < margin:
-        text = HOLDS
-    elif d.low > margin or d.high < -margin:
-        text = FAILS
-    else:
-        text = INCONCLUSIVE
-        note += "; the interval crosses the margin"
-    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit)
-
-
-def all_of(verdicts: Mapping[str, Verdict], what: str = "measures") -> Verdict:
-    """A claim over several measures / cases judged each by the rule: holds when every one holds,
-    does not hold when one does not, else inconclusive; carries the weakest (lowest lower bound)."""
-    vs = list(verdicts.values())
-    if not vs:
-        return not_tested(f"no {what}")
-    texts = [str(v) for v in vs]
-    weakest = min(vs, key=lambda v: v.low if np.isfinite(v.low) else -np.inf)
-    if all(t == HOLDS for t in texts):
-        text, note = HOLDS, f"all {len(vs)} {what} hold; weakest shown"
-    elif FAILS in texts:
-        failing = [k for k, v in verdicts.items() if str(v) == FAILS]
-        weakest = verdicts[failing[0]]
-        text, note = FAILS, f"fails on {', '.join(failing)}"
-    else:
-        text = INCONCLUSIVE
-        note = f"{texts.count(HOLDS)} of {len(vs)} {what} hold, none fails; weakest shown"
-    return Verdict(text, weakest.effect, weakest.low, weakest.high, weakest.n, note, weakest.scale, weakest.unit)
-
-
-def most_of(verdicts: Mapping[str, Verdict], what: str = "methods") -> Verdict:
-    """"Improves over most of them": holds when more than half of the pairwise verdicts hold; does
-    not hold when, even if every inconclusive pair held, half or fewer would; else inconclusive.
-    The effect is the share of pairs that hold."""
-    texts = [str(v) for v in verdicts.values() if str(v) != NOT_TESTED]  # untested parts do not count
-    if not texts:
-        return not_tested(f"no {what} tested")
-    m, k, open_ = len(texts), texts.count(HOLDS), texts.count(INCONCLUSIVE)
-    text = HOLDS if k > m / 2 else FAILS if k + open_ <= m / 2 else INCONCLUSIVE
-    share = k / m
-    held = ", ".join(name for name, v in verdicts.items() if str(v) == HOLDS) or "none"
-    return Verdict(text, share, share, share, (m,), f"{k} of {m} {what} hold ({held})")
-
-
-def paired_differences(a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, unit: str = "") -> Verdict:
-    """"A beats B" on paired per-run values (the same run measured two ways): the rule's one-sample
-    test of the per-run differences ``a - b`` against 0 (:func:`compare_to_threshold`)."""
-    return compare_to_threshold([x - y for x, y in zip(a, b)], 0.0, scale=scale, unit=unit)
-
-
 @dataclass
 class ClaimEvidence:
     """Per-run numbers the claims are judged on (one entry per seed, in the same seed order on
@@ -1057,7 +808,7 @@ def claim_evidence(
     return ClaimEvidence(
         metrics=metrics, layers=layers, kmeans_r1=[r.best_metrics["R@1"] for r in kmeans_runs], lemma=lemma,
         slopes=slopes, steps=steps, epochs=epochs,
-        last_epoch_share=float(np.mean([r.record.best["epoch"] == epochs for r in every])),
+        last_epoch_share=float(np.mean([r.record.best_is_last for r in every])),
         vgg_r1=[r.best_metrics["R@1"] for r in vgg_runs],
     )
 
@@ -1109,8 +860,8 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     # Table 2: every discriminative run (one-hot and K-means), paired, at every Recall@K.
     layer_v = {k: paired_differences(*ev.layers[k], **pts) for k in recall if k in ev.layers}
     # Sec. 4.4: over most triplet-based methods under Recall@K (a method counts when every K holds).
-    per_method = {row: all_of({k: compare(disc[k], m[row][k], **pts) for k in recall}) for row in TRIPLET_FAMILY}
-    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures})
+    per_method = {row: all_of({k: compare(disc[k], m[row][k], **pts) for k in recall}, "measures") for row in TRIPLET_FAMILY}
+    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
     n_disc = _slope(ev.slopes, "discriminative", "slope in N")
     c_disc = _slope(ev.slopes, "discriminative", "slope in C")
     n_naive = _slope(ev.slopes, "triplet all (enumerated)", "slope in N")
@@ -1163,7 +914,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
               "Tables 4-5: R@1 above " + ", ".join(
                   f"{sum(t.loc['Discriminative', 'R@1'] > t.loc[r, 'R@1'] for r in TRIPLET_FAMILY)} of {len(TRIPLET_FAMILY)} ({d})"
                   for t, d in ((t4, "CUB"), (t5, "CAR196"))) + " implemented here",
-              f"each of the {len(TRIPLET_FAMILY)} triplet-based methods counts when R@K is better at every K", most_of(per_method)),
+              f"each of the {len(TRIPLET_FAMILY)} triplet-based methods counts when R@K is better at every K", most_of(per_method, "methods")),
         Claim("... 'e.g., Semi-hard'", "Tables 4-5: R@1 " + ", ".join(
                   f"{t.loc['Discriminative', 'R@1']:.2f} vs {t.loc['Semi-hard', 'R@1']:.2f} ({d})" for t, d in ((t4, "CUB"), (t5, "CAR196"))),
               f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['Semi-hard']['R@1']):.1f}; at every K", per_method["Semi-hard"]),
@@ -1334,15 +1085,6 @@ def step_timing(
     return pd.DataFrame(rows)
 
 
-def selection_gain(runs: Sequence[MethodRun]) -> list[float]:
-    """Per run: best-epoch Recall@1 (the epoch picked on the test classes) minus the last epoch's."""
-    out = []
-    for r in runs:
-        last = max((h for h in r.record.data["history"] if h.get("metrics")), key=lambda h: h["epoch"])
-        out.append(float(r.best_metrics["R@1"] - last["metrics"]["R@1"]))
-    return out
-
-
 def deviations_table(
     base: Sequence[MethodRun], variants: Mapping[str, Sequence[MethodRun]], every_run: Sequence[MethodRun],
     kmeans_stats: Mapping[str, float] | None = None,
@@ -1363,7 +1105,7 @@ def deviations_table(
         return (f"R@1 {100 * np.mean([r.best_metrics['R@1'] for r in runs]):.1f} vs {100 * np.mean(base_r1):.1f}: "
                 f"{e['effect']} {e['90% interval']} ({e['runs per side']} runs; 'the variant is better': {v})")
 
-    gain = selection_gain(every_run)
+    gain = best_minus_last([r.record for r in every_run])
     g = compare_to_threshold(gain, 0.0, scale=100, unit=" pts").evidence()
     stats = ""
     if kmeans_stats is not None:
@@ -1379,7 +1121,7 @@ def deviations_table(
         ("optimiser and schedule", "SGD, lr 0.1 halved every 5 epochs, backbone lr 10x smaller",
          "Adam, lr 1e-3, constant, same lr everywhere", not_measured),
         ("weight decay", "5e-4", "0", effect("weight decay 5e-4")),
-        ("epochs", "up to 40", f"5 ({100 * np.mean([r.record.best['epoch'] == max(h['epoch'] for h in r.record.data['history']) for r in every_run]):.0f}% of the runs peak at the last)",
+        ("epochs", "up to 40", f"5 ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
          not_measured),
         ("augmentation", "random crops and horizontal flips", "none", not_measured),
         ("batches", "128 images, composition not stated", "128 images, 8 per class (16 classes)", effect("1 image per class")),
@@ -1402,13 +1144,10 @@ def deviations_table(
 
 
 def run_provenance(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """When and under which commit every reloaded run was trained (its record's environment)."""
-    rows = []
-    for r in runs:
-        git = r.record.data["environment"].get("git", {}) or {}
-        rows.append({"run": r.record.data["name"], "finished": str(r.record.data.get("finished", ""))[:16],
-                     "commit": str(git.get("commit", ""))[:10], "dirty": git.get("dirty")})
-    frame = pd.DataFrame(rows)
+    """When and under which commit every reloaded run was trained (its record's environment), per
+    (commit, uncommitted changes): runs, first and last finished, and the runs per method."""
+    frame = provenance_frame(r.record for r in runs)
+    frame = frame.assign(commit=frame["commit"].str[:10], finished=frame["finished"].str[:16])
     return frame.groupby(["commit", "dirty"], dropna=False).agg(
         runs=("run", "count"), first=("finished", "min"), last=("finished", "max"),
         methods=("run", lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(pd.Series([x.rsplit("-seed", 1)[0] for x in v]).value_counts().items())))).reset_index()

@@ -52,6 +52,7 @@ from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     Claim,
     compare,
@@ -60,6 +61,7 @@ from dmlnb.reporting import (
     interior_optimum,
     not_tested,
     paper_run_status,
+    provenance_frame,
 )
 
 __all__ = [
@@ -889,47 +891,20 @@ def collapsed_groups(curves: pd.DataFrame) -> frozenset:
 # The paper's numbers (Recall@K in %)
 # ----------------------------------------------------------------------------------------------
 
-_NA = math.nan
-_T1_ROWS = ("triplet", "N-pair", "Proxy-NCA", "EPSHN")
-_T1 = {  # (dataset, backbone) -> rows of _T1_ROWS x (R@1, R@2, R@4, R@8); Table 1, 64-d
-    ("CUB", "GoogLeNet"): [(42.6, 55.0, 66.4, 77.2), (45.4, 58.4, 69.5, 79.5), (49.2, 61.9, 67.9, 72.4), (51.7, 64.1, 75.3, 83.9)],
-    ("CUB", "ResNet-18"): [(_NA,) * 4, (52.4, 65.7, 76.8, 84.6), (51.5, 63.8, 74.6, 84.0), (54.2, 66.6, 77.4, 86.0)],
-    ("CUB", "ResNet-50"): [(_NA,) * 4, (53.2, 65.3, 76.0, 84.8), (55.5, 67.7, 78.2, 86.2), (57.3, 68.9, 79.3, 87.2)],
-    ("CAR", "GoogLeNet"): [(51.5, 63.8, 73.5, 81.4), (53.9, 66.8, 77.8, 86.4), (73.2, 82.4, 86.4, 88.7), (66.4, 76.8, 85.2, 90.7)],
-    ("CAR", "ResNet-18"): [(_NA,) * 4, (55.7, 67.4, 77.0, 84.5), (62.2, 73.0, 81.6, 87.9), (73.2, 82.5, 88.6, 93.0)],
-    ("CAR", "ResNet-50"): [(_NA,) * 4, (58.3, 69.5, 78.3, 86.4), (66.2, 76.9, 84.9, 90.5), (75.5, 84.2, 90.3, 94.2)],
-}
-#: Table 1 of the paper: ``{(dataset, backbone): DataFrame (methods x R@1..R@8)}``, 64-d, in %.
-REPORTED_TABLE1: dict[tuple[str, str], pd.DataFrame] = {
-    key: pd.DataFrame(rows, index=list(_T1_ROWS), columns=["R@1", "R@2", "R@4", "R@8"])
-    for key, rows in _T1.items()
-}
 
-_T2_COLS = pd.MultiIndex.from_tuples(
-    [("CUB", "R@1"), ("CUB", "R@2"), ("CUB", "R@4"), ("CAR", "R@1"), ("CAR", "R@2"), ("CAR", "R@4"),
-     ("SOP", "R@1"), ("SOP", "R@10"), ("SOP", "R@100"),
-     ("In-Shop", "R@1"), ("In-Shop", "R@10"), ("In-Shop", "R@20")],
-    names=["dataset", "metric"],
-)
+def _table1_cells() -> dict[tuple[str, str], pd.DataFrame]:
+    """The (dataset, backbone) cells of dmlnb/experiments/reported/easy_positive_table1.csv."""
+    table = reported_table("easy_positive_table1")
+    return {key: cell.droplevel([0, 1]) for key, cell in table.groupby(level=[0, 1], sort=False)}
+
+
+#: Table 1 of the paper: ``{(dataset, backbone): DataFrame (methods x R@1..R@8)}``, 64-d, in %.
+REPORTED_TABLE1: dict[tuple[str, str], pd.DataFrame] = _table1_cells()
 #: Table 2 of the paper (state of the art; EPSHN with ResNet-50, 512-d), in %.
-REPORTED_TABLE2 = pd.DataFrame(
-    [
-        (53.6, 65.7, 77.0, 73.2, 82.4, 86.4, 69.5, 84.4, 92.8, 62.1, 84.9, 89.0),
-        (55.3, 67.2, 76.9, 78.0, 85.8, 91.1, 72.7, 86.5, 94.0, 76.9, 92.8, 95.2),
-        (57.1, 68.8, 78.7, 81.4, 88.0, 92.7, 74.8, 88.3, 94.8, _NA, _NA, _NA),
-        (60.6, 71.5, 79.8, 85.2, 90.5, 94.0, 76.3, 88.4, 94.8, 87.3, 96.7, 97.9),
-        (63.9, 75.0, 83.1, 86.0, 91.7, 95.0, _NA, _NA, _NA, _NA, _NA, _NA),
-        (64.9, 75.3, 83.5, 82.7, 89.3, 93.0, 78.3, 90.7, 96.3, 87.8, 95.7, 96.8),
-    ],
-    index=["HDC384", "BIER512", "HTL512", "ABE512", "DREML576", "EPSHN512"],
-    columns=_T2_COLS,
-)
+REPORTED_TABLE2 = reported_table("easy_positive_table2")
 #: Table 3 of the paper: Hotels-50K (ResNet-50, 256-d), in %.
-REPORTED_TABLE3 = pd.DataFrame(
-    [(8.1, 17.6, 34.8), (16.3, 30.5, 49.9)],
-    index=["BATCH-ALL256", "EPSHN256"],
-    columns=pd.MultiIndex.from_tuples([("Hotels-50K", "R@1"), ("Hotels-50K", "R@10"), ("Hotels-50K", "R@100")], names=["dataset", "metric"]),
-)
+REPORTED_TABLE3 = reported_table("easy_positive_table3")
+
 _T2_NAMES = {"cub200": "CUB", "cars196": "CAR", "sop": "SOP", "inshop": "In-Shop"}
 _BACKBONES = {"googlenet": "GoogLeNet", "resnet18": "ResNet-18", "resnet50": "ResNet-50"}
 
@@ -1067,12 +1042,10 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
 def record_provenance(runner: Runner) -> dict[str, Any]:
     """Code versions and threads of every run record the runner has loaded: how many commits,
     how many made from a dirty tree, the thread counts, and the range of training seconds."""
-    envs = [r.record.data.get("environment", {}) for r in runner.results.values()]
-    commits = {e.get("git", {}).get("commit") for e in envs}
-    secs = [r.record.data.get("total_train_seconds", math.nan) for r in runner.results.values()]
-    return {"runs": len(envs), "commits": len(commits),
-            "dirty": sum(bool(e.get("git", {}).get("dirty")) for e in envs),
-            "threads": dict(pd.Series([e.get("threads") for e in envs]).value_counts().sort_index()),
+    frame = provenance_frame(r.record for r in runner.results.values())
+    secs = frame["train seconds"].to_numpy()
+    return {"runs": len(frame), "commits": len(set(frame["commit"])), "dirty": int(frame["dirty"].map(bool).sum()),
+            "threads": dict(frame["threads"].value_counts().sort_index()),
             "train seconds": (float(np.nanmin(secs)), float(np.nanmax(secs)))}
 
 

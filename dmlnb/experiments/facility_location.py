@@ -8,12 +8,10 @@ together:
   seeds, the margin multiplier and its decay, and the sizes of the diagnostics;
 * :func:`build_loss` / :func:`method_config`: the four compared losses with the paper's settings
   (triplet with semi-hard mining, lifted structure, N-pairs, the clustering loss);
-* :class:`InsideLossHook`: a training hook that logs, per step, the clustering loss's oracle
-  score, loss-augmented score, the NMI of the inferred clustering, the greedy and PAM-refined
-  objectives, and the inference time beside the whole step's time (any loss: the step time);
 * :func:`run_method`: one training run with the batches of :class:`dmlnb.samplers.ClassRatioSampler`,
-  whose record (with the hook's log, the paper's geometric NMI and, optionally, a t-SNE map of
-  the test embedding) is saved and reloaded without retraining;
+  whose record (with the per-step log of :class:`~dmlnb.losses.facility_location.InsideLossHook`,
+  the paper's geometric NMI and, optionally, a t-SNE map of the test embedding) is saved and
+  reloaded without retraining;
 * :func:`inside_loss_frame` / :func:`inside_loss_summary`: the logged diagnostics as tables;
 * the Figure 2 toy (:func:`toy_points`, :func:`train_toy`, :func:`toy_summary`, :func:`run_toy`,
   :func:`toy_frame`): free 2-D points on the unit circle, one class split in two groups by other
@@ -43,7 +41,7 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
-from dmlnb.hooks import Hook, TrainState
+from dmlnb.hooks import Hook
 from dmlnb.losses import (
     FacilityLocationLoss,
     LiftedStructureLoss,
@@ -51,11 +49,13 @@ from dmlnb.losses import (
     NPairLoss,
     TripletLoss,
 )
+from dmlnb.losses.facility_location import InsideLossHook
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, compare_to_threshold, group_verdict, not_tested,
+    Claim, Verdict, compare, compare_to_threshold, group_verdict, no_difference, not_tested, provenance_frame,
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.training import train
@@ -71,7 +71,6 @@ __all__ = [
     "make_study",
     "method_config",
     "build_loss",
-    "InsideLossHook",
     "MethodRun",
     "run_method",
     "run_name",
@@ -132,24 +131,10 @@ PAM_TOLERANCE = 1e-9
 # The paper's numbers (%), for "reported" columns only
 # ----------------------------------------------------------------------------------------------
 
-_ROWS = [ROW_NAMES[m] for m in METHODS]
-#: Tables 1-3 of Song et al. (2017): Inception-BN (ImageNet-pretrained), 64-d, batch 128.
+#: Tables 1-3 of Song et al. (2017): Inception-BN (ImageNet-pretrained), 64-d, batch 128; the
+#: files dmlnb/experiments/reported/facility_location_table<k>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    "Table 1": pd.DataFrame(
-        [[55.38, 42.59, 55.03, 66.44, 77.23], [56.50, 43.57, 56.55, 68.59, 79.63],
-         [57.24, 45.37, 58.41, 69.51, 79.49], [59.23, 48.18, 61.44, 71.83, 81.92]],
-        index=_ROWS, columns=["NMI", "R@1", "R@2", "R@4", "R@8"],
-    ),
-    "Table 2": pd.DataFrame(
-        [[53.35, 51.54, 63.78, 73.52, 82.41], [56.88, 52.98, 65.70, 76.01, 84.27],
-         [57.79, 53.90, 66.76, 77.75, 86.35], [59.04, 58.11, 70.64, 80.27, 87.81]],
-        index=_ROWS, columns=["NMI", "R@1", "R@2", "R@4", "R@8"],
-    ),
-    "Table 3": pd.DataFrame(
-        [[89.46, 66.67, 82.39, 91.85], [88.65, 62.46, 80.81, 91.93],
-         [89.37, 66.41, 83.24, 93.00], [89.48, 67.02, 83.65, 93.23]],
-        index=_ROWS, columns=["NMI", "R@1", "R@10", "R@100"],
-    ),
+    f"Table {k}": reported_table(f"facility_location_table{k}") for k in (1, 2, 3)
 }
 #: What each reported table is: dataset and iterations.
 REPORTED_SETTING: dict[str, str] = {
@@ -369,78 +354,6 @@ def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------------------------
-# Inside the loss: a per-step log
-# ----------------------------------------------------------------------------------------------
-
-# FacilityLocationLoss.last_stats key -> logged column.
-_FL_COLUMNS = {
-    "margin_multiplier": "gamma",
-    "oracle_score": "oracle",
-    "predicted_score": "predicted",
-    "augmented_score": "augmented",
-    "nmi": "nmi",
-    "greedy_objective": "greedy",
-    "refined_objective": "refined",
-    "pam_swaps": "swaps",
-    "inference_seconds": "inference_s",
-}
-
-
-class InsideLossHook(Hook):
-    """Logs every ``every``-th training step: its wall time and, for the clustering loss, what
-    happened inside the loss.
-
-    Columns (one list per column in :attr:`log`): ``step``, ``loss``, ``step_s`` (seconds from
-    the start of the step to the end of the optimiser step: forward, loss, backward, update; the
-    batch's loading is outside) and, when the loss is a :class:`FacilityLocationLoss`, ``gamma``,
-    ``oracle`` (``F~``, Eq. 5), ``predicted`` (``F(X, S_PAM)``, Eq. 4), ``augmented``
-    (``F + gamma (1 - NMI)``, the (*) of Eq. 6), ``nmi`` (of the inferred clustering
-    ``g(S_PAM)`` against the labels), ``greedy`` / ``refined`` (the objective ``A`` of
-    Algorithm 1's set and after Algorithm 2), ``swaps`` (PAM swaps) and ``inference_s`` (seconds
-    of the loss-augmented inference). The log is checkpointed with the run.
-    """
-
-    def __init__(self, every: int = 1) -> None:
-        if every < 1:
-            raise ValueError(f"every must be >= 1, got {every}")
-        self.every = int(every)
-        self.log: dict[str, list[float]] = {}
-        self._t0: float | None = None
-
-    def __repr__(self) -> str:
-        return f"InsideLossHook(every={self.every})"
-
-    def on_step_start(self, state: TrainState) -> None:
-        if state.step % self.every == 0:
-            if state.device.type == "cuda":
-                torch.cuda.synchronize(state.device)
-            self._t0 = time.perf_counter()
-
-    def on_step_end(self, state: TrainState) -> None:
-        if self._t0 is None:
-            return
-        if state.device.type == "cuda":
-            torch.cuda.synchronize(state.device)
-        row: dict[str, float] = {
-            "step": float(state.step),
-            "loss": float(state.loss) if state.loss is not None else math.nan,
-            "step_s": time.perf_counter() - self._t0,
-        }
-        self._t0 = None
-        loss_fn = state.loss_fn
-        if isinstance(loss_fn, FacilityLocationLoss) and loss_fn.last_stats:
-            row.update({col: float(loss_fn.last_stats[key]) for key, col in _FL_COLUMNS.items()})
-        for key, value in row.items():
-            self.log.setdefault(key, []).append(value)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"log": {str(k): [float(x) for x in v] for k, v in self.log.items()}}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.log = {k: list(v) for k, v in state.get("log", {}).items()}
-
-
-# ----------------------------------------------------------------------------------------------
 # Runs
 # ----------------------------------------------------------------------------------------------
 
@@ -448,7 +361,7 @@ class InsideLossHook(Hook):
 @dataclass
 class MethodRun:
     """One finished run: table, method, seed, its record and the chapter's extras (``spec``,
-    ``inside`` (the :class:`InsideLossHook` log), ``metrics_geometric`` (best-epoch test metrics
+    ``inside`` (the :class:`~dmlnb.losses.facility_location.InsideLossHook` log), ``metrics_geometric`` (best-epoch test metrics
     with the paper's geometric-mean NMI), ``tsne`` (``indices`` of the mapped test points and
     their ``xy``) when requested). ``model`` is the best-epoch model when trained in this
     session, else ``None``."""
@@ -515,7 +428,7 @@ def run_method(
 
     Batches come from :class:`dmlnb.samplers.ClassRatioSampler` (``C / m`` of the table, seeded
     by ``seed``), identical for every method of a seed. The clustering loss's margin multiplier
-    decays by :class:`dmlnb.losses.MarginDecayHook`; :class:`InsideLossHook` logs every run. After
+    decays by :class:`dmlnb.losses.MarginDecayHook`; :class:`~dmlnb.losses.facility_location.InsideLossHook` logs every run. After
     training, the best-epoch model is evaluated once more with the geometric-mean NMI of the
     paper (Eq. 9; the training loop's evaluation uses the arithmetic mean) and, for the methods
     in ``study.tsne_methods`` at the first seed, a t-SNE map of the test embedding is stored.
@@ -583,7 +496,7 @@ def gamma_variant(study: Study, gamma: float) -> Study:
 
 
 def inside_loss_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """The :class:`InsideLossHook` logs of ``runs`` as one frame: columns ``method``, ``seed``
+    """The :class:`~dmlnb.losses.facility_location.InsideLossHook` logs of ``runs`` as one frame: columns ``method``, ``seed``
     and the logged columns; for the clustering loss also ``pam_gain = refined - greedy`` and
     ``inference_share = inference_s / step_s``."""
     frames = []
@@ -904,11 +817,6 @@ def pam_by_table(runs: Sequence[MethodRun]) -> pd.DataFrame:
         for (t, g), p in f.groupby(["table", "gamma"], sort=False)])
 
 
-def _last_eval_is_best(run: MethodRun) -> bool:
-    evaluated = [e["epoch"] for e in run.record.data.get("history", []) if e.get("metrics")]
-    return bool(evaluated) and run.record.data["best"]["epoch"] == max(evaluated)
-
-
 def deviations(
     runs: Mapping[str, Mapping[str, Sequence[MethodRun]]],
     ablation: Mapping[float, Sequence[MethodRun]],
@@ -931,7 +839,7 @@ def deviations(
             f"{t1.config.model if t1 else '—'} from scratch on {t1.config.dataset if t1 else '—'} (28 x 28), one CPU thread")
         if t1 is not None:
             c = t1.config
-            last = [_last_eval_is_best(r) for r in all_runs]
+            last = [r.record.best_is_last for r in all_runs]
             add("training length and model selection", "10k (CUB) or 20k iterations; best iteration reported",
                 (f"{c.epochs} epochs of {c.steps_per_epoch} steps" if c.steps_per_epoch else
                  f"{c.epochs} epochs of one pass ({len(all_runs[0].extras.get('inside', {}).get('step', [])) // c.epochs}"
@@ -982,8 +890,8 @@ def deviations(
     add("timings", "TensorFlow on a GPU",
         "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
         "machine loads, so no timing is compared across runs")
-    commits = {(r.record.data.get("environment", {}).get("git") or {}).get("commit") for r in all_runs}
-    dirty = sum(bool((r.record.data.get("environment", {}).get("git") or {}).get("dirty")) for r in all_runs)
+    provenance = provenance_frame(r.record for r in all_runs)
+    commits, dirty = set(provenance["commit"]), int(provenance["dirty"].map(bool).sum())
     add("provenance of the runs", "—",
         f"the {len(all_runs)} run records were made at {len(commits)} commit(s), {dirty} from a dirty tree; a record is "
         "reloaded when its configuration and method settings match, whatever the code version", nm)
@@ -1013,18 +921,6 @@ def _gamma_effect(runs, ablation, study, t1) -> str:
     return f"{t1.table}: " + "; ".join(parts)
 
 
-def _no_change(a: Sequence[float], b: Sequence[float]) -> Verdict:
-    """The rule for "A and B do not differ significantly": it does not hold when either direction
-    passes the one-sided test (:func:`~dmlnb.reporting.compare`); without an equivalence margin
-    (the paper gives none) it can never hold, so the verdict is otherwise inconclusive."""
-    v = compare(a, b, scale=100, unit=" pts")
-    if str(v) in (HOLDS, FAILS):
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n, "the interval of the difference excludes 0", v.scale, v.unit)
-    note = v.note + "; without an equivalence margin 'no change' cannot hold" if v.note else \
-        "without an equivalence margin 'no change' cannot hold"
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
 def claims(
     runs: Mapping[str, Mapping[str, Sequence[MethodRun]]],
     tables: Sequence[TableSpec],
@@ -1050,7 +946,7 @@ def claims(
       baselines (:func:`compare_methods`: holds only when every pair holds); a metric at its
       ceiling (:data:`SATURATED`) and a reported table without runs here are "not tested";
     * Sec. 4: the choice of ``C / m`` does not change the results significantly (clustering
-      loss at the two ratios the profile runs, :func:`_no_change`);
+      loss at the two ratios the profile runs, :func:`~dmlnb.reporting.no_difference`);
     * Sec. 3.4: Algorithm 1 is linear in the batch size (:func:`scaling_slopes` below
       :data:`LINEAR_SLOPE`, our threshold) and adds little overhead (not tested: see the reason);
     * Lemma 1: not tested (dmlnb's refinement is monotone by construction, see :func:`deviations`);
@@ -1110,7 +1006,8 @@ def claims(
                 f"clustering loss, same data and test set: {metric} at C/m = {ra:g} "
                 f"{100 * np.mean([r.metrics[metric] for r in a]):.1f}, at {rb:g} {100 * np.mean([r.metrics[metric] for r in b]):.1f} "
                 f"(%, mean over seeds); effect = C/m {ra:g} minus {rb:g}",
-                _no_change([r.metrics[metric] for r in a], [r.metrics[metric] for r in b])))
+                no_difference({f"C/m {ra:g} vs {rb:g}": compare([r.metrics[metric] for r in a], [r.metrics[metric] for r in b],
+                                                                  scale=100, unit=" pts")})))
     paper_34 = ("Sec. 3.4: 'The running time of the algorithm is O(|Y|^3 |V|) ... linear in the size of the minibatch, "
                 "and hence does not add much overhead on top of the gradient computation'")
     if scaling is not None and len(scaling):

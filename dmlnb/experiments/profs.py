@@ -9,20 +9,20 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
 * :data:`LOSSES`, :data:`TABLE2_LOSSES` and :func:`build_loss`: the integrated losses with the
   settings of their papers (:data:`IMPLEMENTATION` says what each trains);
 * :data:`PAIR_MODE`, :func:`pair_mode` and :func:`profs_loss`: the PROFS variants' losses restricted
-  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.RepresentativePairs`);
+  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.representative_pairs.RepresentativePairs`);
 * :func:`build_components`: the batch sampler and hooks of one variant, ``plain`` (class-balanced
-  batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.RepresentativeSampler` with
-  ``M`` from ``rho`` and :class:`~dmlnb.profs.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
+  batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.representatives.RepresentativeSampler` with
+  ``M`` from ``rho`` and :class:`~dmlnb.profs.proximal.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
   negative class mining); SoftTriple gets its adaptation (every iteration a subproblem,
-  :class:`~dmlnb.profs.LaggedProximalHook`; cluster centres as representatives,
-  :class:`~dmlnb.profs.CenterRepresentatives`);
+  :class:`~dmlnb.profs.proximal.LaggedProximalHook`; cluster centres as representatives,
+  :class:`~dmlnb.profs.representatives.CenterRepresentatives`);
 * :class:`TimedSampler`: measures the seconds a sampler spends building batches and in its hook
   calls (representative bookkeeping and mining), for the HNCM cost;
 * :func:`run_variant`: one training run, or its finished record reloaded;
 * :func:`hncm_pick_cost`: the cost of one HNCM batch as the number of classes grows;
-* :func:`gain_frame`, :func:`comparisons_table`, :func:`every_loss`, :func:`sweep_verdicts`,
-  :func:`share_increase`: the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one
-  rule (``compare``, ``interior_optimum``, ``compare_to_threshold``);
+* :func:`gain_frame`, :func:`comparisons_table`, :func:`sweep_verdicts`, :func:`share_increase`:
+  the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one rule (``compare``,
+  ``interior_optimum``, ``compare_to_threshold``, ``all_of`` over the losses, ``no_difference``);
 * :func:`paper_projections`, :func:`projection_reason`: projections per run, the paper's and
   ours, and why the claims that rest on many projections are not tested at a small scale;
 * :func:`reported_differences`, :func:`describe_reported`: the paper's Tables 1-2 in words,
@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,8 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Sampler
 
-from dmlnb.hooks import Hook, TrainState
+from dmlnb.experiments.settings import profile_settings
+from dmlnb.hooks import Hook
 from dmlnb.losses import (
     AngularLoss,
     ContrastiveLoss,
@@ -60,25 +61,25 @@ from dmlnb.losses import (
 )
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.profs import (
-    CenterRepresentatives,
-    LaggedProximalHook,
-    ProximalHook,
-    RepresentativePairs,
-    RepresentativeSampler,
-    projection_period,
-)
+from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
+from dmlnb.profs.representative_pairs import RepresentativePairs
+from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler, projection_period
+from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     Claim,
     Verdict,
+    all_of,
     compare,
     compare_to_threshold,
     interior_optimum,
+    no_difference,
     not_tested,
+    provenance_frame,
 )
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.training import train
@@ -101,7 +102,6 @@ __all__ = [
     "profs_loss",
     "period_for",
     "build_components",
-    "TimedSampler",
     "ProfsRun",
     "run_name",
     "run_variant",
@@ -110,14 +110,12 @@ __all__ = [
     "NEGLIGIBLE_PCT",
     "gain_frame",
     "comparisons_table",
-    "every_loss",
     "sweep_frame",
     "sweep_verdicts",
     "share_increase",
     "step_times",
     "cached_pick_cost",
     "metric_verdicts",
-    "no_difference",
     "sweep_pairs",
     "provenance",
     "deviations_table",
@@ -261,14 +259,9 @@ def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) 
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
-    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied."""
-    if profile not in SETTINGS:
-        raise ValueError(f"unknown profile {profile!r}; choose one of {list(SETTINGS)}")
-    out = dict(SETTINGS[profile])
-    unknown = sorted(set(changes) - set(out))
-    if unknown:
-        raise KeyError(f"unknown setting(s) {unknown}; valid: {sorted(out)}")
-    out.update({k: v for k, v in changes.items() if v is not None})
+    """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied
+    (:func:`~dmlnb.experiments.settings.profile_settings`), its loss names checked."""
+    out = profile_settings(SETTINGS, profile, **changes)
     for name in out["ablation_losses"] + (out["lambda_loss"], out["regime_loss"]) + tuple(out["key_losses"] or ()):
         if name not in LOSSES:
             raise ValueError(f"unknown loss {name!r} in the settings; choose from {list(LOSSES)}")
@@ -322,7 +315,7 @@ def build_loss(key: str, num_classes: int, embedding_dim: int) -> nn.Module:
     raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
 
 
-#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.RepresentativePairs`):
+#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.representative_pairs.RepresentativePairs`):
 #:
 #: * ``"anchored"``, pairs anchored at a class representative: contrastive, triplet and Margin,
 #:   "each class representative should have the same number of its corresponding positive pairs
@@ -359,7 +352,7 @@ def pair_mode(key: str, variant: str) -> str:
 
 def profs_loss(key: str, variant: str, loss: nn.Module, config: TrainConfig) -> nn.Module:
     """``loss`` as the variant trains it: PROFS and PROFS-HNCM wrap it in
-    :class:`~dmlnb.profs.RepresentativePairs` (``m = config.m_per_class``, mode
+    :class:`~dmlnb.profs.representative_pairs.RepresentativePairs` (``m = config.m_per_class``, mode
     :func:`pair_mode`); ``plain`` runs and SoftTriple use it unchanged."""
     if variant == "plain" or key == "softtriple":
         return loss
@@ -377,7 +370,7 @@ def loss_config(key: str, config: TrainConfig) -> TrainConfig:
 
 
 def period_for(config: TrainConfig, num_classes: int, rho: float) -> int:
-    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)`` (:func:`dmlnb.profs.projection_period`)."""
+    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)`` (:func:`dmlnb.profs.representatives.projection_period`)."""
     return projection_period(rho, config.batch_size, config.m_per_class, num_classes)
 
 
@@ -395,13 +388,13 @@ def build_components(
     """The batch sampler and extra hooks of one variant.
 
     * ``plain``: :class:`~dmlnb.samplers.MPerClassSampler` (``I = m_per_class`` per class), no hook.
-    * ``PROFS``: :class:`~dmlnb.profs.RepresentativeSampler` (``period = M``) and
-      :class:`~dmlnb.profs.ProximalHook` (``lam``, the same ``M``, on all of the network's
+    * ``PROFS``: :class:`~dmlnb.profs.representatives.RepresentativeSampler` (``period = M``) and
+      :class:`~dmlnb.profs.proximal.ProximalHook` (``lam``, the same ``M``, on all of the network's
       parameters as in Eq. 4.7). SoftTriple: every iteration is a subproblem, so the sampler
       renews the representatives every step and the proximal term is
-      :class:`~dmlnb.profs.LaggedProximalHook` (``period`` is ignored).
+      :class:`~dmlnb.profs.proximal.LaggedProximalHook` (``period`` is ignored).
     * ``PROFS-HNCM``: the same with hard negative class mining; for SoftTriple the cluster
-      centres are the representatives (:class:`~dmlnb.profs.CenterRepresentatives`).
+      centres are the representatives (:class:`~dmlnb.profs.representatives.CenterRepresentatives`).
 
     The sampler is wrapped in a :class:`TimedSampler` (it measures the bookkeeping time).
     """
@@ -422,77 +415,6 @@ def build_components(
     else:
         hooks.append(ProximalHook(model, lam, period, params=proximal_params))
     return TimedSampler(sampler), hooks
-
-
-class TimedSampler(Sampler[list[int]], Hook):
-    """A batch sampler (and its hook calls) with a stopwatch.
-
-    Yields ``sampler``'s batches unchanged and forwards ``set_epoch``, ``len`` and, when the
-    sampler is a :class:`~dmlnb.hooks.Hook`, every hook call. :attr:`seconds` accumulates the
-    time spent producing batches (the class choice, HNCM's scan, drawing examples) and in the
-    sampler's hook calls (storing the representatives' embeddings): the bookkeeping PROFS adds
-    to a step. :attr:`calls` counts the batches produced. Both are checkpointed.
-    """
-
-    def __init__(self, sampler: Sampler) -> None:
-        self.sampler = sampler
-        self.seconds = 0.0
-        self.calls = 0
-
-    def __repr__(self) -> str:
-        return f"TimedSampler({self.sampler!r})"
-
-    def __len__(self) -> int:
-        return len(self.sampler)  # type: ignore[arg-type]
-
-    def set_epoch(self, epoch: int) -> None:
-        if hasattr(self.sampler, "set_epoch"):
-            self.sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-
-    def __iter__(self) -> Iterator[list[int]]:
-        t0 = time.perf_counter()
-        it = iter(self.sampler)
-        self.seconds += time.perf_counter() - t0
-        while True:
-            t0 = time.perf_counter()
-            try:
-                batch = next(it)
-            except StopIteration:
-                self.seconds += time.perf_counter() - t0
-                return
-            self.seconds += time.perf_counter() - t0
-            self.calls += 1
-            yield batch
-
-    def _timed(self, name: str, state: TrainState) -> None:
-        if isinstance(self.sampler, Hook):
-            t0 = time.perf_counter()
-            getattr(self.sampler, name)(state)
-            self.seconds += time.perf_counter() - t0
-
-    def on_train_start(self, state: TrainState) -> None:
-        self._timed("on_train_start", state)
-
-    def on_step_start(self, state: TrainState) -> None:
-        self._timed("on_step_start", state)
-
-    def after_backward(self, state: TrainState) -> None:
-        self._timed("after_backward", state)
-
-    def on_step_end(self, state: TrainState) -> None:
-        self._timed("on_step_end", state)
-
-    def on_epoch_end(self, state: TrainState) -> None:
-        self._timed("on_epoch_end", state)
-
-    def state_dict(self) -> dict[str, Any]:
-        inner = self.sampler.state_dict() if isinstance(self.sampler, Hook) else {}
-        return {"inner": inner, "seconds": float(self.seconds), "calls": int(self.calls)}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        if isinstance(self.sampler, Hook):
-            self.sampler.load_state_dict(state["inner"])
-        self.seconds, self.calls = float(state["seconds"]), int(state["calls"])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -617,7 +539,7 @@ def hncm_pick_cost(
 ) -> pd.DataFrame:
     """Seconds to choose the classes of one batch, uniformly and by HNCM, as ``L`` grows.
 
-    For each ``L`` a :class:`~dmlnb.profs.RepresentativeSampler` over ``L`` classes of 2 images
+    For each ``L`` a :class:`~dmlnb.profs.representatives.RepresentativeSampler` over ``L`` classes of 2 images
     gets a random ``(L, D)`` representative memory; the fastest of ``repeats`` draws of one batch
     (``classes_per_batch`` classes) is timed with and without HNCM. HNCM's greedy scan is
     ``classes_per_batch - 1`` products with the ``(L, D)`` memory: ``O(L D)`` per pick.
@@ -692,32 +614,6 @@ def comparisons_table(gains: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def every_loss(verdicts: Mapping[str, Verdict]) -> Verdict:
-    """Verdict on "it improves every loss" from one :func:`~dmlnb.reporting.compare` verdict per
-    loss (the same seeds on both sides of each): ``"holds"`` when every loss's holds; ``"does not
-    hold"`` when some loss's does not (``"does not hold: k of m losses hold"`` when others do);
-    otherwise ``"inconclusive"``; no loss: not tested. The verdict carries the deciding loss's
-    evidence: the weakest loss (lowest lower bound), or for "does not hold" the loss whose upper
-    bound is lowest; its note names the losses that decide."""
-    if not verdicts:
-        return not_tested("no losses")
-    m = len(verdicts)
-    held = [k for k, v in verdicts.items() if v == HOLDS]
-    worse = [k for k, v in verdicts.items() if v == FAILS]
-    lower = lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf  # noqa: E731
-    if worse:
-        text = FAILS if not held else f"{FAILS}: {len(held)} of {m} losses hold"
-        pick = min(worse, key=lambda k: verdicts[k].high)
-        note = f"worse for {len(worse)} of {m}: {', '.join(worse)}"
-    elif len(held) == m:
-        text, pick, note = HOLDS, min(held, key=lower), f"weakest of {m}: {min(held, key=lower)}"
-    else:
-        text, pick = INCONCLUSIVE, min(verdicts, key=lower)
-        note = f"{len(held)} of {m} hold, none worse; weakest: {pick} ({verdicts[pick].note})"
-    v = verdicts[pick]
-    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
 def sweep_frame(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
     """A sweep (loss -> swept value -> per-seed results, fractions) as rows ``loss``, ``name``,
     ``mean`` and ``std`` (%, std NaN for one seed) and ``seeds``, for :func:`dmlnb.plots.plot_sweep`."""
@@ -732,7 +628,7 @@ def sweep_verdicts(
 ) -> tuple[Verdict, dict[str, Verdict], pd.DataFrame]:
     """Verdicts on "the sweep has an interior optimum" for each loss of ``points`` (loss -> swept
     value -> per-seed results), each by :func:`dmlnb.reporting.interior_optimum`, and on "for
-    every loss" (:func:`every_loss`). Returns that verdict, the per-loss verdicts and the table of
+    every loss" (:func:`~dmlnb.reporting.all_of` over the losses). Returns that verdict, the per-loss verdicts and the table of
     every interior value against both ends, per loss."""
     per_loss, tables = {}, []
     for loss, pts in points.items():
@@ -741,7 +637,7 @@ def sweep_verdicts(
     table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
     if len(table):
         table = table[["loss", *[c for c in table if c != "loss"]]]
-    return every_loss(per_loss), per_loss, table
+    return all_of(per_loss, "losses"), per_loss, table
 
 
 def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: str) -> list[float]:
@@ -910,29 +806,6 @@ def metric_verdicts(
     return out, pd.DataFrame(table).T
 
 
-def no_difference(verdicts: Mapping[str, Verdict], cases: str = "losses") -> Verdict:
-    """Verdict on a claim of *no* significant change ("we have not observed any significant
-    increase or decrease"), from one :func:`~dmlnb.reporting.compare` verdict per case: "does
-    not hold" when some case differs beyond its interval in either direction (the deciding case:
-    the one farthest from 0); otherwise "inconclusive", since without a tolerance of its own the
-    claim of no change cannot be shown, only refuted."""
-    if not verdicts:
-        return not_tested(f"no {cases}")
-    differ = [k for k, v in verdicts.items() if v in (HOLDS, FAILS)]
-    if differ:
-        gap = lambda k: min(abs(verdicts[k].low), abs(verdicts[k].high))  # noqa: E731
-        pick = max(differ, key=gap)
-        v = verdicts[pick]
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n,
-                       f"{len(differ)} of {len(verdicts)} {cases} differ beyond the interval: {', '.join(differ)}",
-                       v.scale, v.unit)
-    pick = min(verdicts, key=lambda k: verdicts[k].low if math.isfinite(verdicts[k].low) else -math.inf)
-    v = verdicts[pick]
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n,
-                   f"none of {len(verdicts)} {cases} differs beyond the interval; the paper gives no tolerance, so "
-                   "'no change' can be refuted, not shown", v.scale, v.unit)
-
-
 def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
     """Every interior value of a sweep against each end, each comparison with its own verdict,
     effect and interval (points)."""
@@ -949,17 +822,11 @@ def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
 def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
     """Which code made the runs: per (commit, uncommitted changes, threads), the runs and the
     dates they were trained."""
-    rows = []
-    for group, rs in runs.items():
-        for r in rs:
-            env = r.record.data.get("environment", {})
-            git = env.get("git", {}) or {}
-            rows.append({"commit": str(git.get("commit", "?"))[:8], "uncommitted changes": bool(git.get("dirty")),
-                         "threads": env.get("threads"), "date": str(r.record.data.get("started", ""))[:10],
-                         "group": group})
-    df = pd.DataFrame(rows)
+    frame = provenance_frame(r.record for rs in runs.values() for r in rs)
+    df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:8], "uncommitted changes": frame["dirty"].map(bool),
+                       "threads": frame["threads"], "date": frame["started"].str[:10]})
     return (df.groupby(["commit", "uncommitted changes", "threads"])
-              .agg(runs=("group", "size"), first=("date", "min"), last=("date", "max")).reset_index())
+              .agg(runs=("date", "size"), first=("date", "min"), last=("date", "max")).reset_index())
 
 
 def deviations_table(measured: Mapping[str, str] | None = None) -> pd.DataFrame:
@@ -1044,7 +911,7 @@ def build_claims(
               describe_reported(reported_differences("PROFS", "plain", table2=False))
               + "; Table 2 against the cited papers' published numbers: "
               + describe_reported(reported_differences("PROFS", "plain")[lambda d: d["table"] == "Table 2"]),
-              ours, every_loss(v))
+              ours, all_of(v, "(loss, metric) comparisons"))
     a, b = _scale_pair(c, reason, proj)
     paper.append(a)
     measured += [b] if b else []
@@ -1075,7 +942,7 @@ def build_claims(
         "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples",
         "Sec. 5.4, stated without numbers",
         f"R@1 after the same {steps} steps, PROFS vs plain per loss (a lower R@1 after equal steps is slower "
-        "progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()), no_difference(vr)))
+        "progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()), no_difference(vr, "losses")))
 
     # 4. C/T-PROFS competitive with the superior Margin loss (Sec. 5.5).
     r1 = lambda r, v: 100 * float(np.mean([x.metrics["R@1"] for x in runs[r, v]]))  # noqa: E731
@@ -1187,38 +1054,9 @@ def build_claims(
 # The paper's numbers (%), Tables 1 and 2
 # ----------------------------------------------------------------------------------------------
 
-_T1_COLS = pd.MultiIndex.from_tuples(
-    [("SOP", m) for m in ("NMI", "F1", "R@1", "R@10", "R@100", "R@1000")]
-    + [("CARS196", m) for m in ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")]
-    + [("CUB-200-2011", m) for m in ("NMI", "F1", "R@1", "R@2", "R@4", "R@8")],
-    names=["dataset", "metric"],
-)
-_T1 = {
-    "Contrastive-Hard": (89.7, 34.5, 67.9, 83.8, 93.2, 97.9, 66.0, 36.6, 75.8, 84.5, 90.1, 94.1, 63.4, 31.8, 56.7, 68.4, 78.8, 86.3),
-    "C-PROFS": (90.3, 36.4, 70.1, 85.4, 94.1, 98.2, 67.8, 39.0, 76.0, 84.8, 90.1, 94.6, 64.1, 32.0, 57.7, 69.0, 78.9, 86.9),
-    "C-PROFS-HNCM": (91.0, 41.2, 74.5, 87.9, 94.9, 98.3, 66.9, 38.1, 77.0, 85.3, 90.9, 94.4, 64.6, 33.1, 57.9, 69.0, 79.4, 87.0),
-    "Triplet-Semi": (87.1, 23.4, 57.0, 75.0, 88.2, 96.4, 62.4, 30.0, 71.2, 80.7, 87.6, 92.5, 60.9, 27.8, 55.5, 67.8, 78.2, 86.5),
-    "Triplet-Hard": (88.1, 30.6, 65.4, 81.4, 91.7, 97.4, 62.5, 30.6, 71.4, 81.1, 87.5, 92.7, 63.1, 30.7, 56.8, 68.7, 78.6, 86.5),
-    "T-PROFS": (90.7, 37.7, 72.4, 86.3, 94.1, 98.1, 64.7, 33.4, 74.5, 82.8, 89.1, 93.5, 63.5, 31.3, 57.9, 68.9, 78.7, 86.7),
-    "T-PROFS-HNCM": (91.3, 42.3, 74.9, 87.5, 94.4, 98.1, 64.9, 33.7, 74.5, 83.5, 89.4, 93.7, 64.5, 32.3, 58.1, 69.0, 78.9, 86.8),
-    "Lifted": (88.9, 31.4, 66.7, 83.2, 91.7, 97.4, 60.1, 27.7, 67.5, 77.3, 84.9, 90.7, 60.6, 26.9, 53.5, 65.3, 75.4, 84.8),
-    "L-PROFS": (89.5, 33.8, 68.1, 84.0, 92.2, 97.6, 61.2, 27.9, 68.4, 78.1, 85.6, 91.1, 61.4, 28.1, 54.5, 66.1, 76.2, 85.1),
-    "L-PROFS-HNCM": (89.9, 35.1, 69.3, 85.1, 93.6, 98.1, 61.5, 30.0, 70.7, 79.6, 86.2, 91.5, 62.0, 29.5, 54.6, 66.1, 76.7, 85.5),
-    "N-pair": (89.9, 35.7, 70.8, 86.0, 94.0, 98.1, 67.4, 38.2, 76.7, 84.8, 91.0, 95.0, 64.6, 33.0, 56.0, 68.9, 79.3, 87.4),
-    "N-PROFS": (90.3, 37.3, 71.7, 86.6, 94.0, 98.2, 68.1, 38.3, 77.8, 85.9, 91.6, 95.2, 64.9, 33.6, 56.5, 69.0, 79.3, 87.7),
-    "N-PROFS-HNCM": (90.5, 37.5, 71.9, 86.6, 94.1, 98.2, 68.6, 39.9, 77.6, 86.2, 91.7, 95.2, 65.2, 33.7, 56.7, 68.8, 79.7, 87.5),
-    "Angular": (90.0, 36.1, 72.5, 86.6, 93.6, 97.6, 66.0, 35.9, 77.4, 85.3, 91.0, 94.7, 61.9, 29.4, 54.5, 66.4, 76.8, 84.9),
-    "A-PROFS": (90.1, 37.2, 73.0, 86.8, 93.7, 97.7, 66.3, 36.8, 77.5, 85.6, 91.2, 94.7, 63.0, 31.7, 54.6, 66.7, 76.9, 85.8),
-    "A-PROFS-HNCM": (90.4, 38.4, 73.7, 86.9, 93.8, 97.7, 66.3, 37.9, 77.9, 85.6, 91.4, 94.8, 64.6, 33.4, 55.8, 68.1, 78.8, 87.3),
-    "Margin-Hard": (90.6, 38.1, 73.9, 87.7, 94.8, 98.2, 64.2, 34.6, 75.1, 83.7, 89.5, 93.8, 64.0, 30.9, 55.3, 67.2, 77.9, 87.5),
-    "M-PROFS": (91.3, 42.7, 74.5, 88.0, 95.0, 98.2, 64.6, 35.1, 76.0, 84.3, 89.5, 93.8, 64.3, 32.7, 57.7, 69.5, 79.5, 87.5),
-    "M-PROFS-HNCM": (91.4, 43.2, 76.3, 88.8, 95.0, 98.3, 66.8, 37.3, 77.0, 85.1, 90.8, 94.6, 64.8, 32.4, 58.5, 69.6, 79.7, 87.6),
-    "MS": (90.5, 38.2, 71.3, 86.4, 94.2, 98.1, 65.3, 35.5, 76.2, 84.2, 89.9, 94.0, 64.7, 33.8, 56.4, 69.1, 79.3, 87.5),
-    "MS-PROFS": (90.8, 39.5, 72.6, 87.2, 94.3, 98.2, 66.6, 37.1, 76.6, 84.9, 90.6, 94.4, 65.0, 34.3, 57.5, 69.4, 79.6, 87.5),
-    "MS-PROFS-HNCM": (91.0, 42.9, 74.6, 87.7, 94.6, 98.2, 68.4, 39.2, 77.8, 86.0, 91.8, 95.3, 65.2, 34.4, 58.1, 69.3, 79.6, 87.7),
-}
-#: Table 1 of the paper (GoogLeNet V1, 512-d), in %: rows by the paper's names.
-REPORTED_TABLE1 = pd.DataFrame(list(_T1.values()), index=list(_T1), columns=_T1_COLS)
+#: Table 1 of the paper (GoogLeNet V1, 512-d), in %: rows by the paper's names
+#: (dmlnb/experiments/reported/profs_table1.csv).
+REPORTED_TABLE1 = reported_table("profs_table1")
 
 _PREFIX = {"Contrastive-Hard": "C", "Triplet-Hard": "T", "Lifted": "L", "N-pair": "N", "Angular": "A",
            "Margin-Hard": "M", "MS": "MS"}
@@ -1231,26 +1069,9 @@ REPORTED_ROWS: dict[tuple[str, str], str] = {
     **{(row, "PROFS-HNCM"): f"{p}-PROFS-HNCM" for row, p in _PREFIX.items()},
 }
 
-_T2_COLS = pd.MultiIndex.from_tuples(
-    [("SOP", m) for m in ("R@1", "R@10", "R@100", "R@1000")]
-    + [("CARS196", m) for m in ("R@1", "R@2", "R@4", "R@8")]
-    + [("CUB-200-2011", m) for m in ("R@1", "R@2", "R@4", "R@8")],
-    names=["dataset", "metric"],
-)
-_NA = math.nan
-#: Table 2 of the paper (Margin: ResNet-50; SoftTriple: BN-Inception), Recall@K in %.
-REPORTED_TABLE2 = pd.DataFrame(
-    [
-        (72.7, 86.2, 93.8, 98.0, 79.6, 86.5, 91.9, 95.1, 63.6, 74.4, 83.1, 90.0),
-        (76.5, 89.0, 95.2, 98.5, 81.1, 88.1, 92.7, 95.8, 64.9, 75.8, 84.2, 90.4),
-        (76.9, 89.5, 95.3, 98.5, 81.3, 88.0, 93.0, 95.8, 64.1, 75.0, 84.2, 90.3),
-        (78.3, 90.3, 95.9, _NA, 84.5, 90.7, 94.5, 96.9, 65.4, 76.4, 84.5, 90.4),
-        (78.6, 91.4, 96.0, 99.1, 86.1, 91.9, 94.7, 97.4, 66.0, 76.8, 85.0, 90.7),
-        (78.7, 91.7, 96.8, 99.2, 86.3, 92.5, 95.0, 97.5, 65.7, 76.2, 84.5, 90.6),
-    ],
-    index=pd.MultiIndex.from_product([["Margin", "SoftTriple"], list(VARIANTS)], names=["loss", "variant"]),
-    columns=_T2_COLS,
-)
+#: Table 2 of the paper (Margin: ResNet-50; SoftTriple: BN-Inception), Recall@K in %
+#: (dmlnb/experiments/reported/profs_table2.csv).
+REPORTED_TABLE2 = reported_table("profs_table2")
 
 #: Sec. 5.4: HNCM's increase of the overall computation time, in %.
 REPORTED_HNCM_COST: dict[str, float] = {"CUB-200-2011 & CARS196": 0.008, "SOP": 0.9}
@@ -1263,7 +1084,7 @@ def reported_gains(dataset: str = "CUB-200-2011", metric: str = "R@1") -> pd.Dat
     for row in LOSSES:
         plain = t[REPORTED_ROWS[row, "plain"]]
         rows[row] = {
-            f"{v} gain": (t[REPORTED_ROWS[row, v]] - plain) if (row, v) in REPORTED_ROWS else _NA
+            f"{v} gain": (t[REPORTED_ROWS[row, v]] - plain) if (row, v) in REPORTED_ROWS else math.nan
             for v in ("PROFS", "PROFS-HNCM")
         }
     return pd.DataFrame(rows).T

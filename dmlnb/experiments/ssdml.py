@@ -7,16 +7,15 @@ Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls 
 * :func:`build_network` and :func:`build_objective`: the network ``f_θ`` (L2-normalised ``z``) and
   the method's :class:`~dmlnb.ssdml.base.PartitionObjective` (ours, ours without orthogonality,
   the five deep baselines of :mod:`dmlnb.ssdml.baselines`, and the supervised triplet / angular
-  baselines trained on the labelled part only, :class:`LabelledTriplets`);
+  baselines trained on the labelled part only, :class:`~dmlnb.ssdml.supervised.LabelledTriplets`);
 * :func:`run_method`: one run by Algorithm 1 whose record (with collapse measures, t-SNE
   coordinates and retrieval neighbours as extras) is saved and reloaded without retraining;
 * :func:`embedding_spectrum`: singular values and effective rank of an embedding (collapse);
 * :data:`REPORTED`: the paper's Tables 1-5 and Figure 2 (middle), labelled as reported, and the
   statements the chapter makes about them (:func:`reported_leader_sentence`,
   :func:`reported_orthogonality_sentence`, :func:`reported_alpha_sentence`), computed from them;
-* :func:`alpha_equivalence`: "α does not matter" as an equivalence claim, judged by two
-  one-sided tests of the book's rule within the margin the paper itself calls stable
-  (:func:`alpha_margin`);
+* :func:`alpha_margin`: the margin the paper itself calls stable, for "α does not matter" as an
+  equivalence claim (:func:`~dmlnb.reporting.every_pair_equivalent`);
 * :func:`claims` (the claims table, every verdict from the rule of :mod:`dmlnb.reporting`) and
   :func:`diagnosis`.
 """
@@ -42,10 +41,14 @@ from dmlnb.models import build_model
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, load_finished_record
-from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, compare, group_verdict, not_tested
+from dmlnb.reported import reported_table
+from dmlnb.reporting import (
+    Claim, all_of, best_minus_last, compare, every_pair_equivalent, group_verdict, not_tested,
+)
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
-from dmlnb.ssdml.angular import AngularSSDML, smooth_angular_loss
-from dmlnb.ssdml.base import LinearMetric, PartitionObjective
+from dmlnb.ssdml.angular import AngularSSDML
+from dmlnb.ssdml.base import PartitionObjective
+from dmlnb.ssdml.supervised import LabelledTriplets
 
 __all__ = [
     "METHODS",
@@ -58,7 +61,6 @@ __all__ = [
     "load_splits",
     "build_network",
     "build_objective",
-    "LabelledTriplets",
     "embedding_spectrum",
     "triplet_purity",
     "MethodRun",
@@ -77,8 +79,6 @@ __all__ = [
     "REPORTED_CONVERGENCE_EPOCHS",
     "alpha_margin",
     "reported_alpha_sentence",
-    "alpha_equivalence",
-    "all_of",
     "claims",
     "selection_gain",
     "unit_counts",
@@ -325,61 +325,15 @@ def settings_for(profile: str) -> dict[str, Setting]:
 
 # --------------------------------------------------------------------------- reported numbers
 
+# The metrics of the paper's tables.
 _M5 = ["NMI", "R@1", "R@2", "R@4", "R@8"]
-_T1_ROWS = ["Initial", "Deep-LRML", "Deep-SERAPH", "Deep-ISDML", "Deep-APLLR", "Deep-APIT", "Ours"]
 
-
-def _table(rows: Sequence[str], datasets: Sequence[str], values: Sequence[Sequence[float]]) -> pd.DataFrame:
-    return pd.DataFrame(values, index=list(rows), columns=pd.MultiIndex.from_product([list(datasets), _M5]))
-
-
-# The paper's numbers (percent), for the "reported" columns only.
+# The paper's numbers (percent), for the "reported" columns only: Tables 1-5 and Figure 2 (middle,
+# "alpha"), the files dmlnb/experiments/reported/ssdml_<table>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    "table1": _table(_T1_ROWS, ["MNIST", "Fashion-MNIST", "CIFAR-10"], [
-        [17.4, 86.5, 92.4, 95.9, 97.6, 32.6, 71.9, 82.0, 89.5, 94.8, 20.4, 38.2, 54.9, 71.0, 83.6],
-        [48.3, 88.7, 93.2, 95.9, 97.6, 53.2, 75.3, 83.9, 90.2, 95.0, 16.0, 40.2, 56.3, 71.5, 83.7],
-        [45.3, 92.5, 95.7, 97.6, 98.7, 53.0, 75.9, 85.1, 91.5, 95.4, 21.3, 39.5, 56.2, 71.1, 83.7],
-        [44.1, 92.1, 95.7, 97.5, 98.6, 51.3, 74.4, 84.2, 90.7, 95.1, 20.0, 36.4, 52.4, 68.5, 82.1],
-        [30.5, 57.6, 71.1, 82.1, 90.1, 38.9, 59.5, 73.3, 84.1, 91.4, 13.3, 24.4, 40.0, 58.8, 76.4],
-        [31.7, 87.6, 92.9, 96.0, 97.9, 37.3, 69.4, 80.1, 88.5, 94.1, 11.4, 26.0, 41.4, 59.6, 76.4],
-        [47.5, 93.9, 96.6, 98.2, 98.9, 52.1, 77.6, 86.0, 91.8, 95.6, 25.3, 41.4, 57.3, 72.6, 84.9],
-    ]),
-    "table2": _table(_T1_ROWS, ["CUB-200", "Cars-196"], [
-        [34.3, 31.7, 42.2, 55.4, 67.9, 23.7, 24.2, 32.8, 43.4, 54.9],
-        [49.9, 34.9, 45.0, 55.4, 65.7, 40.5, 33.2, 41.2, 49.4, 58.3],
-        [50.5, 39.7, 52.2, 64.4, 76.5, 37.2, 34.8, 46.7, 59.4, 71.7],
-        [50.6, 43.7, 55.7, 67.6, 78.4, 25.8, 30.6, 40.8, 52.2, 63.2],
-        [38.9, 25.7, 36.6, 48.7, 61.9, 33.2, 33.0, 43.6, 55.6, 67.9],
-        [52.1, 42.2, 54.5, 66.7, 78.2, 37.3, 38.5, 50.7, 62.7, 74.9],
-        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
-    ]),
-    "table3": _table(["Exemplar", "Rotation", "NCE", "DeepCluster", "Synthetic", "Ours"], ["CUB-200", "Cars-196"], [
-        [45.0, 38.2, 50.3, 62.8, 75.0, 35.4, 36.5, 48.1, 59.2, 71.0],
-        [49.1, 42.5, 55.8, 68.6, 79.4, 32.7, 33.3, 44.6, 56.4, 68.5],
-        [45.1, 39.2, 51.4, 63.7, 75.8, 35.6, 37.5, 48.7, 59.8, 71.5],
-        [53.0, 42.9, 54.1, 65.6, 76.2, 38.5, 32.6, 43.8, 57.0, 69.5],
-        [53.4, 43.5, 56.2, 68.3, 79.1, 37.6, 42.0, 54.3, 66.0, 77.2],
-        [54.0, 44.8, 56.9, 69.1, 79.9, 40.7, 45.7, 58.1, 69.5, 80.4],
-    ]),
-    "table4": pd.DataFrame(
-        [[42.9, 91.5, 95.3, 97.3, 98.6], [47.5, 93.9, 96.6, 98.2, 98.9],
-         [50.3, 73.3, 82.4, 89.7, 94.4], [52.1, 77.6, 86.0, 91.8, 95.6],
-         [19.0, 37.4, 54.2, 69.7, 83.4], [25.3, 41.4, 57.3, 72.6, 84.9]],
-        index=pd.MultiIndex.from_product([["MNIST", "Fashion-MNIST", "CIFAR-10"], ["w/o orth", "w/ orth"]]),
-        columns=_M5,
-    ),
-    "table5": pd.DataFrame(
-        [[42.6, 55.2, 66.9, 77.6], [41.4, 54.5, 67.1, 78.4], [44.8, 56.9, 69.1, 79.9]],
-        index=["Triplet", "Angular", "Ours"], columns=["R@1", "R@2", "R@4", "R@8"],
-    ),
-    # Figure 2 (middle): sensitivity to α on Cars-196.
-    "alpha": pd.DataFrame(
-        [[40.5, 45.0, 57.2, 69.0, 79.8], [40.3, 45.5, 57.8, 69.1, 80.0],
-         [40.7, 45.7, 58.1, 69.5, 80.4], [40.4, 45.7, 57.9, 69.4, 80.1]],
-        index=[35.0, 40.0, 45.0, 55.0], columns=_M5,
-    ),
+    **{f"table{k}": reported_table(f"ssdml_table{k}") for k in range(1, 6)},
+    "alpha": reported_table("ssdml_figure2_alpha"),
 }
-REPORTED["alpha"].index.name = "alpha (degrees)"
 # Figure 2 (left): the epochs of the convergence curve the paper shows (Cars-196, whole training set).
 REPORTED_CONVERGENCE_EPOCHS = 100
 
@@ -403,44 +357,6 @@ def build_network(config: TrainConfig, input_shape: tuple[int, int, int]) -> tup
     if config.model.startswith("ssdml"):
         return model.trunk, model.feature_dim
     return model, config.embedding_dim
-
-
-class LabelledTriplets(PartitionObjective):
-    """The supervised baselines of Table 5, trained on the labelled part only.
-
-    Units are triplets of labelled examples: every ordered positive pair ``(a, p)`` with one
-    negative drawn uniformly per pair and partition (torch's global generator, seeded).
-    ``loss="triplet"``: ``[δ²_L(a, p) − δ²_L(a, n) + margin]_+`` (FaceNet, squared distances);
-    ``loss="angular"``: Eq. (3) (the angular loss of Wang et al. 2017 in its triplet form).
-    ``L`` is unconstrained.
-    """
-
-    unit_size = 3
-
-    def __init__(self, dim: int, out_dim: int | None, loss: str, margin: float = 0.2, alpha_degrees: float = 40.0) -> None:
-        super().__init__(LinearMetric(dim, out_dim))
-        if loss not in ("triplet", "angular"):
-            raise ValueError(f"loss must be 'triplet' or 'angular', got {loss!r}")
-        self.loss, self.margin, self.alpha_degrees = loss, margin, alpha_degrees
-
-    def prepare(self, z: Tensor, labels: Tensor) -> Tensor:
-        """``(P, 3)`` triplets over the labelled rows (``labels >= 0``) of the partition."""
-        known = torch.nonzero(labels >= 0).squeeze(1)  # (N_L,)
-        y = labels[known]
-        same = y[:, None] == y[None, :]  # (N_L, N_L)
-        pos = same & ~torch.eye(len(y), dtype=torch.bool, device=y.device)
-        a, p = torch.nonzero(pos, as_tuple=True)  # (P,), (P,)
-        neg_w = (~same[a]).float()  # (P, N_L)
-        if len(a) == 0 or not bool((neg_w.sum(1) > 0).all()):
-            raise ValueError("the labelled set needs two classes with >= 2 examples each to form triplets")
-        n = torch.multinomial(neg_w, 1).squeeze(1)  # (P,)
-        return torch.stack([known[a], known[p], known[n]], dim=1)
-
-    def unit_loss(self, z: Tensor, rows: Tensor) -> Tensor:
-        if self.loss == "angular":
-            return smooth_angular_loss(self.metric, z, self.alpha_degrees)
-        a, p, n = z.unbind(1)
-        return F.relu(self.metric.sq_dist(a, p) - self.metric.sq_dist(a, n) + self.margin).mean()
 
 
 def build_objective(method: str, setting: Setting, dim: int, alpha: float | None = None) -> PartitionObjective:
@@ -786,114 +702,6 @@ def reported_alpha_sentence(metrics: Sequence[str] = ("NMI", "R@1")) -> str:
             + f"; the paper calls this \"fairly stable in the range {t.index.min():g}°-{t.index.max():g}°\".")
 
 
-def alpha_equivalence(
-    by_alpha: Mapping[float, Sequence[float]], margin: float, *, scale: float = 100.0, unit: str = " pts",
-) -> tuple[Verdict, pd.DataFrame]:
-    """Verdict on "the result is stable over the swept range of α": every *pair* of swept angles
-    is equivalent within ``± margin``, by two one-sided tests of the book's rule
-    (:func:`~dmlnb.reporting.compare` on values shifted by the margin). For a pair ``a < b`` with
-    difference ``d = mean(x_b) − mean(x_a)``:
-
-    * above the lower margin: ``compare(x_b + margin, x_a)`` (``d > −margin``);
-    * below the upper margin: ``compare(x_a, x_b − margin)`` (``d < margin``).
-
-    A pair is equivalent when both hold, and differs when one does not hold (the difference lies
-    beyond the margin). The claim holds when every pair is equivalent, does not hold when some
-    pair differs, and is inconclusive otherwise. Since both one-sided tests must hold, a pair
-    can only be equivalent when its 90% interval's half-width is below the margin; the note says
-    when no pair can (``"holds"`` is then unreachable with these seeds).
-
-    The verdict carries the plain difference ``d`` of one pair, with its 90% interval, exactly as
-    the table shows it (not the margin-shifted effect): the differing pair with the largest
-    ``|d|`` when the claim does not hold, else the pair with the largest ``|d|``; the note names
-    the pair.
-
-    Args:
-        by_alpha: ``{α: per-seed results}``, at least two angles.
-        margin: the equivalence margin, in the units of the results.
-
-    Returns:
-        The verdict and a table per pair: the difference (effect, 90% interval and its
-        half-width, runs per side) and the two one-sided tests.
-    """
-    angles = sorted(by_alpha)
-    if len(angles) < 2:
-        return not_tested("the sweep has fewer than two angles"), pd.DataFrame()
-    rows, pairs = [], []
-    for i, a in enumerate(angles):
-        for b in angles[i + 1:]:
-            xa, xb = np.asarray(by_alpha[a], dtype=np.float64), np.asarray(by_alpha[b], dtype=np.float64)
-            diff = compare(xb, xa, scale=scale, unit=unit)
-            lower = compare(xb + margin, xa, scale=scale, unit=unit)
-            upper = compare(xa, xb - margin, scale=scale, unit=unit)
-            both = (str(lower), str(upper))
-            status = HOLDS if both == (HOLDS, HOLDS) else FAILS if FAILS in both else INCONCLUSIVE
-            half = (diff.high - diff.low) / 2
-            pairs.append((a, b, diff, status, half))
-            ev = diff.evidence()
-            rows.append({"pair": f"{b:g}° − {a:g}°", "difference": ev["effect"], "90% interval": ev["90% interval"],
-                         "half-width": f"{half * scale:.3g}{unit}" if np.isfinite(half) else "—",
-                         "runs per side": ev["runs per side"], f"above −{margin * scale:.3g}{unit}": str(lower),
-                         f"below +{margin * scale:.3g}{unit}": str(upper), "equivalent": status})
-    table = pd.DataFrame(rows)
-    statuses = [p[3] for p in pairs]
-    halves = [p[4] for p in pairs if np.isfinite(p[4])]
-    bound = f"margin ±{margin * scale:.3g}{unit}"
-    if FAILS in statuses:
-        a, b, d, _, _ = max((p for p in pairs if p[3] == FAILS), key=lambda p: abs(p[2].effect))
-        text = FAILS
-        head = f"{statuses.count(FAILS)} of {len(pairs)} pairs differ beyond the {bound}"
-    else:
-        a, b, d, _, _ = max(pairs, key=lambda p: abs(p[2].effect))
-        text = HOLDS if all(t == HOLDS for t in statuses) else INCONCLUSIVE
-        head = f"{statuses.count(HOLDS)} of {len(pairs)} pairs within the {bound}"
-    note = f"effect: {b:g}° − {a:g}° (as in the α table); {head}"
-    if halves and min(halves) >= margin:
-        note += (f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} with "
-                 f"{min(min(p[2].n) for p in pairs)} seeds per angle) exceed the margin, so \"holds\" is unreachable "
-                 "at this scale")
-    elif d.note:
-        note += f" ({d.note})"
-    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit), table
-
-
-def all_of(parts: Mapping[str, Verdict]) -> Verdict:
-    """Verdict on a claim that is the conjunction of named parts, each judged by the rule
-    (e.g. "every metric is higher": one :func:`~dmlnb.reporting.compare` per metric).
-
-    Holds when every part holds; does not hold when some part does not; inconclusive otherwise.
-    The verdict carries one part's effect and interval, named in the note: the first part that
-    does not hold, else the first inconclusive part, else the first part."""
-    if not parts:
-        return not_tested("no parts")
-    texts = {k: str(v) for k, v in parts.items()}
-    m = len(parts)
-    held = sum(t == HOLDS for t in texts.values())
-    if FAILS in texts.values():
-        text, name = FAILS, next(k for k, t in texts.items() if t == FAILS)
-    elif held == m:
-        text, name = HOLDS, next(iter(parts))
-    else:
-        text, name = INCONCLUSIVE, next(k for k, t in texts.items() if t != HOLDS)
-    v = parts[name]
-    others = [f"{k} {t}" for k, t in texts.items() if k != name]
-    note = f"effect: {name}" + (f" ({v.note})" if v.note else "") + (f"; {'; '.join(others)}" if others else "")
-    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
-
-
-def _name_pair(verdict: Verdict, pairs: pd.DataFrame, better: str = "Ours") -> Verdict:
-    """The verdict of :func:`~dmlnb.reporting.group_verdict` with its note naming the pair whose
-    effect and interval it carries."""
-    if pairs.empty:
-        return verdict
-    ev = verdict.evidence()
-    match = pairs[(pairs["effect"] == ev["effect"]) & (pairs["90% interval"] == ev["90% interval"])]
-    if match.empty:
-        return verdict
-    note = f"effect: {better} − {match.iloc[0]['worse']}" + (f"; {verdict.note}" if verdict.note else "")
-    return Verdict(str(verdict), verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
-
-
 # --------------------------------------------------------------------------- claims
 
 
@@ -960,11 +768,12 @@ def claims(
 
     Per setting: ours beats the five deep SSDML baselines (:func:`~dmlnb.reporting.group_verdict`
     over the baselines that ran; the claim names how many ran, the note the pair whose effect is
-    shown); ours improves on the network at initialisation in Recall@1 and NMI (:func:`all_of`
-    over one :func:`~dmlnb.reporting.compare` per metric; runs need ``initial`` metrics);
-    orthogonality raises the effective rank (less collapse, ``compare``) and every metric
-    (``all_of``); ours beats the supervised triplet / angular baselines (``group_verdict``).
-    Then α is stable over the swept range (:func:`alpha_equivalence`, every pair of angles within
+    shown); ours improves on the network at initialisation in Recall@1 and NMI
+    (:func:`~dmlnb.reporting.all_of` over one :func:`~dmlnb.reporting.compare` per metric, the
+    first deciding metric shown; runs need ``initial`` metrics); orthogonality raises the effective
+    rank (less collapse, ``compare``) and every metric (``all_of``); ours beats the supervised
+    triplet / angular baselines (``group_verdict``). Then α is stable over the swept range
+    (:func:`~dmlnb.reporting.every_pair_equivalent`, every pair of angles within
     :func:`alpha_margin`), and the claims this scale cannot test
     (:func:`~dmlnb.reporting.not_tested`, the reason computed from the settings).
     """
@@ -984,7 +793,7 @@ def claims(
         if missing:
             evidence += f"; not run here: {', '.join(missing)}"
         out.append(Claim(f"Ours beats {scope} ({st.name}, {metric})", _reported_best(metric), evidence,
-                         _name_pair(verdict, pairs)))
+                         verdict))
         init_metrics = [m for m in ("R@1", "NMI")]
         initial = [getattr(r, "initial", None) for r in by_method.get("ours", [])]
         if ours and all(i is not None for i in initial):
@@ -995,7 +804,7 @@ def claims(
                 _reported_over_initial(init_metrics),
                 "; ".join(f"{m} ours {_fmt(_per_seed(by_method['ours'], m))} vs initial "
                           f"{_fmt([float(i[m]) for i in initial])} ({parts[m]})" for m in init_metrics),
-                all_of(parts)))
+                all_of(parts, "metrics", shown="first")))
         if by_method.get("ours") and by_method.get("ours-noorth"):
             er = {m: [float(r.extras["spectrum"]["effective_rank"]) for r in by_method[m]] for m in ("ours", "ours-noorth")}
             out.append(Claim(
@@ -1016,7 +825,7 @@ def claims(
                 + " / ".join(f"{v:+.1f}" for v in t4[metric]),
                 "; ".join(f"{m} w/ {_fmt(_per_seed(by_method['ours'], m))} vs w/o "
                           f"{_fmt(_per_seed(by_method['ours-noorth'], m))} ({parts[m]})" for m in shown),
-                all_of(parts)))
+                all_of(parts, "metrics", shown="first")))
         sup = [m for m in ("triplet", "angular") if by_method.get(m)]
         sup_verdict, sup_pairs = group_verdict({"Ours": ours}, {NAMES[m]: _per_seed(by_method[m], metric) for m in sup}, **pts)
         out.append(Claim(
@@ -1025,7 +834,7 @@ def claims(
             f"angular {t5.at['Angular', metric]:.1f}",
             f"ours {_fmt(ours)}; " + ", ".join(f"{NAMES[m]} {_fmt(_per_seed(by_method[m], metric))} ({v})"
                                                for m, v in zip(sup, sup_pairs.get("verdict", []))),
-            _name_pair(sup_verdict, sup_pairs)))
+            sup_verdict))
     margin = alpha_margin(metric)
     lo, hi = t_alpha.index.min(), t_alpha.index.max()
     paper_alpha = (f"Fig. 2 (middle, Cars-196): \"fairly stable in the range {lo:g}°-{hi:g}°\"; {metric} "
@@ -1042,7 +851,7 @@ def claims(
             claim, paper_alpha,
             f"{st.name}, {'/'.join(map(str, n))} seed{'s' * (max(n) > 1)} per angle: "
             + ", ".join(f"{a:g}° {_fmt(v)}" for a, v in by_alpha.items()),
-            alpha_equivalence(by_alpha, margin, **pts)[0]))
+            every_pair_equivalent(by_alpha, margin, value_unit="°", **pts)[0]))
     return out + _untested(settings)
 
 
@@ -1055,23 +864,18 @@ def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settin
     rows = {}
     for key, by_method in runs.items():
         for method, rs in by_method.items():
-            best, last, mean, over_init, counts = [], [], [], [], []
-            for r in rs:
-                evals = [h["metrics"][metric] for h in r.record.data["history"] if h["epoch"] > 0 and h.get("metrics")]
-                if not evals:
-                    continue
-                best.append(r.best[metric])
-                last.append(evals[-1])
-                mean.append(float(np.mean(evals)))
-                counts.append(len(evals))
-                if r.initial is not None:  # the same runs on both sides of "selected - initial"
-                    over_init.append(r.best[metric] - r.initial[metric])
-            if not best:
+            evaluated = [r for r in rs if r.record.evaluations()]
+            if not evaluated:
                 continue
+            evals = [[h["metrics"][metric] for h in r.record.evaluations()] for r in evaluated]
+            best = [r.best[metric] for r in evaluated]
+            # the same runs on both sides of "selected - initial"
+            over_init = [r.best[metric] - r.initial[metric] for r in evaluated if r.initial is not None]
+            counts = [len(e) for e in evals]
             rows[(settings[key].name, NAMES[method])] = {
                 "evaluations per run": min(counts) if min(counts) == max(counts) else f"{min(counts)}-{max(counts)}",
-                f"selected − last {metric}": 100 * (np.mean(best) - np.mean(last)),
-                f"selected − mean of evaluations {metric}": 100 * (np.mean(best) - np.mean(mean)),
+                f"selected − last {metric}": 100 * np.mean(best_minus_last([r.record for r in evaluated], metric)),
+                f"selected − mean of evaluations {metric}": 100 * (np.mean(best) - np.mean([np.mean(e) for e in evals])),
                 f"selected − initial {metric}": 100 * np.mean(over_init) if over_init else np.nan,
             }
     return pd.DataFrame.from_dict(rows, orient="index")

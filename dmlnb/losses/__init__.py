@@ -17,8 +17,10 @@ module                  losses
 ``proxy_nca``           :class:`ProxyNCALoss` (Movshovitz-Attias et al. 2017)
 ``softmax``             :class:`NormalizedSoftmaxLoss` (Zhai & Wu 2019)
 ``easy_positive``       :class:`EasyPositiveLoss`, :func:`easy_positive_loss` (Xuan et al. 2020)
-``discriminative``      :class:`DiscriminativeLoss` and the Lemma 3.1 tools (Do et al. 2019)
-``facility_location``   :class:`FacilityLocationLoss` and its inference (Song et al. 2017)
+``discriminative``      :class:`DiscriminativeLoss`, its network ``CentroidNet``, the Lemma 3.1
+                        tools and hooks ``LemmaTracker``, ``BackboneLR`` (Do et al. 2019)
+``facility_location``   :class:`FacilityLocationLoss`, its inference and hooks
+                        (:class:`MarginDecayHook`, ``InsideLossHook``) (Song et al. 2017)
 ======================  ==================================================================
 """
 

@@ -26,19 +26,30 @@ smallest / largest distance between two centroids and ``H = (N/C - 1) N (N - N/C
 
 The centroids are fixed before training (one-hot vectors, or K-means on points drawn uniformly
 on the sphere, Sec. 3.2), so the loss costs ``O(N C)``: no pair or triplet term.
+
+Beside the loss, the rest of the method: :class:`CentroidNet`, the paper's network (backbone ->
+FC(D) -> FC(C), trained at the last layer and evaluated at the second-to-last, Sec. 4.2, Table 2);
+:class:`LemmaTracker`, a training hook that evaluates Lemma 3.1 while the network trains; and
+:class:`BackboneLR`, the paper's ten times smaller learning rate of the pretrained backbone.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
 import numpy as np
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 import torch.nn.functional as F
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
 
 from dmlnb.losses.base import MetricLoss
 from dmlnb.checks import check_batch
+from dmlnb.evaluation import compute_embeddings
+from dmlnb.hooks import Hook, TrainState
+from dmlnb.models import EmbeddingNet
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
 
 __all__ = [
@@ -48,6 +59,9 @@ __all__ = [
     "centroid_distance_stats",
     "triplet_loss_all",
     "lemma31_bound",
+    "CentroidNet",
+    "LemmaTracker",
+    "BackboneLR",
 ]
 
 
@@ -298,3 +312,137 @@ def _check_centroids(centroids: Tensor) -> Tensor:
     if not torch.isfinite(centroids).all():
         raise ValueError("centroids contain NaN or Inf")
     return centroids
+
+
+class CentroidNet(nn.Module):
+    """The paper's network (Sec. 4.2): backbone -> FC(D) -> FC(C).
+
+    In training mode :meth:`forward` returns the last, ``C``-dimensional layer (the discriminative
+    loss L2-normalises it and compares it with the fixed centroids); in eval mode it returns the
+    layer named by :attr:`eval_layer`: ``"penultimate"`` (the ``D``-dimensional FC output, the
+    embedding the paper evaluates, Table 2) or ``"last"``. :func:`dmlnb.evaluation.compute_embeddings`
+    switches to eval mode, so the training loop evaluates the penultimate layer.
+
+    ``net`` is an :class:`~dmlnb.models.EmbeddingNet` whose trunk is ``backbone -> FC(D)`` and
+    whose head is ``FC(D -> C)``: ``net.features(x)`` is the penultimate layer.
+    """
+
+    def __init__(self, net: EmbeddingNet, eval_layer: str = "penultimate") -> None:
+        super().__init__()
+        self.net = net
+        self.eval_layer = eval_layer
+
+    @property
+    def eval_layer(self) -> str:
+        return self._eval_layer
+
+    @eval_layer.setter
+    def eval_layer(self, value: str) -> None:
+        if value not in ("penultimate", "last"):
+            raise ValueError(f"eval_layer must be 'penultimate' or 'last', got {value!r}")
+        self._eval_layer = value
+
+    def features(self, x: Tensor) -> Tensor:
+        """The penultimate (``D``-dimensional) layer ``(B, D)``."""
+        return self.net.features(x)
+
+    def forward(self, x: Tensor) -> Tensor:
+        if self.training or self.eval_layer == "last":
+            return self.net(x)  # (B, C)
+        return self.net.features(x)  # (B, D)
+
+    def extra_repr(self) -> str:
+        return f"eval_layer={self.eval_layer!r}"
+
+
+class LemmaTracker(Hook):
+    """Evaluates Lemma 3.1 on a balanced labelled set during training.
+
+    Before the first step and after every ``every`` epochs, the last-layer embeddings of
+    ``dataset`` are computed in eval mode and :func:`dmlnb.losses.discriminative.lemma31_bound`
+    gives ``L_t`` (all triplets, Eq. 1-2), ``L_d`` (Eq. 8), ``eps``, ``kappa_min/max`` and the bound
+    ``H (kappa_max - kappa_min + 3 eps)``. One row per evaluation in :attr:`rows` (with ``epoch``,
+    ``step`` and ``eps_mean = 2 mean_i |x_i - c_{y_i}|``); the rows are checkpointed with the run.
+    The work happens outside the timed part of an epoch.
+    """
+
+    def __init__(self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.dataset = dataset
+        self.centroids = centroids.detach().cpu()
+        self.every = int(every)
+        self.batch_size = int(batch_size)
+        self.rows: list[dict[str, float]] = []
+
+    def __repr__(self) -> str:
+        return (f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
+                f"every={self.every})")
+
+    def measure(self, model: nn.Module) -> dict[str, float]:
+        """Lemma 3.1's quantities for ``model``'s last layer on the tracked set."""
+        previous = getattr(model, "eval_layer", None)
+        if previous is not None:
+            model.eval_layer = "last"
+        try:
+            emb, lab = compute_embeddings(model, self.dataset, batch_size=self.batch_size)
+        finally:
+            if previous is not None:
+                model.eval_layer = previous
+        out = lemma31_bound(emb, lab, self.centroids)
+        x = l2_normalize(emb.double())
+        own = (x - self.centroids.double()[lab]).norm(dim=1)  # (N,)
+        out["eps_mean"] = 2.0 * own.mean().item()
+        return out
+
+    def _record(self, state: TrainState, epoch: int) -> None:
+        row = {"epoch": float(epoch), "step": float(state.step)}
+        row.update(self.measure(state.model))
+        self.rows.append(row)
+
+    def on_train_start(self, state: TrainState) -> None:
+        if not self.rows:
+            self._record(state, 0)
+
+    def on_epoch_end(self, state: TrainState) -> None:
+        if (state.epoch + 1) % self.every == 0:
+            state.step += 1  # the step count after the epoch's last step
+            try:
+                self._record(state, state.epoch + 1)
+            finally:
+                state.step -= 1
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"rows": [{str(k): float(v) for k, v in r.items()} for r in self.rows]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.rows = [dict(r) for r in state.get("rows", [])]
+
+
+class BackboneLR(Hook):
+    """The paper's learning rates for SGD: the backbone learns ``factor`` times slower than the new
+    FC layers, with weight decay ``weight_decay`` on every model parameter.
+
+    After ``backward`` it sets ``grad <- grad + wd * p`` on the model's parameters and multiplies
+    the backbone's by ``factor``. With plain SGD (momentum included) and the configuration's own
+    ``weight_decay = 0`` this is exactly SGD with a ``factor`` times smaller learning rate on the
+    backbone and weight decay ``wd`` everywhere; resuming needs no extra state.
+    """
+
+    def __init__(self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0) -> None:
+        self.backbone = list(backbone)
+        self.factor = float(factor)
+        self.weight_decay = float(weight_decay)
+
+    def __repr__(self) -> str:
+        return f"BackboneLR(factor={self.factor}, weight_decay={self.weight_decay})"
+
+    def after_backward(self, state: TrainState) -> None:
+        with torch.no_grad():
+            if self.weight_decay:
+                for p in state.model.parameters():
+                    if p.grad is not None:
+                        p.grad.add_(p, alpha=self.weight_decay)
+            for p in self.backbone:
+                if p.grad is not None:
+                    p.grad.mul_(self.factor)

@@ -781,3 +781,73 @@ class MarginDecayHook(Hook):
 
     def __repr__(self) -> str:
         return f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, staircase={self.staircase})"
+
+
+# --------------------------------------------------------------------------- diagnostics
+
+# FacilityLocationLoss.last_stats key -> InsideLossHook log column.
+_INSIDE_COLUMNS = {
+    "margin_multiplier": "gamma",
+    "oracle_score": "oracle",
+    "predicted_score": "predicted",
+    "augmented_score": "augmented",
+    "nmi": "nmi",
+    "greedy_objective": "greedy",
+    "refined_objective": "refined",
+    "pam_swaps": "swaps",
+    "inference_seconds": "inference_s",
+}
+
+
+class InsideLossHook(Hook):
+    """Logs every ``every``-th training step: its wall time and, for the clustering loss, what
+    happened inside the loss.
+
+    Columns (one list per column in :attr:`log`): ``step``, ``loss``, ``step_s`` (seconds from
+    the start of the step to the end of the optimiser step: forward, loss, backward, update; the
+    batch's loading is outside) and, when the loss is a :class:`FacilityLocationLoss`, ``gamma``,
+    ``oracle`` (``F~``, Eq. 5), ``predicted`` (``F(X, S_PAM)``, Eq. 4), ``augmented``
+    (``F + gamma (1 - NMI)``, the (*) of Eq. 6), ``nmi`` (of the inferred clustering
+    ``g(S_PAM)`` against the labels), ``greedy`` / ``refined`` (the objective ``A`` of
+    Algorithm 1's set and after Algorithm 2), ``swaps`` (PAM swaps) and ``inference_s`` (seconds
+    of the loss-augmented inference). The log is checkpointed with the run.
+    """
+
+    def __init__(self, every: int = 1) -> None:
+        if every < 1:
+            raise ValueError(f"every must be >= 1, got {every}")
+        self.every = int(every)
+        self.log: dict[str, list[float]] = {}
+        self._t0: float | None = None
+
+    def __repr__(self) -> str:
+        return f"InsideLossHook(every={self.every})"
+
+    def on_step_start(self, state: TrainState) -> None:
+        if state.step % self.every == 0:
+            if state.device.type == "cuda":
+                torch.cuda.synchronize(state.device)
+            self._t0 = time.perf_counter()
+
+    def on_step_end(self, state: TrainState) -> None:
+        if self._t0 is None:
+            return
+        if state.device.type == "cuda":
+            torch.cuda.synchronize(state.device)
+        row: dict[str, float] = {
+            "step": float(state.step),
+            "loss": float(state.loss) if state.loss is not None else math.nan,
+            "step_s": time.perf_counter() - self._t0,
+        }
+        self._t0 = None
+        loss_fn = state.loss_fn
+        if isinstance(loss_fn, FacilityLocationLoss) and loss_fn.last_stats:
+            row.update({col: float(loss_fn.last_stats[key]) for key, col in _INSIDE_COLUMNS.items()})
+        for key, value in row.items():
+            self.log.setdefault(key, []).append(value)
+
+    def state_dict(self) -> dict[str, dict[str, list[float]]]:
+        return {"log": {str(k): [float(x) for x in v] for k, v in self.log.items()}}
+
+    def load_state_dict(self, state: dict[str, dict[str, list[float]]]) -> None:
+        self.log = {k: list(v) for k, v in state.get("log", {}).items()}

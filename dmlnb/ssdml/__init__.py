@@ -4,6 +4,8 @@
 * :mod:`dmlnb.ssdml.graph`: kNN graphs, Laplacians, affinity propagation.
 * :mod:`dmlnb.ssdml.mining`: triplets from each anchor's propagated-affinity-sorted neighbourhood.
 * :mod:`dmlnb.ssdml.angular`: the smooth angular objective (Eq. 3), the proposed method.
+* :mod:`dmlnb.ssdml.baselines`: the five deep semi-supervised baselines of Tables 1-2.
+* :mod:`dmlnb.ssdml.supervised`: the supervised baselines of Table 5 (labelled examples only).
 * :mod:`dmlnb.ssdml.algorithm`: Algorithm 1, alternation over random unlabelled partitions.
 """
 

@@ -59,7 +59,8 @@ from dmlnb.training import (
     show_progress,
 )
 
-__all__ = ["PartitionSchedule", "run_config", "embed", "evaluate_embedding", "train_ssdml"]
+__all__ = ["PartitionSchedule", "run_config", "TrainingPool", "partition_indices", "embed", "evaluate_embedding",
+           "train_ssdml"]
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ def run_config(config: TrainConfig, schedule: PartitionSchedule, spec: dict[str,
     return {**config.to_dict(), "schedule": schedule.to_dict(), "method": dict(spec)}
 
 
-class _Pool:
+class TrainingPool:
     """Labelled examples (indices ``0..N_L-1``) followed by the unlabelled ones, one index space."""
 
     def __init__(self, labelled: Dataset, unlabelled: Dataset | None) -> None:
@@ -146,7 +147,7 @@ def evaluate_embedding(network: nn.Module, metric: nn.Module | None, dataset: Da
     return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, metric="euclidean")
 
 
-def _partition(pool: _Pool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
+def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
     """Pool indices ``(N_L + N_p,)`` of partition ``p``: all labelled examples, then chunk
     ``p mod n`` of sweep ``p // n`` of the shuffled unlabelled pool (``n`` chunks per sweep)."""
     n_u = pool.num_unlabelled
@@ -160,7 +161,7 @@ def _partition(pool: _Pool, schedule: PartitionSchedule, seed: int, p: int) -> T
     return torch.cat([labelled, pool.num_labelled + chunk.sort().values])
 
 
-def _unit_embeddings(network: nn.Module, pool: _Pool, part: Tensor, units: Tensor, device: torch.device,
+def _unit_embeddings(network: nn.Module, pool: TrainingPool, part: Tensor, units: Tensor, device: torch.device,
                      autocast: Any) -> Tensor:
     """Embeddings ``(b, s, d)`` (with gradients) of ``units`` ``(b, s)``; each image once."""
     uniq, inverse = torch.unique(units, return_inverse=True)  # (M,), (b, s)
@@ -218,7 +219,7 @@ def train_ssdml(
     torch.manual_seed(config.seed)
     network.to(device)
     objective.to(device)
-    pool = _Pool(labelled, unlabelled)
+    pool = TrainingPool(labelled, unlabelled)
     if len(pool.labels) < 2:
         raise ValueError("Algorithm 1 needs at least two training examples")
     net_opt = build_optimizer(config, network, nn.Module())
@@ -275,7 +276,7 @@ def train_ssdml(
     try:
         for p in range(start_partition, num_partitions):
             t_prep = time.perf_counter()
-            part = _partition(pool, schedule, config.seed, p)  # (N,)
+            part = partition_indices(pool, schedule, config.seed, p)  # (N,)
             z, _ = embed(network, None, pool.subset(part), config.eval_batch_size, device)  # (N, d)
             units = objective.prepare(z.to(device), pool.labels[part].to(device)).to(device)  # (U, s)
             if units.dim() != 2 or units.shape[1] != objective.unit_size or len(units) == 0:

@@ -1,39 +1,24 @@
-"""PROFS: class-representative batches, hard negative class mining and the proximal term.
+"""PROFS's class representatives (Can, Gürbüz & Alatan, Algorithm 1, Eq. 4.2, Sec. 4.2).
 
-Can, Gürbüz & Alatan, "Deep Metric Learning with Alternating Projections onto Feasible Sets".
-The feasible set of the embedding parameters ``theta`` is relaxed to sets ``C_k`` that constrain
-distances only to one *representative* sample ``k_l`` per class ``l`` (Eq. 4.2). Alternating
-projections onto them (Eq. 4.3) become, with ``M``-step approximate projections (Algorithm 1)::
+* :func:`projection_period`: ``M = ceil(rho / p(y))`` (Sec. 5.4.1), the steps one representative
+  set is kept;
+* :class:`RepresentativeSampler`: the batches built around the representatives, with optional hard
+  negative class mining (a batch sampler and a :class:`~dmlnb.hooks.Hook` that stores the
+  representatives' embeddings);
+* :class:`CenterRepresentatives`: SoftTriple's adaptation (Sec. 5.3), the loss's cluster centres
+  as HNCM's representatives.
 
-    repeat
-        sample R = {k_l}_{l=1..L}                    # one representative per class
-        repeat M times
-            sample R' ⊂ R (optionally by hard negative class mining) and examples E
-            theta <- theta - alpha * grad( L(theta; batch(R', E)) + lambda/2 ||theta_k - theta||^2 )
-        k <- k + 1;  theta_k <- theta
-
-This module provides the three pieces, each a plug-in of the generic training loop:
-
-* :func:`projection_period`: ``M = ceil(rho / p(y))`` (Sec. 5.4.1);
-* :class:`RepresentativeSampler`: the batch construction and HNCM (a batch sampler and a
-  :class:`~dmlnb.hooks.Hook` that stores the representatives' embeddings);
-* :class:`ProximalHook`: the gradient of ``lambda/2 ||theta - theta_k||^2`` (Eq. 4.7);
-* :class:`RepresentativePairs`: the pair-based losses restricted to the pairs of the
-  representatives (Sec. 5.3), through the losses' ``pair_filter``;
-* SoftTriple's adaptation (Sec. 5.3): :class:`LaggedProximalHook` (every iteration a subproblem)
-  and :class:`CenterRepresentatives` (the loss's cluster centres as HNCM's representatives).
-
-The sampler renews the representatives at global steps ``s`` with ``s % M == 0`` and the hook
-refreshes ``theta_k`` at the start of the same steps, so one ``M``-step projection uses one
-representative set and one anchor, as in Algorithm 1.
+The sampler renews the representatives at global steps ``s`` with ``s % M == 0``; the proximal
+hook (:mod:`dmlnb.profs.proximal`) refreshes ``theta_k`` at the start of the same steps, so one
+``M``-step projection uses one representative set and one anchor, as in Algorithm 1.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from fractions import Fraction
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 import torch
@@ -42,20 +27,9 @@ from torch.nn import functional as F
 from torch.utils.data import Sampler
 
 from dmlnb.hooks import Hook, TrainState
-from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks
 from dmlnb.samplers import ClassIndex, epoch_length, stream_generator
 
-__all__ = [
-    "projection_period",
-    "RepresentativeSampler",
-    "ProximalHook",
-    "LaggedProximalHook",
-    "CenterRepresentatives",
-    "PAIR_MODES",
-    "representative_pair_filter",
-    "RepresentativePairs",
-]
+__all__ = ["projection_period", "RepresentativeSampler", "CenterRepresentatives"]
 
 
 def projection_period(rho: float, batch_size: int, samples_per_class: int, num_classes: int) -> int:
@@ -355,163 +329,6 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
         return torch.where(values < 2.0, pos, pad)
 
 
-ParamSelector = Callable[[nn.Module], Iterable[nn.Parameter]]
-
-
-class ProximalHook(Hook):
-    """The PROFS proximal term ``lambda/2 ||theta - theta_k||^2`` as a gradient edit.
-
-    Eq. 4.7 / Algorithm 1 minimise ``L(theta; B) + lambda/2 ||theta_k - theta||^2`` during the
-    ``M`` steps of projection ``k``; the term's gradient is added after ``backward``:
-
-    .. math::  \\nabla_\\theta \\leftarrow \\nabla_\\theta + \\lambda\\,(\\theta - \\theta_k),
-
-    which equals adding the penalty to the loss, without its forward pass. ``theta_k`` (a detached
-    copy of the selected parameters) is taken at the start of every step ``s`` with
-    ``s % period == 0``, the steps at which :class:`RepresentativeSampler` with the same ``M``
-    renews its representatives (use ``period = 1`` for SoftTriple-PROFS, where every iteration is
-    a subproblem, Sec. 5.3). A parameter with no gradient this step gets ``lambda (theta -
-    theta_k)`` as its gradient, as the explicit penalty would give it. ``lam = 0`` is a no-op.
-
-    The paper applies the term to all of ``theta``; the authors' later code to the backbone only,
-    the default here. With a ``GradScaler`` the loop must unscale the gradients before
-    :meth:`after_backward`.
-
-    Args:
-        model: the embedding network.
-        lam: ``lambda >= 0`` (the paper: ``1e-3``).
-        period: ``M``, steps between refreshes of ``theta_k``.
-        params: ``"backbone"`` (the parameters of the feature extractor: ``model.trunk`` as in
-            :class:`dmlnb.models.EmbeddingNet`, else ``model.backbone``), ``"all"``, or a callable
-            ``model -> iterable of parameters``. Parameters with ``requires_grad=False`` are
-            skipped.
-    """
-
-    def __init__(
-        self,
-        model: nn.Module,
-        lam: float,
-        period: int,
-        params: str | ParamSelector = "backbone",
-    ) -> None:
-        if lam < 0:
-            raise ValueError(f"lam must be >= 0, got {lam}")
-        if period < 1:
-            raise ValueError(f"period must be >= 1, got {period}")
-        self.lam, self.period = float(lam), int(period)
-        self.params = [p for p in _select(model, params) if p.requires_grad]
-        if not self.params:
-            raise ValueError("ProximalHook selected no trainable parameter; check `params`")
-        self.anchor: list[Tensor] | None = None  # theta_k, one tensor per selected parameter
-
-    def on_step_start(self, state: TrainState) -> None:
-        """Take ``theta_k = theta`` at steps ``s % period == 0`` (and when none is held yet)."""
-        if self.lam == 0:
-            return
-        if self.anchor is None or state.step % self.period == 0:
-            self.anchor = [p.detach().clone() for p in self.params]
-
-    def after_backward(self, state: TrainState) -> None:
-        """``grad += lam * (theta - theta_k)`` for every selected parameter."""
-        if self.lam == 0:
-            return
-        if self.anchor is None:
-            raise RuntimeError(
-                "ProximalHook.after_backward before any on_step_start: theta_k is unset"
-            )
-        with torch.no_grad():
-            for p, anchor in zip(self.params, self.anchor):
-                prox = (p - anchor) * self.lam
-                if p.grad is None:
-                    p.grad = prox
-                else:
-                    p.grad.add_(prox)
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        anchor = state["anchor"]
-        if anchor is None:
-            self.anchor = None
-            return
-        shapes = [a.shape for a in anchor]
-        if shapes != [p.shape for p in self.params]:
-            raise ValueError(
-                "ProximalHook checkpoint does not match the selected parameters' shapes"
-            )
-        self.anchor = [a.to(p.device, p.dtype).clone() for a, p in zip(anchor, self.params)]
-
-
-def _select(model: nn.Module, params: str | ParamSelector) -> list[nn.Parameter]:
-    """The parameters ``ProximalHook`` acts on (see its ``params`` argument)."""
-    if callable(params):
-        return list(params(model))
-    if params == "all":
-        return list(model.parameters())
-    if params == "backbone":
-        for name in ("trunk", "backbone"):
-            backbone = getattr(model, name, None)
-            if isinstance(backbone, nn.Module):
-                return list(backbone.parameters())
-        raise ValueError(
-            f"params='backbone' needs model.trunk or model.backbone (an nn.Module), "
-            f"{type(model).__name__} has neither; pass params='all' or a callable model -> parameters"
-        )
-    raise ValueError(f"params must be 'backbone', 'all' or a callable, got {params!r}")
-
-
-class LaggedProximalHook(ProximalHook):
-    r"""SoftTriple-PROFS's proximal term: every iteration is a subproblem (Sec. 5.3).
-
-    SoftTriple has no pairs to re-use, so the paper treats each iteration as one projection
-    (``M = 1``) and keeps only the regulariser "to entangle the updates of the iterations".
-    Taken literally, Algorithm 1 with ``M = 1`` makes the term vanish: the anchor
-    ``theta_k`` is the point the single gradient step starts from, where the gradient of
-    ``lambda/2 ||theta - theta_k||^2`` is 0. Here the anchor lags one iteration, the start of
-    the *previous* subproblem, so step ``t`` uses
-
-    .. math::  \nabla_\theta \leftarrow \nabla_\theta + \lambda\,(\theta_t - \theta_{t-1}),
-
-    which damps each update by the previous one (0 at the first step). That is our reading; the
-    paper gives no formula for it.
-
-    Args:
-        model: the embedding network.
-        lam: ``lambda >= 0``.
-        params: as :class:`ProximalHook` (``"backbone"``, ``"all"`` or a callable).
-    """
-
-    def __init__(self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone") -> None:
-        super().__init__(model, lam, period=1, params=params)
-        self.previous: list[Tensor] | None = None  # theta at the start of the previous step
-
-    def on_step_start(self, state: TrainState) -> None:
-        """``theta_k <- theta_{t-1}`` (``theta_t`` at the first step), then remember ``theta_t``."""
-        if self.lam == 0:
-            return
-        current = [p.detach().clone() for p in self.params]
-        self.anchor = self.previous if self.previous is not None else current
-        self.previous = current
-
-    def state_dict(self) -> dict[str, Any]:
-        out = super().state_dict()
-        out["previous"] = None if self.previous is None else [a.detach().clone() for a in self.previous]
-        return out
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        super().load_state_dict(state)
-        previous = state.get("previous")
-        if previous is None:
-            self.previous = None
-            return
-        if [a.shape for a in previous] != [p.shape for p in self.params]:
-            raise ValueError(
-                "LaggedProximalHook checkpoint does not match the selected parameters' shapes"
-            )
-        self.previous = [a.to(p.device, p.dtype).clone() for a, p in zip(previous, self.params)]
-
-
 class CenterRepresentatives(Hook):
     r"""SoftTriple-PROFS-HNCM: the loss's cluster centres are the class representatives (Sec. 5.3).
 
@@ -563,92 +380,3 @@ class CenterRepresentatives(Hook):
         self.sampler.set_memory(self.class_vectors())
 
 
-#: How :class:`RepresentativePairs` restricts a loss's pairs (Sec. 5.3).
-PAIR_MODES: tuple[str, ...] = ("anchored", "any", "all")
-
-
-def representative_pair_filter(
-    batch_size: int, samples_per_class: int, mode: str, device: torch.device | str | None = None
-) -> Tensor | None:
-    """The ``(B, B)`` bool pair filter of a :class:`RepresentativeSampler` batch.
-
-    In the sampler's layout (contiguous groups of ``m = samples_per_class`` same-class rows, the
-    class representative first) row ``i`` is a representative iff ``i % m == 0``. The allowed
-    ordered pairs ``(i, j)`` (row ``i`` the anchor / first element) are
-
-    * ``"anchored"``: ``i`` is a representative (pairs anchored at the representatives);
-    * ``"any"``: ``i`` or ``j`` is a representative (no term between two non-representatives);
-    * ``"all"``: every pair; returns ``None`` (no filter).
-    """
-    if mode not in PAIR_MODES:
-        raise ValueError(f"mode must be one of {PAIR_MODES}, got {mode!r}")
-    if samples_per_class < 1 or batch_size % samples_per_class != 0:
-        raise ValueError(
-            f"batch size {batch_size} is not a multiple of samples_per_class={samples_per_class}: "
-            "a RepresentativeSampler batch is whole groups of m samples per class"
-        )
-    if mode == "all":
-        return None
-    rep = torch.arange(batch_size, device=device) % samples_per_class == 0  # (B,)
-    if mode == "anchored":
-        return rep[:, None].expand(batch_size, batch_size).clone()  # (B, B)
-    return rep[:, None] | rep[None, :]  # (B, B)
-
-
-class RepresentativePairs(MetricLoss):
-    """A pair-based loss on the pairs PROFS builds its batch from (Sec. 5.3).
-
-    PROFS's exemplar batch is made of pairs ``(i_r, j_n)`` of a class representative and an
-    example, so the losses are restricted to pairs involving representatives (Can, Gürbüz &
-    Alatan, Sec. 5.3):
-
-    * ``"anchored"`` (contrastive, triplet, Margin): "each class representative should have the
-      same number of its corresponding positive pairs and hard negative pairs": only pairs
-      anchored at a representative (row ``i`` a representative);
-    * ``"any"`` (lifted structured, MS): "the loss is slightly modified by ignoring the pairwise
-      terms between the non-representative samples": pairs with a representative at either end;
-    * ``"all"`` (N-pair, angular): "No adaptation is performed": the inner loss unchanged.
-
-    The batch must be in :class:`RepresentativeSampler`'s layout: ``B`` a multiple of
-    ``m = samples_per_class``, contiguous groups of ``m`` same-class rows, the representative
-    first (row ``i`` is a representative iff ``i % m == 0``); the labels are checked. The filter
-    (:func:`representative_pair_filter`) goes to ``inner(embeddings, labels, pair_filter=...)``.
-
-    Args:
-        inner: the loss; for ``"anchored"`` / ``"any"`` one that supports ``pair_filter``.
-        samples_per_class: ``m`` (``I`` in the paper), the representative included.
-        mode: ``"anchored"``, ``"any"`` or ``"all"``.
-
-    Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
-    """
-
-    def __init__(self, inner: MetricLoss, samples_per_class: int, mode: Literal["anchored", "any", "all"]) -> None:
-        super().__init__()
-        if not isinstance(inner, MetricLoss):
-            raise TypeError(f"inner must be a MetricLoss, got {type(inner).__name__}")
-        if mode not in PAIR_MODES:
-            raise ValueError(f"mode must be one of {PAIR_MODES}, got {mode!r}")
-        if samples_per_class < 1:
-            raise ValueError(f"samples_per_class must be >= 1, got {samples_per_class}")
-        if mode != "all" and not inner.supports_pair_filter:
-            raise ValueError(
-                f"{type(inner).__name__} does not support pair_filter; use mode='all' for it"
-            )
-        self.inner = inner
-        self.samples_per_class = int(samples_per_class)
-        self.mode = mode
-
-    def extra_repr(self) -> str:
-        return f"samples_per_class={self.samples_per_class}, mode={self.mode!r}"
-
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        B, m = labels.shape[0], self.samples_per_class
-        pair_filter = representative_pair_filter(B, m, self.mode, embeddings.device)  # (B, B) | None
-        groups = labels.view(B // m, m)  # (B/m, m)
-        if not bool((groups == groups[:, :1]).all()):
-            raise ValueError(
-                f"batch is not in RepresentativeSampler's layout (contiguous groups of m={m} "
-                "same-class samples, representative first); build the batches with "
-                "RepresentativeSampler(..., m=samples_per_class)"
-            )
-        return self.inner(embeddings, labels, pair_filter=pair_filter)
