@@ -60,6 +60,7 @@ __all__ = [
     "exhaustive_inference",
     "FacilityLocationLoss",
     "MarginDecayHook",
+    "InsideLossHook",
 ]
 
 
