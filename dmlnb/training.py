@@ -377,6 +377,7 @@ def train(
             "loss": repr(loss_fn),
             "sampler": repr(sampler),
             "hooks": [repr(h) for h in hooks],
+            "train_set": f"{type(train_set).__name__} of {len(train_set)} items",  # type: ignore[arg-type]
         },
         environment=environment_info(device),
     )
