@@ -37,8 +37,9 @@ __all__ = [
     "prepare_run_dir",
 ]
 
-RUN_FILES = ("record.json", "checkpoint.pt", "best.pt")
-"""The files a run folder holds; their temporary files are ``.<name>.<random>.tmp``."""
+RUN_FILES = ("record.json", "analysis.json", "checkpoint.pt", "best.pt")
+"""The files a run folder holds (``analysis.json``: :mod:`dmlnb.run_analysis`); their temporary
+files are ``.<name>.<random>.tmp``."""
 
 _SCALARS = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, torch.Size)
 

@@ -18,12 +18,18 @@ the embedding.
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
+import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-__all__ = ["EmbeddingNet", "ConvNet", "SSDMLMnistNet", "SSDMLCifarNet", "build_model", "available_models"]
+if TYPE_CHECKING:
+    from dmlnb.profiles import TrainConfig
+
+__all__ = [
+    "EmbeddingNet", "ConvNet", "SSDMLMnistNet", "SSDMLCifarNet", "build_model", "configured_model", "available_models",
+]
 
 
 class ConvNet(nn.Module):
@@ -193,3 +199,15 @@ def build_model(
         raise ValueError(f"pretrained weights exist only for torchvision backbones, not {name!r}")
     bias = not name.startswith("ssdml")
     return EmbeddingNet(trunk, feature_dim, embedding_dim, normalize=normalize, bias=bias)
+
+
+def configured_model(config: "TrainConfig", input_shape: tuple[int, int, int]) -> EmbeddingNet:
+    """The model a run of ``config`` trains, as :func:`dmlnb.training.fit` builds it: its
+    ``model``, ``embedding_dim``, ``normalize``, ``pretrained`` and ``width``, for inputs
+    ``(C, H, W)``, initialised after ``torch.manual_seed(config.seed)`` (load a checkpoint's
+    ``"model"`` state into it to get the trained network back)."""
+    torch.manual_seed(config.seed)
+    return build_model(
+        config.model, input_shape, config.embedding_dim, normalize=config.normalize,
+        pretrained=config.pretrained, width=config.width,
+    )

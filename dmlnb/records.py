@@ -45,6 +45,7 @@ that reproduces it and is not retrained.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -67,6 +68,7 @@ __all__ = [
     "validate_record",
     "write_json_atomic",
     "read_json",
+    "as_json",
     "environment_info",
     "atomic_torch_save",
 ]
@@ -105,9 +107,11 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
-def write_json_atomic(path: str | Path, data: dict[str, Any]) -> None:
-    """Write ``data`` as indented JSON; readers see the old file or the new one, never a mix."""
-    payload = (json.dumps(data, indent=1, sort_keys=False, default=_jsonable) + "\n").encode()
+def write_json_atomic(path: str | Path, data: dict[str, Any], compact: bool = False) -> None:
+    """Write ``data`` as indented JSON (``compact``: on one line, no spaces, for files that are
+    mostly long lists of numbers); readers see the old file or the new one, never a mix."""
+    layout: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 1}
+    payload = (json.dumps(data, sort_keys=False, default=_jsonable, **layout) + "\n").encode()
     _atomic_write(Path(path), lambda fh: fh.write(payload))
 
 
@@ -120,6 +124,13 @@ def read_json(path: str | Path) -> dict[str, Any]:
     """The JSON document at ``path``."""
     with open(path) as fh:
         return json.load(fh)
+
+
+def as_json(obj: Any) -> Any:
+    """``obj`` as it reads back from a JSON file written by :func:`write_json_atomic` (tuples
+    become lists, tensors and numpy values plain numbers and lists): the form saved values are
+    compared in."""
+    return json.loads(json.dumps(obj, default=_jsonable))
 
 
 def _is_number(value: Any) -> bool:
@@ -386,7 +397,7 @@ class RunRecord:
             on_disk = read_json(self.path)
         except (OSError, ValueError):
             on_disk = None
-        mine = json.loads(json.dumps(self.data, default=_jsonable))
+        mine = as_json(self.data)
         keys = ("status", "history", "best", "finished", "segments")
         if isinstance(on_disk, dict) and all(on_disk.get(k) == mine.get(k) for k in keys):
             return False
@@ -429,6 +440,19 @@ class RunRecord:
             raise ValueError("RunRecord has no path; pass one to save()")
         write_json_atomic(target, self.data)
         self.path = target
+
+    def fingerprint(self) -> str:
+        """16 hex digits identifying what the run learned: a hash of its configuration and, per
+        epoch, its loss and test metrics (timings, i.e. ``*_seconds`` entries, dates and the
+        environment left out). Two trainings of one configuration share it when they reproduce
+        each other exactly; an analysis of the weights stored next to the record
+        (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained again to other numbers is
+        analysed again."""
+        rows = [[row["epoch"], row["loss"],
+                 {k: v for k, v in (row.get("metrics") or {}).items() if not k.endswith("_seconds")}]
+                for row in self.data["history"]]
+        payload = json.dumps({"config": self.data["config"], "history": rows}, sort_keys=True, default=_jsonable)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @property
     def best(self) -> dict[str, Any] | None:
@@ -495,5 +519,5 @@ def load_finished_record(run_dir: str | Path, config: dict[str, Any] | Any) -> R
         return None
     record = RunRecord.load(path)
     wanted = config.to_dict() if hasattr(config, "to_dict") else config
-    same = json.loads(json.dumps(wanted, default=_jsonable)) == record.data["config"]
+    same = as_json(wanted) == record.data["config"]
     return record if record.data["status"] == "finished" and same else None

@@ -101,7 +101,7 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
             where = f"{ckpt} holds an unfinished run"
     raise TrainingDisabledError(
         f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
-        f"would be trained: {where}. Copy that run folder (record.json and checkpoint.pt / best.pt) "
+        f"would be trained: {where}. Copy that run folder (record.json, analysis.json, checkpoint.pt, best.pt) "
         "from the machine that trained it into --runs, or render without --runs to train here"
     )
 
@@ -617,15 +617,11 @@ def fit(
     :class:`dmlnb.data.DatasetSplits`.
     """
     from dmlnb.data import load_dataset
-    from dmlnb.models import build_model
+    from dmlnb.models import configured_model
 
     if splits is None:
         splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
-    torch.manual_seed(config.seed)
-    model = build_model(
-        config.model, splits.input_shape, config.embedding_dim, normalize=config.normalize,
-        pretrained=config.pretrained, width=config.width,
-    )
+    model = configured_model(config, splits.input_shape)
     if splits.query is not None and splits.gallery is not None:
         eval_set, gallery = splits.query, splits.gallery
     else:

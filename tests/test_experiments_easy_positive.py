@@ -13,6 +13,8 @@ from dmlnb.analysis import nearest_same_and_other
 from dmlnb.evaluation import compute_embeddings, recall_at_k
 from dmlnb.experiments import easy_positive as ep
 from dmlnb.losses import EasyPositiveLoss, ProxyNCALoss, TripletLoss
+from dmlnb.run_analysis import ANALYSIS_FILE
+from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
 
 TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
 
@@ -130,7 +132,7 @@ def test_build_loss_types_and_n2_equivalence():
 def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
     study = ep.make_study("smoke", TINY)
     runner = ep.Runner(study, tmp_path)
-    res = runner.get(study.config, "EPHN", 4, 0, analyse=True, need_model=True)
+    res = runner.get(study.config, "EPHN", 4, 0, analyse=True)
     run_dir = tmp_path / "smoke" / res.name
     assert res.trained and (run_dir / "record.json").exists() and (run_dir / "best.pt").exists()
     saved = json.loads((run_dir / "record.json").read_text())
@@ -144,26 +146,68 @@ def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
     assert saved["analysis"]["test_nn_correct"] == pytest.approx(res.metrics["R@1"], abs=1e-2)
     exact = nearest_same_and_other(emb.double(), lab).accuracy
     assert exact == pytest.approx(recall_at_k(emb.double(), lab, ks=(1,))[1], abs=1e-12)
-    # memoised within a runner, with the full statistics of its analysis
+    # memoised within a runner, with the statistics of its analysis
     assert runner.get(study.config, "EPHN", 4, 0) is res
-    stats = runner.statistics(res)
-    assert stats is res.stats and stats["test_same"].shape == (len(splits.test),)
-    assert ep.summarize_statistics(stats) == saved["analysis"]
-    # a new runner reloads the record (no training) and the best weights on demand
+    assert ep.summarize_statistics(res.stats) == saved["analysis"]
+    # a new runner reloads the record (no training, no weights) and the best weights on demand
     fresh = ep.Runner(study, tmp_path)
-    with pytest.raises(ValueError, match="need_model"):
-        fresh.statistics(fresh.get(study.config, "EPHN", 4, 0))
-    again = ep.Runner(study, tmp_path).get(study.config, "EPHN", 4, 0, need_model=True)
-    assert not again.trained and again.analysis == saved["analysis"]
-    for a, b in zip(again.model.state_dict().values(), res.model.state_dict().values()):
+    again = fresh.get(study.config, "EPHN", 4, 0, analyse=True)
+    assert not again.trained and again.model is None and again.analysis == saved["analysis"]
+    for a, b in zip(fresh.best_model(again).state_dict().values(), res.model.state_dict().values()):
         assert torch.equal(a, b)
-    # missing weights: trained again, to the same result (seeded)
+    # missing weights: trained again on demand, to the same result (seeded), statistics recomputed
     (run_dir / "best.pt").unlink()
-    redo = ep.Runner(study, tmp_path).get(study.config, "EPHN", 4, 0, need_model=True)
+    (run_dir / "checkpoint.pt").unlink()
+    redo_runner = ep.Runner(study, tmp_path)
+    redo = redo_runner.get(study.config, "EPHN", 4, 0)
+    redo_runner.best_model(redo)
     assert redo.trained and redo.metrics["R@1"] == res.metrics["R@1"]
+    assert redo.analysis == saved["analysis"] and json.loads((run_dir / "record.json").read_text())["analysis"] == saved["analysis"]
     # retrain=True ignores the finished record
     forced = ep.Runner(study, tmp_path, retrain=True).get(study.config, "EPHN", 4, 0)
     assert forced.trained and forced.record.data["history"][-1]["epoch"] == 1
+
+
+def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch):
+    study = ep.make_study("smoke", TINY)
+    runner = ep.Runner(study, tmp_path)
+    res = runner.get(study.config, "EPSHN", 4, 0, analyse=True)
+    figs, maps = runner.figures(res), runner.tsne(res, 2)
+    run_dir = tmp_path / "smoke" / res.name
+    stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
+    assert set(stored) == {"figures", "tsne"} and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
+    assert stored["figures"]["run"] == stored["tsne"]["run"] == res.record.fingerprint()
+    # the stored figure data are the model's statistics, rounded to 4 decimals
+    splits = runner.splits(study.config)
+    raw = ep.embedding_statistics(res.model, splits)
+    assert figs["train_same"].shape == (len(splits.train),) and figs["test_other"].shape == (len(splits.test),)
+    assert np.nanmax(np.abs(figs["test_other"] - raw["test_other"].numpy())) <= 5e-5
+    pairs = raw["train_same_class"].double().numpy()
+    q = figs["train_same_class_quantiles"]
+    assert q.shape == (1001,) and q[[0, 500, -1]] == pytest.approx([pairs.min(), np.median(pairs), pairs.max()], abs=5e-5)
+    assert np.unique(maps["train_labels"]).size == 2 and maps["train"].shape == (len(maps["train_labels"]), 2)
+    assert maps["test"].shape == (len(maps["test_labels"]), 2) and np.unique(maps["test_labels"]).size == 2
+    # no weights and training disabled: a new runner draws both figures from the JSON
+    (run_dir / "best.pt").unlink()
+    (run_dir / "checkpoint.pt").unlink()
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    fresh = ep.Runner(study, tmp_path)
+    again = fresh.get(study.config, "EPSHN", 4, 0, analyse=True)
+    for k, v in fresh.figures(again).items():
+        np.testing.assert_array_equal(v, figs[k])
+    for k, v in fresh.tsne(again, 2).items():
+        np.testing.assert_array_equal(v, maps[k])
+    assert not again.trained and again.model is None  # the weights were never needed
+    # a changed setting needs the weights: with none and training disabled, an error naming both
+    with pytest.raises(TrainingDisabledError, match=r"EPSHN-n4-seed0.*analysis 'tsne' is needed: .*other settings"):
+        fresh.tsne(again, 3)
+    # training allowed: the run is trained again (seeded: the same record) and only the t-SNE redone
+    monkeypatch.delenv(NO_TRAINING_ENV)
+    maps3 = fresh.tsne(again, 3)
+    assert again.trained and np.unique(maps3["train_labels"]).size == 3
+    assert again.record.fingerprint() == res.record.fingerprint()
+    stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
+    assert stored["tsne"]["settings"]["classes"] == 3 and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
 
 
 def test_runner_other_config_is_not_reused(tmp_path):

@@ -35,8 +35,8 @@ def test_stored_notebook_is_a_default_profile_papermill_run(path):
 
 
 #: The one alias under which a notebook imports its chapter module (dmlnb.experiments.<module>).
-CHAPTER_ALIASES = {"easy_positive": "ep_chapter", "facility_location": "fl_chapter", "discriminative": "disc_chapter",
-                   "profs": "profs_chapter", "ssdml": "ssdml_chapter"}
+CHAPTER_ALIASES = {"protocol": "protocol_chapter", "easy_positive": "ep_chapter", "facility_location": "fl_chapter",
+                   "discriminative": "disc_chapter", "profs": "profs_chapter", "ssdml": "ssdml_chapter"}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -47,9 +47,6 @@ def test_notebook_imports_its_chapter_module_under_its_alias(path):
     assert not re.search(r"from dmlnb\.experiments\.\w+ import|import dmlnb\.experiments", code), (
         f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import <module> as <alias>`")
     chapter = path.stem.split("_", 1)[1]
-    if chapter not in CHAPTER_ALIASES:  # the protocol chapter has no chapter module
-        assert not imports
-        return
     assert imports == [(chapter, CHAPTER_ALIASES[chapter])], f"{path.name} imports {imports}"
 
 

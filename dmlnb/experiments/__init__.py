@@ -2,6 +2,7 @@
 and the analyses behind each chapter's figures, one module per paper (imported explicitly; each
 notebook imports its module as ``<chapter>_chapter``):
 
+* :mod:`dmlnb.experiments.protocol` — the protocol chapter's baselines;
 * :mod:`dmlnb.experiments.easy_positive` — Xuan, Stylianou & Pless, WACV 2020;
 * :mod:`dmlnb.experiments.facility_location` — Song, Jegelka, Rathod & Murphy, CVPR 2017;
 * :mod:`dmlnb.experiments.discriminative` — Do et al., CVPR 2019;

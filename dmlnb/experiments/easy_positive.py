@@ -7,13 +7,16 @@ Everything ``notebooks/01_easy_positive.ipynb`` runs, so that its cells only wir
   (dataset, backbone) cells of Table 1 and the rows of Table 2;
 * :func:`build_loss`: the compared losses by name (the six mining variants, N-pair, triplet,
   Proxy-NCA);
-* :class:`Runner`: trains a run, or reloads its finished record (and best weights) from
+* :class:`Runner`: trains a run, or reloads its finished record from
   ``results_dir/<profile>/<run>/``; runs with identical configurations are shared between
-  figures and tables;
+  figures and tables; what the figures draw from a trained model is stored next to the record
+  (``analysis.json``, :mod:`dmlnb.run_analysis`), so a finished run is never reloaded for its
+  weights;
 * :func:`embedding_statistics` / :func:`summarize_statistics`: the similarity statistics of
-  Figures 2, 3 and 5 (:mod:`dmlnb.analysis`) of one trained model;
-* :func:`analysis_runs`: the runs of the embedding analyses, loaded first so that every table
-  reads the same training of each run;
+  Figures 2, 3 and 5 (:mod:`dmlnb.analysis`) of one trained model, and :func:`figure_data` /
+  :func:`tsne_data`: what Figures 2, 3, 5 and 6 draw of it, in the stored form;
+* :func:`analysis_runs`: the runs of the embedding analyses, loaded (and their figures' data
+  read or computed) first so that every table reads the same training of each run;
 * :func:`group_size_points`, :func:`group_size_frame`, :func:`group_size_optima`,
   :func:`recall_table`: Figure 4 and Table 1 data, and the interior-optimum verdicts of the sweep;
 * :class:`ClaimInputs`, :func:`claim_inputs`, :func:`build_claims`: every claim of the chapter
@@ -33,7 +36,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -51,7 +54,8 @@ from dmlnb.evaluation import compute_embeddings
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.records import RunRecord, as_json, load_finished_record
+from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     Claim,
@@ -79,6 +83,11 @@ __all__ = [
     "Runner",
     "embedding_statistics",
     "summarize_statistics",
+    "FIGURE_SETTINGS",
+    "TSNE_METHODS",
+    "figure_data",
+    "tsne_settings",
+    "tsne_data",
     "analysis_runs",
     "group_size_points",
     "group_size_frame",
@@ -99,6 +108,8 @@ __all__ = [
 MINING_METHODS: tuple[str, ...] = ("EP", "EPHN", "EPSHN", "HP", "HPHN", "BA")
 #: The six embeddings of Figures 2, 3 and 5 (BA, HP and N-pair on the paper's left side).
 FIGURE_METHODS: tuple[str, ...] = ("BA", "HP", "N-pair", "EP", "EPHN", "EPSHN")
+#: The two embeddings of Figure 6 (t-SNE maps).
+TSNE_METHODS: tuple[str, ...] = ("N-pair", "EPSHN")
 #: The rows of Table 1.
 TABLE1_METHODS: tuple[str, ...] = ("triplet", "N-pair", "Proxy-NCA", "EPSHN")
 _ALL_METHODS = (*MINING_METHODS, "N-pair", "triplet", "Proxy-NCA")
@@ -343,7 +354,7 @@ def run_name(config: TrainConfig, method: str) -> str:
 
 
 # ----------------------------------------------------------------------------------------------
-# Analyses of one model (Figures 2, 3, 5)
+# Analyses of one model (Figures 2, 3, 5, 6)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -396,22 +407,76 @@ def summarize_statistics(stats: Mapping[str, Any]) -> dict[str, float]:
     return out
 
 
+#: How :func:`figure_data` stores a model's Figures 2, 3 and 5: from the best epoch's weights,
+#: Figure 2's sample of same-class pairs as this many quantiles, similarities to this many
+#: decimals (a pixel of the figures is about 0.003).
+FIGURE_SETTINGS: dict[str, Any] = {"weights": "best.pt", "train_same_class_quantiles": 1001, "decimals": 4}
+
+
+def figure_data(stats: Mapping[str, Any], settings: Mapping[str, Any] = FIGURE_SETTINGS) -> dict[str, list[float]]:
+    """What Figures 2, 3 and 5 draw of one model (:func:`embedding_statistics`), in the form
+    stored in its run folder's ``analysis.json``; every similarity rounded to
+    ``settings["decimals"]``:
+
+    * ``train_same_class_quantiles`` ``(Q,)``: ``Q = settings["train_same_class_quantiles"]``
+      quantiles of the similarity of every same-class training pair (Figure 2's histogram; the
+      sample has ``P`` pairs, 25,840 at the default profile, too many to store);
+    * ``test_to_train`` ``(N_test,)``: each test image's similarity to its nearest training
+      image (Figure 3's histogram);
+    * ``train_same``, ``train_other`` ``(N_train,)`` and ``test_same``, ``test_other``
+      ``(N_test,)``: per point, the nearest same-class and other-class similarity (Figure 5's
+      scatter; ``nan`` for a point without classmates).
+    """
+    q, d = int(settings["train_same_class_quantiles"]), int(settings["decimals"])
+    out = {"train_same_class_quantiles": quantiles(stats["train_same_class"], q, d)}
+    out.update({k: rounded(stats[k], d) for k in ("test_to_train", "train_same", "train_other", "test_same", "test_other")})
+    return out
+
+
+def tsne_settings(classes: int) -> dict[str, Any]:
+    """How :func:`tsne_data` maps a model for Figure 6: ``classes`` training and test classes
+    drawn with ``class_seed``, openTSNE with ``tsne_seed`` and ``perplexity``, coordinates to
+    ``decimals`` (a map spans about 100 units over at most 400 pixels)."""
+    if int(classes) < 1:
+        raise ValueError(f"tsne_classes must be >= 1 (classes drawn in each t-SNE map), got {classes}")
+    return {"weights": "best.pt", "classes": int(classes), "class_seed": 0, "tsne_seed": 0, "perplexity": 30.0,
+            "decimals": 3}
+
+
+def tsne_data(stats: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """Figure 6 of one model (:func:`embedding_statistics`), in the form stored in its run
+    folder's ``analysis.json``: ``settings["classes"]`` random training classes (the first of a
+    permutation drawn with ``class_seed``) mapped by t-SNE, and as many random test classes (the
+    next permutation) placed into that map (:func:`dmlnb.plots.tsne_with_reference`).
+
+    Returns ``train`` ``(N_a, 2)`` and ``test`` ``(N_b, 2)`` coordinates rounded to
+    ``settings["decimals"]``, and their classes ``train_labels`` ``(N_a,)``, ``test_labels``
+    ``(N_b,)``.
+    """
+    from dmlnb.plots import tsne_with_reference
+
+    gen = torch.Generator().manual_seed(int(settings["class_seed"]))
+    tr_y, te_y = stats["train_labels"], stats["test_labels"]
+    tr_classes = torch.randperm(int(tr_y.max()) + 1, generator=gen)[:settings["classes"]]
+    te_classes = torch.randperm(int(te_y.max()) + 1, generator=gen)[:settings["classes"]]
+    tr_pick = torch.isin(tr_y, tr_classes).nonzero().squeeze(1)  # (N_a,)
+    te_pick = torch.isin(te_y, te_classes).nonzero().squeeze(1)  # (N_b,)
+    ref_2d, new_2d = tsne_with_reference(stats["train_embeddings"][tr_pick], stats["test_embeddings"][te_pick],
+                                         seed=int(settings["tsne_seed"]), perplexity=float(settings["perplexity"]))
+    d = int(settings["decimals"])
+    return {"train": rounded(ref_2d, d), "test": rounded(new_2d, d),
+            "train_labels": tr_y[tr_pick].tolist(), "test_labels": te_y[te_pick].tolist()}
+
+
 # ----------------------------------------------------------------------------------------------
 # The runner
 # ----------------------------------------------------------------------------------------------
 
 
-def _jsonable_config(config: TrainConfig) -> dict[str, Any]:
-    """``config`` as it reads back from a run record (tuples become lists)."""
-    import json
-
-    return json.loads(json.dumps(config.to_dict(), default=list))
-
-
 @dataclass
 class RunResult:
-    """One run: its name, method, configuration, record, best-epoch model (if loaded) and the
-    statistics of :func:`summarize_statistics` (if computed)."""
+    """One run: its name, method, configuration, record, best-epoch model (when loaded this
+    session) and :func:`embedding_statistics` of that model (when computed this session)."""
 
     name: str
     method: str
@@ -428,16 +493,23 @@ class RunResult:
 
     @property
     def analysis(self) -> dict[str, float] | None:
+        """:func:`summarize_statistics` of the best-epoch model, stored in the record."""
         return self.record.data.get("analysis")
 
 
 class Runner:
     """Trains runs or reloads them from ``results_dir/<profile>/<run name>/``.
 
-    * ``retrain=False``: a finished record made with the same configuration is reused; when the
-      model is needed its best-epoch weights (``best.pt``) are loaded, and the run is trained
-      again only if they are missing (checkpoints are not versioned, records are).
-    * ``retrain=True``: every run is trained from scratch (an existing checkpoint is ignored).
+    * ``retrain=False``: a finished record made with the same configuration is reused. What the
+      figures draw from the best-epoch model is read from ``analysis.json`` next to the record
+      (:meth:`figures`, :meth:`tsne`); only when it is missing, or was made with other settings
+      or from another training, are the weights (``best.pt``) loaded, and only when they are
+      gone too is the run trained again (checkpoints are not versioned; records and analyses
+      are). With training disabled (``DMLNB_NO_TRAINING=1``) that raises
+      :class:`~dmlnb.training.TrainingDisabledError` naming the run and the missing analysis.
+    * ``retrain=True``: every run is trained from scratch (an existing checkpoint is ignored);
+      a stored analysis is still reused when the new training reproduces the record exactly
+      (:meth:`dmlnb.records.RunRecord.fingerprint`).
 
     Results are memoised by run name, so a run shared by several figures or tables is trained
     (or loaded) once.
@@ -468,22 +540,16 @@ class Runner:
             self._splits[key] = load_dataset(config.dataset, root=self.data_root, **config.dataset_options)
         return self._splits[key]
 
-    def _build_model(self, config: TrainConfig, splits: Any) -> nn.Module:
-        from dmlnb.models import build_model
+    @staticmethod
+    def _load_best(config: TrainConfig, splits: Any, run_dir: Path) -> nn.Module | None:
+        """The best-epoch model from ``run_dir/best.pt``, or ``None`` when that file is gone."""
+        from dmlnb.models import configured_model
 
-        torch.manual_seed(config.seed)
-        return build_model(
-            config.model, splits.input_shape, config.embedding_dim, normalize=config.normalize,
-            pretrained=config.pretrained, width=config.width,
-        )
-
-    def _load_best(self, config: TrainConfig, splits: Any, run_dir: Path) -> nn.Module | None:
         path = run_dir / "best.pt"
         if not path.exists():
             return None
-        model = self._build_model(config, splits)
-        state = load_checkpoint(path)
-        model.load_state_dict(state["model"])
+        model = configured_model(config, splits.input_shape)
+        model.load_state_dict(load_checkpoint(path)["model"])
         return model.eval()
 
     @staticmethod
@@ -497,60 +563,108 @@ class Runner:
             saved = RunRecord.load(path).config
         except (OSError, ValueError):
             return False
-        return _jsonable_config(config) == saved
+        return as_json(config.to_dict()) == saved
 
-    def run(self, config: TrainConfig, method: str, need_model: bool = False, analyse: bool = False) -> RunResult:
+    def _train(self, config: TrainConfig, method: str) -> RunResult:
+        """Train one run (resumed from its checkpoint unless ``retrain``), with its best-epoch model."""
+        from dmlnb.training import fit
+
+        name = run_name(config, method)
+        run_dir = self.root / name
+        splits = self.splits(config)
+        torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
+        loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
+        model, record = fit(
+            config, loss, splits=splits, run_dir=run_dir,
+            resume=not self.retrain and self._same_config(run_dir, config),
+            progress=self.progress, name=name,
+        )
+        best = self._load_best(config, splits, run_dir)
+        return RunResult(name, method, config, record, model=(best if best is not None else model).cpu().eval(), trained=True)
+
+    def run(self, config: TrainConfig, method: str, analyse: bool = False) -> RunResult:
         """Train or reload one run.
 
         Args:
             config: from :func:`run_config`.
             method: canonical method name.
-            need_model: also return the best-epoch model.
             analyse: make sure the record holds :func:`summarize_statistics` of the best-epoch
                 model (computed and saved into ``record.json`` when missing).
         """
-        from dmlnb.training import fit
-
         name = run_name(config, method)
-        run_dir = self.root / name
         known = self.results.get(name)
-        if known is not None and (known.model is not None or not need_model) and (known.analysis or not analyse):
+        if known is not None and (known.analysis or not analyse):
             return known
-        splits = self.splits(config)
         result = known
         if result is None and not self.retrain:
-            record = load_finished_record(run_dir, config)
+            record = load_finished_record(self.root / name, config)
             if record is not None:
                 result = RunResult(name, method, config, record)
-        if result is not None and result.model is None and (need_model or (analyse and not result.analysis)):
-            result.model = self._load_best(config, splits, run_dir)
-            if result.model is None:
-                result = None  # the weights are gone: train again
         if result is None:
-            torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
-            loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
-            model, record = fit(
-                config, loss, splits=splits, run_dir=run_dir,
-                resume=not self.retrain and self._same_config(run_dir, config),
-                progress=self.progress, name=name,
-            )
-            best = self._load_best(config, splits, run_dir)
-            result = RunResult(name, method, config, record, model=(best if best is not None else model).cpu().eval(), trained=True)
+            result = self._train(config, method)
         if analyse and not result.analysis:
-            result.stats = embedding_statistics(result.model, splits, config.eval_batch_size)
-            result.record.data["analysis"] = summarize_statistics(result.stats)
-            result.record.save(run_dir / "record.json")
+            self._summarise(result, "its statistics in record.json are missing")
         self.results[name] = result
         return result
 
-    def statistics(self, result: RunResult) -> dict[str, Any]:
-        """:func:`embedding_statistics` of a run's best-epoch model (kept from its analysis in
-        this session, else computed; the run must have been loaded with ``need_model=True``)."""
+    def _summarise(self, result: RunResult, why: str) -> None:
+        """Store :func:`summarize_statistics` of the best-epoch model in the run's record."""
+        result.record.data["analysis"] = summarize_statistics(self._statistics(result, why))
+        result.record.save(self.root / result.name / "record.json")
+
+    def best_model(self, result: RunResult, why: str = "its model is asked for") -> nn.Module:
+        """The best-epoch model of a run, from ``best.pt``. When the weights are gone the run is
+        trained again and ``result`` takes the new record (with its statistics recomputed if the
+        old one held them) and is marked ``trained``; with training disabled that raises
+        :class:`~dmlnb.training.TrainingDisabledError` naming the run and ``why`` the weights are
+        needed."""
+        from dmlnb.training import check_training_allowed
+
+        run_dir = self.root / result.name
+        if result.model is None:
+            result.model = self._load_best(result.config, self.splits(result.config), run_dir)
+        if result.model is None:
+            check_training_allowed(run_dir, f"{result.name!r} ({why}, and its weights {run_dir / 'best.pt'} are gone)")
+            summarised = result.analysis is not None
+            fresh = self._train(result.config, result.method)
+            result.record, result.model, result.trained, result.stats = fresh.record, fresh.model, True, None
+            if summarised:
+                self._summarise(result, why)
+        return result.model
+
+    def _statistics(self, result: RunResult, why: str) -> dict[str, Any]:
+        """:func:`embedding_statistics` of the best-epoch model (computed once per session)."""
+        model = self.best_model(result, why)
         if result.stats is None:
-            if result.model is None:
-                raise ValueError(f"run {result.name} has no model loaded; get it with need_model=True")
-            result.stats = embedding_statistics(result.model, self.splits(result.config), result.config.eval_batch_size)
+            result.stats = embedding_statistics(model, self.splits(result.config), result.config.eval_batch_size)
         return result.stats
+
+    def _stored(self, result: RunResult, name: str, settings: Mapping[str, Any],
+                compute: Callable[[Mapping[str, Any]], Mapping[str, Any]]) -> dict[str, Any]:
+        """Analysis ``name`` of a run's best-epoch model (:mod:`dmlnb.run_analysis`): read from
+        its ``analysis.json`` when stored with ``settings`` from this training, else
+        ``compute(embedding_statistics)`` (JSON-ready values) from the weights (see
+        :meth:`best_model`), stored, and returned as stored."""
+        run_dir = self.root / result.name
+        values = stored_analysis(run_dir, name, settings, result.record)
+        if values is None:
+            why = f"its analysis {name!r} is needed: " + missing_reason(run_dir, name, settings, result.record)
+            values = compute(self._statistics(result, why))
+            values = save_analysis(run_dir, name, settings, result.record, values)
+        return values
+
+    def figures(self, result: RunResult) -> dict[str, np.ndarray]:
+        """:func:`figure_data` of a run (stored with :data:`FIGURE_SETTINGS`), as float arrays."""
+        values = self._stored(result, "figures", FIGURE_SETTINGS, figure_data)
+        return {k: np.asarray(v, dtype=np.float64) for k, v in values.items()}
+
+    def tsne(self, result: RunResult, classes: int) -> dict[str, np.ndarray]:
+        """:func:`tsne_data` of a run with ``classes`` classes per map (stored with
+        :func:`tsne_settings`): ``train`` ``(N_a, 2)``, ``test`` ``(N_b, 2)``, ``train_labels``
+        ``(N_a,)``, ``test_labels`` ``(N_b,)``."""
+        settings = tsne_settings(classes)
+        values = self._stored(result, "tsne", settings, lambda stats: tsne_data(stats, settings))
+        return {k: np.asarray(v) for k, v in values.items()}
 
     def run_all(self, runs: Sequence[tuple[TrainConfig, str]], **kwargs: Any) -> list[RunResult]:
         """:meth:`run` for every (config, method), in order."""
@@ -567,22 +681,26 @@ class Runner:
 # ----------------------------------------------------------------------------------------------
 
 
-def analysis_runs(runner: Runner) -> dict[str, list[RunResult]]:
+def analysis_runs(runner: Runner, tsne_classes: int) -> dict[str, list[RunResult]]:
     """The runs of Figures 2, 3, 5 and 6: :data:`FIGURE_METHODS` at the key group size (N-pair
     at n = 2) with every seed of the key comparison, each with its :func:`summarize_statistics`
-    in its record, and the first seed's best-epoch model loaded.
+    in its record, and the first seed's :meth:`Runner.figures` (and for :data:`TSNE_METHODS`
+    :meth:`Runner.tsne` with ``tsne_classes``) read or computed.
 
-    Call it before any table reads a record: a run whose weights are missing is trained again
-    here and its record replaced, and the runner's memo then hands that record to every later
-    table, so no two cells show two trainings of one run.
+    Call it before any table reads a record: a run whose analysis is not stored and whose
+    weights are missing is trained again here and its record replaced, and the runner's memo
+    then hands that record to every later table, so no two cells show two trainings of one run.
     """
     study = runner.study
-    first = study.seeds[0]
-    return {
-        m: [runner.get(study.config, m, study.key_group_size, s, analyse=True, need_model=(s == first))
-            for s in study.seeds]
+    runs = {
+        m: [runner.get(study.config, m, study.key_group_size, s, analyse=True) for s in study.seeds]
         for m in FIGURE_METHODS
     }
+    for m, rs in runs.items():
+        runner.figures(rs[0])
+        if m in TSNE_METHODS:
+            runner.tsne(rs[0], tsne_classes)
+    return runs
 
 
 def group_size_points(runner: Runner, metric: str = "R@1") -> dict[str, dict[int, list[float]]]:

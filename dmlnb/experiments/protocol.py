@@ -1,0 +1,126 @@
+"""Experiment glue of the protocol chapter (``notebooks/00_protocol.ipynb``): the normalised-softmax
+baseline runs, and what the chapter draws from the trained network.
+
+* :func:`softmax_run`: one seed's normalised-softmax run, its finished record reloaded from its
+  folder, or trained;
+* :data:`VIEW_SETTINGS`, :func:`view_indices`, :func:`embedding_views`: the t-SNE map of the trained
+  network's test embedding and the nearest neighbours of a few test queries, computed once from
+  the run's weights and stored next to its record (``analysis.json``,
+  :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+
+from dmlnb.checkpoints import load_checkpoint
+from dmlnb.evaluation import compute_embeddings, knn
+from dmlnb.losses.softmax import NormalizedSoftmaxLoss
+from dmlnb.models import configured_model
+from dmlnb.profiles import TrainConfig
+from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
+from dmlnb.training import check_training_allowed, fit
+
+__all__ = ["SoftmaxRun", "softmax_run", "VIEW_SETTINGS", "view_indices", "embedding_views"]
+
+#: How :func:`embedding_views` draws the trained network: its weights at the end of training
+#: (``checkpoint.pt``), ``points`` random test images (drawn with ``point_seed``) mapped by
+#: t-SNE (``tsne_seed``, ``perplexity``) with coordinates to ``decimals`` (a map spans about 100
+#: units over at most 450 pixels), and ``queries`` random test images (``query_seed``) with their
+#: ``k`` nearest other test images.
+VIEW_SETTINGS: dict[str, Any] = {
+    "weights": "checkpoint.pt", "points": 1500, "point_seed": 0, "tsne_seed": 0, "perplexity": 30.0,
+    "decimals": 3, "queries": 6, "query_seed": 1, "k": 5,
+}
+
+
+@dataclass
+class SoftmaxRun:
+    """One seed's normalised-softmax run: its configuration, loss temperature, folder and
+    finished record, and whether it was trained in this session."""
+
+    config: TrainConfig
+    temperature: float
+    run_dir: Path
+    record: RunRecord
+    trained: bool = False
+
+
+def _train(config: TrainConfig, temperature: float, splits: Any, run_dir: Path) -> tuple[nn.Module, RunRecord]:
+    """Train (or resume) the run: :func:`dmlnb.training.fit` with the normalised-softmax loss.
+
+    ``fit`` seeds the model, not the loss: the loss's class weights are drawn from the global RNG
+    as the caller left it, as the chapter has always drawn them (its committed records depend on
+    it: seed 0's weights follow the untrained-network cell, seed 1's follow seed 0's training)."""
+    loss = NormalizedSoftmaxLoss(splits.num_train_classes, config.embedding_dim, temperature=temperature)
+    return fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True)
+
+
+def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path) -> SoftmaxRun:
+    """The normalised-softmax run of ``config`` in ``run_dir``: its finished record when one was
+    made with ``config``, else trained now (evaluated before the first step too; with training
+    disabled that raises :class:`~dmlnb.training.TrainingDisabledError` naming the folder)."""
+    run_dir = Path(run_dir)
+    record = load_finished_record(run_dir, config)
+    if record is not None:
+        return SoftmaxRun(config, temperature, run_dir, record)
+    _, record = _train(config, temperature, splits, run_dir)
+    return SoftmaxRun(config, temperature, run_dir, record, trained=True)
+
+
+def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tuple[Tensor, Tensor]:
+    """Test-set indices of the t-SNE map ``(min(n_test, points),)`` and of the retrieval queries
+    ``(min(n_test, queries),)``, each a seeded random draw without repetition."""
+    points = torch.randperm(n_test, generator=torch.Generator().manual_seed(int(settings["point_seed"])))
+    queries = torch.randperm(n_test, generator=torch.Generator().manual_seed(int(settings["query_seed"])))
+    return points[:int(settings["points"])], queries[:int(settings["queries"])]
+
+
+def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
+    """The network at the end of training (``checkpoint.pt``); when those weights are gone the run
+    is trained again (``run`` takes the new record and is marked trained), or, with training
+    disabled, :class:`~dmlnb.training.TrainingDisabledError` says ``why`` they are needed."""
+    path = run.run_dir / "checkpoint.pt"
+    if path.exists():
+        model = configured_model(run.config, splits.input_shape)
+        model.load_state_dict(load_checkpoint(path)["model"])
+        return model.eval()
+    check_training_allowed(run.run_dir, f"{run.record.data['name']!r} ({why}, and its weights {path} are gone)")
+    model, run.record = _train(run.config, run.temperature, splits, run.run_dir)
+    run.trained = True
+    return model.eval()
+
+
+def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS) -> dict[str, np.ndarray]:
+    """What the chapter draws from the trained network, read from the run's ``analysis.json``
+    when stored with ``settings`` from this training, else computed from its weights (see
+    :func:`_final_model`) and stored:
+
+    * ``tsne`` ``(P, 2)``: t-SNE of the test embedding of the :func:`view_indices` points;
+    * ``neighbours`` ``(Q, k)``: each query's ``k`` nearest other test images (indices into the
+      test set, nearest first; cosine similarity).
+
+    Call it before a table reads ``run.record``: a run trained again here replaces its record.
+    """
+    from dmlnb.plots import tsne
+
+    name = "embedding_views"
+    values = stored_analysis(run.run_dir, name, settings, run.record)
+    if values is None:
+        why = f"its analysis {name!r} is needed: " + missing_reason(run.run_dir, name, settings, run.record)
+        model = _final_model(run, splits, why)
+        emb, _ = compute_embeddings(model, splits.test, batch_size=run.config.eval_batch_size)  # (N_test, D)
+        points, queries = view_indices(len(splits.test), settings)
+        _, neighbours = knn(emb, None, k=int(settings["k"]))  # (N_test, k), self excluded
+        xy = tsne(emb[points], seed=int(settings["tsne_seed"]), perplexity=float(settings["perplexity"]))
+        values = save_analysis(run.run_dir, name, settings, run.record, {
+            "tsne": rounded(xy, int(settings["decimals"])), "neighbours": neighbours[queries].tolist(),
+        })
+    return {k: np.asarray(v) for k, v in values.items()}

@@ -1,0 +1,73 @@
+"""dmlnb.experiments.protocol: the protocol chapter's softmax runs are reloaded or trained, and what
+the chapter draws from the trained network is stored next to the record and read back without
+weights."""
+
+import numpy as np
+import pytest
+import torch
+
+from dmlnb.checkpoints import load_checkpoint
+from dmlnb.data import load_dataset
+from dmlnb.evaluation import compute_embeddings, knn
+from dmlnb.experiments import protocol
+from dmlnb.models import configured_model
+from dmlnb.profiles import make_config
+from dmlnb.records import as_json, read_json
+from dmlnb.run_analysis import ANALYSIS_FILE
+from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
+
+TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
+SMALL = {**protocol.VIEW_SETTINGS, "points": 60, "queries": 3, "k": 2}
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "cache"))
+
+
+def test_view_indices_are_seeded_draws_without_repetition():
+    points, queries = protocol.view_indices(100, SMALL)
+    assert points.shape == (60,) and queries.shape == (3,) and points.unique().numel() == 60
+    again = protocol.view_indices(100, SMALL)
+    assert points.tolist() == again[0].tolist() and queries.tolist() == again[1].tolist()
+    assert protocol.view_indices(40, SMALL)[0].shape == (40,)  # capped at the test set
+
+
+def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch):
+    config = make_config("smoke", TINY)
+    splits = load_dataset(config.dataset)
+    run_dir = tmp_path / "softmax-seed0"
+    torch.manual_seed(123)  # the loss's class weights come from the global RNG (see protocol._train)
+    run = protocol.softmax_run(config, 0.05, splits, run_dir)
+    assert run.trained and (run_dir / "checkpoint.pt").exists()
+    views = protocol.embedding_views(run, splits, SMALL)
+    assert views["tsne"].shape == (60, 2) and views["neighbours"].shape == (3, 2)
+    # the neighbours are the final network's (checkpoint.pt), the queries' nearest other test images
+    model = configured_model(config, splits.input_shape)
+    model.load_state_dict(load_checkpoint(run_dir / "checkpoint.pt")["model"])
+    emb, _ = compute_embeddings(model, splits.test)
+    _, queries = protocol.view_indices(len(splits.test), SMALL)
+    assert views["neighbours"].tolist() == knn(emb, None, k=2)[1][queries].tolist()
+    assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["run"] == run.record.fingerprint()
+    # weights gone, training disabled: the record is reloaded and the views read from the file
+    (run_dir / "checkpoint.pt").unlink()
+    (run_dir / "best.pt").unlink()
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    again = protocol.softmax_run(config, 0.05, splits, run_dir)
+    assert not again.trained and again.record.data == as_json(run.record.data)
+    for key, value in protocol.embedding_views(again, splits, SMALL).items():
+        np.testing.assert_array_equal(value, views[key])
+    # a changed setting needs the weights: with none and training disabled, an error naming both
+    with pytest.raises(TrainingDisabledError, match=r"'softmax-seed0'.*'embedding_views' is needed: .*other settings"):
+        protocol.embedding_views(again, splits, {**SMALL, "k": 3})
+    with pytest.raises(TrainingDisabledError, match="softmax-seed1"):  # a missing run is not trained either
+        protocol.softmax_run(config.replace(seed=1), 0.05, splits, tmp_path / "softmax-seed1")
+    # training allowed: the run is trained again (from the same RNG state: the same record) and the
+    # views redone
+    monkeypatch.delenv(NO_TRAINING_ENV)
+    torch.manual_seed(123)
+    views3 = protocol.embedding_views(again, splits, {**SMALL, "k": 3})
+    assert again.trained and views3["neighbours"].shape == (3, 3)
+    assert again.record.fingerprint() == run.record.fingerprint()
+    assert views3["neighbours"][:, :2].tolist() == views["neighbours"].tolist()
+    assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["settings"]["k"] == 3
