@@ -248,8 +248,10 @@ def _topk_lowest_index(key: Tensor, k: int) -> tuple[Tensor, Tensor]:
 _MATMUL_ROWS = 256
 
 
-def _rowwise_matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b.T`` ``(c, G)`` for ``a (c, D)``, ``b (G, D)``, in fixed blocks of 256 rows.
+def _rowwise_matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
+    """``a @ b.T`` ``(c, G)`` for ``a (c, D)``, ``b (G, D)``, in fixed blocks of 256 rows, written
+    into ``out`` ``(c, G)`` when given (a buffer reused across chunks: a fresh buffer of this size
+    costs its page faults again on every chunk).
 
     A BLAS result can depend on the call's shape (a 1-row product may take a GEMV path with
     another summation order), which would make near-tied neighbours flip with ``chunk_size``.
@@ -257,7 +259,7 @@ def _rowwise_matmul(a: Tensor, b: Tensor) -> Tensor:
     last block is zero-padded), so each score is bit-identical whatever the chunking.
     """
     c = a.shape[0]
-    out = a.new_empty(c, b.shape[0])  # (c, G)
+    out = a.new_empty(c, b.shape[0]) if out is None else out  # (c, G)
     bt = b.T  # (D, G) view
     full = c - c % _MATMUL_ROWS
     for start in range(0, full, _MATMUL_ROWS):
@@ -301,12 +303,17 @@ def _knn_chunks(
         q_sq = (query * query).sum(dim=1)  # (Q,)
         g_sq = (gallery * gallery).sum(dim=1)  # (G,)
     first_copy = _first_copy(gallery)  # (G,) or None
+    rows_max = min(chunk_size, query.shape[0])
+    products = query.new_empty(rows_max, gallery.shape[0])  # (c, G) reused by every chunk
+    squared = query.new_empty(rows_max, gallery.shape[0]) if metric == "euclidean" else None
     for start in range(0, query.shape[0], chunk_size):
         q = query[start : start + chunk_size]  # (c, D)
-        key = _rowwise_matmul(q, gallery)  # (c, G) q.g, larger is nearer for cosine
+        key = _rowwise_matmul(q, gallery, out=products[: q.shape[0]])  # (c, G) q.g, larger is nearer for cosine
         if metric == "euclidean":
+            assert squared is not None
             q_sq_c = q_sq[start : start + chunk_size, None]  # (c, 1)
-            key = -(q_sq_c + g_sq[None, :] - 2.0 * key).clamp_min(0.0)  # (c, G) -|q - g|^2
+            dist = torch.add(q_sq_c, g_sq[None, :], out=squared[: q.shape[0]])  # (c, G) |q|^2 + |g|^2
+            key = dist.sub_(key, alpha=2.0).clamp_min_(0.0).neg_()  # (c, G) -|q - g|^2 (2 q.g is exact)
         if first_copy is not None:
             key = key[:, first_copy]  # (c, G) duplicates bit-identical
         if exclude_self:
