@@ -1,0 +1,39 @@
+"""benchmarks/book.py sums run records per chapter."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "book.py"
+
+
+def _load():
+    spec = importlib.util.spec_from_file_location("benchmarks_book", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _record(path: Path, epochs: list[tuple[float, float, float]], threads: int = 1) -> None:
+    """A record with one history row per ``(train_seconds, images_per_second, eval_seconds)``."""
+    history = [{"epoch": 0, "train_seconds": 0.0, "metrics": {"eval_seconds": 1.0}}]
+    history += [{"epoch": i + 1, "train_seconds": t, "images_per_second": ips, "metrics": {"eval_seconds": e}}
+                for i, (t, ips, e) in enumerate(epochs)]
+    path.mkdir(parents=True)
+    (path / "record.json").write_text(json.dumps({"history": history, "environment": {"threads": threads}}))
+
+
+def test_chapter_costs_add_up_per_chapter_and_in_total(tmp_path):
+    _record(tmp_path / "01_a" / "default" / "r1", [(60.0, 100.0, 6.0), (60.0, 100.0, 6.0)])
+    _record(tmp_path / "01_a" / "default" / "r2", [(120.0, 50.0, 0.0)], threads=2)
+    _record(tmp_path / "02_b" / "default" / "deeper" / "r3", [(30.0, 10.0, 54.0)])
+    _record(tmp_path / "02_b" / "smoke" / "ignored", [(999.0, 1.0, 0.0)])
+    table = _load().chapter_table(tmp_path, "default").set_index("chapter")
+    a, b, total = table.loc["01_a"], table.loc["02_b"], table.loc["all"]
+    assert (a["runs"], a["epochs"], a["threads"]) == (2, 3, "1,2")
+    assert a["train min"] == 4.0 and a["eval min"] == (1.0 + 12.0 + 1.0) / 60
+    assert a["images (M)"] == (12_000 + 6_000) / 1e6
+    assert b["train min"] == 0.5 and b["eval min"] == (1.0 + 54.0) / 60
+    assert total["runs"] == 3 and total["total min"] == a["total min"] + b["total min"]
