@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Mapping, Sequence
 
+import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
@@ -76,6 +77,9 @@ def set_style(dpi: int = 90) -> None:
         return
     shell = get_ipython()
     if shell is not None:
+        # Load the backend first: importing matplotlib-inline's backend (lazily, at the first
+        # figure) registers its own PNG formatter, which would replace this one.
+        plt.switch_backend(matplotlib.get_backend())
         shell.display_formatter.formatters["image/png"].for_type(Figure, figure_png)
 
 

@@ -69,3 +69,29 @@ def test_figure_png_is_at_most_the_column_wide_and_keeps_small_figures_at_their_
     ax.plot([0, 1], [0, 1])
     assert width(figure_png(small, dpi=90)) < 4 * 90  # tight box, dpi kept
     plt.close("all")
+
+
+def test_a_kernel_stores_wide_figures_at_most_the_column_wide(tmp_path):
+    """In a notebook kernel, set_style's PNG formatter must survive the inline backend, which
+    registers its own when it is loaded at the first figure (a figure drawn after set_style)."""
+    import base64
+    import struct
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    from dmlnb.plots import MAX_FIGURE_PX
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_code_cell("from dmlnb.plots import set_style\nset_style()"),
+        nbformat.v4.new_code_cell(
+            "import matplotlib.pyplot as plt\nfig, ax = plt.subplots(figsize=(14, 3))\n"
+            "ax.plot([0, 1], [0, 1])\nax.set_title('wide')\nplt.show()"
+        ),
+    ]
+    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    pngs = [o["data"]["image/png"] for o in nb.cells[1].outputs if "image/png" in o.get("data", {})]
+    assert len(pngs) == 1
+    width = struct.unpack(">I", base64.b64decode(pngs[0])[16:20])[0]
+    assert 0.9 * MAX_FIGURE_PX < width <= MAX_FIGURE_PX
