@@ -58,9 +58,12 @@ def figure_png(fig: Figure, dpi: float | None = None, max_px: int = MAX_FIGURE_P
         dpi = fig.dpi if dpi == "figure" else dpi  # matplotlib's default: the figure's own dpi
     dpi = float(dpi)
     png = render(dpi)
-    width = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
-    if width > max_px:
-        png = render(dpi * (max_px - 2) / width)  # -2: the tight box rounds up
+    for _ in range(3):  # the tight box does not scale exactly with the dpi: shrink until it fits
+        width = struct.unpack(">I", png[16:20])[0]  # the IHDR chunk's width
+        if width <= max_px:
+            break
+        dpi *= (max_px - 2) / width  # -2: the tight box rounds up
+        png = render(dpi)
     return png
 
 
