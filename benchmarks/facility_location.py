@@ -21,7 +21,7 @@ import math
 
 import pandas as pd
 import torch
-from losses import _timer  # benchmarks/losses.py, beside this script
+from timing import median_ms  # benchmarks/timing.py, beside this script
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlnb.losses.facility_location import loss_augmented_inference
@@ -60,17 +60,13 @@ def batch(b: int, per_class: int, device: torch.device, seed: int = 0) -> tuple[
 
 
 def count_ops(b: int = 128, per_class: int = 4) -> dict[str, _OpCounter]:
-    """Operator counts of one CPU call: the public call (the CPU path, which scores a cluster's
-    members only) and the static-shape path that CUDA runs (and captures in graphs) on the same
-    batch, the proxy for its kernel launches."""
-    from dmlnb.losses.facility_location import _encode, _Inference  # the static path, forced
-
+    """Operator counts of one CPU call: the default CPU path (which scores a cluster's members
+    only) and the static-shape path that CUDA runs (and captures in graphs), forced with
+    ``static_shapes=True`` on the same batch, the proxy for its kernel launches."""
     dist, labels = batch(b, per_class, torch.device("cpu"))
-    codes, num_classes = _encode(labels)
-    gamma = torch.full((), 1.0, dtype=torch.float64)
     calls = {
         "loss_augmented_inference (CPU path)": lambda: loss_augmented_inference(dist, labels, 1.0),
-        "static-shape path (CUDA's)": lambda: _Inference(dist, codes, num_classes, gamma, compact=False).run(5),
+        "static-shape path (CUDA's)": lambda: loss_augmented_inference(dist, labels, 1.0, static_shapes=True),
     }
     counts = {}
     with torch.no_grad():
@@ -87,7 +83,7 @@ def run(device: torch.device, batch_sizes: list[int], per_class: list[int], repe
         for b in batch_sizes:
             dist, labels = batch(b, m, device)
             _, stats = loss_augmented_inference(dist, labels, 1.0)
-            ms = _timer(lambda: loss_augmented_inference(dist, labels, 1.0), device, repeats, slow_seconds=math.inf)
+            ms = median_ms(lambda: loss_augmented_inference(dist, labels, 1.0), device, repeats, slow_seconds=math.inf)
             rows.append({"B": b, "m": m, "C": b // m, "ms": ms, "pam_swaps": int(stats["pam_swaps"])})
             print(f"  B={b} m={m}: {ms:.2f} ms", flush=True)
     return pd.DataFrame(rows)

@@ -33,6 +33,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 from PIL import Image
+from timing import sync  # benchmarks/timing.py, beside this script
 from torch.utils.data import DataLoader
 
 from dmlnb.data import InMemoryDataset, LabelledDataset, load_dataset
@@ -80,17 +81,12 @@ def fabricate_cub(root: Path, n: int, width: int, height: int, processes: int) -
     (folder / "image_class_labels.txt").write_text("".join(f"{k + 1} {c}\n" for k, c in enumerate(classes)))
 
 
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
 def _rate(run: Callable[[], int], device: torch.device) -> tuple[float, float]:
     """``(images per second, seconds)`` of ``run()``, which returns the number of images."""
-    _sync(device)
+    sync(device)
     t0 = time.perf_counter()
     images = run()
-    _sync(device)
+    sync(device)
     seconds = time.perf_counter() - t0
     return images / seconds, seconds
 

@@ -14,40 +14,18 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import statistics
 import sys
-import time
-from typing import Callable
 
 import pandas as pd
 import torch
+
+from timing import median_ms  # benchmarks/timing.py, beside this script
 
 from dmlnb import losses as L
 from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.losses.discriminative import onehot_centroids
 from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.pairs import euclidean_distance, l2_normalize
-
-
-def _timed_call(fn: Callable[[], None], device: torch.device) -> float:
-    """Seconds of one call of ``fn``, synchronised on CUDA so queued kernels are counted."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    t0 = time.perf_counter()
-    fn()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    return time.perf_counter() - t0
-
-
-def _timer(fn: Callable[[], None], device: torch.device, repeats: int, slow_seconds: float = 2.0) -> float:
-    """Median milliseconds of ``fn`` over ``repeats`` runs after 3 warm-ups; a call slower than
-    ``slow_seconds`` is timed once (its cost dwarfs warm-up effects)."""
-    if _timed_call(fn, device) > slow_seconds:
-        return 1e3 * _timed_call(fn, device)
-    for _ in range(2):
-        fn()
-    return 1e3 * statistics.median(_timed_call(fn, device) for _ in range(repeats))
 
 
 def _pml_pairs(num_classes: int, dim: int):
@@ -142,18 +120,18 @@ def run(device: torch.device, batch_sizes: list[int], dims: list[int], repeats: 
                 ours = ours.to(device)
                 x = x0.clone().requires_grad_(True)
                 with context():
-                    ours_ms = _timer(lambda: ours(x, y).backward(), device, repeats)
+                    ours_ms = median_ms(lambda: ours(x, y).backward(), device, repeats)
                 checks.raise_if_failed()
                 row = {"loss": name, "B": b, "D": d, "ours (ms)": ours_ms, "PML (ms)": None, "PML / ours": None, "same value": None, "note": note}
                 if pml is not None:
                     pml = pml.to(device)
                     same = torch.allclose(ours(x0, y), pml(x0, y), rtol=1e-4, atol=1e-5)
-                    pml_ms = _timer(lambda: pml(x, y).backward(), device, repeats)
+                    pml_ms = median_ms(lambda: pml(x, y).backward(), device, repeats)
                     row.update({"PML (ms)": pml_ms, "PML / ours": pml_ms / ours_ms, "same value": bool(same)})
                 rows.append(row)
                 _progress(row)
             dist = euclidean_distance(l2_normalize(x0))
-            infer_ms = _timer(lambda: loss_augmented_inference(dist, y, gamma=1.0), device, repeats)
+            infer_ms = median_ms(lambda: loss_augmented_inference(dist, y, gamma=1.0), device, repeats)
             rows.append({"loss": "facility location: inference only", "B": b, "D": d, "ours (ms)": infer_ms, "note": "greedy + 5 PAM passes"})
             _progress(rows[-1])
     return pd.DataFrame(rows)

@@ -30,18 +30,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
-import importlib.util
 import io
 import itertools
+import math
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import facility_location as fl_benchmark  # benchmarks/*.py beside this script
+import input_pipeline
+import losses as loss_benchmark
 import pandas as pd
 import torch
+from timing import median_ms, sync
 from torch import nn
 
 from dmlnb import training
@@ -49,19 +52,9 @@ from dmlnb.data import InMemoryDataset
 from dmlnb.losses import TripletLoss
 from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.models import build_model
-from dmlnb.pairs import euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import pair_masks
 from dmlnb.profiles import make_config
 from dmlnb.samplers import MPerClassSampler
-
-HERE = Path(__file__).resolve().parent
-
-
-def _sibling(name: str):  # noqa: ANN202 - a benchmark module next to this one
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", HERE / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
-
 
 # ------------------------------------------------------------------------------ training speed
 
@@ -109,7 +102,7 @@ def bare_images_per_second(config, train_set, device: torch.device) -> float:  #
     batches = _endless(sampler)
 
     def epoch() -> float:
-        _sync(device)
+        sync(device)
         t0 = time.perf_counter()
         for _ in range(config.steps_per_epoch):
             index = torch.as_tensor(next(batches))
@@ -122,7 +115,7 @@ def bare_images_per_second(config, train_set, device: torch.device) -> float:  #
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-        _sync(device)
+        sync(device)
         return config.batch_size * config.steps_per_epoch / (time.perf_counter() - t0)
 
     epoch()  # warm-up
@@ -134,11 +127,6 @@ def _endless(sampler: MPerClassSampler) -> Iterator[list[int]]:
     for epoch in itertools.count():
         sampler.set_epoch(epoch)
         yield from sampler
-
-
-def _sync(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 @contextlib.contextmanager
@@ -222,14 +210,13 @@ def file_backed_table(device: torch.device, backbones: list[str], batch: int, st
                       quick: bool) -> pd.DataFrame:
     """Table 2: ``benchmarks/input_pipeline.py`` per backbone (fabricated JPEG tree; PIL +
     DataLoader workers vs the decoded cache cropped on the device; training fed by each)."""
-    pipeline = _sibling("input_pipeline")
     frames = []
     for backbone in backbones:
         argv = ["--model", backbone, "--batch-size", str(batch), "--steps", str(steps),
                 "--image-size", str(size), "--device", device.type]
         if quick:
             argv += ["--images", "48", "--width", "60", "--height", "45", "--workers", "0"]
-        table = pipeline.main(argv).reset_index()
+        table = input_pipeline.main(argv).reset_index()
         frames.append(table.assign(backbone=backbone)[["backbone", "measurement", "images/s", "note"]])
     return pd.concat(frames, ignore_index=True)
 
@@ -237,32 +224,17 @@ def file_backed_table(device: torch.device, backbones: list[str], batch: int, st
 # --------------------------------------------------------------------- facility-location inference
 
 
-def _median_ms(fn: Callable[[], object], device: torch.device, repeats: int) -> float:
-    fn()
-    fn()
-    times = []
-    for _ in range(repeats):
-        _sync(device)
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
-
-
 def inference_table(device: torch.device, batch_sizes: list[int], m: int, repeats: int) -> pd.DataFrame:
     """Table 3: ms of one loss-augmented inference (greedy + 5 PAM passes) at ``m`` images per
-    class, on ``device`` and on this machine's CPU."""
+    class (``benchmarks/facility_location.py``'s batches), on ``device`` and on this machine's CPU."""
     rows = []
     for b in batch_sizes:
-        g = torch.Generator().manual_seed(b)
-        x = l2_normalize(torch.randn(b, 64, generator=g))  # (B, 64) the chapter's embedding width
-        y = torch.arange(b) // m  # (B,) B / m classes
-        dist = euclidean_distance(x)  # (B, B)
-        row = {"B": b, "classes": b // m, "CPU (ms)": _median_ms(lambda: loss_augmented_inference(dist, y, 1.0), torch.device("cpu"), repeats)}
+        dist, y = fl_benchmark.batch(b, m, torch.device("cpu"))  # (B, B), (B,)
+        cpu_ms = median_ms(lambda: loss_augmented_inference(dist, y, 1.0), torch.device("cpu"), repeats, math.inf)
+        row = {"B": b, "classes": b // m, "CPU (ms)": cpu_ms}
         if device.type != "cpu":
             d_dev, y_dev = dist.to(device), y.to(device)
-            row[f"{device.type} (ms)"] = _median_ms(lambda: loss_augmented_inference(d_dev, y_dev, 1.0), device, repeats)
+            row[f"{device.type} (ms)"] = median_ms(lambda: loss_augmented_inference(d_dev, y_dev, 1.0), device, repeats, math.inf)
             row["CPU / device"] = row["CPU (ms)"] / row[f"{device.type} (ms)"]
         rows.append(row)
         _progress(row)
@@ -329,10 +301,9 @@ def main(argv: list[str] | None = None) -> str:
         _show(f"Facility-location loss-augmented inference, ms (greedy + 5 PAM passes, 4 images per class, "
               f"median of {args.repeats})", inference_table(device, sizes, 4, args.repeats), out)
     if "losses" in args.parts:
-        losses = _sibling("losses")
         sizes, dims = ([16], [8]) if args.quick else ([128, 512], [128, 512])
         _show(f"Losses, forward+backward ms beside PML (median of {args.repeats}; ours with value checks "
-              "deferred as in the training loop)", losses.run(device, sizes, dims, args.repeats, deferred=True), out)
+              "deferred as in the training loop)", loss_benchmark.run(device, sizes, dims, args.repeats, deferred=True), out)
     text = out.getvalue()
     print(text)
     if args.out:

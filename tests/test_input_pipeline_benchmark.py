@@ -15,6 +15,7 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "input_pipeline.py
 def test_input_pipeline_benchmark_runs_on_a_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "user-cache"))
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports benchmarks/timing.py
     spec = importlib.util.spec_from_file_location("input_pipeline", SCRIPT)
     bench = importlib.util.module_from_spec(spec)
     monkeypatch.setitem(sys.modules, "input_pipeline", bench)  # its process pool pickles by module name

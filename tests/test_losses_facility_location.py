@@ -590,3 +590,16 @@ def test_margin_decay_hook_follows_exponential_decay():
     assert stair.loss.margin_multiplier == pytest.approx(0.5)
     with pytest.raises(ValueError, match="rate"):
         MarginDecayHook(loss, rate=1.5)
+
+
+def test_static_shapes_option_gives_the_default_cpu_result():
+    """The public switch to the static-shape path (what CUDA runs) agrees with the CPU default
+    on float32 batches, medoids and stats alike."""
+    g = torch.Generator().manual_seed(11)
+    for b, m in [(24, 4), (40, 8), (33, 3)]:
+        x = torch.nn.functional.normalize(torch.randn(b, 8, generator=g), dim=1)
+        labels = torch.arange(b) // m
+        dist = torch.cdist(x, x)
+        default = loss_augmented_inference(dist, labels, 1.0)
+        static = loss_augmented_inference(dist, labels, 1.0, static_shapes=True)
+        assert torch.equal(default[0], static[0]) and default[1] == static[1]

@@ -10,8 +10,9 @@ import pytest
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "training.py"
 
 
-@pytest.fixture(scope="module")
-def benchmark():
+@pytest.fixture
+def benchmark(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its siblings
     spec = importlib.util.spec_from_file_location("benchmarks_training", SCRIPT)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

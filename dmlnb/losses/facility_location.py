@@ -562,19 +562,22 @@ _GRAPHED_MAX = 4
 
 
 def _inference(
-    dist: Tensor, codes: Tensor, num_classes: int, gamma: float, passes: int, graphs: bool = True
+    dist: Tensor, codes: Tensor, num_classes: int, gamma: float, passes: int, graphs: bool = True,
+    static_shapes: bool | None = None,
 ) -> tuple[Tensor, Tensor, int]:
     """Algorithms 1 and 2 on ``dist`` ``(B, B)`` (no gradient) with the class codes ``(B,)``.
 
     Returns ``(refined medoids (C,), values (3,) float64, swaps)``, ``values``: ``A`` of the
-    greedy and refined sets and the refined NMI. On CUDA (``graphs``) the stages replay CUDA graphs
-    captured on the first call with the same device, dtype, ``B`` and ``C``.
+    greedy and refined sets and the refined NMI. ``static_shapes`` (default: on CUDA only) scores
+    every point in a refinement step instead of a cluster's members; on CUDA (``graphs``) the
+    static stages replay CUDA graphs captured on the first call with the same device, dtype,
+    ``B`` and ``C``.
     """
+    static = dist.is_cuda if static_shapes is None else static_shapes
     with torch.no_grad():
-        if not (graphs and dist.is_cuda):
+        if not (graphs and dist.is_cuda and static):
             gamma_t = torch.full((), gamma, dtype=torch.float64, device=dist.device)
-            compact = dist.device.type == "cpu"  # a nonzero costs no synchronisation there
-            return _Inference(dist, codes, num_classes, gamma_t, compact).run(passes)
+            return _Inference(dist, codes, num_classes, gamma_t, compact=not static).run(passes)
         key = (dist.device, dist.dtype, dist.shape[0], num_classes)
         if key not in _GRAPHED:
             with torch.cuda.device(dist.device):
@@ -586,7 +589,7 @@ def _inference(
 
 
 def loss_augmented_inference(
-    dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5
+    dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5, static_shapes: bool | None = None
 ) -> tuple[Tensor, dict[str, float]]:
     """Approximate ``argmax_{|S| = C} F(X, S) + gamma (1 - NMI(g(S), y))`` (the (*) of Eq. 6).
 
@@ -608,6 +611,11 @@ def loss_augmented_inference(
         labels: ``(B,)`` integer labels.
         gamma: margin multiplier (>= 0).
         pam_passes: refinement passes ``T`` (paper: 5); 0 returns the greedy solution.
+        static_shapes: score every point in a refinement step, members masked (no host read
+            inside a pass: what CUDA runs and captures in graphs), instead of gathering the
+            cluster's members (a ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32
+            distances both give the same medoids and stats; in float64 an exact tie between two
+            candidates may break the other way (the distance sums run in another order).
 
     Returns:
         ``(medoids (C,), stats)`` with stats ``greedy_objective``, ``refined_objective`` (``A`` of
@@ -617,7 +625,7 @@ def loss_augmented_inference(
     _check_labels(dist, labels)
     gamma = _check_gamma(gamma)
     passes = _check_passes(pam_passes)
-    medoids, values, swaps = _inference(dist.detach(), *_encode(labels), gamma, passes)
+    medoids, values, swaps = _inference(dist.detach(), *_encode(labels), gamma, passes, static_shapes=static_shapes)
     greedy, refined, nmi = values.tolist()  # the one host read of the stats
     stats = {"greedy_objective": greedy, "refined_objective": refined, "nmi": nmi}
     return medoids, stats | {"pam_swaps": float(swaps)}
