@@ -8,6 +8,9 @@ Order inside one step::
 
     on_step_start -> forward -> loss (+ sum of hook.penalty) -> backward
     -> after_backward -> optimiser step -> on_step_end
+
+and after the last step of an epoch ``on_epoch_end``, then ``epoch_summary`` (entries for the
+epoch's history row).
 """
 
 from __future__ import annotations
@@ -73,6 +76,10 @@ class Hook:
 
     def on_epoch_end(self, state: TrainState) -> None:
         """After the last step of an epoch, before evaluation."""
+
+    def epoch_summary(self, state: TrainState) -> dict[str, Any]:
+        """Entries added to the epoch's history row in the run record (after ``on_epoch_end``)."""
+        return {}
 
     def state_dict(self) -> dict[str, Any]:
         """State to checkpoint so a resumed run continues identically."""

@@ -31,6 +31,11 @@ Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
                     before it, so the run is not bit-identical to an uninterrupted one;
                     ``device_notes`` (list of str) says where and when
     resumed         int, optional: how many times the run was resumed
+    spec            dict, optional: the method specification of a run made through
+                    :mod:`dmlnb.runs` (what the configuration does not say)
+    fingerprint     str, optional: :func:`run_fingerprint` of ``config`` and ``spec``
+    extras          dict, optional: what the chapter stored after training (analysis
+                    statistics, t-SNE coordinates, per-step diagnostics, timings)
 
 Version 0 -> 1 migration: ``schema_version`` is set, ``segments`` becomes one segment on the
 ``environment`` device covering every epoch of ``history``, ``device_changed`` is ``False``,
@@ -62,7 +67,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "RecordError",
     "RunRecord",
-    "load_finished_record",
+    "run_fingerprint",
     "migrate_record",
     "CONFIG_KEYS_ADDED",
     "validate_record",
@@ -323,14 +328,19 @@ class RunRecord:
         self.path = path
 
     @classmethod
-    def new(cls, name: str, config: dict[str, Any], components: dict[str, Any], environment: dict[str, Any]) -> "RunRecord":
+    def new(cls, name: str, config: dict[str, Any], components: dict[str, Any], environment: dict[str, Any],
+            spec: dict[str, Any] | None = None) -> "RunRecord":
+        """A running record; with ``spec`` (the method specification, see :func:`run_fingerprint`)
+        it also stores ``spec`` and ``fingerprint``."""
         started = utc_now()
+        identity = {} if spec is None else {"spec": as_json(spec), "fingerprint": run_fingerprint(config, spec)}
         return cls(
             {
                 "schema_version": SCHEMA_VERSION,
                 "name": name,
                 "status": "running",
                 "config": config,
+                **identity,
                 "components": components,
                 "environment": environment,
                 "history": [],
@@ -441,13 +451,13 @@ class RunRecord:
         write_json_atomic(target, self.data)
         self.path = target
 
-    def fingerprint(self) -> str:
+    def outcome(self) -> str:
         """16 hex digits identifying what the run learned: a hash of its configuration and, per
         epoch, its loss and test metrics (timings, i.e. ``*_seconds`` entries, dates and the
         environment left out). Two trainings of one configuration share it when they reproduce
         each other exactly; an analysis of the weights stored next to the record
         (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained again to other numbers is
-        analysed again."""
+        analysed again. (What the run *is*, before training, is :func:`run_fingerprint`.)"""
         rows = [[row["epoch"], row["loss"],
                  {k: v for k, v in (row.get("metrics") or {}).items() if not k.endswith("_seconds")}]
                 for row in self.data["history"]]
@@ -506,18 +516,12 @@ def _device_key(segment: dict[str, Any]) -> tuple[str, Any]:
     return str(segment["device"]).split(":")[0], segment.get("device_name")
 
 
-def load_finished_record(run_dir: str | Path, config: dict[str, Any] | Any) -> RunRecord | None:
-    """The finished record in ``run_dir`` if it was made with ``config``, else ``None``.
-
-    Lets a notebook re-render its tables from saved records without retraining; a record made
-    with another configuration (or an unfinished one) is ignored, so changed settings retrain.
-    The record is migrated and validated (:meth:`RunRecord.load`): a damaged one raises
-    :class:`RecordError` naming the file and the field instead of being silently retrained.
-    """
-    path = Path(run_dir) / "record.json"
-    if not path.exists():
-        return None
-    record = RunRecord.load(path)
-    wanted = config.to_dict() if hasattr(config, "to_dict") else config
-    same = as_json(wanted) == record.data["config"]
-    return record if record.data["status"] == "finished" and same else None
+def run_fingerprint(config: Any, spec: Any) -> str:
+    """16 hex digits identifying a run before it trains: a hash of its resolved configuration
+    (a :class:`~dmlnb.profiles.TrainConfig` or its dict) and its method specification ``spec``
+    (what the configuration does not say: the loss and its settings, the sampler, the hooks,
+    what is stored after training). :mod:`dmlnb.runs` reloads a finished run only when the
+    fingerprint of what is asked for equals the one its record was trained under."""
+    config = config.to_dict() if hasattr(config, "to_dict") else config
+    payload = json.dumps({"config": as_json(config), "spec": as_json(spec)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]

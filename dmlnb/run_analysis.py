@@ -5,10 +5,10 @@ from a trained model (per-point similarities, t-SNE coordinates, retrieval neigh
 therefore computed once, while the weights exist, and saved in the run folder as
 ``analysis.json`` (:data:`ANALYSIS_FILE`), one entry per named analysis::
 
-    {"<name>": {"settings": {...}, "run": "<RunRecord.fingerprint()>", "values": {...}}, ...}
+    {"<name>": {"settings": {...}, "run": "<RunRecord.outcome()>", "values": {...}}, ...}
 
 An entry is reused only when it was computed with the settings asked for now and from the
-training the record describes (:meth:`dmlnb.records.RunRecord.fingerprint`); otherwise
+training the record describes (:meth:`dmlnb.records.RunRecord.outcome`); otherwise
 :func:`stored_analysis` returns ``None`` and :func:`missing_reason` says why, and the chapter
 computes it again from the weights (training the run again only when the weights are gone and
 training is allowed). Values are stored rounded (:func:`rounded`) and compactly, and a chapter
@@ -49,9 +49,9 @@ def _lookup(run_dir: str | Path, name: str, settings: Mapping[str, Any], record:
         return None, f"{path} holds no analysis {name!r}"
     if entry.get("settings") != as_json(settings):
         return None, f"{path} holds analysis {name!r} made with other settings ({entry.get('settings')})"
-    if entry.get("run") != record.fingerprint():
+    if entry.get("run") != record.outcome():
         return None, (f"{path} holds analysis {name!r} of another training of the run (fingerprint "
-                      f"{entry.get('run')}, the record's is {record.fingerprint()})")
+                      f"{entry.get('run')}, the record's is {record.outcome()})")
     return entry["values"], ""
 
 
@@ -77,7 +77,7 @@ def save_analysis(
     of the file are kept. The file is replaced atomically. Returns the values as they read back."""
     path = Path(run_dir) / ANALYSIS_FILE
     data = read_json(path) if path.exists() else {}
-    data[name] = {"settings": as_json(settings), "run": record.fingerprint(), "values": as_json(values)}
+    data[name] = {"settings": as_json(settings), "run": record.outcome(), "values": as_json(values)}
     write_json_atomic(path, data, compact=True)
     return data[name]["values"]
 

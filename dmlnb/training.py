@@ -231,14 +231,17 @@ def evaluate_model(
     config: TrainConfig,
     gallery_set: Dataset | None = None,
     device: torch.device | None = None,
+    distance: str = "cosine",
 ) -> dict[str, float]:
-    """Embed ``eval_set`` (and ``gallery_set``) and compute the configured metrics."""
+    """Embed ``eval_set`` (and ``gallery_set``) and compute the configured metrics with
+    ``distance`` (``"cosine"`` or ``"euclidean"``)."""
     emb, lab = compute_embeddings(model, eval_set, batch_size=config.eval_batch_size, device=device)
     kwargs: dict[str, Any] = {}
     if gallery_set is not None:
         g_emb, g_lab = compute_embeddings(model, gallery_set, batch_size=config.eval_batch_size, device=device)
         kwargs = {"gallery_embeddings": g_emb, "gallery_labels": g_lab}
-    return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, **kwargs)
+    return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed,
+                    metric=distance, **kwargs)  # type: ignore[arg-type]
 
 
 class LossMeter:
@@ -326,6 +329,10 @@ def train(
     eval_at_start: bool = False,
     progress: bool | None = None,
     name: str | None = None,
+    spec: dict[str, Any] | None = None,
+    eval_model: nn.Module | None = None,
+    eval_distance: str = "cosine",
+    allow_unlabelled: bool = False,
 ) -> RunRecord:
     """Train ``model`` with ``loss_fn`` and return the run record.
 
@@ -345,8 +352,15 @@ def train(
         eval_at_start: also evaluate before the first step (history row with ``epoch == 0``).
         progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see :func:`show_progress`).
         name: run name stored in the record (default: the folder name or ``"run"``).
+        spec: the method specification stored in the record with its
+            :func:`~dmlnb.records.run_fingerprint` (:mod:`dmlnb.runs` passes it); a checkpoint
+            is resumed only when its record has the same configuration and specification.
+        eval_model: the module evaluated (default ``model``; e.g. the network followed by a
+            learned metric layer), with ``eval_distance`` (``"cosine"`` or ``"euclidean"``).
+        allow_unlabelled: ``train_set`` may hold unlabelled examples (label ``-1``): for a loss
+            that does not read the batch labels (:func:`dmlnb.ssdml.algorithm.train_ssdml`).
     """
-    labels = check_dataset_labels(train_set, "train_set")
+    labels = check_dataset_labels(train_set, "train_set", allow_unlabelled)
     _check_not_empty(eval_set, "eval_set", "pass None for no evaluation")
     _check_not_empty(gallery_set, "gallery_set", "pass None for no evaluation")
     device = resolve_device(config.device)
@@ -380,15 +394,16 @@ def train(
             "train_set": f"{type(train_set).__name__} of {len(train_set)} items",  # type: ignore[arg-type]
         },
         environment=environment_info(device),
+        spec=spec,
     )
     start_epoch = 0
     ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
     if resume and ckpt_path is not None and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path)
         saved = RunRecord.from_data(ckpt.get("record"), f"{ckpt_path}['record']")
-        if saved.config != record.data["config"]:
+        if saved.config != record.data["config"] or saved.data.get("fingerprint") != record.data.get("fingerprint"):
             raise ValueError(
-                f"{run_dir} holds a run with a different configuration; pass a new run_dir, "
+                f"{run_dir} holds a run with a different configuration or method specification; pass a new run_dir, "
                 "or resume=False to overwrite it"
             )
         model.load_state_dict(ckpt["model"])
@@ -418,7 +433,7 @@ def train(
 
     def run_eval() -> dict[str, float]:
         t0 = time.perf_counter()
-        metrics = evaluate_model(model, eval_set, config, gallery_set, device)
+        metrics = evaluate_model(eval_model or model, eval_set, config, gallery_set, device, eval_distance)
         metrics["eval_seconds"] = time.perf_counter() - t0
         return metrics
 
@@ -426,7 +441,7 @@ def train(
         record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": run_eval()}, config.select_metric)
 
     steps_per_epoch = len(sampler) if config.steps_per_epoch is None else config.steps_per_epoch  # type: ignore[arg-type]
-    if isinstance(sampler, Hook) and steps_per_epoch != len(sampler):  # type: ignore[arg-type]
+    if isinstance(sampler, Hook) and config.steps_per_epoch is not None and steps_per_epoch != len(sampler):  # type: ignore[arg-type]
         raise ValueError(
             f"{type(sampler).__name__} counts {len(sampler)} steps per epoch but "  # type: ignore[arg-type]
             f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the loop's; "
@@ -435,6 +450,7 @@ def train(
     total = steps_per_epoch * config.epochs
     bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not show_progress(progress) or start_epoch >= config.epochs,
                desc=record.data["name"], leave=False)
+    step = int(ckpt.get("step", steps_per_epoch * start_epoch)) if start_epoch else 0  # the next step's number
     for hook in hooks:
         hook.on_train_start(state)
     stack = contextlib.ExitStack()
@@ -444,16 +460,20 @@ def train(
         for epoch in range(start_epoch, config.epochs):
             state.epoch = epoch
             model.train()
+            t0 = time.perf_counter()
             if hasattr(sampler, "set_epoch"):
                 sampler.set_epoch(epoch)  # type: ignore[attr-defined]
+            if config.steps_per_epoch is None:  # a sampler's epoch may change length (SSDML's partitions)
+                steps_per_epoch = len(sampler)  # type: ignore[arg-type]
+                bar.total = bar.n + steps_per_epoch * (config.epochs - epoch)
             batches = _EpochBatches(sampler, steps_per_epoch)
-            t0 = time.perf_counter()
             meter = LossMeter(device)
             ahead = 0 if isinstance(sampler, Hook) else 1  # a hook sampler draws after each step
             with meter.deferring():
                 for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin, device=device,
                                                          seed=config.seed, epoch=epoch, ahead=ahead)):
-                    state.step = epoch * steps_per_epoch + i
+                    state.step = step
+                    step += 1
                     meter.start_step(state.step)
                     x = x.to(device, non_blocking=True)
                     if channels_last and x.dim() == 4:
@@ -506,6 +526,8 @@ def train(
                 "lr": optimizer.param_groups[0]["lr"],
                 "metrics": None,
             }
+            for hook in hooks:
+                row.update(hook.epoch_summary(state))
             last = epoch + 1 == config.epochs
             if eval_set is not None and ((epoch + 1) % config.eval_every == 0 or last):
                 row["metrics"] = run_eval()
@@ -525,6 +547,7 @@ def train(
                         "hooks": [h.state_dict() for h in hooks],
                         **rng_state(device),
                         "epoch": epoch + 1,
+                        "step": step,
                         "record": record.data,
                     },
                     ckpt_path,  # type: ignore[arg-type]
@@ -540,10 +563,11 @@ def train(
     return record
 
 
-def check_dataset_labels(dataset: Dataset, name: str) -> Tensor:
+def check_dataset_labels(dataset: Dataset, name: str, allow_unlabelled: bool = False) -> Tensor:
     """``dataset.labels`` as a ``(N,)`` long tensor, or an error naming ``name`` and the fix:
     the set must be non-empty, hold one integer label ``>= 0`` per example (``-1`` marks
-    unlabelled examples, which a supervised train set must not contain)."""
+    unlabelled examples, which a supervised train set must not contain; with
+    ``allow_unlabelled`` it may)."""
     _check_not_empty(dataset, name, "check the dataset's split and filters")
     if not hasattr(dataset, "labels"):
         raise TypeError(
@@ -561,7 +585,10 @@ def check_dataset_labels(dataset: Dataset, name: str) -> Tensor:
             f"{name}.labels are {labels.dtype}; labels must be integer class ids: convert them "
             "with labels.long() (after checking they hold whole numbers)"
         )
-    negative = int((labels < 0).sum())
+    negative = int((labels < (-1 if allow_unlabelled else 0)).sum())
+    if negative and allow_unlabelled:
+        raise ValueError(f"{name}.labels holds {negative} labels below -1 (min {int(labels.min())}); "
+                         "use class ids >= 0, and -1 for unlabelled examples")
     if negative:
         raise ValueError(
             f"{name}.labels holds {negative} negative labels (min {int(labels.min())}); -1 marks "

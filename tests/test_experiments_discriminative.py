@@ -247,7 +247,7 @@ def test_run_method_saves_extras_and_reloads_without_training(digits, tmp_path) 
     run = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, track_lemma=True)
     assert run.model is not None and run.record.data["status"] == "finished"
     ex = run.extras
-    assert ex["spec"]["centroids"] == "onehot" and ex["spec"]["track_lemma"]
+    assert run.record.data["spec"]["centroids"] == "onehot" and run.record.data["spec"]["track_lemma"]
     assert [r["epoch"] for r in ex["lemma"]] == [0.0, 1.0, 2.0]
     assert ex["centroid_stats"]["min"] == pytest.approx(math.sqrt(2))
     assert set(ex["last_layer"]) == {"R@1", "R@2", "R@4", "R@8"}
@@ -258,12 +258,12 @@ def test_run_method_saves_extras_and_reloads_without_training(digits, tmp_path) 
     assert again.best_metrics == run.best_metrics and again.seconds_to_best == run.seconds_to_best
     # other centroids are another experiment: it trains
     other = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, centroids="kmeans")
-    assert other.model is not None and other.extras["spec"]["centroids"] == "kmeans"
+    assert other.model is not None and other.record.data["spec"]["centroids"] == "kmeans"
     assert other.extras["centroid_stats"]["std"] > 0
     assert "resumed" not in other.record.data  # trained afresh, not loaded from the one-hot checkpoint
     kmeans = X.make_centroids("kmeans", digits.num_train_classes, seed=SMOKE.seed)
     assert X.build_loss("discriminative", 5, 16, kmeans).centroids.equal(kmeans)
-    assert json.loads((tmp_path / "d" / "spec.json").read_text())["centroids"] == "kmeans"
+    assert json.loads((tmp_path / "d" / "record.json").read_text())["spec"]["centroids"] == "kmeans"
 
 
 def test_run_method_baseline_and_lemma_frame(digits, tmp_path) -> None:

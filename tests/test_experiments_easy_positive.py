@@ -176,7 +176,7 @@ def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypat
     run_dir = tmp_path / "smoke" / res.name
     stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
     assert set(stored) == {"figures", "tsne"} and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
-    assert stored["figures"]["run"] == stored["tsne"]["run"] == res.record.fingerprint()
+    assert stored["figures"]["run"] == stored["tsne"]["run"] == res.record.outcome()
     # the stored figure data are the model's statistics, rounded to 4 decimals
     splits = runner.splits(study.config)
     raw = ep.embedding_statistics(res.model, splits)
@@ -205,7 +205,7 @@ def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypat
     monkeypatch.delenv(NO_TRAINING_ENV)
     maps3 = fresh.tsne(again, 3)
     assert again.trained and np.unique(maps3["train_labels"]).size == 3
-    assert again.record.fingerprint() == res.record.fingerprint()
+    assert again.record.outcome() == res.record.outcome()
     stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
     assert stored["tsne"]["settings"]["classes"] == 3 and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
 

@@ -48,7 +48,7 @@ def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch
     emb, _ = compute_embeddings(model, splits.test)
     _, queries = protocol.view_indices(len(splits.test), SMALL)
     assert views["neighbours"].tolist() == knn(emb, None, k=2)[1][queries].tolist()
-    assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["run"] == run.record.fingerprint()
+    assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["run"] == run.record.outcome()
     # weights gone, training disabled: the record is reloaded and the views read from the file
     (run_dir / "checkpoint.pt").unlink()
     (run_dir / "best.pt").unlink()
@@ -68,6 +68,6 @@ def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch
     torch.manual_seed(123)
     views3 = protocol.embedding_views(again, splits, {**SMALL, "k": 3})
     assert again.trained and views3["neighbours"].shape == (3, 3)
-    assert again.record.fingerprint() == run.record.fingerprint()
+    assert again.record.outcome() == run.record.outcome()
     assert views3["neighbours"][:, :2].tolist() == views["neighbours"].tolist()
     assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["settings"]["k"] == 3

@@ -85,7 +85,7 @@ def test_run_method_trains_then_reloads(tmp_path):
     run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
     assert run.trained and run.record.data["status"] == "finished"
     assert {"spectrum", "neighbours", "queries"} <= set(run.extras)
-    again = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path)
+    again = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
     assert not again.trained and again.best == run.best
 
 

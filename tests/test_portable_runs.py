@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import shutil
 from pathlib import Path
 
@@ -16,7 +17,8 @@ from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
 from dmlnb.profiles import make_config
-from dmlnb.records import SCHEMA_VERSION, RecordError, RunRecord, load_finished_record
+from dmlnb.records import SCHEMA_VERSION, RecordError, RunRecord, run_fingerprint
+from dmlnb.runs import reuse_reason
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError, fit
 
 REPO = Path(__file__).resolve().parents[1]
@@ -204,12 +206,22 @@ def test_a_cpu_made_checkpoint_resumes_on_cuda(digits, tmp_path, monkeypatch):
 
 
 # ------------------------------------------------------------------ record schema
-V0 = REPO / "results" / "00_protocol" / "default" / "softmax-seed0" / "record.json"
+COMMITTED = REPO / "results" / "02_facility_location" / "default" / "omniglot-small-convnet-d64-cm0.25-clustering-g1-seed0" / "record.json"
+ADDED_SINCE_VERSION_0 = ("schema_version", "segments", "device_changed", "migrated_from", "spec", "fingerprint")
+
+
+def _version0(path: Path) -> Path:
+    """A record as dmlnb wrote it before schema versions: a committed one less what came since."""
+    data = {k: v for k, v in json.loads(COMMITTED.read_text()).items() if k not in ADDED_SINCE_VERSION_0}
+    path.write_text(json.dumps(data, indent=1))
+    return path
+
+
+V0 = _version0(Path(tempfile.mkdtemp()) / "record.json")
 
 
 def test_an_unversioned_record_is_migrated_on_load_and_the_file_is_not_rewritten(tmp_path):
-    path = tmp_path / "record.json"
-    shutil.copy(V0, path)
+    path = _version0(tmp_path / "record.json")
     before = path.read_bytes()
     assert "schema_version" not in json.loads(before)
     record = RunRecord.load(path)
@@ -262,7 +274,7 @@ def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_fie
         RunRecord.load(path)
     assert str(path) in str(err.value) and repr(field) in str(err.value) and "missing" in str(err.value)
     with pytest.raises(RecordError, match="missing"):  # the notebooks' reload path says so too
-        load_finished_record(path.parent, data.get("config", {}))
+        reuse_reason(path.parent, data.get("config", {}), {})
 
 
 def test_a_field_of_the_wrong_type_is_named_with_its_value(tmp_path):
@@ -274,13 +286,16 @@ def test_a_field_of_the_wrong_type_is_named_with_its_value(tmp_path):
 
 
 def test_every_committed_record_loads_validates_and_reloads_as_finished():
+    """Every committed run went through the run layer: finished, with its specification and a
+    fingerprint that matches them, so the run layer reloads it."""
     paths = sorted((REPO / "results").glob("**/record.json"))
     assert len(paths) > 100
     for path in paths:
         record = RunRecord.load(path)  # migrated and validated
         assert record.data["status"] == "finished", path
-        again = load_finished_record(path.parent, record.config)
-        assert again is not None and again.best == record.best, path
+        assert record.data["fingerprint"] == run_fingerprint(record.config, record.data["spec"]), path
+        reason, again = reuse_reason(path.parent, record.config, record.data["spec"])
+        assert reason == "" and again.best == record.best, path
 
 
 def test_a_new_record_is_written_with_the_current_version(digits, tmp_path):

@@ -53,18 +53,3 @@ def test_evaluations_and_whether_the_best_is_the_last():
     assert not rec.best_is_last  # the best (epoch 3) was passed by a later evaluation
     rec.add_epoch({"epoch": 5, "train_seconds": 1.0, "metrics": None}, "R@1")
     assert not rec.best_is_last and rec.evaluations()[-1]["epoch"] == 4
-
-
-def test_load_finished_record_only_for_the_same_config(tmp_path):
-    from dmlnb.profiles import make_config
-    from dmlnb.records import load_finished_record
-
-    cfg = make_config("smoke")
-    rec = RunRecord.new("x", config=cfg.to_dict(), components={}, environment={"device": "cpu"})
-    rec.save(tmp_path / "record.json")
-    assert load_finished_record(tmp_path, cfg) is None  # still running
-    rec.finish("now")
-    rec.save()
-    assert load_finished_record(tmp_path, cfg).data["status"] == "finished"
-    assert load_finished_record(tmp_path, cfg.replace(lr=0.5)) is None
-    assert load_finished_record(tmp_path / "missing", cfg) is None

@@ -26,11 +26,11 @@ def _record(loss: float = 1.0, seconds: float = 2.0, lr: float = 1e-3) -> RunRec
 
 def test_fingerprint_ignores_timings_and_follows_the_numbers(tmp_path):
     base = _record()
-    assert len(base.fingerprint()) == 16 and base.fingerprint() == _record(seconds=9.0).fingerprint()
-    assert base.fingerprint() != _record(loss=1.0 + 1e-12).fingerprint()
-    assert base.fingerprint() != _record(lr=1e-2).fingerprint()
+    assert len(base.outcome()) == 16 and base.outcome() == _record(seconds=9.0).outcome()
+    assert base.outcome() != _record(loss=1.0 + 1e-12).outcome()
+    assert base.outcome() != _record(lr=1e-2).outcome()
     base.save(tmp_path / "record.json")  # tuples in the config read back as lists: same fingerprint
-    assert RunRecord.load(tmp_path / "record.json").fingerprint() == base.fingerprint()
+    assert RunRecord.load(tmp_path / "record.json").outcome() == base.outcome()
 
 
 def test_stored_analysis_is_keyed_by_settings_and_training(tmp_path):
@@ -48,7 +48,7 @@ def test_stored_analysis_is_keyed_by_settings_and_training(tmp_path):
     # compact (one line) and written atomically (no temporary file left)
     assert [p.name for p in tmp_path.iterdir()] == [ANALYSIS_FILE]
     text = (tmp_path / ANALYSIS_FILE).read_text()
-    assert text.count("\n") == 1 and ", " not in text and json.loads(text)["maps"]["run"] == record.fingerprint()
+    assert text.count("\n") == 1 and ", " not in text and json.loads(text)["maps"]["run"] == record.outcome()
     # unusable: other settings, another training, another name
     assert stored_analysis(tmp_path, "maps", {"k": (1, 3)}, record) is None
     assert "made with other settings ({'k': [1, 2]})" in missing_reason(tmp_path, "maps", {"k": (1, 3)}, record)

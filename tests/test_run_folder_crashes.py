@@ -151,29 +151,29 @@ def test_ssdml_run_folder_is_repaired_after_a_crash(tmp_path):
 def test_ssdml_record_says_finished_only_with_the_final_checkpoint(tmp_path, monkeypatch):
     """Killed while the final checkpoint is written: record.json must not say "finished" yet
     (it would be reloaded as finished without weights to match); the re-run resumes the last
-    partition and ends where an uninterrupted run does."""
-    import dmlnb.ssdml.algorithm as algorithm
+    epoch (inside the last partition) and ends where an uninterrupted run does."""
+    import dmlnb.training as training
 
     uninterrupted = _ssdml_run(tmp_path / "u")
-    real_save = algorithm.save_checkpoint
+    real_save = training.save_checkpoint
 
     def killed_at_the_final_checkpoint(obj, path):
-        if Path(path).name == "checkpoint.pt" and obj["partition"] == 2:
+        if Path(path).name == "checkpoint.pt" and obj["epoch"] == 4:
             (Path(path).parent / ".checkpoint.pt.dead01.tmp").write_bytes(b"half")
             raise KeyboardInterrupt
         real_save(obj, path)
 
     run_dir = tmp_path / "s"
     with monkeypatch.context() as m:
-        m.setattr(algorithm, "save_checkpoint", killed_at_the_final_checkpoint)
+        m.setattr(training, "save_checkpoint", killed_at_the_final_checkpoint)
         with pytest.raises(KeyboardInterrupt):
             _ssdml_run(run_dir)
     on_disk = json.loads((run_dir / "record.json").read_text())
-    assert on_disk["status"] == "running" and load_checkpoint(run_dir / "checkpoint.pt")["partition"] == 1
+    assert on_disk["status"] == "running" and load_checkpoint(run_dir / "checkpoint.pt")["epoch"] == 3
     resumed = _ssdml_run(run_dir)
     assert resumed.data["resumed"] == 1 and resumed.data["device_changed"] is False
     assert not (run_dir / ".checkpoint.pt.dead01.tmp").exists()
-    drop = {"train_seconds", "eval_seconds", "prepare_seconds"}
+    drop = {"train_seconds", "eval_seconds", "prepare_seconds", "images_per_second"}
 
     def strip(history):
         return [{k: ({m: v for m, v in x.items() if m not in drop} if isinstance(x, dict) else x)

@@ -9,8 +9,9 @@ from torch import nn
 
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
-from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, partition_indices, train_ssdml
+from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, partition_indices, run_spec, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
+from dmlnb.ssdml.supervised import LabelledTriplets
 
 
 def net():
@@ -21,6 +22,7 @@ def net():
 CFG = make_config(None, dict(epochs=4, batch_size=20, m_per_class=10, lr=1e-2, eval_every=2, device="cpu",
                              eval_metrics=("recall",), seed=3))
 SCHED = PartitionSchedule(partition_size=20, epochs_per_partition=2)
+SPEC = run_spec(SCHED, {"m": "ours"})
 
 
 def test_partitions_sweep_the_unlabelled_pool():
@@ -38,11 +40,12 @@ def test_partitions_sweep_the_unlabelled_pool():
 def test_record_reload_and_exact_resume(tmp_path):
     lab, unl, test = ssdml_data()
     full = net()
-    rec = train_ssdml(full, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+    rec = train_ssdml(full, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
                       run_dir=tmp_path / "a", progress=False)
     saved = RunRecord.load(tmp_path / "a" / "record.json")
     assert saved.data["status"] == "finished" and saved.best is not None
-    assert saved.config["seed"] == 3 and saved.config["method"] == {"m": "ours"}  # TrainConfig fields on top
+    assert saved.config["seed"] == 3 and "method" not in saved.config  # the TrainConfig only
+    assert saved.data["spec"] == {"schedule": SCHED.to_dict(), "method": {"m": "ours"}}
     hist = saved.history_frame()
     assert list(hist.index) == [0, 1, 2, 3, 4]
     assert hist["units"].dropna().tolist() == [(9 + 20) * 2] * 2  # N floor(k/2) per partition
@@ -59,16 +62,69 @@ def test_record_reload_and_exact_resume(tmp_path):
 
     stop_at_second.calls = 0
     with pytest.raises(Stop):
-        train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+        train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
                     run_dir=tmp_path / "b", progress=False, diagnose=stop_at_second)
     assert (tmp_path / "b" / "checkpoint.pt").exists()
     resumed = net()
-    rec_b = train_ssdml(resumed, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec={"m": "ours"},
+    rec_b = train_ssdml(resumed, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
                         run_dir=tmp_path / "b", progress=False)
     assert rec_b.data["resumed"] == 1
     for (k1, v1), (k2, v2) in zip(full.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(v1, v2), k1
     assert rec_b.best["metrics"]["R@1"] == rec.best["metrics"]["R@1"]
+
+
+OBJECTIVES = {
+    "angular": lambda: AngularSSDML(6, 4, k=4),
+    "labelled triplets": lambda: LabelledTriplets(6, 4, "triplet"),  # prepare draws from the global RNG
+}
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVES))
+def test_a_run_interrupted_inside_a_partition_resumes_exactly(tmp_path, objective):
+    """The checkpoint after epoch 1 (inside partition 0) keeps the partition's embedding and the
+    RNG state its units were drawn with: the resumed process rebuilds the same units and ends
+    where an uninterrupted run ends."""
+    lab, unl, test = ssdml_data()
+    supervised = objective == "labelled triplets"
+
+    class Stop(Exception):
+        pass
+
+    def build():
+        torch.manual_seed(1)  # the metric's initialisation (the orthogonal parametrisation draws)
+        return OBJECTIVES[objective]()
+
+    def stopping(after: int):
+        obj = build()
+        real, calls = obj.unit_loss, [0]
+
+        def unit_loss(z, rows):
+            calls[0] += 1
+            if calls[0] == after:
+                raise Stop
+            return real(z, rows)
+
+        obj.unit_loss = unit_loss
+        return obj, calls
+
+    full = net()
+    counted, calls = stopping(after=-1)
+    rec = train_ssdml(full, counted, lab, None if supervised else unl, test, CFG.replace(epochs=2),
+                      SCHED, spec=SPEC, progress=False)
+    steps = calls[0] // 3  # one metric pass and two epochs over the same units
+    stopper, _ = stopping(after=2 * steps + 1)  # the first step of epoch 2
+    with pytest.raises(Stop):
+        train_ssdml(net(), stopper, lab, None if supervised else unl, test, CFG.replace(epochs=2), SCHED, spec=SPEC,
+                    run_dir=tmp_path, progress=False)
+    assert RunRecord.load(tmp_path / "record.json").data["history"][-1]["epoch"] == 1
+    resumed = net()
+    rec_b = train_ssdml(resumed, build(), lab, None if supervised else unl, test, CFG.replace(epochs=2),
+                        SCHED, spec=SPEC, run_dir=tmp_path, progress=False)
+    assert rec_b.data["resumed"] == 1
+    for (k1, v1), v2 in zip(full.state_dict().items(), resumed.state_dict().values()):
+        assert torch.equal(v1, v2), k1
+    assert [r["loss"] for r in rec_b.data["history"]] == [r["loss"] for r in rec.data["history"]]
 
 
 def test_bad_objective_output_is_reported():

@@ -28,7 +28,6 @@ calls together:
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,8 +63,9 @@ from dmlnb.losses.discriminative import (
 from dmlnb.models import EmbeddingNet, build_model
 from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
+from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     Claim, all_of, best_minus_last, compare, compare_to_threshold, equivalent, holds_for_every, most_of, not_tested,
     paired_differences, provenance_frame,
@@ -365,14 +365,6 @@ def _spec(method: str, centroids: str, arch: str | None, track: bool, settings: 
     }
 
 
-def _same_spec_unfinished(run_dir: Path, spec: dict[str, Any]) -> bool:
-    """Whether ``run_dir`` holds an unfinished run made with the method settings ``spec``."""
-    spec_path, record_path = run_dir / "spec.json", run_dir / "record.json"
-    if not spec_path.exists() or read_json(spec_path) != json.loads(json.dumps(spec)):
-        return False
-    return not record_path.exists() or read_json(record_path).get("status") != "finished"
-
-
 def run_method(
     method: str,
     config: TrainConfig,
@@ -388,12 +380,11 @@ def run_method(
 ) -> MethodRun:
     """Train ``method`` once (seed ``config.seed``) or reload its finished record.
 
-    With ``retrain=False`` a finished ``run_dir/record.json`` made with the same configuration and
-    the same method settings (loss, centroids, architecture, tracking) is reloaded instead of
-    training. Otherwise the run trains (resuming an interrupted run of the same configuration) and
-    its record gets ``extras``:
+    Through the run layer (:func:`dmlnb.runs.train_or_reload`): a finished ``run_dir/record.json`` of the
+    same configuration and method specification (loss, centroids, architecture, tracking) is
+    reloaded unless ``retrain``. Otherwise the run trains (resuming an interrupted run of the same
+    fingerprint) and its record gets ``extras``:
 
-    * ``spec``: the method settings compared on reload;
     * ``lemma``: the :class:`LemmaTracker` rows (``track_lemma``, discriminative only);
     * ``centroid_stats``: min / max / mean / std of the centroid distances (Table 3);
     * ``last_layer``: the metrics of the last (C-dimensional) layer at the best epoch (Table 2;
@@ -405,62 +396,46 @@ def run_method(
     track = track_lemma and method == "discriminative"
     spec = _spec(method, centroids, arch, track, settings)
     run_dir = Path(run_dir) if run_dir is not None else None
-    if run_dir is not None and not retrain:
-        old = load_finished_record(run_dir, cfg)
-        if old is not None and old.data.get("extras", {}).get("spec") == spec:
-            return MethodRun(method, cfg.seed, old, None, old.data["extras"])
     cents = make_centroids(centroids, num_classes, seed=cfg.seed) if method == "discriminative" else None
-    model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)  # seeded
-    loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents)
-
-    hooks: list[Hook] = []
-    tracker = None
-    if track:
-        tracker = LemmaTracker(balanced_subset(splits.train, seed=cfg.seed), cents,  # type: ignore[arg-type]
-                               every=int(settings.get("lemma_every", 1)), batch_size=cfg.eval_batch_size)
-        hooks.append(tracker)
-    if settings.get("backbone_lr") is not None:
-        hooks.append(BackboneLR(backbone_parameters(model), settings["backbone_lr"],
-                                settings.get("weight_decay", 0.0)))
+    tracker: LemmaTracker | None = None
     name = f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + f"-seed{cfg.seed}"
-    kwargs = dict(hooks=hooks, run_dir=run_dir, progress=progress, name=name)
-    # Resume only an interrupted run of the same method settings (the checkpoint holds the loss's
-    # state, e.g. the centroids); a finished run that was not reloaded above is retrained.
-    resume = not retrain and run_dir is not None and _same_spec_unfinished(run_dir, spec)
-    if run_dir is not None:
-        write_json_atomic(run_dir / "spec.json", spec)
-    try:
-        record = train(model, loss, splits.train, splits.test, cfg, resume=resume, **kwargs)  # type: ignore[arg-type]
-    except ValueError as err:  # a checkpoint of another configuration: start afresh
-        if "different configuration" not in str(err):
-            raise
-        torch.manual_seed(cfg.seed)
-        model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)
-        loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents)
-        if tracker is not None:
-            tracker.rows = []
-        if settings.get("backbone_lr") is not None:
-            hooks[-1] = BackboneLR(backbone_parameters(model), settings["backbone_lr"], settings.get("weight_decay", 0.0))
-        record = train(model, loss, splits.train, splits.test, cfg, resume=False, **kwargs)  # type: ignore[arg-type]
 
-    extras: dict[str, Any] = {"spec": spec}
-    if method == "discriminative":
+    def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
+        nonlocal tracker
+        model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)  # seeded
+        loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents)
+        hooks: list[Hook] = []
+        if track:
+            tracker = LemmaTracker(balanced_subset(splits.train, seed=cfg.seed), cents,  # type: ignore[arg-type]
+                                   every=int(settings.get("lemma_every", 1)), batch_size=cfg.eval_batch_size)
+            hooks.append(tracker)
+        if settings.get("backbone_lr") is not None:
+            hooks.append(BackboneLR(backbone_parameters(model), settings["backbone_lr"],
+                                    settings.get("weight_decay", 0.0)))
+        record = train(model, loss, splits.train, splits.test, cfg, hooks=hooks, run_dir=run_dir, resume=resume,  # type: ignore[arg-type]
+                       progress=progress, name=name, spec=spec)
+        return record, model
+
+    def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
+        extras: dict[str, Any] = {}
+        if method != "discriminative":
+            return extras
         extras["centroid_stats"] = centroid_distance_stats(cents)  # type: ignore[arg-type]
         if tracker is not None:
             extras["lemma"] = tracker.rows
         best_path = run_dir / "best.pt" if run_dir is not None else None
-        final_state = {k: v.clone() for k, v in model.state_dict().items()}
+        final_state = {k: v.clone() for k, v in model.state_dict().items()}  # type: ignore[union-attr]
         if best_path is not None and best_path.exists():
-            model.load_state_dict(load_checkpoint(best_path)["model"])
+            model.load_state_dict(load_checkpoint(best_path)["model"])  # type: ignore[union-attr]
         model.eval_layer = "last"  # type: ignore[union-attr]
-        emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
+        emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)  # type: ignore[arg-type]
         extras["last_layer"] = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed)
         model.eval_layer = "penultimate"  # type: ignore[union-attr]
-        model.load_state_dict(final_state)
-    record.data["extras"] = extras
-    if run_dir is not None:
-        record.save(run_dir / "record.json")
-    return MethodRun(method, cfg.seed, record, model, extras)
+        model.load_state_dict(final_state)  # type: ignore[union-attr]
+        return extras
+
+    done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
+    return MethodRun(method, cfg.seed, done.record, done.model, done.extras)
 
 
 def lemma_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:

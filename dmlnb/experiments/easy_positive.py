@@ -54,9 +54,10 @@ from dmlnb.evaluation import compute_embeddings
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, as_json, load_finished_record
+from dmlnb.records import RunRecord
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
+from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     Claim,
     compare,
@@ -498,9 +499,10 @@ class RunResult:
 
 
 class Runner:
-    """Trains runs or reloads them from ``results_dir/<profile>/<run name>/``.
+    """Trains runs or reloads them from ``results_dir/<profile>/<run name>/`` through the run
+    layer (:func:`dmlnb.runs.train_or_reload`; the method specification is :meth:`spec`).
 
-    * ``retrain=False``: a finished record made with the same configuration is reused. What the
+    * ``retrain=False``: a finished record of the same fingerprint is reused. What the
       figures draw from the best-epoch model is read from ``analysis.json`` next to the record
       (:meth:`figures`, :meth:`tsne`); only when it is missing, or was made with other settings
       or from another training, are the weights (``best.pt``) loaded, and only when they are
@@ -509,7 +511,7 @@ class Runner:
       :class:`~dmlnb.training.TrainingDisabledError` naming the run and the missing analysis.
     * ``retrain=True``: every run is trained from scratch (an existing checkpoint is ignored);
       a stored analysis is still reused when the new training reproduces the record exactly
-      (:meth:`dmlnb.records.RunRecord.fingerprint`).
+      (:meth:`dmlnb.records.RunRecord.outcome`).
 
     Results are memoised by run name, so a run shared by several figures or tables is trained
     (or loaded) once.
@@ -552,38 +554,18 @@ class Runner:
         model.load_state_dict(load_checkpoint(path)["model"])
         return model.eval()
 
-    @staticmethod
-    def _same_config(run_dir: Path, config: TrainConfig) -> bool:
-        """Whether ``run_dir`` holds (a possibly unfinished) run of ``config``: only then is it
-        resumed; a run of another configuration in the same folder is overwritten."""
-        path = run_dir / "record.json"
-        if not path.exists():
-            return True
-        try:
-            saved = RunRecord.load(path).config
-        except (OSError, ValueError):
-            return False
-        return as_json(config.to_dict()) == saved
-
-    def _train(self, config: TrainConfig, method: str) -> RunResult:
-        """Train one run (resumed from its checkpoint unless ``retrain``), with its best-epoch model."""
-        from dmlnb.training import fit
-
-        name = run_name(config, method)
-        run_dir = self.root / name
-        splits = self.splits(config)
-        torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
-        loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
-        model, record = fit(
-            config, loss, splits=splits, run_dir=run_dir,
-            resume=not self.retrain and self._same_config(run_dir, config),
-            progress=self.progress, name=name,
-        )
-        best = self._load_best(config, splits, run_dir)
-        return RunResult(name, method, config, record, model=(best if best is not None else model).cpu().eval(), trained=True)
+    def spec(self, method: str) -> dict[str, Any]:
+        """The method specification of a run (:mod:`dmlnb.runs`): the method and the study
+        settings its loss reads."""
+        spec: dict[str, Any] = {"method": method}
+        if method == "triplet":
+            spec["triplet_margin"] = self.study.triplet_margin
+        if method == "Proxy-NCA":
+            spec["proxy_scale"] = self.study.proxy_scale
+        return spec
 
     def run(self, config: TrainConfig, method: str, analyse: bool = False) -> RunResult:
-        """Train or reload one run.
+        """Train, resume or reload one run (:func:`dmlnb.runs.train_or_reload`).
 
         Args:
             config: from :func:`run_config`.
@@ -591,17 +573,29 @@ class Runner:
             analyse: make sure the record holds :func:`summarize_statistics` of the best-epoch
                 model (computed and saved into ``record.json`` when missing).
         """
+        from dmlnb.training import fit
+
         name = run_name(config, method)
         known = self.results.get(name)
         if known is not None and (known.analysis or not analyse):
             return known
         result = known
-        if result is None and not self.retrain:
-            record = load_finished_record(self.root / name, config)
-            if record is not None:
-                result = RunResult(name, method, config, record)
         if result is None:
-            result = self._train(config, method)
+            splits = self.splits(config)
+
+            def train(resume: bool) -> tuple[RunRecord, nn.Module]:
+                torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
+                loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
+                model, record = fit(config, loss, splits=splits, run_dir=self.root / name, resume=resume,
+                                    progress=self.progress, name=name, spec=self.spec(method))
+                return record, model
+
+            done = train_or_reload(name, self.root / name, config, self.spec(method), train, retrain=self.retrain)
+            model = None
+            if done.trained:
+                best = self._load_best(config, splits, self.root / name)
+                model = (best if best is not None else done.model).cpu().eval()  # type: ignore[union-attr]
+            result = RunResult(name, method, config, done.record, model=model, trained=done.trained)
         if analyse and not result.analysis:
             self._summarise(result, "its statistics in record.json are missing")
         self.results[name] = result
@@ -626,7 +620,12 @@ class Runner:
         if result.model is None:
             check_training_allowed(run_dir, f"{result.name!r} ({why}, and its weights {run_dir / 'best.pt'} are gone)")
             summarised = result.analysis is not None
-            fresh = self._train(result.config, result.method)
+            self.results.pop(result.name, None)
+            retrain, self.retrain = self.retrain, True
+            try:
+                fresh = self.run(result.config, result.method)
+            finally:
+                self.retrain = retrain
             result.record, result.model, result.trained, result.stats = fresh.record, fresh.model, True, None
             if summarised:
                 self._summarise(result, why)

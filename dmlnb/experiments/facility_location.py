@@ -52,8 +52,9 @@ from dmlnb.losses import (
 from dmlnb.losses.facility_location import InsideLossHook
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
+from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     Claim, Verdict, compare, compare_to_threshold, group_verdict, no_difference, not_tested, provenance_frame,
 )
@@ -360,8 +361,9 @@ def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
 
 @dataclass
 class MethodRun:
-    """One finished run: table, method, seed, its record and the chapter's extras (``spec``,
-    ``inside`` (the :class:`~dmlnb.losses.facility_location.InsideLossHook` log), ``metrics_geometric`` (best-epoch test metrics
+    """One finished run: table, method, seed, its record and the chapter's extras (``inside``
+    (the :class:`~dmlnb.losses.facility_location.InsideLossHook` log), ``metrics_geometric``
+    (best-epoch test metrics
     with the paper's geometric-mean NMI), ``tsne`` (``indices`` of the mapped test points and
     their ``xy``) when requested). ``model`` is the best-epoch model when trained in this
     session, else ``None``."""
@@ -382,6 +384,11 @@ class MethodRun:
     @property
     def seconds(self) -> float:
         return float(self.record.data.get("total_train_seconds", math.nan))
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The method specification the run was trained under (:mod:`dmlnb.runs`)."""
+        return self.record.data["spec"]
 
 
 def run_name(table: TableSpec, method: str, seed: int, gamma: float | None = None) -> str:
@@ -439,49 +446,42 @@ def run_method(
     cfg = method_config(method, table.config).replace(seed=int(seed))
     tsne_wanted = method in study.tsne_methods and seed == study.seeds[0]
     spec = _spec(table, method, study, tsne_wanted)
-    run_dir = (Path(results_dir) / study.profile / run_name(table, method, seed, study.gamma)
-               if results_dir is not None else None)
-    if run_dir is not None and not retrain:
-        old = load_finished_record(run_dir, cfg)
-        if old is not None and old.data.get("extras", {}).get("spec") == spec:
-            return MethodRun(table.table, method, seed, old, old.data["extras"])
-
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
-                        pretrained=cfg.pretrained, width=cfg.width)
-    loss = build_loss(method, study.gamma)
-    labels = torch.as_tensor(splits.train.labels)
-    sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
-                                seed=cfg.seed, num_batches=cfg.steps_per_epoch)
+    name = run_name(table, method, seed, study.gamma)
+    run_dir = Path(results_dir) / study.profile / name if results_dir is not None else None
     inside = InsideLossHook(study.diag_every)
-    hooks: list[Hook] = [inside]
-    if method == "clustering":
-        decay_steps = study.decay_steps or (cfg.steps_per_epoch or len(sampler))
-        hooks.insert(0, MarginDecayHook(loss, rate=study.decay_rate, decay_steps=decay_steps))  # type: ignore[arg-type]
-    resume = False
-    if run_dir is not None and not retrain:
-        spec_path, record_path = run_dir / "spec.json", run_dir / "record.json"
-        resume = (spec_path.exists() and read_json(spec_path) == spec
-                  and (not record_path.exists() or read_json(record_path).get("status") != "finished"))
-    if run_dir is not None:
-        write_json_atomic(run_dir / "spec.json", spec)
-    record = train(model, loss, splits.train, splits.test, cfg, sampler=sampler, hooks=hooks,
-                   run_dir=run_dir, resume=resume, progress=progress, name=f"{method}-seed{seed}")
 
-    best_path = run_dir / "best.pt" if run_dir is not None else None
-    if best_path is not None and best_path.exists():
-        model.load_state_dict(load_checkpoint(best_path)["model"])
-    model = model.cpu().eval()
-    emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
-    geometric = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed,
-                         nmi_average="geometric")
-    extras: dict[str, Any] = {"spec": spec, "inside": inside.log, "metrics_geometric": geometric}
-    if tsne_wanted:
-        extras["tsne"] = _tsne_map(model, splits.test, study.tsne_points, cfg.seed, cfg.eval_batch_size)
-    record.data["extras"] = extras
-    if run_dir is not None:
-        record.save(run_dir / "record.json")
-    return MethodRun(table.table, method, seed, record, extras, model=model, trained=True)
+    def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
+                            pretrained=cfg.pretrained, width=cfg.width)
+        loss = build_loss(method, study.gamma)
+        labels = torch.as_tensor(splits.train.labels)
+        sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
+                                    seed=cfg.seed, num_batches=cfg.steps_per_epoch)
+        hooks: list[Hook] = [inside]
+        if method == "clustering":
+            decay_steps = study.decay_steps or (cfg.steps_per_epoch or len(sampler))
+            hooks.insert(0, MarginDecayHook(loss, rate=study.decay_rate, decay_steps=decay_steps))  # type: ignore[arg-type]
+        record = train(model, loss, splits.train, splits.test, cfg, sampler=sampler, hooks=hooks, run_dir=run_dir,
+                       resume=resume, progress=progress, name=f"{method}-seed{seed}", spec=spec)
+        return record, model
+
+    def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
+        best_path = run_dir / "best.pt" if run_dir is not None else None
+        if best_path is not None and best_path.exists():
+            model.load_state_dict(load_checkpoint(best_path)["model"])  # type: ignore[union-attr]
+        model = model.cpu().eval()  # type: ignore[union-attr]
+        emb, lab = compute_embeddings(model, splits.test, batch_size=cfg.eval_batch_size)
+        geometric = evaluate(emb, lab, ks=cfg.eval_ks, metrics=cfg.eval_metrics, seed=cfg.seed,
+                             nmi_average="geometric")
+        extras: dict[str, Any] = {"inside": inside.log, "metrics_geometric": geometric}
+        if tsne_wanted:
+            extras["tsne"] = _tsne_map(model, splits.test, study.tsne_points, cfg.seed, cfg.eval_batch_size)
+        return extras
+
+    done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
+    return MethodRun(table.table, method, seed, done.record, done.extras,
+                     model=done.model.cpu().eval() if done.model is not None else None, trained=done.trained)
 
 
 def gamma_variant(study: Study, gamma: float) -> Study:
@@ -805,7 +805,7 @@ def pam_by_table(runs: Sequence[MethodRun]) -> pd.DataFrame:
             continue
         s = inside_loss_summary(inside_loss_frame([r]))
         if len(s) and "pam_improved" in s:
-            rows.append({"table": r.table, "gamma": r.extras["spec"]["gamma"], "seed": r.seed,
+            rows.append({"table": r.table, "gamma": r.spec["gamma"], "seed": r.seed,
                          "steps": int(s["steps"].iloc[0]), "improved": float(s["pam_improved"].iloc[0])})
     f = pd.DataFrame(rows)
     if f.empty:
@@ -860,7 +860,7 @@ def deviations(
         "Lemma 1 holds by construction and is not a test of the paper's algorithm (the paper's version as default is "
         "issue #18)")
     logged = [r.extras.get("inside", {}) for r in all_runs if r.method == "clustering"
-              and r.extras.get("spec", {}).get("gamma") == study.gamma and r.extras.get("inside", {}).get("gamma")]
+              and r.spec.get("gamma") == study.gamma and r.extras.get("inside", {}).get("gamma")]
     steps = None
     if logged and t1:  # the configured epoch, else the logged step indices (every diag_every-th step)
         last = math.ceil((max(logged[0]["step"]) + 1) / study.diag_every) * study.diag_every
@@ -1027,7 +1027,7 @@ def claims(
         if r.method == "clustering":
             s = inside_loss_summary(inside_loss_frame([r]))
             if len(s) and "inference_share" in s:
-                shares.setdefault(f"{r.table}, gamma {r.extras['spec']['gamma']:g}", []).append(
+                shares.setdefault(f"{r.table}, gamma {r.spec['gamma']:g}", []).append(
                     float(s["inference_share"].iloc[0]))
     share_text = ("logged inference share of a clustering step, per run: "
                   + "; ".join(f"{k}: " + ", ".join(f"{v:.0%}" for v in vs) for k, vs in shares.items())

@@ -65,8 +65,9 @@ from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representative_pairs import RepresentativePairs
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler, projection_period
 from dmlnb.profs.timing import TimedSampler
-from dmlnb.records import RunRecord, load_finished_record, read_json, write_json_atomic
+from dmlnb.records import RunRecord, read_json, write_json_atomic
 from dmlnb.reported import reported_table
+from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -424,7 +425,7 @@ def build_components(
 
 @dataclass
 class ProfsRun:
-    """One finished run: loss key, variant, record and extras (``spec``, ``period``,
+    """One finished run: loss key, variant, record and extras (``period``,
     ``sampler_seconds``, ``train_seconds``, ``steps``)."""
 
     key: str
@@ -481,8 +482,9 @@ def run_variant(
     """Train one (loss, variant) run with seed ``config.seed``, or reload its finished record.
 
     ``M`` is ``period`` when given, else :func:`period_for` ``(rho)``, and 1 for SoftTriple (every
-    iteration a subproblem); ``plain`` runs ignore ``M`` and ``lambda``. The run lives in ``runs_dir / run_name(...)``; a finished record made with the
-    same configuration and the same PROFS settings is reloaded unless ``retrain``.
+    iteration a subproblem); ``plain`` runs ignore ``M`` and ``lambda``. The run lives in
+    ``runs_dir / run_name(...)``; a finished record of the same configuration and PROFS settings
+    (:func:`dmlnb.runs.train_or_reload`) is reloaded unless ``retrain``.
     """
     cfg = loss_config(key, config)
     labels = torch.as_tensor(splits.train.labels)
@@ -500,33 +502,31 @@ def run_variant(
     spec = _spec(key, variant, period, lam_used, proximal_params)
     name = run_name(key, variant, cfg, period, lam_used, proximal_params)
     run_dir = Path(runs_dir) / name if runs_dir is not None else None
-    if run_dir is not None and not retrain:
-        old = load_finished_record(run_dir, cfg)
-        if old is not None and old.data.get("extras", {}).get("spec") == json.loads(json.dumps(spec)):
-            return ProfsRun(key, variant, old, old.data["extras"])
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
-                        pretrained=cfg.pretrained, width=cfg.width)
-    loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg)
-    sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0,
-                                      proximal_params)
-    resume = False
-    if run_dir is not None and (run_dir / "record.json").exists() and not retrain:
-        saved = RunRecord.load(run_dir / "record.json")
-        resume = (saved.data.get("status") != "finished"
-                  and saved.data.get("extras", {}).get("spec") == json.loads(json.dumps(spec))
-                  and saved.config == json.loads(json.dumps(cfg.to_dict(), default=list)))
-    eval_set = splits.query if splits.query is not None else splits.test
-    record = train(model, loss, splits.train, eval_set, cfg, sampler=sampler, hooks=hooks,
-                   gallery_set=splits.gallery, run_dir=run_dir, resume=resume, progress=progress, name=name)
-    extras = {
-        "spec": spec, "period": period, "sampler_seconds": sampler.seconds, "batches": sampler.calls,
-        "train_seconds": float(record.data.get("total_train_seconds") or sum(h["train_seconds"] for h in record.data["history"])),
-    }
-    record.data["extras"] = json.loads(json.dumps(extras))
-    if run_dir is not None:
-        record.save(run_dir / "record.json")
-    return ProfsRun(key, variant, record, record.data["extras"], trained=True)
+    timed: list[TimedSampler] = []
+
+    def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
+        torch.manual_seed(cfg.seed)
+        model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
+                            pretrained=cfg.pretrained, width=cfg.width)
+        loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg)
+        sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0,
+                                          proximal_params)
+        timed.append(sampler)
+        eval_set = splits.query if splits.query is not None else splits.test
+        record = train(model, loss, splits.train, eval_set, cfg, sampler=sampler, hooks=hooks,
+                       gallery_set=splits.gallery, run_dir=run_dir, resume=resume, progress=progress, name=name,
+                       spec=spec)
+        return record, model
+
+    def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
+        return {
+            "period": period, "sampler_seconds": timed[-1].seconds, "batches": timed[-1].calls,
+            "train_seconds": float(record.data.get("total_train_seconds")
+                                   or sum(h["train_seconds"] for h in record.data["history"])),
+        }
+
+    done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
+    return ProfsRun(key, variant, done.record, done.extras, trained=done.trained)
 
 
 # ----------------------------------------------------------------------------------------------

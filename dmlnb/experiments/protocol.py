@@ -1,8 +1,8 @@
 """Experiment glue of the protocol chapter (``notebooks/00_protocol.ipynb``): the normalised-softmax
 baseline runs, and what the chapter draws from the trained network.
 
-* :func:`softmax_run`: one seed's normalised-softmax run, its finished record reloaded from its
-  folder, or trained;
+* :func:`softmax_run`: one seed's normalised-softmax run through the run layer (its finished
+  record reloaded from its folder, or trained);
 * :data:`VIEW_SETTINGS`, :func:`view_indices`, :func:`embedding_views`: the t-SNE map of the trained
   network's test embedding and the nearest neighbours of a few test queries, computed once from
   the run's weights and stored next to its record (``analysis.json``,
@@ -24,7 +24,8 @@ from dmlnb.evaluation import compute_embeddings, knn
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
 from dmlnb.models import configured_model
 from dmlnb.profiles import TrainConfig
-from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.records import RunRecord
+from dmlnb.runs import train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
 from dmlnb.training import check_training_allowed, fit
 
@@ -53,26 +54,26 @@ class SoftmaxRun:
     trained: bool = False
 
 
-def _train(config: TrainConfig, temperature: float, splits: Any, run_dir: Path) -> tuple[nn.Module, RunRecord]:
-    """Train (or resume) the run: :func:`dmlnb.training.fit` with the normalised-softmax loss.
-
-    ``fit`` seeds the model, not the loss: the loss's class weights are drawn from the global RNG
-    as the caller left it, as the chapter has always drawn them (its committed records depend on
-    it: seed 0's weights follow the untrained-network cell, seed 1's follow seed 0's training)."""
-    loss = NormalizedSoftmaxLoss(splits.num_train_classes, config.embedding_dim, temperature=temperature)
-    return fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True)
-
-
-def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path) -> SoftmaxRun:
-    """The normalised-softmax run of ``config`` in ``run_dir``: its finished record when one was
-    made with ``config``, else trained now (evaluated before the first step too; with training
-    disabled that raises :class:`~dmlnb.training.TrainingDisabledError` naming the folder)."""
+def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path,
+                retrain: bool = False) -> SoftmaxRun:
+    """The normalised-softmax run of ``config`` in ``run_dir`` through the run layer
+    (:func:`dmlnb.runs.train_or_reload`): its finished record when its fingerprint matches, else
+    trained now with :func:`dmlnb.training.fit` (evaluated before the first step too; with
+    training disabled that raises :class:`~dmlnb.training.TrainingDisabledError` naming the
+    folder). The loss's class weights are drawn after seeding with ``config.seed``, so a run
+    does not depend on what the notebook ran before it."""
     run_dir = Path(run_dir)
-    record = load_finished_record(run_dir, config)
-    if record is not None:
-        return SoftmaxRun(config, temperature, run_dir, record)
-    _, record = _train(config, temperature, splits, run_dir)
-    return SoftmaxRun(config, temperature, run_dir, record, trained=True)
+    spec = {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed"}
+
+    def train(resume: bool) -> tuple[RunRecord, nn.Module]:
+        torch.manual_seed(config.seed)
+        loss = NormalizedSoftmaxLoss(splits.num_train_classes, config.embedding_dim, temperature=temperature)
+        model, record = fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True, resume=resume,
+                            spec=spec)
+        return record, model
+
+    done = train_or_reload(run_dir.name, run_dir, config, spec, train, retrain=retrain)
+    return SoftmaxRun(config, temperature, run_dir, done.record, trained=done.trained)
 
 
 def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tuple[Tensor, Tensor]:
@@ -93,9 +94,9 @@ def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
         model.load_state_dict(load_checkpoint(path)["model"])
         return model.eval()
     check_training_allowed(run.run_dir, f"{run.record.data['name']!r} ({why}, and its weights {path} are gone)")
-    model, run.record = _train(run.config, run.temperature, splits, run.run_dir)
-    run.trained = True
-    return model.eval()
+    again = softmax_run(run.config, run.temperature, splits, run.run_dir, retrain=True)
+    run.record, run.trained = again.record, True
+    return _final_model(run, splits, why)
 
 
 def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS) -> dict[str, np.ndarray]:

@@ -29,7 +29,6 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
@@ -40,12 +39,14 @@ from dmlnb.evaluation import knn
 from dmlnb.models import build_model
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, load_finished_record
+from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
+from dmlnb.runs import train_or_reload
+from dmlnb.training import train
 from dmlnb.reporting import (
     Claim, all_of, best_minus_last, compare, every_pair_equivalent, group_verdict, not_tested,
 )
-from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_config, train_ssdml
+from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_spec, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
@@ -147,8 +148,9 @@ class Setting:
         return PartitionSchedule(self.partition_size, self.epochs_per_partition, self.metric_epochs, self.max_units)
 
     def train_config(self, profile: str, seed: int, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-        """The run's :class:`TrainConfig` (profile defaults + :attr:`config` + ``overrides``)."""
-        return make_config(profile, {**self.config, **(overrides or {}), "seed": seed})
+        """The run's :class:`TrainConfig` (profile defaults + :attr:`config` + ``overrides``), with
+        ``steps_per_epoch`` unset: an SSDML epoch is one pass over the partition's units."""
+        return make_config(profile, {**self.config, **(overrides or {}), "seed": seed, "steps_per_epoch": None})
 
 
 _ALL = tuple(METHODS.values())
@@ -441,22 +443,15 @@ def _spec(method: str, setting: Setting, alpha: float) -> dict[str, Any]:
 
 
 def _pretrain_softmax(network: nn.Module, dim: int, splits: DatasetSplits, config: TrainConfig, epochs: int) -> None:
-    """CIFAR-10 in the paper: the network with a softmax classifier in place of ``L``, trained on
-    the labelled images for ``epochs`` epochs (cross-entropy, the run's optimiser settings)."""
-    from dmlnb.training import build_optimizer, resolve_device
+    """CIFAR-10 in the paper: the network with a softmax classifier in place of ``L``
+    (:class:`~dmlnb.ssdml.supervised.SoftmaxPretraining`), trained on the labelled images for
+    ``epochs`` epochs by :func:`dmlnb.training.train` (the run's optimiser settings, nothing
+    written: the run's checkpoint holds the network from then on)."""
+    from dmlnb.ssdml.supervised import SoftmaxPretraining
 
-    device = resolve_device(config.device)
-    head = nn.Linear(dim, splits.num_train_classes).to(device)
-    network.to(device).train()
-    opt = build_optimizer(config, network, head)
-    images, labels = splits.train.images, splits.train.labels  # type: ignore[attr-defined]
-    gen = torch.Generator().manual_seed(config.seed)
-    for _ in range(epochs):
-        for rows in torch.randperm(len(labels), generator=gen).split(config.batch_size):
-            loss = F.cross_entropy(head(network(images[rows].to(device))), labels[rows].to(device))
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            opt.step()
+    pretrain = config.replace(epochs=epochs, steps_per_epoch=None, lr_milestones=())
+    train(network, SoftmaxPretraining(dim, splits.num_train_classes), splits.train, None, pretrain,
+          progress=False, name="softmax pre-training")
 
 
 def _query_rows(n: int, count: int, seed: int = 0) -> list[int]:
@@ -499,7 +494,7 @@ def run_method(
     overrides: Mapping[str, Any] | None = None,
     retrain: bool = False,
     progress: bool = False,
-    tsne_points: bool = False,
+    tsne_points: bool | None = None,
     retrieval_queries: int = 6,
 ) -> MethodRun:
     """Train ``method`` by Algorithm 1 (seed ``seed``) or reload its finished record.
@@ -507,48 +502,56 @@ def run_method(
     The supervised baselines see the labelled part only (``unlabelled=None``). After training,
     the best checkpoint's test embedding ``Lᵀ z`` gives the record's ``extras``: ``spectrum``
     (:func:`embedding_spectrum`), ``neighbours`` (top-5 Euclidean neighbours of
-    ``retrieval_queries`` fixed test queries, Figure 3) and, with ``tsne_points``, its 2-D t-SNE
-    coordinates (Figure 2, right).
+    ``retrieval_queries`` fixed test queries, Figure 3) and, with ``tsne_points`` (default: the
+    proposed method, with or without orthogonality, at the setting's first seed and own ``α``),
+    its 2-D t-SNE coordinates (Figure 2, right). Through the run layer
+    (:func:`dmlnb.runs.train_or_reload`): the specification holds the schedule, the method's
+    settings and what is stored after training.
     """
     alpha = setting.alpha if alpha is None else alpha
+    if tsne_points is None:
+        tsne_points = seed == setting.seeds[0] and method in ("ours", "ours-noorth") and alpha == setting.alpha
     cfg = setting.train_config(profile, seed, overrides)
-    spec = _spec(method, setting, alpha)
-    run_dir = None
-    if results_dir is not None:
-        tag = f"-alpha{alpha:g}" if alpha != setting.alpha else ""
-        run_dir = Path(results_dir) / profile / f"{setting.name}-{method}{tag}-seed{seed}"
-    wanted = run_config(cfg, setting.schedule, spec)
-    if run_dir is not None and not retrain:
-        old = load_finished_record(run_dir, wanted)
-        if old is not None and "spectrum" in old.data.get("extras", {}) and (not tsne_points or "tsne" in old.data["extras"]):
-            return MethodRun(method, seed, old, trained=False)
-    torch.manual_seed(cfg.seed)
-    network, dim = build_network(cfg, splits.input_shape)
-    objective = build_objective(method, setting, dim, alpha)
-    if setting.pretrain_epochs:
-        _pretrain_softmax(network, dim, splits, cfg, setting.pretrain_epochs)
-    supervised = method in ("triplet", "angular")
-    targets = torch.cat([splits.train.labels.cpu(), splits.unlabelled_targets.cpu()])  # type: ignore[union-attr]
-    record = train_ssdml(
-        network, objective, splits.train, None if supervised else splits.unlabelled, splits.test, cfg,
-        setting.schedule, spec=spec, run_dir=run_dir, resume=not retrain, progress=progress,
-        name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets),
-    )
-    if run_dir is not None and (run_dir / "best.pt").exists():
-        state = load_checkpoint(run_dir / "best.pt")
-        network.load_state_dict(state["network"])
-        objective.load_state_dict(state["objective"])
-    emb, lab = embed(network, objective.metric, splits.test, cfg.eval_batch_size)
-    queries = _query_rows(len(lab), retrieval_queries)
-    neighbours = knn(emb, None, k=5, metric="euclidean")[1][queries]  # (Q, 5), the query itself excluded
-    extras: dict[str, Any] = {"spec": spec, "spectrum": embedding_spectrum(emb), "queries": queries,
-                              "neighbours": neighbours.tolist()}
-    if tsne_points:
-        extras["tsne"] = np.round(tsne(emb, seed=0), 3).tolist()
-    record.data["extras"] = extras
-    if run_dir is not None:
-        record.save(run_dir / "record.json")
-    return MethodRun(method, seed, record, trained=True)
+    method_spec = _spec(method, setting, alpha)
+    spec = {**run_spec(setting.schedule, method_spec), "tsne": bool(tsne_points), "retrieval_queries": retrieval_queries}
+    tag = f"-alpha{alpha:g}" if alpha != setting.alpha else ""
+    name = f"{setting.name}-{method}{tag}-seed{seed}"
+    run_dir = Path(results_dir) / profile / name if results_dir is not None else None
+    parts: dict[str, nn.Module] = {}
+
+    def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
+        torch.manual_seed(cfg.seed)
+        network, dim = build_network(cfg, splits.input_shape)
+        objective = build_objective(method, setting, dim, alpha)
+        if setting.pretrain_epochs:
+            _pretrain_softmax(network, dim, splits, cfg, setting.pretrain_epochs)
+        supervised = method in ("triplet", "angular")
+        targets = torch.cat([splits.train.labels.cpu(), splits.unlabelled_targets.cpu()])  # type: ignore[union-attr]
+        record = train_ssdml(
+            network, objective, splits.train, None if supervised else splits.unlabelled, splits.test, cfg,
+            setting.schedule, spec=spec, run_dir=run_dir, resume=resume, progress=progress,
+            name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets),
+        )
+        parts.update(network=network, objective=objective)
+        return record, network
+
+    def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
+        network, objective = parts["network"], parts["objective"]
+        if run_dir is not None and (run_dir / "best.pt").exists():
+            state = load_checkpoint(run_dir / "best.pt")
+            network.load_state_dict(state["model"])
+            objective.load_state_dict({k.removeprefix("objective."): v for k, v in state["loss"].items()})
+        emb, lab = embed(network, objective.metric, splits.test, cfg.eval_batch_size)  # type: ignore[arg-type]
+        queries = _query_rows(len(lab), retrieval_queries)
+        neighbours = knn(emb, None, k=5, metric="euclidean")[1][queries]  # (Q, 5), the query itself excluded
+        extras: dict[str, Any] = {"spectrum": embedding_spectrum(emb), "queries": queries,
+                                  "neighbours": neighbours.tolist()}
+        if tsne_points:
+            extras["tsne"] = np.round(tsne(emb, seed=0), 3).tolist()
+        return extras
+
+    done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
+    return MethodRun(method, seed, done.record, trained=done.trained)
 
 
 # Which settings stand in for the paper's Table 1 (small images, same classes in train and
@@ -579,8 +582,8 @@ def run_setting(
 ) -> dict[str, list[MethodRun]]:
     """Every method of setting ``key`` with every seed (train or reload); ``{method: [runs]}``.
 
-    Seed ``seeds[0]`` of the proposed method (with and without orthogonality) also stores its
-    t-SNE coordinates (Figure 2). The labelled draw uses the run's seed.
+    The setting's first seed of the proposed method (with and without orthogonality) also stores
+    its t-SNE coordinates (Figure 2, :func:`run_method`). The labelled draw uses the run's seed.
     """
     setting = settings_for(profile)[key]
     seeds = tuple(setting.seeds if seeds is None else seeds)
@@ -593,7 +596,7 @@ def run_setting(
                 continue
             out[method].append(run_method(
                 method, setting, profile, seed, splits, results_dir, overrides=overrides, retrain=retrain,
-                progress=progress, tsne_points=seed == seeds[0] and method in ("ours", "ours-noorth"),
+                progress=progress,
             ))
     return out
 

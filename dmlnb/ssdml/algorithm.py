@@ -16,16 +16,19 @@ per mini-batch; the paper uses 100 triplets, 10 epochs per partition, 50 epochs 
 the best model). The network is trained with ``config.optimizer`` / ``config.lr``; the metric with
 Adam at ``config.loss_lr`` (default ``config.lr``).
 
-Records: the run's :class:`~dmlnb.records.RunRecord` has one history row per epoch (``loss``,
-``partition``, timings, ``metrics`` every ``config.eval_every`` epochs, the learned embedding
-``Lᵀ z`` evaluated with Euclidean distances, the metric the method learns). With ``run_dir`` it
-is rewritten atomically every epoch; a checkpoint after every partition lets an interrupted run
-resume from its last finished partition and end exactly where an uninterrupted run would on the
-same device (every random draw depends only on ``(seed, partition)`` or ``(seed, epoch)``).
-Checkpoints are loaded and saved, run folders repaired after a crash and device changes recorded
-exactly as in :func:`dmlnb.training.train` (the same functions: :mod:`dmlnb.checkpoints`,
-:meth:`~dmlnb.records.RunRecord.resume`); the record says "finished" on disk only once the
-final checkpoint is written.
+The outer loop is not a second training loop: :class:`PartitionUnits` is the batch sampler and
+hook of :func:`dmlnb.training.train`, which does the steps, evaluation, records, checkpoints and
+resumption as for every other run of the book. Per partition it builds the units and learns
+``L`` (at the partition's first epoch); per epoch it yields mini-batches of units as the pool
+indices of their distinct images, and :class:`UnitLoss` scores them.
+
+Records: one history row per epoch (``loss``, ``partition``, timings, ``metrics`` every
+``config.eval_every`` epochs, of the learned embedding ``Lᵀ z`` with Euclidean distances, the
+metric the method learns); a partition's first row also holds its ``units``, ``metric_loss``,
+``prepare_seconds`` and the ``diagnose`` entries. A run interrupted anywhere resumes where it
+stopped and ends exactly where an uninterrupted run would on the same device (every random draw
+depends only on ``(seed, partition)`` or ``(seed, epoch)``; the checkpoint keeps the partition's
+embedding to rebuild the same units).
 """
 
 from __future__ import annotations
@@ -35,32 +38,23 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from torch import Tensor, nn
 from torch.utils.data import ConcatDataset, Dataset, Subset
-from tqdm import tqdm
 
-from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.base import InMemoryDataset
-from dmlnb.evaluation import compute_embeddings, evaluate
+from dmlnb.evaluation import compute_embeddings
+from dmlnb.hooks import Hook, TrainState
 from dmlnb.profiles import TrainConfig
-from dmlnb.records import RunRecord, environment_info, utc_now
+from dmlnb.records import RunRecord
 from dmlnb.samplers import stream_generator
 from dmlnb.ssdml.base import PartitionObjective
-from dmlnb.training import (
-    LossMeter,
-    build_optimizer,
-    check_dataset_labels,
-    check_training_allowed,
-    mixed_precision,
-    resolve_device,
-    show_progress,
-)
+from dmlnb.training import check_dataset_labels, train
 
-__all__ = ["PartitionSchedule", "run_config", "TrainingPool", "partition_indices", "embed", "evaluate_embedding",
-           "train_ssdml"]
+__all__ = ["PartitionSchedule", "run_spec", "TrainingPool", "partition_indices", "embed", "UnitLoss",
+           "PartitionUnits", "train_ssdml"]
 
 
 @dataclass(frozen=True)
@@ -97,11 +91,10 @@ class PartitionSchedule:
         return dataclasses.asdict(self)
 
 
-def run_config(config: TrainConfig, schedule: PartitionSchedule, spec: dict[str, Any]) -> dict[str, Any]:
-    """The configuration stored in (and compared against) an SSDML run record: the
-    :class:`TrainConfig` fields at the top level (as every run record of the book), plus
-    ``schedule`` and ``method``."""
-    return {**config.to_dict(), "schedule": schedule.to_dict(), "method": dict(spec)}
+def run_spec(schedule: PartitionSchedule, method: dict[str, Any]) -> dict[str, Any]:
+    """The specification stored in an SSDML run record (:mod:`dmlnb.runs`): the partition
+    ``schedule`` and the ``method``'s settings."""
+    return {"schedule": schedule.to_dict(), "method": dict(method)}
 
 
 class TrainingPool:
@@ -120,17 +113,12 @@ class TrainingPool:
             self.dataset: Dataset = InMemoryDataset(images, self.labels)
         else:
             self.dataset = ConcatDataset(parts)
+            self.dataset.labels = self.labels  # type: ignore[attr-defined]  # -1: unlabelled
 
     def subset(self, idx: Tensor) -> Dataset:
         if isinstance(self.dataset, InMemoryDataset):
             return self.dataset.subset(idx)
         return Subset(self.dataset, idx.tolist())
-
-    def images(self, idx: Tensor) -> Tensor:
-        """``(B, C, H, W)`` images of pool indices ``idx`` ``(B,)``."""
-        if isinstance(self.dataset, InMemoryDataset):
-            return self.dataset.get_batch(idx)[0]
-        return torch.stack([self.dataset[int(i)][0] for i in idx])
 
 
 def embed(network: nn.Module, metric: nn.Module | None, dataset: Dataset, batch_size: int,
@@ -138,13 +126,6 @@ def embed(network: nn.Module, metric: nn.Module | None, dataset: Dataset, batch_
     """``(embeddings (N, l), labels (N,))``: ``Lᵀ f_θ(x)`` (``metric=None``: ``f_θ(x)``) on CPU."""
     model = network if metric is None else nn.Sequential(network, metric)
     return compute_embeddings(model, dataset, batch_size=batch_size, device=device)
-
-
-def evaluate_embedding(network: nn.Module, metric: nn.Module | None, dataset: Dataset,
-                       config: TrainConfig, device: torch.device | None = None) -> dict[str, float]:
-    """The configured metrics of ``Lᵀ f_θ(x)`` with Euclidean distances (the learned ``δ_L``)."""
-    emb, lab = embed(network, metric, dataset, config.eval_batch_size, device)
-    return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed, metric="euclidean")
 
 
 def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
@@ -161,14 +142,148 @@ def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int
     return torch.cat([labelled, pool.num_labelled + chunk.sort().values])
 
 
-def _unit_embeddings(network: nn.Module, pool: TrainingPool, part: Tensor, units: Tensor, device: torch.device,
-                     autocast: Any) -> Tensor:
-    """Embeddings ``(b, s, d)`` (with gradients) of ``units`` ``(b, s)``; each image once."""
-    uniq, inverse = torch.unique(units, return_inverse=True)  # (M,), (b, s)
-    x = pool.images(part[uniq.cpu()]).to(device, non_blocking=True)  # (M, C, H, W)
-    with autocast:
-        out = network(x)
-    return out.float()[inverse.to(device)]  # (b, s, d)
+class UnitLoss(nn.Module):
+    """The loss :func:`dmlnb.training.train` sees: ``objective.unit_loss`` of the current
+    mini-batch of units. :class:`PartitionUnits` sets ``rows`` ``(b,)`` (the unit rows) and
+    ``inverse`` ``(b, s)`` (each unit member's position among the batch's distinct images)
+    right before the loop embeds that batch; the batch labels are not read."""
+
+    def __init__(self, objective: PartitionObjective) -> None:
+        super().__init__()
+        self.objective = objective
+        self.rows: Tensor | None = None
+        self.inverse: Tensor | None = None
+
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        """``embeddings (M, d)`` of the batch's distinct images -> scalar."""
+        return self.objective.unit_loss(embeddings[self.inverse], self.rows)  # (b, s, d) -> ()
+
+
+class PartitionUnits(Hook):
+    """Algorithm 1's outer loop as the batch sampler and hook of :func:`dmlnb.training.train`.
+
+    At the first epoch of partition ``p`` (:meth:`set_epoch`) it embeds the labelled examples
+    and the partition (eval mode, no gradients), lets the objective build its units, runs the
+    ``metric_epochs`` passes that learn ``L`` with ``θ`` fixed (Adam), then freezes the
+    objective. Each epoch it yields, for every mini-batch of ``config.batch_size`` unit rows (a
+    seeded shuffle), the pool indices of the batch's distinct images, and points the
+    :class:`UnitLoss` at those rows. Its state (the partition's embedding and the metric as it
+    was when the units were built, the metric optimiser) lets a run resumed mid-partition
+    rebuild exactly the same units.
+    """
+
+    def __init__(self, pool: TrainingPool, loss: UnitLoss, schedule: PartitionSchedule, config: TrainConfig,
+                 diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None) -> None:
+        self.pool, self.loss, self.schedule, self.config, self.diagnose = pool, loss, schedule, config, diagnose
+        self.objective = loss.objective
+        self.metric_opt = torch.optim.Adam([p for p in self.objective.parameters() if p.requires_grad],
+                                           lr=config.loss_lr or config.lr)
+        self.network: nn.Module | None = None
+        self.device = torch.device("cpu")
+        self.partition: int | None = None  # the partition whose units are built
+        self.saved: dict[str, Any] = {}  # what rebuilds them: p, z, metric state when built
+        self.part = self.units = self.used = self.order = None
+        self.summary: dict[str, Any] = {}
+
+    def on_train_start(self, state: TrainState) -> None:
+        self.network, self.device = state.model, state.device
+        self.objective.to(state.device)
+
+    def set_epoch(self, epoch: int) -> None:
+        p = epoch // self.schedule.epochs_per_partition
+        self.summary = {"partition": p}
+        if self.partition != p:
+            if self.saved.get("partition") == p:  # resumed inside partition p: rebuild its units
+                current = {k: v.clone() for k, v in self.objective.state_dict().items()}
+                self.objective.load_state_dict(self.saved["metric_state"])
+                with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
+                    _set_rng(self.saved["rng"], self.device)  # prepare may draw (LabelledTriplets' negatives)
+                    self._build(p, self.saved["z"].to(self.device))
+                self.objective.load_state_dict(current)
+            else:
+                self._new_partition(p)
+        gen = stream_generator(self.config.seed, "ssdml-units", epoch)
+        self.order = self.used[torch.randperm(len(self.used), generator=gen).to(self.device)]  # type: ignore[index]
+
+    def _build(self, p: int, z: Tensor) -> None:
+        """Units of partition ``p`` from its embedding ``z`` ``(N, d)``."""
+        self.part = partition_indices(self.pool, self.schedule, self.config.seed, p)  # (N,)
+        units = self.objective.prepare(z, self.pool.labels[self.part].to(self.device)).to(self.device)  # (U, s)
+        if units.dim() != 2 or units.shape[1] != self.objective.unit_size or len(units) == 0:
+            raise ValueError(
+                f"{type(self.objective).__name__}.prepare returned units of shape {tuple(units.shape)}; "
+                f"expected a non-empty (U, {self.objective.unit_size}) index tensor"
+            )
+        used = torch.arange(len(units))  # (U',) the unit rows trained on
+        if self.schedule.max_units is not None and len(units) > self.schedule.max_units:
+            gen = stream_generator(self.config.seed, "ssdml-subset", p)
+            used = torch.randperm(len(units), generator=gen)[:self.schedule.max_units]
+        self.units, self.used, self.partition = units, used.to(self.device), p
+        _set_requires_grad(self.objective, False)
+
+    def _new_partition(self, p: int) -> None:
+        t0 = time.perf_counter()
+        part = partition_indices(self.pool, self.schedule, self.config.seed, p)  # (N,)
+        z, _ = embed(self.network, None, self.pool.subset(part), self.config.eval_batch_size, self.device)  # (N, d)
+        z = z.to(self.device)
+        self.saved = {"partition": p, "z": z.cpu(), "rng": _get_rng(self.device),
+                      "metric_state": {k: v.detach().clone().cpu() for k, v in self.objective.state_dict().items()}}
+        _set_requires_grad(self.objective, True)
+        self._build(p, z)
+        extra = self.diagnose(self.units[self.used].cpu(), self.part) if self.diagnose is not None else {}  # type: ignore[index]
+        # fix θ, learn L (the metric-learning step of the given SSDML method)
+        _set_requires_grad(self.objective, True)
+        metric_loss = None
+        for me in range(self.schedule.metric_epochs):
+            gen = stream_generator(self.config.seed, "ssdml-metric", p, me)
+            order = self.used[torch.randperm(len(self.used), generator=gen).to(self.device)]  # type: ignore[index]
+            total, count = torch.zeros((), device=self.device), 0
+            for rows in order.split(self.config.batch_size):
+                loss = self.objective.unit_loss(z[self.units[rows]], rows)  # type: ignore[index]  # z fixed
+                self.metric_opt.zero_grad(set_to_none=True)
+                loss.backward()
+                self.metric_opt.step()
+                total, count = total + loss.detach() * len(rows), count + len(rows)
+            metric_loss = float(total) / count
+        _set_requires_grad(self.objective, False)  # fix L, learn θ by back-propagation
+        self.summary.update(units=len(self.units), units_used=len(self.used), nodes=len(self.part),  # type: ignore[arg-type]
+                            metric_loss=metric_loss, prepare_seconds=time.perf_counter() - t0, **extra)
+
+    def __len__(self) -> int:
+        """Mini-batches in the current epoch (0 before the first :meth:`set_epoch`)."""
+        return 0 if self.used is None else math.ceil(len(self.used) / self.config.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for rows in self.order.split(self.config.batch_size):  # type: ignore[union-attr]
+            uniq, inverse = torch.unique(self.units[rows], return_inverse=True)  # type: ignore[index]  # (M,), (b, s)
+            self.loss.rows, self.loss.inverse = rows, inverse.to(self.device)
+            yield self.part[uniq.cpu()].tolist()  # type: ignore[index]
+
+    def epoch_summary(self, state: TrainState) -> dict[str, Any]:
+        return self.summary
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"saved": self.saved, "metric_opt": self.metric_opt.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.saved = state["saved"]
+        self.metric_opt.load_state_dict(state["metric_opt"])
+
+    def __repr__(self) -> str:
+        return f"PartitionUnits({type(self.objective).__name__}, {self.schedule})"
+
+
+def _get_rng(device: torch.device) -> dict[str, Tensor]:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def _set_rng(state: dict[str, Tensor], device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"])
+    if device.type == "cuda" and "cuda" in state:
+        torch.cuda.set_rng_state(state["cuda"], device)
 
 
 def _set_requires_grad(module: nn.Module, flag: bool) -> None:
@@ -193,179 +308,44 @@ def train_ssdml(
     name: str | None = None,
     diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None,
 ) -> RunRecord:
-    """Train ``network`` (``x -> z``, ``(B, d)``) and ``objective.metric`` (``L``) by Algorithm 1.
+    """Train ``network`` (``x -> z``, ``(B, d)``) and ``objective.metric`` (``L``) by Algorithm 1,
+    with :func:`dmlnb.training.train` (the book's one training loop) driven by
+    :class:`PartitionUnits`.
 
     Args:
         network: maps images to the (L2-normalised) embedding ``z`` the graph is built on.
         objective: the method (:class:`~dmlnb.ssdml.base.PartitionObjective`).
         labelled: labelled training set (``labels`` ``>= 0``, ``(x, y)`` items).
         unlabelled: unlabelled training set (its labels are ignored), or ``None``.
-        eval_set: evaluated every ``config.eval_every`` epochs and at the end (``None``: never).
+        eval_set: evaluated every ``config.eval_every`` epochs and at the end (``None``: never),
+            as ``Lᵀ f_θ(x)`` with Euclidean distances (the metric the method learns).
         config: ``epochs`` (total), ``batch_size`` (units per mini-batch), optimiser, seed, ...
-        schedule: the :class:`PartitionSchedule`.
-        spec: the method's settings, stored in the record's configuration (reload key).
+        schedule: the :class:`PartitionSchedule` (stored in the record's ``spec``).
+        spec: the run's specification stored in the record (:mod:`dmlnb.runs`); default
+            :func:`run_spec` of ``schedule`` and the objective's ``repr``. It must name the
+            schedule (a resumed run must continue the same one).
         run_dir: folder of ``record.json``, ``checkpoint.pt`` and ``best.pt`` (``None``: nothing
             written).
-        resume: continue from ``run_dir``'s checkpoint when it holds the same configuration.
+        resume: continue from ``run_dir``'s checkpoint when it holds the same run.
         eval_at_start: evaluate before training (history row ``epoch == 0``, the "Initial" row).
-        progress: tqdm bar over epochs (``None``: :func:`dmlnb.training.show_progress`).
+        progress: tqdm bar over steps (``None``: :func:`dmlnb.training.show_progress`).
         name: the record's name.
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
     """
     check_dataset_labels(labelled, "labelled")
-    device = resolve_device(config.device)
-    run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
-    torch.manual_seed(config.seed)
-    network.to(device)
-    objective.to(device)
+    if config.steps_per_epoch is not None:
+        raise ValueError(f"config.steps_per_epoch is {config.steps_per_epoch}; an Algorithm 1 epoch is one pass over "
+                         "the partition's units: pass config.replace(steps_per_epoch=None)")
     pool = TrainingPool(labelled, unlabelled)
     if len(pool.labels) < 2:
         raise ValueError("Algorithm 1 needs at least two training examples")
-    net_opt = build_optimizer(config, network, nn.Module())
-    metric_opt = torch.optim.Adam([p for p in objective.parameters() if p.requires_grad], lr=config.loss_lr or config.lr)
-    autocast, scaler = mixed_precision(device, config.amp)
-    cfg = run_config(config, schedule, spec or {"objective": repr(objective)})
-    record = RunRecord.new(
-        name=name or (run_dir.name if run_dir is not None else "ssdml"),
-        config=cfg,
-        components={
-            "network": type(network).__name__,
-            "parameters": sum(p.numel() for p in network.parameters()),
-            "objective": repr(objective),
-            "labelled": pool.num_labelled,
-            "unlabelled": pool.num_unlabelled,
-        },
-        environment=environment_info(device),
+    torch.manual_seed(config.seed)
+    loss = UnitLoss(objective)
+    sampler = PartitionUnits(pool, loss, schedule, config, diagnose)
+    return train(
+        network, loss, pool.dataset, eval_set, config, sampler=sampler, run_dir=run_dir, resume=resume,
+        eval_at_start=eval_at_start, progress=progress, name=name or "ssdml",
+        spec=spec if spec is not None else run_spec(schedule, {"objective": repr(objective)}),
+        eval_model=nn.Sequential(network, objective.metric), eval_distance="euclidean", allow_unlabelled=True,
     )
-    ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
-    start_partition = 0
-    num_partitions = math.ceil(config.epochs / schedule.epochs_per_partition)
-    if resume and ckpt_path is not None and ckpt_path.exists():
-        ckpt = load_checkpoint(ckpt_path)
-        saved = RunRecord.from_data(ckpt.get("record"), f"{ckpt_path}['record']")
-        if saved.config == record.data["config"]:
-            network.load_state_dict(ckpt["network"])
-            objective.load_state_dict(ckpt["objective"])
-            net_opt.load_state_dict(ckpt["net_opt"])  # casts the state to the parameters' device
-            metric_opt.load_state_dict(ckpt["metric_opt"])
-            restore_rng_state(ckpt, device, ckpt_path)
-            record = saved
-            start_partition = int(ckpt["partition"])
-            if start_partition < num_partitions:
-                record.resume(environment_info(device), min(config.epochs, start_partition * schedule.epochs_per_partition))
-    if start_partition < num_partitions:
-        first = start_partition * schedule.epochs_per_partition + 1
-        check_training_allowed(run_dir, f"epochs {first}-{config.epochs} of {record.data['name']!r}")
-    if run_dir is not None:
-        record.path = run_dir / "record.json"
-        if start_partition > 0:
-            record.save_if_stale()  # the checkpoint may be newer than record.json (a crash between)
-
-    def run_eval() -> dict[str, float]:
-        t0 = time.perf_counter()
-        metrics = evaluate_embedding(network, objective.metric, eval_set, config, device)  # type: ignore[arg-type]
-        metrics["eval_seconds"] = time.perf_counter() - t0
-        return metrics
-
-    if eval_at_start and start_partition == 0 and eval_set is not None:
-        record.add_epoch({"epoch": 0, "partition": None, "loss": None, "train_seconds": 0.0, "metrics": run_eval()},
-                         config.select_metric)
-    bar = tqdm(total=config.epochs, initial=min(config.epochs, start_partition * schedule.epochs_per_partition),
-               disable=not show_progress(progress) or start_partition >= num_partitions, desc=record.data["name"], leave=False)
-    try:
-        for p in range(start_partition, num_partitions):
-            t_prep = time.perf_counter()
-            part = partition_indices(pool, schedule, config.seed, p)  # (N,)
-            z, _ = embed(network, None, pool.subset(part), config.eval_batch_size, device)  # (N, d)
-            units = objective.prepare(z.to(device), pool.labels[part].to(device)).to(device)  # (U, s)
-            if units.dim() != 2 or units.shape[1] != objective.unit_size or len(units) == 0:
-                raise ValueError(
-                    f"{type(objective).__name__}.prepare returned units of shape {tuple(units.shape)}; "
-                    f"expected a non-empty (U, {objective.unit_size}) index tensor"
-                )
-            used = torch.arange(len(units))  # (U',) the unit rows trained on
-            if schedule.max_units is not None and len(units) > schedule.max_units:
-                used = torch.randperm(len(units), generator=stream_generator(config.seed, "ssdml-subset", p))[:schedule.max_units]
-            used = used.to(device)
-            extra = diagnose(units[used].cpu(), part) if diagnose is not None else {}
-            z_dev = z.to(device)
-            metric_loss = None
-            # fix θ, learn L (the metric-learning step of the given SSDML method)
-            for me in range(schedule.metric_epochs):
-                order = used[torch.randperm(len(used), generator=stream_generator(config.seed, "ssdml-metric", p, me)).to(device)]
-                total, count = 0.0, 0
-                for rows in order.split(config.batch_size):
-                    loss = objective.unit_loss(z_dev[units[rows]], rows)  # z fixed
-                    metric_opt.zero_grad(set_to_none=True)
-                    loss.backward()
-                    metric_opt.step()
-                    total, count = total + float(loss.detach()) * len(rows), count + len(rows)
-                metric_loss = total / count
-            prepare_seconds = time.perf_counter() - t_prep
-            # fix L, learn θ by back-propagation
-            _set_requires_grad(objective, False)
-            first_epoch = p * schedule.epochs_per_partition
-            for epoch in range(first_epoch, min(first_epoch + schedule.epochs_per_partition, config.epochs)):
-                network.train()
-                t0 = time.perf_counter()
-                order = used[torch.randperm(len(used), generator=stream_generator(config.seed, "ssdml-units", epoch)).to(device)]
-                meter = LossMeter(device)
-                for step, rows in enumerate(order.split(config.batch_size)):
-                    z_units = _unit_embeddings(network, pool, part, units[rows], device, autocast)  # (b, s, d)
-                    loss = objective.unit_loss(z_units, rows)
-                    net_opt.zero_grad(set_to_none=True)
-                    if scaler is not None:
-                        scaler.scale(loss).backward()
-                        scaler.step(net_opt)
-                        scaler.update()
-                    else:
-                        loss.backward()
-                        net_opt.step()
-                    meter.add(loss.detach(), len(rows), step)
-                    if meter.due():
-                        meter.read(epoch)
-                if device.type == "cuda":
-                    torch.cuda.synchronize(device)
-                row: dict[str, Any] = {
-                    "epoch": epoch + 1, "partition": p, "loss": meter.epoch_mean(epoch),
-                    "train_seconds": time.perf_counter() - t0, "lr": net_opt.param_groups[0]["lr"], "metrics": None,
-                }
-                if epoch == first_epoch:
-                    row.update(units=len(units), units_used=len(used), nodes=len(part), metric_loss=metric_loss,
-                               prepare_seconds=prepare_seconds, **extra)
-                    row["train_seconds"] += prepare_seconds
-                last = epoch + 1 == config.epochs
-                if eval_set is not None and ((epoch + 1) % config.eval_every == 0 or last):
-                    row["metrics"] = run_eval()
-                improved = record.add_epoch(row, config.select_metric)
-                if last:
-                    record.finish(utc_now())
-                if run_dir is not None:
-                    if improved:
-                        save_checkpoint({"network": network.state_dict(), "objective": objective.state_dict(),
-                                         "epoch": epoch + 1}, run_dir / "best.pt")
-                    if not last:  # the finished record is written after the final checkpoint
-                        record.save()
-                bar.update(1)
-                bar.set_postfix(partition=p, loss=f"{row['loss']:.4f}", refresh=False)
-            _set_requires_grad(objective, True)
-            if run_dir is not None:
-                save_checkpoint(
-                    {
-                        "network": network.state_dict(), "objective": objective.state_dict(),
-                        "net_opt": net_opt.state_dict(), "metric_opt": metric_opt.state_dict(),
-                        **rng_state(device),
-                        "partition": p + 1, "record": record.data,
-                    },
-                    ckpt_path,  # type: ignore[arg-type]
-                )
-                record.save()
-    finally:
-        _set_requires_grad(objective, True)
-        bar.close()
-    if record.data["status"] != "finished":
-        record.finish(utc_now())
-        if run_dir is not None:
-            record.save()
-    return record

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor
+from torch import Tensor, nn
 
 from dmlnb.ssdml.angular import smooth_angular_loss
 from dmlnb.ssdml.base import LinearMetric, PartitionObjective
 
-__all__ = ["LabelledTriplets"]
+__all__ = ["LabelledTriplets", "SoftmaxPretraining"]
 
 
 class LabelledTriplets(PartitionObjective):
@@ -50,3 +50,19 @@ class LabelledTriplets(PartitionObjective):
             return smooth_angular_loss(self.metric, z, self.alpha_degrees)
         a, p, n = z.unbind(1)
         return F.relu(self.metric.sq_dist(a, p) - self.metric.sq_dist(a, n) + self.margin).mean()
+
+
+class SoftmaxPretraining(nn.Module):
+    """The CIFAR-10 pre-training of the paper (Sec. 5): a linear softmax classifier on the
+    embedding ``z`` in place of ``L``, trained with cross-entropy on the labelled images before
+    Algorithm 1 (a loss for :func:`dmlnb.training.train`).
+
+    Shapes: ``embeddings (B, d)``, ``labels (B,)`` -> scalar; ``linear.weight (C, d)``.
+    """
+
+    def __init__(self, dim: int, num_classes: int) -> None:
+        super().__init__()
+        self.linear = nn.Linear(dim, num_classes)
+
+    def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
+        return F.cross_entropy(self.linear(embeddings), labels)

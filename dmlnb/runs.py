@@ -1,0 +1,137 @@
+"""The run layer: every chapter trains, resumes or reloads its runs through :func:`train_or_reload`.
+
+A run is identified by its *fingerprint* (:func:`dmlnb.records.run_fingerprint`): a hash of its
+resolved configuration and its method specification ``spec`` (what the configuration does not
+say: the loss and its settings, the sampler, the hooks, what the chapter stores after training).
+Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`train_or_reload`
+
+* **reloads** a finished record whose fingerprint equals the one asked for (nothing is trained
+  and no weights are read: the record holds everything the chapter's tables, figures and claims
+  use, in ``extras``);
+* **resumes** an interrupted run of the same fingerprint from its checkpoint (a run whose record
+  is finished but whose ``extras`` were never written resumes at its last epoch, which trains
+  nothing, and only computes them);
+* **trains** from scratch otherwise, and says why (``say``): no record, a changed fingerprint
+  (naming the configuration keys and specification entries that differ), a record written
+  before the run layer, or ``retrain=True``. With training disabled
+  (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.training.TrainingDisabledError` with the
+  same reason.
+
+The chapter supplies two functions: ``train(resume) -> (record, model)`` builds the model, loss,
+sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
+``finish(record, model) -> extras`` computes what is stored after training (usually from the
+best-epoch weights, which exist at that moment).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from torch import nn
+
+from dmlnb.records import RunRecord, as_json, run_fingerprint
+
+__all__ = ["Run", "train_or_reload", "reuse_reason"]
+
+RECORD = "record.json"
+
+
+@dataclass
+class Run:
+    """One run: its name, its record, the model when trained in this session (``None`` when
+    reloaded), and whether it was trained now."""
+
+    name: str
+    record: RunRecord
+    model: nn.Module | None = None
+    trained: bool = False
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The method specification the run was trained under."""
+        return self.record.data["spec"]
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """What the chapter stored after training (``finish``)."""
+        return self.record.data.get("extras", {})
+
+    @property
+    def metrics(self) -> dict[str, float]:
+        """Test metrics of the best epoch."""
+        return self.record.best["metrics"]  # type: ignore[index]
+
+
+def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    return sorted(k for k in set(old) | set(new) if old.get(k, "<absent>") != new.get(k, "<absent>"))
+
+
+def reuse_reason(run_dir: Path, config: Any, spec: Mapping[str, Any]) -> tuple[str, RunRecord | None]:
+    """Why the run in ``run_dir`` cannot be reloaded as it is (``""`` when it can), and its
+    record when one exists under the same fingerprint (finished or not: it may be resumed)."""
+    path = run_dir / RECORD
+    if not path.exists():
+        return f"no record at {path}", None
+    record = RunRecord.load(path)
+    config = config.to_dict() if hasattr(config, "to_dict") else config
+    if "spec" not in record.data:
+        return f"{path} was written before the run layer (it stores no method specification)", None
+    wanted = run_fingerprint(config, spec)
+    if run_fingerprint(record.config, record.data["spec"]) != wanted:
+        changed = _differences(record.config, as_json(config))
+        changed_spec = _differences(record.data["spec"], as_json(spec))
+        return (f"its fingerprint changed (configuration keys {changed}, specification entries "
+                f"{changed_spec} differ from {path})"), None
+    if record.data["status"] != "finished":
+        last = record.data["history"][-1]["epoch"] if record.data["history"] else 0
+        return f"it was interrupted after epoch {last}: resuming", record
+    if "extras" not in record.data:
+        return "its record is finished but holds no extras: computing them from its checkpoint", record
+    return "", record
+
+
+def train_or_reload(
+    name: str,
+    run_dir: str | Path | None,
+    config: Any,
+    spec: Mapping[str, Any],
+    train: Callable[[bool], tuple[RunRecord, nn.Module | None]],
+    *,
+    finish: Callable[[RunRecord, nn.Module | None], Mapping[str, Any]] | None = None,
+    retrain: bool = False,
+    say: Callable[[str], None] = print,
+) -> Run:
+    """Reload, resume or train one run (see the module docstring).
+
+    Args:
+        name: the run's name (messages, the record).
+        run_dir: its folder (``None``: train in memory, nothing written or reloaded).
+        config: its resolved :class:`~dmlnb.profiles.TrainConfig`.
+        spec: its method specification (JSON-able; part of the fingerprint).
+        train: ``train(resume) -> (record, model)``; must pass ``spec`` to
+            :func:`dmlnb.training.train` so the record carries it.
+        finish: ``finish(record, model) -> extras`` stored in the record after training.
+        retrain: train from scratch even when a finished record matches.
+        say: where the reason for training goes (the notebook's output by default).
+    """
+    from dmlnb.training import TrainingDisabledError
+
+    spec = as_json(dict(spec))
+    folder = Path(run_dir) if run_dir is not None else None
+    reason, known = ("retrain=True", None) if retrain or folder is None else reuse_reason(folder, config, spec)
+    if folder is not None and reason == "":
+        return Run(name, known)  # type: ignore[arg-type]
+    if folder is not None:
+        say(f"training {name}: {reason}")
+    try:
+        record, model = train(known is not None)
+    except TrainingDisabledError as err:
+        raise TrainingDisabledError(f"{err} [{name}: {reason}]") from None
+    if record.data.get("fingerprint") != run_fingerprint(record.config, spec):
+        raise ValueError(f"the train function of {name!r} did not pass spec= to dmlnb.training.train")
+    record.data["extras"] = as_json(dict(finish(record, model))) if finish is not None else {}
+    if folder is not None:
+        record.save(folder / RECORD)
+    return Run(name, record, model, trained=True)

@@ -1,0 +1,105 @@
+"""The run layer: a run is reloaded only under its fingerprint (configuration + specification),
+resumed when interrupted, trained (and the reason said) otherwise; never with training disabled."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from dmlnb.data import load_dataset
+from dmlnb.losses import TripletLoss
+from dmlnb.profiles import make_config
+from dmlnb.records import RunRecord, run_fingerprint
+from dmlnb.runs import reuse_reason, train_or_reload
+from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError, fit
+
+CFG = make_config("smoke", {"epochs": 2, "device": "cpu"})
+
+
+@pytest.fixture(scope="module")
+def digits():
+    return load_dataset("digits")
+SPEC = {"loss": "triplet", "margin": 0.2}
+
+
+def _layer(splits, run_dir, config=CFG, spec=SPEC, retrain=False, said=None, crash_after=None):
+    calls = {"train": 0, "finish": 0}
+
+    def train(resume):
+        calls["train"] += 1
+        calls["resume"] = resume
+        torch.manual_seed(config.seed)
+        model, record = fit(config, TripletLoss(margin=spec["margin"]), splits=splits, run_dir=run_dir,
+                            resume=resume, progress=False, spec=spec)
+        return record, model
+
+    def finish(record, model):
+        calls["finish"] += 1
+        return {"best R@1 again": record.best["metrics"]["R@1"]}
+
+    run = train_or_reload("r", run_dir, config, spec, train, finish=finish, retrain=retrain,
+                          say=(said.append if said is not None else print))
+    return run, calls
+
+
+def test_fingerprint_follows_config_and_spec_not_key_order():
+    assert run_fingerprint(CFG, SPEC) == run_fingerprint(CFG.to_dict(), {"margin": 0.2, "loss": "triplet"})
+    assert run_fingerprint(CFG, SPEC) != run_fingerprint(CFG.replace(lr=0.5), SPEC)
+    assert run_fingerprint(CFG, SPEC) != run_fingerprint(CFG, {**SPEC, "margin": 0.3})
+
+
+def test_trains_then_reloads_without_training_and_keeps_extras(digits, tmp_path, monkeypatch):
+    said: list[str] = []
+    first, calls = _layer(digits, tmp_path / "r", said=said)
+    assert first.trained and calls == {"train": 1, "finish": 1, "resume": False}
+    assert said == [f"training r: no record at {tmp_path / 'r' / 'record.json'}"]
+    saved = RunRecord.load(tmp_path / "r" / "record.json")
+    assert saved.data["spec"] == SPEC and saved.data["fingerprint"] == run_fingerprint(CFG, SPEC)
+    assert saved.data["extras"] == {"best R@1 again": first.metrics["R@1"]}
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    again, calls = _layer(digits, tmp_path / "r", said=said)
+    assert not again.trained and calls == {"train": 0, "finish": 0} and again.extras == saved.data["extras"]
+    assert again.model is None and len(said) == 1  # nothing said when reloading
+
+
+def test_a_changed_spec_retrains_and_says_what_changed(digits, tmp_path, monkeypatch):
+    _layer(digits, tmp_path / "r")
+    said: list[str] = []
+    other, calls = _layer(digits, tmp_path / "r", spec={**SPEC, "margin": 0.3}, said=said)
+    assert other.trained and calls["resume"] is False
+    assert "fingerprint changed" in said[0] and "['margin']" in said[0] and "configuration keys []" in said[0]
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    with pytest.raises(TrainingDisabledError, match="fingerprint changed"):
+        _layer(digits, tmp_path / "r", config=CFG.replace(lr=0.5), spec={**SPEC, "margin": 0.3}, said=[])
+
+
+def test_an_interrupted_run_resumes_and_a_finished_one_without_extras_only_finishes(digits, tmp_path):
+    run, _ = _layer(digits, tmp_path / "r")
+    path = tmp_path / "r" / "record.json"
+    record = RunRecord.load(path)
+    del record.data["extras"]  # killed between the final record and its extras
+    record.save(path)
+    said: list[str] = []
+    again, calls = _layer(digits, tmp_path / "r", said=said)
+    assert calls == {"train": 1, "finish": 1, "resume": True} and "holds no extras" in said[0]
+    assert again.record.data["history"] == run.record.data["history"]  # nothing retrained
+    record = RunRecord.load(path)
+    record.data["status"] = "running"
+    record.save(path)
+    assert reuse_reason(tmp_path / "r", CFG, SPEC)[0] == "it was interrupted after epoch 2: resuming"
+
+
+def test_a_record_without_spec_or_a_train_function_without_spec_is_refused(digits, tmp_path):
+    _layer(digits, tmp_path / "r")
+    path = tmp_path / "r" / "record.json"
+    record = RunRecord.load(path)
+    del record.data["spec"]
+    record.save(path)
+    assert "written before the run layer" in reuse_reason(tmp_path / "r", CFG, SPEC)[0]
+
+    def forgetful(resume):
+        model, record = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "f", progress=False)
+        return record, model
+
+    with pytest.raises(ValueError, match="did not pass spec="):
+        train_or_reload("f", tmp_path / "f", CFG, SPEC, forgetful, say=lambda _: None)
