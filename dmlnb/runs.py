@@ -17,6 +17,11 @@ Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`
   (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.training.TrainingDisabledError` with the
   same reason.
 
+Measurements that are not training runs (timing studies) are stored the same way:
+:func:`stored_measurement` keeps a table with the settings it was measured under and reloads it
+while they match, so a re-rendered chapter quotes the stored numbers and its verdicts do not
+move with the machine's load.
+
 The chapter supplies two functions: ``train(resume) -> (record, model)`` builds the model, loss,
 sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
 ``finish(record, model) -> extras`` computes what is stored after training (usually from the
@@ -25,15 +30,20 @@ best-epoch weights, which exist at that moment).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
+import pandas as pd
+import torch
 from torch import nn
 
-from dmlnb.records import RunRecord, as_json, run_fingerprint
+from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, write_json_atomic
 
-__all__ = ["Run", "train_or_reload", "reuse_reason"]
+__all__ = ["Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT"]
+
+MEASUREMENT = "measurement.json"
 
 RECORD = "record.json"
 
@@ -135,3 +145,36 @@ def train_or_reload(
     if folder is not None:
         record.save(folder / RECORD)
     return Run(name, record, model, trained=True)
+
+
+def stored_measurement(
+    folder: str | Path | None,
+    make: Callable[[], pd.DataFrame],
+    *,
+    settings: Mapping[str, Any],
+    retrain: bool = False,
+    say: Callable[[str], None] = print,
+) -> pd.DataFrame:
+    """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
+    ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
+    with the same ``settings`` (unless ``retrain``); otherwise ``make()`` measures it now (the
+    reason is said) and it is written atomically. ``folder=None`` measures without storing."""
+    file = Path(folder) / MEASUREMENT if folder is not None else None
+    wanted = as_json(dict(settings))
+    if file is None:
+        return make()
+    if retrain:
+        reason = "retrain=True"
+    elif not file.exists():
+        reason = f"no measurement at {file}"
+    else:
+        stored = read_json(file)
+        if stored.get("settings") == wanted:
+            return pd.DataFrame(stored["rows"])
+        reason = f"{file} was measured with other settings ({_differences(stored.get('settings') or {}, wanted)} differ)"
+    say(f"measuring {file.parent.name}: {reason}")
+    frame = make()
+    write_json_atomic(file, {"name": file.parent.name, "settings": wanted,
+                             "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                             "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
+    return frame

@@ -456,8 +456,9 @@ def test_step_timing_and_deviation_tables(digits) -> None:
 
 
 def test_naive_triplet_gets_its_own_c_sweep() -> None:
-    t, slopes = X.timing_study((0,), n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
-                               max_seconds=1.0, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
+    t = X.timing_study((0,), n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
+                       max_seconds=1.0, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
+    slopes = X.timing_slopes(t)
     naive = t[(t["sweep"] == "C") & (t["loss"] == "triplet all (enumerated)")]
     assert sorted(naive["C"]) == [2, 4, 8] and set(naive["N"]) == {16}
     assert np.isfinite(slopes.set_index("loss").loc["triplet all (enumerated)", "slope in C"])

@@ -10,7 +10,7 @@ from dmlnb.data import load_dataset
 from dmlnb.losses import TripletLoss
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord, run_fingerprint
-from dmlnb.runs import reuse_reason, train_or_reload
+from dmlnb.runs import MEASUREMENT, reuse_reason, stored_measurement, train_or_reload
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError, fit
 
 CFG = make_config("smoke", {"epochs": 2, "device": "cpu"})
@@ -103,3 +103,22 @@ def test_a_record_without_spec_or_a_train_function_without_spec_is_refused(digit
 
     with pytest.raises(ValueError, match="did not pass spec="):
         train_or_reload("f", tmp_path / "f", CFG, SPEC, forgetful, say=lambda _: None)
+
+
+def test_a_measurement_is_stored_and_reloaded_while_its_settings_match(tmp_path):
+    import pandas as pd
+
+    made: list[int] = []
+
+    def make():
+        made.append(1)
+        return pd.DataFrame({"size": [1, 2], "seconds": [0.5 * len(made), 1.0]})
+
+    said: list[str] = []
+    first = stored_measurement(tmp_path / "m", make, settings={"sizes": (1, 2)}, say=said.append)
+    again = stored_measurement(tmp_path / "m", make, settings={"sizes": [1, 2]}, say=said.append)
+    assert len(made) == 1 and again.equals(first) and (tmp_path / "m" / MEASUREMENT).exists()
+    other = stored_measurement(tmp_path / "m", make, settings={"sizes": (1, 2, 4)}, say=said.append)
+    assert len(made) == 2 and other["seconds"][0] == 1.0 and "['sizes'] differ" in said[-1]
+    stored_measurement(tmp_path / "m", make, settings={"sizes": (1, 2, 4)}, retrain=True, say=said.append)
+    assert len(made) == 3 and said[-1].endswith("retrain=True")

@@ -656,17 +656,13 @@ def loglog_slopes(timing: pd.DataFrame, sweep: str, last: int = 4, overhead_fact
     return pd.Series(out, name=f"slope in {x_col}")
 
 
-def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **timing: Any) -> tuple[pd.DataFrame, pd.DataFrame]:
+def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **timing: Any) -> pd.DataFrame:
     """:func:`loss_pass_timing` repeated once per seed in ``seeds`` (fresh random embeddings each),
-    with ``timing`` the profile's ``settings["timing"]``. ``naive_c`` (in ``timing``), a dict
-    ``n_fixed`` / ``c_values``, adds a C sweep of the enumerated all-triplet sum at that smaller
-    ``N`` (the /C of its O(N^3 / C)).
-
-    Returns ``(timing, slopes)``: every timed pass with a ``seed`` column, and one row per
-    (seed, loss) with the fitted ``slope in N`` and ``slope in C`` (:func:`loglog_slopes`), so the
-    complexity claims are judged on one slope per repeat of the study.
-    """
-    frames, slopes = [], []
+    with ``timing`` the profile's ``settings["timing"]``: every timed pass, with a ``seed``
+    column. ``naive_c`` (in ``timing``), a dict ``n_fixed`` / ``c_values``, adds a C sweep of the
+    enumerated all-triplet sum at that smaller ``N`` (the /C of its O(N^3 / C)). The slopes are
+    :func:`timing_slopes` of the result."""
+    frames = []
     timing = dict(timing)
     naive_c = timing.pop("naive_c", None)
     for seed in seeds:
@@ -679,13 +675,23 @@ def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **tim
                                      names=[naive], n_sweep_only=())
             t = pd.concat([t, extra], ignore_index=True)
         frames.append(t.assign(seed=seed))
+    return pd.concat(frames, ignore_index=True)
+
+
+def timing_slopes(timing: pd.DataFrame) -> pd.DataFrame:
+    """One row per (seed, loss) of a :func:`timing_study`: the fitted ``slope in N`` and
+    ``slope in C`` (:func:`loglog_slopes`) and the sizes fitted, so the complexity claims are
+    judged on one slope per repeat of the study."""
+    slopes = []
+    for seed, t in timing.groupby("seed", sort=True):
+        t = t.drop(columns="seed").reset_index(drop=True)
         fit = pd.concat([loglog_slopes(t, "N"), loglog_slopes(t, "C")], axis=1)
         for sweep, x_col in (("N", "N"), ("C", "C")):
             part = t[t["sweep"] == sweep]
             fit[f"sizes fitted in {x_col}"] = pd.Series(
                 {name: len(fit_rows(g.sort_values(x_col))) for name, g in part.groupby("loss", sort=False)})
         slopes.append(fit.rename_axis("loss").reset_index().assign(seed=seed))
-    return pd.concat(frames, ignore_index=True), pd.concat(slopes, ignore_index=True)
+    return pd.concat(slopes, ignore_index=True)
 
 
 # --------------------------------------------------------------------------- claims

@@ -33,7 +33,6 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -65,9 +64,9 @@ from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representative_pairs import RepresentativePairs
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler, projection_period
 from dmlnb.profs.timing import TimedSampler
-from dmlnb.records import RunRecord, read_json, write_json_atomic
+from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
-from dmlnb.runs import train_or_reload
+from dmlnb.runs import stored_measurement, train_or_reload
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -649,24 +648,6 @@ def share_increase(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], variant: 
             for r, p in zip(rs, runs[row, "plain"])]
 
 
-def _cached_frame(path: str | Path | None, make: Any, retrain: bool = False,
-                  config: TrainConfig | None = None) -> pd.DataFrame:
-    """A measurement stored as ``path/measurement.json`` (``name``, the ``config`` it was made
-    under, when, threads, ``rows``; not a run record): reloaded when it exists (unless
-    ``retrain``), else made by ``make()`` and written atomically, so that a render quotes a
-    stored number."""
-    file = Path(path) / "measurement.json" if path is not None else None
-    if file is not None and file.exists() and not retrain:
-        return pd.DataFrame(read_json(file)["rows"])
-    frame = make()
-    if file is not None:
-        write_json_atomic(file, {"name": file.parent.name,
-                                 "config": json.loads(json.dumps(config.to_dict(), default=list)) if config else None,
-                                 "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                 "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
-    return frame
-
-
 def step_times(
     key: str, config: TrainConfig, splits: Any, *, rho: float, lam: float, steps: int = 15, repeats: int = 5,
     path: str | Path | None = None, retrain: bool = False,
@@ -679,7 +660,7 @@ def step_times(
     Each repeat trains each variant for ``steps`` steps from the same seed with
     :func:`dmlnb.training.train` (no evaluation): the whole step, sampler, HNCM's scan, forward,
     backward, the proximal hook (anchor copies every ``M`` steps, ``lambda (theta - theta_k)`` every
-    step) and the optimiser. Stored at ``path`` and reloaded (:func:`_cached_frame`)."""
+    step) and the optimiser. Stored at ``path`` and reloaded (:func:`dmlnb.runs.stored_measurement`)."""
 
     def make() -> pd.DataFrame:
         cfg = loss_config(key, config).replace(epochs=1, steps_per_epoch=steps)
@@ -703,14 +684,16 @@ def step_times(
                                  "ms per step": 1e3 * seconds / steps, "sampler ms per step": 1e3 * sampler.seconds / steps})
         return pd.DataFrame(rows)
 
-    return _cached_frame(path, make, retrain, config)
+    settings = {"config": config.to_dict(), "loss": key, "rho": rho, "lam": lam, "steps": steps, "repeats": repeats}
+    return stored_measurement(path, make, settings=settings, retrain=retrain)
 
 
 def cached_pick_cost(path: str | Path | None, retrain: bool = False, config: TrainConfig | None = None,
                      **kw: Any) -> pd.DataFrame:
     """:func:`hncm_pick_cost` stored at ``path`` and reloaded (a render quotes the stored numbers);
     ``config`` is the chapter's configuration, stored with it."""
-    return _cached_frame(path, lambda: hncm_pick_cost(**kw), retrain, config)
+    settings = {"config": config.to_dict() if config is not None else None, **kw}
+    return stored_measurement(path, lambda: hncm_pick_cost(**kw), settings=settings, retrain=retrain)
 
 
 def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
