@@ -20,7 +20,7 @@ import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-WALL_TIME = re.compile(r"(?:notebook (?:time|ran in)|[Ww]all time of this notebook:) \d+ s")
+WALL_TIME = re.compile(r"(?:notebook (?:time|ran in)|wall time of this notebook:) \d+ s", re.IGNORECASE)
 
 
 def cell_numbers(notebook: dict) -> list[tuple[int, list[str]]]:
