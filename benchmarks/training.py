@@ -130,41 +130,34 @@ def _endless(sampler: MPerClassSampler) -> Iterator[list[int]]:
 
 
 @contextlib.contextmanager
-def _reads_every_step() -> Iterator[None]:
-    """The training loop as it was: the loss and the value checks read back after every step."""
-    original = training.LossMeter
-    training.LossMeter = functools.partial(original, every=1)  # type: ignore[misc]
+def _patched(owner: object, name: str, value: object) -> Iterator[None]:
+    """``owner.name`` replaced by ``value`` for the duration of the block."""
+    original = getattr(owner, name)
+    setattr(owner, name, value)
     try:
         yield
     finally:
-        training.LossMeter = original  # type: ignore[misc]
+        setattr(owner, name, original)
 
 
-@contextlib.contextmanager
-def _foreach_adam() -> Iterator[None]:
+def _reads_every_step() -> contextlib.AbstractContextManager:
+    """The training loop as it was: the loss and the value checks read back after every step."""
+    return _patched(training, "LossMeter", functools.partial(training.LossMeter, every=1))
+
+
+def _foreach_adam() -> contextlib.AbstractContextManager:
     """Adam with PyTorch's default (foreach) implementation instead of the fused one."""
-    original = training.build_optimizer
 
     def build(config, model, loss_fn):  # noqa: ANN001, ANN202
         return torch.optim.Adam([p for p in [*model.parameters(), *loss_fn.parameters()] if p.requires_grad],
                                 lr=config.lr, weight_decay=config.weight_decay)
 
-    training.build_optimizer = build  # type: ignore[assignment]
-    try:
-        yield
-    finally:
-        training.build_optimizer = original  # type: ignore[assignment]
+    return _patched(training, "build_optimizer", build)
 
 
-@contextlib.contextmanager
-def _no_autotune() -> Iterator[None]:
+def _no_autotune() -> contextlib.AbstractContextManager:
     """cuDNN autotuning off: the loop autotunes only when no determinism is asked of cuDNN."""
-    before = torch.backends.cudnn.deterministic
-    torch.backends.cudnn.deterministic = True
-    try:
-        yield
-    finally:
-        torch.backends.cudnn.deterministic = before
+    return _patched(torch.backends.cudnn, "deterministic", True)
 
 
 def training_table(device: torch.device, backbones: list[str], batch: int, steps: int, size: int,

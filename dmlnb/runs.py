@@ -59,11 +59,6 @@ class Run:
     trained: bool = False
 
     @property
-    def spec(self) -> dict[str, Any]:
-        """The method specification the run was trained under."""
-        return self.record.data["spec"]
-
-    @property
     def extras(self) -> dict[str, Any]:
         """What the chapter stored after training (``finish``)."""
         return self.record.data.get("extras", {})
@@ -130,9 +125,14 @@ def train_or_reload(
 
     spec = as_json(dict(spec))
     folder = Path(run_dir) if run_dir is not None else None
-    reason, known = ("retrain=True", None) if retrain or folder is None else reuse_reason(folder, config, spec)
-    if folder is not None and reason == "":
-        return Run(name, known)  # type: ignore[arg-type]
+    if folder is None:
+        reason, known = "no run folder", None
+    elif retrain:
+        reason, known = "retrain=True", None
+    else:
+        reason, known = reuse_reason(folder, config, spec)
+        if reason == "":
+            return Run(name, known)  # type: ignore[arg-type]
     if folder is not None:
         say(f"training {name}: {reason}")
     try:

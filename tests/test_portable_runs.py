@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import shutil
 from pathlib import Path
 
@@ -210,14 +209,14 @@ COMMITTED = REPO / "results" / "02_facility_location" / "default" / "omniglot-sm
 ADDED_SINCE_VERSION_0 = ("schema_version", "segments", "device_changed", "migrated_from", "spec", "fingerprint")
 
 
-def _version0(path: Path) -> Path:
+def _version0_data() -> dict:
     """A record as dmlnb wrote it before schema versions: a committed one less what came since."""
-    data = {k: v for k, v in json.loads(COMMITTED.read_text()).items() if k not in ADDED_SINCE_VERSION_0}
-    path.write_text(json.dumps(data, indent=1))
+    return {k: v for k, v in json.loads(COMMITTED.read_text()).items() if k not in ADDED_SINCE_VERSION_0}
+
+
+def _version0(path: Path) -> Path:
+    path.write_text(json.dumps(_version0_data(), indent=1))
     return path
-
-
-V0 = _version0(Path(tempfile.mkdtemp()) / "record.json")
 
 
 def test_an_unversioned_record_is_migrated_on_load_and_the_file_is_not_rewritten(tmp_path):
@@ -235,7 +234,7 @@ def test_an_unversioned_record_is_migrated_on_load_and_the_file_is_not_rewritten
 
 
 def test_a_record_from_a_newer_schema_is_refused_naming_the_version(tmp_path):
-    data = json.loads(V0.read_text())
+    data = _version0_data()
     data["schema_version"] = SCHEMA_VERSION + 41
     (tmp_path / "record.json").write_text(json.dumps(data))
     with pytest.raises(RecordError, match=f"schema_version {SCHEMA_VERSION + 41}") as err:
@@ -265,7 +264,7 @@ def _drop(data, keys):
     ],
 )
 def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_field(tmp_path, keys, field):
-    data = json.loads(V0.read_text())
+    data = _version0_data()
     _drop(data, keys)
     path = tmp_path / "run" / "record.json"
     path.parent.mkdir()
@@ -278,7 +277,7 @@ def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_fie
 
 
 def test_a_field_of_the_wrong_type_is_named_with_its_value(tmp_path):
-    data = json.loads(V0.read_text())
+    data = _version0_data()
     data["best"]["value"] = "0.9"
     (tmp_path / "record.json").write_text(json.dumps(data))
     with pytest.raises(RecordError, match=r"'best.value' is '0.9' \(str\), expected a number"):

@@ -564,7 +564,7 @@ class Runner:
             spec["proxy_scale"] = self.study.proxy_scale
         return spec
 
-    def run(self, config: TrainConfig, method: str, analyse: bool = False) -> RunResult:
+    def run(self, config: TrainConfig, method: str, analyse: bool = False, retrain: bool | None = None) -> RunResult:
         """Train, resume or reload one run (:func:`dmlnb.runs.train_or_reload`).
 
         Args:
@@ -572,11 +572,13 @@ class Runner:
             method: canonical method name.
             analyse: make sure the record holds :func:`summarize_statistics` of the best-epoch
                 model (computed and saved into ``record.json`` when missing).
+            retrain: train from scratch (default: the runner's ``retrain``).
         """
+        retrain = self.retrain if retrain is None else retrain
         from dmlnb.training import fit
 
         name = run_name(config, method)
-        known = self.results.get(name)
+        known = None if retrain and not self.retrain else self.results.get(name)
         if known is not None and (known.analysis or not analyse):
             return known
         result = known
@@ -590,7 +592,7 @@ class Runner:
                                     progress=self.progress, name=name, spec=self.spec(method))
                 return record, model
 
-            done = train_or_reload(name, self.root / name, config, self.spec(method), train, retrain=self.retrain)
+            done = train_or_reload(name, self.root / name, config, self.spec(method), train, retrain=retrain)
             model = None
             if done.trained:
                 best = self._load_best(config, splits, self.root / name)
@@ -620,12 +622,7 @@ class Runner:
         if result.model is None:
             check_training_allowed(run_dir, f"{result.name!r} ({why}, and its weights {run_dir / 'best.pt'} are gone)")
             summarised = result.analysis is not None
-            self.results.pop(result.name, None)
-            retrain, self.retrain = self.retrain, True
-            try:
-                fresh = self.run(result.config, result.method)
-            finally:
-                self.retrain = retrain
+            fresh = self.run(result.config, result.method, retrain=True)
             result.record, result.model, result.trained, result.stats = fresh.record, fresh.model, True, None
             if summarised:
                 self._summarise(result, why)

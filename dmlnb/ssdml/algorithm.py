@@ -193,21 +193,23 @@ class PartitionUnits(Hook):
         p = epoch // self.schedule.epochs_per_partition
         self.summary = {"partition": p}
         if self.partition != p:
+            part = partition_indices(self.pool, self.schedule, self.config.seed, p)  # (N,)
             if self.saved.get("partition") == p:  # resumed inside partition p: rebuild its units
                 current = {k: v.clone() for k, v in self.objective.state_dict().items()}
                 self.objective.load_state_dict(self.saved["metric_state"])
                 with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
                     _set_rng(self.saved["rng"], self.device)  # prepare may draw (LabelledTriplets' negatives)
-                    self._build(p, self.saved["z"].to(self.device))
+                    self._build(p, part, self.saved["z"].to(self.device))
                 self.objective.load_state_dict(current)
             else:
-                self._new_partition(p)
+                self._new_partition(p, part)
+        _set_requires_grad(self.objective, False)  # fix L, learn θ by back-propagation
         gen = stream_generator(self.config.seed, "ssdml-units", epoch)
         self.order = self.used[torch.randperm(len(self.used), generator=gen).to(self.device)]  # type: ignore[index]
 
-    def _build(self, p: int, z: Tensor) -> None:
-        """Units of partition ``p`` from its embedding ``z`` ``(N, d)``."""
-        self.part = partition_indices(self.pool, self.schedule, self.config.seed, p)  # (N,)
+    def _build(self, p: int, part: Tensor, z: Tensor) -> None:
+        """Units of partition ``p`` (pool indices ``part`` ``(N,)``) from its embedding ``z`` ``(N, d)``."""
+        self.part = part
         units = self.objective.prepare(z, self.pool.labels[self.part].to(self.device)).to(self.device)  # (U, s)
         if units.dim() != 2 or units.shape[1] != self.objective.unit_size or len(units) == 0:
             raise ValueError(
@@ -219,20 +221,18 @@ class PartitionUnits(Hook):
             gen = stream_generator(self.config.seed, "ssdml-subset", p)
             used = torch.randperm(len(units), generator=gen)[:self.schedule.max_units]
         self.units, self.used, self.partition = units, used.to(self.device), p
-        _set_requires_grad(self.objective, False)
 
-    def _new_partition(self, p: int) -> None:
+    def _new_partition(self, p: int, part: Tensor) -> None:
+        """Embed partition ``p`` (pool indices ``part`` ``(N,)``), build its units and learn ``L``
+        on them with ``θ`` fixed."""
         t0 = time.perf_counter()
-        part = partition_indices(self.pool, self.schedule, self.config.seed, p)  # (N,)
         z, _ = embed(self.network, None, self.pool.subset(part), self.config.eval_batch_size, self.device)  # (N, d)
         z = z.to(self.device)
         self.saved = {"partition": p, "z": z.cpu(), "rng": _get_rng(self.device),
                       "metric_state": {k: v.detach().clone().cpu() for k, v in self.objective.state_dict().items()}}
-        _set_requires_grad(self.objective, True)
-        self._build(p, z)
-        extra = self.diagnose(self.units[self.used].cpu(), self.part) if self.diagnose is not None else {}  # type: ignore[index]
-        # fix θ, learn L (the metric-learning step of the given SSDML method)
-        _set_requires_grad(self.objective, True)
+        _set_requires_grad(self.objective, True)  # fix θ, learn L (the metric step of the given SSDML method)
+        self._build(p, part, z)
+        extra = self.diagnose(self.units[self.used].cpu(), part) if self.diagnose is not None else {}  # type: ignore[index]
         metric_loss = None
         for me in range(self.schedule.metric_epochs):
             gen = stream_generator(self.config.seed, "ssdml-metric", p, me)
@@ -245,8 +245,7 @@ class PartitionUnits(Hook):
                 self.metric_opt.step()
                 total, count = total + loss.detach() * len(rows), count + len(rows)
             metric_loss = float(total) / count
-        _set_requires_grad(self.objective, False)  # fix L, learn θ by back-propagation
-        self.summary.update(units=len(self.units), units_used=len(self.used), nodes=len(self.part),  # type: ignore[arg-type]
+        self.summary.update(units=len(self.units), units_used=len(self.used), nodes=len(part),
                             metric_loss=metric_loss, prepare_seconds=time.perf_counter() - t0, **extra)
 
     def __len__(self) -> int:
