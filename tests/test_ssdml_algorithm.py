@@ -9,7 +9,7 @@ from torch import nn
 
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
-from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, partition_indices, run_spec, train_ssdml
+from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, UnitLoss, partition_indices, run_spec, train_ssdml
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.supervised import LabelledTriplets
 
@@ -144,3 +144,30 @@ def test_max_units_caps_the_units_per_partition():
     rec = train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, None, CFG.replace(epochs=2), sched, progress=False)
     hist = rec.history_frame()
     assert hist["units_used"].tolist() == [7, 7] and hist["units"].tolist() == [58, 58]
+
+
+def test_unit_loss_gradients_are_deterministic_on_two_threads():
+    """Gathering the units' embeddings scatters their gradients back into the batch's distinct
+    images; with advanced indexing that scatter is a parallel accumulate whose order (and so its
+    float sum) changed between identical runs on 2 threads."""
+
+    class Weighted(nn.Module):
+        def unit_loss(self, z, rows):
+            return (z * weights).sum()
+
+    g = torch.Generator().manual_seed(0)
+    embeddings = torch.randn(3000, 64, generator=g)
+    weights = torch.randn(6000, 3, 64, generator=g)
+    loss = UnitLoss(Weighted())  # type: ignore[arg-type]
+    loss.rows, loss.inverse = torch.arange(6000), torch.randint(0, 3000, (6000, 3), generator=g)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        grads = []
+        for _ in range(10):
+            e = embeddings.clone().requires_grad_()
+            loss(e, torch.zeros(3000, dtype=torch.long)).backward()
+            grads.append(e.grad)
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(grads[0], x) for x in grads[1:])

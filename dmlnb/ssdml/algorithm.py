@@ -156,7 +156,10 @@ class UnitLoss(nn.Module):
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """``embeddings (M, d)`` of the batch's distinct images -> scalar."""
-        return self.objective.unit_loss(embeddings[self.inverse], self.rows)  # (b, s, d) -> ()
+        # index_select, not embeddings[inverse]: its backward (index_add) sums in a fixed order, where
+        # advanced indexing scatters with a parallel accumulate that varied between runs on 2 threads
+        z = embeddings.index_select(0, self.inverse.flatten()).view(*self.inverse.shape, -1)  # (b, s, d)
+        return self.objective.unit_loss(z, self.rows)
 
 
 class PartitionUnits(Hook):
