@@ -11,7 +11,8 @@ SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "training.py"
 
 
 @pytest.fixture
-def benchmark(monkeypatch):
+def training_script(monkeypatch):
+    """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark owns that fixture)."""
     monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its siblings
     spec = importlib.util.spec_from_file_location("benchmarks_training", SCRIPT)
     module = importlib.util.module_from_spec(spec)
@@ -19,9 +20,9 @@ def benchmark(monkeypatch):
     return module
 
 
-def test_quick_run_prints_the_training_inference_and_loss_tables(benchmark, tmp_path):
+def test_quick_run_prints_the_training_inference_and_loss_tables(training_script, tmp_path):
     out = tmp_path / "bench.txt"
-    text = benchmark.main(["--quick", "--device", "cpu", "--parts", "training", "inference", "losses", "--out", str(out)])
+    text = training_script.main(["--quick", "--device", "cpu", "--parts", "training", "inference", "losses", "--out", str(out)])
     assert out.read_text() == text
     assert "## Training img/s, in-memory input" in text and "bare PyTorch loop" in text
     assert "dmlnb.train (defaults)" in text
