@@ -6,7 +6,7 @@ legends are always set. Figures are sized and rasterised for compact notebooks (
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 import matplotlib
 import matplotlib.pyplot as plt
@@ -14,6 +14,9 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from torch import Tensor
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 __all__ = [
     "set_style",
@@ -88,6 +91,13 @@ def set_style(dpi: int = 90) -> None:
 
 def _numpy(x: Tensor | np.ndarray) -> np.ndarray:
     return x.detach().cpu().numpy() if isinstance(x, Tensor) else np.asarray(x)
+
+
+def _error_bars(rows: pd.DataFrame) -> np.ndarray:
+    """``(len(rows),)`` error-bar half-heights: the ``std`` column where it is finite, 0 (no bar)
+    where it is not (one seed) or when ``rows`` has no ``std`` column."""
+    std = rows["std"].to_numpy(dtype=float) if "std" in rows else np.full(len(rows), np.nan)
+    return np.where(np.isfinite(std), std, 0.0)
 
 
 def tsne(x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1) -> np.ndarray:
@@ -338,9 +348,8 @@ def plot_group_size(
     ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
     for name, grp in df.groupby("method", sort=False):
         grp = grp.sort_values("n")
-        std = grp["std"].to_numpy(dtype=float) if "std" in grp else np.full(len(grp), np.nan)
-        ax.errorbar(grp["n"], grp["mean"], yerr=np.where(np.isfinite(std), std, 0.0), marker="o",
-                    ms=4, capsize=3, label=str(name))
+        ax.errorbar(grp["n"], grp["mean"], yerr=_error_bars(grp), marker="o", ms=4, capsize=3,
+                    label=str(name))
     ns = np.sort(df["n"].unique())
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns)
@@ -464,9 +473,8 @@ def plot_grouped_bars(
     width = 0.8 / len(variants)
     for i, v in enumerate(variants):
         sub = df[df[variant] == v].set_index(group).reindex(groups)
-        std = sub["std"].to_numpy(dtype=float) if "std" in sub else np.full(len(sub), np.nan)
         ax.bar(np.arange(len(groups)) + (i - (len(variants) - 1) / 2) * width, sub["mean"], width,
-               yerr=np.where(np.isfinite(std), std, 0.0), capsize=2, label=str(v))
+               yerr=_error_bars(sub), capsize=2, label=str(v))
     ax.set_xticks(np.arange(len(groups)))
     ax.set_xticklabels(groups, rotation=20, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
@@ -498,10 +506,9 @@ def plot_sweep(
     ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
     for i, (name, grp) in enumerate(df.groupby(group, sort=False)):
         grp = grp.sort_values(x)
-        std = grp["std"].to_numpy(dtype=float) if "std" in grp else np.full(len(grp), np.nan)
         color = f"C{i}"
-        ax.errorbar(grp[x], grp["mean"], yerr=np.where(np.isfinite(std), std, 0.0), marker="o", ms=4,
-                    capsize=3, color=color, label=str(name))
+        ax.errorbar(grp[x], grp["mean"], yerr=_error_bars(grp), marker="o", ms=4, capsize=3, color=color,
+                    label=str(name))
         if marks and name in marks:
             at = grp[grp[x] == marks[name]]
             ax.plot(at[x], at["mean"], marker="o", ms=12, mfc="none", mec=color, mew=2, ls="none")

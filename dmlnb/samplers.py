@@ -4,7 +4,8 @@ Pair and triplet losses need positives in the batch, so DML batches are built cl
 rather than drawn uniformly: ``C`` classes, ``m = B / C`` images of each (Easy Positive's group
 size ``n``, PROFS' ``I``, Song et al.'s ratio ``C / B``).
 
-Every sampler here is a :class:`torch.utils.data.Sampler` of index lists, for
+Every sampler here (and PROFS' :class:`~dmlnb.profs.representatives.RepresentativeSampler`) is a
+:class:`ClassBatchSampler`, a :class:`torch.utils.data.Sampler` of index lists, for
 ``DataLoader(dataset, batch_sampler=sampler)``:
 
 * ``len(sampler)`` is the number of batches of one epoch, by default ``N // B`` with ``N`` the
@@ -32,7 +33,9 @@ from torch.utils.data import Sampler
 
 from dmlnb.checks import check_labels, check_values
 
-__all__ = ["MPerClassSampler", "ClassRatioSampler", "ClassIndex", "epoch_length", "stream_generator"]
+__all__ = [
+    "ClassBatchSampler", "MPerClassSampler", "ClassRatioSampler", "ClassIndex", "epoch_length", "stream_generator",
+]
 
 
 def stream_generator(seed: int, *stream: int | str) -> torch.Generator:
@@ -143,11 +146,23 @@ def epoch_length(num_labelled: int, batch_size: int, num_batches: int | None) ->
     return num_labelled // batch_size
 
 
-class _ClassGroupSampler(Sampler[list[int]]):
-    """Batches of ``classes_per_batch`` distinct classes; class ``i`` of a batch gives ``g_i``
-    images, ``g = (q+1, ..., q+1, q, ..., q)`` with ``q = B // C`` and ``B mod C`` groups of
-    ``q + 1``. :class:`MPerClassSampler` (``C | B``) and :class:`ClassRatioSampler` set ``C``.
-    See :class:`MPerClassSampler` for the epoch rule.
+class ClassBatchSampler(Sampler[list[int]]):
+    """What every class-balanced batch sampler keeps: batches of ``batch_size`` dataset indices
+    from ``classes_per_batch`` distinct classes, ``num_batches`` of them per epoch (default
+    ``N_lab // B``, :func:`epoch_length`), the epoch chosen by :meth:`set_epoch`.
+
+    A subclass checks its own arguments, calls this ``__init__`` (which checks
+    ``1 <= classes_per_batch <= batch_size`` and that ``labels`` have that many classes) and
+    yields the batches of :attr:`epoch` from ``__iter__``, drawn from :func:`stream_generator`
+    ``(seed, ...)``.
+
+    Attributes:
+        batch_size: ``B``.
+        classes_per_batch: ``C``, distinct classes of a batch.
+        seed: seed of the sampler's own generators.
+        epoch: the epoch whose batches the next ``iter`` yields (0 at first).
+        num_batches: batches per epoch, ``len(sampler)``.
+        _index: the :class:`ClassIndex` of the labelled samples of ``labels`` ``(N,)``.
     """
 
     def __init__(
@@ -176,10 +191,7 @@ class _ClassGroupSampler(Sampler[list[int]]):
         self.classes_per_batch = int(classes_per_batch)
         self.seed = int(seed)
         self.epoch = 0
-        self.num_batches = epoch_length(self._index.num_labelled, batch_size, num_batches)
-        q, r = divmod(self.batch_size, self.classes_per_batch)
-        self._group_sizes = torch.full((self.classes_per_batch,), q)  # (C,)
-        self._group_sizes[:r] += 1
+        self.num_batches = epoch_length(self._index.num_labelled, self.batch_size, num_batches)
 
     def __len__(self) -> int:
         return self.num_batches
@@ -190,6 +202,14 @@ class _ClassGroupSampler(Sampler[list[int]]):
             raise ValueError(f"epoch must be >= 0, got {epoch}")
         self.epoch = int(epoch)
 
+
+class _ClassGroupSampler(ClassBatchSampler):
+    """Batches of ``classes_per_batch`` distinct classes; class ``i`` of a batch gives ``g_i``
+    images, ``g = (q+1, ..., q+1, q, ..., q)`` with ``q = B // C`` and ``B mod C`` groups of
+    ``q + 1``. :class:`MPerClassSampler` (``C | B``) and :class:`ClassRatioSampler` set ``C``.
+    See :class:`MPerClassSampler` for the epoch rule.
+    """
+
     def __iter__(self) -> Iterator[list[int]]:
         yield from self.epoch_batches(self.epoch).tolist()
 
@@ -199,8 +219,10 @@ class _ClassGroupSampler(Sampler[list[int]]):
         index = self._index
         n = index.size  # (L,)
         order = index.shuffle_within(index.order, gen)  # (N_lab,) this epoch's pass order
-        g = self._group_sizes  # (C,)
-        T, C, q = self.num_batches, self.classes_per_batch, int(self._group_sizes.min())
+        T, C = self.num_batches, self.classes_per_batch
+        q, r = divmod(self.batch_size, C)
+        g = torch.full((C,), q)  # (C,) images per group: q + 1 in the first B mod C, q in the others
+        g[:r] += 1
 
         # Sequential part: which classes, and where each draw starts in its class's pass.
         used = torch.zeros_like(n)  # (L,) images consumed so far this epoch

@@ -187,6 +187,28 @@ class _Benchmark:
         shape = (3, image_size, image_size)
         return ImageFileDataset(paths, labels, transform, shape), originals.tolist()
 
+    def class_disjoint_splits(
+        self,
+        folder: Path,
+        rel_paths: Sequence[str],
+        class_ids: Sequence[int],
+        *,
+        last_train_class: int,
+        image_size: int,
+        cache_side: int | None,
+    ) -> tuple[dict[str, LabelledDataset], dict[str, list[int]]]:
+        """The ``"train"`` part (the images of class ids up to ``last_train_class``) and the
+        ``"test"`` part (the others) of ``folder/rel_paths``, each built by :meth:`split` in the
+        order of ``rel_paths``; also the original class id of each label, per part."""
+        parts, originals = {}, {}
+        for part, is_train in (("train", True), ("test", False)):
+            chosen = [i for i, c in enumerate(class_ids) if (c <= last_train_class) == is_train]
+            parts[part], originals[part] = self.split(
+                folder, [rel_paths[i] for i in chosen], [class_ids[i] for i in chosen], part=part,
+                image_size=image_size, cache_side=cache_side,
+            )
+        return parts, originals
+
 
 CUB = _Benchmark(
     "cub200",
@@ -221,16 +243,12 @@ def load_cub200(
             f"(e.g. {paths[missing[0]]}); the two index files must list the same ids, "
             f"download them again"
         )
-    parts, names = {}, {}
-    for split, is_train in (("train", True), ("test", False)):
-        chosen = [i for i in ids if (classes[i] <= 100) == is_train]
-        rel = [f"images/{paths[i]}" for i in chosen]
-        class_ids = [classes[i] for i in chosen]
-        parts[split], originals = CUB.split(
-            folder, rel, class_ids, part=split, image_size=image_size, cache_side=cache_side
-        )
-        class_folder = {classes[i]: Path(paths[i]).parent.name for i in chosen}  # "001.Black_..."
-        names[split] = [class_folder[c] for c in originals]
+    parts, originals = CUB.class_disjoint_splits(
+        folder, [f"images/{paths[i]}" for i in ids], [classes[i] for i in ids],
+        last_train_class=100, image_size=image_size, cache_side=cache_side,
+    )
+    class_folder = {classes[i]: Path(paths[i]).parent.name for i in ids}  # "001.Black_..."
+    names = {split: [class_folder[c] for c in originals[split]] for split in parts}
     return DatasetSplits("cub200", parts["train"], parts["test"], class_names=names)
 
 
@@ -260,15 +278,13 @@ def load_cars196(
     rel = [str(p) for p in annotations["relative_im_path"]]
     classes = [int(c) for c in annotations["class"]]
     model_names = [str(n) for n in np.atleast_1d(mat.get("class_names", []))]
-    parts, names = {}, {}
-    for split, is_train in (("train", True), ("test", False)):
-        chosen = [i for i, c in enumerate(classes) if (c <= 98) == is_train]
-        class_ids = [classes[i] for i in chosen]
-        parts[split], originals = CARS.split(
-            folder, [rel[i] for i in chosen], class_ids, part=split, image_size=image_size,
-            cache_side=cache_side,
-        )
-        names[split] = [model_names[c - 1] if model_names else str(c) for c in originals]
+    parts, originals = CARS.class_disjoint_splits(
+        folder, rel, classes, last_train_class=98, image_size=image_size, cache_side=cache_side
+    )
+    names = {
+        split: [model_names[c - 1] if model_names else str(c) for c in originals[split]]
+        for split in parts
+    }
     return DatasetSplits("cars196", parts["train"], parts["test"], class_names=names)
 
 

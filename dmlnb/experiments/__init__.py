@@ -9,6 +9,8 @@ notebook imports its module as ``<chapter>_chapter``):
 * :mod:`dmlnb.experiments.profs` — Can, Gürbüz & Alatan, ICIP 2021;
 * :mod:`dmlnb.experiments.ssdml` — Dutta, Harandi & Sekhar, AAAI 2021.
 
+:mod:`dmlnb.experiments.baseline_losses` builds the baseline losses several chapters share (the
+semi-hard triplet, lifted structure and N-pair losses with their papers' settings);
 :mod:`dmlnb.experiments.settings` reads a chapter's per-profile experiment settings; the papers'
 reported tables are the CSV files in ``reported/`` (read by :func:`dmlnb.reported.reported_table`).
 """

@@ -41,14 +41,13 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
+from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.experiments.settings import profile_settings
 from dmlnb.hooks import Hook
 from dmlnb.losses import (
     DiscriminativeLoss,
     FacilityLocationLoss,
-    LiftedStructureLoss,
     NormalizedSoftmaxLoss,
-    NPairLoss,
     ProxyNCALoss,
     TripletLoss,
 )
@@ -286,11 +285,11 @@ def build_loss(
     if method == "softmax":
         return NormalizedSoftmaxLoss(num_classes, embedding_dim, temperature=0.05)
     if method == "semihard":
-        return TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+        return semihard_triplet_loss()
     if method == "lifted":
-        return LiftedStructureLoss(neg_margin=1.0)
+        return lifted_structure_loss()
     if method == "npair":
-        return NPairLoss(l2_reg=0.02, normalize=False)
+        return npair_loss()
     if method == "clustering":
         return FacilityLocationLoss(margin_multiplier=1.0)
     if method == "proxy":
@@ -503,10 +502,10 @@ def timing_losses(num_classes: int, dim: int, device: str | torch.device = "cpu"
     disc = DiscriminativeLoss(_random_centroids(num_classes, dim)).to(device)
     softmax = NormalizedSoftmaxLoss(num_classes, dim).to(device)
     proxy = ProxyNCALoss(num_classes, dim, scale=9.0).to(device)
-    semihard = TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+    semihard = semihard_triplet_loss()
     batch_all = TripletLoss(margin=0.2, mining="all")
-    lifted = LiftedStructureLoss()
-    npair = NPairLoss()
+    lifted = lifted_structure_loss()
+    npair = npair_loss()
     clustering = FacilityLocationLoss()
 
     def backward(loss: nn.Module) -> Callable[[Tensor, Tensor], None]:

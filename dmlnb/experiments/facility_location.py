@@ -41,14 +41,9 @@ from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
+from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.hooks import Hook
-from dmlnb.losses import (
-    FacilityLocationLoss,
-    LiftedStructureLoss,
-    MarginDecayHook,
-    NPairLoss,
-    TripletLoss,
-)
+from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
 from dmlnb.losses.facility_location import InsideLossHook
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
@@ -344,11 +339,11 @@ def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); ``gamma`` is the clustering loss's
     initial margin multiplier."""
     if method == "triplet":
-        return TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+        return semihard_triplet_loss()
     if method == "lifted":
-        return LiftedStructureLoss(neg_margin=1.0, normalize=False)
+        return lifted_structure_loss(normalize=False)
     if method == "npair":
-        return NPairLoss(l2_reg=0.02, normalize=False)
+        return npair_loss()
     if method == "clustering":
         return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True)
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
@@ -605,9 +600,9 @@ def toy_loss(name: str) -> nn.Module:
     the semi-hard one, mean over the non-zero ones; not a loss of the paper) and
     ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay)."""
     losses = {
-        "triplet semi-hard": lambda: TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean"),
-        "lifted structure": lambda: LiftedStructureLoss(neg_margin=1.0, normalize=True),
-        "N-pairs": lambda: NPairLoss(l2_reg=0.02, normalize=True),
+        "triplet semi-hard": semihard_triplet_loss,
+        "lifted structure": lambda: lifted_structure_loss(normalize=True),
+        "N-pairs": lambda: npair_loss(normalize=True),
         "triplet all": lambda: TripletLoss(margin=0.2, mining="all", distance="squared"),
         "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0),
     }

@@ -46,15 +46,14 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Sampler
 
+from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.experiments.settings import profile_settings
 from dmlnb.hooks import Hook
 from dmlnb.losses import (
     AngularLoss,
     ContrastiveLoss,
-    LiftedStructureLoss,
     MarginLoss,
     MultiSimilarityLoss,
-    NPairLoss,
     SoftTripleLoss,
     TripletLoss,
 )
@@ -293,13 +292,13 @@ def build_loss(key: str, num_classes: int, embedding_dim: int) -> nn.Module:
     if key == "contrastive-hard":
         return ContrastiveLoss(neg_margin=1.0, squared_hinge=True, mining="hard", reduction="mean")
     if key == "triplet-semihard":
-        return TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+        return semihard_triplet_loss()
     if key == "triplet-hard":
         return TripletLoss(margin=0.2, mining="hard", distance="squared", reduction="mean")
     if key == "lifted":
-        return LiftedStructureLoss(neg_margin=1.0)
+        return lifted_structure_loss()
     if key == "npair":
-        return NPairLoss(l2_reg=0.02, normalize=False)
+        return npair_loss()
     if key == "angular":
         return AngularLoss(alpha_degrees=40.0)
     if key == "margin-hard":

@@ -24,10 +24,9 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
-from torch.utils.data import Sampler
 
 from dmlnb.hooks import Hook, TrainState
-from dmlnb.samplers import ClassIndex, epoch_length, stream_generator
+from dmlnb.samplers import ClassBatchSampler, stream_generator
 
 __all__ = ["projection_period", "RepresentativeSampler", "CenterRepresentatives"]
 
@@ -69,7 +68,7 @@ def projection_period(rho: float, batch_size: int, samples_per_class: int, num_c
     return math.ceil(Fraction(str(rho)) / p)
 
 
-class RepresentativeSampler(Sampler[list[int]], Hook):
+class RepresentativeSampler(ClassBatchSampler, Hook):
     """PROFS batch construction: class representatives kept for ``M`` steps, optional HNCM.
 
     **Representatives** (Algorithm 1, Eq. 4.2). Every class ``l`` has one representative
@@ -139,18 +138,9 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
             )
         if period < 1:
             raise ValueError(f"period (M) must be >= 1, got {period}")
-        self._index = ClassIndex.from_labels(labels)
-        self.batch_size, self.m, self.period = int(batch_size), int(m), int(period)
-        self.classes_per_batch = self.batch_size // self.m
-        if self._index.num_classes < self.classes_per_batch:
-            raise ValueError(
-                f"a batch of {self.classes_per_batch} distinct classes needs at least that many "
-                f"labelled classes, got {self._index.num_classes}; lower batch_size or raise m"
-            )
+        super().__init__(labels, batch_size, batch_size // m, seed=seed, num_batches=num_batches)
+        self.m, self.period = int(m), int(period)
         self.hncm = bool(hncm)
-        self.seed = int(seed)
-        self.epoch = 0
-        self.num_batches = epoch_length(self._index.num_labelled, self.batch_size, num_batches)
         self._cycle = 0
         self._rep_order = self._initial_rep_order()  # (N_lab,) positions into index.order
         self._reps: Tensor | None = None  # (L,) representatives of self._cycle (cache)
@@ -158,15 +148,6 @@ class RepresentativeSampler(Sampler[list[int]], Hook):
         self.known = torch.zeros(self._index.num_classes, dtype=torch.bool)  # (L,)
 
     # ------------------------------------------------------------------ sampler protocol
-    def __len__(self) -> int:
-        return self.num_batches
-
-    def set_epoch(self, epoch: int) -> None:
-        """Select the epoch whose batches the next ``iter`` yields."""
-        if epoch < 0:
-            raise ValueError(f"epoch must be >= 0, got {epoch}")
-        self.epoch = int(epoch)
-
     @property
     def classes(self) -> Tensor:
         """``(L,)`` sorted class labels: slot ``l`` of any ``(L, ...)`` tensor is ``classes[l]``."""
