@@ -599,8 +599,11 @@ def gain_frame(
                 out[f"{a} > {b}"] = compare(vals[a], vals[b], scale=100, unit=" pts")
         out["best variant"] = max(means, key=means.get)
         out["seeds"] = min(len(x) for x in vals.values())
-        rows.append(pd.Series(out, name=row))
-    return pd.DataFrame(rows)
+        rows.append(pd.Series(out, name=row, dtype=object))
+    # object columns: pandas 3 with pyarrow would turn the Verdicts into plain str
+    frame = pd.DataFrame(rows, dtype=object)
+    numbers = [c for c in frame if not any(isinstance(v, str) for v in frame[c])]
+    return frame.astype({c: int if c == "seeds" else float for c in numbers})
 
 
 def comparisons_table(gains: pd.DataFrame) -> pd.DataFrame:
