@@ -152,19 +152,28 @@ def check_values(
 
     Run the metadata checks first (they guarantee shapes, dtypes and a shared device).
     """
-    flags: list[Tensor] = []  # 0-d bool tensors, True = that check failed
-    if embeddings is not None:
-        flags.append(~torch.isfinite(embeddings).all())
+    kept = embeddings.detach() if embeddings is not None else None  # no graph kept alive
+    # Every check folded into one 0-d value in a few operators: 0 * x sums to 0, or to NaN iff an
+    # embedding is NaN or Inf; "lowest label - floor" and "num_classes - 1 - highest label" are
+    # < 0 iff a label is out of range. Their minimum (NaN propagates) is 0 iff all pass.
+    parts: list[Tensor] = []
+    if kept is not None:
+        parts.append((kept * 0).sum())  # () 0, NaN iff not finite
     if labels is not None and labels.numel() > 0:
-        flags.append((labels < (-1 if allow_unlabelled else 0)).any())
-        if num_classes is not None:
-            flags.append((labels >= num_classes).any())
-    if not flags:
+        if num_classes is None:
+            lo = labels.min()  # ()
+        else:
+            lo, hi = labels.aminmax()  # () x 2
+            parts.append((num_classes - 1) - hi)  # () < 0 iff a label >= num_classes
+        parts.append(lo + 1 if allow_unlabelled else lo)  # () < 0 iff a label is below the floor
+    if not parts:
         return
-    failed = torch.stack(flags).any()  # () bool
+    worst = parts[0]
+    for part in parts[1:]:
+        worst = torch.minimum(worst, part)  # ()
+    failed = worst != 0 if kept is not None else worst < 0  # () bool; != 0 also catches NaN
     deferred = _DEFERRED.get()
     if deferred is not None:
-        kept = embeddings.detach() if embeddings is not None else None  # no graph kept alive
         deferred.add(failed, lambda: check_values(
             kept, labels, num_classes=num_classes, allow_unlabelled=allow_unlabelled,
             name=name, label_name=label_name, what=what,
@@ -172,7 +181,7 @@ def check_values(
         return
     if not bool(failed):  # the one read
         return
-    if embeddings is not None and bool(flags[0]):
+    if embeddings is not None and not bool(torch.isfinite(embeddings).all()):
         bad = int((~torch.isfinite(embeddings)).any(dim=1).sum())
         raise NonFiniteError(
             f"{name} contain NaN or Inf in {bad} of {embeddings.shape[0]} rows: the network "
