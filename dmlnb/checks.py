@@ -6,8 +6,9 @@ synchronisation (a loss's own work, e.g. its finite-loss check, may add others):
 * **metadata** checks (:func:`check_embeddings`, :func:`check_labels`, :func:`check_square`)
   read only ``shape``, ``dtype`` and ``device``: free, run them anywhere;
 * **value** checks (:func:`check_values`) need to read the data: non-finite embeddings, negative
-  labels, labels outside a per-class loss's range. All of them are reduced to one boolean tensor
-  that is read once; which check failed is worked out only on the error path.
+  labels, labels outside a per-class loss's range. All of them are reduced, in a few operators,
+  to one number that is 0 iff they pass, read once; which check failed is worked out only on
+  the error path.
 
 **Deferred value checks.** Inside :func:`deferred_checks` (the training loop enters it on a GPU)
 a value check does not read its flag: it folds it into a device-side "first failing step" and
@@ -152,27 +153,37 @@ def check_values(
 
     Run the metadata checks first (they guarantee shapes, dtypes and a shared device).
     """
-    flags: list[Tensor] = []  # 0-d bool tensors, True = that check failed
-    if embeddings is not None:
-        flags.append(~torch.isfinite(embeddings).all())
+    kept = embeddings.detach() if embeddings is not None else None  # no graph kept alive
+    # Every check folded into one 0-d value: 0 * x sums to 0, or to NaN iff an embedding is NaN
+    # or Inf; "lowest label - floor" and "num_classes - 1 - highest label" are < 0 iff a label is
+    # out of range. Their minimum (NaN propagates) is 0 iff all pass.
+    parts: list[Tensor] = []
+    if kept is not None:
+        parts.append((kept * 0).sum())  # () 0, NaN iff not finite
     if labels is not None and labels.numel() > 0:
-        flags.append((labels < (-1 if allow_unlabelled else 0)).any())
-        if num_classes is not None:
-            flags.append((labels >= num_classes).any())
-    if not flags:
+        if num_classes is None:
+            lo = labels.min()  # ()
+        else:
+            lo, hi = labels.aminmax()  # () x 2
+            parts.append((num_classes - 1) - hi)  # () < 0 iff a label >= num_classes
+        parts.append(lo + 1 if allow_unlabelled else lo)  # () < 0 iff a label is below the floor
+    if not parts:
         return
-    failed = torch.stack(flags).any()  # () bool
-    deferred = _DEFERRED.get()
+    worst = parts[0]
+    for part in parts[1:]:
+        worst = torch.minimum(worst, part)  # ()
+    if kept is None:
+        worst = worst.clamp_max(0)  # () what the embeddings' 0 does otherwise
+    deferred = _DEFERRED.get()  # worst: 0 iff every check passes (non-zero or NaN otherwise)
     if deferred is not None:
-        kept = embeddings.detach() if embeddings is not None else None  # no graph kept alive
-        deferred.add(failed, lambda: check_values(
+        deferred.add(worst, lambda: check_values(
             kept, labels, num_classes=num_classes, allow_unlabelled=allow_unlabelled,
             name=name, label_name=label_name, what=what,
         ))
         return
-    if not bool(failed):  # the one read
+    if not bool(worst != 0):  # the one read; NaN != 0
         return
-    if embeddings is not None and bool(flags[0]):
+    if embeddings is not None and not bool(torch.isfinite(embeddings).all()):
         bad = int((~torch.isfinite(embeddings)).any(dim=1).sum())
         raise NonFiniteError(
             f"{name} contain NaN or Inf in {bad} of {embeddings.shape[0]} rows: the network "
@@ -234,7 +245,7 @@ def check_finite_loss(loss: Tensor, owner: str) -> None:
     deferred = _DEFERRED.get()
     if deferred is not None:
         kept = loss.detach()
-        deferred.add((kept * 0).isnan(), lambda: check_finite_loss(kept, owner))  # NaN iff not finite
+        deferred.add(kept * 0, lambda: check_finite_loss(kept, owner))  # 0, or NaN iff not finite
         return
     if not bool(torch.isfinite(loss)):
         raise FloatingPointError(
@@ -258,9 +269,11 @@ class DeferredChecks:
         self._kept: list[tuple[Tensor, int, Callable[[], None]]] = []  # (flag, step, replay)
 
     def add(self, failed: Tensor, replay: Callable[[], None]) -> None:
-        """Keep a 0-d bool ``failed`` flag of the current step and the check that raises on it.
-        The replay keeps the checked tensors alive until the next read (detach them first when
-        they carry a graph)."""
+        """Keep a 0-d ``failed`` flag of the current step and the check that raises on it. The
+        flag is a bool, or any number that is non-zero or NaN iff the check failed (so a check
+        spends no operator on turning its value into a bool: :meth:`failed_step` does that for
+        all of them at the read). The replay keeps the checked tensors alive until the next read
+        (detach them first when they carry a graph)."""
         self._kept.append((failed, self.step, replay))
 
     def failed_step(self) -> Tensor:
@@ -268,7 +281,7 @@ class DeferredChecks:
         device, so a caller can read it together with other values (:meth:`raise_for`)."""
         if not self._kept:
             return torch.full((), -1, dtype=torch.long, device=self.device)
-        flags = torch.stack([f.to(self.device) for f, _, _ in self._kept])  # (K,) bool
+        flags = torch.stack([f.to(self.device) for f, _, _ in self._kept]) != 0  # (K,) bool; NaN != 0
         steps = torch.tensor([s for _, s, _ in self._kept]).to(self.device, non_blocking=True)  # (K,)
         return torch.where(flags.any(), steps[flags.to(torch.uint8).argmax()], -1)  # first failing
 

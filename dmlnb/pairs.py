@@ -26,6 +26,7 @@ __all__ = [
     "pair_masks",
     "l2_normalize",
     "power_of_two_scale",
+    "gram",
     "cosine_similarity",
     "euclidean_distance",
 ]
@@ -62,14 +63,11 @@ def pair_masks(labels: Tensor, ref_labels: Tensor | None = None) -> PairMasks:
     """
     if labels.dim() != 1:
         raise ValueError(f"labels must be 1-D (B,), got shape {tuple(labels.shape)}")
-    same_ref = ref_labels is None
-    ref = labels if ref_labels is None else ref_labels
-    same = labels[:, None] == ref[None, :]  # (B, R)
-    positive = same
-    if same_ref:
-        eye = torch.eye(labels.shape[0], dtype=torch.bool, device=labels.device)
-        positive = same & ~eye
-    return PairMasks(positive=positive, negative=~same)
+    same = labels[:, None] == (labels if ref_labels is None else ref_labels)  # (B, R)
+    negative = ~same  # (B, R)
+    if ref_labels is None:
+        same.fill_diagonal_(False)  # same is ours: no copy for the positives
+    return PairMasks(positive=same, negative=negative)
 
 
 def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
@@ -87,22 +85,66 @@ def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
         return torch.where(peak > 0, scale, torch.ones_like(scale))
 
 
-def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
-    """Rows of ``x`` ``(B, D)`` scaled to unit L2 norm.
+class _L2Normalize(torch.autograd.Function):
+    r"""Rows scaled to unit norm, with an exact power-of-two pre-scaling and a one-pass backward.
 
-    An all-zero row (norm ``<= eps``) stays zero **with a zero gradient**; ``F.normalize`` would
-    give it a finite but enormous gradient (order ``1 / eps``) that wrecks the next optimiser
-    step. Each row is first divided by :func:`power_of_two_scale` (exact, and treated as a
-    constant: the result does not depend on it), so a huge finite row (``1e20 * x``
-    in float32, whose squared norm overflows) or a tiny one is normalised like ``x``; for every
-    other row the result is bit-identical to ``x / |x|``.
+    Forward: ``u = y / |y|`` with ``y = x / s`` (``s`` the row's power of two, exact), and ``u = 0``
+    for a row with ``|x| = |y| s <= eps``. Backward, the Jacobian of :math:`x / |x|` applied to the
+    incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row.
+    """
+
+    @staticmethod
+    def forward(ctx, x: Tensor, eps: float) -> Tensor:  # type: ignore[override]
+        peak = torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True)  # (B, 1) max |x_ij|
+        _, exponent = torch.frexp(peak)  # peak = m * 2**exponent, m in [0.5, 1); exact
+        scale = torch.ldexp(torch.ones_like(peak), exponent - 1)  # (B, 1) 2**(e-1) <= peak < 2**e; 0.5 for a zero row
+        y = x / scale  # (B, D) exact; largest |y_ij| in [1, 2) (0 for a zero row)
+        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (B, 1), >= 1 unless the row is zero
+        y_norm = y_norm.masked_fill(y_norm * scale <= eps, float("inf"))  # (B, 1) |x| <= eps: a zero row
+        unit = y / y_norm  # (B, D)
+        ctx.save_for_backward(unit, y_norm * scale)
+        return unit
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
+        unit, norm = ctx.saved_tensors  # (B, D), (B, 1) |x|, inf on a dropped row
+        return (grad - unit * (grad * unit).sum(dim=1, keepdim=True)) / norm, None  # (B, D)
+
+
+def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
+    r"""Rows of ``x`` ``(B, D)`` scaled to unit L2 norm, :math:`x_i / \lVert x_i \rVert`.
+
+    A row of norm ``<= eps`` (an all-zero row) gives zeros **with a zero gradient**;
+    ``F.normalize`` would give it a finite but enormous gradient (order ``1 / eps``) that wrecks
+    the next optimiser step. Each row is first divided by the power of two of
+    :func:`power_of_two_scale` (exact, and treated as a constant: the result does not depend on
+    it), so a huge finite row (``1e20 * x`` in float32, whose squared norm overflows) or a tiny
+    one is normalised like ``x``; for every other row the result is bit-identical to
+    ``x / |x|``. The backward is one pass, :math:`(g - u\,(g^\top u)) / \lVert x \rVert` with
+    ``u`` the output.
     """
     check_embeddings(x, "x")
-    scale = power_of_two_scale(x, dim=1)  # (B, 1)
-    y = x / scale  # (B, D) exact; largest |y_ij| in [1, 2)
-    y_norm = y.norm(dim=1, keepdim=True)  # (B, 1), >= 1 unless the row is zero
-    unit = y / y_norm.clamp_min(0.5)  # (B, D)
-    return torch.where(y_norm * scale > eps, unit, torch.zeros_like(unit))
+    return _L2Normalize.apply(x, eps)
+
+
+class _Gram(torch.autograd.Function):
+    r""":math:`x x^\top` with a one-pass backward, :math:`\partial x = (g + g^\top) x`."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x)
+        return x @ x.T  # (B, B)
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
+        (x,) = ctx.saved_tensors
+        return (grad + grad.T) @ x  # (B, D)
+
+
+def gram(x: Tensor) -> Tensor:
+    r"""Dot products ``(B, B)`` of the rows of ``x`` ``(B, D)``, :math:`x x^\top`; its backward
+    is one product, :math:`(g + g^\top) x`, where autograd would make two."""
+    return _Gram.apply(x)
 
 
 def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) -> Tensor:
@@ -111,47 +153,76 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
     Zero vectors have similarity 0 to everything, with a zero gradient (see :func:`l2_normalize`).
     """
     check_embeddings(x, "x")
-    if y is not None:
-        check_embeddings(y, "y", x.shape[1])
-    xn = l2_normalize(x, eps)  # (B, D)
-    yn = xn if y is None else l2_normalize(y, eps)  # (R, D)
-    return xn @ yn.T  # (B, R)
+    if y is None:
+        return gram(l2_normalize(x, eps))  # (B, B)
+    check_embeddings(y, "y", x.shape[1])
+    return l2_normalize(x, eps) @ l2_normalize(y, eps).T  # (B, R)
 
 
-class _SafeSqrt(torch.autograd.Function):
-    """``sqrt`` with entries ``<= eps`` mapped to exactly 0 and given a zero gradient
-    (one pass forward and backward; plain ``sqrt`` has an infinite gradient at 0)."""
+class _PairwiseDistance(torch.autograd.Function):
+    r"""Euclidean or squared Euclidean distances ``(B, R)`` with a one-pass backward.
+
+    Forward: :math:`d^2_{ij} = |x_i|^2 + |y_j|^2 - 2 x_i^\top y_j` (one ``addmm``), an exact 0 on
+    the diagonal when ``y`` is ``x`` (``y=None``), then ``max(d^2, 0)`` (``squared``) or
+    :math:`d = \sqrt{d^2}` with ``d = 0`` wherever ``d^2 <= eps``.
+
+    Backward, with :math:`G = \partial L / \partial d^2` (:math:`g / (2d)` on the distances, 0 where
+    ``d = 0``; ``g`` on the squared distances, 0 where they were clamped and on the diagonal):
+    :math:`\partial x_i = 2 (\sum_j G_{ij}) x_i - 2 (G y)_i` and
+    :math:`\partial y_j = 2 (\sum_i G_{ij}) y_j - 2 (G^\top x)_j`; for ``y = x`` the two add up to
+    :math:`2 \operatorname{rowsum}(S) x - 2 S x` with :math:`S = G + G^\top`.
+    """
 
     @staticmethod
-    def forward(ctx, d2: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        d = d2.sqrt().masked_fill_(d2 <= eps, 0.0)
-        ctx.save_for_backward(d)
+    def forward(ctx, x: Tensor, y: Tensor | None, squared: bool, eps: float) -> Tensor:  # type: ignore[override]
+        y_ = x if y is None else y  # (R, D)
+        x2 = (x * x).sum(dim=1, keepdim=True)  # (B, 1)
+        y2 = x2.T if y is None else (y * y).sum(dim=1)  # (1, B) or (R,)
+        d2 = torch.addmm(x2 + y2, x, y_.T, alpha=-2.0)  # (B, R)
+        if y is None:  # exact zeros on the diagonal despite round-off
+            d2.fill_diagonal_(0.0)
+        ctx.self_distance, ctx.squared = y is None, squared
+        if squared:
+            clamped = d2 < 0.0  # (B, R) no gradient where clamped
+            if y is None:
+                clamped.fill_diagonal_(True)  # nor on the diagonal
+            ctx.save_for_backward(x, y, clamped)
+            return d2.clamp_min(0.0)  # (B, R)
+        d = d2.sqrt().masked_fill_(d2 <= eps, 0.0)  # (B, R) 0 (no NaN) where d2 <= eps, negatives included
+        ctx.save_for_backward(x, y, d)
         return d
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
-        (d,) = ctx.saved_tensors
-        return torch.where(d > 0, grad / (2.0 * d), torch.zeros_like(grad)), None
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None, None]:  # type: ignore[override]
+        x, y, saved = ctx.saved_tensors
+        # h = G and two = 2 (squared), or h = 2 G and two = 1: the gradients are two * (...) below
+        if ctx.squared:  # G = g, 0 where clamped
+            h, two = grad.masked_fill(saved, 0.0), 2.0  # (B, R)
+        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off)
+            h, two = (grad / saved).masked_fill_(saved == 0, 0.0), 1.0  # (B, R)
+        if ctx.self_distance:
+            s = h + h.T  # (B, B)
+            gx = torch.addmm(s.sum(dim=1, keepdim=True) * x, s, x, beta=two, alpha=-two)  # (B, D)
+            return gx, None, None, None
+        gx = gy = None
+        if ctx.needs_input_grad[0]:
+            gx = torch.addmm(h.sum(dim=1, keepdim=True) * x, h, y, beta=two, alpha=-two)  # (B, D)
+        if ctx.needs_input_grad[1]:
+            gy = torch.addmm(h.sum(dim=0)[:, None] * y, h.T, x, beta=two, alpha=-two)  # (R, D)
+        return gx, gy, None, None
 
 
 def euclidean_distance(
     x: Tensor, y: Tensor | None = None, squared: bool = False, eps: float = 1e-12
 ) -> Tensor:
-    """Euclidean distance ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
+    r"""Euclidean distance ``(B, R)`` between rows of ``x`` ``(B, D)`` and ``y`` ``(R, D)``.
 
-    Computed as ``|x|^2 + |y|^2 - 2 x.y`` (one ``addmm``, no ``(B, R, D)`` tensor), clamped at 0,
-    with an exact 0 on the diagonal when ``y`` is ``None``. Squared distances ``<= eps`` (the
-    diagonal, duplicates, round-off) give distance exactly 0 with a zero gradient, so no NaN or
-    huge gradient appears.
+    Computed as :math:`|x|^2 + |y|^2 - 2 x^\top y` (one ``addmm``, no ``(B, R, D)`` tensor),
+    clamped at 0, with an exact 0 on the diagonal when ``y`` is ``None``. Squared distances
+    ``<= eps`` (the diagonal, duplicates, round-off) give distance exactly 0 with a zero gradient,
+    so no NaN or huge gradient appears. The backward is one pass (see :class:`_PairwiseDistance`).
     """
     check_embeddings(x, "x")
     if y is not None:
         check_embeddings(y, "y", x.shape[1])
-    y_ = x if y is None else y
-    x2 = (x * x).sum(dim=1, keepdim=True)  # (B, 1)
-    y2 = (y_ * y_).sum(dim=1)  # (R,)
-    d2 = torch.addmm(x2 + y2, x, y_.T, alpha=-2.0)  # (B, R)
-    if y is None:  # exact zeros on the diagonal despite round-off
-        d2.diagonal().fill_(0.0)
-    d2 = d2.clamp_min(0.0)  # (B, R)
-    return d2 if squared else _SafeSqrt.apply(d2, eps)
+    return _PairwiseDistance.apply(x, y, squared, eps)

@@ -28,4 +28,14 @@ def test_quick_run_prints_the_training_inference_and_loss_tables(training_script
     assert "dmlnb.train (defaults)" in text
     assert "## Facility-location loss-augmented inference" in text and "CPU (ms)" in text
     assert "## Losses" in text and "multi-similarity" in text
+    assert "ours ops" in text and "PML ops" in text
     assert "device: " in text and "torch " in text
+
+
+def test_loss_script_counts_operators_only(benchmark, capsys):
+    table = benchmark.loss_benchmark.main(["--ops-only", "--device", "cpu", "--batch-sizes", "16", "--dims", "8"])
+    text = capsys.readouterr().out
+    assert "operator counts only" in text and "ours ops" in text and "PML ops" in text and "(ms)" not in text
+    compared = table[table["PML ops"].notna()]
+    assert len(compared) >= 10 and (compared["ours ops"] > 0).all() and (compared["PML ops"] > 0).all()
+    assert table.loc[table["loss"] == "facility location", "ours ops"].isna().all()  # CPU path != CUDA's

@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss
-from dmlnb.pairs import PairMasks, l2_normalize
+from dmlnb.pairs import PairMasks, gram, l2_normalize
 
 __all__ = ["AngularLoss"]
 
@@ -59,22 +59,23 @@ class AngularLoss(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
-        sim = x @ x.T  # (B, B)
+        sim = gram(x)  # (B, B)
         tan2 = math.tan(math.radians(self.alpha_degrees)) ** 2
         # sum_n exp(4 tan^2 (x_a + x_p)^T x_n) = sum_n e^{c_an} e^{c_pn}: one (B, B) @ (B, B)
         # product over the negatives n of a, no (pair, negative) tensor and no pair list.
         c = (4.0 * tan2 * sim).double()  # (B, B) c_in = 4 tan^2 x_i^T x_n
         u = c.masked_fill(~masks.negative, float("-inf"))  # (B, B) row a: a's negatives only
-        has_negative = masks.negative.any(dim=1)  # (B,)
-        m_a = torch.where(has_negative, u.amax(dim=1), 0.0).detach()  # (B,) stabilisers; they cancel
-        k_p = c.amax(dim=1).detach()  # (B,)
-        s = torch.exp(u - m_a[:, None]) @ torch.exp(c - k_p[:, None]).T  # (B, B) [a, p]
+        has_negative = masks.negative.any(dim=1, keepdim=True)  # (B, 1)
+        with torch.no_grad():  # stabilisers: they cancel
+            m_a = u.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)  # (B, 1) 0 for an anchor without negatives
+            k_p = c.amax(dim=1, keepdim=True)  # (B, 1)
+        s = torch.exp(u - m_a) @ torch.exp(c - k_p).T  # (B, B) [a, p]
         # Each term is kept to float64 rounding unless every term of a pair underflows (s tiny,
         # impossible for L2-normalised x, where |c| < 2.9): such a pair gives NaN, so the
         # finite-loss check fails loudly instead of the sum being silently 0.
-        kept = s > _TINY_SUM  # (B, B)
-        lse = torch.where(kept, s.clamp_min(_TINY_SUM).log() + m_a[:, None] + k_p[None, :], float("-inf"))
-        lse = torch.where(has_negative[:, None] & ~kept, float("nan"), lse)  # (B, B)
+        dropped = ~(s > _TINY_SUM)  # (B, B)
+        lse = (s.clamp_min(_TINY_SUM).log() + m_a + k_p.T).masked_fill(dropped, float("-inf"))  # (B, B)
+        lse = lse.masked_fill(has_negative & dropped, float("nan"))  # (B, B)
         f = lse - 2.0 * (1.0 + tan2) * sim.double()  # (B, B) log sum_n e^{f_apn}
         terms = torch.logaddexp(f, torch.zeros_like(f)).masked_fill(~masks.positive, 0.0)  # (B, B)
         return (terms.sum() / masks.positive.sum().clamp_min(1)).to(embeddings.dtype)

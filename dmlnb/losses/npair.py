@@ -37,17 +37,12 @@ def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Te
     """
     if positive is None:
         positive = pair_masks(labels).positive  # (B, B)
-    B = labels.shape[0]
-    none = B * B
-    flat = torch.arange(none, device=labels.device).view(B, B)  # (B, B) row-major pair index
-    row_first = flat.masked_fill(~positive, none).amin(dim=1)  # (B,) first allowed pair of row i
-    same = labels[:, None] == labels[None, :]  # (B, B)
-    class_first = row_first[None, :].masked_fill(~same, none).amin(dim=1)  # (B,) of i's class
-    index = torch.arange(B, device=labels.device)  # (B,)
-    leader = ~(same & (index[None, :] < index[:, None])).any(dim=1)  # (B,) first item of its class
-    valid = leader & (class_first < none)  # (B,)
-    first = class_first.clamp_max(none - 1)  # (B,)
-    return first // B, first % B, valid
+    # max over a bool row: (any, index of the first True), the first one on every device
+    has_pair, first_positive = positive.max(dim=1)  # (B,) x 2: row i's first allowed pair (i, j_i)
+    same = labels[:, None] == labels  # (B, B)
+    class_has_pair, first_row = (same & has_pair).max(dim=1)  # (B,) x 2: first row of i's class with a pair
+    leader = same.max(dim=1).indices == torch.arange(labels.shape[0], device=labels.device)  # (B,) first of its class
+    return first_row, first_positive[first_row], leader & class_has_pair
 
 
 class NPairLoss(MetricLoss):
@@ -93,10 +88,10 @@ class NPairLoss(MetricLoss):
         anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         logits = x[anchors] @ x[positives].T  # (B, B) slot i's anchor vs slot j's positive
-        slots = torch.arange(labels.shape[0], device=embeddings.device)  # (B,)
-        usable = masks.negative[anchors][:, positives] & valid[None, :]  # (B, B) allowed (a_i, p_j), j != i
-        usable = usable | (slots[:, None] == slots[None, :])  # (B, B) and the target p_i
+        usable = masks.negative[anchors][:, positives] & valid  # (B, B) allowed (a_i, p_j), j != i, slot j valid
+        usable.fill_diagonal_(True)  # (B, B) and the target p_i
         logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
+        slots = torch.arange(labels.shape[0], device=embeddings.device)  # (B,)
         per_slot = F.cross_entropy(logits, slots, reduction="none").masked_fill(~valid, 0.0)  # (B,)
         loss = per_slot.sum() / valid.sum().clamp_min(1)  # mean over the N valid slots; 0 if none
         if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm

@@ -113,7 +113,7 @@ class SoftTripleLoss(MetricLoss):
     def class_similarity(self, embeddings: Tensor) -> Tensor:
         r"""The relaxed similarity :math:`\mathcal{S}'` ``(B, C)`` of embeddings ``(B, D)``."""
         C, K, D = self.weight.shape
-        dtype = torch.promote_types(embeddings.dtype, self.weight.dtype)
+        dtype = embeddings.dtype if embeddings.dtype == self.weight.dtype else torch.promote_types(embeddings.dtype, self.weight.dtype)
         w = self.weight.reshape(C * K, D).to(dtype)  # (C*K, D)
         s = cosine_similarity(embeddings.to(dtype), w).view(-1, C, K)  # (B, C, K)
         p = torch.softmax(s / self.gamma, dim=2)  # (B, C, K)
@@ -122,8 +122,7 @@ class SoftTripleLoss(MetricLoss):
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         s = self.class_similarity(embeddings)  # (B, C)
         one_hot = labels[:, None] == torch.arange(self.num_classes, device=labels.device)  # (B, C), no host read
-        delta = one_hot.to(s.dtype) * self.margin  # (B, C)
-        loss = F.cross_entropy(self.la * (s - delta), labels)
+        loss = F.cross_entropy(self.la * s.add(one_hot, alpha=-self.margin), labels)  # la (s - delta one_hot)
         if self.tau > 0 and self.centers_per_class > 1:
             loss = loss + self.tau * self.center_regularizer()
         return loss

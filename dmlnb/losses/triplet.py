@@ -88,54 +88,48 @@ class TripletLoss(MetricLoss):
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
-        valid_pairs = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
+        nonzero = self.reduction == "nonzero"
         if self.mining == "all":
-            total, n_nonzero, n_all = _batch_all(d, masks.negative, valid_pairs, self.margin)
+            total, count = _batch_all(d, masks, self.margin, nonzero)
         else:
             if self.mining == "hard":
-                losses, valid = _batch_hard(d, masks.positive, masks.negative, valid_pairs, self.margin)
+                losses, valid = _batch_hard(d, masks, self.margin)
             else:
-                losses, valid = _semi_hard(d, masks.negative, valid_pairs, self.margin), valid_pairs
-            total, n_nonzero, n_all = losses.sum(), (losses > 0).sum(), valid.sum()
-        count = n_nonzero if self.reduction == "nonzero" else n_all
+                valid = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
+                losses = _semi_hard(d, masks.negative, valid, self.margin)
+            total, count = losses.sum(), ((losses > 0).sum() if nonzero else valid.sum())
         return total / count.clamp_min(1)
 
 
-def _batch_all(
-    d: Tensor, negative: Tensor, valid_pairs: Tensor, margin: float
-) -> tuple[Tensor, Tensor, Tensor]:
-    """Sum of :math:`[d_{ap} - d_{an} + m]_+` over all valid triplets, the number of non-zero
-    terms and the number of triplets, from per-anchor sorted negatives and prefix sums."""
-    sorted_neg, n_neg = _sorted_negatives(d, negative)  # (B, B), (B,)
+def _batch_all(d: Tensor, masks: PairMasks, margin: float, nonzero: bool) -> tuple[Tensor, Tensor]:
+    """Sum of :math:`[d_{ap} - d_{an} + m]_+` over all triplets and their count: the non-zero
+    terms (``nonzero``) or all of them, from per-anchor sorted negatives and prefix sums. A pair
+    whose anchor has no negative has no violating negative, so it adds nothing to either."""
+    sorted_neg = _sorted_negatives(d, masks.negative)  # (B, B)
     threshold = d + margin  # (B, B) a negative violates (a, p) iff d_an < threshold
-    n_violating = torch.searchsorted(sorted_neg, threshold.contiguous())  # (B, B)
-    finite_neg = sorted_neg.masked_fill(torch.isinf(sorted_neg), 0.0)  # (B, B)
-    prefix = F.pad(finite_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
+    n_violating = torch.searchsorted(sorted_neg, threshold)  # (B, B) <= the anchor's negatives
+    # the +inf padding lies past every threshold: the gathered prefix sums hold negatives only
+    prefix = F.pad(sorted_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
     violating_sum = prefix.gather(1, n_violating)  # (B, B)
     per_pair = n_violating * threshold - violating_sum  # (B, B) sum over n of the hinge
-    total = per_pair.masked_fill(~valid_pairs, 0.0).sum()
-    n_triplets = (valid_pairs.sum(dim=1) * n_neg).sum()
-    return total, (n_violating * valid_pairs).sum(), n_triplets
+    total = per_pair.masked_fill(~masks.positive, 0.0).sum()
+    if nonzero:
+        return total, (n_violating * masks.positive).sum()
+    return total, (masks.positive.sum(dim=1) * masks.negative.sum(dim=1)).sum()
 
 
-def _sorted_negatives(d: Tensor, negative: Tensor) -> tuple[Tensor, Tensor]:
-    """Each anchor's negative distances in ascending order, padded with ``+inf``.
-
-    Returns ``sorted_neg (B, B)`` (row ``a``: its ``n_neg[a]`` negative distances, then ``inf``)
-    and ``n_neg (B,)``.
-    """
-    sorted_neg = d.masked_fill(~negative, float("inf")).sort(dim=1).values  # (B, B)
-    return sorted_neg, negative.sum(dim=1)
+def _sorted_negatives(d: Tensor, negative: Tensor) -> Tensor:
+    """Each anchor's negative distances in ascending order, padded with ``+inf``: ``(B, B)``,
+    row ``a`` holds its negatives' distances, then ``inf``."""
+    return d.masked_fill(~negative, float("inf")).sort(dim=1).values  # (B, B)
 
 
-def _batch_hard(
-    d: Tensor, positive: Tensor, negative: Tensor, valid_pairs: Tensor, margin: float
-) -> tuple[Tensor, Tensor]:
+def _batch_hard(d: Tensor, masks: PairMasks, margin: float) -> tuple[Tensor, Tensor]:
     """Hinge ``(B,)`` of each anchor with a positive and a negative (farthest positive, closest
     negative; Hermans et al. 2017), 0 for the other anchors, and the mask of those anchors ``(B,)``."""
-    anchors = valid_pairs.any(dim=1)  # (B,)
-    d_ap = d.masked_fill(~positive, float("-inf")).max(dim=1).values  # (B,)
-    d_an = d.masked_fill(~negative, float("inf")).min(dim=1).values  # (B,)
+    anchors = masks.has_positive & masks.has_negative  # (B,)
+    d_ap = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
+    d_an = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
     return F.relu(d_ap - d_an + margin).masked_fill(~anchors, 0.0), anchors  # (B,), (B,)
 
 
@@ -143,7 +137,7 @@ def _semi_hard(d: Tensor, negative: Tensor, valid_pairs: Tensor, margin: float) 
     """Hinge ``(B, B)`` of each valid positive pair ``(a, p)`` with its semi-hard negative (the
     closest negative strictly farther than ``p``, else the farthest negative; FaceNet / TF), 0
     for the other pairs."""
-    sorted_neg, n_neg = _sorted_negatives(d, negative)  # (B, B), (B,)
+    sorted_neg, n_neg = _sorted_negatives(d, negative), negative.sum(dim=1)  # (B, B), (B,)
     first_farther = torch.searchsorted(sorted_neg, d.contiguous(), right=True)  # (B, B)
     farthest = (n_neg - 1).clamp_min(0)[:, None].expand_as(first_farther)  # (B, B)
     pick = torch.where(first_farther < n_neg[:, None], first_farther, farthest)  # (B, B)
