@@ -7,11 +7,13 @@ Each row times ``loss_augmented_inference(dist, labels, gamma=1)`` (default 5 PA
 stop) on one batch of ``B`` unit embeddings (128-d, ``m`` images per class around ``B / m`` random
 class centres, noise 1: a batch that leaves PAM work to do): median milliseconds of ``--repeats``
 runs after 3 warm-ups (the first call on CUDA also captures the CUDA graphs), CUDA synchronised;
-``pam_swaps`` is the number of PAM swaps made. ``--count-ops`` also counts the ATen operators one
-call dispatches on the CPU at B = 128, m = 4 (C = 32), for the CPU path and for the static-shape
-path CUDA runs: all, those that would launch a GPU kernel (the proxy for launch cost) and those
-that read back to the host (``item``, ``nonzero``, ``unique``; the one ``tolist`` of the stats is
-not dispatched on the CPU).
+``pam_swaps`` is the number of PAM swaps made. ``ops``, ``kernels`` and ``reads`` count the ATen
+operators one call dispatches, on the CPU on the same batch, for the path the device runs (on
+CUDA the static-shape path, whose kernels its CUDA graphs replay): all, those that would launch
+a GPU kernel (views, allocations and CPU scalars do not; under CUDA graphs, a few microseconds
+each, they set the time) and those that read back to the host (``item``, ``nonzero``,
+``unique``; the one ``tolist`` of the stats is not dispatched on the CPU). ``--count-ops`` also
+prints the counts of both paths at B = 128, m = 4 (C = 32).
 """
 
 from __future__ import annotations
@@ -77,6 +79,17 @@ def count_ops(b: int = 128, per_class: int = 4) -> dict[str, _OpCounter]:
     return counts
 
 
+def call_ops(dist: torch.Tensor, labels: torch.Tensor, static_shapes: bool) -> _OpCounter:
+    """Operator counts of one call on the CPU copy of the batch (the second call: the first
+    warms up)."""
+    dist, labels = dist.cpu(), labels.cpu()
+    with torch.no_grad():
+        loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes)
+        with _OpCounter() as counter:
+            loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes)
+    return counter
+
+
 def run(device: torch.device, batch_sizes: list[int], per_class: list[int], repeats: int) -> pd.DataFrame:
     rows = []
     for m in per_class:
@@ -84,19 +97,21 @@ def run(device: torch.device, batch_sizes: list[int], per_class: list[int], repe
             dist, labels = batch(b, m, device)
             _, stats = loss_augmented_inference(dist, labels, 1.0)
             ms = median_ms(lambda: loss_augmented_inference(dist, labels, 1.0), device, repeats, slow_seconds=math.inf)
-            rows.append({"B": b, "m": m, "C": b // m, "ms": ms, "pam_swaps": int(stats["pam_swaps"])})
-            print(f"  B={b} m={m}: {ms:.2f} ms", flush=True)
+            ops = call_ops(dist, labels, static_shapes=device.type == "cuda")
+            rows.append({"B": b, "m": m, "C": b // m, "ms": ms, "pam_swaps": int(stats["pam_swaps"]),
+                         "ops": ops.ops, "kernels": ops.kernels, "reads": ops.reads})
+            print(f"  B={b} m={m}: {ms:.2f} ms, {ops.kernels} kernels", flush=True)
     return pd.DataFrame(rows)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128, 256, 512])
     parser.add_argument("--per-class", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--count-ops", action="store_true", help="also count the ATen operators of one CPU call")
-    args = parser.parse_args()
+    parser.add_argument("--count-ops", action="store_true", help="also count the ATen operators of both paths at B=128")
+    args = parser.parse_args(argv)
     device = torch.device(args.device)
     if args.count_ops:
         for name, c in count_ops().items():
@@ -105,6 +120,7 @@ def main() -> None:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
     print(f"loss_augmented_inference, median of {args.repeats} runs, device: {name}, torch {torch.__version__}")
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+    return table
 
 
 if __name__ == "__main__":

@@ -344,6 +344,65 @@ def test_static_shape_stages_read_nothing_back_and_a_pass_once():
     assert loss_reads.reads == inference_reads.reads + 2
 
 
+def test_refinement_rounds_match_the_passes_on_any_distances():
+    """The static path's rounds (one per swap, all clusters' visits scored at once) make exactly
+    the swaps of the sequential passes, also for distances that are no metric (asymmetric, a
+    nonzero diagonal, so a medoid need not be nearest to itself) and with many exact ties. The
+    distances are multiples of 2^-24 (or 1/8), so every float64 sum of F is exact and the two
+    paths must agree bit for bit; the previous implementation too."""
+    gen = torch.Generator().manual_seed(17)
+    keys = ("greedy_objective", "refined_objective", "nmi", "pam_swaps")
+    swapped = 0
+    for trial in range(120):
+        b = int(torch.randint(2, 50, (1,), generator=gen))
+        c = int(torch.randint(1, min(b, 12) + 1, (1,), generator=gen))
+        labels = torch.arange(c).repeat(b // c + 1)[:b][torch.randperm(b, generator=gen)]
+        dist = torch.rand(b, b, generator=gen)
+        if trial % 2:
+            dist = (dist * 8).floor() / 8  # exact ties everywhere
+        if trial % 3 == 0:
+            dist = (dist + dist.T) / 2
+        gamma, passes = [0.0, 0.5, 2.0, 10.0][trial % 4], [5, 1, 2, 5, 3][trial % 5]
+        medoids, stats = loss_augmented_inference(dist, labels, gamma, passes)
+        static_medoids, static_stats, _ = static_inference(dist, labels, gamma, passes)
+        ref_medoids, ref_stats = reference_inference(dist, labels, gamma, passes)
+        assert torch.equal(static_medoids, medoids) and static_stats == [stats[k] for k in keys]
+        assert torch.equal(medoids, ref_medoids) and stats == ref_stats
+        swapped += stats["pam_swaps"] > 0
+    assert swapped >= 20  # the rounds are exercised (25 of the 120 batches swap)
+
+
+@pytest.mark.parametrize(("b", "m"), [(96, 8), (128, 4)])
+def test_refinement_rounds_match_the_passes_on_benchmark_batches(b, m):
+    """At the benchmark's sizes (unit embeddings around class centres, float32)."""
+    gen = torch.Generator().manual_seed(b)
+    labels = torch.arange(b // m).repeat_interleave(m)
+    centres = torch.randn(b // m, 32, generator=gen)
+    x = F.normalize(centres[labels] + torch.randn(b, 32, generator=gen), dim=1)
+    dist = euclidean_distance(x)
+    for gamma in (0.5, 3.0):
+        medoids, stats = loss_augmented_inference(dist, labels, gamma)
+        static = loss_augmented_inference(dist, labels, gamma, static_shapes=True)
+        assert stats["pam_swaps"] > 2
+        assert torch.equal(static[0], medoids) and static[1] == stats
+
+
+def test_refinement_rounds_read_back_once_per_swap_plus_one():
+    gen = torch.Generator().manual_seed(18)
+    x, labels = random_batch(gen, 60, 12, spread=1.0)
+    dist = euclidean_distance(x.float())
+    codes, num_classes = fl._encode(labels)
+    gamma = torch.full((), 1.0, dtype=torch.float64)
+    with torch.no_grad():
+        for passes in (0, 1, 5):
+            inference = fl._Inference(dist, codes, num_classes, gamma, compact=False)
+            with HostReads() as counter:
+                _, _, swaps = inference.run(passes)
+            assert counter.reads == (swaps + 1 if passes else 0)
+            assert int(inference.swaps) == swaps
+    assert swaps > 1
+
+
 def test_exhaustive_inference_matches_loop_enumeration():
     gen = torch.Generator().manual_seed(6)
     x, labels = random_batch(gen, 8, 3, spread=1.0)

@@ -19,12 +19,15 @@ greedy Algorithm 1 followed by the PAM-like swap refinement Algorithm 2. Both sc
 of a step at once: one ``(n_candidates, B)`` tensor of new nearest-medoid distances and one batch
 of contingency tables give ``F`` and NMI for all candidates (no call per candidate). Entropies are
 read per point from the counts of its cell, so scoring ``n`` candidates costs ``O(n (B + C))``
-time. The greedy scores all ``B`` points at each of its ``C`` steps; a refinement step scores the
-cluster's members on the CPU and, on CUDA, all ``B`` points with the non-members masked, so that
-every step has static shapes and reads nothing back to the host: there the greedy, a refinement
-pass and the final scores each replay one CUDA graph, and only the early stop after a pass
-without a swap reads back. A whole inference costs ``O(T C B (B + C))`` time for ``T`` passes,
-``O(B (B + C))`` memory.
+time. The greedy scores all ``B`` points at each of its ``C`` steps. On the CPU a refinement step
+scores the cluster's members, ``C`` steps per pass. On CUDA the refinement runs in rounds of
+static shapes, one per swap plus one (:func:`_refine_round`): a round scores every point as
+medoid of its own cluster against the current medoids, all clusters' visits at once, and makes
+the first swap that the sequential passes would make, with the same result. Nothing reads back
+to the host inside the greedy, a round or the final scores, each of which replays one CUDA graph;
+each round reads back whether it swapped. The kernels launched, a few microseconds each, set
+the time on a GPU: about ``33 C`` for the greedy and ``71`` per round. A whole inference costs
+``O(T C B (B + C))`` time for ``T`` passes, ``O(B (B + C))`` memory.
 :func:`exhaustive_inference` solves the maximisation exactly on tiny batches.
 
 Conventions (those of TensorFlow's ``contrib.losses.metric_learning.cluster_loss``, the authors'
@@ -307,34 +310,125 @@ def augmented_objective(dist: Tensor, labels: Tensor, medoids: Tensor, gamma: fl
 class _Batch(NamedTuple):
     """Per-inference constants of a batch of ``B`` points with ``C`` classes (``K = C`` clusters).
 
-    Contingency ids (see :func:`_nmi`), ``width = B + C + K`` of them: a point that stays in its
-    base cell takes the lowest index of that cell's points (``< B``), a point that joins the
-    candidate's cluster the cell ``B + y_i``, and cluster ``k`` is ``B + C + k``.
+    Contingency ids (see :func:`_nmi`): cluster ``k`` is ``k`` (``< K``), the cell of class ``c``
+    in the cluster a candidate opens or takes over is ``K + c``, and a cell of points that keep
+    their cluster is ``K + C + (the lowest index of its points)`` (``+ B`` for a cell that a
+    refinement round's candidates' clusters leave behind, see :func:`_refine_round`).
     """
 
     columns: Tensor  # (B, B) dist.T (a view), row j: d[i, j] for every point i
+    claims: Tensor  # (B, B) columns with -inf on the diagonal: a candidate always takes itself
+    steps: Tensor  # (B, 2, B) [j, 0]: columns[j]; [j, 1]: the float below it, NaN at point j
     classes: _Classes
+    class_total: Tensor  # () float64 sum_i n(y_i), the excess of a table with one cluster per point
     everyone: Tensor  # (B,) 0..B-1
     positions: Tensor  # (K,) 0..K-1
     others: Tensor  # (K, K-1) row k: the positions other than k
+    staying: Tensor  # (K + 1, K) bool [o, k]: the medoid of cluster o < K stays when k is swapped
     joined: Tensor  # (K, 2, B) [k, :, i]: cell and cluster ids of point i joining cluster k
+    firsts: Tensor  # (2B,) K + C + 0..2B-1, the ids of cells named after their lowest point
     below: Tensor  # () -inf in dist's dtype, towards which a threshold steps down
-    width: int
+    zero: Tensor  # () float64
+    one: Tensor  # () float64
 
 
 def _batch(dist: Tensor, classes: _Classes) -> _Batch:
     """The :class:`_Batch` of ``dist`` ``(B, B)`` (static shapes, no host read)."""
     b, k = dist.shape[0], classes.num_classes
     device = dist.device
+    columns = dist.T  # (B, B)
+    below = torch.full((), -torch.inf, dtype=dist.dtype, device=device)  # ()
+    claims = columns.contiguous()  # (B, B) a copy, row-major as the candidates' tensors
+    claims.diagonal().fill_(-torch.inf)
+    steps = torch.stack([columns, columns.nextafter(below)], dim=1)  # (B, 2, B)
+    steps[:, 1].diagonal().fill_(torch.nan)
     positions = torch.arange(k, device=device)  # (K,)
     rest = torch.arange(k - 1, device=device)  # (K-1,)
     others = rest + (rest >= positions[:, None])  # (K, K-1) row k: 0..k-1, k+1..K-1
+    owner = torch.arange(k + 1, device=device)  # (K+1,) K: no cluster
+    staying = (owner[:, None] < k) & (owner[:, None] != positions)  # (K+1, K)
     joined = torch.stack(
-        [(classes.codes + b).expand(k, b), (positions + b + k)[:, None].expand(k, b)], dim=1
+        [(classes.codes + k).expand(k, b), positions[:, None].expand(k, b)], dim=1
     )  # (K, 2, B)
-    below = torch.full((), -torch.inf, dtype=dist.dtype, device=device)  # ()
-    everyone = torch.arange(b, device=device)  # (B,)
-    return _Batch(dist.T, classes, everyone, positions, others, joined, below, b + 2 * k)
+    firsts = torch.arange(k + classes.num_classes, k + classes.num_classes + 2 * b, device=device)
+    zero = torch.zeros((), dtype=torch.float64, device=device)
+    return _Batch(
+        columns, claims, steps, classes, -classes.matched, torch.arange(b, device=device),
+        positions, others, staying, joined, firsts, below, zero, zero + 1.0,
+    )
+
+
+def _objective(
+    batch: _Batch, index: Tensor, width: int, new_min: Tensor, gamma: Tensor
+) -> Tensor:
+    """``A = gamma (1 - NMI) + F`` of ``n`` clusterings, the same float64 value as
+    :func:`_objectives` gives (bit for bit) in fewer operations.
+
+    Args:
+        index: ``(n, 2, B)`` contingency cell and cluster ids of each point (see :func:`_nmi`),
+            in ``[0, width)``.
+        new_min: ``(n, B)`` each point's distance to its nearest medoid (``F = -sum``, Eq. 4).
+        gamma: ``()`` float64 margin multiplier.
+
+    Returns ``(n,)`` float64. ``1 - NMI`` is computed directly: ``1 - MI / sqrt(H(g) H(y))`` (one
+    ``addcdiv``), 1 for an independent table, clamped to ``[0, e]`` where the exact integer
+    ``e = sum_i n_cluster + n_class - 2 n_joint`` is 0 exactly for a one-to-one table (see
+    :func:`_nmi`) and otherwise at least 1; ``1 - min(r, 1) = max(1 - r, 0)`` in floating point,
+    so each step rounds as in :func:`_nmi` followed by ``1 - nmi``.
+    """
+    n, _, b = index.shape
+    classes = batch.classes
+    flat = index.view(n, 2 * b)  # (n, 2B)
+    table = torch.zeros(n, width, dtype=torch.float64, device=index.device)  # (n, width)
+    table.scatter_add_(1, flat, classes.ones.expand(n, 2 * b))  # contingency counts, Eq. (10)
+    counts = table.gather(1, flat)  # (n, 2B): n_joint of each point, then n_cluster
+    h = math.log(b) - counts.log().view(n, 2, b).sum(dim=2) / b  # (n, 2): H(g, y), H(g)
+    h_joint, h_cluster = h.unbind(1)  # (n,), (n,)
+    mi = h_cluster + classes.entropy - h_joint  # (n,)
+    denom = torch.sqrt(h_cluster * classes.entropy)  # (n,)
+    gap = torch.where(
+        (mi > _MI_ROUND_OFF) & (denom > 0), torch.addcdiv(batch.one, mi, denom, value=-1.0), 1.0
+    )  # (n,) 1 - NMI before the clamps
+    excess = torch.addmv(batch.class_total, counts, classes.excess_weights)  # (n,) e, exact
+    gap = torch.clamp(gap, min=batch.zero, max=excess)  # (n,) 1 - NMI, Eq. (8)
+    return gamma * gap - new_min.sum(dim=1, dtype=torch.float64)
+
+
+def _greedy(batch: _Batch, gamma: Tensor) -> Tensor:
+    """Algorithm 1: add, ``C`` times, the point maximising ``A(S + {j})``. Returns ``(C,)``.
+
+    Static shapes, no host read: all ``B`` points are scored at every step, the chosen ones
+    masked out (the first maximiser wins ties). The state between steps: each point's distance
+    to its nearest medoid ``base_min`` and the threshold at or below which a candidate takes it
+    (the float below ``base_min``, as ties go to the earlier medoid; NaN, never, at a medoid),
+    both updated by a ``minimum`` with the chosen point's row of :attr:`_Batch.steps`, and the
+    contingency ids of the points if they stay, from the chosen candidate's row of the step's
+    ids (the cells renamed after their lowest point at the next step).
+    """
+    b, k_all = batch.columns.shape[0], batch.classes.num_classes
+    device, dtype = batch.columns.device, batch.columns.dtype
+    bounds = torch.empty(2, b, dtype=dtype, device=device)  # (2, B): base_min, threshold
+    bounds[0].fill_(torch.inf)
+    bounds[1].fill_(torch.finfo(dtype).max)  # the float below inf
+    stay = torch.zeros(2, b, dtype=torch.long, device=device)  # (2, B): cell, cluster ids
+    medoids = torch.empty(k_all, dtype=torch.long, device=device)  # (C,)
+    codes, c = batch.classes.codes, batch.classes.num_classes
+    width = k_all + c + b
+    for t in range(k_all):
+        cell = torch.add(codes, stay[1], alpha=c)  # (B,) cluster * C + class
+        first = cell.new_empty(k_all * c).scatter_reduce_(
+            0, cell, batch.firsts[:b], "amin", include_self=False
+        )  # (K * C,) each occupied cell's id
+        torch.index_select(first, 0, cell, out=stay[0])
+        wins = torch.le(batch.claims, bounds[1])  # (B, B) point i joins candidate j (Eq. 7)
+        new_min = torch.minimum(bounds[0], batch.columns)  # (B, B) nearest-medoid distances
+        index = torch.where(wins[:, None, :], batch.joined[t], stay)  # (B, 2, B)
+        objective = _objective(batch, index, width, new_min, gamma)  # (B,)
+        objective.index_fill_(0, medoids[:t], -torch.inf)
+        best = torch.argmax(objective, dim=0, keepdim=True, out=medoids[t : t + 1])  # (1,)
+        bounds = torch.minimum(bounds, batch.steps.index_select(0, best)[0])  # (2, B)
+        stay = index.index_select(0, best)[0]  # (2, B) cell ids overwritten next step
+    return medoids
 
 
 def _base(
@@ -357,84 +451,24 @@ def _base(
     threshold = torch.where(base_assign > position, base_min, base_min.nextafter(batch.below))
     threshold.index_fill_(0, staying, math.nan)  # (B,)
     cell = torch.add(batch.classes.codes, base_assign, alpha=c)  # (B,) cluster * C + class
-    first = cell.new_empty(c * c).scatter_reduce_(
-        0, cell, batch.everyone, "amin", include_self=False
-    )  # (C * C,) lowest index of each occupied cell
-    stay = cell.new_empty(2, b)  # (2, B)
-    torch.index_select(first, 0, cell, out=stay[0])
-    torch.add(base_assign, b + c, out=stay[1])
+    first = cell.new_empty(batch.positions.numel() * c).scatter_reduce_(
+        0, cell, batch.firsts[:b], "amin", include_self=False
+    )  # (K * C,) each occupied cell's id
+    stay = torch.stack([first.index_select(0, cell), base_assign])  # (2, B)
     return threshold, stay
 
 
-def _candidate_objectives(
-    batch: _Batch,
-    rows: Tensor,
-    candidates: Tensor,
-    position: int,
-    base_min: Tensor,
-    threshold: Tensor,
-    stay: Tensor,
-    gamma: Tensor,
-) -> tuple[Tensor, Tensor]:
-    """``A`` of every candidate set ``S' = (staying medoids) + {j}``, ``j`` at cluster ``position``.
-
-    Args:
-        rows: ``(n, B)``, row ``r``: ``d[i, candidates[r]]`` for every point ``i``, a transposed
-            view: its layout sets the order of the float64 sum of ``F``, which callers keep as
-            it was (the sum is exact, so the order irrelevant, for float32 distances in
-            ``{0} U [2^-20, 2]``, those of unit embeddings from :func:`euclidean_distance`, at
-            ``B <= 512``).
-        candidates: ``(n,)`` candidate indices.
-        position: cluster id the candidate takes.
-        base_min, threshold, stay: ``(B,)``, ``(B,)``, ``(2, B)`` from :func:`_base`.
-        gamma: ``()`` float64 margin multiplier.
-
-    Returns:
-        ``(objective (n,) float64, wins (n, B))``, ``wins[r, i]``: point ``i`` joins the
-        candidate's cluster (ties follow :func:`cluster_assignment`).
-    """
-    new_min = torch.minimum(base_min[None, :], rows)  # (n, B) nearest-medoid distances, Eq. (4)
-    wins = torch.le(rows, threshold, out=rows.new_empty(rows.shape, dtype=torch.bool))  # (n, B)
-    wins.scatter_(1, candidates[:, None], True)  # a candidate is in its own cluster
-    index = torch.where(wins[:, None, :], batch.joined[position], stay)  # (n, 2, B)
-    nmi = _nmi(index, batch.width, batch.classes)  # (n,)
-    return gamma * (1.0 - nmi) - new_min.sum(dim=1, dtype=torch.float64), wins
-
-
-def _greedy(batch: _Batch, gamma: Tensor) -> Tensor:
-    """Algorithm 1: add, ``C`` times, the point maximising ``A(S + {j})``. Returns ``(C,)``.
-
-    Static shapes, no host read: all ``B`` points are scored at every step, the chosen ones
-    masked out (the first maximiser wins ties).
-    """
-    b, k_all = batch.columns.shape[0], batch.classes.num_classes
-    device = batch.columns.device
-    base_min = torch.full((b,), torch.inf, dtype=batch.columns.dtype, device=device)  # (B,)
-    base_assign = torch.zeros(b, dtype=torch.long, device=device)  # (B,)
-    medoids = torch.empty(k_all, dtype=torch.long, device=device)  # (C,)
-    for t in range(k_all):
-        chosen = medoids[:t]  # (t,)
-        threshold, stay = _base(batch, base_min, base_assign, chosen, t)
-        objective, wins = _candidate_objectives(
-            batch, batch.columns, batch.everyone, t, base_min, threshold, stay, gamma
-        )  # (B,), (B, B)
-        best = objective.index_fill_(0, chosen, -torch.inf).argmax(dim=0, keepdim=True)  # (1,)
-        medoids[t : t + 1] = best
-        base_min = torch.minimum(base_min, batch.columns.index_select(0, best)[0])  # (B,)
-        base_assign = torch.where(wins.index_select(0, best)[0], t, base_assign)  # (B,)
-    return medoids
-
-
-def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor, compact: bool) -> None:
+def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor) -> None:
     """One pass of Algorithm 2 over the ``K`` clusters, in place on ``medoids`` ``(K,)``.
 
     Per cluster ``k``: its members (its medoid included, so ``A`` never decreases, Lemma 1) are
     scored as medoid of ``k`` with the other medoids staying; the best replaces the medoid if its
     ``A`` is strictly higher (the first maximiser wins ties). Assignments are recomputed after
-    every swap (Gauss-Seidel). ``compact``: score the members only (a ``nonzero``, a host read on
-    an accelerator); else score all ``B`` points with the non-members masked (static shapes, no
-    host read).
+    every swap (Gauss-Seidel). The members are gathered (a ``nonzero``, a host read on an
+    accelerator): the CPU path; :func:`_refine_round` is the static-shape one.
     """
+    b, c = batch.columns.shape[0], batch.classes.num_classes
+    width = medoids.numel() + c + b
     for k in range(medoids.numel()):
         to_medoids = batch.columns.index_select(0, medoids)  # (K, B) row l: d[i, S[l]]
         assign = to_medoids.argmin(dim=0).index_put_((medoids,), batch.positions)  # (B,) Eq. (7)
@@ -444,33 +478,116 @@ def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor, compact: bool) -
         staying = medoids.index_select(0, batch.others[k])  # (K-1,)
         base_assign.index_put_((staying,), batch.others[k])  # staying medoids keep their cluster
         threshold, stay = _base(batch, base_min, base_assign, staying, k)
-        if compact:
-            candidates = members.nonzero().squeeze(1)  # (n,)
-            objective, _ = _candidate_objectives(
-                batch, batch.columns.T[:, candidates].T, candidates, k, base_min, threshold, stay,
-                gamma,
-            )  # (n,)
-            best_value, best = objective.max(dim=0, keepdim=True)  # (1,), (1,)
-            best = candidates.index_select(0, best)  # (1,)
-            current = torch.searchsorted(candidates, medoids[k : k + 1])  # (1,) row of S[k]
-        else:
-            objective, _ = _candidate_objectives(
-                batch, batch.columns, batch.everyone, k, base_min, threshold, stay, gamma
-            )  # (B,)
-            masked = torch.where(members, objective, -torch.inf)  # (B,) members only
-            best_value, best = masked.max(dim=0, keepdim=True)  # (1,), (1,)
-            current = medoids[k : k + 1]  # (1,)
+        candidates = members.nonzero().squeeze(1)  # (n,)
+        # A transposed view: its layout sets the order of the float64 sum of F, kept as it was.
+        rows = batch.columns.T[:, candidates].T  # (n, B) row r: d[i, candidates[r]]
+        new_min = torch.minimum(base_min[None, :], rows)  # (n, B) nearest-medoid distances
+        wins = torch.le(rows, threshold, out=rows.new_empty(rows.shape, dtype=torch.bool))
+        wins.scatter_(1, candidates[:, None], True)  # a candidate is in its own cluster
+        index = torch.where(wins[:, None, :], batch.joined[k], stay)  # (n, 2, B)
+        objective = _objective(batch, index, width, new_min, gamma)  # (n,)
+        best_value, best = objective.max(dim=0, keepdim=True)  # (1,), (1,)
+        current = torch.searchsorted(candidates, medoids[k : k + 1])  # (1,) row of S[k]
         better = best_value > objective.index_select(0, current)  # (1,)
-        torch.where(better, best, medoids[k : k + 1], out=medoids[k : k + 1])
+        torch.where(better, candidates.index_select(0, best), medoids[k : k + 1], out=medoids[k : k + 1])
+
+
+# A visit no refinement reaches (:func:`_refine_round`).
+_NEVER = 2**62
+
+
+class _Refinement(NamedTuple):
+    """The state of the static-shape refinement (:func:`_refine_round`), updated in place."""
+
+    medoids: Tensor  # (K,) S
+    visit: Tensor  # () long: the next visit, pass * K + cluster
+    limit: Tensor  # () long: the visits end before it (the end of the pass after the last swap)
+    last: Tensor  # () long: passes * K, the end of the last pass
+    swaps: Tensor  # () long
+
+
+def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
+    """Algorithm 2 as :func:`_refine_pass` runs it, up to and including its next swap.
+
+    Algorithm 2 visits clusters ``0..K-1`` in each of up to ``T`` passes, stopping after a pass
+    without a swap; a visit only depends on the current medoids ``S`` and its cluster. So one
+    round scores, against the current ``S``, every point as medoid of its own cluster (the
+    candidates of all ``K`` visits at once, ``B`` rows), finds the first upcoming visit whose
+    best member beats its medoid (the first maximiser of ``A`` among the members), and makes that
+    swap: every visit before it would have found no swap, with the same ``S``. The refinement
+    takes ``swaps + 1`` rounds instead of ``K`` steps per pass, with the same result; a round
+    without a swap leaves the state as it is (the refinement is over). Static shapes, no host
+    read; returns ``()`` bool: whether the round swapped.
+
+    Per cluster ``k`` and point ``i``, the medoids without ``S[k]`` leave ``i`` at its nearest
+    one (``v1, r1``) unless that is ``S[k]`` (then the second nearest ``v2, r2``); a medoid other
+    than ``S[k]`` keeps its own cluster and is never taken (threshold NaN, see :func:`_base`).
+    A candidate's members keep their cell if they stay; the points of its cluster that it does
+    not take move to the cell of their second-nearest medoid's cluster: that of the cell's points
+    if it has some, else a cell of their own, named after its lowest point plus ``B``.
+    """
+    b, k_all = batch.columns.shape[0], batch.positions.numel()
+    c = batch.classes.num_classes
+    medoids, positions = state.medoids, batch.positions
+    to_medoids = batch.columns.index_select(0, medoids)  # (K, B) row l: d[i, S[l]]
+    ids = torch.empty(2, 2, b, dtype=torch.long, device=medoids.device)  # [cell/cluster, kept/moved]
+    nearest = ids[1, 0]  # (B,) r1, then the cluster of each point (with its medoid's fix)
+    v1 = torch.min(to_medoids, dim=0, out=(to_medoids.new_empty(b), nearest))[0]  # (B,)
+    to_medoids.scatter_(0, nearest[None], torch.inf)
+    v2, r2 = to_medoids.min(dim=0)  # (B,), (B,) second nearest
+    owner = torch.full_like(nearest, k_all).index_put_((medoids,), positions)  # (B,) K: none
+    lost = nearest[None, :] == positions[:, None]  # (K, B): S[k] is point i's nearest medoid
+    bounds = to_medoids.new_empty(k_all, 2, b)  # (K, 2, B): base_min, threshold per cluster
+    base_min = torch.where(lost, v2, v1, out=bounds[:, 0])  # (K, B)
+    base_assign = torch.where(lost, r2, nearest)  # (K, B)
+    staying = batch.staying.index_select(0, owner).T  # (K, B)
+    base_assign = torch.where(staying, owner, base_assign)  # (K, B) staying medoids keep theirs
+    threshold = torch.where(
+        positions[:, None] < base_assign, base_min, base_min.nextafter(batch.below),
+        out=bounds[:, 1],
+    )  # (K, B)
+    threshold.masked_fill_(staying, torch.nan)
+    cluster = nearest.index_put_((medoids,), positions)  # (B,) Eq. (7), in place of r1
+    torch.gather(base_assign, 0, cluster[None], out=ids[1, 1][None])  # (B,) where it moves
+    keys = torch.add(batch.classes.codes, ids[1], alpha=c).view(2 * b)  # (2B,) cluster * C + class
+    first = keys.new_empty(k_all * c).scatter_reduce_(
+        0, keys, batch.firsts, "amin", include_self=False
+    )  # (K * C,) occupied cells take their lowest point, cells only moved to that plus B
+    torch.index_select(first, 0, keys, out=ids[0].view(2 * b))
+    same = cluster[:, None] == cluster[None, :]  # (B, B) row j: the members of j's cluster
+    stay = torch.where(same[:, None, :], ids[:, 1], ids[:, 0])  # (B, 2, B)
+    rows = bounds.index_select(0, cluster)  # (B, 2, B) row j: the base of j's cluster
+    wins = torch.le(batch.claims, rows[:, 1])  # (B, B) point i joins candidate j (Eq. 7)
+    new_min = torch.minimum(rows[:, 0], batch.columns)  # (B, B) nearest-medoid distances
+    index = torch.where(wins[:, None, :], batch.joined.index_select(0, cluster), stay)
+    objective = _objective(batch, index, k_all + c + 2 * b, new_min, gamma)  # (B,)
+    best_value = objective.new_empty(k_all).scatter_reduce_(
+        0, cluster, objective, "amax", include_self=False
+    )  # (K,) every cluster has a member, its medoid
+    hit = torch.where(objective == best_value.index_select(0, cluster), batch.everyone, b)  # (B,)
+    best = hit.new_empty(k_all).scatter_reduce_(0, cluster, hit, "amin", include_self=False)
+    better = best_value > objective.index_select(0, medoids)  # (K,)
+    # The upcoming visits: cluster k next at visit[k]; the first that swaps (none: _NEVER).
+    visit = torch.remainder(positions - state.visit, k_all).add_(state.visit)  # (K,)
+    due = torch.where(better & (visit < state.limit), visit, _NEVER).amin()  # ()
+    swapped = due < _NEVER  # ()
+    torch.where(visit == due, best, medoids, out=medoids)
+    state.swaps.add_(swapped)
+    # Without a swap the next visit is past every limit: every later round finds nothing.
+    torch.add(due, 1, out=state.visit)
+    torch.minimum(due.div(k_all, rounding_mode="floor").add_(2).mul_(k_all), state.last, out=state.limit)
+    return swapped
 
 
 class _Inference:
     """Algorithms 1 and 2 on one batch, in three stages whose tensors live on the instance.
 
-    :meth:`greedy` (Algorithm 1), :meth:`refine_pass` (one pass of Algorithm 2; returns its
-    ``()`` swap count) and :meth:`finish` (``values`` ``(3,)`` float64: ``A`` of the greedy and
-    the refined sets and the refined NMI). None reads back to the host; :meth:`run` reads the swap
-    count once per pass for the early stop.
+    :meth:`greedy` (Algorithm 1), :meth:`refine_pass` (a stage of Algorithm 2; returns ``()``,
+    nonzero while the refinement goes on) and :meth:`finish` (``values`` ``(3,)`` float64: ``A``
+    of the greedy and the refined sets and the refined NMI). None reads back to the host;
+    :meth:`run` reads the result of :meth:`refine_pass` once per call to stop. ``compact`` (the
+    CPU path): a stage is one pass of :func:`_refine_pass` (its count of swaps); else one round
+    of :func:`_refine_round` (whether it swapped), static shapes.
     """
 
     def __init__(
@@ -478,16 +595,24 @@ class _Inference:
     ) -> None:
         self.dist, self.codes, self.num_classes, self.gamma = dist, codes, num_classes, gamma
         self.compact = compact
+        # passes * K, the end of the refinement's visits (:class:`_Refinement`); set by run.
+        self.last = torch.full((), 5 * num_classes, dtype=torch.long, device=dist.device)
 
     def greedy(self) -> None:
         self.batch = _batch(self.dist, _classes(self.codes, self.num_classes))
         self.greedy_medoids = _greedy(self.batch, self.gamma)  # (C,)
         self.refined = self.greedy_medoids.clone()  # (C,)
-        self.swaps = torch.zeros((), dtype=torch.long, device=self.dist.device)  # ()
+        zero = torch.zeros((), dtype=torch.long, device=self.dist.device)
+        limit = self.last.clamp_max(self.num_classes)  # the end of the first pass
+        self.state = _Refinement(self.refined, zero, limit, self.last, zero.clone())
+        self.swaps = self.state.swaps  # ()
 
     def refine_pass(self) -> Tensor:
+        if not self.compact:
+            self.swapped = _refine_round(self.batch, self.gamma, self.state)  # ()
+            return self.swapped
         before = self.refined.clone()  # (C,)
-        _refine_pass(self.batch, self.gamma, self.refined, self.compact)
+        _refine_pass(self.batch, self.gamma, self.refined)
         # A pass visits each cluster once: its swaps are the medoids it changed.
         torch.sum(self.refined != before, dim=0, out=self.swaps)
         return self.swaps
@@ -499,13 +624,21 @@ class _Inference:
 
     def run(self, passes: int) -> tuple[Tensor, Tensor, int]:
         """``(refined medoids (C,), values (3,), swaps)`` after up to ``passes`` passes."""
+        self.last.fill_(passes * self.num_classes)
         self.greedy()
         swaps = 0
-        for _ in range(passes):
-            swapped = int(self.refine_pass())  # the pass's one host read
-            swaps += swapped
-            if not swapped:
-                break
+        if self.compact:
+            for _ in range(passes):
+                swapped = int(self.refine_pass())  # the pass's one host read
+                swaps += swapped
+                if not swapped:
+                    break
+        elif passes:
+            # Each round but the last swaps, and a pass swaps at most K times.
+            for _ in range(passes * self.num_classes + 1):
+                if not bool(self.refine_pass()):  # the round's one host read
+                    break
+                swaps += 1
         self.finish()
         return self.refined, self.values, swaps
 
@@ -546,7 +679,7 @@ class _GraphedInference(_Inference):
 
     def refine_pass(self) -> Tensor:
         self.graphs[1].replay()
-        return self.swaps
+        return self.swapped
 
     def finish(self) -> None:
         self.graphs[2].replay()
@@ -568,10 +701,10 @@ def _inference(
     """Algorithms 1 and 2 on ``dist`` ``(B, B)`` (no gradient) with the class codes ``(B,)``.
 
     Returns ``(refined medoids (C,), values (3,) float64, swaps)``, ``values``: ``A`` of the
-    greedy and refined sets and the refined NMI. ``static_shapes`` (default: on CUDA only) scores
-    every point in a refinement step instead of a cluster's members; on CUDA (``graphs``) the
-    static stages replay CUDA graphs captured on the first call with the same device, dtype,
-    ``B`` and ``C``.
+    greedy and refined sets and the refined NMI. ``static_shapes`` (default: on CUDA only) refines
+    in rounds of static shapes (:func:`_refine_round`) instead of steps over a cluster's members;
+    on CUDA (``graphs``) the static stages replay CUDA graphs captured on the first call with the
+    same device, dtype, ``B`` and ``C``.
     """
     static = dist.is_cuda if static_shapes is None else static_shapes
     with torch.no_grad():
@@ -602,20 +735,22 @@ def loss_augmented_inference(
     within-cluster facility score plus the margin; the proof of Lemma 1 uses ``A``), and clusters
     are re-assigned after every swap (TF re-assigns once per pass).
 
-    Host reads: the labels' encoding, one per refinement pass (the early stop) and one for the
-    stats; on CUDA the greedy, a pass and the stats each replay one CUDA graph, captured on the
-    first call with the same device, dtype, ``B`` and ``C``.
+    Host reads: the labels' encoding, one per refinement pass (the early stop; with static
+    shapes one per round, i.e. per swap plus one) and one for the stats; on CUDA the greedy, a
+    round and the stats each replay one CUDA graph, captured on the first call with the same
+    device, dtype, ``B`` and ``C``.
 
     Args:
         dist: ``(B, B)`` distances.
         labels: ``(B,)`` integer labels.
         gamma: margin multiplier (>= 0).
         pam_passes: refinement passes ``T`` (paper: 5); 0 returns the greedy solution.
-        static_shapes: score every point in a refinement step, members masked (no host read
-            inside a pass: what CUDA runs and captures in graphs), instead of gathering the
-            cluster's members (a ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32
-            distances both give the same medoids and stats; in float64 an exact tie between two
-            candidates may break the other way (the distance sums run in another order).
+        static_shapes: refine in rounds that score every point as medoid of its own cluster,
+            one round per swap (no host read inside a round: what CUDA runs and captures in
+            graphs), instead of one step per cluster and pass over the cluster's members (a
+            ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32 distances both
+            give the same medoids and stats; in float64 an exact tie between two candidates may
+            break the other way (the distance sums run in another order).
 
     Returns:
         ``(medoids (C,), stats)`` with stats ``greedy_objective``, ``refined_objective`` (``A`` of
