@@ -32,8 +32,8 @@ def test_quick_run_prints_the_training_inference_and_loss_tables(training_script
     assert "device: " in text and "torch " in text
 
 
-def test_loss_script_counts_operators_only(benchmark, capsys):
-    table = benchmark.loss_benchmark.main(["--ops-only", "--device", "cpu", "--batch-sizes", "16", "--dims", "8"])
+def test_loss_script_counts_operators_only(training_script, capsys):
+    table = training_script.loss_benchmark.main(["--ops-only", "--device", "cpu", "--batch-sizes", "16", "--dims", "8"])
     text = capsys.readouterr().out
     assert "operator counts only" in text and "ours ops" in text and "PML ops" in text and "(ms)" not in text
     compared = table[table["PML ops"].notna()]
