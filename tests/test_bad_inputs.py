@@ -326,7 +326,7 @@ def test_papermill_cli_dash_p_seeds_3_names_seeds(tmp_path: Path, monkeypatch: p
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)
     out = tmp_path / "out.ipynb"
     done = subprocess.run(
-        [str(Path(sys.executable).with_name("papermill")), str(NOTEBOOKS / "00_protocol.ipynb"), str(out),
+        [sys.executable, "-m", "papermill", str(NOTEBOOKS / "00_protocol.ipynb"), str(out),
          "-k", "python3", "--cwd", str(NOTEBOOKS), "--no-progress-bar",
          "-p", "profile", "smoke", "-p", "results_dir", str(tmp_path / "results"), "-p", "seeds", "3"],
         capture_output=True, text=True, timeout=300,
