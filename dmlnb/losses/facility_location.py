@@ -567,16 +567,17 @@ def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
     candidates of all ``K`` visits at once, ``B`` rows), finds the first upcoming visit whose
     best member beats its medoid (the first maximiser of ``A`` among the members), and makes that
     swap: every visit before it would have found no swap, with the same ``S``. The refinement
-    takes ``swaps + 1`` rounds instead of ``K`` steps per pass, with the same result; a round
-    without a swap leaves the state as it is (the refinement is over). Static shapes, no host
-    read; returns ``()`` bool: whether the round swapped.
+    takes ``swaps + 1`` rounds instead of ``K`` steps per pass, with the same result; after a
+    round without a swap (the refinement is over) every later round finds none and changes no
+    medoid. Static shapes, no host read; returns ``()`` bool: whether the round swapped.
 
     Per cluster ``k`` and point ``i``, the medoids without ``S[k]`` leave ``i`` at its nearest
     one (``v1, r1``) unless that is ``S[k]`` (then the second nearest ``v2, r2``); a medoid other
     than ``S[k]`` keeps its own cluster and is never taken (threshold NaN, see :func:`_base`).
-    A candidate's members keep their cell if they stay; the points of its cluster that it does
-    not take move to the cell of their second-nearest medoid's cluster: that of the cell's points
-    if it has some, else a cell of their own, named after its lowest point plus ``B``.
+    The points outside a candidate's cluster that it does not take keep their cell; those of its
+    cluster that it does not take move to the cell of their class in the cluster of their nearest
+    staying medoid: the id of that cell's points if it has some, else an id of their own, their
+    lowest point plus ``B``.
     """
     b, k_all = batch.columns.shape[0], batch.positions.numel()
     c = batch.classes.num_classes
