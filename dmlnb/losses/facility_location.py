@@ -64,6 +64,7 @@ __all__ = [
     "FacilityLocationLoss",
     "MarginDecayHook",
     "InsideLossHook",
+    "REFINEMENTS",
 ]
 
 
@@ -101,6 +102,16 @@ def _check_passes(pam_passes: int) -> int:
     if int(pam_passes) != pam_passes or pam_passes < 0:
         raise ValueError(f"pam_passes must be an integer >= 0, got {pam_passes}")
     return int(pam_passes)
+
+
+#: Variants of Algorithm 2 (see :func:`loss_augmented_inference`).
+REFINEMENTS = ("full", "paper")
+
+
+def _check_refinement(refinement: str) -> str:
+    if refinement not in REFINEMENTS:
+        raise ValueError(f"refinement must be one of {REFINEMENTS}, got {refinement!r}")
+    return refinement
 
 
 def _encode(labels: Tensor) -> tuple[Tensor, int]:
@@ -320,7 +331,7 @@ class _Batch(NamedTuple):
     claims: Tensor  # (B, B) columns with -inf on the diagonal: a candidate always takes itself
     steps: Tensor  # (B, 2, B) [j, 0]: columns[j]; [j, 1]: the float below it, NaN at point j
     classes: _Classes
-    class_total: Tensor  # () float64 sum_i n(y_i), the excess of a table with one cluster per point
+    class_total: Tensor  # () float64 sum_i n(y_i) (see :func:`_margin`)
     everyone: Tensor  # (B,) 0..B-1
     positions: Tensor  # (K,) 0..K-1
     others: Tensor  # (K, K-1) row k: the positions other than k
@@ -358,23 +369,16 @@ def _batch(dist: Tensor, classes: _Classes) -> _Batch:
     )
 
 
-def _objective(
-    batch: _Batch, index: Tensor, width: int, new_min: Tensor, gamma: Tensor
-) -> Tensor:
-    """``A = gamma (1 - NMI) + F`` of ``n`` clusterings, the same float64 value as
-    :func:`_objectives` gives (bit for bit) in fewer operations.
+def _margin(batch: _Batch, index: Tensor, width: int) -> Tensor:
+    """``1 - NMI`` (Eq. 8) of ``n`` clusterings, the same float64 value as ``1 - nmi`` of
+    :func:`_nmi` (bit for bit) in fewer operations.
 
-    Args:
-        index: ``(n, 2, B)`` contingency cell and cluster ids of each point (see :func:`_nmi`),
-            in ``[0, width)``.
-        new_min: ``(n, B)`` each point's distance to its nearest medoid (``F = -sum``, Eq. 4).
-        gamma: ``()`` float64 margin multiplier.
-
-    Returns ``(n,)`` float64. ``1 - NMI`` is computed directly: ``1 - MI / sqrt(H(g) H(y))`` (one
-    ``addcdiv``), 1 for an independent table, clamped to ``[0, e]`` where the exact integer
-    ``e = sum_i n_cluster + n_class - 2 n_joint`` is 0 exactly for a one-to-one table (see
-    :func:`_nmi`) and otherwise at least 1; ``1 - min(r, 1) = max(1 - r, 0)`` in floating point,
-    so each step rounds as in :func:`_nmi` followed by ``1 - nmi``.
+    ``index`` ``(n, 2, B)``: the contingency cell and cluster ids of each point (see
+    :func:`_nmi`), in ``[0, width)``. ``1 - MI / sqrt(H(g) H(y))`` comes from one ``addcdiv``, 1
+    for an independent table, clamped to ``[0, e]`` where the exact integer
+    ``e = sum_i n_cluster + n_class - 2 n_joint`` is 0 for a one-to-one table (see :func:`_nmi`)
+    and otherwise at least 1: as ``1 - min(r, 1) = max(1 - r, 0)`` in floating point, every step
+    rounds as in :func:`_nmi` followed by ``1 - nmi``. Returns ``(n,)`` float64.
     """
     n, _, b = index.shape
     classes = batch.classes
@@ -390,8 +394,17 @@ def _objective(
         (mi > _MI_ROUND_OFF) & (denom > 0), torch.addcdiv(batch.one, mi, denom, value=-1.0), 1.0
     )  # (n,) 1 - NMI before the clamps
     excess = torch.addmv(batch.class_total, counts, classes.excess_weights)  # (n,) e, exact
-    gap = torch.clamp(gap, min=batch.zero, max=excess)  # (n,) 1 - NMI, Eq. (8)
-    return gamma * gap - new_min.sum(dim=1, dtype=torch.float64)
+    return torch.clamp(gap, min=batch.zero, max=excess)  # (n,)
+
+
+def _objective(
+    batch: _Batch, index: Tensor, width: int, new_min: Tensor, gamma: Tensor
+) -> Tensor:
+    """``A = F + gamma (1 - NMI)`` of ``n`` clusterings, the float64 value of :func:`_objectives`
+    (bit for bit): ``index`` ``(n, 2, B)`` as in :func:`_margin`, ``new_min`` ``(n, B)`` each
+    point's distance to its nearest medoid (``F = -sum``, Eq. 4), ``gamma`` ``()`` float64.
+    Returns ``(n,)``."""
+    return gamma * _margin(batch, index, width) - new_min.sum(dim=1, dtype=torch.float64)
 
 
 def _greedy(batch: _Batch, gamma: Tensor) -> Tensor:
@@ -492,6 +505,45 @@ def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor) -> None:
         torch.where(better, candidates.index_select(0, best), medoids[k : k + 1], out=medoids[k : k + 1])
 
 
+def _paper_pass(batch: _Batch, gamma: Tensor, medoids: Tensor) -> None:
+    """One pass of Algorithm 2 as the paper lists it (and TF's ``cluster_loss`` runs it), in
+    place on ``medoids`` ``(K,)``.
+
+    The assignment ``y_PAM = g(S)`` is computed once, at the start of the pass. Per cluster
+    ``k``, ``S[k]`` becomes the member ``j`` of cluster ``k`` of ``y_PAM`` maximising
+    ``F(X_k, {j}) + gamma Delta(g(S minus S[k] plus j), y)``, with ``X_k`` the members and
+    ``F(X_k, {j}) = -sum_{i in X_k} d[i, j]`` (line 4), the later clusters seeing the new ``S``;
+    the first maximiser wins ties, the current medoid has no precedence. Gathers the members (a
+    ``nonzero``, a host read on an accelerator).
+
+    That score is not ``A``, and an update can lower ``A`` (Lemma 1 per swap fails; the tests show
+    a batch). Per pass it holds for a metric ``d`` (``d[i, i] = 0 <= d[i, j]``): with ``X_l`` the
+    clusters of ``y_PAM``, ``U(S) = -sum_l sum_{i in X_l} d[i, S[l]] + gamma Delta(g(S), y)``
+    equals ``A`` at the pass's start, never falls (an update maximises ``U`` over ``S[k]``, and
+    ``S[k]`` itself is a candidate) and never exceeds ``A`` (a point's nearest medoid is at most as
+    far as its ``y_PAM`` medoid), so ``A`` never falls below its value at the pass's start.
+    """
+    b, k_all = batch.columns.shape[0], medoids.numel()
+    width = k_all + batch.classes.num_classes + b
+    to_medoids = batch.columns.index_select(0, medoids)  # (K, B) row l: d[i, S[l]]
+    y_pam = to_medoids.argmin(dim=0).index_put_((medoids,), batch.positions)  # (B,) Eq. (7)
+    for k in range(k_all):
+        members = (y_pam == k).nonzero().squeeze(1)  # (n,) S[k] among them
+        rows = batch.columns.index_select(0, members)  # (n, B) row r: d[i, members[r]]
+        within = rows[:, members].sum(dim=1, dtype=torch.float64)  # (n,) -F(X_k, {j})
+        to_medoids = batch.columns.index_select(0, medoids)  # (K, B) the current S
+        to_medoids[k].fill_(torch.inf)
+        base_min, base_assign = to_medoids.min(dim=0)  # (B,), (B,) nearest staying medoid
+        staying = medoids.index_select(0, batch.others[k])  # (K-1,)
+        base_assign.index_put_((staying,), batch.others[k])  # staying medoids keep their cluster
+        threshold, stay = _base(batch, base_min, base_assign, staying, k)
+        wins = torch.le(rows, threshold)  # (n, B) point i joins candidate j (Eq. 7)
+        wins.scatter_(1, members[:, None], True)  # a candidate is in its own cluster
+        index = torch.where(wins[:, None, :], batch.joined[k], stay)  # (n, 2, B)
+        score = gamma * _margin(batch, index, width) - within  # (n,)
+        medoids[k : k + 1] = members.index_select(0, score.argmax(dim=0, keepdim=True))
+
+
 # A visit no refinement reaches (:func:`_refine_round`).
 _NEVER = 2**62
 
@@ -515,16 +567,17 @@ def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
     candidates of all ``K`` visits at once, ``B`` rows), finds the first upcoming visit whose
     best member beats its medoid (the first maximiser of ``A`` among the members), and makes that
     swap: every visit before it would have found no swap, with the same ``S``. The refinement
-    takes ``swaps + 1`` rounds instead of ``K`` steps per pass, with the same result; a round
-    without a swap leaves the state as it is (the refinement is over). Static shapes, no host
-    read; returns ``()`` bool: whether the round swapped.
+    takes ``swaps + 1`` rounds instead of ``K`` steps per pass, with the same result; after a
+    round without a swap (the refinement is over) every later round finds none and changes no
+    medoid. Static shapes, no host read; returns ``()`` bool: whether the round swapped.
 
     Per cluster ``k`` and point ``i``, the medoids without ``S[k]`` leave ``i`` at its nearest
     one (``v1, r1``) unless that is ``S[k]`` (then the second nearest ``v2, r2``); a medoid other
     than ``S[k]`` keeps its own cluster and is never taken (threshold NaN, see :func:`_base`).
-    A candidate's members keep their cell if they stay; the points of its cluster that it does
-    not take move to the cell of their second-nearest medoid's cluster: that of the cell's points
-    if it has some, else a cell of their own, named after its lowest point plus ``B``.
+    The points outside a candidate's cluster that it does not take keep their cell; those of its
+    cluster that it does not take move to the cell of their class in the cluster of their nearest
+    staying medoid: the id of that cell's points if it has some, else an id of their own, their
+    lowest point plus ``B``.
     """
     b, k_all = batch.columns.shape[0], batch.positions.numel()
     c = batch.classes.num_classes
@@ -587,14 +640,17 @@ class _Inference:
     of the greedy and the refined sets and the refined NMI). None reads back to the host;
     :meth:`run` reads the result of :meth:`refine_pass` once per call to stop. ``compact`` (the
     CPU path): a stage is one pass of :func:`_refine_pass` (its count of swaps); else one round
-    of :func:`_refine_round` (whether it swapped), static shapes.
+    of :func:`_refine_round` (whether it swapped), static shapes. ``refinement="paper"``: a stage
+    is one pass of :func:`_paper_pass` (the medoids it changed), compact on any device.
     """
 
     def __init__(
-        self, dist: Tensor, codes: Tensor, num_classes: int, gamma: Tensor, compact: bool
+        self, dist: Tensor, codes: Tensor, num_classes: int, gamma: Tensor, compact: bool,
+        refinement: str = "full",
     ) -> None:
         self.dist, self.codes, self.num_classes, self.gamma = dist, codes, num_classes, gamma
-        self.compact = compact
+        self.compact = compact or refinement == "paper"
+        self.refine = _paper_pass if refinement == "paper" else _refine_pass
         # passes * K, the end of the refinement's visits (:class:`_Refinement`); set by run.
         self.last = torch.full((), 5 * num_classes, dtype=torch.long, device=dist.device)
 
@@ -612,7 +668,7 @@ class _Inference:
             self.swapped = _refine_round(self.batch, self.gamma, self.state)  # ()
             return self.swapped
         before = self.refined.clone()  # (C,)
-        _refine_pass(self.batch, self.gamma, self.refined)
+        self.refine(self.batch, self.gamma, self.refined)
         # A pass visits each cluster once: its swaps are the medoids it changed.
         torch.sum(self.refined != before, dim=0, out=self.swaps)
         return self.swaps
@@ -696,7 +752,7 @@ _GRAPHED_MAX = 4
 
 def _inference(
     dist: Tensor, codes: Tensor, num_classes: int, gamma: float, passes: int, graphs: bool = True,
-    static_shapes: bool | None = None,
+    static_shapes: bool | None = None, refinement: str = "full",
 ) -> tuple[Tensor, Tensor, int]:
     """Algorithms 1 and 2 on ``dist`` ``(B, B)`` (no gradient) with the class codes ``(B,)``.
 
@@ -704,13 +760,15 @@ def _inference(
     greedy and refined sets and the refined NMI. ``static_shapes`` (default: on CUDA only) refines
     in rounds of static shapes (:func:`_refine_round`) instead of steps over a cluster's members;
     on CUDA (``graphs``) the static stages replay CUDA graphs captured on the first call with the
-    same device, dtype, ``B`` and ``C``.
+    same device, dtype, ``B`` and ``C``. ``refinement="paper"`` runs :func:`_paper_pass`
+    eagerly, members gathered, on any device.
     """
     static = dist.is_cuda if static_shapes is None else static_shapes
     with torch.no_grad():
-        if not (graphs and dist.is_cuda and static):
+        if not (graphs and dist.is_cuda and static) or refinement != "full":
             gamma_t = torch.full((), gamma, dtype=torch.float64, device=dist.device)
-            return _Inference(dist, codes, num_classes, gamma_t, compact=not static).run(passes)
+            inference = _Inference(dist, codes, num_classes, gamma_t, not static, refinement)
+            return inference.run(passes)
         key = (dist.device, dist.dtype, dist.shape[0], num_classes)
         if key not in _GRAPHED:
             with torch.cuda.device(dist.device):
@@ -722,7 +780,8 @@ def _inference(
 
 
 def loss_augmented_inference(
-    dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5, static_shapes: bool | None = None
+    dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5, static_shapes: bool | None = None,
+    refinement: str = "full",
 ) -> tuple[Tensor, dict[str, float]]:
     """Approximate ``argmax_{|S| = C} F(X, S) + gamma (1 - NMI(g(S), y))`` (the (*) of Eq. 6).
 
@@ -733,7 +792,9 @@ def loss_augmented_inference(
     Differences from the paper's listing / the TF reference, both to make Lemma 1 hold exactly:
     a swap is scored with the full objective ``A`` (the paper's Algorithm 2 line 4 and TF use the
     within-cluster facility score plus the margin; the proof of Lemma 1 uses ``A``), and clusters
-    are re-assigned after every swap (TF re-assigns once per pass).
+    are re-assigned after every swap (TF re-assigns once per pass). ``refinement="paper"`` runs
+    the listing instead (:func:`_paper_pass`): ``y_PAM = g(S)`` once per pass, ``S[k]`` set to
+    the member of cluster ``k`` maximising ``F(X_k, {j}) + gamma Delta``; ``A`` may then fall.
 
     Host reads: the labels' encoding, one per refinement pass (the early stop; with static
     shapes one per round, i.e. per swap plus one) and one for the stats; on CUDA the greedy, a
@@ -751,6 +812,10 @@ def loss_augmented_inference(
             ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32 distances both
             give the same medoids and stats; in float64 an exact tie between two candidates may
             break the other way (the distance sums run in another order).
+        refinement: ``"full"`` (the default, above) or ``"paper"`` (Algorithm 2 as listed, run
+            eagerly with the members gathered on any device; ``static_shapes`` is ignored). Both
+            stop after a pass that changes no medoid (the paper's runs ``T`` passes; the passes
+            after such a pass change nothing). ``pam_swaps`` counts the medoids changed.
 
     Returns:
         ``(medoids (C,), stats)`` with stats ``greedy_objective``, ``refined_objective`` (``A`` of
@@ -760,7 +825,10 @@ def loss_augmented_inference(
     _check_labels(dist, labels)
     gamma = _check_gamma(gamma)
     passes = _check_passes(pam_passes)
-    medoids, values, swaps = _inference(dist.detach(), *_encode(labels), gamma, passes, static_shapes=static_shapes)
+    refinement = _check_refinement(refinement)
+    medoids, values, swaps = _inference(
+        dist.detach(), *_encode(labels), gamma, passes, static_shapes=static_shapes, refinement=refinement
+    )
     greedy, refined, nmi = values.tolist()  # the one host read of the stats
     stats = {"greedy_objective": greedy, "refined_objective": refined, "nmi": nmi}
     return medoids, stats | {"pam_swaps": float(swaps)}
@@ -822,6 +890,8 @@ class FacilityLocationLoss(MetricLoss):
         pam_passes: refinement passes ``T`` of Algorithm 2 (paper: 5).
         normalize: L2-normalise embeddings before the (non-squared) Euclidean distance (paper:
             yes). Zero-norm embeddings stay at the origin (no NaN).
+        refinement: the variant of Algorithm 2, ``"full"`` (default) or ``"paper"`` (see
+            :func:`loss_augmented_inference`); shown in the repr only when not the default.
 
     After each call, :attr:`last_stats` holds floats ``loss``, ``oracle_score`` (``F~``),
     ``predicted_score`` (``F(X, S_pred)``), ``augmented_score`` (``F + gamma (1 - NMI)``),
@@ -833,12 +903,14 @@ class FacilityLocationLoss(MetricLoss):
     uses_pair_masks = False
 
     def __init__(
-        self, margin_multiplier: float = 1.0, pam_passes: int = 5, normalize: bool = True
+        self, margin_multiplier: float = 1.0, pam_passes: int = 5, normalize: bool = True,
+        refinement: str = "full",
     ) -> None:
         super().__init__()
         self.margin_multiplier = margin_multiplier
         self.pam_passes = _check_passes(pam_passes)
         self.normalize = normalize
+        self.refinement = _check_refinement(refinement)
         self.last_stats: dict[str, float] = {}
         self.last_medoids: Tensor | None = None
 
@@ -861,7 +933,7 @@ class FacilityLocationLoss(MetricLoss):
         start = time.perf_counter()
         codes, num_classes = _encode(labels)
         medoids, values, swaps = _inference(
-            dist.detach(), codes, num_classes, gamma, self.pam_passes
+            dist.detach(), codes, num_classes, gamma, self.pam_passes, refinement=self.refinement
         )  # (C,), (3,): A(greedy), A(refined), NMI
         seconds = time.perf_counter() - start
         if dist.is_cuda:
@@ -885,9 +957,11 @@ class FacilityLocationLoss(MetricLoss):
         return loss
 
     def extra_repr(self) -> str:
+        # The default refinement is left out: run records store this repr.
+        refinement = "" if self.refinement == "full" else f", refinement={self.refinement!r}"
         return (
             f"margin_multiplier={self.margin_multiplier}, pam_passes={self.pam_passes}, "
-            f"normalize={self.normalize}"
+            f"normalize={self.normalize}{refinement}"
         )
 
 
