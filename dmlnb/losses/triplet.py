@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["TripletLoss"]
@@ -70,13 +70,7 @@ class TripletLoss(MetricLoss):
         reduction: Literal["nonzero", "mean"] = "nonzero",
     ) -> None:
         super().__init__()
-        for name, value, allowed in (
-            ("mining", mining, _MININGS),
-            ("distance", distance, _DISTANCES),
-            ("reduction", reduction, _REDUCTIONS),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        check_choices(mining=(mining, _MININGS), distance=(distance, _DISTANCES), reduction=(reduction, _REDUCTIONS))
         if margin < 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
         self.margin = float(margin)
