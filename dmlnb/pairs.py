@@ -90,7 +90,8 @@ class _L2Normalize(torch.autograd.Function):
 
     Forward: ``u = y / |y|`` with ``y = x / s`` (``s`` the row's power of two, exact), and ``u = 0``
     for a row with ``|x| = |y| s <= eps``. Backward, the Jacobian of :math:`x / |x|` applied to the
-    incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row.
+    incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row
+    (and on a row whose norm overflows, where it is below ``1 / |x|``, under float32's normals).
     """
 
     @staticmethod

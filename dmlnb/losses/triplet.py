@@ -101,7 +101,7 @@ def _batch_all(d: Tensor, masks: PairMasks, margin: float, nonzero: bool) -> tup
     whose anchor has no negative has no violating negative, so it adds nothing to either."""
     sorted_neg = _sorted_negatives(d, masks.negative)  # (B, B)
     threshold = d + margin  # (B, B) a negative violates (a, p) iff d_an < threshold
-    n_violating = torch.searchsorted(sorted_neg, threshold)  # (B, B) <= the anchor's negatives
+    n_violating = torch.searchsorted(sorted_neg, threshold.contiguous())  # (B, B) <= the anchor's negatives
     # the +inf padding lies past every threshold: the gathered prefix sums hold negatives only
     prefix = F.pad(sorted_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
     violating_sum = prefix.gather(1, n_violating)  # (B, B)
