@@ -90,7 +90,8 @@ class _L2Normalize(torch.autograd.Function):
 
     Forward: ``u = y / |y|`` with ``y = x / s`` (``s`` the row's power of two, exact), and ``u = 0``
     for a row with ``|x| = |y| s <= eps``. Backward, the Jacobian of :math:`x / |x|` applied to the
-    incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row.
+    incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row
+    (and on a row whose norm overflows, where it is below ``1 / |x|``, under float32's normals).
     """
 
     @staticmethod
@@ -128,23 +129,30 @@ def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
 
 
 class _Gram(torch.autograd.Function):
-    r""":math:`x x^\top` with a one-pass backward, :math:`\partial x = (g + g^\top) x`."""
+    r""":math:`x y^\top` with one product per input in the backward: :math:`\partial x = g y`,
+    :math:`\partial y = g^\top x`, and :math:`(g + g^\top) x` when ``y`` is ``x`` (``None``)."""
 
     @staticmethod
-    def forward(ctx, x: Tensor) -> Tensor:  # type: ignore[override]
-        ctx.save_for_backward(x)
-        return x @ x.T  # (B, B)
+    def forward(ctx, x: Tensor, y: Tensor | None) -> Tensor:  # type: ignore[override]
+        ctx.save_for_backward(x, y)
+        return x @ (x if y is None else y).T  # (B, R)
 
     @staticmethod
-    def backward(ctx, grad: Tensor) -> Tensor:  # type: ignore[override]
-        (x,) = ctx.saved_tensors
-        return (grad + grad.T) @ x  # (B, D)
+    def backward(ctx, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:  # type: ignore[override]
+        x, y = ctx.saved_tensors
+        if y is None:
+            return (grad + grad.T) @ x, None  # (B, D)
+        gx = grad @ y if ctx.needs_input_grad[0] else None  # (B, D)
+        gy = grad.T @ x if ctx.needs_input_grad[1] else None  # (R, D)
+        return gx, gy
 
 
-def gram(x: Tensor) -> Tensor:
-    r"""Dot products ``(B, B)`` of the rows of ``x`` ``(B, D)``, :math:`x x^\top`; its backward
-    is one product, :math:`(g + g^\top) x`, where autograd would make two."""
-    return _Gram.apply(x)
+def gram(x: Tensor, y: Tensor | None = None) -> Tensor:
+    r"""Dot products ``(B, R)`` of the rows of ``x`` ``(B, D)`` with those of ``y`` ``(R, D)``
+    (``x`` itself when ``None``), :math:`x y^\top`. Its backward is one product per input,
+    :math:`g y` and :math:`g^\top x` (:math:`(g + g^\top) x` for ``y = None``), where autograd
+    adds transposes and, for ``y = None``, a second product."""
+    return _Gram.apply(x, y)
 
 
 def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) -> Tensor:
@@ -153,10 +161,9 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
     Zero vectors have similarity 0 to everything, with a zero gradient (see :func:`l2_normalize`).
     """
     check_embeddings(x, "x")
-    if y is None:
-        return gram(l2_normalize(x, eps))  # (B, B)
-    check_embeddings(y, "y", x.shape[1])
-    return l2_normalize(x, eps) @ l2_normalize(y, eps).T  # (B, R)
+    if y is not None:
+        check_embeddings(y, "y", x.shape[1])
+    return gram(l2_normalize(x, eps), None if y is None else l2_normalize(y, eps))  # (B, R)
 
 
 class _PairwiseDistance(torch.autograd.Function):

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from dmlnb.checks import check_batch
-from dmlnb.pairs import cosine_similarity, euclidean_distance, l2_normalize, pair_masks
+from dmlnb.pairs import cosine_similarity, euclidean_distance, gram, l2_normalize, pair_masks
 
 
 def test_masks_against_a_loop():
@@ -70,3 +70,18 @@ def test_euclidean_distance_gradcheck_and_near_duplicates():
     assert d[0, 1] == 0
     d.sum().backward()
     assert near.grad.abs().max() == 0
+
+
+def test_squared_distances_and_dot_products_gradcheck():
+    """The one-pass backwards of euclidean_distance(squared=True) and gram, for a batch with
+    itself and with another set (the clamped round-off and the diagonal get no gradient)."""
+    torch.manual_seed(2)
+    x = torch.randn(6, 4, dtype=torch.float64, requires_grad=True)
+    y = torch.randn(5, 4, dtype=torch.float64, requires_grad=True)
+    assert torch.autograd.gradcheck(lambda t: euclidean_distance(t, squared=True), (x,))
+    assert torch.autograd.gradcheck(lambda a, b: euclidean_distance(a, b, squared=True), (x, y))
+    assert torch.autograd.gradcheck(gram, (x,))
+    assert torch.autograd.gradcheck(gram, (x, y))
+    d = euclidean_distance(x, squared=True)
+    d.diagonal().sum().backward()
+    assert torch.equal(x.grad, torch.zeros_like(x))

@@ -8,7 +8,7 @@ from torch import Tensor, nn
 from dmlnb.checks import check_batch, check_finite_loss
 from dmlnb.pairs import PairMasks, pair_masks
 
-__all__ = ["MetricLoss", "zero_loss", "check_pair_filter"]
+__all__ = ["MetricLoss", "zero_loss", "check_pair_filter", "check_choices"]
 
 
 def zero_loss(embeddings: Tensor) -> Tensor:
@@ -18,6 +18,14 @@ def zero_loss(embeddings: Tensor) -> Tensor:
     not ``inf * 0 = nan``.
     """
     return (embeddings * 0.0).sum()
+
+
+def check_choices(**choices: tuple[object, tuple[object, ...]]) -> None:
+    """Raise ``ValueError`` ("<name> must be one of <allowed>, got <value>") for the first
+    ``name=(value, allowed)`` whose ``value`` is not one of ``allowed``; a loss's string options."""
+    for name, (value, allowed) in choices.items():
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
 
 
 def check_pair_filter(pair_filter: Tensor, embeddings: Tensor) -> None:

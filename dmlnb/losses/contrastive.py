@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["ContrastiveLoss"]
@@ -86,13 +86,7 @@ class ContrastiveLoss(MetricLoss):
         reduction: Literal["nonzero", "mean"] = "nonzero",
     ) -> None:
         super().__init__()
-        for name, value, allowed in (
-            ("distance", distance, _DISTANCES),
-            ("mining", mining, _MININGS),
-            ("reduction", reduction, _REDUCTIONS),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        check_choices(distance=(distance, _DISTANCES), mining=(mining, _MININGS), reduction=(reduction, _REDUCTIONS))
         if pos_margin > neg_margin:
             raise ValueError(
                 f"pos_margin ({pos_margin}) must not exceed neg_margin ({neg_margin}): no "

@@ -56,7 +56,7 @@ import torch
 from torch import Tensor
 import torch.nn.functional as F
 
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, cosine_similarity
 
 __all__ = ["EasyPositiveLoss", "easy_positive_loss", "VARIANTS"]
@@ -108,10 +108,7 @@ class EasyPositiveLoss(MetricLoss):
         drop_nonpositive: bool = True,
     ) -> None:
         super().__init__()
-        if positive not in POSITIVE_STRATEGIES:
-            raise ValueError(f"positive must be one of {POSITIVE_STRATEGIES}, got {positive!r}")
-        if negative not in NEGATIVE_STRATEGIES:
-            raise ValueError(f"negative must be one of {NEGATIVE_STRATEGIES}, got {negative!r}")
+        check_choices(positive=(positive, POSITIVE_STRATEGIES), negative=(negative, NEGATIVE_STRATEGIES))
         if not temperature > 0:
             raise ValueError(f"temperature must be > 0, got {temperature}")
         self.positive = positive

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.checks import check_square
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
@@ -203,8 +203,7 @@ class MarginLoss(MetricLoss):
         miner: DistanceWeightedMiner | None = None,
     ) -> None:
         super().__init__()
-        if sampling not in _SAMPLINGS:
-            raise ValueError(f"sampling must be one of {_SAMPLINGS}, got {sampling!r}")
+        check_choices(sampling=(sampling, _SAMPLINGS))
         if miner is not None and sampling != "distance_weighted":
             raise ValueError(
                 f"a miner is only used with sampling='distance_weighted', got sampling={sampling!r}"

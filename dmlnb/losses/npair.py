@@ -6,7 +6,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.pairs import PairMasks, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, gram, l2_normalize, pair_masks
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots"]
@@ -87,8 +87,9 @@ class NPairLoss(MetricLoss):
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
-        logits = x[anchors] @ x[positives].T  # (B, B) slot i's anchor vs slot j's positive
-        usable = masks.negative[anchors][:, positives] & valid  # (B, B) allowed (a_i, p_j), j != i, slot j valid
+        rows = anchors[:, None]  # (B, 1)
+        logits = gram(x)[rows, positives]  # (B, B) slot i's anchor vs slot j's positive
+        usable = masks.negative[rows, positives] & valid  # (B, B) allowed (a_i, p_j), j != i, slot j valid
         usable.fill_diagonal_(True)  # (B, B) and the target p_i
         logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
         slots = torch.arange(labels.shape[0], device=embeddings.device)  # (B,)

@@ -113,7 +113,9 @@ class SoftTripleLoss(MetricLoss):
     def class_similarity(self, embeddings: Tensor) -> Tensor:
         r"""The relaxed similarity :math:`\mathcal{S}'` ``(B, C)`` of embeddings ``(B, D)``."""
         C, K, D = self.weight.shape
-        dtype = embeddings.dtype if embeddings.dtype == self.weight.dtype else torch.promote_types(embeddings.dtype, self.weight.dtype)
+        dtype = embeddings.dtype  # promote_types is an operator call: made only when they differ
+        if dtype != self.weight.dtype:
+            dtype = torch.promote_types(dtype, self.weight.dtype)
         w = self.weight.reshape(C * K, D).to(dtype)  # (C*K, D)
         s = cosine_similarity(embeddings.to(dtype), w).view(-1, C, K)  # (B, C, K)
         p = torch.softmax(s / self.gamma, dim=2)  # (B, C, K)

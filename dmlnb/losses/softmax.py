@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.pairs import PairMasks, l2_normalize
+from dmlnb.pairs import PairMasks, gram, l2_normalize
 from dmlnb.losses.base import MetricLoss
 
 __all__ = ["NormalizedSoftmaxLoss"]
@@ -57,5 +57,5 @@ class NormalizedSoftmaxLoss(MetricLoss):
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         x = l2_normalize(embeddings)  # (B, D)
         w = F.normalize(self.weight, dim=1).to(embeddings.dtype)  # (C, D)
-        logits = x @ w.T / self.temperature  # (B, C)
+        logits = gram(x, w) / self.temperature  # (B, C)
         return F.cross_entropy(logits, labels)

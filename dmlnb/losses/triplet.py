@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["TripletLoss"]
@@ -70,13 +70,7 @@ class TripletLoss(MetricLoss):
         reduction: Literal["nonzero", "mean"] = "nonzero",
     ) -> None:
         super().__init__()
-        for name, value, allowed in (
-            ("mining", mining, _MININGS),
-            ("distance", distance, _DISTANCES),
-            ("reduction", reduction, _REDUCTIONS),
-        ):
-            if value not in allowed:
-                raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+        check_choices(mining=(mining, _MININGS), distance=(distance, _DISTANCES), reduction=(reduction, _REDUCTIONS))
         if margin < 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
         self.margin = float(margin)
@@ -107,7 +101,7 @@ def _batch_all(d: Tensor, masks: PairMasks, margin: float, nonzero: bool) -> tup
     whose anchor has no negative has no violating negative, so it adds nothing to either."""
     sorted_neg = _sorted_negatives(d, masks.negative)  # (B, B)
     threshold = d + margin  # (B, B) a negative violates (a, p) iff d_an < threshold
-    n_violating = torch.searchsorted(sorted_neg, threshold)  # (B, B) <= the anchor's negatives
+    n_violating = torch.searchsorted(sorted_neg, threshold.contiguous())  # (B, B) <= the anchor's negatives
     # the +inf padding lies past every threshold: the gathered prefix sums hold negatives only
     prefix = F.pad(sorted_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
     violating_sum = prefix.gather(1, n_violating)  # (B, B)
