@@ -217,3 +217,24 @@ def test_purity_chance_and_deviations_table():
     assert ssx.purity_chance(torch.tensor([0, 0, 0, 1, -1])) == pytest.approx(0.625)
     assert all({"deviation", "applies to", "effect"} == set(d) for d in ssx.DEVIATIONS)
     assert any("SGD" in d["deviation"] for d in ssx.DEVIATIONS)
+
+
+def test_unit_counts_replay_the_partitions_each_run_drew():
+    """"Never seen" comes from the partitions a record ran, replayed with its seed: digits draws two
+    chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
+    from dmlnb.ssdml.algorithm import unlabelled_reached
+
+    settings = ssx.settings_for("default")
+    st = settings["digits"]
+
+    def fake(seed, method="ours"):
+        history = [{"epoch": 0}] + [{"epoch": e + 1, "partition": e // 2, **({"units": 10, "units_used": 10}
+                                    if e % 2 == 0 else {})} for e in range(8)]
+        return types.SimpleNamespace(seed=seed, record=types.SimpleNamespace(data={"history": history}))
+
+    frame = ssx.unit_counts({"digits": {"ours": [fake(0), fake(1)], "triplet": [fake(0)]}}, settings, {"digits": 1157})
+    never = [1157 - len(unlabelled_reached(1157, st.schedule, s, range(4))) for s in (0, 1)]
+    assert min(never) > 0
+    expected = f"{min(never)}" if min(never) == max(never) else f"{min(never)}-{max(never)}"
+    assert frame.loc[("digits", "Ours"), "unlabelled never seen"] == expected
+    assert frame.loc[("digits", "Triplet (labelled only)"), "unlabelled never seen"] == "—"

@@ -46,7 +46,7 @@ from dmlnb.training import train
 from dmlnb.reporting import (
     Claim, all_of, best_minus_last, compare, every_pair_equivalent, group_verdict, not_tested,
 )
-from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_spec, train_ssdml
+from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_spec, train_ssdml, unlabelled_reached
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
@@ -888,24 +888,31 @@ def unit_counts(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings:
                 pools: Mapping[str, int] | None = None) -> pd.DataFrame:
     """Per (setting, method), from the run records: the units (triplets or pairs) each partition
     offered and the units trained on (min-max over partitions and seeds); with ``pools``
-    (``{setting key: unlabelled pool size}``), the unlabelled images the partitions reach and
-    those never seen."""
+    (``{setting key: unlabelled pool size}``), the unlabelled images never seen (min-max over
+    seeds), from the partitions each record ran, replayed by
+    :func:`~dmlnb.ssdml.algorithm.unlabelled_reached` with the run's seed (no training)."""
     rows = {}
+    span = lambda v: (f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}") if v else "—"  # noqa: E731
     for key, by_method in runs.items():
         st = settings[key]
         parts = -(-st.config["epochs"] // st.epochs_per_partition)
         for method, rs in by_method.items():
             offered = [h["units"] for r in rs for h in r.record.data["history"] if "units" in h]
             used = [h["units_used"] for r in rs for h in r.record.data["history"] if "units_used" in h]
-            span = lambda v: (f"{min(v):,}" if min(v) == max(v) else f"{min(v):,}-{max(v):,}") if v else "—"  # noqa: E731
             row = {"partitions": parts, "units offered per partition": span(offered),
                    "units trained on per partition": span(used)}
             if pools and key in pools and method not in ("triplet", "angular"):
-                seen = min(pools[key], parts * st.partition_size)
+                never = [pools[key] - len(unlabelled_reached(pools[key], st.schedule, r.seed, _partitions_run(r)))
+                         for r in rs]
                 row["unlabelled pool"] = f"{pools[key]:,}"
-                row["unlabelled never seen"] = f"{pools[key] - seen:,}"
+                row["unlabelled never seen"] = span(never)
             rows[(st.name, NAMES[method])] = row
     return pd.DataFrame.from_dict(rows, orient="index").fillna("—")
+
+
+def _partitions_run(run: MethodRun) -> list[int]:
+    """The partitions a run's record went through (its history rows' ``partition``)."""
+    return sorted({h["partition"] for h in run.record.data["history"] if "partition" in h})
 
 
 def purity_chance(targets: Tensor) -> float:
