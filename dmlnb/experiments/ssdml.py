@@ -35,7 +35,7 @@ from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import DatasetSplits, load_dataset
 from dmlnb.data.base import LabelledDataset, gather_images
 from dmlnb.data.semisup import semi_supervised
-from dmlnb.evaluation import knn
+from dmlnb.evaluation import evaluate, knn
 from dmlnb.models import build_model
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
@@ -44,7 +44,7 @@ from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.training import train
 from dmlnb.reporting import (
-    Claim, all_of, best_minus_last, compare, every_pair_equivalent, group_verdict, not_tested,
+    Claim, all_of, best_minus_last, compare, compare_to_threshold, every_pair_equivalent, group_verdict, not_tested,
 )
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_spec, train_ssdml, unlabelled_reached
 from dmlnb.ssdml.angular import AngularSSDML
@@ -67,6 +67,12 @@ __all__ = [
     "MethodRun",
     "run_method",
     "initial_embedding",
+    "initial_metrics",
+    "initial_coordinates",
+    "protocol_floors",
+    "floor_rows",
+    "floor_verdicts",
+    "below_floor_sentence",
     "retrieval_figure",
     "TABLE_SETTINGS",
     "REPORTED_COLUMN",
@@ -82,6 +88,9 @@ __all__ = [
     "reported_alpha_sentence",
     "claims",
     "selection_gain",
+    "over_initial",
+    "metric_steps",
+    "provenance",
     "unit_counts",
     "purity_chance",
     "diagnosis",
@@ -301,7 +310,7 @@ DEVIATIONS: list[dict[str, str]] = [
                   "seeded network at initialisation through L at its start, i.e. the first l of the d coordinates "
                   "of its L2-normalised output z, with Euclidean distances; the paper does not say how its Initial "
                   "row is measured",
-     "applies to": "all", "effect": "measured: the floors table evaluates all d coordinates of the same networks"},
+     "applies to": "all", "effect": "measured: after Table 2, the same networks evaluated on the first l and on all d coordinates"},
     {"deviation": "small datasets (sklearn digits, Omniglot-small), a 4-block CNN from scratch, 4-8 epochs",
      "applies to": "default", "effect": _NOT_MEASURED},
     {"deviation": "d = 64, l = 32 on both settings (the paper: 128 → 64 on MNIST, a 128-d metric on CUB / Cars)",
@@ -500,6 +509,102 @@ def initial_embedding(setting: Setting, profile: str, seed: int, splits: Dataset
     torch.manual_seed(cfg.seed)
     network, _ = build_network(cfg, splits.input_shape)
     return embed(network, None, splits.test, cfg.eval_batch_size)[0]
+
+
+def initial_metrics(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
+                    overrides: Mapping[str, Any] | None = None,
+                    coordinates: Mapping[str, int | None] | None = None) -> dict[str, dict[str, float]]:
+    """The run's evaluation (``eval_ks``, ``eval_metrics``, Euclidean, k-means seeded with the run's
+    seed) of the seeded network at initialisation on the test set, once per entry of
+    ``coordinates`` (``{name: c}``): on the first ``c`` coordinates of its output ``z``, or on all
+    ``d`` of them (``c = None``). The default names the two this chapter compares: the first
+    ``l`` coordinates, which is what the "Initial" row measures (``L`` starts at the identity on
+    the first ``l`` coordinates), and all of ``z``. ``{name: metrics}``."""
+    if coordinates is None:
+        coordinates = {f"first l = {setting.metric_dim} of z (the Initial row)": setting.metric_dim, "all d of z": None}
+    cfg = setting.train_config(profile, seed, overrides)
+    z = initial_embedding(setting, profile, seed, splits, overrides)  # (N_test, d)
+    labels = splits.test.labels.cpu()
+    return {name: evaluate(z if c is None else z[:, :c], labels, ks=cfg.eval_ks, metrics=cfg.eval_metrics,
+                           seed=cfg.seed, metric="euclidean") for name, c in coordinates.items()}
+
+
+def initial_coordinates(settings: Mapping[str, Setting], profile: str, data_root: str | Path | None = None,
+                        seeds: Sequence[int] | None = None, overrides: Mapping[str, Any] | None = None,
+                        ) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """Per setting, the networks at initialisation of every seed evaluated on the first ``l`` and on
+    all ``d`` coordinates of ``z`` (:func:`initial_metrics`, no training):
+    ``{setting key: {row name: [metrics per seed]}}``."""
+    out: dict[str, dict[str, list[dict[str, float]]]] = {}
+    for key, st in settings.items():
+        rows: dict[str, list[dict[str, float]]] = {}
+        for seed in tuple(st.seeds if seeds is None else seeds):
+            splits = load_splits(st, st.train_config(profile, seed, overrides), seed, data_root)
+            for name, metrics in initial_metrics(st, profile, seed, splits, overrides).items():
+                rows.setdefault(name, []).append(metrics)
+        out[key] = rows
+    return out
+
+
+def protocol_floors(settings: Mapping[str, Setting], profile: str, data_root: str | Path | None = None,
+                    ) -> tuple[str | None, dict[str, dict[str, float]]]:
+    """The setting of ``settings`` evaluated on the protocol chapter's test split at ``profile``
+    (same dataset and dataset options) and that chapter's two rows that need no training on it,
+    raw pixels and its untrained network (:func:`dmlnb.experiments.protocol.floors` with the
+    profile's configuration, as ``notebooks/00_protocol.ipynb`` renders it); ``(None, {})`` when no
+    setting shares its split."""
+    from dmlnb.experiments.protocol import floors
+
+    config = make_config(profile)
+    for key, st in settings.items():
+        cfg = st.train_config(profile, st.seeds[0])
+        if cfg.dataset == config.dataset and dict(cfg.dataset_options) == dict(config.dataset_options):
+            return key, floors(config, load_dataset(config.dataset, root=data_root, **config.dataset_options))
+    return None, {}
+
+
+def floor_rows(runs: Mapping[str, Sequence[MethodRun]], floors: Mapping[str, Mapping[str, float]],
+               extra: Mapping[str, Sequence[Mapping[str, float]]] | None = None) -> dict[str, list[dict[str, float]]]:
+    """``{row: [metrics per run]}`` for :func:`dmlnb.reporting.summarize_runs`: the ``floors`` (one
+    value each, named "... (chapter 00)"), the ``extra`` rows, then the Initial row and every
+    method of ``runs`` (:func:`results_frame`)."""
+    out = {f"{name} (chapter 00)": [dict(m)] for name, m in floors.items()}
+    out.update({name: [dict(m) for m in ms] for name, ms in (extra or {}).items()})
+    out.update(results_frame(runs))
+    return out
+
+
+_SIDE = {"holds": "above", "does not hold": "below"}
+
+
+def floor_verdicts(rows: Mapping[str, Sequence[Mapping[str, float]]], floors: Mapping[str, Mapping[str, float]],
+                   metrics: Sequence[str] = _M5) -> pd.DataFrame:
+    """For every row (its per-seed values) and every floor, per metric, the rule's verdict on "the
+    row is above the floor" with the floor as a fixed threshold
+    (:func:`~dmlnb.reporting.compare_to_threshold`), written ``above`` (holds), ``below`` (does
+    not hold) or ``inconclusive``. Rows: ``rows``; columns: ``(floor, metric)``."""
+    out = {}
+    for row, values in rows.items():
+        out[row] = {(f"vs {name}", m): _SIDE.get(str(compare_to_threshold([float(v[m]) for v in values],
+                                                                            float(floor[m]))), "inconclusive")
+                    for name, floor in floors.items() for m in metrics if m in floor}
+    frame = pd.DataFrame.from_dict(out, orient="index")
+    frame.columns = pd.MultiIndex.from_tuples(frame.columns)
+    return frame
+
+
+def below_floor_sentence(verdicts: pd.DataFrame, metrics: Sequence[str] = ("R@1", "NMI")) -> str:
+    """Which rows of :func:`floor_verdicts` are below each floor, per metric."""
+    parts = []
+    for floor in verdicts.columns.get_level_values(0).unique():
+        for m in metrics:
+            if (floor, m) not in verdicts.columns:
+                continue
+            col = verdicts[(floor, m)]
+            below = list(col.index[col == "below"])
+            parts.append(f"{m} below {floor.removeprefix('vs ')} (chapter 00): {len(below)} of {len(col)} rows"
+                         + (f" ({', '.join(below)})" if below else ""))
+    return "; ".join(parts) + "."
 
 
 def retrieval_figure(extras: Mapping[str, Any], test: LabelledDataset, title: str):
@@ -923,6 +1028,56 @@ def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settin
                 f"selected − initial {metric}": 100 * np.mean(over_init) if over_init else np.nan,
             }
     return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def over_initial(runs: Mapping[str, Sequence[MethodRun]], metric: str = "R@1") -> dict[str, Any]:
+    """``{name: Verdict}``: for each entry of ``runs`` (``{name: [runs per seed]}``), the rule's
+    verdict on "the selected evaluation beats the same runs' evaluation at initialisation" in
+    ``metric`` (:func:`~dmlnb.reporting.compare`, points), as the initialisation claims judge ours."""
+    out = {}
+    for name, rs in runs.items():
+        rs = [r for r in rs if r.initial is not None]
+        out[name] = compare([float(r.best[metric]) for r in rs], [float(r.initial[metric]) for r in rs],
+                            scale=100.0, unit=" pts")
+    return out
+
+
+def metric_steps(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings: Mapping[str, Setting],
+                 methods: Sequence[str] = ("ours", "ours-noorth")) -> pd.DataFrame:
+    """Per (setting, method): the Adam steps on ``L`` with ``θ`` fixed (the metric step of Algorithm 1;
+    ``L`` is frozen while the network learns), ``metric_epochs`` passes of ``⌈units used /
+    batch_size⌉`` mini-batches per partition, from the records' ``units_used`` (min-max over
+    partitions and seeds), and their total over a run (min-max over seeds), with the metric's
+    learning rate."""
+    rows = {}
+    for key, by_method in runs.items():
+        st = settings[key]
+        for method in methods:
+            rs = by_method.get(method, [])
+            if not rs:
+                continue
+            batch = int(rs[0].record.config["batch_size"])
+            per = [[st.metric_epochs * -(-h["units_used"] // batch) for h in r.record.data["history"] if "units_used" in h]
+                   for r in rs]
+            flat, totals = [x for p in per for x in p], [sum(p) for p in per]
+            span = lambda v: str(min(v)) if min(v) == max(v) else f"{min(v)}-{max(v)}"  # noqa: E731
+            cfg = rs[0].record.config
+            rows[(st.name, NAMES[method])] = {
+                "steps on L per partition": span(flat), "partitions": span([len(p) for p in per]),
+                "steps on L per run": span(totals), "lr of L": f"{cfg.get('loss_lr') or cfg['lr']:g}"}
+    return pd.DataFrame.from_dict(rows, orient="index")
+
+
+def provenance(runs: Sequence[MethodRun]) -> str:
+    """Where the distinct records among ``runs`` (by fingerprint: the α grid shares its runs at the
+    setting's own α with the main comparison) were trained: their git commits and how many were
+    trained from a tree with uncommitted changes."""
+    records = {r.record.data["fingerprint"]: r.record for r in runs}
+    gits = [rec.data["environment"].get("git", {}) for rec in records.values()]
+    commits = sorted({str(g.get("commit"))[:7] for g in gits})
+    dirty = sum(bool(g.get("dirty")) for g in gits)
+    return (f"{len(records)} run records from {len(commits)} commit{'s' * (len(commits) != 1)} "
+            f"({', '.join(commits)}); {dirty} of {len(records)} were trained from a tree with uncommitted changes")
 
 
 def unit_counts(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings: Mapping[str, Setting],
