@@ -143,7 +143,7 @@ def test_claims_verdicts_on_fabricated_seeds():
     verdicts = {c.claim.split(" (")[0].split(":")[0]: str(c.verdict) for c in out}
     assert verdicts == {
         "Ours beats the deep SSDML baselines": "holds",
-        "Orthogonality prevents collapse": "holds",
+        "Orthogonality keeps a higher effective rank of the test embedding": "holds",
         # NMI is equal with and without orthogonality in the fabricated runs: not every metric improves
         "Orthogonality improves every metric": "inconclusive",
         "Unlabelled data helps over supervised-only training with the same labels": "holds",
@@ -192,7 +192,8 @@ def test_diagnosis_names_the_paper_pair():
     runs = {"digits": {"lrml": [_fake_run(0.5)], "triplet": [_fake_run(0.7)]}}
     row = ssx.diagnosis(runs, settings).loc["digits"]
     assert row["reported R@1 at initialisation"] == "86.5 (MNIST)"
-    assert row["epochs (here / paper)"] == "8 / 50" and row["unlabelled per partition (here / paper)"] == "400 / 9,000"
+    assert row["epochs (here / paper)"] == "8 / 50 (MNIST)"
+    assert row["unlabelled per partition (here / paper)"] == "400 / 9,000 (MNIST)"
     assert row["R@1 best deep baseline"] == "50.0 (Deep-LRML)"
 
 
@@ -217,3 +218,90 @@ def test_purity_chance_and_deviations_table():
     assert ssx.purity_chance(torch.tensor([0, 0, 0, 1, -1])) == pytest.approx(0.625)
     assert all({"deviation", "applies to", "effect"} == set(d) for d in ssx.DEVIATIONS)
     assert any("SGD" in d["deviation"] for d in ssx.DEVIATIONS)
+
+
+def test_reported_evidence_names_its_datasets():
+    assert ssx._reported_best("R@1").endswith("on 5 of 5 datasets (MNIST, Fashion-MNIST, CIFAR-10, CUB-200, Cars-196)")
+    over = ssx._reported_over_initial(["R@1"])
+    assert over.startswith("Tables 1-2: ours R@1 above Initial on 5 of 5 datasets (") and " pts on " in over
+
+
+def test_unit_counts_replay_the_partitions_each_run_drew():
+    """"Never seen" comes from the partitions a record ran, replayed with its seed: digits draws two
+    chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
+    from dmlnb.ssdml.algorithm import unlabelled_reached
+
+    settings = ssx.settings_for("default")
+    st = settings["digits"]
+
+    def fake(seed, method="ours"):
+        history = [{"epoch": 0}] + [{"epoch": e + 1, "partition": e // 2, **({"units": 10, "units_used": 10}
+                                    if e % 2 == 0 else {})} for e in range(8)]
+        return types.SimpleNamespace(seed=seed, record=types.SimpleNamespace(data={"history": history}))
+
+    frame = ssx.unit_counts({"digits": {"ours": [fake(0), fake(1)], "triplet": [fake(0)]}}, settings, {"digits": 1157})
+    never = [1157 - len(unlabelled_reached(1157, st.schedule, s, range(4))) for s in (0, 1)]
+    assert min(never) > 0
+    expected = f"{min(never)}" if min(never) == max(never) else f"{min(never)}-{max(never)}"
+    assert frame.loc[("digits", "Ours"), "unlabelled never seen"] == expected
+    assert frame.loc[("digits", "Triplet (labelled only)"), "unlabelled never seen"] == "—"
+
+
+def test_floor_verdicts_read_each_row_against_each_floor():
+    floors = {"raw pixels": {"R@1": 0.5, "NMI": 0.5}, "untrained network": {"R@1": 0.3, "NMI": 0.3}}
+    rows = {"low": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
+            "middle": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
+            "high": [{"R@1": v, "NMI": v} for v in (0.60, 0.61, 0.62)],
+            "one seed": [{"R@1": 0.9, "NMI": 0.9}]}
+    rows["middle"] = [{"R@1": v, "NMI": 0.45 + v / 10} for v in (0.2, 0.6, 0.9)]
+    calls = ssx.floor_verdicts(rows, floors, ["R@1", "NMI"])
+    assert calls.loc["low", ("vs raw pixels", "R@1")] == "below"
+    assert calls.loc["low", ("vs untrained network", "R@1")] == "above"
+    assert calls.loc["high", ("vs raw pixels", "NMI")] == "above"
+    assert calls.loc["middle", ("vs raw pixels", "R@1")] == "inconclusive"
+    assert calls.loc["one seed", ("vs raw pixels", "R@1")] == "inconclusive"  # one run never decides
+    sentence = ssx.below_floor_sentence(calls)
+    assert sentence.startswith("R@1 below raw pixels (chapter 00): 1 of 4 rows (low)")
+    assert "R@1 below untrained network (chapter 00): 0 of 4 rows;" in sentence
+
+
+def _record_run(seed, best, initial, units_used=(2500, 2500), commit="abc1234def", dirty=True, fingerprint=None):
+    history = [{"epoch": 0, "metrics": {"R@1": initial}}] + [
+        {"epoch": e + 1, "partition": e, "units_used": u} for e, u in enumerate(units_used)]
+    data = {"history": history, "environment": {"git": {"commit": commit, "dirty": dirty}},
+            "fingerprint": fingerprint or f"f{seed}{best}", "name": "same-name"}
+    record = types.SimpleNamespace(data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None})
+    return types.SimpleNamespace(seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial})
+
+
+def test_over_initial_metric_steps_and_provenance():
+    gain = [_record_run(s, b, i) for s, b, i in ((0, 0.70, 0.60), (1, 0.72, 0.61), (2, 0.71, 0.62))]
+    flat = [_record_run(s, b, i) for s, b, i in ((0, 0.60, 0.61), (1, 0.62, 0.60), (2, 0.61, 0.62))]
+    calls = ssx.over_initial({"gain": gain, "flat": flat})
+    assert calls["gain"] == "holds" and calls["flat"] == "inconclusive"
+    settings = ssx.settings_for("default")
+    steps = ssx.metric_steps({"digits": {"ours": gain}}, settings)
+    row = steps.loc[("digits", "Ours")]
+    assert row["steps on L per partition"] == "13" and row["steps on L per run"] == "26"  # ⌈2500 / 200⌉ x 2
+    assert row["lr of L"] == "0.001"
+    # distinct by fingerprint, not by name (the α grid's runs share their record names)
+    clean = _record_run(3, 0.5, 0.5, commit="0123456789", dirty=False)
+    assert ssx.provenance(gain + gain[:1] + [clean]) == (
+        "4 run records from 2 commits (0123456, abc1234); 3 of 4 were trained from a tree with uncommitted changes")
+
+
+def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
+    """The "Initial" row of a run is its seeded network at initialisation on the first l coordinates
+    of z (L starts at the identity there): re-evaluated without training, it is the same."""
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(3).repeat(12)
+    train = InMemoryDataset(torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y)
+    splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
+    st = ssx.settings_for("smoke")["digits"]
+    st = dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
+    run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
+    views = ssx.initial_metrics(st, "smoke", 0, splits)
+    first, every = views.values()
+    assert list(views)[0] == f"first l = {st.metric_dim} of z (the Initial row)"
+    assert all(first[m] == pytest.approx(run.initial[m], abs=1e-12) for m in first)
+    assert set(every) == set(first)

@@ -9,7 +9,9 @@ from torch import nn
 
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
-from dmlnb.ssdml.algorithm import PartitionSchedule, TrainingPool, UnitLoss, partition_indices, run_spec, train_ssdml
+from dmlnb.ssdml.algorithm import (
+    PartitionSchedule, TrainingPool, UnitLoss, partition_indices, run_spec, train_ssdml, unlabelled_reached,
+)
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.supervised import LabelledTriplets
 
@@ -35,6 +37,20 @@ def test_partitions_sweep_the_unlabelled_pool():
     unl_seen = torch.cat([p[9:] for p in parts])
     assert len(set(unl_seen.tolist())) == 51  # 3 disjoint chunks = the whole pool
     assert torch.equal(pool.labels[:9], lab.labels) and bool((pool.labels[9:] == -1).all())
+
+
+def test_unlabelled_reached_replays_the_partition_draws():
+    """A pool of 50 in partitions of 20: two chunks per sweep, each sweep reshuffled, so four
+    partitions reach fewer than 50 (the 10 left over by each sweep's two chunks)."""
+    lab, unl, _ = ssdml_data()
+    pool = TrainingPool(lab, unl.subset(torch.arange(50)))
+    sched = PartitionSchedule(partition_size=20)
+    parts = [partition_indices(pool, sched, 5, p)[9:] - 9 for p in range(4)]
+    reached = unlabelled_reached(50, sched, 5, range(4))
+    assert torch.equal(reached, torch.unique(torch.cat(parts)))  # the indices the runs draw
+    assert len(torch.unique(torch.cat(parts[:2]))) == 40  # one sweep: two disjoint chunks
+    assert 40 <= len(reached) < 50
+    assert len(unlabelled_reached(51, PartitionSchedule(partition_size=17), 0, range(3))) == 51
 
 
 def test_record_reload_and_exact_resume(tmp_path):

@@ -3,6 +3,9 @@ baseline runs, and what the chapter draws from the trained network.
 
 * :func:`softmax_run`: one seed's normalised-softmax run through the run layer (its finished
   record reloaded from its folder, or trained);
+* :func:`pixel_vectors` and :func:`floors`: the two rows that need no training, raw pixels and
+  the untrained network, evaluated on the test classes (the SSDML chapter reads its Omniglot
+  numbers against the same two rows);
 * :data:`VIEW_SETTINGS`, :func:`view_indices`, :func:`embedding_views`: the t-SNE map of the trained
   network's test embedding and the nearest neighbours of a few test queries, computed once from
   the run's weights and stored next to its record (``analysis.json``,
@@ -20,16 +23,22 @@ import torch
 from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
-from dmlnb.evaluation import compute_embeddings, knn
+from dmlnb.data import gather_images
+from dmlnb.evaluation import compute_embeddings, evaluate, knn
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
-from dmlnb.models import configured_model
+from dmlnb.models import build_model, configured_model
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord
 from dmlnb.runs import train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
 from dmlnb.training import check_training_allowed, fit
 
-__all__ = ["SoftmaxRun", "softmax_run", "VIEW_SETTINGS", "view_indices", "embedding_views"]
+__all__ = ["SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS", "view_indices",
+           "embedding_views"]
+
+#: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
+#: give 150k-d vectors).
+MAX_PIXEL_SIZE = 32
 
 #: How :func:`embedding_views` draws the trained network: its weights at the end of training
 #: (``checkpoint.pt``), ``points`` random test images (drawn with ``point_seed``) mapped by
@@ -74,6 +83,33 @@ def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: s
 
     done = train_or_reload(run_dir.name, run_dir, config, spec, train, retrain=retrain)
     return SoftmaxRun(config, temperature, run_dir, done.record, trained=done.trained)
+
+
+def pixel_vectors(splits: Any) -> Tensor:
+    """The test images as flat vectors ``(N, C s s)``, ``s = min(side, MAX_PIXEL_SIZE)``."""
+    size = min(splits.input_shape[-1], MAX_PIXEL_SIZE)
+    return gather_images(splits.test, size=size).flatten(1)
+
+
+def untrained_name(config: TrainConfig) -> str:
+    """The row name of the untrained network of ``config``."""
+    return "untrained network" + (" (ImageNet weights, random head)" if config.pretrained else "")
+
+
+def floors(config: TrainConfig, splits: Any, pixels: Tensor | None = None) -> dict[str, dict[str, float]]:
+    """The two rows that need no training, on the test classes of ``splits`` with every metric
+    (``config.eval_ks``, k-means seeded with ``config.seed``, cosine similarity): ``"raw pixels"``
+    (:func:`pixel_vectors`, or ``pixels`` when given) and the untrained network
+    (:func:`untrained_name`): the profile's model built after ``torch.manual_seed(config.seed)``,
+    L2-normalised output. ``{row name: {metric: value}}``."""
+    labels = splits.test.labels.cpu()
+    pixels = pixel_vectors(splits) if pixels is None else pixels
+    raw = evaluate(pixels, labels, ks=config.eval_ks, seed=config.seed)
+    torch.manual_seed(config.seed)
+    untrained = build_model(config.model, splits.input_shape, config.embedding_dim, normalize=True,
+                            pretrained=config.pretrained, width=config.width)
+    emb, _ = compute_embeddings(untrained, splits.test, batch_size=config.eval_batch_size)
+    return {"raw pixels": raw, untrained_name(config): evaluate(emb, labels, ks=config.eval_ks, seed=config.seed)}
 
 
 def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tuple[Tensor, Tensor]:

@@ -38,7 +38,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import Tensor, nn
@@ -53,8 +53,8 @@ from dmlnb.samplers import stream_generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import check_dataset_labels, train
 
-__all__ = ["PartitionSchedule", "run_spec", "TrainingPool", "partition_indices", "embed", "UnitLoss",
-           "PartitionUnits", "train_ssdml"]
+__all__ = ["PartitionSchedule", "run_spec", "TrainingPool", "partition_chunk", "partition_indices", "unlabelled_reached",
+           "embed", "UnitLoss", "PartitionUnits", "train_ssdml"]
 
 
 @dataclass(frozen=True)
@@ -128,18 +128,32 @@ def embed(network: nn.Module, metric: nn.Module | None, dataset: Dataset, batch_
     return compute_embeddings(model, dataset, batch_size=batch_size, device=device)
 
 
-def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
-    """Pool indices ``(N_L + N_p,)`` of partition ``p``: all labelled examples, then chunk
-    ``p mod n`` of sweep ``p // n`` of the shuffled unlabelled pool (``n`` chunks per sweep)."""
-    n_u = pool.num_unlabelled
-    size = min(schedule.partition_size, n_u)
-    labelled = torch.arange(pool.num_labelled)
+def partition_chunk(num_unlabelled: int, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
+    """Unlabelled indices ``(N_p,)`` (``0..N_U-1``, sorted) of partition ``p``: chunk ``p mod n`` of
+    sweep ``p // n`` of the shuffled unlabelled pool, ``n = max(1, ⌊N_U / N_p⌋)`` chunks per sweep.
+    Each sweep reshuffles, so the last ``N_U mod N_p`` of a sweep's order are not drawn in it.
+    It depends only on ``(N_U, N_p, seed, p)``: the draws of a run can be replayed without training
+    (:func:`unlabelled_reached`)."""
+    size = min(schedule.partition_size, num_unlabelled)
     if size == 0:
-        return labelled
-    chunks = max(1, n_u // size)
-    order = torch.randperm(n_u, generator=stream_generator(seed, "ssdml-sweep", p // chunks))  # (N_U,)
-    chunk = order[(p % chunks) * size:(p % chunks + 1) * size]  # (N_p,)
-    return torch.cat([labelled, pool.num_labelled + chunk.sort().values])
+        return torch.zeros(0, dtype=torch.long)
+    chunks = max(1, num_unlabelled // size)
+    order = torch.randperm(num_unlabelled, generator=stream_generator(seed, "ssdml-sweep", p // chunks))  # (N_U,)
+    return order[(p % chunks) * size:(p % chunks + 1) * size].sort().values  # (N_p,)
+
+
+def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
+    """Pool indices ``(N_L + N_p,)`` of partition ``p``: all labelled examples, then the
+    unlabelled ones of :func:`partition_chunk` (offset by ``N_L``)."""
+    labelled = torch.arange(pool.num_labelled)
+    return torch.cat([labelled, pool.num_labelled + partition_chunk(pool.num_unlabelled, schedule, seed, p)])
+
+
+def unlabelled_reached(num_unlabelled: int, schedule: PartitionSchedule, seed: int, partitions: Iterable[int]) -> Tensor:
+    """The distinct unlabelled indices ``(M,)`` (sorted) that the ``partitions`` of a run with
+    ``seed`` draw (:func:`partition_chunk`, replayed: no training)."""
+    chunks = [partition_chunk(num_unlabelled, schedule, seed, p) for p in partitions]
+    return torch.unique(torch.cat(chunks)) if chunks else torch.zeros(0, dtype=torch.long)
 
 
 class UnitLoss(nn.Module):
