@@ -220,6 +220,24 @@ def _classes(codes: Tensor, num_classes: int) -> _Classes:
     return _Classes(codes, num_classes, entropy, -n_class.sum(), ones, excess_weights)
 
 
+def _table_terms(index: Tensor, width: int, classes: _Classes) -> tuple[Tensor, Tensor, Tensor]:
+    """The pieces of NMI (Eq. 9) shared by :func:`_nmi` and :func:`_margin`, for ``index``
+    ``(N, 2, B)`` as in :func:`_nmi`: ``counts`` ``(N, 2B)`` (the ``n_joint`` of each point, then
+    its ``n_cluster``, Eq. 10), ``mi = H(g) + H(y) - H(g, y)`` ``(N,)`` and ``denom =
+    sqrt(H(g) H(y))`` ``(N,)``, float64.
+    """
+    n, _, b = index.shape
+    flat = index.view(n, 2 * b)  # (N, 2B)
+    table = torch.zeros(n, width, dtype=torch.float64, device=index.device)  # (N, width)
+    table.scatter_add_(1, flat, classes.ones.expand(n, 2 * b))  # contingency counts, Eq. (10)
+    counts = table.gather(1, flat)  # (N, 2B): n_joint of each point, then n_cluster
+    h = math.log(b) - counts.log().view(n, 2, b).sum(dim=2) / b  # (N, 2): H(g, y), H(g)
+    h_joint, h_cluster = h.unbind(1)  # (N,), (N,)
+    mi = h_cluster + classes.entropy - h_joint  # (N,)
+    denom = torch.sqrt(h_cluster * classes.entropy)  # (N,)
+    return counts, mi, denom
+
+
 def _nmi(index: Tensor, width: int, classes: _Classes) -> Tensor:
     """Batched NMI, Eq. (9): one clustering of the ``B`` points per row of ``index`` vs the classes.
 
@@ -233,15 +251,7 @@ def _nmi(index: Tensor, width: int, classes: _Classes) -> Tensor:
     n_class`` at every point; as ``n_joint`` is at most either, iff the exact integer
     ``sum_i n_cluster + n_class - 2 n_joint`` is 0. Returns ``(N,)`` float64.
     """
-    n, _, b = index.shape
-    flat = index.view(n, 2 * b)  # (N, 2B)
-    table = torch.zeros(n, width, dtype=torch.float64, device=index.device)  # (N, width)
-    table.scatter_add_(1, flat, classes.ones.expand(n, 2 * b))  # contingency counts, Eq. (10)
-    counts = table.gather(1, flat)  # (N, 2B): n_joint of each point, then n_cluster
-    h = math.log(b) - counts.log().view(n, 2, b).sum(dim=2) / b  # (N, 2): H(g, y), H(g)
-    h_joint, h_cluster = h.unbind(1)  # (N,), (N,)
-    mi = h_cluster + classes.entropy - h_joint  # (N,)
-    denom = torch.sqrt(h_cluster * classes.entropy)  # (N,)
+    counts, mi, denom = _table_terms(index, width, classes)
     # MI at round-off level: an independent table, exactly 0.
     # (denom > 0 is at least sqrt of the smallest double, so mi / denom needs no guard.)
     nmi = torch.where((mi > _MI_ROUND_OFF) & (denom > 0), mi / denom, 0.0).clamp_max(1.0)  # (N,)
@@ -380,16 +390,8 @@ def _margin(batch: _Batch, index: Tensor, width: int) -> Tensor:
     and otherwise at least 1: as ``1 - min(r, 1) = max(1 - r, 0)`` in floating point, every step
     rounds as in :func:`_nmi` followed by ``1 - nmi``. Returns ``(n,)`` float64.
     """
-    n, _, b = index.shape
     classes = batch.classes
-    flat = index.view(n, 2 * b)  # (n, 2B)
-    table = torch.zeros(n, width, dtype=torch.float64, device=index.device)  # (n, width)
-    table.scatter_add_(1, flat, classes.ones.expand(n, 2 * b))  # contingency counts, Eq. (10)
-    counts = table.gather(1, flat)  # (n, 2B): n_joint of each point, then n_cluster
-    h = math.log(b) - counts.log().view(n, 2, b).sum(dim=2) / b  # (n, 2): H(g, y), H(g)
-    h_joint, h_cluster = h.unbind(1)  # (n,), (n,)
-    mi = h_cluster + classes.entropy - h_joint  # (n,)
-    denom = torch.sqrt(h_cluster * classes.entropy)  # (n,)
+    counts, mi, denom = _table_terms(index, width, classes)
     gap = torch.where(
         (mi > _MI_ROUND_OFF) & (denom > 0), torch.addcdiv(batch.one, mi, denom, value=-1.0), 1.0
     )  # (n,) 1 - NMI before the clamps
