@@ -135,11 +135,7 @@ def _fetch_small(folder: Path, filename: str) -> None:
 
 @register_dataset("omniglot-small")
 def load_omniglot_small(
-    root: Path,
-    *,
-    image_size: int = 28,
-    labelled_per_class: int | None = None,
-    seed: int = 0,
+    root: Path, *, image_size: int = 28, labelled_per_class: int | None = None, seed: int = 0,
     download: bool = False,
 ) -> DatasetSplits:
     """Omniglot's two small background archives, split class-disjointly by alphabet.
@@ -180,11 +176,7 @@ def load_omniglot_small(
 
 @register_dataset("omniglot")
 def load_omniglot(
-    root: Path,
-    *,
-    image_size: int = 28,
-    labelled_per_class: int | None = None,
-    seed: int = 0,
+    root: Path, *, image_size: int = 28, labelled_per_class: int | None = None, seed: int = 0,
     download: bool = False,
 ) -> DatasetSplits:
     """Full Omniglot: background set (30 alphabets, 964 classes, 19,280 images) for training,
