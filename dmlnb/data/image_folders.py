@@ -210,11 +210,27 @@ class _Benchmark:
         return parts, originals
 
 
+# The four benchmarks of the module docstring.
 CUB = _Benchmark(
-    "cub200",
-    "CUB_200_2011",
+    "cub200", "CUB_200_2011",
     "https://www.vision.caltech.edu/datasets/cub_200_2011/ (CUB_200_2011.tgz)",
     "<root>/CUB_200_2011/images.txt, image_class_labels.txt, images/<class>/<file>.jpg",
+)
+CARS = _Benchmark(
+    "cars196", "Cars196",
+    "https://ai.stanford.edu/~jkrause/cars/car_dataset.html (car_ims.tgz, cars_annos.mat)",
+    "<root>/Cars196/cars_annos.mat and <root>/Cars196/car_ims/<file>.jpg",
+)
+SOP = _Benchmark(
+    "sop", "Stanford_Online_Products",
+    "https://cvgl.stanford.edu/projects/lifted_struct/ (Stanford_Online_Products.zip)",
+    "<root>/Stanford_Online_Products/Ebay_train.txt, Ebay_test.txt, <category>_final/<file>.JPG",
+)
+INSHOP = _Benchmark(
+    "inshop", "In-Shop",
+    "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html "
+    "(Eval/list_eval_partition.txt and the unzipped Img/img.zip)",
+    "<root>/In-Shop/list_eval_partition.txt and <root>/In-Shop/img/<...>.jpg",
 )
 
 
@@ -252,14 +268,6 @@ def load_cub200(
     return DatasetSplits("cub200", parts["train"], parts["test"], class_names=names)
 
 
-CARS = _Benchmark(
-    "cars196",
-    "Cars196",
-    "https://ai.stanford.edu/~jkrause/cars/car_dataset.html (car_ims.tgz, cars_annos.mat)",
-    "<root>/Cars196/cars_annos.mat and <root>/Cars196/car_ims/<file>.jpg",
-)
-
-
 @register_dataset("cars196")
 def load_cars196(
     root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
@@ -288,14 +296,6 @@ def load_cars196(
     return DatasetSplits("cars196", parts["train"], parts["test"], class_names=names)
 
 
-SOP = _Benchmark(
-    "sop",
-    "Stanford_Online_Products",
-    "https://cvgl.stanford.edu/projects/lifted_struct/ (Stanford_Online_Products.zip)",
-    "<root>/Stanford_Online_Products/Ebay_train.txt, Ebay_test.txt, <category>_final/<file>.JPG",
-)
-
-
 @register_dataset("sop")
 def load_sop(
     root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
@@ -318,15 +318,6 @@ def load_sop(
             folder, rel, class_ids, part=split, image_size=image_size, cache_side=cache_side
         )
     return DatasetSplits("sop", parts["train"], parts["test"])
-
-
-INSHOP = _Benchmark(
-    "inshop",
-    "In-Shop",
-    "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html "
-    "(Eval/list_eval_partition.txt and the unzipped Img/img.zip)",
-    "<root>/In-Shop/list_eval_partition.txt and <root>/In-Shop/img/<...>.jpg",
-)
 
 
 @register_dataset("inshop")
