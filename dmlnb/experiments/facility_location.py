@@ -51,7 +51,8 @@ from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
-    Claim, Verdict, compare, compare_to_threshold, group_verdict, no_difference, not_tested, provenance_frame,
+    Claim, Verdict, compare, compare_to_threshold, group_verdict, no_difference, not_tested,
+    provenance_frame,
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.training import train

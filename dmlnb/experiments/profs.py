@@ -464,18 +464,9 @@ def _spec(key: str, variant: str, period: int | None, lam: float | None, proxima
 
 
 def run_variant(
-    key: str,
-    variant: str,
-    config: TrainConfig,
-    splits: Any,
-    runs_dir: str | Path | None,
-    *,
-    rho: float | None = None,
-    period: int | None = None,
-    lam: float = REPORTED_LAMBDA,
-    retrain: bool = False,
-    progress: bool = False,
-    proximal_params: str = "all",
+    key: str, variant: str, config: TrainConfig, splits: Any, runs_dir: str | Path | None, *,
+    rho: float | None = None, period: int | None = None, lam: float = REPORTED_LAMBDA,
+    retrain: bool = False, progress: bool = False, proximal_params: str = "all",
 ) -> ProfsRun:
     """Train one (loss, variant) run with seed ``config.seed``, or reload its finished record.
 

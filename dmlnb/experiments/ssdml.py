@@ -44,7 +44,8 @@ from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.training import train
 from dmlnb.reporting import (
-    Claim, all_of, best_minus_last, compare, compare_to_threshold, every_pair_equivalent, group_verdict, not_tested,
+    Claim, all_of, best_minus_last, compare, compare_to_threshold, every_pair_equivalent,
+    group_verdict, not_tested,
 )
 from dmlnb.ssdml.algorithm import PartitionSchedule, embed, run_spec, train_ssdml, unlabelled_reached
 from dmlnb.ssdml.angular import AngularSSDML
