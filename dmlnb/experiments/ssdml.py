@@ -189,6 +189,14 @@ _CPU_DEVIATIONS = (
     "and their own number of units per epoch (printed below); their 'angular' loss is Eq. (3), not Wang et "
     "al.'s"
 )
+# The training options shared by the CPU settings (smoke and default profiles: a small CNN from
+# scratch) and by the paper's settings; each setting adds its dataset, network and epochs.
+_CPU_TRAINING = dict(model="convnet", batch_size=200, m_per_class=10, lr=1e-3, eval_metrics=("recall", "nmi"))
+_DEFAULT_TRAINING = dict(_CPU_TRAINING, width=32, embedding_dim=64, eval_every=2)  # the default profile's CNN
+_PAPER_TRAINING = dict(
+    batch_size=100, m_per_class=10, optimizer="adam", lr=1e-4, weight_decay=0.0, eval_every=10,
+    eval_metrics=("recall", "nmi"),
+)
 _SGD = "Adam instead of the paper's SGD (Algorithm 1: \"learn θ by backpropagation using SGD\")"
 
 PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
@@ -197,9 +205,8 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
         "digits": Setting(
             name="digits", labelled_per_class=10, partition_size=200, epochs_per_partition=1,
             metric_dim=16, max_units=1500, seeds=(0,), methods=("ours", "ours-noorth", "lrml", "triplet"), alpha_grid=(35.0, 55.0),
-            config=dict(dataset="digits", dataset_options={"split": "samples"}, model="convnet", width=16,
-                        embedding_dim=32, batch_size=200, m_per_class=10, epochs=2, lr=1e-3, eval_every=1,
-                        eval_metrics=("recall", "nmi")),
+            config=dict(_CPU_TRAINING, dataset="digits", dataset_options={"split": "samples"}, width=16,
+                        embedding_dim=32, epochs=2, eval_every=1),
             baseline_hyper={"lrml": _SMALL_BASELINES},
             note="sklearn digits (8x8), 4-block CNN, 2 epochs: a plumbing check, not a result",
         ),
@@ -211,9 +218,7 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
         "digits": Setting(
             name="digits", labelled_per_class=10, partition_size=400, epochs_per_partition=2,
             metric_dim=32, max_units=2500, alpha_grid=(35.0, 45.0, 55.0),
-            config=dict(dataset="digits", dataset_options={"split": "samples"}, model="convnet", width=32,
-                        embedding_dim=64, batch_size=200, m_per_class=10, epochs=8, lr=1e-3, eval_every=2,
-                        eval_metrics=("recall", "nmi")),
+            config=dict(_DEFAULT_TRAINING, dataset="digits", dataset_options={"split": "samples"}, epochs=8),
             baseline_hyper={"seraph": _SERAPH},
             note="sklearn digits (8x8) instead of MNIST; 4-block CNN (width 32, d = 64, l = 32) instead "
                  "of the paper's MNIST network (it needs 28x28 inputs); 8 epochs in 4 partitions of 400 "
@@ -231,9 +236,7 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
             name="omniglot-small", labelled_per_class=5, partition_size=700, epochs_per_partition=2,
             metric_dim=32, k=10, max_units=3500, seeds=(0, 1, 2),
             methods=("ours", "ours-noorth", "lrml", "seraph", "isdml", "apllr", "apit", "triplet", "angular"),
-            config=dict(dataset="omniglot-small", dataset_options={"image_size": 28}, model="convnet", width=32,
-                        embedding_dim=64, batch_size=200, m_per_class=10, epochs=4, lr=1e-3, eval_every=2,
-                        eval_metrics=("recall", "nmi")),
+            config=dict(_DEFAULT_TRAINING, dataset="omniglot-small", dataset_options={"image_size": 28}, epochs=4),
             baseline_hyper={"seraph": _SERAPH},
             note="Omniglot small (28x28, 136 training characters, 106 unseen test characters) instead of "
                  "CUB / Cars; 4-block CNN from scratch instead of ImageNet GoogLeNet + R-MAC; 4 epochs in "
@@ -249,9 +252,8 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
         "mnist": Setting(
             name="MNIST", labelled_per_class=10, partition_size=9000, epochs_per_partition=10, metric_dim=64,
             k=10, gamma=0.99, alpha=40.0, seeds=(0,),
-            config=dict(dataset="mnist", dataset_options={}, model="ssdml-mnist", pretrained=False, embedding_dim=128,
-                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
-                        eval_every=10, eval_metrics=("recall", "nmi"), num_workers=0),
+            config=dict(_PAPER_TRAINING, dataset="mnist", dataset_options={}, model="ssdml-mnist", pretrained=False,
+                        embedding_dim=128, epochs=50, num_workers=0),
             note="the paper's network, k = 10, γ = 0.99, α = 40°, lr 1e-4 (the paper's initial rate, kept constant: "
                  "the paper gives no schedule), 9k-unlabelled partitions, 10 epochs each, 50 epochs, 100 triplets "
                  "per batch; " + _SGD + "; L starts at the identity on the first l "
@@ -260,26 +262,23 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
         "fashion-mnist": Setting(
             name="Fashion-MNIST", labelled_per_class=10, partition_size=9000, epochs_per_partition=10,
             metric_dim=64, seeds=(0,),
-            config=dict(dataset="fashion-mnist", dataset_options={}, model="ssdml-mnist", pretrained=False, embedding_dim=128,
-                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
-                        eval_every=10, eval_metrics=("recall", "nmi")),
+            config=dict(_PAPER_TRAINING, dataset="fashion-mnist", dataset_options={}, model="ssdml-mnist",
+                        pretrained=False, embedding_dim=128, epochs=50),
             note="as MNIST",
         ),
         "cifar10": Setting(
             name="CIFAR-10", labelled_per_class=100, partition_size=9000, epochs_per_partition=10, metric_dim=32,
             seeds=(0,), pretrain_epochs=30,
-            config=dict(dataset="cifar10", dataset_options={}, model="ssdml-cifar", pretrained=False, embedding_dim=64,
-                        batch_size=100, m_per_class=10, epochs=50, optimizer="adam", lr=1e-4, weight_decay=0.0,
-                        eval_every=10, eval_metrics=("recall", "nmi")),
+            config=dict(_PAPER_TRAINING, dataset="cifar10", dataset_options={}, model="ssdml-cifar", pretrained=False,
+                        embedding_dim=64, epochs=50),
             note="the paper's CIFAR network, 100 labelled per class, 30 epochs of softmax pre-training on the "
                  "labelled images, then 50 epochs of Algorithm 1; otherwise as MNIST",
         ),
         "cub200": Setting(
             name="CUB-200", labelled_per_class=5, partition_size=10 ** 9, epochs_per_partition=200, metric_dim=128,
             k=50, gamma=0.99, alpha=45.0, seeds=(0,),
-            config=dict(dataset="cub200", dataset_options={"image_size": 224}, model="googlenet", pretrained=True,
-                        embedding_dim=1024, batch_size=100, m_per_class=10, epochs=200, optimizer="adam", lr=1e-4,
-                        weight_decay=0.0, eval_every=10, eval_metrics=("recall", "nmi"), num_workers=8),
+            config=dict(_PAPER_TRAINING, dataset="cub200", dataset_options={"image_size": 224}, model="googlenet",
+                        pretrained=True, embedding_dim=1024, epochs=200, num_workers=8),
             note="ImageNet GoogLeNet, 5 labelled per class, k = 50, α = 45°, 128-d metric, whole training set "
                  "(no partitions), 200 epochs; global average pooling of GoogLeNet instead of R-MAC over "
                  "three scales (not implemented), followed by FC(1024 → 1024) and L2 before L (the paper: "
@@ -292,9 +291,8 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
         "cars196": Setting(
             name="Cars-196", labelled_per_class=5, partition_size=10 ** 9, epochs_per_partition=200, metric_dim=128,
             k=50, gamma=0.99, alpha=45.0, seeds=(0,), alpha_grid=(35.0, 40.0, 55.0),
-            config=dict(dataset="cars196", dataset_options={"image_size": 224}, model="googlenet", pretrained=True,
-                        embedding_dim=1024, batch_size=100, m_per_class=10, epochs=200, optimizer="adam", lr=1e-4,
-                        weight_decay=0.0, eval_every=10, eval_metrics=("recall", "nmi"), num_workers=8),
+            config=dict(_PAPER_TRAINING, dataset="cars196", dataset_options={"image_size": 224}, model="googlenet",
+                        pretrained=True, embedding_dim=1024, epochs=200, num_workers=8),
             note="as CUB-200",
         ),
     },
