@@ -453,11 +453,7 @@ def plot_reference_overlay(
 
 
 def plot_grouped_bars(
-    frame: "object",
-    group: str,
-    variant: str,
-    ax: Axes | None = None,
-    ylabel: str = "Recall@1 (%)",
+    frame: "object", group: str, variant: str, ax: Axes | None = None, ylabel: str = "Recall@1 (%)",
     title: str = "",
 ) -> Axes:
     """Bars of ``mean`` (error bar ``std`` where finite) per ``group`` (x) and ``variant`` (colour).
@@ -484,15 +480,9 @@ def plot_grouped_bars(
 
 
 def plot_sweep(
-    frame: "object",
-    x: str,
-    group: str,
-    ax: Axes | None = None,
-    marks: "Mapping[str, float] | None" = None,
-    xscale: str = "log",
-    xlabel: str | None = None,
-    ylabel: str = "Recall@1 (%)",
-    title: str = "",
+    frame: "object", x: str, group: str, ax: Axes | None = None,
+    marks: "Mapping[str, float] | None" = None, xscale: str = "log", xlabel: str | None = None,
+    ylabel: str = "Recall@1 (%)", title: str = "",
 ) -> Axes:
     """``mean`` against ``x``, one line per ``group`` (error bars ``std`` where finite).
 

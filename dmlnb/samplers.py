@@ -166,12 +166,8 @@ class ClassBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(
-        self,
-        labels: Tensor | np.ndarray | Sequence[int],
-        batch_size: int,
-        classes_per_batch: int,
-        seed: int = 0,
-        num_batches: int | None = None,
+        self, labels: Tensor | np.ndarray | Sequence[int], batch_size: int, classes_per_batch: int,
+        seed: int = 0, num_batches: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -297,11 +293,7 @@ class MPerClassSampler(_ClassGroupSampler):
     """
 
     def __init__(
-        self,
-        labels: Tensor | np.ndarray | Sequence[int],
-        m: int,
-        batch_size: int,
-        seed: int = 0,
+        self, labels: Tensor | np.ndarray | Sequence[int], m: int, batch_size: int, seed: int = 0,
         num_batches: int | None = None,
     ) -> None:
         if m < 1:
@@ -339,12 +331,8 @@ class ClassRatioSampler(_ClassGroupSampler):
     """
 
     def __init__(
-        self,
-        labels: Tensor | np.ndarray | Sequence[int],
-        batch_size: int,
-        classes_per_batch: int | None = None,
-        ratio: float = 0.25,
-        seed: int = 0,
+        self, labels: Tensor | np.ndarray | Sequence[int], batch_size: int,
+        classes_per_batch: int | None = None, ratio: float = 0.25, seed: int = 0,
         num_batches: int | None = None,
     ) -> None:
         if classes_per_batch is None:
