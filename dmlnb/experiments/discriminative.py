@@ -275,6 +275,10 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config
 
 
+# The baselines as every chapter builds them (:mod:`dmlnb.experiments.baseline_losses`).
+_SHARED_BASELINES = {"semihard": semihard_triplet_loss, "lifted": lifted_structure_loss, "npair": npair_loss}
+
+
 def build_loss(
     method: str,
     num_classes: int,
@@ -284,12 +288,8 @@ def build_loss(
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); seeded by the caller."""
     if method == "softmax":
         return NormalizedSoftmaxLoss(num_classes, embedding_dim, temperature=0.05)
-    if method == "semihard":
-        return semihard_triplet_loss()
-    if method == "lifted":
-        return lifted_structure_loss()
-    if method == "npair":
-        return npair_loss()
+    if method in _SHARED_BASELINES:
+        return _SHARED_BASELINES[method]()
     if method == "clustering":
         return FacilityLocationLoss(margin_multiplier=1.0)
     if method == "proxy":
