@@ -75,13 +75,19 @@ def test_labelled_triplets_only_use_labels():
     assert obj.unit_loss(z, torch.arange(6)).item() == pytest.approx(ref.item(), rel=1e-12)
 
 
-def test_run_method_trains_then_reloads(tmp_path):
+def tiny_digits():
+    """36 fabricated 8x8 images of 3 classes (3 labelled each) and the smoke digits setting cut
+    to one epoch of partitions of 10: ``(splits, setting)``."""
     g = torch.Generator().manual_seed(0)
     y = torch.arange(3).repeat(12)
     train = InMemoryDataset(torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y)
     splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
     st = ssx.settings_for("smoke")["digits"]
-    st = dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
+    return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
+
+
+def test_run_method_trains_then_reloads(tmp_path):
+    splits, st = tiny_digits()
     run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
     assert run.trained and run.record.data["status"] == "finished"
     assert {"spectrum", "neighbours", "queries"} <= set(run.extras)
@@ -293,12 +299,7 @@ def test_over_initial_metric_steps_and_provenance():
 def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
     """The "Initial" row of a run is its seeded network at initialisation on the first l coordinates
     of z (L starts at the identity there): re-evaluated without training, it is the same."""
-    g = torch.Generator().manual_seed(0)
-    y = torch.arange(3).repeat(12)
-    train = InMemoryDataset(torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y)
-    splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
-    st = ssx.settings_for("smoke")["digits"]
-    st = dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
+    splits, st = tiny_digits()
     run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
     views = ssx.initial_metrics(st, "smoke", 0, splits)
     first, every = views.values()

@@ -296,12 +296,16 @@ def test_inference_reproduces_the_previous_implementation_exactly():
         assert stats == ref_stats
 
 
-def static_inference(dist: torch.Tensor, labels: torch.Tensor, gamma: float, passes: int):
-    """The static-shape path (all points scored, no host read inside a stage; what CUDA runs and
-    captures in graphs), here on the CPU: ``(medoids, [A(greedy), A(refined), NMI, swaps])``."""
+def static_path(dist: torch.Tensor, labels: torch.Tensor, gamma: float):
+    """The static-shape inference of a batch (all points scored, no host read inside a stage; what
+    CUDA runs and captures in graphs), before its first stage."""
     codes, num_classes = fl._encode(labels)
-    gamma_t = torch.full((), gamma, dtype=torch.float64)
-    inference = fl._Inference(dist, codes, num_classes, gamma_t, compact=False)
+    return fl._Inference(dist, codes, num_classes, torch.full((), gamma, dtype=torch.float64), compact=False)
+
+
+def static_inference(dist: torch.Tensor, labels: torch.Tensor, gamma: float, passes: int):
+    """:func:`static_path` run on the CPU: ``(medoids, [A(greedy), A(refined), NMI, swaps])``."""
+    inference = static_path(dist, labels, gamma)
     with torch.no_grad():
         medoids, values, swaps = inference.run(passes)
     return medoids, values.tolist() + [float(swaps)], inference.greedy_medoids
@@ -342,10 +346,7 @@ class HostReads(TorchDispatchMode):
 def test_static_shape_stages_read_nothing_back_and_a_pass_once():
     gen = torch.Generator().manual_seed(15)
     x, labels = random_batch(gen, 48, 8, spread=1.0)
-    dist = euclidean_distance(x.float())
-    codes, num_classes = fl._encode(labels)
-    gamma = torch.full((), 1.0, dtype=torch.float64)
-    inference = fl._Inference(dist, codes, num_classes, gamma, compact=False)
+    inference = static_path(euclidean_distance(x.float()), labels, 1.0)
     with torch.no_grad():
         for stage in (inference.greedy, inference.refine_pass, inference.finish):
             with HostReads() as counter:
@@ -353,8 +354,8 @@ def test_static_shape_stages_read_nothing_back_and_a_pass_once():
             assert counter.reads == 0, stage.__name__
         with HostReads() as counter:
             _, _, swaps = inference.run(5)
-    passes_run = counter.reads  # one read per pass: the early stop
-    assert 1 <= passes_run <= 5 and swaps > 0
+    rounds_run = counter.reads  # one read per round: a swap, or the last round's none
+    assert 1 <= rounds_run <= 5 and swaps > 0
     # The loss adds no read to its inference's (its stats leave in one tolist, which the CPU does
     # not dispatch) but MetricLoss.forward's two checks (values, finite loss).
     loss_fn = FacilityLocationLoss(margin_multiplier=1.0)
@@ -414,11 +415,9 @@ def test_refinement_rounds_read_back_once_per_swap_plus_one():
     gen = torch.Generator().manual_seed(18)
     x, labels = random_batch(gen, 60, 12, spread=1.0)
     dist = euclidean_distance(x.float())
-    codes, num_classes = fl._encode(labels)
-    gamma = torch.full((), 1.0, dtype=torch.float64)
     with torch.no_grad():
         for passes in (0, 1, 5):
-            inference = fl._Inference(dist, codes, num_classes, gamma, compact=False)
+            inference = static_path(dist, labels, 1.0)
             with HostReads() as counter:
                 _, _, swaps = inference.run(passes)
             assert counter.reads == (swaps + 1 if passes else 0)
