@@ -18,7 +18,8 @@ Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
     components      dict
     environment     dict with "device" (str): where the run started
     history         list of rows: epoch (int), loss (number | null), train_seconds (number),
-                    metrics (dict of numbers | null), ...
+                    metrics (dict of numbers | null), ...; rows trained on the CPU also hold
+                    step_seconds ({phase: seconds}, :class:`dmlnb.training.PhaseClock`)
     best            null | {epoch (int), metric (str), value (number), metrics (dict),
                     seconds_to_best (number)}
     started         str | null

@@ -37,3 +37,21 @@ def test_chapter_costs_add_up_per_chapter_and_in_total(tmp_path):
     assert a["images (M)"] == (12_000 + 6_000) / 1e6
     assert b["train min"] == 0.5 and b["eval min"] == (1.0 + 54.0) / 60
     assert total["runs"] == 3 and total["total min"] == a["total min"] + b["total min"]
+
+
+def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_path):
+    _record(tmp_path / "01_a" / "default" / "old", [(60.0, 100.0, 6.0)])  # written before phase timings
+    _record(tmp_path / "02_b" / "default" / "r1", [(10.0, 100.0, 1.0)])
+    record_path = tmp_path / "02_b" / "default" / "r1" / "record.json"
+    record = json.loads(record_path.read_text())
+    phases = {"data": 1.0, "hooks": 0.5, "forward": 3.0, "loss": 1.5, "backward": 3.0, "optimizer": 0.5, "bookkeeping": 0.5}
+    record["history"][1]["step_seconds"] = phases
+    record_path.write_text(json.dumps(record))
+    module = _load()
+    table = module.chapter_table(tmp_path, "default").set_index("chapter")
+    assert table.loc["02_b", "outside %"] == 100 * (1 - 6.0 / 10.0)
+    assert table.loc["all", "outside %"] == 100 * (1 - 6.0 / 10.0)  # the untimed chapter adds no phase seconds
+    assert table["outside %"].isna()["01_a"]
+    shares = module.phase_shares(table.reset_index())
+    assert list(shares.index) == ["02_b", "all"]
+    assert shares.loc["02_b", "loss"] == 15.0 and abs(shares.loc["02_b"].sum() - 100.0) < 1e-9

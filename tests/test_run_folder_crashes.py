@@ -173,7 +173,7 @@ def test_ssdml_record_says_finished_only_with_the_final_checkpoint(tmp_path, mon
     resumed = _ssdml_run(run_dir)
     assert resumed.data["resumed"] == 1 and resumed.data["device_changed"] is False
     assert not (run_dir / ".checkpoint.pt.dead01.tmp").exists()
-    drop = {"train_seconds", "eval_seconds", "prepare_seconds", "images_per_second"}
+    drop = {"train_seconds", "eval_seconds", "prepare_seconds", "images_per_second", "step_seconds"}
 
     def strip(history):
         return [{k: ({m: v for m, v in x.items() if m not in drop} if isinstance(x, dict) else x)

@@ -10,7 +10,7 @@ from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
 from dmlnb.models import build_model
 from dmlnb.profiles import make_config
-from dmlnb.training import fit, train
+from dmlnb.training import PhaseClock, fit, train
 
 CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 4, "eval_metrics": ("recall",)})
 
@@ -49,8 +49,31 @@ def test_same_seed_same_weights_other_seed_differs(digits):
     assert not torch.equal(flat_params(a), flat_params(c))
 
 
+def test_cpu_epochs_record_their_step_phases_and_train_channels_last(digits):
+    cfg = CFG.replace(device="cpu", epochs=1)
+    model, record = fit(cfg, TripletLoss(mining="hard"), splits=digits, progress=False)
+    row = record.data["history"][-1]
+    phases = row["step_seconds"]
+    assert list(phases) == list(PhaseClock.PHASES) and all(v >= 0 for v in phases.values())
+    assert phases["forward"] > 0 and phases["backward"] > 0
+    assert sum(phases.values()) <= row["train_seconds"]  # the laps lie inside the epoch's clock
+    conv = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][-1]  # (C_out, C_in > 1, 3, 3)
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous()
+    _, plain = fit(cfg.replace(channels_last=False), TripletLoss(mining="hard"), splits=digits, progress=False)
+    assert plain.data["history"][-1]["loss"] == pytest.approx(row["loss"], rel=1e-4)  # same run up to rounding
+
+
+def test_phase_clock_charges_each_lap_to_its_phase(monkeypatch):
+    times = iter([10.0, 11.0, 11.5, 14.0, 20.0])
+    monkeypatch.setattr("dmlnb.training.time.perf_counter", lambda: next(times))
+    clock = PhaseClock(enabled=True)
+    clock.lap("data"), clock.lap("forward"), clock.lap("data")
+    assert clock.totals() == {**dict.fromkeys(PhaseClock.PHASES, 0.0), "data": 3.5, "forward": 0.5}
+    assert PhaseClock(enabled=False).totals() is None
+
+
 def _strip_timing(history):
-    drop = {"train_seconds", "images_per_second", "eval_seconds"}
+    drop = {"train_seconds", "images_per_second", "eval_seconds", "step_seconds"}
     out = []
     for row in history:
         row = {k: v for k, v in row.items() if k not in drop}
