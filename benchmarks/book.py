@@ -2,6 +2,7 @@
 
     python benchmarks/book.py                     # the committed default-profile records
     python benchmarks/book.py --profile smoke --results /path/to/results
+    python benchmarks/book.py --measure --out benchmarks/results/book_cpu.txt   # also time a step here
 
 One row per chapter: runs, epochs trained, images processed, training and evaluation seconds as
 the records measured them (on the machines and thread counts that trained them, named in the
@@ -13,15 +14,26 @@ next hotspot is visible. Records written before the loop timed its phases leave 
 ("-"). Images count only the epochs whose record holds img/s (the SSDML algorithm's own runs
 record none). This is the cost of regenerating the chapter with ``retrain=True`` on a machine
 like the one that made the records; re-rendering from the records costs none of it.
+
+``--measure`` also times the default profile's training step on this machine's CPU (the book's
+convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss): a bare PyTorch loop
+with the model in the default (NCHW) and in the channels_last memory format, ``dmlnb.train`` as
+the book runs it, and two independent runs side by side in two processes of one thread each
+(what running the seeds of a chapter in parallel would give), next to one run on all threads.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from dmlnb.training import PhaseClock
 
@@ -77,21 +89,119 @@ def phase_shares(table: pd.DataFrame) -> pd.DataFrame:
     return (100 * phases.div(timed, axis=0))[timed > 0]
 
 
+# ------------------------------------------------------------------------------ the step, measured here
+
+def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
+    """(config, train set, model) of a default-profile run on fabricated Omniglot-sized input."""
+    from dmlnb.data import InMemoryDataset
+    from dmlnb.models import configured_model
+    from dmlnb.profiles import make_config
+
+    config = make_config("default", {"steps_per_epoch": steps, "epochs": 2, "channels_last": channels_last,
+                                     "device": "cpu"})
+    g = torch.Generator().manual_seed(0)
+    train_set = InMemoryDataset(torch.randn(2720, 1, 28, 28, generator=g), torch.arange(2720) % 136)  # omniglot-small's size
+    torch.manual_seed(0)
+    return config, train_set, configured_model(config, train_set.input_shape)
+
+
+def bare_step_rate(channels_last: bool, steps: int) -> float:
+    """img/s of a bare loop (gather, forward, semi-hard triplet loss, backward, Adam), second pass."""
+    from dmlnb.losses import TripletLoss
+    from dmlnb.pairs import pair_masks
+
+    config, train_set, model = _step_setup(channels_last, steps)
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
+    loss_fn, optimizer = TripletLoss(mining="semihard"), torch.optim.Adam(model.parameters(), lr=config.lr)
+    g = torch.Generator().manual_seed(0)
+
+    def run() -> float:
+        t0 = time.perf_counter()
+        for _ in range(steps):
+            x, y = train_set.get_batch(torch.randint(len(train_set), (config.batch_size,), generator=g))
+            if channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            loss = loss_fn.compute(model(x), y, pair_masks(y))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        return steps * config.batch_size / (time.perf_counter() - t0)
+
+    run()  # warm-up
+    return run()
+
+
+def loop_step_rate(steps: int) -> float:
+    """img/s of the second epoch of :func:`dmlnb.training.train` at the default profile's settings."""
+    from dmlnb.losses import TripletLoss
+    from dmlnb.training import train
+
+    config, train_set, model = _step_setup(True, steps)
+    record = train(model, TripletLoss(mining="semihard"), train_set, None, config, progress=False)
+    return float(record.data["history"][-1]["images_per_second"])
+
+
+def two_process_rate(steps: int) -> float:
+    """Summed img/s of two runs trained at once, each in its own process of one thread (this
+    script with ``--one-run``; both warm up for 2 steps before their timed epoch)."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--one-run", str(steps)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+    outputs = [worker.communicate()[0] for worker in workers]
+    for worker in workers:
+        if worker.returncode != 0:
+            raise RuntimeError(f"{' '.join(command)} failed with exit status {worker.returncode}")
+    return sum(float(out.split()[-1]) for out in outputs)
+
+
+def step_table(steps: int) -> pd.DataFrame:
+    """The default profile's training step on this CPU, img/s per way of running it."""
+    threads = torch.get_num_threads()
+    rows = [
+        ("bare loop, NCHW", threads, bare_step_rate(False, steps)),
+        ("bare loop, channels_last", threads, bare_step_rate(True, steps)),
+        ("dmlnb.train (channels_last)", threads, loop_step_rate(steps)),
+        ("2 runs at once, 2 processes x 1 thread (sum)", 2, two_process_rate(steps)),
+    ]
+    return pd.DataFrame(rows, columns=["way", "threads", "img/s"])
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=ROOT / "results")
     parser.add_argument("--profile", default="default")
+    parser.add_argument("--measure", action="store_true", help="also time the default profile's step on this CPU")
+    parser.add_argument("--steps", type=int, default=40, help="timed steps per way (with --measure)")
+    parser.add_argument("--out", type=Path, help="also write what is printed here (text)")
+    parser.add_argument("--one-run", type=int, metavar="STEPS", help=argparse.SUPPRESS)  # two_process_rate's worker
     args = parser.parse_args(argv)
+    if args.one_run is not None:
+        loop_step_rate(2)  # warm-up
+        print(loop_step_rate(args.one_run))
+        return pd.DataFrame()
+    lines: list[str] = []
+
+    def say(text: str) -> None:
+        print(text)
+        lines.append(text)
+
     table = chapter_table(args.results, args.profile)
-    print(f"run records under {args.results} at profile {args.profile!r}")
+    say(f"run records under {args.results} at profile {args.profile!r}")
     if table.empty:
-        print("no run records")
-        return table
-    columns = ["chapter", "runs", "epochs", "images (M)", "train min", "eval min", "threads", "total min", "outside %"]
-    print(table[columns].to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
-    shares = phase_shares(table)
-    print("\nshare of the training steps' time per phase (%), runs trained on the CPU:")
-    print(shares.to_string(float_format=lambda v: f"{v:.1f}") if not shares.empty else "no record holds phase timings yet")
+        say("no run records")
+    else:
+        columns = ["chapter", "runs", "epochs", "images (M)", "train min", "eval min", "threads", "total min", "outside %"]
+        say(table[columns].to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+        shares = phase_shares(table)
+        say("\nshare of the training steps' time per phase (%), runs trained on the CPU:")
+        say(shares.to_string(float_format=lambda v: f"{v:.1f}") if not shares.empty else "no record holds phase timings yet")
+    if args.measure:
+        say(f"\nthe default profile's step on this CPU ({args.steps} steps of 128 timed per way; "
+            f"torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):")
+        say(step_table(args.steps).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
+    if args.out is not None:
+        args.out.write_text("$ python benchmarks/book.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n" + "\n".join(lines) + "\n")
     return table
 
 

@@ -55,3 +55,10 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
     shares = module.phase_shares(table.reset_index())
     assert list(shares.index) == ["02_b", "all"]
     assert shares.loc["02_b", "loss"] == 15.0 and abs(shares.loc["02_b"].sum() - 100.0) < 1e-9
+
+
+def test_measured_step_table_runs_every_way_on_the_cpu():
+    table = _load().step_table(steps=1)
+    assert list(table["way"]) == ["bare loop, NCHW", "bare loop, channels_last", "dmlnb.train (channels_last)",
+                                  "2 runs at once, 2 processes x 1 thread (sum)"]
+    assert (table["img/s"] > 0).all() and table["img/s"].notna().all()
