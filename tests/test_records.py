@@ -4,6 +4,7 @@ import re
 
 import pytest
 import torch
+from fabricated import epoch_row, selected_record
 
 from dmlnb.records import RecordError, RunRecord, atomic_torch_save, write_json_atomic
 
@@ -61,21 +62,9 @@ TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # epochs 1..5: the test classes peak at ep
 VAL_R1 = [0.6, 0.9, 0.7, 0.65, 0.9]  # the validation classes peak at epoch 2 (epoch 5 ties: the earlier stays)
 
 
-def _row(epoch: int, test: float | None, val: float | None, seconds: float = 1.0) -> dict:
-    row = {"epoch": epoch, "loss": 1.0, "train_seconds": seconds,
-           "metrics": None if test is None else {"R@1": test, "NMI": 0.1 * epoch, "eval_seconds": 0.5}}
-    if val is not None:
-        row["val_metrics"] = {"R@1": val, "NMI": 0.2, "eval_seconds": 0.25}
-    return row
-
-
 def _selected(select_on: str) -> tuple[RunRecord, list[bool]]:
-    """A record of five evaluated epochs (and one before training) selected on ``select_on``."""
-    rec = RunRecord.new("x", config={"select_on": select_on}, components={}, environment={"device": "cpu"})
-    assert not rec.add_epoch(_row(0, 0.95, 0.99, seconds=0.0), "R@1", select_on)  # never selected
-    improved = [rec.add_epoch(_row(e, t, v), "R@1", select_on) for e, (t, v) in enumerate(zip(TEST_R1, VAL_R1), 1)]
-    rec.finish("2024-01-01T00:00:00+00:00")
-    return rec, improved
+    """Five evaluated epochs, and one before training whose higher numbers are never selected."""
+    return selected_record(TEST_R1, VAL_R1, select_on)
 
 
 def test_selection_on_validation_picks_the_best_validation_epoch_and_reports_its_test_metrics(tmp_path):
@@ -83,8 +72,8 @@ def test_selection_on_validation_picks_the_best_validation_epoch_and_reports_its
     assert improved == [True, True, False, False, False]
     best = rec.best
     assert best["epoch"] == 2 and best["selected_on"] == "validation" and best["metric"] == "R@1"
-    assert best["metrics"] == _row(2, 0.7, 0.9)["metrics"] and best["value"] == 0.7  # the TEST classes
-    assert best["val_value"] == 0.9 and best["val_metrics"] == _row(2, 0.7, 0.9)["val_metrics"]
+    assert best["metrics"] == epoch_row(2, 0.7, 0.9)["metrics"] and best["value"] == 0.7  # the TEST classes
+    assert best["val_value"] == 0.9 and best["val_metrics"] == epoch_row(2, 0.7, 0.9)["val_metrics"]
     assert best["seconds_to_best"] == 2.0 and rec.selected_on == "validation"
     assert rec.selections["validation"] == best
     assert rec.selections["test"]["epoch"] == 4 and rec.selections["test"]["value"] == 0.8
@@ -106,7 +95,7 @@ def test_selection_on_test_is_the_papers_protocol_and_keeps_both_selections():
 def test_a_run_without_validation_records_no_selections():
     rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
     for e, t in enumerate(TEST_R1, 1):
-        rec.add_epoch(_row(e, t, None), "R@1")
+        rec.add_epoch(epoch_row(e, t, None), "R@1")
     assert "selections" not in rec.data and rec.selections == {} and rec.selected_on == "test"
     assert rec.best["epoch"] == 4 and set(rec.best) == {"epoch", "metric", "value", "metrics", "seconds_to_best",
                                                         "selected_on"}
@@ -115,15 +104,15 @@ def test_a_run_without_validation_records_no_selections():
 def test_selection_refuses_rows_it_cannot_select_from():
     rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
     with pytest.raises(ValueError, match=r"select_on 'valid' is not one of \['validation', 'test'\]"):
-        rec.add_epoch(_row(1, 0.5, 0.6), "R@1", "valid")
+        rec.add_epoch(epoch_row(1, 0.5, 0.6), "R@1", "valid")
     with pytest.raises(ValueError, match="no validation metrics to select on.*val_set="):
-        rec.add_epoch(_row(1, 0.5, None), "R@1", "validation")
+        rec.add_epoch(epoch_row(1, 0.5, None), "R@1", "validation")
     with pytest.raises(ValueError, match="validation metrics but no test metrics"):
-        rec.add_epoch(_row(1, None, 0.6), "R@1", "validation")
+        rec.add_epoch(epoch_row(1, None, 0.6), "R@1", "validation")
     assert rec.data["history"] == []  # a refused row is not recorded
-    assert not rec.add_epoch(_row(1, None, None), "R@1", "validation")  # an epoch without evaluation
+    assert not rec.add_epoch(epoch_row(1, None, None), "R@1", "validation")  # an epoch without evaluation
     with pytest.raises(KeyError, match="F1"):
-        rec.add_epoch(_row(2, 0.5, 0.6), "F1", "validation")
+        rec.add_epoch(epoch_row(2, 0.5, 0.6), "F1", "validation")
 
 
 @pytest.mark.parametrize(
