@@ -156,7 +156,7 @@ def hold_out_classes(
             f"training set, got {type(train).__name__}"
         )
     labels = train.labels.cpu()  # (N,) the training labels, 0..C-1
-    dense, _ = remap_labels(labels)  # (N,) the same, should a label be unused
+    dense, _ = remap_labels(labels)  # (N,) in 0..C-1 even if a training label is unused
     held = validation_classes(int(dense.max()) + 1 if dense.numel() else 0, classes, seed, fold)  # (C,) bool
     to_validation = held[dense]  # (N,)
     parts = {}
@@ -164,12 +164,8 @@ def hold_out_classes(
         index = torch.nonzero(items).squeeze(1)  # (M,)
         relabelled, originals = remap_labels(labels[index])  # (M,) in 0..C_part-1, (C_part,) training labels
         parts[part] = (train.subset(index).relabel(relabelled), originals.tolist())
-    class_names = None
-    if "train" in names:
+    class_names = splits.class_names
+    if "train" in names:  # the names of each side's labels, in order
         class_names = {**names, **{part: [names["train"][c] for c in kept] for part, (_, kept) in parts.items()}}
-    return replace(
-        splits,
-        train=parts["train"][0],
-        validation=parts["validation"][0].for_evaluation(),
-        class_names=class_names if class_names is not None else splits.class_names,
-    )
+    return replace(splits, train=parts["train"][0], validation=parts["validation"][0].for_evaluation(),
+                   class_names=class_names)
