@@ -18,10 +18,20 @@ Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
     components      dict
     environment     dict with "device" (str): where the run started
     history         list of rows: epoch (int), loss (number | null), train_seconds (number),
-                    metrics (dict of numbers | null), ...; rows trained on the CPU also hold
-                    step_seconds ({phase: seconds}, :class:`dmlnb.training.PhaseClock`)
+                    metrics (dict of numbers | null: the test metrics), val_metrics (optional,
+                    dict of numbers | null: the validation metrics of a run with a validation
+                    split), ...; rows trained on the CPU also hold step_seconds
+                    ({phase: seconds}, :class:`dmlnb.training.PhaseClock`)
     best            null | {epoch (int), metric (str), value (number), metrics (dict),
-                    seconds_to_best (number)}
+                    seconds_to_best (number), selected_on (optional: "validation" | "test";
+                    absent in records made before it, which selected on "test"), val_value
+                    (number) and val_metrics (dict), optional: with a validation split}:
+                    the epoch selected by ``config["select_on"]``; ``value`` and ``metrics``
+                    are always the test classes' at that epoch
+    selections      optional, with a validation split: {"validation": selection, "test":
+                    selection}, each shaped like ``best`` (selected_on, val_value and
+                    val_metrics included): the epoch each protocol selects, whichever
+                    ``select_on`` chose; ``best`` equals ``selections[select_on]``
     started         str | null
     finished        str | null (str when finished)
     total_train_seconds  number (when finished)
@@ -45,8 +55,9 @@ records the version read.
 
 Configuration keys added to :class:`dmlnb.profiles.TrainConfig` after records were first written
 are listed in :data:`CONFIG_KEYS_ADDED` with the value every older run used; loading fills a
-record's ``config`` with them (in memory), so an old record still matches the configuration
-that reproduces it and is not retrained.
+record's ``config`` with them (in memory), and a stored ``fingerprint`` that was computed
+without them is recomputed with them, so an old record (or checkpoint) still matches the
+configuration that reproduces it and is neither retrained nor refused on resume.
 """
 
 from __future__ import annotations
@@ -71,6 +82,7 @@ __all__ = [
     "run_fingerprint",
     "migrate_record",
     "CONFIG_KEYS_ADDED",
+    "SELECTIONS",
     "validate_record",
     "write_json_atomic",
     "read_json",
@@ -88,8 +100,14 @@ def utc_now() -> str:
 SCHEMA_VERSION = 1
 
 #: TrainConfig keys added after records were first written -> the value runs made before had.
-CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False}
-"""The version of the run-record schema this dmlnb writes (see the module docstring)."""
+CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test"}
+
+#: Where a run may choose its best epoch (:attr:`dmlnb.profiles.TrainConfig.select_on`).
+SELECTIONS = ("validation", "test")
+
+#: Configuration keys :meth:`RunRecord.outcome` leaves out at these values: added after analyses
+#: were first tied to outcomes, so the outcomes of the runs made before stay what they were.
+_OUTCOME_OMITS: dict[str, Any] = {"select_on": "test"}
 
 
 class RecordError(ValueError):
@@ -181,26 +199,40 @@ _RECORD_FIELDS: dict[str, tuple[Any, str]] = {
     "segments": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list of segments"),
     "device_changed": (lambda v: isinstance(v, bool), "true or false"),
 }
+_METRICS = (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers")
+_OPTIONAL_METRICS = (lambda v: v is None or _METRICS[0](v), "null or an object of numbers")
 _ROW_FIELDS: dict[str, tuple[Any, str]] = {
     "epoch": _INT,
     "loss": (lambda v: v is None or _is_number(v), "null or a number"),
     "train_seconds": _NUMBER,
-    "metrics": (lambda v: v is None or (isinstance(v, dict) and all(_is_number(x) for x in v.values())),
-                "null or an object of numbers"),
+    "metrics": _OPTIONAL_METRICS,
 }
+_ROW_OPTIONAL: dict[str, tuple[Any, str]] = {"val_metrics": _OPTIONAL_METRICS}
 _BEST_FIELDS: dict[str, tuple[Any, str]] = {
     "epoch": _INT,
     "metric": _STR,
     "value": _NUMBER,
-    "metrics": (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers"),
+    "metrics": _METRICS,
     "seconds_to_best": _NUMBER,
+}
+_BEST_OPTIONAL: dict[str, tuple[Any, str]] = {
+    "selected_on": (lambda v: v in SELECTIONS, " or ".join(f'"{s}"' for s in SELECTIONS)),
+    "val_value": _NUMBER,
+    "val_metrics": _METRICS,
 }
 _SEGMENT_FIELDS: dict[str, tuple[Any, str]] = {"device": _STR, "from_epoch": _INT, "to_epoch": _INT}
 
 
+def _check_selection(selection: Any, source: str, field: str) -> None:
+    _check(isinstance(selection, dict), source, field, "an object", selection)
+    _check_fields(selection, _BEST_FIELDS, source, field + ".")
+    _check_fields(selection, {k: v for k, v in _BEST_OPTIONAL.items() if k in selection}, source, field + ".")
+
+
 def validate_record(data: Any, source: str = "<record>") -> None:
     """Raise :class:`RecordError` naming ``source`` and the field unless ``data`` is a valid
-    current-version record: every field the book's tables and claims read is checked."""
+    current-version record: every field the book's tables and claims read is checked (and the
+    selections agree: ``best`` is the selection ``config["select_on"]`` names)."""
     _check(isinstance(data, dict), source, "<top level>", "a JSON object", data)
     _check(data.get("schema_version") == SCHEMA_VERSION, source, "schema_version", str(SCHEMA_VERSION),
            data.get("schema_version"), missing="schema_version" not in data)
@@ -209,8 +241,24 @@ def validate_record(data: Any, source: str = "<record>") -> None:
     for i, row in enumerate(data["history"]):
         _check(isinstance(row, dict), source, f"history[{i}]", "an object", row)
         _check_fields(row, _ROW_FIELDS, source, f"history[{i}].")
-    if data["best"] is not None:
-        _check_fields(data["best"], _BEST_FIELDS, source, "best.")
+        _check_fields(row, {k: v for k, v in _ROW_OPTIONAL.items() if k in row}, source, f"history[{i}].")
+    best = data["best"]
+    if best is not None:
+        _check_selection(best, source, "best")
+        wanted = data["config"].get("select_on", "test")
+        _check(best.get("selected_on", "test") == wanted, source, "best.selected_on",
+               f'"{wanted}" (the configuration\'s select_on)', best.get("selected_on", "test"))
+    if "selections" in data:
+        selections = data["selections"]
+        _check(isinstance(selections, dict) and set(selections) <= set(SELECTIONS), source, "selections",
+               f"an object with keys among {list(SELECTIONS)}", selections)
+        for basis, selection in selections.items():
+            _check_selection(selection, source, f"selections.{basis}")
+            _check(selection.get("selected_on") == basis, source, f"selections.{basis}.selected_on",
+                   f'"{basis}"', selection.get("selected_on"), missing="selected_on" not in selection)
+        if best is not None and best.get("selected_on", "test") in selections:
+            _check(best == selections[best.get("selected_on", "test")], source, "best",
+                   f"equal to selections.{best.get('selected_on', 'test')}", best)
     for i, segment in enumerate(data["segments"]):
         _check(isinstance(segment, dict), source, f"segments[{i}]", "an object", segment)
         _check_fields(segment, _SEGMENT_FIELDS, source, f"segments[{i}].")
@@ -255,6 +303,9 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
         if missing:
             out["config"] = {**config, **missing}
+            spec = out.get("spec")
+            if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
+                out["fingerprint"] = run_fingerprint(out["config"], spec)  # the same run, keys filled
     return out
 
 
@@ -409,35 +460,62 @@ class RunRecord:
         except (OSError, ValueError):
             on_disk = None
         mine = as_json(self.data)
-        keys = ("status", "history", "best", "finished", "segments")
+        keys = ("status", "history", "best", "selections", "finished", "segments")
         if isinstance(on_disk, dict) and all(on_disk.get(k) == mine.get(k) for k in keys):
             return False
         self.save()
         return True
 
-    def add_epoch(self, row: dict[str, Any], select_metric: str) -> bool:
-        """Append an epoch row; returns ``True`` when it is the new best by ``select_metric``.
+    def add_epoch(self, row: dict[str, Any], select_metric: str, select_on: str = "test") -> bool:
+        """Append an epoch row; returns ``True`` when it is the new best epoch, the one with the
+        highest ``select_metric`` on the ``select_on`` split (``"test"``: the row's ``metrics``,
+        the papers' protocol; ``"validation"``: its ``val_metrics``). Ties keep the earlier epoch.
 
-        The evaluation before training (``epoch == 0``) is recorded but never counts as best.
+        ``best`` then holds that epoch's test ``metrics`` and ``value`` (and, when the row has
+        validation metrics, ``val_metrics`` and ``val_value``) with ``selected_on``. A row with
+        ``val_metrics`` also updates ``selections``, the epoch each protocol selects, so that a
+        run made one way tells what the other way would have reported. The evaluation before
+        training (``epoch == 0``) is recorded but never selected.
+
+        Raises:
+            ValueError: ``select_on`` is not one of :data:`SELECTIONS`; a row with
+                ``val_metrics`` but no test ``metrics``; ``select_on="validation"`` and an
+                evaluated row without ``val_metrics``.
+            KeyError: ``select_metric`` was not computed.
         """
+        if select_on not in SELECTIONS:
+            raise ValueError(f"select_on {select_on!r} is not one of {list(SELECTIONS)}")
+        metrics, val_metrics = row.get("metrics"), row.get("val_metrics")
+        if val_metrics and not metrics:
+            raise ValueError(
+                f"epoch {row['epoch']} has validation metrics but no test metrics; a run with a validation "
+                "split evaluates both (pass an eval_set with the val_set)"
+            )
+        if metrics and not val_metrics and select_on == "validation":
+            raise ValueError(
+                f"epoch {row['epoch']} has no validation metrics to select on (select_on='validation'); "
+                "evaluate a validation split (val_set=) or select on 'test'"
+            )
         self.data["history"].append(row)
         if self.data.get("segments"):
             self.data["segments"][-1]["to_epoch"] = row["epoch"]
-        metrics = row.get("metrics")
         if not metrics or row["epoch"] == 0:
             return False
-        if select_metric not in metrics:
-            raise KeyError(f"select_metric {select_metric!r} not among computed metrics {sorted(metrics)}")
-        best = self.data["best"]
-        if best is not None and metrics[select_metric] <= best["value"]:
+        for values in (metrics, val_metrics or {}):
+            if values and select_metric not in values:
+                raise KeyError(f"select_metric {select_metric!r} not among computed metrics {sorted(values)}")
+        seconds = sum(r["train_seconds"] for r in self.data["history"])
+        chosen = {"epoch": row["epoch"], "metric": select_metric, "value": metrics[select_metric],
+                  "metrics": metrics, "seconds_to_best": seconds}
+        if val_metrics:
+            chosen.update(val_value=val_metrics[select_metric], val_metrics=val_metrics)
+            selections = self.data.setdefault("selections", {})
+            for basis in SELECTIONS:
+                if _beats(chosen, selections.get(basis), basis):
+                    selections[basis] = {**chosen, "selected_on": basis}
+        if not _beats(chosen, self.data["best"], select_on):
             return False
-        self.data["best"] = {
-            "epoch": row["epoch"],
-            "metric": select_metric,
-            "value": metrics[select_metric],
-            "metrics": metrics,
-            "seconds_to_best": sum(r["train_seconds"] for r in self.data["history"]),
-        }
+        self.data["best"] = {**chosen, "selected_on": select_on}
         return True
 
     def finish(self, when: str) -> None:
@@ -454,20 +532,40 @@ class RunRecord:
 
     def outcome(self) -> str:
         """16 hex digits identifying what the run learned: a hash of its configuration and, per
-        epoch, its loss and test metrics (timings, i.e. ``*_seconds`` entries, dates and the
-        environment left out). Two trainings of one configuration share it when they reproduce
-        each other exactly; an analysis of the weights stored next to the record
-        (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained again to other numbers is
-        analysed again. (What the run *is*, before training, is :func:`run_fingerprint`.)"""
-        rows = [[row["epoch"], row["loss"],
-                 {k: v for k, v in (row.get("metrics") or {}).items() if not k.endswith("_seconds")}]
+        epoch, its loss, test metrics and (when evaluated) validation metrics (timings, i.e.
+        ``*_seconds`` entries, dates and the environment left out; ``select_on`` left out at its
+        default ``"test"``, so runs made before it keep their outcome). Two trainings of one
+        configuration share it when they reproduce each other exactly; an analysis of the weights
+        stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained
+        again to other numbers is analysed again. (What the run *is*, before training, is
+        :func:`run_fingerprint`.)"""
+        def timeless(values: dict[str, Any] | None) -> dict[str, Any]:
+            return {k: v for k, v in (values or {}).items() if not k.endswith("_seconds")}
+
+        rows = [[row["epoch"], row["loss"], timeless(row.get("metrics"))]
+                + ([timeless(row["val_metrics"])] if row.get("val_metrics") is not None else [])
                 for row in self.data["history"]]
-        payload = json.dumps({"config": self.data["config"], "history": rows}, sort_keys=True, default=_jsonable)
+        config = {k: v for k, v in self.data["config"].items() if k not in _OUTCOME_OMITS or v != _OUTCOME_OMITS[k]}
+        payload = json.dumps({"config": config, "history": rows}, sort_keys=True, default=_jsonable)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @property
     def best(self) -> dict[str, Any] | None:
+        """The selected epoch (see the module docstring): its test ``metrics``, and where it was
+        selected (:attr:`selected_on`)."""
         return self.data["best"]
+
+    @property
+    def selected_on(self) -> str:
+        """Where the best epoch was chosen: ``"validation"``, or ``"test"`` (the papers'
+        protocol; every record made before the choice existed)."""
+        return self.data["config"].get("select_on", "test")
+
+    @property
+    def selections(self) -> dict[str, dict[str, Any]]:
+        """The epoch each protocol selects (``{"validation": ..., "test": ...}``, each shaped like
+        :attr:`best`), for a run evaluated on a validation split; ``{}`` otherwise."""
+        return self.data.get("selections", {})
 
     @property
     def config(self) -> dict[str, Any]:
@@ -486,20 +584,30 @@ class RunRecord:
         return bool(evaluated) and self.best is not None and self.best["epoch"] == evaluated[-1]["epoch"]
 
     def history_frame(self) -> "Any":
-        """Per-epoch history as a pandas DataFrame (metrics flattened into columns)."""
+        """Per-epoch history as a pandas DataFrame (test metrics flattened into columns, the
+        validation metrics into ``"val <name>"`` columns)."""
         import pandas as pd
 
         rows = []
         for row in self.data["history"]:
-            flat = {k: v for k, v in row.items() if k != "metrics"}
+            flat = {k: v for k, v in row.items() if k not in ("metrics", "val_metrics")}
             flat.update(row.get("metrics") or {})
+            flat.update({f"val {k}": v for k, v in (row.get("val_metrics") or {}).items()})
             rows.append(flat)
         return pd.DataFrame(rows).set_index("epoch")
 
     def __repr__(self) -> str:
         best = self.best
-        summary = f"best {best['metric']}={best['value']:.4f} @ epoch {best['epoch']}" if best else "no evaluation"
+        summary = (f"best {best['metric']}={best['value']:.4f} @ epoch {best['epoch']} (selected on "
+                   f"{best.get('selected_on', 'test')})" if best else "no evaluation")
         return f"RunRecord({self.data['name']!r}, {self.data['status']}, {summary})"
+
+
+def _beats(candidate: dict[str, Any], current: dict[str, Any] | None, basis: str) -> bool:
+    """Whether ``candidate`` (an epoch's selection entry) beats ``current`` on ``basis``
+    (``"test"``: ``value``; ``"validation"``: ``val_value``); ties keep ``current``."""
+    key = "val_value" if basis == "validation" else "value"
+    return current is None or candidate[key] > current[key]
 
 
 def _segment(environment: dict[str, Any], from_epoch: int, started: str | None) -> dict[str, Any]:

@@ -564,7 +564,8 @@ def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:
 def best_minus_last(records: Iterable["RunRecord"], metric: str = "R@1") -> list[float]:
     """What choosing each run's best evaluation adds: per record with evaluations
     (:meth:`~dmlnb.records.RunRecord.evaluations`), ``metric`` at the best epoch minus at the
-    last evaluation (0 when the best is the last; the best epoch is picked on the test classes)."""
+    last evaluation (0 when the best is the last; the best epoch is the one ``config.select_on``
+    chose: on the test classes, the papers' protocol, unless the run selected on validation)."""
     out = []
     for record in records:
         evaluated = record.evaluations()

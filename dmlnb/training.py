@@ -5,9 +5,16 @@ from a batch sampler (default: :class:`dmlnb.samplers.MPerClassSampler`), evalua
 ``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the papers
 report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
 
+Where the best epoch is chosen is ``config.select_on``: ``"test"`` (the papers' protocol: the
+best epoch on the test classes, an optimistic estimate) or ``"validation"`` (on classes held out
+of training, ``val_set``, Musgrave et al. 2020; the test classes are then reported at that
+epoch). With a ``val_set`` every evaluation measures both, and the record keeps the epoch each
+protocol selects (``selections``), whichever one chose ``best``.
+
 * CPU or CUDA picked automatically; channels_last on both (on the CPU it makes the book's small
-  convnets 1.3-2x faster to train and 2x faster to embed, measured in ``benchmarks/book.py``); on
-  CUDA, mixed precision (bf16 autocast, or fp16 with a grad scaler where bf16 is unsupported), fused optimiser steps, cuDNN autotuning
+  convnets 1.3-2x faster to train and 2x faster to embed: ``benchmarks/book.py --measure``); on
+  CUDA, mixed precision (bf16 autocast, or fp16 with a grad scaler where bf16 is unsupported),
+  fused optimiser steps, cuDNN autotuning
   (unless deterministic algorithms are requested) and, with ``config.compile``, a
   ``torch.compile``-d model; losses always see float32 embeddings. A step on the GPU makes no
   host read: the loss and the losses' value checks are read back every 50 steps
@@ -365,6 +372,7 @@ def train(
     eval_model: nn.Module | None = None,
     eval_distance: str = "cosine",
     allow_unlabelled: bool = False,
+    val_set: Dataset | None = None,
 ) -> RunRecord:
     """Train ``model`` with ``loss_fn`` and return the run record.
 
@@ -391,10 +399,30 @@ def train(
             learned metric layer), with ``eval_distance`` (``"cosine"`` or ``"euclidean"``).
         allow_unlabelled: ``train_set`` may hold unlabelled examples (label ``-1``): for a loss
             that does not read the batch labels (:func:`dmlnb.ssdml.algorithm.train_ssdml`).
+        val_set: validation classes held out of ``train_set`` (``splits.validation``, e.g. from
+            ``dataset_options={"validation": 0.2}``), evaluated (as query and gallery at once)
+            whenever ``eval_set`` is; rows get ``val_metrics`` beside the test ``metrics``, and
+            the record both selections. Needed for ``config.select_on == "validation"``.
+
+    Raises:
+        ValueError: ``config.select_on == "validation"`` without a ``val_set``, a ``val_set``
+            without an ``eval_set``, or an empty set (and the errors of the checks it makes).
     """
     labels = check_dataset_labels(train_set, "train_set", allow_unlabelled)
     _check_not_empty(eval_set, "eval_set", "pass None for no evaluation")
     _check_not_empty(gallery_set, "gallery_set", "pass None for no evaluation")
+    _check_not_empty(val_set, "val_set", "pass None for no validation split")
+    if config.select_on == "validation" and val_set is None:
+        raise ValueError(
+            "config.select_on is 'validation' but no validation split was given: pass "
+            "dataset_options={'validation': 0.2} (a fraction or count of the training classes) to "
+            "fit, val_set=splits.validation to train, or select_on='test' (the papers' protocol)"
+        )
+    if val_set is not None and eval_set is None:
+        raise ValueError(
+            "val_set is given without an eval_set: a run selected on the validation classes reports "
+            "the test classes at that epoch; pass the test set as eval_set"
+        )
     device = resolve_device(config.device)
     run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
@@ -414,17 +442,22 @@ def train(
     step_model = torch.compile(model) if config.compile and device.type == "cuda" else model
     state = TrainState(model=model, loss_fn=loss_fn, optimizer=optimizer, device=device)
 
+    components: dict[str, Any] = {
+        "model": type(model).__name__,
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "loss": repr(loss_fn),
+        "sampler": repr(sampler),
+        "hooks": [repr(h) for h in hooks],
+        "train_set": f"{type(train_set).__name__} of {len(train_set)} items",  # type: ignore[arg-type]
+    }
+    if val_set is not None:
+        val_labels = check_dataset_labels(val_set, "val_set")
+        components["val_set"] = (f"{type(val_set).__name__} of {len(val_set)} items, "  # type: ignore[arg-type]
+                                 f"{int(torch.unique(val_labels).numel())} classes")
     record = RunRecord.new(
         name=name or (run_dir.name if run_dir is not None else "run"),
         config=config.to_dict(),
-        components={
-            "model": type(model).__name__,
-            "parameters": sum(p.numel() for p in model.parameters()),
-            "loss": repr(loss_fn),
-            "sampler": repr(sampler),
-            "hooks": [repr(h) for h in hooks],
-            "train_set": f"{type(train_set).__name__} of {len(train_set)} items",  # type: ignore[arg-type]
-        },
+        components=components,
         environment=environment_info(device),
         spec=spec,
     )
@@ -463,14 +496,23 @@ def train(
         if start_epoch > 0:
             record.save_if_stale()  # the checkpoint may be newer than record.json (a crash between)
 
-    def run_eval() -> dict[str, float]:
+    def timed_eval(query: Dataset, gallery: Dataset | None) -> dict[str, float]:
         t0 = time.perf_counter()
-        metrics = evaluate_model(eval_model or model, eval_set, config, gallery_set, device, eval_distance)
+        metrics = evaluate_model(eval_model or model, query, config, gallery, device, eval_distance)
         metrics["eval_seconds"] = time.perf_counter() - t0
         return metrics
 
+    def run_eval() -> dict[str, Any]:
+        """The row entries of one evaluation: ``metrics`` (the test set) and, with a ``val_set``,
+        ``val_metrics`` (the validation set as query and gallery)."""
+        out = {"metrics": timed_eval(eval_set, gallery_set)}  # type: ignore[arg-type]
+        if val_set is not None:
+            out["val_metrics"] = timed_eval(val_set, None)
+        return out
+
     if eval_at_start and start_epoch == 0 and eval_set is not None:
-        record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": run_eval()}, config.select_metric)
+        record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, **run_eval()},
+                         config.select_metric, config.select_on)
 
     steps_per_epoch = len(sampler) if config.steps_per_epoch is None else config.steps_per_epoch  # type: ignore[arg-type]
     if isinstance(sampler, Hook) and config.steps_per_epoch is not None and steps_per_epoch != len(sampler):  # type: ignore[arg-type]
@@ -576,8 +618,10 @@ def train(
                 row.update(hook.epoch_summary(state))
             last = epoch + 1 == config.epochs
             if eval_set is not None and ((epoch + 1) % config.eval_every == 0 or last):
-                row["metrics"] = run_eval()
-            improved = record.add_epoch(row, config.select_metric)
+                row.update(run_eval())
+            elif val_set is not None:
+                row["val_metrics"] = None
+            improved = record.add_epoch(row, config.select_metric, config.select_on)
             if last:
                 record.finish(utc_now())
             if run_dir is not None:
@@ -687,7 +731,9 @@ def fit(
     """Load the configured dataset, build the configured model (seeded) and :func:`train` it.
 
     Returns ``(model, record)``. ``splits`` may be passed to reuse an already loaded
-    :class:`dmlnb.data.DatasetSplits`.
+    :class:`dmlnb.data.DatasetSplits`. Its ``validation`` split (``dataset_options={"validation":
+    ...}``), when present, is evaluated beside the test set and can select the best epoch
+    (``config.select_on``).
     """
     from dmlnb.data import load_dataset
     from dmlnb.models import configured_model
@@ -701,6 +747,6 @@ def fit(
         eval_set, gallery = splits.test, None
     record = train(
         model, loss_fn, splits.train, eval_set, config, sampler=sampler, hooks=hooks,
-        gallery_set=gallery, run_dir=run_dir, **train_kwargs,
+        gallery_set=gallery, run_dir=run_dir, val_set=splits.validation, **train_kwargs,
     )
     return model, record

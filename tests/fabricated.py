@@ -1,6 +1,6 @@
 """Fabricated inputs shared by the tests (import as ``from fabricated import ...``): tiny dataset
 trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
-and a model's parameters as one vector."""
+a model's parameters as one vector, and a run record evaluated on test and validation classes."""
 
 from pathlib import Path
 
@@ -10,6 +10,7 @@ from torch import nn
 
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.hooks import Hook
+from dmlnb.records import RunRecord
 
 
 class CrashAt(Hook):
@@ -56,3 +57,25 @@ def fabricated_cub(root: Path, classes: list[int]) -> None:
         labels.append(f"{image_id} {c}")
     (folder / "images.txt").write_text("\n".join(lines) + "\n")
     (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+
+
+def epoch_row(epoch: int, test: float | None, val: float | None, seconds: float = 1.0) -> dict:
+    """A history row with test ``R@1 = test`` (no evaluation if ``None``) and, unless ``val`` is
+    ``None``, validation ``R@1 = val``."""
+    row = {"epoch": epoch, "loss": 1.0, "train_seconds": seconds,
+           "metrics": None if test is None else {"R@1": test, "NMI": 0.1 * epoch, "eval_seconds": 0.5}}
+    if val is not None:
+        row["val_metrics"] = {"R@1": val, "NMI": 0.2, "eval_seconds": 0.25}
+    return row
+
+
+def selected_record(test: list[float], val: list[float] | None, select_on: str = "test",
+                    name: str = "x") -> tuple[RunRecord, list[bool]]:
+    """A finished record of epochs ``1..len(test)`` with those test (and validation) R@1, plus an
+    evaluation before training, selected on ``select_on``; also which epochs improved ``best``."""
+    record = RunRecord.new(name, config={"select_on": select_on}, components={}, environment={"device": "cpu"})
+    record.add_epoch(epoch_row(0, 0.95, None if val is None else 0.99, seconds=0.0), "R@1", select_on)
+    vals = val if val is not None else [None] * len(test)
+    improved = [record.add_epoch(epoch_row(e, t, v), "R@1", select_on) for e, (t, v) in enumerate(zip(test, vals), 1)]
+    record.finish("2024-01-01T00:00:00+00:00")
+    return record, improved

@@ -297,6 +297,53 @@ def test_every_committed_record_loads_validates_and_reloads_as_finished():
         assert reason == "" and again.best == record.best, path
 
 
+def test_records_made_before_select_on_reload_under_todays_configuration_with_their_outcome():
+    """``select_on`` joined TrainConfig after the committed runs were made: the configuration a
+    chapter builds now (``select_on="test"``, the protocol they used) reloads them without
+    training, and the analyses tied to their outcome stay valid."""
+    first = {}
+    for path in sorted((REPO / "results").glob("*/default/*/record.json")):
+        first.setdefault(path.parts[-4], path)  # one record per chapter
+    assert len(first) == 6
+    for path in first.values():
+        raw = json.loads(path.read_text())
+        assert "select_on" not in raw["config"] and raw["fingerprint"] == run_fingerprint(raw["config"], raw["spec"])
+        config = make_config(None, raw["config"])  # what the chapter asks for today
+        assert config.select_on == "test"
+        reason, record = reuse_reason(path.parent, config, raw["spec"])
+        assert reason == "", path
+        assert record.data["fingerprint"] == run_fingerprint(config, raw["spec"]) and record.selected_on == "test"
+    analyses = sorted((REPO / "results").glob("*/default/*/analysis.json"))
+    assert analyses
+    for path in analyses:
+        outcome = RunRecord.load(path.parent / "record.json").outcome()
+        assert all(entry["run"] == outcome for entry in json.loads(path.read_text()).values()), path
+
+
+def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path):
+    """An interrupted run whose checkpoint predates ``select_on`` (its config lacks the key and its
+    fingerprint was computed without it) resumes, and ends where an uninterrupted run ends."""
+    spec = {"loss": "triplet", "mining": "semihard"}
+    model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False,
+                         spec=spec)
+    crash = CrashAt(at_step=CFG.steps_per_epoch + 2)
+    with pytest.raises(KeyboardInterrupt):
+        fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False,
+            spec=spec)
+    path, record_path = tmp_path / "b" / "checkpoint.pt", tmp_path / "b" / "record.json"
+    ckpt, on_disk = load_checkpoint(path), json.loads(record_path.read_text())
+    for data in (ckpt["record"], on_disk):  # as the loop wrote them before select_on
+        del data["config"]["select_on"]
+        data["fingerprint"] = run_fingerprint(data["config"], spec)
+    save_checkpoint(ckpt, path)
+    record_path.write_text(json.dumps(on_disk))
+    model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash],
+                         progress=False, spec=spec)
+    assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.data["resumed"] == 1
+    assert rec_b.data["fingerprint"] == rec_a.data["fingerprint"] == run_fingerprint(CFG, spec)
+    assert rec_b.best["epoch"] == rec_a.best["epoch"]
+
+
 def test_a_new_record_is_written_with_the_current_version(digits, tmp_path):
     _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
     data = json.loads((tmp_path / "r" / "record.json").read_text())

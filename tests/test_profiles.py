@@ -94,3 +94,12 @@ def test_evaluation_names_match_what_evaluate_returns():
     emb, labels = torch.randn(12, 4), torch.arange(3).repeat(4)
     for ks, metrics in (((1, 2), ("recall", "nmi", "f1", "map_at_r")), ((4,), ("map_at_r", "f1"))):
         assert sorted(evaluation_names(ks, metrics)) == sorted(evaluate(emb, labels, ks=ks, metrics=metrics))
+
+
+def test_select_on_defaults_to_the_papers_protocol_and_takes_validation_or_test():
+    assert TrainConfig().select_on == "test" and make_config("smoke").select_on == "test"
+    assert make_config("smoke", {"select_on": "validation"}).select_on == "validation"
+    with pytest.raises(ValueError, match=r"unknown select_on 'val'.*\['validation', 'test'\]"):
+        make_config("smoke", {"select_on": "val"})
+    with pytest.raises(TypeError, match="select_on"):
+        make_config("smoke", {"select_on": True})

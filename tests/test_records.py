@@ -1,10 +1,12 @@
 import json
 import os
+import re
 
 import pytest
 import torch
+from fabricated import epoch_row, selected_record
 
-from dmlnb.records import RunRecord, atomic_torch_save, write_json_atomic
+from dmlnb.records import RecordError, RunRecord, atomic_torch_save, write_json_atomic
 
 
 def test_atomic_json_keeps_old_file_when_serialisation_fails(tmp_path):
@@ -53,3 +55,97 @@ def test_evaluations_and_whether_the_best_is_the_last():
     assert not rec.best_is_last  # the best (epoch 3) was passed by a later evaluation
     rec.add_epoch({"epoch": 5, "train_seconds": 1.0, "metrics": None}, "R@1")
     assert not rec.best_is_last and rec.evaluations()[-1]["epoch"] == 4
+
+
+# ------------------------------------------------------------------ selection on a validation split
+TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # epochs 1..5: the test classes peak at epoch 4
+VAL_R1 = [0.6, 0.9, 0.7, 0.65, 0.9]  # the validation classes peak at epoch 2 (epoch 5 ties: the earlier stays)
+
+
+def _selected(select_on: str) -> tuple[RunRecord, list[bool]]:
+    """Five evaluated epochs, and one before training whose higher numbers are never selected."""
+    return selected_record(TEST_R1, VAL_R1, select_on)
+
+
+def test_selection_on_validation_picks_the_best_validation_epoch_and_reports_its_test_metrics(tmp_path):
+    rec, improved = _selected("validation")
+    assert improved == [True, True, False, False, False]
+    best = rec.best
+    assert best["epoch"] == 2 and best["selected_on"] == "validation" and best["metric"] == "R@1"
+    assert best["metrics"] == epoch_row(2, 0.7, 0.9)["metrics"] and best["value"] == 0.7  # the TEST classes
+    assert best["val_value"] == 0.9 and best["val_metrics"] == epoch_row(2, 0.7, 0.9)["val_metrics"]
+    assert best["seconds_to_best"] == 2.0 and rec.selected_on == "validation"
+    assert rec.selections["validation"] == best
+    assert rec.selections["test"]["epoch"] == 4 and rec.selections["test"]["value"] == 0.8
+    assert rec.selections["test"]["selected_on"] == "test" and rec.selections["test"]["val_value"] == 0.65
+    assert rec.history_frame().loc[2, "val R@1"] == 0.9 and rec.history_frame().loc[2, "R@1"] == 0.7
+    rec.save(tmp_path / "rec.json")
+    assert RunRecord.load(tmp_path / "rec.json").data == json.loads(json.dumps(rec.data))
+
+
+def test_selection_on_test_is_the_papers_protocol_and_keeps_both_selections():
+    rec, improved = _selected("test")
+    assert improved == [True, True, False, True, False]
+    assert rec.best["epoch"] == 4 and rec.best["value"] == 0.8 and rec.best["selected_on"] == "test"
+    assert rec.best["val_value"] == 0.65
+    assert rec.selections == _selected("validation")[0].selections  # the same two epochs either way
+    assert rec.selections["test"] == rec.best
+
+
+def test_a_run_without_validation_records_no_selections():
+    rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
+    for e, t in enumerate(TEST_R1, 1):
+        rec.add_epoch(epoch_row(e, t, None), "R@1")
+    assert "selections" not in rec.data and rec.selections == {} and rec.selected_on == "test"
+    assert rec.best["epoch"] == 4 and set(rec.best) == {"epoch", "metric", "value", "metrics", "seconds_to_best",
+                                                        "selected_on"}
+
+
+def test_selection_refuses_rows_it_cannot_select_from():
+    rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
+    with pytest.raises(ValueError, match=r"select_on 'valid' is not one of \['validation', 'test'\]"):
+        rec.add_epoch(epoch_row(1, 0.5, 0.6), "R@1", "valid")
+    with pytest.raises(ValueError, match="no validation metrics to select on.*val_set="):
+        rec.add_epoch(epoch_row(1, 0.5, None), "R@1", "validation")
+    with pytest.raises(ValueError, match="validation metrics but no test metrics"):
+        rec.add_epoch(epoch_row(1, None, 0.6), "R@1", "validation")
+    assert rec.data["history"] == []  # a refused row is not recorded
+    assert not rec.add_epoch(epoch_row(1, None, None), "R@1", "validation")  # an epoch without evaluation
+    with pytest.raises(KeyError, match="F1"):
+        rec.add_epoch(epoch_row(2, 0.5, 0.6), "F1", "validation")
+
+
+@pytest.mark.parametrize(
+    "damage, field",
+    [
+        pytest.param(lambda d: d["best"].update(epoch=4), "'best'", id="best-not-its-selection"),
+        pytest.param(lambda d: d["config"].update(select_on="test"), "'best.selected_on'", id="selected-elsewhere"),
+        pytest.param(lambda d: d["selections"].update(train=d["best"]), "'selections'", id="unknown-selection"),
+        pytest.param(lambda d: d["selections"]["test"].update(selected_on="validation"), "'selections.test.selected_on'",
+                     id="selection-mislabelled"),
+        pytest.param(lambda d: d["selections"]["test"].pop("metrics"), "'selections.test.metrics'", id="selection-metrics"),
+        pytest.param(lambda d: d["best"].update(val_value="0.9"), "'best.val_value'", id="val-value"),
+        pytest.param(lambda d: d["history"][2].update(val_metrics={"R@1": "x"}), "'history[2].val_metrics'",
+                     id="row-val-metrics"),
+    ],
+)
+def test_a_damaged_selection_is_refused_naming_the_field(damage, field):
+    data = json.loads(json.dumps(_selected("validation")[0].data))
+    RunRecord.from_data(data, "ok")
+    damage(data)
+    with pytest.raises(RecordError, match=re.escape(f"field {field}")):
+        RunRecord.from_data(data, "damaged")
+
+
+def test_the_outcome_follows_validation_numbers_and_select_on_but_not_the_default():
+    rec = _selected("test")[0]
+    old = RunRecord(json.loads(json.dumps(rec.data)))
+    del old.data["config"]["select_on"]  # a record made before select_on: the default is left out
+    assert old.outcome() == rec.outcome()
+    assert _selected("validation")[0].outcome() != rec.outcome()
+    timed = RunRecord(json.loads(json.dumps(rec.data)))
+    timed.data["history"][1]["val_metrics"]["eval_seconds"] = 9.0
+    assert timed.outcome() == rec.outcome()
+    moved = RunRecord(json.loads(json.dumps(rec.data)))
+    moved.data["history"][1]["val_metrics"]["R@1"] = 0.61
+    assert moved.outcome() != rec.outcome()

@@ -10,7 +10,7 @@ from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
 from dmlnb.models import build_model
 from dmlnb.profiles import make_config
-from dmlnb.training import PhaseClock, fit, train
+from dmlnb.training import PhaseClock, evaluate_model, fit, train
 
 CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 4, "eval_metrics": ("recall",)})
 
@@ -347,3 +347,89 @@ def test_training_on_cached_files_is_seeded_and_resumes_bit_identically(tmp_path
     assert _strip_timing(rec_a.data["history"]) == _strip_timing(rec_c.data["history"])
     assert not torch.equal(flat_params(model_a), flat_params(model_d))
     assert set(rec_a.best["metrics"]) >= {"R@1"}
+
+
+# ------------------------------------------------------------------ a validation split (issue #20)
+VAL_CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 2, "batch_size": 24, "eval_metrics": ("recall",),
+                                "dataset_options": {"validation": 2}, "select_on": "validation"})
+
+
+@pytest.fixture(scope="module")
+def held_out():
+    return load_dataset("digits", **VAL_CFG.dataset_options)  # train on 3 of digits 0-4, validate on 2
+
+
+def _strip_record(data):
+    """A record's training outcome without timings: history, best and selections."""
+    def timeless(entry):
+        drop = {"seconds_to_best", "images_per_second"}
+        entry = {k: v for k, v in entry.items() if not k.endswith("_seconds") and k not in drop}
+        for key in ("metrics", "val_metrics"):
+            if entry.get(key):
+                entry[key] = {k: v for k, v in entry[key].items() if k != "eval_seconds"}
+        return entry
+
+    return ([timeless(row) for row in data["history"]], timeless(data["best"]),
+            {k: timeless(v) for k, v in data.get("selections", {}).items()})
+
+
+def test_a_run_with_a_validation_split_records_both_and_selects_where_asked(held_out, tmp_path):
+    from dmlnb.checkpoints import load_checkpoint
+
+    _, rec = fit(VAL_CFG, TripletLoss(), splits=held_out, run_dir=tmp_path / "v", eval_at_start=True, progress=False)
+    rows = rec.data["history"]
+    assert [r["epoch"] for r in rows] == [0, 1, 2, 3]
+    assert all(set(r["val_metrics"]) >= {"R@1", "R@8", "eval_seconds"} and r["metrics"] for r in rows)
+    assert all(r["val_metrics"]["R@1"] != r["metrics"]["R@1"] for r in rows)  # two different sets
+    best_val = max(rows[1:], key=lambda r: r["val_metrics"]["R@1"])
+    assert rec.best["epoch"] == best_val["epoch"] and rec.best["selected_on"] == "validation"
+    assert rec.best["metrics"] == best_val["metrics"] and rec.best["val_metrics"] == best_val["val_metrics"]
+    assert rec.data["selections"]["validation"] == rec.best
+    assert rec.data["selections"]["test"]["epoch"] == max(rows[1:], key=lambda r: r["metrics"]["R@1"])["epoch"]
+    assert rec.data["components"]["val_set"] == f"InMemoryDataset of {len(held_out.validation)} items, 2 classes"
+    assert rec.data["config"]["dataset_options"] == {"validation": 2}
+    assert load_checkpoint(tmp_path / "v" / "best.pt")["epoch"] == rec.best["epoch"]
+    _, on_test = fit(VAL_CFG.replace(select_on="test"), TripletLoss(), splits=held_out, run_dir=tmp_path / "t",
+                     eval_at_start=True, progress=False)
+    assert _strip_record(on_test.data)[0] == _strip_record(rec.data)[0]  # the same training and evaluations
+    assert on_test.best["selected_on"] == "test" and on_test.best == on_test.data["selections"]["test"]
+    assert _strip_record(on_test.data)[2] == _strip_record(rec.data)[2]  # both selections either way
+    assert load_checkpoint(tmp_path / "t" / "best.pt")["epoch"] == on_test.best["epoch"]
+
+
+def test_evaluating_a_validation_split_does_not_change_the_training(held_out):
+    cfg = VAL_CFG.replace(select_on="test")
+    a = _model(cfg, held_out)
+    rec_a = train(a, TripletLoss(), held_out.train, held_out.test, cfg, val_set=held_out.validation, progress=False)
+    b = _model(cfg, held_out)
+    rec_b = train(b, TripletLoss(), held_out.train, held_out.test, cfg, progress=False)
+    assert torch.equal(flat_params(a), flat_params(b))
+    assert [r["metrics"]["R@1"] for r in rec_a.data["history"]] == [r["metrics"]["R@1"] for r in rec_b.data["history"]]
+    assert rec_a.best["epoch"] == rec_b.best["epoch"] and "selections" not in rec_b.data
+    last = {k: v for k, v in rec_a.data["history"][-1]["val_metrics"].items() if k != "eval_seconds"}
+    assert last == evaluate_model(a, held_out.validation, cfg)  # the validation set, as query and gallery
+
+
+def test_selecting_on_validation_needs_a_validation_split(held_out, digits):
+    with pytest.raises(ValueError, match=r"select_on is 'validation'.*dataset_options=\{'validation': 0.2\}"):
+        fit(VAL_CFG.replace(dataset_options={}), TripletLoss(), splits=digits, progress=False)
+    model = _model(VAL_CFG, held_out)
+    with pytest.raises(ValueError, match="val_set is given without an eval_set"):
+        train(model, TripletLoss(), held_out.train, None, VAL_CFG, val_set=held_out.validation, progress=False)
+    with pytest.raises(ValueError, match="val_set is empty"):
+        train(model, TripletLoss(), held_out.train, held_out.test, VAL_CFG, val_set=held_out.validation.subset([]),
+              progress=False)
+
+
+def test_a_run_with_a_validation_split_resumes_bit_identically(held_out, tmp_path):
+    run = lambda **kw: fit(VAL_CFG, TripletLoss(mining="semihard"), splits=held_out, progress=False, **kw)  # noqa: E731
+    model_a, rec_a = run(run_dir=tmp_path / "a")
+    crash = CrashAt(at_step=VAL_CFG.steps_per_epoch + 1)  # in the middle of epoch 2
+    with pytest.raises(KeyboardInterrupt):
+        run(run_dir=tmp_path / "b", hooks=[crash])
+    on_disk = json.loads((tmp_path / "b" / "record.json").read_text())
+    assert on_disk["status"] == "running" and set(on_disk["selections"]) == {"validation", "test"}
+    model_b, rec_b = run(run_dir=tmp_path / "b", hooks=[crash])
+    assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.data["resumed"] == 1
+    assert _strip_record(rec_a.data) == _strip_record(rec_b.data)
+    assert rec_b.best == rec_b.data["selections"]["validation"]

@@ -3,6 +3,7 @@
 >>> from dmlnb.data import load_dataset
 >>> splits = load_dataset("digits")              # class-disjoint: digits 0-4 / 5-9
 >>> splits.train.get_batch(torch.arange(4))      # (images (4, 1, 8, 8), labels (4,))
+>>> load_dataset("omniglot-small", validation=0.2).validation   # 27 of the 136 training classes
 
 Registered names: ``digits``, ``omniglot-small``, ``omniglot``, ``mnist``, ``fashion-mnist``,
 ``cifar10``, ``cub200``, ``cars196``, ``sop``, ``inshop`` (see :func:`available_datasets`). Files
@@ -24,8 +25,10 @@ from dmlnb.data.registry import (
     load_dataset,
     missing_files_error,
     register_dataset,
+    SPLIT_OPTIONS,
 )
 from dmlnb.data.semisup import semi_supervised, split_labelled_per_class
+from dmlnb.data.validation import hold_out_classes, validation_classes
 
 # Loader modules register their datasets on import.
 from dmlnb.data import (
@@ -50,4 +53,7 @@ __all__ = [
     "missing_files_error",
     "semi_supervised",
     "split_labelled_per_class",
+    "hold_out_classes",
+    "validation_classes",
+    "SPLIT_OPTIONS",
 ]

@@ -12,7 +12,13 @@ Two storage forms cover every dataset of the book:
   device with ``get_batch(indices, device=, generator=)``.
 
 A loader returns a :class:`DatasetSplits`: a class-disjoint (or, for the semi-supervised sets,
-same-class) train/test pair, plus the optional query/gallery and unlabelled parts.
+same-class) train/test pair, plus the optional query/gallery and unlabelled parts, and, when
+asked for (:func:`dmlnb.data.validation.hold_out_classes`), a validation split of classes held
+out of the training set.
+
+Every dataset has :meth:`for_evaluation`: the same items with the deterministic evaluation
+preprocessing (a training set's random crops and flips replaced by the test crop), which a split
+cut out of a training set is evaluated with.
 """
 
 from __future__ import annotations
@@ -149,6 +155,10 @@ class InMemoryDataset(LabelledDataset):
         """The same dataset on ``device`` (e.g. the GPU, so batches need no host copy)."""
         return InMemoryDataset(self.images.to(device), self.labels.to(device))
 
+    def for_evaluation(self) -> InMemoryDataset:
+        """The dataset itself: in-memory images carry no augmentation."""
+        return self
+
 
 class ImageFileDataset(LabelledDataset):
     """Images decoded from files on access: PIL opens each path, converts it to RGB and
@@ -161,6 +171,9 @@ class ImageFileDataset(LabelledDataset):
             :func:`dmlnb.data.image_folders.image_transforms`).
         input_shape: ``(C, H, W)`` that ``transform`` produces; if ``None`` it is read off the
             first item.
+        eval_transform: the deterministic transform the same images are evaluated with when
+            ``transform`` augments (a training set's; :meth:`for_evaluation` uses it); ``None``:
+            ``transform`` is already deterministic.
     """
 
     def __init__(
@@ -169,10 +182,12 @@ class ImageFileDataset(LabelledDataset):
         labels: Tensor | Sequence[int],
         transform: Callable[[Image.Image], Tensor],
         input_shape: tuple[int, int, int] | None = None,
+        eval_transform: Callable[[Image.Image], Tensor] | None = None,
     ) -> None:
         self.paths = [Path(p) for p in paths]
         self.labels = _as_labels(labels, len(self.paths))
         self.transform = transform
+        self.eval_transform = eval_transform
         self._input_shape = input_shape
 
     def __getitem__(self, index: int) -> tuple[Tensor, int]:
@@ -188,11 +203,17 @@ class ImageFileDataset(LabelledDataset):
         """A new dataset holding the items ``indices`` with the same transform."""
         idx = torch.as_tensor(indices, dtype=torch.long)  # (M,)
         paths = [self.paths[i] for i in idx.tolist()]
-        return ImageFileDataset(paths, self.labels[idx], self.transform, self._input_shape)
+        return ImageFileDataset(paths, self.labels[idx], self.transform, self._input_shape, self.eval_transform)
 
     def relabel(self, labels: Tensor | Sequence[int]) -> ImageFileDataset:
         """The same files and transform with ``labels`` ``(N,)`` (e.g. all ``-1`` to hide them)."""
-        return ImageFileDataset(self.paths, labels, self.transform, self._input_shape)
+        return ImageFileDataset(self.paths, labels, self.transform, self._input_shape, self.eval_transform)
+
+    def for_evaluation(self) -> ImageFileDataset:
+        """The same files and labels decoded with ``eval_transform`` (itself when there is none)."""
+        if self.eval_transform is None:
+            return self
+        return ImageFileDataset(self.paths, self.labels, self.eval_transform, self._input_shape)
 
 
 @dataclass
@@ -210,8 +231,14 @@ class DatasetSplits:
         unlabelled: semi-supervised training data whose ``labels`` are all ``-1``.
         unlabelled_targets: ``(U,)`` long, the hidden true labels of ``unlabelled`` (in the
             train label space), for diagnostics only.
-        class_names: ``{"train": [...], "test": [...]}``, the original class name of each
-            remapped label of that split (``class_names["test"][y]``), when the source has names.
+        class_names: ``{"train": [...], "test": [...]}`` (and ``"validation"`` with a validation
+            split), the original class name of each remapped label of that split
+            (``class_names["test"][y]``), when the source has names.
+        validation: images of classes held out of the training set (labels ``0..V-1``, other
+            classes than ``train``'s and ``test``'s), for choosing the epoch and settings without
+            looking at the test classes; evaluated as query and gallery at once, with the
+            evaluation preprocessing. ``None`` unless asked for
+            (:func:`dmlnb.data.validation.hold_out_classes`, ``load_dataset(..., validation=)``).
     """
 
     name: str
@@ -222,6 +249,7 @@ class DatasetSplits:
     unlabelled: LabelledDataset | None = None
     unlabelled_targets: Tensor | None = None
     class_names: dict[str, list[str]] | None = None
+    validation: LabelledDataset | None = None
 
     @property
     def input_shape(self) -> tuple[int, int, int]:

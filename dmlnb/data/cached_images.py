@@ -122,3 +122,7 @@ class CachedImageDataset(LabelledDataset):
     def relabel(self, labels: Tensor | Sequence[int]) -> CachedImageDataset:
         """The same images and crop with ``labels`` ``(N,)`` (e.g. all ``-1`` to hide them)."""
         return CachedImageDataset(self.images, labels, self.image_size, train=self.train, rows=self.rows)
+
+    def for_evaluation(self) -> CachedImageDataset:
+        """The same items with the deterministic test crop (no random crop or flip)."""
+        return CachedImageDataset(self.images, self.labels, self.image_size, train=False, rows=self.rows)

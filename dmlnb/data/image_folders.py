@@ -182,10 +182,12 @@ class _Benchmark:
         if cache_side is not None:
             images = decoded_images(folder, rel_paths, cache_side, name=f"{self.name}-{part}")
             return CachedImageDataset(images, labels, image_size, train=train), originals.tolist()
-        transform = image_transforms(image_size)[0 if train else 1]
+        train_transform, test_transform = image_transforms(image_size)
         paths = [folder / p for p in rel_paths]
         shape = (3, image_size, image_size)
-        return ImageFileDataset(paths, labels, transform, shape), originals.tolist()
+        if train:  # augmented; evaluated (a validation split cut out of it) with the test transform
+            return ImageFileDataset(paths, labels, train_transform, shape, test_transform), originals.tolist()
+        return ImageFileDataset(paths, labels, test_transform, shape), originals.tolist()
 
     def class_disjoint_splits(
         self,

@@ -2,7 +2,9 @@
 
 A loader is a function ``loader(root: Path, *, option=default, ...) -> DatasetSplits``
 registered under a name with :func:`register_dataset`. :func:`load_dataset` resolves the data
-root, checks the options against the loader's keyword arguments and calls it.
+root, checks the options against the loader's keyword arguments and calls it; the options of
+:data:`SPLIT_OPTIONS` (a class-disjoint validation split, :func:`dmlnb.data.validation.hold_out_classes`)
+it applies itself, to every dataset.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from dmlnb.data.base import DatasetSplits
+from dmlnb.data.validation import hold_out_classes
 
 __all__ = [
     "register_dataset",
@@ -21,19 +24,32 @@ __all__ = [
     "load_dataset",
     "data_root",
     "missing_files_error",
+    "SPLIT_OPTIONS",
 ]
 
 Loader = Callable[..., DatasetSplits]
 
 _REGISTRY: dict[str, Loader] = {}
 
+#: Options :func:`load_dataset` takes for every dataset (name -> default): a validation split of
+#: ``validation`` training classes (a fraction or a count), drawn with ``validation_seed``, or
+#: class-disjoint fold ``validation_fold`` (see :func:`dmlnb.data.validation.hold_out_classes`).
+SPLIT_OPTIONS: dict[str, Any] = {"validation": None, "validation_seed": 0, "validation_fold": None}
+
 
 def register_dataset(name: str) -> Callable[[Loader], Loader]:
-    """Decorator: register ``loader(root: Path, **options) -> DatasetSplits`` under ``name``."""
+    """Decorator: register ``loader(root: Path, **options) -> DatasetSplits`` under ``name``
+    (its options may not reuse the names of :data:`SPLIT_OPTIONS`)."""
 
     def decorator(loader: Loader) -> Loader:
         if name in _REGISTRY:
             raise ValueError(f"dataset {name!r} is already registered (by {_REGISTRY[name]!r})")
+        taken = sorted(set(_options(loader)) & set(SPLIT_OPTIONS))
+        if taken:
+            raise ValueError(
+                f"loader {loader.__name__} of dataset {name!r} takes option(s) {taken}, which "
+                f"load_dataset applies to every dataset; rename them"
+            )
         _REGISTRY[name] = loader
         return loader
 
@@ -59,12 +75,35 @@ def _options(loader: Loader) -> dict[str, Any]:
     return {p.name: p.default for p in params}
 
 
-def load_dataset(name: str, root: str | Path | None = None, **options: Any) -> DatasetSplits:
+def load_dataset(
+    name: str,
+    root: str | Path | None = None,
+    *,
+    validation: float | int | None = None,
+    validation_seed: int = 0,
+    validation_fold: int | None = None,
+    **options: Any,
+) -> DatasetSplits:
     """Load the registered dataset ``name`` from ``root`` (see :func:`data_root`).
 
+    Args:
+        name, root: the dataset and the data root.
+        validation: ``None``: no validation split. A float in ``(0, 1)`` (a fraction) or an int
+            ``>= 1`` (a count) of the training classes held out as ``splits.validation``
+            (:func:`dmlnb.data.validation.hold_out_classes`); for a run, pass it in
+            ``TrainConfig.dataset_options`` so that it enters the run's fingerprint and record.
+        validation_seed: seed of the class draw (not the run's seed: every run of a comparison
+            shares the validation classes).
+        validation_fold: ``k``: hold out class-disjoint fold ``k`` of ``round(1 / fraction)``
+            (Musgrave et al.'s folds) instead of the first classes of the draw.
+        options: the loader's own options.
+
     Raises:
-        ValueError: unknown ``name`` (the message lists the valid names).
-        TypeError: an option the loader does not take (the message lists its options).
+        ValueError: unknown ``name`` (the message lists the valid names); a bad validation
+            split (:func:`dmlnb.data.validation.hold_out_classes`), or ``validation_seed`` /
+            ``validation_fold`` set without ``validation``.
+        TypeError: an option the loader does not take (the message lists its options and the
+            validation options).
         FileNotFoundError: the files are absent (the message names the expected path and the
             official source).
     """
@@ -74,11 +113,20 @@ def load_dataset(name: str, root: str | Path | None = None, **options: Any) -> D
     valid = _options(loader)
     unknown = sorted(set(options) - set(valid))
     if unknown:
-        listed = ", ".join(f"{k}={v!r}" for k, v in valid.items())
+        listed = ", ".join(f"{k}={v!r}" for k, v in {**valid, **SPLIT_OPTIONS}.items())
         raise TypeError(
             f"dataset {name!r} got unknown option(s) {unknown}; valid options: {listed}"
         )
-    return loader(data_root(root), **options)
+    if validation is None and (validation_seed != 0 or validation_fold is not None):
+        raise ValueError(
+            f"dataset {name!r}: validation_seed={validation_seed!r} / validation_fold={validation_fold!r} "
+            "choose a validation split but validation is None; pass validation=<fraction or class "
+            "count>, e.g. validation=0.2"
+        )
+    splits = loader(data_root(root), **options)
+    if validation is None:
+        return splits
+    return hold_out_classes(splits, validation, validation_seed, validation_fold)
 
 
 def missing_files_error(
