@@ -82,6 +82,7 @@ __all__ = [
     "run_fingerprint",
     "migrate_record",
     "CONFIG_KEYS_ADDED",
+    "with_added_config_keys",
     "SELECTIONS",
     "validate_record",
     "write_json_atomic",
@@ -101,6 +102,18 @@ SCHEMA_VERSION = 1
 
 #: TrainConfig keys added after records were first written -> the value runs made before had.
 CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test"}
+
+
+def with_added_config_keys(config: Any) -> Any:
+    """A stored configuration brought up to today's :class:`~dmlnb.profiles.TrainConfig` keys.
+
+    ``config`` is a TrainConfig's dict as a record, checkpoint or stored measurement holds it; the
+    result is a new dict with every key of :data:`CONFIG_KEYS_ADDED` that it lacks, at the value
+    the runs made before that key had. Anything that is not a TrainConfig's dict (no ``dataset``
+    and ``seed`` keys) is returned unchanged."""
+    if not (isinstance(config, dict) and "dataset" in config and "seed" in config):
+        return config
+    return {**config, **{k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}}
 
 #: Where a run may choose its best epoch (:attr:`dmlnb.profiles.TrainConfig.select_on`).
 SELECTIONS = ("validation", "test")
@@ -299,13 +312,12 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         }])
         out.setdefault("device_changed", False)
     config = out.get("config")
-    if isinstance(config, dict) and "dataset" in config and "seed" in config:  # a TrainConfig's dict
-        missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
-        if missing:
-            out["config"] = {**config, **missing}
-            spec = out.get("spec")
-            if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
-                out["fingerprint"] = run_fingerprint(out["config"], spec)  # the same run, keys filled
+    filled = with_added_config_keys(config)
+    if filled != config:  # a TrainConfig's dict that lacked added keys
+        out["config"] = filled
+        spec = out.get("spec")
+        if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
+            out["fingerprint"] = run_fingerprint(out["config"], spec)  # the same run, keys filled
     return out
 
 

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, write_json_atomic
+from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = ["Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT"]
 
@@ -158,7 +158,12 @@ def stored_measurement(
     """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
     ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
     with the same ``settings`` (unless ``retrain``); otherwise ``make()`` measures it now (the
-    reason is said) and it is written atomically. ``folder=None`` measures without storing."""
+    reason is said) and it is written atomically. ``folder=None`` measures without storing.
+
+    A training configuration stored under ``settings["config"]`` is compared as a record's is:
+    the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value
+    runs made before had (:func:`~dmlnb.records.with_added_config_keys`), so adding a key does
+    not make every stored measurement stale."""
     file = Path(folder) / MEASUREMENT if folder is not None else None
     wanted = as_json(dict(settings))
     if file is None:
@@ -169,9 +174,12 @@ def stored_measurement(
         reason = f"no measurement at {file}"
     else:
         stored = read_json(file)
-        if stored.get("settings") == wanted:
+        had = dict(stored.get("settings") or {})
+        if "config" in had:
+            had["config"] = as_json(with_added_config_keys(had["config"]))
+        if had == wanted:
             return pd.DataFrame(stored["rows"])
-        reason = f"{file} was measured with other settings ({_differences(stored.get('settings') or {}, wanted)} differ)"
+        reason = f"{file} was measured with other settings ({_differences(had, wanted)} differ)"
     say(f"measuring {file.parent.name}: {reason}")
     frame = make()
     write_json_atomic(file, {"name": file.parent.name, "settings": wanted,

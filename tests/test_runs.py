@@ -122,3 +122,31 @@ def test_a_measurement_is_stored_and_reloaded_while_its_settings_match(tmp_path)
     assert len(made) == 2 and other["seconds"][0] == 1.0 and "['sizes'] differ" in said[-1]
     stored_measurement(tmp_path / "m", make, settings={"sizes": (1, 2, 4)}, retrain=True, say=said.append)
     assert len(made) == 3 and said[-1].endswith("retrain=True")
+
+
+def test_a_measurement_stored_before_a_config_key_was_added_still_reloads(tmp_path):
+    """A measurement whose stored configuration lacks a key added to TrainConfig since (at the
+    value the runs made before had) reloads; one whose configuration differs otherwise does not."""
+    import pandas as pd
+
+    from dmlnb.records import CONFIG_KEYS_ADDED, read_json, write_json_atomic
+
+    made: list[int] = []
+
+    def make():
+        made.append(1)
+        return pd.DataFrame({"seconds": [float(len(made))]})
+
+    settings = {"config": CFG.to_dict(), "steps": 3}
+    stored_measurement(tmp_path / "m", make, settings=settings, say=lambda _: None)
+    file = tmp_path / "m" / MEASUREMENT
+    data = read_json(file)
+    for key in CONFIG_KEYS_ADDED:  # as written before the keys existed
+        data["settings"]["config"].pop(key)
+    write_json_atomic(file, data)
+    again = stored_measurement(tmp_path / "m", make, settings=settings, say=lambda _: None)
+    assert len(made) == 1 and again["seconds"].tolist() == [1.0]
+    said: list[str] = []
+    stored_measurement(tmp_path / "m", make, settings={**settings, "config": CFG.replace(lr=0.5).to_dict()},
+                       say=said.append)
+    assert len(made) == 2 and "['config'] differ" in said[-1]
