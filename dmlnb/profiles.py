@@ -49,8 +49,14 @@ class TrainConfig:
     optimizer: str = "adam"
     lr: float = 1e-3
     loss_lr: float | None = None
+    #: The learning rate of the embedding head (``model.head``, the layer put on the trunk) as a
+    #: multiple of ``lr`` (PROFS Sec. 5.2 trains its new FC layer at 10x the pretrained trunk's);
+    #: 1 trains every model parameter at ``lr``.
+    head_lr_scale: float = 1.0
     weight_decay: float = 0.0
     momentum: float = 0.9
+    #: Adam's and AdamW's ``(beta1, beta2)`` (torch's default; SGD and RMSprop ignore them).
+    betas: tuple = (0.9, 0.999)
     lr_milestones: tuple = ()
     lr_gamma: float = 0.1
     grad_clip: float | None = None
@@ -135,7 +141,8 @@ class Rule:
         item: the rule of each element of a ``"seq"``.
         optional: ``None`` is allowed.
         nonempty, distinct: for a ``"seq"``.
-        test: an extra ``(predicate, description)`` for what bounds cannot say.
+        test: an extra ``(predicate, description)`` for what bounds cannot say (of a ``"seq"``:
+            on the whole tuple, e.g. its length).
         example: shown in the message, e.g. ``"[0, 1, 2]"``.
     """
 
@@ -157,7 +164,7 @@ class Rule:
         if self.kind == "seq":
             item = self.item.allowed(plural=True) if self.item is not None else "values"
             words = "non-empty " * self.nonempty + "distinct " * self.distinct
-            text = f"a {words}list of {item}"
+            text = f"a {words}list of {item}" + (f" ({self.test[1]})" if self.test is not None else "")
         elif self.choices is not None:
             text = f"{'names from' if plural else 'one of'} {list(self._choices())}"
         else:
@@ -225,6 +232,8 @@ class Rule:
                 raise ValueError(f"{what} must be {self.allowed()}; got an empty {type(value).__name__}")
             if self.distinct and len(set(items)) < len(items):
                 raise ValueError(f"{what} must be {self.allowed()}; got repeats in {value!r}")
+            if self.test is not None and not self.test[0](items):
+                raise ValueError(f"{what} must be {self.allowed()}; got {value!r}")
             return items
         if self.kind == "dict":
             return dict(value)
@@ -293,8 +302,11 @@ CONFIG_RULES: dict[str, Rule] = {
     "optimizer": Rule("str", choices=OPTIMIZERS),
     "lr": _number(),
     "loss_lr": _number(optional=True),
+    "head_lr_scale": _number(above=True),
     "weight_decay": _number(),
     "momentum": _number(high=1.0, below=True),
+    "betas": Rule("seq", item=_number(high=1.0, below=True), test=(lambda b: len(b) == 2, "two of them: (beta1, beta2)"),
+                  example="(0.9, 0.99)"),
     "lr_milestones": Rule("seq", item=_number(above=True, test=(_milestone, "fractions of the run < 1 or "
                                                                    "whole epochs")),
                           example="(0.5, 0.75) or (20, 30)"),

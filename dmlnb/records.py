@@ -101,7 +101,8 @@ def utc_now() -> str:
 SCHEMA_VERSION = 1
 
 #: TrainConfig keys added after records were first written -> the value runs made before had.
-CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test"}
+CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test", "betas": (0.9, 0.999),
+                                     "head_lr_scale": 1.0}
 
 
 def with_added_config_keys(config: Any) -> Any:
@@ -120,7 +121,7 @@ SELECTIONS = ("validation", "test")
 
 #: Configuration keys :meth:`RunRecord.outcome` leaves out at these values: added after analyses
 #: were first tied to outcomes, so the outcomes of the runs made before stay what they were.
-_OUTCOME_OMITS: dict[str, Any] = {"select_on": "test"}
+_OUTCOME_OMITS: dict[str, Any] = {"select_on": "test", "betas": (0.9, 0.999), "head_lr_scale": 1.0}
 
 
 class RecordError(ValueError):
@@ -545,8 +546,9 @@ class RunRecord:
     def outcome(self) -> str:
         """16 hex digits identifying what the run learned: a hash of its configuration and, per
         epoch, its loss, test metrics and (when evaluated) validation metrics (timings, i.e.
-        ``*_seconds`` entries, dates and the environment left out; ``select_on`` left out at its
-        default ``"test"``, so runs made before it keep their outcome). Two trainings of one
+        ``*_seconds`` entries, dates and the environment left out; the keys added to the
+        configuration after outcomes were first stored, ``select_on``, ``betas`` and
+        ``head_lr_scale``, left out at their defaults, so runs made before them keep their outcome). Two trainings of one
         configuration share it when they reproduce each other exactly; an analysis of the weights
         stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained
         again to other numbers is analysed again. (What the run *is*, before training, is
@@ -557,7 +559,8 @@ class RunRecord:
         rows = [[row["epoch"], row["loss"], timeless(row.get("metrics"))]
                 + ([timeless(row["val_metrics"])] if row.get("val_metrics") is not None else [])
                 for row in self.data["history"]]
-        config = {k: v for k, v in self.data["config"].items() if k not in _OUTCOME_OMITS or v != _OUTCOME_OMITS[k]}
+        config = {k: v for k, v in self.data["config"].items()
+                  if k not in _OUTCOME_OMITS or as_json(v) != as_json(_OUTCOME_OMITS[k])}
         payload = json.dumps({"config": config, "history": rows}, sort_keys=True, default=_jsonable)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -320,9 +320,11 @@ def test_records_made_before_select_on_reload_under_todays_configuration_with_th
         assert all(entry["run"] == outcome for entry in json.loads(path.read_text()).values()), path
 
 
-def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path):
-    """An interrupted run whose checkpoint predates ``select_on`` (its config lacks the key and its
-    fingerprint was computed without it) resumes, and ends where an uninterrupted run ends."""
+@pytest.mark.parametrize("keys", [("select_on",), ("betas", "head_lr_scale")], ids=["select_on", "betas+head_lr_scale"])
+def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path, keys):
+    """An interrupted run whose checkpoint predates ``select_on`` (or ``betas`` and
+    ``head_lr_scale``: its config lacks the keys and its fingerprint was computed without them)
+    resumes, and ends where an uninterrupted run ends."""
     spec = {"loss": "triplet", "mining": "semihard"}
     model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False,
                          spec=spec)
@@ -332,8 +334,9 @@ def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path):
             spec=spec)
     path, record_path = tmp_path / "b" / "checkpoint.pt", tmp_path / "b" / "record.json"
     ckpt, on_disk = load_checkpoint(path), json.loads(record_path.read_text())
-    for data in (ckpt["record"], on_disk):  # as the loop wrote them before select_on
-        del data["config"]["select_on"]
+    for data in (ckpt["record"], on_disk):  # as the loop wrote them before the keys
+        for key in keys:
+            del data["config"][key]
         data["fingerprint"] = run_fingerprint(data["config"], spec)
     save_checkpoint(ckpt, path)
     record_path.write_text(json.dumps(on_disk))

@@ -103,3 +103,20 @@ def test_select_on_defaults_to_the_papers_protocol_and_takes_validation_or_test(
         make_config("smoke", {"select_on": "val"})
     with pytest.raises(TypeError, match="select_on"):
         make_config("smoke", {"select_on": True})
+
+
+def test_betas_default_to_torchs_and_take_two_values_in_0_1():
+    assert TrainConfig().betas == (0.9, 0.999) and make_config("smoke").betas == (0.9, 0.999)
+    assert make_config("smoke", {"betas": [0.9, 0.99]}).betas == (0.9, 0.99)
+    with pytest.raises(ValueError, match=r"config key 'betas' must be a list of numbers.*\(beta1, beta2\).*0.9, 0.99, 0.9"):
+        make_config("smoke", {"betas": (0.9, 0.99, 0.9)})
+    with pytest.raises(ValueError, match=r"betas\[1\].* < 1.*1.0"):
+        make_config("smoke", {"betas": (0.9, 1.0)})
+    with pytest.raises(TypeError, match="betas"):
+        make_config("smoke", {"betas": 0.99})
+
+
+def test_head_lr_scale_defaults_to_1_and_must_be_positive():
+    assert TrainConfig().head_lr_scale == 1.0 and make_config("smoke", {"head_lr_scale": 10}).head_lr_scale == 10.0
+    with pytest.raises(ValueError, match="head_lr_scale.*> 0"):
+        make_config("smoke", {"head_lr_scale": 0.0})

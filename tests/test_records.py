@@ -149,3 +149,30 @@ def test_the_outcome_follows_validation_numbers_and_select_on_but_not_the_defaul
     moved = RunRecord(json.loads(json.dumps(rec.data)))
     moved.data["history"][1]["val_metrics"]["R@1"] = 0.61
     assert moved.outcome() != rec.outcome()
+
+
+def test_records_made_before_betas_and_head_lr_scale_keep_fingerprint_and_outcome():
+    """A record written before ``betas`` and ``head_lr_scale`` joined TrainConfig loads with them at
+    the values its run used (torch's Adam betas, one learning rate): its stored fingerprint is
+    recomputed to the one today's configuration gives, and its outcome is unchanged; another
+    value of either key is another run."""
+    from dmlnb.profiles import make_config
+    from dmlnb.records import CONFIG_KEYS_ADDED, run_fingerprint
+
+    config = make_config("smoke").to_dict()
+    spec = {"loss": "triplet"}
+    rec = RunRecord.new("x", config=config, components={}, environment={"device": "cpu"}, spec=spec)
+    rec.add_epoch(epoch_row(1, 0.5, None), "R@1")
+    old = json.loads(json.dumps(rec.data))
+    for key in ("betas", "head_lr_scale"):
+        del old["config"][key]
+    old["fingerprint"] = run_fingerprint(old["config"], spec)  # as it was computed then
+    loaded = RunRecord.from_data(old, "old")
+    assert loaded.config["betas"] == CONFIG_KEYS_ADDED["betas"] == (0.9, 0.999)
+    assert loaded.data["fingerprint"] == run_fingerprint(config, spec) == rec.data["fingerprint"]
+    assert loaded.outcome() == rec.outcome() == RunRecord(json.loads(json.dumps(rec.data))).outcome()
+    for key, value in (("betas", [0.9, 0.99]), ("head_lr_scale", 10.0)):
+        other = RunRecord(json.loads(json.dumps(rec.data)))
+        other.data["config"][key] = value
+        assert other.outcome() != rec.outcome()
+        assert run_fingerprint(other.config, spec) != rec.data["fingerprint"]

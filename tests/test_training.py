@@ -433,3 +433,27 @@ def test_a_run_with_a_validation_split_resumes_bit_identically(held_out, tmp_pat
     assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.data["resumed"] == 1
     assert _strip_record(rec_a.data) == _strip_record(rec_b.data)
     assert rec_b.best == rec_b.data["selections"]["validation"]
+
+
+def test_optimizer_takes_betas_and_a_head_group_at_head_lr_scale(digits):
+    """``betas`` reach Adam / AdamW; ``head_lr_scale`` puts ``model.head`` in a group of its own at
+    ``scale * lr`` after the trunk's (``param_groups[0]`` keeps the base rate), the loss's last;
+    the default keeps one model group, as every run before the key was made."""
+    from dmlnb.losses import SoftTripleLoss
+    from dmlnb.training import build_optimizer
+
+    model = _model(CFG, digits)
+    loss = SoftTripleLoss(10, CFG.embedding_dim)
+    plain = build_optimizer(CFG, model, loss)
+    assert [len(g["params"]) for g in plain.param_groups] == [len(list(model.parameters())), 1]
+    assert plain.param_groups[0]["betas"] == (0.9, 0.999)
+    cfg = CFG.replace(betas=(0.9, 0.99), head_lr_scale=10.0, loss_lr=0.5)
+    for name in ("adam", "adamw"):
+        opt = build_optimizer(cfg.replace(optimizer=name), model, loss)
+        trunk, head, centres = opt.param_groups
+        assert [g["betas"] for g in opt.param_groups] == [(0.9, 0.99)] * 3
+        assert {id(p) for p in head["params"]} == {id(p) for p in model.head.parameters()}
+        assert len(trunk["params"]) + len(head["params"]) == len(list(model.parameters()))
+        assert (trunk["lr"], head["lr"], centres["lr"]) == pytest.approx((cfg.lr, 10 * cfg.lr, 0.5))
+    with pytest.raises(ValueError, match=r"head_lr_scale=10 needs model.head.*Linear.*head_lr_scale=1.0"):
+        build_optimizer(cfg, torch.nn.Linear(3, 2), loss)
