@@ -66,6 +66,11 @@ def test_paper_profile_is_the_papers_protocol():
     cfg = X.experiment_config("paper")
     assert (cfg.model, cfg.pretrained, cfg.embedding_dim, cfg.batch_size, cfg.m_per_class) == ("googlenet", True, 512, 128, 2)
     assert (cfg.optimizer, cfg.lr, cfg.epochs, cfg.dataset) == ("adam", 1e-5, 100, "cub200")
+    # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x; no decay, no schedule
+    assert (cfg.betas, cfg.head_lr_scale, cfg.weight_decay, cfg.lr_milestones) == ((0.9, 0.99), 10.0, 0.0, ())
+    assert X.experiment_config("paper", {"dataset": "sop"}).betas == (0.9, 0.99)
+    for profile in ("smoke", "default"):  # the runs shown keep torch's Adam and one learning rate
+        assert (X.experiment_config(profile).betas, X.experiment_config(profile).head_lr_scale) == ((0.9, 0.999), 1.0)
     s = X.experiment_settings("paper")
     assert (s["rho"], s["lam"]) == (X.REPORTED_RHO, X.REPORTED_LAMBDA) == (6.0, 1e-3)
     assert X.period_for(cfg, 100, s["rho"]) == 10  # CUB: ceil(6 * 2 * 100 / 128)
