@@ -223,6 +223,75 @@ def test_hncm_with_partially_stored_representatives():
     assert checked > 0
 
 
+def test_hncm_scan_picks_the_classes_nearest_to_the_first():
+    """``hncm_mode="scan"``: the first class uniform, then the C - 1 classes whose stored
+    representatives are nearest to its representative, nearest first (brute force in float64);
+    every class left out is at least as far from it as every class taken."""
+    L, m, C = 40, 2, 8
+    y = torch.repeat_interleave(torch.arange(L), 3)
+    s = RepresentativeSampler(y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=0,
+                              num_batches=30)
+    table = torch.randn(L, 8, generator=torch.Generator().manual_seed(0))
+    for start in range(0, L, C):
+        store(s, list(range(start, start + C)), table)
+    firsts = set()
+    for batch in s:
+        chosen = y[batch][::m].tolist()
+        first = chosen[0]
+        firsts.add(first)
+        dist = [torch.dist(table[c].double(), table[first].double()).item() for c in range(L)]
+        expected = [first] + sorted((c for c in range(L) if c != first), key=lambda c: dist[c])[: C - 1]
+        assert chosen == expected
+        assert max(dist[c] for c in chosen) <= min(dist[c] for c in range(L) if c not in chosen)
+    assert len(firsts) > 10  # the first class is uniform
+
+
+def test_hncm_scan_with_partially_stored_representatives():
+    """Classes without a stored embedding come after the stored ones (uniformly); all of them are
+    uniform when the first class has none."""
+    L, m, C = 12, 2, 6
+    y = torch.repeat_interleave(torch.arange(L), 3)
+    s = RepresentativeSampler(y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=1,
+                              num_batches=60)
+    table = torch.randn(L, 8, generator=torch.Generator().manual_seed(1))
+    known = [0, 2, 4, 6]
+    store(s, known + [0, 2], table)
+    seen_known = seen_unknown = 0
+    for batch in s:
+        chosen = y[batch][::m].tolist()
+        assert len(set(chosen)) == C
+        if chosen[0] in known:
+            others = sorted((c for c in known if c != chosen[0]),
+                            key=lambda c: torch.dist(table[c], table[chosen[0]]).item())
+            assert chosen[1:4] == others and not set(chosen[4:]) & set(known)
+            seen_known += 1
+        else:
+            seen_unknown += 1
+    assert seen_known > 0 and seen_unknown > 0
+
+
+def test_hncm_scan_is_seeded_and_differs_from_the_greedy_chain():
+    L, m = 30, 2
+    y = torch.repeat_interleave(torch.arange(L), 3)
+    table = torch.randn(L, 4, generator=torch.Generator().manual_seed(2))
+
+    def sampler(seed: int, mode: str) -> RepresentativeSampler:
+        s = RepresentativeSampler(y, batch_size=16, m=m, period=5, hncm=True, hncm_mode=mode, seed=seed, num_batches=20)
+        for start in range(0, L - 7, 8):
+            store(s, list(range(start, start + 8)), table)
+        store(s, list(range(L - 8, L)), table)
+        return s
+
+    a, b = sampler(4, "scan"), sampler(4, "scan")
+    assert epoch(a, 3) == epoch(b, 3) and epoch(a, 0) == epoch(b, 0)
+    assert epoch(sampler(5, "scan"), 3) != epoch(a, 3)
+    assert epoch(sampler(4, "greedy"), 3) != epoch(a, 3)
+    with pytest.raises(ValueError, match=r"unknown hncm_mode 'nearest'.*\['greedy', 'scan'\]"):
+        RepresentativeSampler(y, batch_size=16, m=m, period=5, hncm=True, hncm_mode="nearest")
+    with pytest.raises(ValueError, match="hncm_mode='scan'.*hncm=True"):
+        RepresentativeSampler(y, batch_size=16, m=m, period=5, hncm_mode="scan")
+
+
 def test_hncm_memory_round_trips_through_state_dict():
     L, m = 12, 2
     y = torch.repeat_interleave(torch.arange(L), 3)

@@ -28,7 +28,13 @@ from torch.nn import functional as F
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.samplers import ClassBatchSampler, stream_generator
 
-__all__ = ["projection_period", "RepresentativeSampler", "CenterRepresentatives"]
+__all__ = ["HNCM_MODES", "projection_period", "RepresentativeSampler", "CenterRepresentatives"]
+
+#: How hard negative class mining chooses a batch's classes (:class:`RepresentativeSampler`):
+#: ``"greedy"``, each next class the nearest to all picked so far (``C - 1`` scans of the ``L``
+#: representatives, ``O(C L D)`` per batch), or ``"scan"``, the nearest classes to one uniformly
+#: drawn class (one scan, ``O(L D)``: the paper's ``O(L)``, Sec. 4.2).
+HNCM_MODES: tuple[str, ...] = ("greedy", "scan")
 
 
 def projection_period(rho: float, batch_size: int, samples_per_class: int, num_classes: int) -> int:
@@ -90,13 +96,25 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
 
     **Class choice**. Without HNCM: ``C`` classes uniformly without replacement, so a class is in
     a batch with probability ``p(y) = B / (m L)`` as :func:`projection_period` assumes. With
-    hard negative class mining (Sec. 4.2 "Hard negative class mining"): the first class is
-    uniform; each next class is the unpicked class whose stored representative embedding is
-    nearest (Euclidean) to those of the classes picked so far,
-    ``argmin_{c not in S} min_{s in S} ||e_c - e_s||``. Keeping the running minimum ``(L,)``
-    makes each pick one matrix-vector product with the ``(L, D)`` memory, ``O(L D)``, never an
-    ``L x L`` matrix. Classes whose representative was never embedded have no stored embedding;
-    they are picked (uniformly) only once no embedded class is left.
+    hard negative class mining (Sec. 4.2 "Hard negative class mining": the representatives'
+    embeddings are stored, "approximate global mining can be efficiently performed", "online
+    HNCM with O(L) complexity") the first class ``c_0`` is uniform and the others follow
+    ``hncm_mode`` (:data:`HNCM_MODES`), ``e_c`` being class ``c``'s stored embedding:
+
+    * ``"greedy"``: each next class is the unpicked class nearest (Euclidean) to the classes
+      picked so far, ``argmin_{c not in S} min_{s in S} ||e_c - e_s||``. Keeping the running
+      minimum ``(L,)`` makes each pick one matrix-vector product with the ``(L, D)`` memory:
+      ``C - 1`` scans of the ``L`` representatives, ``O(C L D)`` per batch.
+    * ``"scan"``: the ``C - 1`` classes nearest to ``c_0``, in order of distance,
+      ``S = {c_0} + argsmallest_{C-1, c != c_0} ||e_c - e_{c_0}||``: one product with the
+      memory (``L`` distances, ``O(L D)``) and one selection of the ``C - 1`` smallest
+      (``topk``). Counted in representatives scanned, as the paper counts, that is ``O(L)``
+      per batch (``D`` fixed), against the greedy rule's ``O(C L)``. Every unpicked class with
+      a stored embedding is at least as far from ``c_0`` as every picked one.
+
+    Neither forms an ``L x L`` matrix. Classes whose representative was never embedded have no
+    stored embedding; they are picked (uniformly) only once no embedded class is left (and
+    all of them are, uniformly, when ``c_0`` has none).
 
     **Hook**. :meth:`on_step_end` stores the embeddings of the representatives of the batch (the
     first row of each group) in the ``(L, D)`` memory; a class keeps the embedding of its
@@ -113,6 +131,8 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
             ``>= 2`` (the paper uses 2).
         period: ``M``, steps a representative set is kept.
         hncm: hard negative class mining.
+        hncm_mode: how HNCM picks the classes, ``"greedy"`` or ``"scan"`` (:data:`HNCM_MODES`);
+            only with ``hncm=True``.
         seed: seed of the sampler's own generators.
         num_batches: batches per epoch; default ``N_lab // B``.
     """
@@ -126,7 +146,12 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
         hncm: bool = False,
         seed: int = 0,
         num_batches: int | None = None,
+        hncm_mode: str = "greedy",
     ) -> None:
+        if hncm_mode not in HNCM_MODES:
+            raise ValueError(f"unknown hncm_mode {hncm_mode!r}; choose one of {list(HNCM_MODES)}")
+        if hncm_mode != "greedy" and not hncm:
+            raise ValueError(f"hncm_mode={hncm_mode!r} chooses how HNCM picks classes; pass hncm=True with it")
         if m < 2:
             raise ValueError(
                 f"m={m}: a PROFS group is the representative plus m - 1 samples of its class; "
@@ -140,7 +165,7 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
             raise ValueError(f"period (M) must be >= 1, got {period}")
         super().__init__(labels, batch_size, batch_size // m, seed=seed, num_batches=num_batches)
         self.m, self.period = int(m), int(period)
-        self.hncm = bool(hncm)
+        self.hncm, self.hncm_mode = bool(hncm), hncm_mode
         self._cycle = 0
         self._rep_order = self._initial_rep_order()  # (N_lab,) positions into index.order
         self._reps: Tensor | None = None  # (L,) representatives of self._cycle (cache)
@@ -271,6 +296,8 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
         C = self.classes_per_batch
         if not self.hncm or self.memory is None:
             return torch.topk(keys, C, largest=False).indices
+        if self.hncm_mode == "scan":
+            return self._scan_classes(keys)
         memory, known = self.memory, self.known  # (L, D), (L,)
         keys = keys.to(memory.device)
         sq_norm = (memory * memory).sum(dim=1)  # (L,)
@@ -289,6 +316,26 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
             new = torch.where(torch.isfinite(candidates[closest]), closest, fallback)
             out.append(new)
         return torch.stack(out).cpu()
+
+    def _scan_classes(self, keys: Tensor) -> Tensor:
+        """HNCM by one scan (``hncm_mode="scan"``): ``c_0`` = the smallest key, then the ``C - 1``
+        classes whose stored embeddings are nearest to ``c_0``'s, nearest first; classes without a
+        comparable embedding after them, by their keys. ``keys`` ``(L,)`` uniform; returns ``(C,)``."""
+        memory, known = self.memory, self.known  # (L, D), (L,)
+        keys = keys.to(memory.device)
+        first = keys.argmin()  # uniform first class
+        sq_norm = (memory * memory).sum(dim=1)  # (L,)
+        d2 = (sq_norm - 2.0 * (memory @ memory[first]) + sq_norm[first]).clamp_(min=0.0)  # (L,) to c_0
+        comparable = known & known[first]  # (L,)
+        d2 = torch.where(comparable, d2, math.inf)
+        d2[first] = -1.0  # c_0 first
+        # one ranking: the finite distances, then the others above them in the order of their keys
+        # (offset by a multiple of the largest distance, so the keys keep their float resolution)
+        finite = torch.isfinite(d2)  # (L,)
+        top = d2.masked_fill(~finite, -1.0).max()  # the largest finite distance (-1: only c_0)
+        offset = top.abs() + 1.0
+        rank = torch.where(finite, d2, top + offset * (1.0 + keys))  # (L,)
+        return torch.topk(rank, self.classes_per_batch, largest=False).indices.cpu()
 
     def _draw_examples(self, chosen: Tensor, rep: Tensor, gen: torch.Generator) -> Tensor:
         """``(C, m-1)`` in-class positions of the non-representative samples of each group.
