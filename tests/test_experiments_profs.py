@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from fractions import Fraction
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -19,7 +20,9 @@ from dmlnb.models import build_model
 from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
 from dmlnb.profs.timing import TimedSampler
+from dmlnb.records import run_fingerprint
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, Verdict, compare
+from dmlnb.runs import reuse_reason
 from dmlnb.samplers import MPerClassSampler
 
 
@@ -303,7 +306,7 @@ def test_deviations_table_lists_every_deviation():
 def test_hncm_pick_cost_rows():
     frame = X.hncm_pick_cost([20, 200], dim=8, classes_per_batch=4, repeats=1)
     assert list(frame["L"]) == [20, 200]
-    assert (frame[["uniform ms", "HNCM ms"]] > 0).all().all()
+    assert (frame[["uniform ms", "HNCM ms", "HNCM scan ms"]] > 0).all().all()
 
 
 def test_softtriple_components_use_its_centres():
@@ -392,3 +395,46 @@ def test_paper_profile_takes_each_datasets_learning_rate_and_recall_ks():
     assert X.experiment_config("paper", {"dataset": "sop", "lr": 3e-4}).lr == 3e-4
     with pytest.raises(ValueError, match="paper profile runs"):
         X.experiment_config("paper", {"dataset": "digits"})
+
+
+# ---------------------------------------------------------------------------- run identities
+RESULTS = Path(__file__).resolve().parents[1] / "results" / "04_profs" / "default"
+
+
+def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloads():
+    """:func:`chapter_runs` at the default profile (omniglot-small: 136 training classes, so
+    M = ceil(6 * 2 * 136 / 128) = 13 and 51 at batch 32) names exactly the committed runs, and each
+    reloads under today's configuration and specification: no key added since (``betas``,
+    ``head_lr_scale``, ``select_on``), no new option (``hncm_mode``, ``pairs``, the component
+    ablation, off) changed a fingerprint."""
+    config, settings = X.experiment_config("default"), X.experiment_settings("default")
+    assert X.period_for(config, 136, settings["rho"]) == 13
+    runs = X.chapter_runs(config, settings, 136)
+    committed = {p.parent.name for p in RESULTS.glob("*/record.json")}
+    assert len(runs) == len(committed) == 156 and {r.name for r in runs} == committed
+    for run in runs:
+        reason, record = reuse_reason(RESULTS / run.name, run.config, run.spec)
+        assert reason == "", (run.name, reason)
+        assert record.data["fingerprint"] == run_fingerprint(run.config, run.spec)
+
+
+def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
+    cfg = X.experiment_config("default")
+    greedy = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0)
+    scan = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="scan")
+    assert greedy.name == "contrastive-hard-PROFS-HNCM-M13-lam0.001-rp-b128-seed0" and "hncm_mode" not in greedy.spec
+    assert scan.name == "contrastive-hard-PROFS-HNCM-scan-M13-lam0.001-rp-b128-seed0" and scan.spec["hncm_mode"] == "scan"
+    profs = X.run_identity("contrastive-hard", "PROFS", cfg, 136, rho=6.0, hncm_mode="scan")  # no HNCM: ignored
+    assert profs == X.run_identity("contrastive-hard", "PROFS", cfg, 136, rho=6.0)
+    assert X.experiment_settings("paper")["hncm_mode"] == "scan" and X.experiment_settings("default")["hncm_mode"] == "greedy"
+    labels = torch.arange(100).repeat_interleave(3)
+    model = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
+    for key in ("contrastive-hard", "softtriple"):
+        loss = X.build_loss(key, 100, 16)
+        sampler, _ = X.build_components(key, "PROFS-HNCM", model, loss, labels, X.experiment_config("paper"), 10, 1e-3,
+                                        hncm_mode="scan")
+        assert sampler.sampler.hncm_mode == "scan"
+    with pytest.raises(ValueError, match="unknown hncm_mode"):
+        X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="fast")
+    with pytest.raises(ValueError, match="unknown hncm_mode"):
+        X.experiment_settings("default", hncm_mode="fast")

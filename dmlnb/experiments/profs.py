@@ -18,8 +18,13 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   :class:`~dmlnb.profs.representatives.CenterRepresentatives`);
 * :class:`TimedSampler`: measures the seconds a sampler spends building batches and in its hook
   calls (representative bookkeeping and mining), for the HNCM cost;
-* :func:`run_variant`: one training run, or its finished record reloaded;
-* :func:`hncm_pick_cost`: the cost of one HNCM batch as the number of classes grows;
+* :func:`run_variant`: one training run, or its finished record reloaded; :func:`run_identity`:
+  what it is (name, configuration, specification) before it trains; :func:`chapter_runs`: every
+  run of the chapter, so a run's fingerprint can be checked without training;
+* :data:`COMPONENT_STEPS`, :func:`component_runs`: the ablation of PROFS's ingredients
+  (representatives, pair restriction, proximal term), off unless ``component_ablation`` is set;
+* :func:`hncm_pick_cost`: the cost of one HNCM batch (greedy chain and one scan) as the number of
+  classes grows;
 * :func:`gain_frame`, :func:`comparisons_table`, :func:`sweep_verdicts`, :func:`share_increase`:
   the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one rule (``compare``,
   ``interior_optimum``, ``compare_to_threshold``, ``all_of`` over the losses, ``no_difference``);
@@ -60,8 +65,8 @@ from dmlnb.losses import (
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
-from dmlnb.profs.representative_pairs import RepresentativePairs
-from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler, projection_period
+from dmlnb.profs.representative_pairs import PAIR_MODES, RepresentativePairs
+from dmlnb.profs.representatives import HNCM_MODES, CenterRepresentatives, RepresentativeSampler, projection_period
 from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
@@ -103,7 +108,12 @@ __all__ = [
     "build_components",
     "ProfsRun",
     "run_name",
+    "RunIdentity",
+    "run_identity",
     "run_variant",
+    "COMPONENT_STEPS",
+    "component_runs",
+    "chapter_runs",
     "hncm_pick_cost",
     "COMPARISONS",
     "NEGLIGIBLE_PCT",
@@ -205,28 +215,37 @@ PRESETS: dict[str, dict[str, Any]] = {
     "paper": _paper("cub200"),
 }
 
+#: The losses whose pairs PROFS restricts to those anchored at a representative (Sec. 5.3), which
+#: halves their anchors: the component ablation separates that from the batches and the proximal term.
+_COMPONENT_LOSSES = ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
+
 #: The design per profile (not TrainConfig fields): ``seeds`` of Table 1, ``rho`` and ``lam``,
 #: the M ablation (``m_grid``, on ``ablation_losses``, ``sweep_seeds``), the lambda sweep
 #: (``lambda_grid`` on ``lambda_loss``), Table 2 (``table2_seeds``; empty: not run), the HNCM
 #: regime (``regime_batch``: a smaller batch, so a batch holds a smaller share of the classes,
-#: ``regime_seeds``), ``table2_models`` (the architecture of each Table 2 loss) and
+#: ``regime_seeds``), ``table2_models`` (the architecture of each Table 2 loss),
 #: ``key_losses`` (Table 1 rows trained with every seed; the others with the first only;
-#: ``None``: all rows). The verdict rule needs 3 seeds per side (per sweep point) to hold or fail:
-#: the default and paper profiles give Table 1 and both sweeps 3.
+#: ``None``: all rows), ``hncm_mode`` (how PROFS-HNCM picks classes: the greedy chain of the runs
+#: shown, or the paper's ``O(L)`` ``"scan"``, :data:`~dmlnb.profs.representatives.HNCM_MODES`) and
+#: the component ablation (:func:`component_runs`): ``component_ablation`` (off: not run),
+#: ``component_losses``, ``component_seeds``. The verdict rule needs 3 seeds per side (per sweep
+#: point) to hold or fail: the default and paper profiles give Table 1 and both sweeps 3.
 SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,), rho=6.0, lam=1e-3, m_grid=(1, 3), sweep_seeds=(0,),
         ablation_losses=("Contrastive-Hard", "Triplet-Hard", "N-pair", "Margin-Hard"),
         lambda_loss="Margin-Hard", lambda_grid=(0.0, 1e-3, 1e-1), table2_seeds=(0,),
         regime_loss="Contrastive-Hard", regime_batch=4, regime_seeds=(0,), table2_models={},
-        key_losses=None,
+        key_losses=None, hncm_mode="greedy", component_ablation=False, component_losses=_COMPONENT_LOSSES,
+        component_seeds=(0,),
     ),
     "default": dict(
         seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 4, 40), sweep_seeds=(0, 1, 2),
         ablation_losses=("Contrastive-Hard", "Triplet-Hard", "N-pair", "Margin-Hard"),
         lambda_loss="Margin-Hard", lambda_grid=(0.0, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 10.0),
         table2_seeds=(0, 1, 2), regime_loss="Contrastive-Hard", regime_batch=32,
-        regime_seeds=(0, 1, 2), table2_models={}, key_losses=None,
+        regime_seeds=(0, 1, 2), table2_models={}, key_losses=None, hncm_mode="greedy",
+        component_ablation=False, component_losses=_COMPONENT_LOSSES, component_seeds=(0, 1, 2),
     ),
     "paper": dict(
         seeds=(0, 1, 2), rho=6.0, lam=1e-3, m_grid=(1, 3, 10, 30, 100), sweep_seeds=(0, 1, 2),
@@ -236,6 +255,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         # Table 2: Margin in ResNet-50; SoftTriple in BN-Inception, which dmlnb does not have:
         # GoogLeNet (Inception V1) is the nearest backbone.
         table2_models={"Margin": "resnet50", "SoftTriple": "googlenet"}, key_losses=None,
+        # Sec. 4.2: "online HNCM with O(L) complexity"
+        hncm_mode="scan", component_ablation=False, component_losses=_COMPONENT_LOSSES, component_seeds=(0, 1, 2),
     ),
 }
 
@@ -266,9 +287,13 @@ def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
     """A copy of :data:`SETTINGS` ``[profile]`` with the non-``None`` ``changes`` applied
     (:func:`~dmlnb.experiments.settings.profile_settings`), its loss names checked."""
     out = profile_settings(SETTINGS, profile, **changes)
-    for name in out["ablation_losses"] + (out["lambda_loss"], out["regime_loss"]) + tuple(out["key_losses"] or ()):
+    names = (tuple(out["ablation_losses"]) + (out["lambda_loss"], out["regime_loss"]) + tuple(out["key_losses"] or ())
+             + tuple(out["component_losses"]))
+    for name in names:
         if name not in LOSSES:
             raise ValueError(f"unknown loss {name!r} in the settings; choose from {list(LOSSES)}")
+    if out["hncm_mode"] not in HNCM_MODES:
+        raise ValueError(f"unknown hncm_mode {out['hncm_mode']!r} in the settings; choose one of {list(HNCM_MODES)}")
     return out
 
 
@@ -344,23 +369,34 @@ PAIR_MODE: dict[str, str] = {
 }
 
 
-def pair_mode(key: str, variant: str) -> str:
+def pair_mode(key: str, variant: str, pairs: str | None = None) -> str:
     """The pair restriction of loss ``key`` in ``variant``: :data:`PAIR_MODE` for the PROFS
-    variants, ``"all"`` for ``plain`` runs and SoftTriple."""
+    variants, ``"all"`` for ``plain`` runs and SoftTriple. ``pairs`` (one of
+    :data:`~dmlnb.profs.representative_pairs.PAIR_MODES`) overrides it for a PROFS variant of a
+    pair-based loss: the component ablation's ``"all"`` trains PROFS's batches without the
+    restriction."""
+    if key not in PAIR_MODE and key != "softtriple":
+        raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
+    if pairs is not None:
+        if pairs not in PAIR_MODES:
+            raise ValueError(f"pairs must be one of {list(PAIR_MODES)} or None (Sec. 5.3's), got {pairs!r}")
+        if (variant == "plain" or key == "softtriple") and pairs != "all":
+            raise ValueError(f"pairs={pairs!r} restricts the pairs of PROFS's batches; {key} {variant} has none "
+                             "to restrict: leave pairs=None")
+        return pairs
     if variant == "plain" or key == "softtriple":
         return "all"
-    if key not in PAIR_MODE:
-        raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
     return PAIR_MODE[key]
 
 
-def profs_loss(key: str, variant: str, loss: nn.Module, config: TrainConfig) -> nn.Module:
+def profs_loss(key: str, variant: str, loss: nn.Module, config: TrainConfig, pairs: str | None = None) -> nn.Module:
     """``loss`` as the variant trains it: PROFS and PROFS-HNCM wrap it in
     :class:`~dmlnb.profs.representative_pairs.RepresentativePairs` (``m = config.m_per_class``, mode
-    :func:`pair_mode`); ``plain`` runs and SoftTriple use it unchanged."""
+    :func:`pair_mode` ``(key, variant, pairs)``); ``plain`` runs and SoftTriple use it unchanged."""
+    mode = pair_mode(key, variant, pairs)
     if variant == "plain" or key == "softtriple":
         return loss
-    return RepresentativePairs(loss, config.m_per_class, pair_mode(key, variant))
+    return RepresentativePairs(loss, config.m_per_class, mode)
 
 
 def loss_config(key: str, config: TrainConfig) -> TrainConfig:
@@ -388,6 +424,7 @@ def build_components(
     period: int,
     lam: float,
     proximal_params: str = "all",
+    hncm_mode: str = "greedy",
 ) -> tuple[Sampler, list[Hook]]:
     """The batch sampler and extra hooks of one variant.
 
@@ -397,8 +434,10 @@ def build_components(
       parameters as in Eq. 4.7). SoftTriple: every iteration is a subproblem, so the sampler
       renews the representatives every step and the proximal term is
       :class:`~dmlnb.profs.proximal.LaggedProximalHook` (``period`` is ignored).
-    * ``PROFS-HNCM``: the same with hard negative class mining; for SoftTriple the cluster
-      centres are the representatives (:class:`~dmlnb.profs.representatives.CenterRepresentatives`).
+    * ``PROFS-HNCM``: the same with hard negative class mining, picking classes by ``hncm_mode``
+      (``"greedy"`` or the paper's ``O(L)`` ``"scan"``, :data:`~dmlnb.profs.representatives.HNCM_MODES`;
+      the other variants ignore it); for SoftTriple the cluster centres are the representatives
+      (:class:`~dmlnb.profs.representatives.CenterRepresentatives`).
 
     The sampler is wrapped in a :class:`TimedSampler` (it measures the bookkeeping time).
     """
@@ -410,7 +449,7 @@ def build_components(
     hncm = variant == "PROFS-HNCM"
     soft = key == "softtriple"
     sampler = RepresentativeSampler(labels, B, m, 1 if soft else period, hncm=hncm, seed=config.seed,
-                                    num_batches=steps)
+                                    num_batches=steps, hncm_mode=hncm_mode if hncm else "greedy")
     hooks: list[Hook] = []
     if soft:
         hooks.append(LaggedProximalHook(model, lam, params=proximal_params))
@@ -450,41 +489,68 @@ class ProfsRun:
 
 
 def run_name(key: str, variant: str, config: TrainConfig, period: int | None, lam: float | None,
-             proximal_params: str = "all") -> str:
-    """Folder name of a run: loss, variant, (M, lambda for PROFS, ``-prox-backbone`` when the
-    proximal term acts on the backbone only), ``-rp`` when the variant restricts the loss's pairs
-    to the representatives' (:func:`pair_mode` not ``"all"``), batch size, seed."""
+             proximal_params: str = "all", pairs: str | None = None, hncm_mode: str = "greedy") -> str:
+    """Folder name of a run: loss, variant (``-scan`` for PROFS-HNCM with ``hncm_mode="scan"``),
+    (M, lambda for PROFS, ``-prox-backbone`` when the proximal term acts on the backbone only),
+    ``-rp`` when the variant restricts the loss's pairs to the representatives'
+    (:func:`pair_mode` not ``"all"``), batch size, seed."""
+    scan = "-scan" if variant == "PROFS-HNCM" and hncm_mode != "greedy" else ""
     profs = "" if variant == "plain" else f"-M{period}-lam{lam:g}" + ("" if proximal_params == "all" else f"-prox-{proximal_params}")
-    rp = "" if pair_mode(key, variant) == "all" else "-rp"
-    return f"{key}-{variant}{profs}{rp}-b{config.batch_size}-seed{config.seed}"
+    rp = "" if pair_mode(key, variant, pairs) == "all" else "-rp"
+    return f"{key}-{variant}{scan}{profs}{rp}-b{config.batch_size}-seed{config.seed}"
 
 
-def _spec(key: str, variant: str, period: int | None, lam: float | None, proximal_params: str = "all") -> dict[str, Any]:
+def _spec(key: str, variant: str, period: int | None, lam: float | None, proximal_params: str = "all",
+          pairs: str | None = None, hncm_mode: str = "greedy") -> dict[str, Any]:
     spec = {"loss": key, "variant": variant, "period": period, "lam": lam,
             "proximal_params": proximal_params if variant != "plain" else "all"}
-    mode = pair_mode(key, variant)
+    mode = pair_mode(key, variant, pairs)
     if mode != "all":  # "all" trains the loss unchanged: its records stay valid
         spec["pairs"] = mode
+    if variant == "PROFS-HNCM" and hncm_mode != "greedy":  # the greedy chain's records stay valid
+        spec["hncm_mode"] = hncm_mode
     return spec
 
 
-def run_variant(
-    key: str, variant: str, config: TrainConfig, splits: Any, runs_dir: str | Path | None, *,
-    rho: float | None = None, period: int | None = None, lam: float = REPORTED_LAMBDA,
-    retrain: bool = False, progress: bool = False, proximal_params: str = "all",
-) -> ProfsRun:
-    """Train one (loss, variant) run with seed ``config.seed``, or reload its finished record.
+@dataclass(frozen=True)
+class RunIdentity:
+    """What one run is before it trains: its folder ``name``, the configuration it trains
+    (``config``, :func:`loss_config` applied), its method specification ``spec`` (with ``config``
+    its fingerprint, :func:`dmlnb.records.run_fingerprint`), ``M`` (``period``, ``None`` for
+    plain runs), ``lam`` (``None`` for plain runs), its pair restriction ``pairs`` and ``hncm_mode``."""
+
+    key: str
+    variant: str
+    name: str
+    config: TrainConfig
+    spec: dict[str, Any]
+    period: int | None
+    lam: float | None
+    pairs: str
+    proximal_params: str = "all"
+    hncm_mode: str = "greedy"
+
+
+def run_identity(
+    key: str, variant: str, config: TrainConfig, num_classes: int, *, rho: float | None = None,
+    period: int | None = None, lam: float = REPORTED_LAMBDA, proximal_params: str = "all",
+    pairs: str | None = None, hncm_mode: str = "greedy",
+) -> RunIdentity:
+    """The :class:`RunIdentity` of one (loss, variant) run with seed ``config.seed`` on
+    ``num_classes`` training classes: what :func:`run_variant` trains or reloads, computed without
+    data or training.
 
     ``M`` is ``period`` when given, else :func:`period_for` ``(rho)``, and 1 for SoftTriple (every
-    iteration a subproblem); ``plain`` runs ignore ``M`` and ``lambda``. The run lives in
-    ``runs_dir / run_name(...)``; a finished record of the same configuration and PROFS settings
-    (:func:`dmlnb.runs.train_or_reload`) is reloaded unless ``retrain``.
+    iteration a subproblem); ``plain`` runs ignore ``M``, ``lambda``, ``pairs`` and ``hncm_mode``
+    (a PROFS run ignores ``hncm_mode``). ``pairs`` overrides :func:`pair_mode`.
     """
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown variant {variant!r}; choose one of {list(VARIANTS)}")
+    if hncm_mode not in HNCM_MODES:
+        raise ValueError(f"unknown hncm_mode {hncm_mode!r}; choose one of {list(HNCM_MODES)}")
     cfg = loss_config(key, config)
-    labels = torch.as_tensor(splits.train.labels)
-    num_classes = splits.num_train_classes
     if variant == "plain":
-        period, lam_used = None, None
+        period, lam_used, pairs = None, None, None
     else:
         if key == "softtriple":
             period = 1  # every iteration is a subproblem (Sec. 5.3)
@@ -493,8 +559,31 @@ def run_variant(
                 raise ValueError("PROFS needs M: pass period= or rho=")
             period = period_for(cfg, num_classes, rho)
         lam_used = float(lam)
-    spec = _spec(key, variant, period, lam_used, proximal_params)
-    name = run_name(key, variant, cfg, period, lam_used, proximal_params)
+    hncm_mode = hncm_mode if variant == "PROFS-HNCM" else "greedy"
+    return RunIdentity(
+        key=key, variant=variant, name=run_name(key, variant, cfg, period, lam_used, proximal_params, pairs, hncm_mode),
+        config=cfg, spec=_spec(key, variant, period, lam_used, proximal_params, pairs, hncm_mode), period=period,
+        lam=lam_used, pairs=pair_mode(key, variant, pairs), proximal_params=proximal_params, hncm_mode=hncm_mode)
+
+
+def run_variant(
+    key: str, variant: str, config: TrainConfig, splits: Any, runs_dir: str | Path | None, *,
+    rho: float | None = None, period: int | None = None, lam: float = REPORTED_LAMBDA,
+    retrain: bool = False, progress: bool = False, proximal_params: str = "all",
+    pairs: str | None = None, hncm_mode: str = "greedy",
+) -> ProfsRun:
+    """Train one (loss, variant) run with seed ``config.seed``, or reload its finished record.
+
+    The run is :func:`run_identity` ``(key, variant, config, ...)`` (``M``, ``lambda``, the pair
+    restriction ``pairs``, ``hncm_mode``); it lives in ``runs_dir / name``; a finished record of the
+    same configuration and PROFS settings (:func:`dmlnb.runs.train_or_reload`) is reloaded unless
+    ``retrain``.
+    """
+    ident = run_identity(key, variant, config, splits.num_train_classes, rho=rho, period=period, lam=lam,
+                         proximal_params=proximal_params, pairs=pairs, hncm_mode=hncm_mode)
+    cfg, name = ident.config, ident.name
+    labels = torch.as_tensor(splits.train.labels)
+    num_classes = splits.num_train_classes
     run_dir = Path(runs_dir) / name if runs_dir is not None else None
     timed: list[TimedSampler] = []
 
@@ -502,25 +591,106 @@ def run_variant(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg)
-        sampler, hooks = build_components(key, variant, model, loss, labels, cfg, period or 1, lam_used or 0.0,
-                                          proximal_params)
+        loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg, ident.pairs)
+        sampler, hooks = build_components(key, variant, model, loss, labels, cfg, ident.period or 1, ident.lam or 0.0,
+                                          proximal_params, ident.hncm_mode)
         timed.append(sampler)
         eval_set = splits.query if splits.query is not None else splits.test
         record = train(model, loss, splits.train, eval_set, cfg, sampler=sampler, hooks=hooks,
                        gallery_set=splits.gallery, run_dir=run_dir, resume=resume, progress=progress, name=name,
-                       spec=spec)
+                       spec=ident.spec)
         return record, model
 
     def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
         return {
-            "period": period, "sampler_seconds": timed[-1].seconds, "batches": timed[-1].calls,
+            "period": ident.period, "sampler_seconds": timed[-1].seconds, "batches": timed[-1].calls,
             "train_seconds": float(record.data.get("total_train_seconds")
                                    or sum(h["train_seconds"] for h in record.data["history"])),
         }
 
-    done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
+    done = train_or_reload(name, run_dir, cfg, ident.spec, train_run, finish=finish, retrain=retrain)
     return ProfsRun(key, variant, done.record, done.extras, trained=done.trained)
+
+
+#: The component ablation's steps (issue #17): PROFS's ingredients added one at a time, each the
+#: :func:`run_variant` arguments of a ``PROFS`` run (``lam=None``: the profile's ``lambda``).
+#:
+#: * ``"representatives"``: PROFS's batches (one representative per class kept ``M`` steps, as the
+#:   first of its group) with every pair of the loss and no proximal term;
+#: * ``"+ pair restriction"``: the pairs restricted to those anchored at a representative (Sec. 5.3);
+#: * ``"+ proximal term"``: ``lambda/2 ||theta - theta_k||^2`` added: Table 1's PROFS run.
+COMPONENT_STEPS: dict[str, dict[str, Any]] = {
+    "representatives": {"pairs": "all", "lam": 0.0},
+    "+ pair restriction": {"pairs": None, "lam": 0.0},
+    "+ proximal term": {"pairs": None, "lam": None},
+}
+
+
+def component_runs(settings: Mapping[str, Any]) -> list[tuple[str, str, dict[str, Any]]]:
+    """The component ablation: ``(Table 1 row, step of COMPONENT_STEPS, run_variant arguments)``
+    for every loss of ``settings["component_losses"]``; train each ``PROFS`` with every seed of
+    ``settings["component_seeds"]`` (Table 1's plain runs are the reference without any
+    ingredient). Empty while ``settings["component_ablation"]`` is off, so the chapter runs
+    nothing more.
+
+    With the pair restriction and the proximal term both off, a run differs from a plain run only
+    by its batches; the last step is Table 1's PROFS run, and at the default profile the
+    ``"+ pair restriction"`` run of Margin-Hard is the lambda sweep's ``lambda = 0`` run (same
+    fingerprint), so both are reloaded, not trained again.
+    """
+    if not settings.get("component_ablation"):
+        return []
+    return [(row, step, {"pairs": kw["pairs"], "lam": settings["lam"] if kw["lam"] is None else kw["lam"]})
+            for row in settings["component_losses"] for step, kw in COMPONENT_STEPS.items()]
+
+
+def chapter_runs(config: TrainConfig, settings: Mapping[str, Any], num_classes: int) -> list[RunIdentity]:
+    """Every training run of the chapter, as ``notebooks/04_profs.ipynb`` asks for them, without
+    data or training: Tables 1 and 2, the M ablation, the lambda sweep, the HNCM regime (the small
+    batch), the proximal term on the backbone only and, when switched on, the component ablation
+    (:func:`component_runs`); each once (a run several sections share is listed once).
+
+    Args:
+        config: the chapter's :func:`experiment_config`; ``settings``: its :func:`experiment_settings`.
+        num_classes: the training classes ``L`` of ``config.dataset`` (``M`` depends on it).
+    """
+    rho, lam, mode = settings["rho"], settings["lam"], settings.get("hncm_mode", "greedy")
+    out: dict[str, RunIdentity] = {}
+
+    def add(row: str, variant: str, seed: int, table: Mapping[str, str] = LOSSES, base: TrainConfig | None = None,
+            **kw: Any) -> None:
+        cfg = (base if base is not None else table2_config(config, row, settings)).replace(seed=seed)
+        kw = {"rho": rho, "lam": lam, **kw}
+        ident = run_identity(table[row], variant, cfg, num_classes, hncm_mode=mode, **kw)
+        out.setdefault(ident.name, ident)
+
+    for row in LOSSES:
+        for variant in VARIANTS:
+            for seed in seeds_for(row, settings):
+                add(row, variant, seed)
+    for row in TABLE2_LOSSES:
+        for variant in VARIANTS:
+            for seed in settings["table2_seeds"]:
+                add(row, variant, seed, table=TABLE2_LOSSES)
+    period = period_for(config, num_classes, rho)
+    for row in settings["ablation_losses"]:
+        for m in sorted(set(settings["m_grid"]) | {period}):
+            for seed in settings["sweep_seeds"]:
+                add(row, "PROFS", seed, period=m)
+    for value in settings["lambda_grid"]:
+        for seed in settings["sweep_seeds"]:
+            add(settings["lambda_loss"], "PROFS", seed, lam=value)
+    if settings["regime_batch"]:
+        small = config.replace(batch_size=settings["regime_batch"])
+        for variant in ("PROFS", "PROFS-HNCM"):
+            for seed in settings["regime_seeds"]:
+                add(settings["regime_loss"], variant, seed, base=small)
+    for seed in settings["seeds"]:
+        add("Contrastive-Hard", "PROFS", seed, proximal_params="backbone")
+    for row, _, kw in component_runs(settings):
+        for seed in settings["component_seeds"]:
+            add(row, "PROFS", seed, **kw)
+    return list(out.values())
 
 
 # ----------------------------------------------------------------------------------------------
@@ -531,22 +701,25 @@ def run_variant(
 def hncm_pick_cost(
     num_classes: Sequence[int], dim: int, classes_per_batch: int, repeats: int = 3, seed: int = 0,
 ) -> pd.DataFrame:
-    """Seconds to choose the classes of one batch, uniformly and by HNCM, as ``L`` grows.
+    """Milliseconds to build one batch, its classes chosen uniformly, by HNCM's greedy chain and by
+    HNCM's one scan, as ``L`` grows.
 
-    For each ``L`` a :class:`~dmlnb.profs.representatives.RepresentativeSampler` over ``L`` classes of 2 images
-    gets a random ``(L, D)`` representative memory; the fastest of ``repeats`` draws of one batch
-    (``classes_per_batch`` classes) is timed with and without HNCM. HNCM's greedy scan is
-    ``classes_per_batch - 1`` products with the ``(L, D)`` memory: ``O(L D)`` per pick.
+    For each ``L`` a :class:`~dmlnb.profs.representatives.RepresentativeSampler` over ``L`` classes
+    of 2 images gets a random ``(L, D)`` representative memory; the fastest of ``repeats`` draws of
+    one batch (``classes_per_batch = C`` classes) is timed for each rule (columns ``uniform ms``,
+    ``HNCM ms``: the greedy chain, ``C - 1`` products with the ``(L, D)`` memory, ``O(C L D)``;
+    ``HNCM scan ms``: one product and a top-``C``, ``O(L D)``, the paper's ``O(L)``).
     """
     rows = []
     g = torch.Generator().manual_seed(seed)
+    rules = {"uniform ms": (False, "greedy"), "HNCM ms": (True, "greedy"), "HNCM scan ms": (True, "scan")}
     for L in num_classes:
         labels = torch.arange(int(L)).repeat_interleave(2)
         memory = torch.randn(int(L), dim, generator=g)
         out: dict[str, Any] = {"L": int(L), "D": dim, "classes per batch": classes_per_batch}
-        for hncm in (False, True):
+        for column, (hncm, mode) in rules.items():
             s = RepresentativeSampler(labels, 2 * classes_per_batch, 2, period=10, hncm=hncm, seed=seed,
-                                      num_batches=1)
+                                      num_batches=1, hncm_mode=mode)
             if hncm:
                 s.set_memory(memory)
             times = []
@@ -555,7 +728,7 @@ def hncm_pick_cost(
                 t0 = time.perf_counter()
                 next(iter(s))
                 times.append(time.perf_counter() - t0)
-            out["HNCM ms" if hncm else "uniform ms"] = 1e3 * min(times[1:])
+            out[column] = 1e3 * min(times[1:])
         rows.append(out)
     return pd.DataFrame(rows)
 
