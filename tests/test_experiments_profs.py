@@ -438,3 +438,66 @@ def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
         X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="fast")
     with pytest.raises(ValueError, match="unknown hncm_mode"):
         X.experiment_settings("default", hncm_mode="fast")
+
+
+def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(tmp_path):
+    """The ablation's three PROFS runs per loss (smoke profile, switched on): PROFS's batches with
+    every pair and no proximal term; + the pairs restricted to the representatives' anchors; + the
+    proximal term. Each builds and trains two steps; the pair filter and the proximal gradient are
+    what set them apart."""
+    from dmlnb.data import load_dataset
+    from dmlnb.hooks import TrainState as State
+    from dmlnb.profs.representative_pairs import RepresentativePairs
+
+    for profile in ("smoke", "default", "paper"):
+        assert X.component_runs(X.experiment_settings(profile)) == []  # the chapter runs nothing more
+    settings = X.experiment_settings("smoke", component_ablation=True)
+    steps = X.component_runs(settings)
+    assert [(row, step) for row, step, _ in steps] == [(row, step) for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
+                                                       for step in X.COMPONENT_STEPS]
+    cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
+    splits = load_dataset("digits")
+    kws = {step: kw for row, step, kw in steps if row == "Contrastive-Hard"}
+    assert kws == {"representatives": {"pairs": "all", "lam": 0.0}, "+ pair restriction": {"pairs": None, "lam": 0.0},
+                   "+ proximal term": {"pairs": None, "lam": settings["lam"]}}
+    idents = {step: X.run_identity("contrastive-hard", "PROFS", cfg, splits.num_train_classes, rho=settings["rho"], **kw)
+              for step, kw in kws.items()}
+    assert len({i.name for i in idents.values()}) == 3
+    assert [i.pairs for i in idents.values()] == ["all", "anchored", "anchored"] and "pairs" not in idents["representatives"].spec
+    assert idents["+ proximal term"] == X.run_identity("contrastive-hard", "PROFS", cfg, splits.num_train_classes,
+                                                       rho=settings["rho"], lam=settings["lam"])  # Table 1's PROFS run
+    for step, kw in kws.items():
+        run = X.run_variant("contrastive-hard", "PROFS", cfg, splits, tmp_path, rho=settings["rho"], **kw)
+        assert run.trained and run.extras["batches"] == 2 and run.record.data["name"] == idents[step].name
+
+    # the pair restriction: every pair vs the pairs anchored at a representative, on one PROFS batch
+    labels = torch.as_tensor(splits.train.labels)
+    model = build_model("convnet", (1, 8, 8), cfg.embedding_dim, normalize=True, width=4)
+    sampler, _ = X.build_components("contrastive-hard", "PROFS", model, X.build_loss("contrastive-hard", 5, 16), labels, cfg,
+                                    idents["representatives"].period, 0.0)
+    batch = torch.tensor(next(iter(sampler)))
+    emb = torch.nn.functional.normalize(torch.randn(len(batch), cfg.embedding_dim, generator=torch.Generator().manual_seed(0)))
+    losses = {}
+    for step, ident in idents.items():
+        loss = X.profs_loss("contrastive-hard", "PROFS", X.build_loss("contrastive-hard", 5, 16), cfg, ident.pairs)
+        assert isinstance(loss, RepresentativePairs) and loss.mode == ident.pairs
+        losses[step] = float(loss(emb, labels[batch]))
+    assert losses["representatives"] != losses["+ pair restriction"] == losses["+ proximal term"]
+
+    # the proximal term: no gradient without it, lambda (theta - theta_k) with it
+    for step, ident in idents.items():
+        torch.manual_seed(0)
+        net = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
+        _, hooks = X.build_components("contrastive-hard", "PROFS", net, X.build_loss("contrastive-hard", 5, 16), labels, cfg,
+                                      ident.period, ident.lam)
+        state = State(model=net, loss_fn=torch.nn.Identity(), optimizer=None, device=torch.device("cpu"), step=0)  # type: ignore[arg-type]
+        hooks[0].on_step_start(state)
+        with torch.no_grad():
+            for q in net.parameters():
+                q.add_(0.5)
+        hooks[0].after_backward(state)
+        grads = [q.grad for q in net.parameters()]
+        if ident.lam:
+            assert all(torch.allclose(g, torch.full_like(g, 0.5 * ident.lam)) for g in grads)
+        else:
+            assert all(g is None for g in grads)
