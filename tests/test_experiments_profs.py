@@ -501,3 +501,18 @@ def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(t
             assert all(torch.allclose(g, torch.full_like(g, 0.5 * ident.lam)) for g in grads)
         else:
             assert all(g is None for g in grads)
+
+
+def test_table2_rows_train_in_their_own_setups_at_the_paper_profile_only():
+    """Paper profile: Margin (distance-weighted sampling) in ResNet-50 and SoftTriple in GoogLeNet (for
+    BN-Inception), each otherwise in Sec. 5.2's shared setup (512-d, batch 128, I = 2, Adam (0.9, 0.99),
+    FC at 10x); the default profile's Table 2 keeps Table 1's configuration (the runs shown)."""
+    paper, s = X.experiment_config("paper"), X.experiment_settings("paper")
+    margin, soft = X.table2_config(paper, "Margin", s), X.table2_config(paper, "SoftTriple", s)
+    assert (margin.model, soft.model) == ("resnet50", "googlenet") and X.TABLE2_LOSSES["Margin"] == "margin-dw"
+    for cfg in (margin, soft):
+        assert cfg.replace(model=paper.model) == paper
+        assert (cfg.embedding_dim, cfg.batch_size, cfg.m_per_class, cfg.betas, cfg.head_lr_scale) == (512, 128, 2, (0.9, 0.99), 10.0)
+    assert X.table2_config(X.experiment_config("paper", {"dataset": "sop"}), "Margin", s).lr == 1e-4
+    default = X.experiment_config("default")
+    assert all(X.table2_config(default, row, X.experiment_settings("default")) == default for row in X.TABLE2_LOSSES)
