@@ -297,7 +297,8 @@ def test_metric_verdicts():
 def test_deviations_table_lists_every_deviation():
     table = X.deviations_table({"HNCM picking": "3 ms"})
     for d in ("optimiser", "learning rate", "embedding size", "proximal term", "Margin-Hard", "SoftTriple's proximal anchor",
-              "HNCM picking", "N-pair", "augmentation (paper profile)", "code versions"):
+              "HNCM picking", "N-pair", "augmentation (paper profile)", "code versions", "pair restriction",
+              "Margin and SoftTriple setups"):
         assert d in table.index
     assert table.loc["HNCM picking", "measured effect"] == "3 ms"
     assert table.loc["optimiser", "measured effect"] == "not measured at this scale"
@@ -516,3 +517,23 @@ def test_table2_rows_train_in_their_own_setups_at_the_paper_profile_only():
     assert X.table2_config(X.experiment_config("paper", {"dataset": "sop"}), "Margin", s).lr == 1e-4
     default = X.experiment_config("default")
     assert all(X.table2_config(default, row, X.experiment_settings("default")) == default for row in X.TABLE2_LOSSES)
+
+
+def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
+    """The rendered chapter (default profile) shows the deviations table; what the code now says
+    beyond it is worded without numbers until the chapter is rendered again, so a re-render from
+    the records (tests/test_book_rerender.py compares every number) gives the stored numbers."""
+    import html
+    import json
+    import re
+
+    number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")  # as tests/test_book_rerender.py
+    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_profs.ipynb").read_text())
+    shown = [html_text for cell in notebook["cells"] if cell["cell_type"] == "code" for o in cell.get("outputs", [])
+             for html_text in ["".join(o.get("data", {}).get("text/html", ""))] if "measured effect" in html_text]
+    assert len(shown) == 1
+    rows = re.findall(r"<tr>\s*<th>(.*?)</th>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>", shown[0], re.S)
+    measured = {html.unescape(d): html.unescape(e) for d, _, _, e in rows if e != "not measured at this scale"}
+    with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
+        now = X.deviations_table(measured)._repr_html_()
+    assert number.findall(now) == number.findall(shown[0])
