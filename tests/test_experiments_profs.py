@@ -537,3 +537,20 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
         now = X.deviations_table(measured)._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
+
+
+def test_epochs_for_at_least_100_projections():
+    """E = ceil(100 M / S): the default profile (omniglot-small, 2720 images of 136 classes) needs 62
+    epochs at M = 13 (batch 128, 21 steps) and 60 at M = 51 (batch 32, 85 steps); the paper's CUB
+    runs (M = 10, 45 steps) would need 23 of their 100."""
+    cfg = X.experiment_config("default")
+    assert X.MIN_PROJECTIONS == 100
+    assert X.epochs_for_projections(cfg, 2720, 136, 6.0) == 62 and 62 * 21 / 13 >= 100 > 61 * 21 / 13
+    assert X.epochs_for_projections(cfg.replace(batch_size=32), 2720, 136, 6.0) == 60
+    assert X.epochs_for_projections(cfg, 2720, 136, period=1) == 5 and X.epochs_for_projections(cfg, 2720, 136, period=40) == 191
+    assert X.epochs_for_projections(X.experiment_config("paper"), 5864, 100, 6.0) == 23
+    assert X.epochs_for_projections(cfg, 2720, 136, 3.0, target=10) == 4  # M = 7
+    with pytest.raises(ValueError, match="needs M"):
+        X.epochs_for_projections(cfg, 2720, 136)
+    with pytest.raises(ValueError, match="no step"):
+        X.epochs_for_projections(cfg, 100, 136, period=13)
