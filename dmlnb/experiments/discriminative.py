@@ -77,6 +77,10 @@ __all__ = [
     "PRESETS",
     "SETTINGS",
     "REPORTED",
+    "REPORTED_DATASET",
+    "REPORTED_SETTING",
+    "PAPER_DATASETS",
+    "reported_blocks",
     "experiment_config",
     "experiment_settings",
     "build_network",
@@ -192,8 +196,44 @@ SETTINGS: dict[str, dict[str, Any]] = {
 # The paper's numbers (percent; Table 7 in minutes), for the "reported" columns only: the files
 # dmlnb/experiments/reported/discriminative_<table>.csv.
 REPORTED: dict[str, pd.DataFrame] = {
-    key: reported_table(f"discriminative_{key}") for key in ("table2", "table3", "table4", "table5", "table7", "table8")
+    key: reported_table(f"discriminative_{key}")
+    for key in ("table2", "table3", "table4", "table5", "table6", "table7", "table8")
 }
+#: The dataset of each single-dataset reported table.
+REPORTED_DATASET: dict[str, str] = {"table4": "CUB-200-2011", "table5": "CAR196"}
+#: The network and setting each reported table was measured with (its label, after the dataset).
+REPORTED_SETTING: dict[str, str] = {
+    "table2": "GoogLeNet", "table3": "GoogLeNet", "table4": "GoogLeNet", "table5": "GoogLeNet",
+    "table6": "each method's own network and techniques", "table7": "GoogLeNet, each method's default configuration",
+    "table8": "VGG-16",
+}
+#: Our dataset names of the paper's datasets.
+PAPER_DATASETS: dict[str, str] = {"cub200": "CUB-200-2011", "cars196": "CAR196"}
+
+
+def reported_blocks(key: str, value: str = "value", row: str = "Discriminative") -> dict[str, pd.DataFrame]:
+    """The paper's table ``key`` (:data:`REPORTED`) as one block per dataset, each labelled
+    ``"reported (<dataset>, <setting>)"``, for :func:`dmlnb.reporting.reported_vs_reproduced`:
+
+    * Tables 4 and 5 (one dataset each, :data:`REPORTED_DATASET`): the table;
+    * Table 2 (a dataset level over the columns): each dataset's columns;
+    * Table 3 (a ``dataset`` column): each dataset's rows, indexed by ``centroids``;
+    * Tables 6 and 7 (a row per dataset, a column per method): each row as a column named
+      ``value``, one row per method;
+    * Table 8 (a row per dataset): each row, named ``row``.
+    """
+    table, setting = REPORTED[key], REPORTED_SETTING[key]
+    if key in REPORTED_DATASET:
+        parts = {REPORTED_DATASET[key]: table}
+    elif table.columns.nlevels == 2:
+        parts = {d: table[d] for d in table.columns.get_level_values(0).unique()}
+    elif "dataset" in table.columns:
+        parts = {d: f.set_index("centroids").drop(columns="dataset") for d, f in table.groupby("dataset", sort=False)}
+    elif key == "table8":
+        parts = {d: table.loc[[d]].rename(index={d: row}) for d in table.index}
+    else:
+        parts = {d: table.loc[d].to_frame(value) for d in table.index}
+    return {f"reported ({d}, {setting})": part for d, part in parts.items()}
 
 
 def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
