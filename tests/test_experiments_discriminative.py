@@ -478,3 +478,8 @@ def test_reported_blocks_give_one_labelled_block_per_dataset():
     assert t6["reported (CAR196, each method's own network and techniques)"].loc["Discriminative", "R@1"] == 68.3
     t8 = X.reported_blocks("table8")
     assert t8["reported (CUB-200-2011, VGG-16)"].loc["Discriminative", "R@1"] == 57.74
+
+
+def test_facility_location_gamma_effect_reads_records_only(tmp_path):
+    assert X.facility_location_gamma_effect(tmp_path) == ""  # no records there: nothing quoted, nothing trained
+    assert not any(tmp_path.iterdir())
