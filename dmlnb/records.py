@@ -82,6 +82,7 @@ __all__ = [
     "run_fingerprint",
     "migrate_record",
     "CONFIG_KEYS_ADDED",
+    "with_added_config_keys",
     "SELECTIONS",
     "validate_record",
     "write_json_atomic",
@@ -299,14 +300,23 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         }])
         out.setdefault("device_changed", False)
     config = out.get("config")
-    if isinstance(config, dict) and "dataset" in config and "seed" in config:  # a TrainConfig's dict
-        missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
-        if missing:
-            out["config"] = {**config, **missing}
-            spec = out.get("spec")
-            if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
-                out["fingerprint"] = run_fingerprint(out["config"], spec)  # the same run, keys filled
+    filled = with_added_config_keys(config)
+    if filled is not config:
+        out["config"] = filled
+        spec = out.get("spec")
+        if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
+            out["fingerprint"] = run_fingerprint(filled, spec)  # the same run, keys filled
     return out
+
+
+def with_added_config_keys(config: Any) -> Any:
+    """``config`` with the keys of :data:`CONFIG_KEYS_ADDED` it lacks filled in, when it is a
+    :class:`~dmlnb.profiles.TrainConfig`'s dict (it has ``dataset`` and ``seed``); anything else
+    is returned as it is. What an older record or stored measurement ran with, in today's keys."""
+    if not (isinstance(config, dict) and "dataset" in config and "seed" in config):
+        return config
+    missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
+    return {**config, **missing} if missing else config
 
 
 def _dmlnb_version() -> str:

@@ -39,7 +39,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, write_json_atomic
+from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = ["Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT"]
 
@@ -147,6 +147,14 @@ def train_or_reload(
     return Run(name, record, model, trained=True)
 
 
+def _today_keys(settings: Any) -> Any:
+    """Stored measurement ``settings`` with each TrainConfig dict among its top-level values
+    given the configuration keys added since (:func:`~dmlnb.records.with_added_config_keys`)."""
+    if not isinstance(settings, dict):
+        return settings
+    return {k: with_added_config_keys(v) for k, v in settings.items()}
+
+
 def stored_measurement(
     folder: str | Path | None,
     make: Callable[[], pd.DataFrame],
@@ -169,7 +177,7 @@ def stored_measurement(
         reason = f"no measurement at {file}"
     else:
         stored = read_json(file)
-        if stored.get("settings") == wanted:
+        if _today_keys(stored.get("settings")) == wanted:
             return pd.DataFrame(stored["rows"])
         reason = f"{file} was measured with other settings ({_differences(stored.get('settings') or {}, wanted)} differ)"
     say(f"measuring {file.parent.name}: {reason}")
