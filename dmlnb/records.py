@@ -105,17 +105,6 @@ CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test", "bet
                                      "head_lr_scale": 1.0}
 
 
-def with_added_config_keys(config: Any) -> Any:
-    """A stored configuration brought up to today's :class:`~dmlnb.profiles.TrainConfig` keys.
-
-    ``config`` is a TrainConfig's dict as a record, checkpoint or stored measurement holds it; the
-    result is a new dict with every key of :data:`CONFIG_KEYS_ADDED` that it lacks, at the value
-    the runs made before that key had. Anything that is not a TrainConfig's dict (no ``dataset``
-    and ``seed`` keys) is returned unchanged."""
-    if not (isinstance(config, dict) and "dataset" in config and "seed" in config):
-        return config
-    return {**config, **{k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}}
-
 #: Where a run may choose its best epoch (:attr:`dmlnb.profiles.TrainConfig.select_on`).
 SELECTIONS = ("validation", "test")
 
@@ -314,12 +303,22 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         out.setdefault("device_changed", False)
     config = out.get("config")
     filled = with_added_config_keys(config)
-    if filled != config:  # a TrainConfig's dict that lacked added keys
+    if filled is not config:
         out["config"] = filled
         spec = out.get("spec")
         if isinstance(spec, dict) and out.get("fingerprint") == run_fingerprint(config, spec):
-            out["fingerprint"] = run_fingerprint(out["config"], spec)  # the same run, keys filled
+            out["fingerprint"] = run_fingerprint(filled, spec)  # the same run, keys filled
     return out
+
+
+def with_added_config_keys(config: Any) -> Any:
+    """``config`` with the keys of :data:`CONFIG_KEYS_ADDED` it lacks filled in, when it is a
+    :class:`~dmlnb.profiles.TrainConfig`'s dict (it has ``dataset`` and ``seed``); anything else
+    is returned as it is. What an older record or stored measurement ran with, in today's keys."""
+    if not (isinstance(config, dict) and "dataset" in config and "seed" in config):
+        return config
+    missing = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k not in config}
+    return {**config, **missing} if missing else config
 
 
 def _dmlnb_version() -> str:

@@ -2,7 +2,9 @@
 and every claim judged by one stated rule.
 
 Reproduced numbers only ever come from run records; the paper's numbers enter only through the
-``reported`` argument and are labelled as such in every table.
+``reported`` argument of :func:`reported_vs_reproduced`, in their own block of columns labelled
+with the source and the dataset ("reported (CUB-200-2011, GoogLeNet)"), never in a column of
+another dataset's numbers.
 
 **The verdict rule** (:func:`compare`; the protocol chapter states it): a claim "holds" only with
 at least 3 runs per side and a one-sided Welch t-test at 95% confidence; it "does not hold" when
@@ -26,9 +28,10 @@ The same rule, applied to claims of other forms:
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Literal, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
     from dmlnb.records import RunRecord
 
 __all__ = [
-    "summarize_runs", "format_mean_std", "reported_vs_reproduced", "Verdict", "compare",
+    "summarize_runs", "format_mean_std", "reported_vs_reproduced", "source_dataset", "Verdict", "compare",
     "compare_to_threshold", "holds_for_every", "paired_differences", "margin_tests", "equivalent",
     "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
     "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status",
@@ -88,26 +91,84 @@ def format_mean_std(summary: pd.DataFrame, scale: float = 100.0, digits: int = 1
     return pd.DataFrame(out, index=summary.index)
 
 
-def reported_vs_reproduced(
-    reported: pd.DataFrame,
-    reproduced: pd.DataFrame,
-    reported_label: str,
-    reproduced_label: str,
-) -> pd.DataFrame:
-    """Side-by-side table with a two-level column header: (metric, source).
+#: A column label of :func:`reported_vs_reproduced`: the source, then the dataset first in brackets.
+_SOURCE_LABEL = re.compile(r"(?P<kind>reported|reproduced) \((?P<dataset>[^,;()]*[^,;()\s])\s*[,;)]")
+_SOURCE_WORD = re.compile(r"\b(reported|reproduced)\b", re.IGNORECASE)
 
-    ``reported_label`` names the paper's setting (e.g. "reported (CUB-200, GoogLeNet)") and
-    ``reproduced_label`` ours (e.g. "reproduced (omniglot-small, convnet, default, 3 seeds)").
-    Methods missing on one side show as "—".
+
+def source_dataset(label: str) -> str:
+    """The dataset a source label of :func:`reported_vs_reproduced` names: the text between its
+    opening bracket and the first comma, semicolon or closing bracket
+    (``"reported (CUB-200-2011, GoogLeNet)"`` -> ``"CUB-200-2011"``).
+
+    Raises:
+        ValueError: the label is not ``"reported (<dataset>...)"`` or ``"reproduced (<dataset>...)"``.
     """
-    metrics = list(dict.fromkeys([*reported.columns, *reproduced.columns]))
-    methods = list(dict.fromkeys([*reported.index, *reproduced.index]))
-    cols = {}
-    for m in metrics:
-        cols[(m, reported_label)] = reported[m].reindex(methods) if m in reported else pd.Series(index=methods, dtype=object)
-        cols[(m, reproduced_label)] = reproduced[m].reindex(methods) if m in reproduced else pd.Series(index=methods, dtype=object)
-    table = pd.DataFrame(cols, index=methods)
-    table.columns = pd.MultiIndex.from_tuples(table.columns, names=["metric", "source"])
+    m = _SOURCE_LABEL.match(label)
+    if m is None:
+        raise ValueError(
+            f"source label {label!r} does not name its source and dataset: write "
+            "'reported (<dataset>, <setting>)' or 'reproduced (<dataset>, <setting>)'"
+        )
+    return m.group("dataset").strip()
+
+
+def _labels(frame: pd.DataFrame, axis: str) -> list[str]:
+    """Every label of ``frame``'s index or columns (each level of a MultiIndex) as text."""
+    index = frame.index if axis == "rows" else frame.columns
+    return [str(v) for level in range(index.nlevels) for v in index.get_level_values(level)]
+
+
+def reported_vs_reproduced(
+    reported: Mapping[str, pd.DataFrame],
+    reproduced: Mapping[str, pd.DataFrame] | None = None,
+    rows: Sequence[Any] | None = None,
+) -> pd.DataFrame:
+    """The paper's tables and ours side by side, one block of columns per source and dataset.
+
+    Every key is the block's column label and names its source and dataset first:
+    ``"reported (CUB-200-2011, GoogLeNet)"``, ``"reproduced (omniglot-small, convnet, default,
+    3 seeds)"`` (:func:`source_dataset`). Each block holds its own frame's columns (metrics) and
+    nothing else, so a column never holds numbers of two sources or of two datasets: a reproduced
+    analogue stands beside a reported number of another dataset, never under it. The header has
+    two levels, ``(source, metric)``, reported blocks first, in the order given; rows are ``rows``
+    (default: every frame's rows, in order of first appearance); a block without a row shows "—".
+    ``reproduced`` may be empty (the paper's numbers alone, labelled with their dataset).
+
+    Raises:
+        ValueError: a label that does not name its source (``reported`` for the ``reported``
+            frames, ``reproduced`` for the others) and its dataset; a frame with more than one
+            column level (a frame per dataset: a dataset level would put two datasets under one
+            label); a row or column label that names a source ("reported", "reproduced") or the
+            dataset of any block (rows of another source or dataset in this block's columns).
+    """
+    blocks = {**{k: ("reported", f) for k, f in reported.items()},
+              **{k: ("reproduced", f) for k, f in (reproduced or {}).items()}}
+    if not blocks:
+        raise ValueError("reported_vs_reproduced needs at least one frame")
+    if len(blocks) < len(reported) + len(reproduced or {}):
+        raise ValueError("a label is used for a reported and a reproduced frame")
+    datasets = {label: source_dataset(label) for label in blocks}
+    for label, (kind, frame) in blocks.items():
+        if not label.startswith(kind):
+            raise ValueError(f"{label!r} is given as {kind}, but its label says otherwise")
+        if frame.columns.nlevels != 1:
+            raise ValueError(
+                f"{label!r}: the frame has {frame.columns.nlevels} column levels; give one frame (one block) "
+                "per dataset, with the metrics as its columns"
+            )
+        for axis in ("rows", "columns"):
+            for name in _labels(frame, axis):
+                if _SOURCE_WORD.search(name):
+                    raise ValueError(f"{label!r}: the {axis[:-1]} {name!r} names a source; it would share this "
+                                     "block's columns with numbers of another source")
+                if name in datasets.values():
+                    raise ValueError(f"{label!r}: the {axis[:-1]} {name!r} names a dataset; give one block per "
+                                     "dataset, labelled with it")
+    order = list(rows) if rows is not None else list(dict.fromkeys(r for _, f in blocks.values() for r in f.index))
+    cols = {(label, m): frame[m].reindex(order) for label, (_, frame) in blocks.items() for m in frame.columns}
+    table = pd.DataFrame(cols, index=pd.Index(order, name=None))
+    table.columns = pd.MultiIndex.from_tuples(table.columns, names=["source", "metric"])
     return table.astype(object).where(table.notna(), "—")
 
 

@@ -147,6 +147,15 @@ def train_or_reload(
     return Run(name, record, model, trained=True)
 
 
+def _today_keys(settings: Any) -> Any:
+    """Stored measurement ``settings`` with each TrainConfig dict among its top-level values
+    given the configuration keys added since (:func:`~dmlnb.records.with_added_config_keys`), in
+    the form JSON reads back (an added key's tuple value, e.g. ``betas``, as a list)."""
+    if not isinstance(settings, dict):
+        return settings
+    return {k: as_json(with_added_config_keys(v)) for k, v in settings.items()}
+
+
 def stored_measurement(
     folder: str | Path | None,
     make: Callable[[], pd.DataFrame],
@@ -160,7 +169,7 @@ def stored_measurement(
     with the same ``settings`` (unless ``retrain``); otherwise ``make()`` measures it now (the
     reason is said) and it is written atomically. ``folder=None`` measures without storing.
 
-    A training configuration stored under ``settings["config"]`` is compared as a record's is:
+    A training configuration among the stored settings' values is compared as a record's is:
     the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value
     runs made before had (:func:`~dmlnb.records.with_added_config_keys`), so adding a key does
     not make every stored measurement stale."""
@@ -174,12 +183,10 @@ def stored_measurement(
         reason = f"no measurement at {file}"
     else:
         stored = read_json(file)
-        had = dict(stored.get("settings") or {})
-        if "config" in had:
-            had["config"] = as_json(with_added_config_keys(had["config"]))
+        had = _today_keys(stored.get("settings"))
         if had == wanted:
             return pd.DataFrame(stored["rows"])
-        reason = f"{file} was measured with other settings ({_differences(had, wanted)} differ)"
+        reason = f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)"
     say(f"measuring {file.parent.name}: {reason}")
     frame = make()
     write_json_atomic(file, {"name": file.parent.name, "settings": wanted,

@@ -62,6 +62,7 @@ def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(stem: str, t
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the stored book is a CPU render
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # ... on two threads (`make`'s default): numbers computed at render time, e.g. chapter 05's networks at initialisation, move with the thread count
     source = NOTEBOOKS / f"{stem}.ipynb"
     stored = json.loads(source.read_text())
     assert stored["metadata"].get("papermill", {}).get("parameters", {}).get("profile") == "default", \

@@ -462,3 +462,24 @@ def test_naive_triplet_gets_its_own_c_sweep() -> None:
     naive = t[(t["sweep"] == "C") & (t["loss"] == "triplet all (enumerated)")]
     assert sorted(naive["C"]) == [2, 4, 8] and set(naive["N"]) == {16}
     assert np.isfinite(slopes.set_index("loss").loc["triplet all (enumerated)", "slope in C"])
+
+
+def test_reported_blocks_give_one_labelled_block_per_dataset():
+    from dmlnb.reporting import reported_vs_reproduced, source_dataset
+
+    for key in ("table2", "table3", "table4", "table5", "table6", "table7", "table8"):
+        blocks = X.reported_blocks(key)
+        datasets = [source_dataset(label) for label in blocks]
+        assert set(datasets) <= {"CUB-200-2011", "CAR196"} and len(set(datasets)) == len(datasets), key
+        reported_vs_reproduced(blocks)  # the helper accepts them: one dataset per block
+    t3 = X.reported_blocks("table3")["reported (CAR196, GoogLeNet)"]
+    assert t3.loc["K-means", "min"] == 1.18 and list(t3.index) == ["one-hot", "K-means"]
+    t6 = X.reported_blocks("table6", value="R@1")
+    assert t6["reported (CAR196, each method's own network and techniques)"].loc["Discriminative", "R@1"] == 68.3
+    t8 = X.reported_blocks("table8")
+    assert t8["reported (CUB-200-2011, VGG-16)"].loc["Discriminative", "R@1"] == 57.74
+
+
+def test_facility_location_gamma_effect_reads_records_only(tmp_path):
+    assert X.facility_location_gamma_effect(tmp_path) == ""  # no records there: nothing quoted, nothing trained
+    assert not any(tmp_path.iterdir())

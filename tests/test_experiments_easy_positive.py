@@ -239,10 +239,12 @@ def test_group_size_frame_and_recall_table(tmp_path):
 def test_reported_tables():
     t = ep.REPORTED_TABLE1[("CUB", "ResNet-50")]
     assert t.loc["EPSHN", "R@1"] == 57.3 and math.isnan(t.loc["triplet", "R@1"])
-    cell, label = ep.reported_table1("cars196", "resnet18")
-    assert cell.loc["EPSHN", "R@8"] == 93.0 and "CAR" in label
-    cell, label = ep.reported_table1("omniglot-small", "convnet")
-    assert cell.loc["triplet", "R@1"] == 42.6 and "analogue" in label
+    (label, cell), = ep.reported_table1("cars196", "resnet18").items()
+    assert cell.loc["EPSHN", "R@8"] == 93.0 and label == "reported (CAR, ResNet-18, 64-d)"
+    # a cell the paper has not run: the two full cells, each under its own dataset's label
+    cells = ep.reported_table1("omniglot-small", "convnet")
+    assert list(cells) == ["reported (CUB, GoogLeNet, 64-d)", "reported (CAR, GoogLeNet, 64-d)"]
+    assert cells["reported (CUB, GoogLeNet, 64-d)"].loc["triplet", "R@1"] == 42.6
     assert ep.REPORTED_TABLE2.loc["EPSHN512", ("SOP", "R@1")] == 78.3
     assert ep.REPORTED_TABLE3.loc["EPSHN256", ("Hotels-50K", "R@1")] == 16.3
     # each reported R@K row is non-decreasing in K (a typo check of the transcription)
@@ -250,6 +252,16 @@ def test_reported_tables():
         values = table.to_numpy()
         ok = ~np.isnan(values).any(axis=1)
         assert (np.diff(values[ok], axis=1) >= 0).all()
+
+
+def test_table2_side_by_side_keeps_reported_and_reproduced_apart():
+    cfg = ep.make_study("paper").table2[0]  # cub200, resnet50, 512-d
+    t = ep.table2_side_by_side(cfg, {"R@1": 0.5, "R@2": 0.625, "R@4": 0.75, "R@8": 0.875})
+    assert list(t.index) == ["EPSHN512"]
+    assert t.loc["EPSHN512", ("reported (CUB, ResNet-50, 512-d)", "R@1")] == "64.9"
+    ours = [c for c in t.columns.get_level_values("source").unique() if c.startswith("reproduced")]
+    assert ours == ["reproduced (cub200, resnet50, 512-d, n = 16, 1 run)"]
+    assert t.loc["EPSHN512", (ours[0], "R@1")] == "50.0" and (ours[0], "R@8") not in t  # the paper's Ks only
 
 
 # ------------------------------------------------------------------------------ paper path

@@ -321,8 +321,16 @@ def test_inference_scaling_and_deviations_tables():
     assert (bench["seconds"] > 0).all() and len(fl.scaling_slopes(bench)) == 2
     dev = fl.deviations({}, {}, fl.make_study("default"), "default")
     assert {"PAM refinement (Algorithm 2)", "N-pairs loss (Eq. 3)", "baselines' batches", "Table 2 (Cars196)",
-            "margin multiplier gamma", "evaluation of unnormalised baselines"} <= set(dev["deviation"])
+            "margin multiplier gamma", "evaluation of unnormalised baselines", "backbone (paper profile)",
+            "learning rate (paper profile)", "seeds (paper profile)", "augmentation (paper profile)"} <= set(dev["deviation"])
     assert list(dev.columns) == ["deviation", "paper", "here", "measured effect"]
+    here = dev.set_index("deviation")["here"]
+    # computed from the batches: C/m = 0.25 is 32 classes x 4, C/m = 0.75 is 32 classes x 2 + 64 x 1
+    assert "at C/m = 0.25 64 of 128 images enter only the penalty" in here["N-pairs loss (Eq. 3)"]
+    assert "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32" in here["baselines' batches"]
+    assert "refinement='paper'" in here["PAM refinement (Algorithm 2)"]
+    assert "Eq. 3" not in fl.IMPLEMENTATION["npair"].split(". Not")[0]  # the code's loss is not labelled as Eq. 3
+    assert fl.RECORDED_LOSS["npair"].endswith("(Eq. 3)")  # the records' specifications keep what they were trained with
 
 
 def test_comparison_and_gamma_tables_use_the_rule():
@@ -358,3 +366,9 @@ def test_run_toy_and_its_frame():
     assert not torch.equal(toy["clustering"][0]["before"], toy["clustering"][1]["before"])
     before = frame[frame["loss"] == "before"]
     assert before["gap_degrees"].between(110, 130).all() and before["seconds"].isna().all()
+
+
+def test_stored_gamma_ablation_reads_records_and_trains_nothing(tmp_path):
+    # no records: nothing to read, and nothing is trained
+    assert fl.stored_gamma_ablation(tmp_path) == {}
+    assert not any(tmp_path.iterdir())

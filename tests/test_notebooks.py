@@ -3,6 +3,7 @@ headless at the smoke profile with papermill (nbval re-executes them too: `make 
 
 import json
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import nbformat
@@ -48,6 +49,54 @@ def test_notebook_imports_its_chapter_module_under_its_alias(path):
         f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import <module> as <alias>`")
     chapter = path.stem.split("_", 1)[1]
     assert imports == [(chapter, CHAPTER_ALIASES[chapter])], f"{path.name} imports {imports}"
+
+
+class _TableHeaders(HTMLParser):
+    """The header cells of every HTML table in a stored output: column headers (``thead``) and
+    row headers (``th`` in ``tbody``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.columns: list[str] = []
+        self.rows: list[str] = []
+        self._section = self._text = None
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("thead", "tbody"):
+            self._section = tag
+        elif tag == "th":
+            self._text = ""
+
+    def handle_endtag(self, tag):
+        if tag == "th" and self._text is not None:
+            (self.columns if self._section == "thead" else self.rows).append(self._text.strip())
+            self._text = None
+
+    def handle_data(self, data):
+        if self._text is not None:
+            self._text += data
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_stored_tables_keep_reported_and_reproduced_apart(path):
+    """In every stored table, a source label ("reported (...)", "reproduced (...)") heads columns,
+    names its dataset first, and never labels a row (a row of one source under another's columns);
+    dmlnb.reporting.reported_vs_reproduced builds such tables."""
+    from dmlnb.reporting import source_dataset
+
+    nb = nbformat.read(path, as_version=4)
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            html = out.get("data", {}).get("text/html")
+            if not html:
+                continue
+            headers = _TableHeaders()
+            headers.feed(html if isinstance(html, str) else "".join(html))
+            rows = [r for r in headers.rows if re.match(r"(reported|reproduced)\b", r, re.IGNORECASE)]
+            assert not rows, f"{path.name} cell {i}: rows labelled as a source: {rows}"
+            for label in headers.columns:
+                if re.match(r"(reported|reproduced) \(", label):
+                    source_dataset(label)  # raises when the label names no dataset
 
 
 @pytest.mark.notebook

@@ -12,7 +12,8 @@ from dmlnb.reported import reported_names, reported_source, reported_table
 
 SHAPES = {
     "discriminative_table2": (2, 8), "discriminative_table3": (4, 10), "discriminative_table4": (10, 5),
-    "discriminative_table5": (10, 5), "discriminative_table7": (2, 3), "discriminative_table8": (2, 5),
+    "discriminative_table5": (10, 5), "discriminative_table6": (2, 6), "discriminative_table7": (2, 3),
+    "discriminative_table8": (2, 5),
     "easy_positive_table1": (24, 4), "easy_positive_table2": (6, 12), "easy_positive_table3": (2, 3),
     "facility_location_table1": (4, 5), "facility_location_table2": (4, 5), "facility_location_table3": (4, 4),
     "profs_table1": (22, 18), "profs_table2": (6, 12),
@@ -38,6 +39,10 @@ def test_known_cells():
     t3 = reported_table("discriminative_table3")
     assert isinstance(t3.index, pd.RangeIndex) and list(t3["centroids"]) == ["one-hot", "K-means"] * 2
     assert t3.loc[0, "mean"] == 2 ** 0.5  # written to the last digit
+    t6 = reported_table("discriminative_table6")
+    assert t6.loc["CAR196", "[16] Lin et al. (DVML)"] == 82.0 and t6.loc["CUB-200-2011", "Discriminative"] == 51.4
+    # Table 6 repeats the discriminative loss's R@1 of Tables 4 and 5, to one decimal
+    assert round(t4.loc["Discriminative", "R@1"], 1) == t6.loc["CUB-200-2011", "Discriminative"]
     t7 = reported_table("discriminative_table7")
     assert (t7.dtypes == np.int64).all() and t7.loc["CAR196", "Semi-hard"] == 1200
     t2 = reported_table("discriminative_table2")

@@ -6,7 +6,8 @@ import pytest
 from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
     best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
-    no_difference, not_tested, paired_differences, provenance_frame, reported_vs_reproduced, summarize_runs,
+    no_difference, not_tested, paired_differences, provenance_frame, reported_vs_reproduced, source_dataset,
+    summarize_runs,
 )
 from dmlnb.records import RunRecord
 
@@ -27,12 +28,52 @@ def test_summarize_runs_matches_numpy():
 def test_reported_vs_reproduced_labels_sources_and_fills_missing():
     reported = pd.DataFrame({"R@1": [51.0, 60.0]}, index=["triplet", "EPSHN"])
     reproduced = pd.DataFrame({"R@1": ["40.1 ± 1.0"], "MAP@R": ["20.0 ± 0.5"]}, index=["EPSHN"])
-    t = reported_vs_reproduced(reported, reproduced, "reported (CUB)", "reproduced (omniglot-small)")
-    assert list(t.columns.get_level_values("source")).count("reported (CUB)") == 2
-    assert t.loc["EPSHN", ("R@1", "reported (CUB)")] == 60.0
-    assert t.loc["EPSHN", ("R@1", "reproduced (omniglot-small)")] == "40.1 ± 1.0"
-    assert t.loc["triplet", ("R@1", "reproduced (omniglot-small)")] == "—"
-    assert t.loc["triplet", ("MAP@R", "reported (CUB)")] == "—"
+    t = reported_vs_reproduced({"reported (CUB)": reported}, {"reproduced (omniglot-small)": reproduced})
+    assert t.columns.names == ["source", "metric"]
+    assert list(t.columns) == [("reported (CUB)", "R@1"), ("reproduced (omniglot-small)", "R@1"),
+                               ("reproduced (omniglot-small)", "MAP@R")]
+    assert t.loc["EPSHN", ("reported (CUB)", "R@1")] == 60.0
+    assert t.loc["EPSHN", ("reproduced (omniglot-small)", "R@1")] == "40.1 ± 1.0"
+    assert t.loc["triplet", ("reproduced (omniglot-small)", "R@1")] == "—"
+    assert list(reported_vs_reproduced({"reported (CUB)": reported}, rows=["EPSHN"]).index) == ["EPSHN"]
+
+
+def test_reported_vs_reproduced_never_mixes_datasets_in_a_column():
+    """Every column of the table holds the numbers of one block (one source, one dataset) and its
+    label names that dataset; a frame that would put two datasets or two sources under one label
+    is refused."""
+    cub = pd.DataFrame({"R@1": [42.6, 51.7], "R@2": [55.0, 64.1]}, index=["triplet", "EPSHN"])
+    car = pd.DataFrame({"R@1": [51.5, 66.4]}, index=["triplet", "EPSHN"])
+    ours = pd.DataFrame({"R@1": ["63.8 ± 0.9", "60.5 ± 0.7"]}, index=["triplet", "EPSHN"])
+    blocks = {"reported (CUB, GoogLeNet, 64-d)": cub, "reported (CAR, GoogLeNet, 64-d)": car}
+    t = reported_vs_reproduced(blocks, {"reproduced (omniglot-small, convnet, 3 seeds)": ours})
+    frames = {**blocks, "reproduced (omniglot-small, convnet, 3 seeds)": ours}
+    for source, metric in t.columns:
+        assert source_dataset(source) in {"CUB", "CAR", "omniglot-small"}
+        assert t[(source, metric)].tolist() == frames[source][metric].tolist()  # this block's numbers only
+    # one column per (block, metric): no two blocks share a column
+    assert len(t.columns) == sum(f.shape[1] for f in frames.values())
+
+    two_datasets = pd.concat({"CUB": cub, "CAR": car}, axis=1)  # a (dataset, metric) header
+    with pytest.raises(ValueError, match="column levels"):
+        reported_vs_reproduced({"reported (CUB and CAR)": two_datasets})
+    rows_by_dataset = pd.DataFrame({"R@1": [57.7, 78.2]}, index=["CUB", "CAR"])
+    with pytest.raises(ValueError, match="names a dataset"):
+        reported_vs_reproduced({"reported (CUB, VGG-16)": rows_by_dataset, "reported (CAR, VGG-16)": car})
+    stacked = pd.concat([cub[["R@1"]].rename(index=lambda r: f"{r} (reported)"), ours])
+    with pytest.raises(ValueError, match="names a source"):
+        reported_vs_reproduced({}, {"reproduced (omniglot-small)": stacked})
+    for bad in ("reported", "reported (VGG-16", "CUB (reported)", "reported ()", "reported R@1 at initialisation"):
+        with pytest.raises(ValueError, match="does not name its source and dataset"):
+            reported_vs_reproduced({bad: cub})
+    with pytest.raises(ValueError, match="given as reported"):
+        reported_vs_reproduced({"reproduced (omniglot-small)": ours})
+
+
+def test_source_dataset_reads_the_first_item_in_brackets():
+    assert source_dataset("reported (CUB-200-2011, GoogLeNet)") == "CUB-200-2011"
+    assert source_dataset("reported (CUB-200-2011; Margin: ResNet-50)") == "CUB-200-2011"
+    assert source_dataset("reproduced (Stanford Online Products)") == "Stanford Online Products"
 
 
 def _seeds_at(effect_in_se: float, n: int = 3) -> tuple[list[float], list[float]]:

@@ -27,6 +27,7 @@ __all__ = [
     "CROP_SCALE",
     "CROP_RATIO",
     "test_resize",
+    "crop_description",
     "random_resized_crop_boxes",
     "centre_crop_boxes",
     "horizontal_flips",
@@ -46,6 +47,14 @@ _ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 def test_resize(image_size: int) -> int:
     """The short side the test transform resizes to before its centre crop: ``round(size * 256 / 224)``."""
     return round(image_size * 256 / 224)
+
+
+def crop_description(image_size: int) -> str:
+    """What the image loaders do to a training and a test image at ``image_size``, in words (the
+    deviations tables quote it): the random resized crop and flip, the test resize and centre crop."""
+    return (f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, aspect "
+            f"{CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, and a random horizontal "
+            f"flip; test: the short side resized to {test_resize(image_size)}, centre crop {image_size} x {image_size}")
 
 
 def _check_sizes(sizes: Tensor) -> Tensor:
