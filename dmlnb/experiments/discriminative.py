@@ -42,7 +42,7 @@ from torch import Tensor, nn
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
-from dmlnb.experiments.settings import profile_settings
+from dmlnb.experiments.settings import profile_settings, validation_holdout, with_validation
 from dmlnb.hooks import Hook
 from dmlnb.losses import (
     DiscriminativeLoss,
@@ -69,6 +69,7 @@ from dmlnb.reporting import (
     Claim, all_of, best_minus_last, compare, compare_to_threshold, equivalent, holds_for_every, most_of, not_tested,
     paired_differences, provenance_frame,
 )
+from dmlnb.selection import kept_selection
 from dmlnb.training import train
 
 __all__ = [
@@ -196,9 +197,13 @@ REPORTED: dict[str, pd.DataFrame] = {
 }
 
 
-def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-    """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``)."""
-    return make_config(profile, overrides, presets=PRESETS)
+def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None,
+                      validation: bool | float | int | None = None) -> TrainConfig:
+    """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``);
+    ``validation`` (:func:`~dmlnb.experiments.settings.validation_holdout`) holds out training
+    classes and selects every run's best epoch on them (``None``: on the test classes, the papers'
+    protocol)."""
+    return with_validation(make_config(profile, overrides, presets=PRESETS), validation_holdout(profile, validation))
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
@@ -382,7 +387,8 @@ def run_method(
     Through the run layer (:func:`dmlnb.runs.train_or_reload`): a finished ``run_dir/record.json`` of the
     same configuration and method specification (loss, centroids, architecture, tracking) is
     reloaded unless ``retrain``. Otherwise the run trains (resuming an interrupted run of the same
-    fingerprint) and its record gets ``extras``:
+    fingerprint; with a validation split, ``splits.validation``, every evaluation measures it too
+    and the best epoch is the one ``cfg.select_on`` names) and its record gets ``extras``:
 
     * ``lemma``: the :class:`LemmaTracker` rows (``track_lemma``, discriminative only);
     * ``centroid_stats``: min / max / mean / std of the centroid distances (Table 3);
@@ -412,7 +418,7 @@ def run_method(
             hooks.append(BackboneLR(backbone_parameters(model), settings["backbone_lr"],
                                     settings.get("weight_decay", 0.0)))
         record = train(model, loss, splits.train, splits.test, cfg, hooks=hooks, run_dir=run_dir, resume=resume,  # type: ignore[arg-type]
-                       progress=progress, name=name, spec=spec)
+                       progress=progress, name=name, spec=spec, val_set=splits.validation)
         return record, model
 
     def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
@@ -780,7 +786,9 @@ def claim_evidence(
     disc = [runs["Discriminative", s] for s in seeds]
     both = [*disc, *kmeans_runs]
     layer_keys = [k for k in keys if k in both[0].extras["last_layer"]]
-    layers = {k: ([r.best_metrics[k] for r in both], [r.extras["last_layer"][k] for r in both]) for k in layer_keys}
+    # the last layer was scored from the kept weights: pair it with the penultimate layer of that epoch
+    kept = [kept_selection(r.record)["metrics"] for r in both]  # type: ignore[index]
+    layers = {k: ([m[k] for m in kept], [r.extras["last_layer"][k] for r in both]) for k in layer_keys}
     lemma = pd.concat([lemma_frame([r for r in disc if r.extras.get("lemma")]).assign(centroids="one-hot"),
                        lemma_frame([r for r in kmeans_runs if r.extras.get("lemma")]).assign(centroids="K-means")],
                       ignore_index=True)

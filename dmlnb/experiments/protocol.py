@@ -1,6 +1,9 @@
 """Experiment glue of the protocol chapter (``notebooks/00_protocol.ipynb``): the normalised-softmax
 baseline runs, and what the chapter draws from the trained network.
 
+* :func:`chapter_config`: the chapter's configuration at a profile, selecting its best epochs on
+  the test classes (the papers' protocol) or on validation classes (``validation=``,
+  :mod:`dmlnb.experiments.settings`);
 * :func:`softmax_run`: one seed's normalised-softmax run through the run layer (its finished
   record reloaded from its folder, or trained);
 * :func:`pixel_vectors` and :func:`floors`: the two rows that need no training, raw pixels and
@@ -25,16 +28,17 @@ from torch import Tensor, nn
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
+from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
 from dmlnb.models import build_model, configured_model
-from dmlnb.profiles import TrainConfig
+from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.runs import train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
 from dmlnb.training import check_training_allowed, fit
 
-__all__ = ["SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS", "view_indices",
-           "embedding_views"]
+__all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
+           "view_indices", "embedding_views"]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
 #: give 150k-d vectors).
@@ -49,6 +53,15 @@ VIEW_SETTINGS: dict[str, Any] = {
     "weights": "checkpoint.pt", "points": 1500, "point_seed": 0, "tsne_seed": 0, "perplexity": 30.0,
     "decimals": 3, "queries": 6, "query_seed": 1, "k": 5,
 }
+
+
+def chapter_config(profile: str, overrides: Mapping[str, Any] | None = None,
+                   validation: bool | float | int | None = None) -> TrainConfig:
+    """The chapter's configuration: the profile's (:data:`dmlnb.profiles.PROFILES`) with a reader's
+    ``overrides``; ``validation`` (:func:`~dmlnb.experiments.settings.validation_holdout`) holds
+    out training classes and selects each run's best epoch on them (``None``: on the test
+    classes, the papers' protocol)."""
+    return with_validation(make_config(profile, overrides), validation_holdout(profile, validation))
 
 
 @dataclass
