@@ -12,16 +12,20 @@ baseline runs, and what the chapter draws from the trained network.
 * :data:`VIEW_SETTINGS`, :func:`view_indices`, :func:`embedding_views`: the t-SNE map of the trained
   network's test embedding and the nearest neighbours of a few test queries, computed once from
   the run's weights and stored next to its record (``analysis.json``,
-  :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights.
+  :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights;
+* :func:`book_optimism`: the optimism of test-set selection over every run of the book (every
+  chapter's records under ``results/``), per chapter and method.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
@@ -35,10 +39,11 @@ from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.runs import train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
+from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
 
 __all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
-           "view_indices", "embedding_views"]
+           "view_indices", "embedding_views", "BOOK_OPTIMISM_COLUMNS", "book_optimism"]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
 #: give 150k-d vectors).
@@ -174,3 +179,39 @@ def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = 
             "tsne": rounded(xy, int(settings["decimals"])), "neighbours": neighbours[queries].tolist(),
         })
     return {k: np.asarray(v) for k, v in values.items()}
+
+
+#: The columns of :func:`book_optimism`'s per-run frame.
+BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "validation split", *OPTIMISM_COLUMNS]
+
+
+def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The optimism of test-set selection over every run of the book: every ``record.json`` under
+    ``results_dir/<chapter>/<profile>/`` (:func:`dmlnb.selection.selection_optimism`: the test
+    metric at the test-selected epoch minus at the validation-selected one, >= 0, on each run's
+    own selection metric).
+
+    Args:
+        results_dir: the book's results folder (one folder per chapter, e.g. ``results/``).
+        profile: the profile whose runs are read.
+
+    Returns:
+        ``(runs, summary)``. ``runs``: one row per record, :data:`BOOK_OPTIMISM_COLUMNS`:
+        ``chapter`` (its folder), ``method`` (the run's folder without its ``-seed<k>``),
+        ``validation split`` (``False``: a run of the papers' protocol alone, e.g. a setting whose
+        train and test share classes; its optimism columns are empty) and the optimism.
+        ``summary``: :func:`dmlnb.selection.optimism_summary` of the runs with a validation split
+        per (chapter, method), in points: runs, mean, the 90% interval and the rule's verdict on
+        "test-set selection is optimistic".
+    """
+    root = Path(results_dir)
+    rows = []
+    for path in sorted(root.glob(f"*/{profile}/**/record.json")):
+        record = RunRecord.load(path)
+        frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
+        row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
+        rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+$", "", path.parent.name),
+                     "validation split": bool(len(frame)), **row})
+    runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
+    validated = runs[runs["validation split"]].astype({"optimism": float})
+    return runs, optimism_summary(validated, by=["chapter", "method"], scale=100.0, unit=" pts")
