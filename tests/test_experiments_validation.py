@@ -20,7 +20,7 @@ from fabricated import selected_record
 from dmlnb.data import load_dataset
 from dmlnb.experiments import discriminative, easy_positive, facility_location, profs, protocol, ssdml
 from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_validation
-from dmlnb.profiles import make_config
+from dmlnb.profiles import check_parameters, make_config
 from dmlnb.runs import reuse_reason
 from dmlnb.selection import (
     COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, protocol_column, selected_metrics,
@@ -94,6 +94,8 @@ def test_the_switch_is_off_by_default_and_holds_out_the_profiles_classes():
     assert validation_holdout("smoke", True) == 2 and validation_holdout("smoke", 0.5) == 0.5
     with pytest.raises(TypeError, match=r"validation='yes' \(str\) must be None .*True .*0.2"):
         validation_holdout("default", "yes")
+    for value in (None, True, False, 0.2, 20):  # a notebook's validation parameter
+        check_parameters({"validation": value})
     config = make_config("default")
     assert with_validation(config, None) is config
     on = with_validation(config, 0.2)
