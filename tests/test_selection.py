@@ -15,7 +15,8 @@ from dmlnb.records import RunRecord
 from dmlnb.reporting import HOLDS, INCONCLUSIVE, Claim, compare, compare_to_threshold
 from dmlnb.selection import (
     OPTIMISM_COLUMNS, both_ways_table, both_ways_verdicts, choose_on_validation, kept_selection, main_comparison,
-    optimism_summary, protocol_column, selected_metrics, selected_on, selection_label, selection_optimism,
+    optimism_summary, optimism_text, protocol_column, selected_metrics, selected_on, selection_label,
+    selection_optimism,
 )
 
 TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # the test classes peak at epoch 4
@@ -79,6 +80,15 @@ def test_the_summary_applies_the_books_rule_per_group():
     assert whole.loc["all", "mean"] == pytest.approx(0.1125)
     frame["chapter"] = ["01", "01", "02", "02"]
     assert optimism_summary(frame, by=["chapter", "method"]).index.names == ["chapter", "method"]
+
+
+def test_the_optimism_in_words():
+    records = [selected_record(TEST_R1, VAL_R1, name=f"a{i}")[0] for i in range(3)]  # 0.1 each
+    e = optimism_summary(selection_optimism(records), scale=100, unit=" pts").loc["all", "verdict"].evidence()
+    assert optimism_text(records) == (f"; choosing on the test classes instead would add {e['effect']} "
+                                      f"{e['90% interval']} R@1 (3 runs)")
+    assert e["effect"] == "+10 pts"
+    assert optimism_text([selected_record(TEST_R1, None)[0]]) == ""  # no validation split: nothing to say
 
 
 def test_each_protocol_is_labelled_and_the_papers_says_so():
