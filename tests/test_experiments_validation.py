@@ -23,8 +23,8 @@ from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_vali
 from dmlnb.profiles import check_parameters, make_config
 from dmlnb.runs import reuse_reason
 from dmlnb.selection import (
-    COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, protocol_column, selected_metrics,
-    selection_optimism,
+    COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, optimism_text, protocol_column,
+    selected_metrics, selection_optimism,
 )
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
 
@@ -351,3 +351,19 @@ def test_switch_off_ssdml_records_reload(no_training):
     assert _reloaded(runs) >= len(names) == len(list((results / "default").glob("*/record.json")))
     with pytest.raises(TrainingDisabledError):  # with the switch on the same runs are other runs
         ssdml.run_setting("omniglot", "default", results, seeds=(0,), methods=("ours",), validation=True)
+
+
+def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_would_add(book):
+    disc = book["discriminative"]
+    every = [r for rs in disc.values() for r in rs]
+    row = discriminative.deviations_table(disc["discriminative"], {}, every).loc["epoch selection"]
+    assert "on the validation classes held out of training" in row["here"]
+    expected = optimism_text(r.record for r in every)
+    assert expected.startswith("; choosing on the test classes instead would add +") and "R@1 (4 runs)" in expected
+    assert row["measured effect (default profile)"].endswith(expected)
+    runs = book["facility_location"]
+    study = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1))
+    fl = facility_location.deviations({"Table 1": runs}, {}, study, "smoke").set_index("deviation")
+    row = fl.loc["training length and model selection"]
+    assert "on validation classes held out of training" in row["here"]
+    assert row.iloc[-1].endswith(optimism_text(r.record for rs in runs.values() for r in rs))
