@@ -187,9 +187,9 @@ BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "validation split", *OPTIMISM_COLU
 
 def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
     """The optimism of test-set selection over every run of the book: every ``record.json`` under
-    ``results_dir/<chapter>/<profile>/`` (:func:`dmlnb.selection.selection_optimism`: the test
-    metric at the test-selected epoch minus at the validation-selected one, >= 0, on each run's
-    own selection metric).
+    ``results_dir/<chapter>/<profile>/`` of a finished run (:func:`dmlnb.selection.selection_optimism`:
+    the test metric at the test-selected epoch minus at the validation-selected one, >= 0, on each
+    run's own selection metric).
 
     Args:
         results_dir: the book's results folder (one folder per chapter, e.g. ``results/``).
@@ -208,6 +208,8 @@ def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd
     rows = []
     for path in sorted(root.glob(f"*/{profile}/**/record.json")):
         record = RunRecord.load(path)
+        if record.data["status"] != "finished":
+            continue
         frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
         row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
         rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+$", "", path.parent.name),
