@@ -201,19 +201,21 @@ def kept_selection(record: "RunRecord") -> dict[str, Any] | None:
 
 
 @contextmanager
-def selected_on(records: Iterable["RunRecord"], basis: str) -> Iterator[None]:
+def selected_on(records: Iterable["RunRecord"], basis: str, strict: bool = True) -> Iterator[None]:
     """Within the block, every record's ``best`` is the epoch ``basis`` selects
     (:func:`selected_metrics`), so a chapter's tables and claims, which read ``record.best``,
     compute under that protocol; on leaving (also on an error) every ``best`` is restored. Only
     ``best`` changes: ``config`` and ``selected_on`` still say how the run was made, and what a
     chapter computed from the kept weights (``extras``; :func:`kept_selection`) stays at the kept
-    epoch. Save no record inside the block.
+    epoch. Save no record inside the block. ``strict=False``: a run without a validation split
+    (e.g. a setting whose train and test share classes) keeps its own selection.
 
     Raises:
-        ValueError: a record has no epoch selected on ``basis`` (checked before any change).
+        ValueError: with ``strict``, a record has no epoch selected on ``basis`` (checked before
+            any change).
     """
     unique = list({id(r): r for r in records}.values())
-    for record in unique:
+    for record in unique if strict else ():
         selected_metrics(record, basis)  # raises for a record that cannot be shown so
     kept = [(record, record.data["best"]) for record in unique]
     try:
@@ -316,10 +318,13 @@ def main_comparison(
 
 def both_ways_verdicts(
     records: Iterable["RunRecord"], judge: Callable[[], Sequence[Claim] | Mapping[str, Verdict]],
+    strict: bool = True,
 ) -> pd.DataFrame:
     """A chapter's claims under both protocols: ``judge()`` (its claims, or named verdicts,
     computed from the runs' records) called once with every record shown at its
-    validation-selected epoch and once at its test-selected one (:func:`selected_on`).
+    validation-selected epoch and once at its test-selected one (:func:`selected_on`;
+    ``strict=False`` lets runs without a validation split keep their test selection in both, so
+    their claims never change).
 
     ``judge`` must read the metrics from the records (``record.best``) when it is called; what it
     reads from the kept weights (``extras``) stays at the kept epoch under both protocols, so such
@@ -331,13 +336,13 @@ def both_ways_verdicts(
         effect, 90% interval, runs per side and note.
 
     Raises:
-        ValueError: a record has no validation split (:func:`selected_on`), or ``judge`` returned
-            other claims the second time.
+        ValueError: with ``strict``, a record has no validation split (:func:`selected_on`), or
+            ``judge`` returned other claims the second time.
     """
     records = list(records)
     judged: dict[str, list[tuple[str, Verdict]]] = {}
     for basis in COLUMN_LABELS:
-        with selected_on(records, basis):
+        with selected_on(records, basis, strict):
             out = judge()
         judged[basis] = list(out.items()) if isinstance(out, Mapping) else [(c.claim, c.verdict) for c in out]
     val, test = judged["validation"], judged["test"]

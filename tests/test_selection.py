@@ -131,6 +131,8 @@ def test_selected_metrics_and_a_block_showing_the_other_protocol():
         with selected_on([record, untested], "validation"):
             pass
     assert record.best is kept
+    with selected_on([record, untested], "validation", strict=False):  # the papers' run keeps its selection
+        assert record.best["epoch"] == 2 and untested.best["epoch"] == 4
     with pytest.raises(RuntimeError):
         with selected_on([record], "test"):
             raise RuntimeError
