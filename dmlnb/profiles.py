@@ -123,7 +123,8 @@ OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 SELECT_ON = ("validation", "test")
 
 _KIND_NAMES = {"int": "an int", "float": "a number", "str": "a string", "bool": "True or False",
-               "dict": "a dict", "path": "a path (str)", "seq": "a list"}
+               "dict": "a dict", "path": "a path (str)", "seq": "a list",
+               "holdout": "True / False, a fraction of the training classes in (0, 1) or a class count >= 1"}
 _PLURAL = {"int": "ints", "float": "numbers", "str": "strings"}
 
 
@@ -133,8 +134,10 @@ class Rule:
 
     Attributes:
         kind: ``"int"``, ``"float"`` (ints accepted, returned as float; must be finite), ``"str"``,
-            ``"bool"``, ``"dict"``, ``"path"`` (a non-empty str or ``os.PathLike``) or ``"seq"``
-            (a list or tuple, returned as a tuple, each element checked by ``item``).
+            ``"bool"``, ``"dict"``, ``"path"`` (a non-empty str or ``os.PathLike``), ``"seq"``
+            (a list or tuple, returned as a tuple, each element checked by ``item``) or
+            ``"holdout"`` (validation classes: a bool, a float fraction in ``(0, 1)`` or an int
+            count ``>= 1``, returned as given; :mod:`dmlnb.experiments.settings`).
         low, high: inclusive bounds of a number; ``above`` / ``below`` make them strict.
         choices: the allowed strings, or a function returning them (for registries filled on
             import).
@@ -191,9 +194,13 @@ class Rule:
             return isinstance(value, (str, os.PathLike))
         if self.kind == "seq":
             return isinstance(value, (list, tuple))
+        if self.kind == "holdout":
+            return isinstance(value, (bool, int, float))
         return isinstance(value, {"str": str, "bool": bool, "dict": Mapping}[self.kind])
 
     def _range_ok(self, value: Any) -> bool:
+        if self.kind == "holdout":
+            return isinstance(value, bool) or (value >= 1 if isinstance(value, int) else 0.0 < value < 1.0)
         if self.kind == "float" and not math.isfinite(value):
             return False
         if self.kind == "path" and not str(value):
@@ -349,6 +356,7 @@ PARAMETER_RULES: dict[str, Rule] = {
     "tsne_classes": _count(),
     "threads": _count(),
     "retrain": Rule("bool"),
+    "validation": Rule("holdout", optional=True, example="True or 0.2"),
     "data_root": Rule("path", optional=True),
     "results_dir": Rule("path"),
 }

@@ -1,5 +1,6 @@
-"""dmlnb.selection: how each protocol is labelled, and the optimism of test-set selection per run
-(>= 0 by construction) and per group (the book's rule and interval)."""
+"""dmlnb.selection: how each protocol is labelled, the optimism of test-set selection per run
+(>= 0 by construction) and per group (the book's rule and interval), comparisons and claims under
+both protocols side by side, and a setting chosen on the validation classes."""
 
 from __future__ import annotations
 
@@ -11,8 +12,12 @@ import pytest
 from fabricated import selected_record
 
 from dmlnb.records import RunRecord
-from dmlnb.reporting import HOLDS, INCONCLUSIVE, compare_to_threshold
-from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_label, selection_optimism
+from dmlnb.reporting import HOLDS, INCONCLUSIVE, Claim, compare, compare_to_threshold
+from dmlnb.selection import (
+    OPTIMISM_COLUMNS, both_ways_table, both_ways_verdicts, choose_on_validation, kept_selection, main_comparison,
+    optimism_summary, optimism_text, protocol_column, selected_metrics, selected_on, selection_label,
+    selection_optimism,
+)
 
 TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # the test classes peak at epoch 4
 VAL_R1 = [0.6, 0.9, 0.7, 0.65, 0.9]  # the validation classes at epoch 2
@@ -77,6 +82,15 @@ def test_the_summary_applies_the_books_rule_per_group():
     assert optimism_summary(frame, by=["chapter", "method"]).index.names == ["chapter", "method"]
 
 
+def test_the_optimism_in_words():
+    records = [selected_record(TEST_R1, VAL_R1, name=f"a{i}")[0] for i in range(3)]  # 0.1 each
+    e = optimism_summary(selection_optimism(records), scale=100, unit=" pts").loc["all", "verdict"].evidence()
+    assert optimism_text(records) == (f"; choosing on the test classes instead would add {e['effect']} "
+                                      f"{e['90% interval']} R@1 (3 runs)")
+    assert e["effect"] == "+10 pts"
+    assert optimism_text([selected_record(TEST_R1, None)[0]]) == ""  # no validation split: nothing to say
+
+
 def test_each_protocol_is_labelled_and_the_papers_says_so():
     assert "papers' protocol" in selection_label(selected_record(TEST_R1, VAL_R1, "test")[0])
     assert "optimistic" in selection_label(selected_record(TEST_R1, VAL_R1, "test")[0])
@@ -84,3 +98,99 @@ def test_each_protocol_is_labelled_and_the_papers_says_so():
     old = RunRecord(json.loads(json.dumps(selected_record(TEST_R1, None)[0].data)))
     del old.data["config"]["select_on"]  # made before the choice existed
     assert selection_label(old) == selection_label(selected_record(TEST_R1, None, "test")[0])
+
+
+# ----------------------------------------------------------------------------------------------
+# Both protocols side by side
+# ----------------------------------------------------------------------------------------------
+
+VAL_COL, TEST_COL = protocol_column("R@1", "validation"), protocol_column("R@1", "test")
+
+
+def _runs(test_curves, val_curves, name):
+    """One record per (test, validation) curve pair, selected on validation, named ``name0``, ``name1``..."""
+    pairs = enumerate(zip(test_curves, val_curves))
+    return [selected_record(t, v, "validation", name=f"{name}{i}")[0] for i, (t, v) in pairs]
+
+
+def test_selected_metrics_and_a_block_showing_the_other_protocol():
+    record, _ = selected_record(TEST_R1, VAL_R1, "validation")
+    assert selected_metrics(record, "validation")["R@1"] == 0.7 and selected_metrics(record, "test")["R@1"] == 0.8
+    untested, _ = selected_record(TEST_R1, None, "test", name="papers")
+    assert selected_metrics(untested, "test")["R@1"] == 0.8
+    with pytest.raises(ValueError, match=r"run 'papers' has no epoch selected on the validation classes.*validation="):
+        selected_metrics(untested, "validation")
+    with pytest.raises(ValueError, match="basis 'train'"):
+        selected_metrics(record, "train")
+    kept = record.best
+    with selected_on([record, record, untested], "test"):
+        assert record.best["epoch"] == 4 and untested.best["epoch"] == 4
+        assert kept_selection(record)["epoch"] == 2 and record.selected_on == "validation"
+    assert record.best is kept
+    with pytest.raises(ValueError, match="'papers'"):  # nothing is changed when one record cannot be shown
+        with selected_on([record, untested], "validation"):
+            pass
+    assert record.best is kept
+    with selected_on([record, untested], "validation", strict=False):  # the papers' run keeps its selection
+        assert record.best["epoch"] == 2 and untested.best["epoch"] == 4
+    with pytest.raises(RuntimeError):
+        with selected_on([record], "test"):
+            raise RuntimeError
+    assert record.best is kept  # restored on an error too
+
+
+def test_both_ways_table_and_main_comparison_agree_with_the_records():
+    # ours: the test classes peak late, the validation classes early; theirs: both agree on the last epoch
+    ours = _runs([[0.5, 0.6, 0.9]] * 3, [[0.8, 0.5, 0.4]] * 3, "ours")
+    theirs = _runs([[0.5, 0.6, 0.7 + 0.01 * i] for i in range(3)], [[0.5, 0.6, 0.7]] * 3, "theirs")
+    papers = [selected_record([0.5, 0.6], None, "test", name=f"p{i}")[0] for i in range(3)]
+    table = both_ways_table({"ours": ours, "theirs": theirs, "papers": papers})
+    assert list(table.columns) == [VAL_COL, TEST_COL, "runs", "evaluations"]
+    assert TEST_COL == "R@1, best epoch on test (papers' protocol, optimistic)"
+    assert table.loc["ours", VAL_COL] == "50.0 ± 0.0" and table.loc["ours", TEST_COL] == "90.0 ± 0.0"
+    assert table.loc["theirs", VAL_COL] == table.loc["theirs", TEST_COL] == "71.0 ± 1.0"
+    assert table.loc["papers", VAL_COL] == "— (no validation split)"
+    assert table.loc["papers", TEST_COL] == "60.0 ± 0.0"
+    assert table.loc["ours", "evaluations"] == 3 and table.loc["papers", "runs"] == 3
+    frame = main_comparison({"ours": ours, "theirs": theirs, "papers": papers}, "ours")
+    beats = {b: protocol_column("ours beats it", b) for b in ("validation", "test")}
+    assert frame.loc["ours", beats["validation"]] == "—"
+    # on the validation-selected epochs ours loses; the papers' protocol says it wins: the flag says so
+    theirs_row = frame.loc["theirs"]
+    assert theirs_row[beats["validation"]] == "does not hold" and theirs_row[beats["test"]] == "holds"
+    assert theirs_row["verdict changes"] is True
+    expected = compare([0.5] * 3, [0.7, 0.71, 0.72], scale=100, unit=" pts").evidence()
+    assert (theirs_row["effect"], theirs_row["90% interval"]) == (expected["effect"], expected["90% interval"])
+    papers_row = frame.loc["papers"]
+    assert papers_row[beats["validation"]] == "not tested at this scale" and papers_row["verdict changes"] == "—"
+
+
+def test_both_ways_verdicts_recompute_a_chapters_claims_under_each_protocol():
+    ours = _runs([[0.5, 0.6, 0.9]] * 3, [[0.8, 0.5, 0.4]] * 3, "ours")
+    theirs = _runs([[0.5, 0.6, 0.7 + 0.01 * i] for i in range(3)], [[0.5, 0.6, 0.7]] * 3, "theirs")
+
+    def judge():  # a chapter's claim, reading record.best as the chapters do
+        r1 = lambda rs: [r.best["metrics"]["R@1"] for r in rs]  # noqa: E731
+        return [Claim("ours beats theirs", "paper", "ours", compare(r1(ours), r1(theirs))),
+                Claim("theirs above 0.6", "paper", "ours", compare_to_threshold(r1(theirs), 0.6))]
+
+    table = both_ways_verdicts(ours + theirs, judge)
+    assert list(table["claim"]) == ["ours beats theirs", "theirs above 0.6"]
+    assert list(table[protocol_column("verdict", "validation")]) == ["does not hold", "holds"]
+    assert list(table[protocol_column("verdict", "test")]) == ["holds", "holds"]
+    assert list(table["verdict changes"]) == [True, False]
+    assert all(r.best == r.selections["validation"] for r in ours + theirs)
+    flip = iter([["a"], ["b"]])
+    with pytest.raises(ValueError, match="other claims"):
+        both_ways_verdicts(ours, lambda: {k: compare_to_threshold([0.5], 0.0) for k in next(flip)})
+
+
+def test_a_setting_is_chosen_on_the_validation_classes_never_the_test_classes():
+    high_test = _runs([[0.9, 0.9]] * 2, [[0.5, 0.5]] * 2, "a")  # best on test, worse on validation
+    high_val = _runs([[0.6, 0.6]] * 2, [[0.7, 0.6]] * 2, "b")
+    assert choose_on_validation({"a": high_test, "b": high_val}) == "b"
+    assert choose_on_validation({1.0: high_val, 2.0: high_val}) == 1.0  # ties keep the first
+    with pytest.raises(ValueError, match=r"candidate 'p': run 'p0' has no validation selection"):
+        choose_on_validation({"p": [selected_record([0.5], None, "test", name="p0")[0]]})
+    with pytest.raises(ValueError, match="no candidate"):
+        choose_on_validation({})

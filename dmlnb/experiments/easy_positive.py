@@ -52,6 +52,7 @@ from dmlnb.analysis import (
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data.crops import crop_description
 from dmlnb.evaluation import compute_embeddings
+from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
@@ -255,6 +256,7 @@ class Study:
 def make_study(
     profile: str,
     overrides: Mapping[str, Any] | None = None,
+    validation: bool | float | int | None = None,
     **design: Any,
 ) -> Study:
     """The :class:`Study` of ``profile``.
@@ -263,6 +265,10 @@ def make_study(
         profile: ``smoke``, ``default`` or ``paper``.
         overrides: TrainConfig fields applied on top of the preset to every run (e.g.
             ``{"epochs": 4}``).
+        validation: where every run chooses its best epoch
+            (:func:`~dmlnb.experiments.settings.validation_holdout`): ``None``, on the test
+            classes (the papers' protocol); else on training classes held out as validation
+            classes (the same for every run of a table).
         design: replaces preset design entries: ``group_sizes``, ``key_group_size``, ``seeds``,
             ``grid_seeds``, ``table1_seeds``, ``triplet_margin``, ``proxy_scale``,
             ``proxy_lr_factor``.
@@ -282,9 +288,11 @@ def make_study(
         design["grid_seeds"] = design["seeds"]  # a preset with every seed everywhere keeps it so
     preset.update(design)
     overrides = dict(overrides or {})
-    base = make_config(profile, {**preset["config"], **overrides})
-    table1 = tuple(make_config(profile, {**preset["config"], **cell, **overrides}) for cell in preset["table1"])
-    table2 = tuple(make_config(profile, {**row, **overrides}) for row in preset["table2"])
+    holdout = validation_holdout(profile, validation)
+    base = with_validation(make_config(profile, {**preset["config"], **overrides}), holdout)
+    table1 = tuple(with_validation(make_config(profile, {**preset["config"], **cell, **overrides}), holdout)
+                   for cell in preset["table1"])
+    table2 = tuple(with_validation(make_config(profile, {**row, **overrides}), holdout) for row in preset["table2"])
     group_sizes = tuple(int(n) for n in preset["group_sizes"])
     key = int(preset["key_group_size"])
     if key not in group_sizes:

@@ -43,6 +43,7 @@ from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data.crops import crop_description
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
 from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
+from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.hooks import Hook
 from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
 from dmlnb.losses.facility_location import InsideLossHook
@@ -56,6 +57,7 @@ from dmlnb.reporting import (
     provenance_frame,
 )
 from dmlnb.samplers import ClassRatioSampler
+from dmlnb.selection import kept_selection, optimism_text
 from dmlnb.training import train
 
 __all__ = [
@@ -293,6 +295,7 @@ def make_study(
     profile: str,
     overrides: Mapping[str, Any] | None = None,
     seeds: Sequence[int] | None = None,
+    validation: bool | float | int | None = None,
     **design: Any,
 ) -> Study:
     """The :class:`Study` of ``profile``.
@@ -301,6 +304,10 @@ def make_study(
         profile: ``smoke``, ``default`` or ``paper``.
         overrides: TrainConfig fields applied to every run (e.g. ``{"epochs": 4}``).
         seeds: replaces the preset's seeds.
+        validation: where every run chooses its best epoch
+            (:func:`~dmlnb.experiments.settings.validation_holdout`): ``None``, on the test
+            classes (the papers' protocol); else on training classes held out as validation
+            classes (the same for every run of a table).
         design: replaces ``gamma``, ``decay_rate``, ``decay_steps``, ``diag_every``,
             ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds`` (``None`` keeps
             the preset).
@@ -315,11 +322,12 @@ def make_study(
         raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
     preset.update({k: v for k, v in design.items() if v is not None})
     overrides = dict(overrides or {})
+    holdout = validation_holdout(profile, validation)
     tables = []
     for name, cell, ratio, *num_seeds in preset["tables"]:
         if not 0.0 < ratio <= 1.0:
             raise ValueError(f"class ratio C / m of {name} must be in (0, 1], got {ratio}")
-        cfg = make_config(profile, {**preset["config"], **cell, **overrides})
+        cfg = with_validation(make_config(profile, {**preset["config"], **cell, **overrides}), holdout)
         tables.append(TableSpec(name, cfg, float(ratio), int(num_seeds[0]) if num_seeds else None))
     if int(preset["diag_every"]) < 1:
         raise ValueError(f"diag_every must be >= 1, got {preset['diag_every']}")
@@ -389,7 +397,22 @@ class MethodRun:
 
     @property
     def metrics(self) -> dict[str, float]:
-        """Best-epoch test metrics, NMI with the paper's geometric normalisation (Eq. 9)."""
+        """Best-epoch test metrics, NMI with the paper's geometric normalisation (Eq. 9), computed
+        after training from the kept weights (``best.pt``).
+
+        Raises:
+            ValueError: the record is shown at another epoch than the kept one (inside
+                :func:`dmlnb.selection.selected_on`): that epoch has no geometric NMI; compare
+                the protocols on the records' metrics (:func:`dmlnb.selection.main_comparison`).
+        """
+        best, kept = self.record.best, kept_selection(self.record)
+        if best is not None and kept is not None and best["epoch"] != kept["epoch"]:
+            raise ValueError(
+                f"run {self.record.data['name']!r} is shown at epoch {best['epoch']}, but its metrics with the "
+                f"geometric NMI were computed at the kept epoch {kept['epoch']} (selected on "
+                f"{self.record.selected_on}); compare the protocols on the records' metrics "
+                "(dmlnb.selection.main_comparison)"
+            )
         return self.extras["metrics_geometric"]
 
     @property
@@ -458,6 +481,8 @@ def run_method(
     training, the best-epoch model is evaluated once more with the geometric-mean NMI of the
     paper (Eq. 9; the training loop's evaluation uses the arithmetic mean) and, for the methods
     in ``study.tsne_methods`` at the first seed, a t-SNE map of the test embedding is stored.
+    With a validation split (``splits.validation``, a study made with ``validation=``) every
+    evaluation measures it too and the best epoch is the one it selects (``cfg.select_on``).
 
     With ``retrain=False`` a finished ``record.json`` made with the same configuration and method
     settings is reloaded instead.
@@ -480,7 +505,8 @@ def run_method(
             decay_steps = study.decay_steps or (cfg.steps_per_epoch or len(sampler))
             hooks.insert(0, MarginDecayHook(loss, rate=study.decay_rate, decay_steps=decay_steps))  # type: ignore[arg-type]
         record = train(model, loss, splits.train, splits.test, cfg, sampler=sampler, hooks=hooks, run_dir=run_dir,
-                       resume=resume, progress=progress, name=f"{method}-seed{seed}", spec=spec)
+                       resume=resume, progress=progress, name=f"{method}-seed{seed}", spec=spec,
+                       val_set=splits.validation)
         return record, model
 
     def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
@@ -885,14 +911,19 @@ def deviations(
             f"{t1.config.model if t1 else '—'} from scratch on {t1.config.dataset if t1 else '—'} (28 x 28), one CPU thread")
         if t1 is not None:
             c = t1.config
-            last = [r.record.best_is_last for r in all_runs]
+            records = [r.record for r in all_runs]
+            last = [r.best_is_last for r in records]
+            split = "validation" if any(r.selected_on == "validation" for r in records) else "test"
             add("training length and model selection", "10k (CUB) or 20k iterations; best iteration reported",
                 (f"{c.epochs} epochs of {c.steps_per_epoch} steps" if c.steps_per_epoch else
                  f"{c.epochs} epochs of one pass ({len(all_runs[0].extras.get('inside', {}).get('step', [])) // c.epochs}"
                  " steps each)" if all_runs else f"{c.epochs} epochs")
-                + "; the best epoch by test Recall@1 on the same test classes that are reported",
+                + ("; the best epoch by test Recall@1 on the same test classes that are reported" if split == "test"
+                   else "; the best epoch by Recall@1 on validation classes held out of training, the test classes "
+                   "measured at it"),
                 f"the best epoch is the last evaluated one in {sum(last)} of {len(last)} runs"
-                + (": in most runs test Recall@1 was still rising when training stopped" if 2 * sum(last) > len(last) else ""))
+                + (f": in most runs {split} Recall@1 was still rising when training stopped"
+                   if 2 * sum(last) > len(last) else "") + optimism_text(records))
         add("Table 2 (Cars196)", "Cars196, C/m = 0.25, 20k iterations",
             f"no analogue at the {profile} profile (Table 1's analogue already has Table 2's batch composition, "
             "C/m = 0.25); only the paper profile runs Cars196")

@@ -1,6 +1,9 @@
 """Experiment glue of the protocol chapter (``notebooks/00_protocol.ipynb``): the normalised-softmax
 baseline runs, and what the chapter draws from the trained network.
 
+* :func:`chapter_config`: the chapter's configuration at a profile, selecting its best epochs on
+  the test classes (the papers' protocol) or on validation classes (``validation=``,
+  :mod:`dmlnb.experiments.settings`);
 * :func:`softmax_run`: one seed's normalised-softmax run through the run layer (its finished
   record reloaded from its folder, or trained);
 * :func:`pixel_vectors` and :func:`floors`: the two rows that need no training, raw pixels and
@@ -9,32 +12,38 @@ baseline runs, and what the chapter draws from the trained network.
 * :data:`VIEW_SETTINGS`, :func:`view_indices`, :func:`embedding_views`: the t-SNE map of the trained
   network's test embedding and the nearest neighbours of a few test queries, computed once from
   the run's weights and stored next to its record (``analysis.json``,
-  :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights.
+  :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights;
+* :func:`book_optimism`: the optimism of test-set selection over every run of the book (every
+  chapter's records under ``results/``), per chapter and method.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+import pandas as pd
 import torch
 from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
+from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
 from dmlnb.models import build_model, configured_model
-from dmlnb.profiles import TrainConfig
+from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.runs import train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
+from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
 
-__all__ = ["SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS", "view_indices",
-           "embedding_views"]
+__all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
+           "view_indices", "embedding_views", "BOOK_OPTIMISM_COLUMNS", "book_optimism"]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
 #: give 150k-d vectors).
@@ -49,6 +58,15 @@ VIEW_SETTINGS: dict[str, Any] = {
     "weights": "checkpoint.pt", "points": 1500, "point_seed": 0, "tsne_seed": 0, "perplexity": 30.0,
     "decimals": 3, "queries": 6, "query_seed": 1, "k": 5,
 }
+
+
+def chapter_config(profile: str, overrides: Mapping[str, Any] | None = None,
+                   validation: bool | float | int | None = None) -> TrainConfig:
+    """The chapter's configuration: the profile's (:data:`dmlnb.profiles.PROFILES`) with a reader's
+    ``overrides``; ``validation`` (:func:`~dmlnb.experiments.settings.validation_holdout`) holds
+    out training classes and selects each run's best epoch on them (``None``: on the test
+    classes, the papers' protocol)."""
+    return with_validation(make_config(profile, overrides), validation_holdout(profile, validation))
 
 
 @dataclass
@@ -161,3 +179,41 @@ def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = 
             "tsne": rounded(xy, int(settings["decimals"])), "neighbours": neighbours[queries].tolist(),
         })
     return {k: np.asarray(v) for k, v in values.items()}
+
+
+#: The columns of :func:`book_optimism`'s per-run frame.
+BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "validation split", *OPTIMISM_COLUMNS]
+
+
+def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The optimism of test-set selection over every run of the book: every ``record.json`` under
+    ``results_dir/<chapter>/<profile>/`` of a finished run (:func:`dmlnb.selection.selection_optimism`:
+    the test metric at the test-selected epoch minus at the validation-selected one, >= 0, on each
+    run's own selection metric).
+
+    Args:
+        results_dir: the book's results folder (one folder per chapter, e.g. ``results/``).
+        profile: the profile whose runs are read.
+
+    Returns:
+        ``(runs, summary)``. ``runs``: one row per record, :data:`BOOK_OPTIMISM_COLUMNS`:
+        ``chapter`` (its folder), ``method`` (the run's folder without its ``-seed<k>``),
+        ``validation split`` (``False``: a run of the papers' protocol alone, e.g. a setting whose
+        train and test share classes; its optimism columns are empty) and the optimism.
+        ``summary``: :func:`dmlnb.selection.optimism_summary` of the runs with a validation split
+        per (chapter, method), in points: runs, mean, the 90% interval and the rule's verdict on
+        "test-set selection is optimistic".
+    """
+    root = Path(results_dir)
+    rows = []
+    for path in sorted(root.glob(f"*/{profile}/**/record.json")):
+        record = RunRecord.load(path)
+        if record.data["status"] != "finished":
+            continue
+        frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
+        row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
+        rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+$", "", path.parent.name),
+                     "validation split": bool(len(frame)), **row})
+    runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
+    validated = runs[runs["validation split"]].astype({"optimism": float})
+    return runs, optimism_summary(validated, by=["chapter", "method"], scale=100.0, unit=" pts")

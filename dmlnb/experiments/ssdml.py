@@ -22,7 +22,7 @@ Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -36,6 +36,7 @@ from dmlnb.data import DatasetSplits, load_dataset
 from dmlnb.data.base import LabelledDataset, gather_images
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.evaluation import evaluate, knn
+from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.models import build_model
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
@@ -132,6 +133,11 @@ class Setting:
         baseline_hyper: keyword arguments of :func:`dmlnb.ssdml.baselines.build_baseline` per key.
         pretrain_epochs: softmax pre-training on the labelled data before Algorithm 1 (CIFAR-10).
         note: what differs from the paper.
+        validation: training classes held out as validation classes, on which every run of the
+            setting chooses its best epoch (:func:`~dmlnb.experiments.settings.with_validation`;
+            set by :func:`settings_for` on the class-disjoint settings); ``None``: the best epoch
+            on the test set (the paper's numbers are reported so; the only choice for a setting
+            whose train and test share classes).
     """
 
     name: str
@@ -152,6 +158,7 @@ class Setting:
     baseline_hyper: dict = field(default_factory=dict)
     pretrain_epochs: int = 0
     note: str = ""
+    validation: float | int | None = None
 
     @property
     def schedule(self) -> PartitionSchedule:
@@ -159,8 +166,10 @@ class Setting:
 
     def train_config(self, profile: str, seed: int, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
         """The run's :class:`TrainConfig` (profile defaults + :attr:`config` + ``overrides``), with
-        ``steps_per_epoch`` unset: an SSDML epoch is one pass over the partition's units."""
-        return make_config(profile, {**self.config, **(overrides or {}), "seed": seed, "steps_per_epoch": None})
+        ``steps_per_epoch`` unset: an SSDML epoch is one pass over the partition's units; with
+        :attr:`validation`, its hold-out and ``select_on="validation"``."""
+        config = make_config(profile, {**self.config, **(overrides or {}), "seed": seed, "steps_per_epoch": None})
+        return with_validation(config, self.validation)
 
 
 _ALL = tuple(METHODS.values())
@@ -361,11 +370,19 @@ DEVIATIONS: list[dict[str, str]] = [
 ]
 
 
-def settings_for(profile: str) -> dict[str, Setting]:
-    """The settings of ``profile``."""
+def settings_for(profile: str, validation: bool | float | int | None = None) -> dict[str, Setting]:
+    """The settings of ``profile``. ``validation``
+    (:func:`~dmlnb.experiments.settings.validation_holdout`) holds out training classes in the
+    class-disjoint settings (:data:`TABLE_SETTINGS` ``"table2"``, e.g. Omniglot-small), whose runs
+    then choose their best epoch on them; the settings whose train and test share classes
+    (``"table1"``: digits, MNIST, ...) have no class-disjoint validation split and keep choosing
+    it on the test set (:attr:`Setting.validation` ``None``)."""
     if profile not in PROFILE_SETTINGS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PROFILE_SETTINGS)}")
-    return PROFILE_SETTINGS[profile]
+    holdout = validation_holdout(profile, validation)
+    disjoint = TABLE_SETTINGS[profile]["table2"]
+    return {key: replace(st, validation=holdout) if holdout is not None and key in disjoint else st
+            for key, st in PROFILE_SETTINGS[profile].items()}
 
 
 # --------------------------------------------------------------------------- reported numbers
@@ -387,7 +404,10 @@ REPORTED_CONVERGENCE_EPOCHS = 100
 
 
 def load_splits(setting: Setting, config: TrainConfig, seed: int, data_root: str | Path | None = None) -> DatasetSplits:
-    """The dataset with ``labelled_per_class`` labelled training examples per class (seeded draw)."""
+    """The dataset with ``labelled_per_class`` labelled training examples per class (seeded draw).
+    A validation hold-out (``config.dataset_options["validation"]``) is drawn first, when the
+    dataset is loaded, so neither the labelled nor the unlabelled part holds a validation class;
+    its images stay in ``splits.validation``."""
     splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
     return semi_supervised(splits, setting.labelled_per_class, seed=seed)
 
@@ -492,7 +512,7 @@ def _pretrain_softmax(network: nn.Module, dim: int, splits: DatasetSplits, confi
     written: the run's checkpoint holds the network from then on)."""
     from dmlnb.ssdml.supervised import SoftmaxPretraining
 
-    pretrain = config.replace(epochs=epochs, steps_per_epoch=None, lr_milestones=())
+    pretrain = config.replace(epochs=epochs, steps_per_epoch=None, lr_milestones=(), select_on="test")  # no evaluation
     train(network, SoftmaxPretraining(dim, splits.num_train_classes), splits.train, None, pretrain,
           progress=False, name="softmax pre-training")
 
@@ -557,7 +577,8 @@ def protocol_floors(settings: Mapping[str, Setting], profile: str, data_root: st
     config = make_config(profile)
     for key, st in settings.items():
         cfg = st.train_config(profile, st.seeds[0])
-        if cfg.dataset == config.dataset and dict(cfg.dataset_options) == dict(config.dataset_options):
+        options = {k: v for k, v in cfg.dataset_options.items() if not k.startswith("validation")}  # same test split
+        if cfg.dataset == config.dataset and options == dict(config.dataset_options):
             return key, floors(config, load_dataset(config.dataset, root=data_root, **config.dataset_options))
     return None, {}
 
@@ -669,7 +690,7 @@ def run_method(
         record = train_ssdml(
             network, objective, splits.train, None if supervised else splits.unlabelled, splits.test, cfg,
             setting.schedule, spec=spec, run_dir=run_dir, resume=resume, progress=progress,
-            name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets),
+            name=f"{setting.name}-{method}-seed{seed}", diagnose=triplet_purity(targets), val_set=splits.validation,
         )
         parts.update(network=network, objective=objective)
         return record, network
@@ -718,13 +739,15 @@ def run_setting(
     data_root: str | Path | None = None,
     overrides: Mapping[str, Any] | None = None,
     progress: bool = False,
+    validation: bool | float | int | None = None,
 ) -> dict[str, list[MethodRun]]:
     """Every method of setting ``key`` with every seed (train or reload); ``{method: [runs]}``.
 
     The setting's first seed of the proposed method (with and without orthogonality) also stores
     its t-SNE coordinates (Figure 2, :func:`run_method`). The labelled draw uses the run's seed.
+    ``validation``: where the runs choose their best epoch (:func:`settings_for`).
     """
-    setting = settings_for(profile)[key]
+    setting = settings_for(profile, validation)[key]
     seeds = tuple(setting.seeds if seeds is None else seeds)
     methods = tuple(setting.methods if methods is None else methods)
     out: dict[str, list[MethodRun]] = {m: [] for m in methods}
@@ -742,11 +765,13 @@ def run_setting(
 
 def run_alpha_grid(key: str, profile: str, results_dir: str | Path | None, *, seeds: Sequence[int] | None = None,
                    retrain: bool = False, data_root: str | Path | None = None,
-                   overrides: Mapping[str, Any] | None = None, progress: bool = False) -> dict[float, list[MethodRun]]:
+                   overrides: Mapping[str, Any] | None = None, progress: bool = False,
+                   validation: bool | float | int | None = None) -> dict[float, list[MethodRun]]:
     """The proposed method at each angle of ``alpha_grid`` and the setting's own ``α`` with every
     seed (``seeds``, default the setting's; Figure 2, middle): ``{α: [runs per seed]}``. The runs
-    at the setting's own ``α`` are those of the main comparison (reloaded, not retrained)."""
-    setting = settings_for(profile)[key]
+    at the setting's own ``α`` are those of the main comparison (reloaded, not retrained).
+    ``validation``: where the runs choose their best epoch (:func:`settings_for`)."""
+    setting = settings_for(profile, validation)[key]
     alphas = sorted({*setting.alpha_grid, setting.alpha})
     out: dict[float, list[MethodRun]] = {a: [] for a in alphas}
     for seed in tuple(setting.seeds if seeds is None else seeds):

@@ -323,6 +323,7 @@ def train_ssdml(
     progress: bool | None = None,
     name: str | None = None,
     diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None,
+    val_set: Dataset | None = None,
 ) -> RunRecord:
     """Train ``network`` (``x -> z``, ``(B, d)``) and ``objective.metric`` (``L``) by Algorithm 1,
     with :func:`dmlnb.training.train` (the book's one training loop) driven by
@@ -348,6 +349,9 @@ def train_ssdml(
         name: the record's name.
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
+        val_set: validation classes held out of the training classes (``splits.validation``),
+            evaluated like ``eval_set`` whenever it is; the best epoch is chosen on it when
+            ``config.select_on == "validation"`` (:func:`dmlnb.training.train`).
     """
     check_dataset_labels(labelled, "labelled")
     if config.steps_per_epoch is not None:
@@ -364,4 +368,5 @@ def train_ssdml(
         eval_at_start=eval_at_start, progress=progress, name=name or "ssdml",
         spec=spec if spec is not None else run_spec(schedule, {"objective": repr(objective)}),
         eval_model=nn.Sequential(network, objective.metric), eval_distance="euclidean", allow_unlabelled=True,
+        val_set=val_set,
     )

@@ -1,0 +1,369 @@
+"""The experiment layer's selection switch (``validation=``, :mod:`dmlnb.experiments.settings`).
+
+On (smoke profile, tiny digits runs, 2 of the 5 training classes held out, batches of at most 3
+classes): every chapter's runs evaluate the validation classes and select on them, the record
+carries both selections, the tables with both protocols agree with the records, and the protocol
+chapter's optimism over the book is >= 0 and equal to the records'. Off: every committed
+default-profile record still reloads (its configuration and specification are unchanged).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from fabricated import selected_record
+
+from dmlnb.data import load_dataset
+from dmlnb.experiments import discriminative, easy_positive, facility_location, profs, protocol, ssdml
+from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_validation
+from dmlnb.profiles import check_parameters, make_config
+from dmlnb.runs import reuse_reason
+from dmlnb.selection import (
+    COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, optimism_text, protocol_column,
+    selected_metrics, selection_optimism,
+)
+from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
+
+RESULTS = Path(__file__).resolve().parent.parent / "results"
+#: Smoke runs small enough for 3 training classes, evaluated twice so that the protocols can differ.
+TINY = {"epochs": 2, "steps_per_epoch": 3, "eval_every": 1}
+VAL, TEST = protocol_column("R@1", "validation"), protocol_column("R@1", "test")
+
+
+def _check_validated(record):
+    """A run selected on the validation classes, with both selections and per-epoch validation metrics."""
+    assert record.config["select_on"] == "validation" and record.config["dataset_options"]["validation"] == 2
+    assert set(record.selections) == {"validation", "test"}
+    assert record.best == record.selections["validation"]
+    assert all(row.get("val_metrics") for row in record.evaluations())
+    assert record.data["components"]["val_set"].endswith(", 2 classes")
+
+
+def _validated(runs):
+    """``{method: [records]}`` of a chapter's ``{method: [runs]}``, each checked by :func:`_check_validated`."""
+    records = {method: [r.record for r in rs] for method, rs in runs.items()}
+    for rs in records.values():
+        for record in rs:
+            _check_validated(record)
+    return records
+
+
+@pytest.fixture(scope="module")
+def book(tmp_path_factory):
+    """Every wired chapter's tiny runs with validation on, in a results tree of the book's layout."""
+    root = tmp_path_factory.mktemp("results")
+    seeds, out = (0, 1), {"root": root}
+    cfg = protocol.chapter_config("smoke", {**TINY, "batch_size": 24}, validation=True)
+    splits = load_dataset(cfg.dataset, **cfg.dataset_options)
+    folder = root / "00_protocol" / "smoke"
+    out["protocol"] = {"softmax": [protocol.softmax_run(cfg.replace(seed=s), 0.05, splits, folder / f"softmax-seed{s}")
+                                   for s in seeds]}
+    study = easy_positive.make_study("smoke", {**TINY, "batch_size": 6, "m_per_class": 2}, validation=True,
+                                     group_sizes=(2,), seeds=seeds, table1_seeds=seeds)
+    runner = easy_positive.Runner(study, root / "01_easy_positive")
+    runner.run_all(study.table1_runs())
+    out["easy_positive"] = {m: [runner.get(study.config, m, 2, s) for s in seeds] for m in easy_positive.TABLE1_METHODS}
+    fl = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=seeds)
+    table = fl.tables[0]
+    splits = load_dataset(table.config.dataset, **table.config.dataset_options)
+    out["facility_location"] = {
+        m: [facility_location.run_method(table, m, s, splits, fl, root / "02_facility_location") for s in seeds]
+        for m in facility_location.METHODS}
+    cfg = discriminative.experiment_config("smoke", {**TINY, "batch_size": 24}, validation=True)
+    splits, folder = load_dataset(cfg.dataset, **cfg.dataset_options), root / "03_discriminative" / "smoke"
+    settings = discriminative.experiment_settings("smoke")
+    out["discriminative"] = {
+        m: [discriminative.run_method(m, cfg.replace(seed=s), splits, folder / f"{m}-seed{s}", settings,
+                                      track_lemma=m == "discriminative") for s in seeds]
+        for m in ("discriminative", "semihard")}
+    cfg = profs.experiment_config("smoke", {**TINY, "batch_size": 6}, validation=True)
+    splits, folder = load_dataset(cfg.dataset, **cfg.dataset_options), root / "04_profs" / "smoke"
+    out["profs"] = {v: [profs.run_variant("contrastive-hard", v, cfg.replace(seed=s), splits, folder, rho=6.0)
+                        for s in seeds] for v in profs.VARIANTS}
+    out["profs_splits"], out["profs_config"] = splits, cfg
+    return out
+
+
+def test_the_switch_is_off_by_default_and_holds_out_the_profiles_classes():
+    assert validation_holdout("default", None) is None and validation_holdout("default", False) is None
+    assert validation_holdout("default", True) == VALIDATION["default"] == 0.2
+    assert validation_holdout("smoke", True) == 2 and validation_holdout("smoke", 0.5) == 0.5
+    with pytest.raises(TypeError, match=r"validation='yes' \(str\) must be None .*True .*0.2"):
+        validation_holdout("default", "yes")
+    for value in (None, True, False, 0.2, 20):  # a notebook's validation parameter
+        check_parameters({"validation": value})
+    config = make_config("default")
+    assert with_validation(config, None) is config
+    on = with_validation(config, 0.2)
+    assert on.dataset_options == {"image_size": 28, "validation": 0.2} and on.select_on == "validation"
+    assert config.dataset_options == {"image_size": 28}  # not changed in place
+    # every chapter's factory: None is today's configuration, True the profile's hold-out
+    assert protocol.chapter_config("default") == make_config("default")
+    assert easy_positive.make_study("default", validation=None) == easy_positive.make_study("default")
+    assert facility_location.make_study("default", validation=None) == facility_location.make_study("default")
+    for chapter in (discriminative, profs):
+        assert chapter.experiment_config("default", validation=None) == chapter.experiment_config("default")
+        assert chapter.experiment_config("default", validation=True).select_on == "validation"
+    study = easy_positive.make_study("paper", validation=True)
+    assert all(c.dataset_options["validation"] == 0.2 for c in (study.config, *study.table1, *study.table2))
+    tables = facility_location.make_study("default", validation=True).tables
+    assert all(t.config.select_on == "validation" for t in tables)
+
+
+def test_protocol_runs_select_on_validation_and_both_ways_agree_with_the_records(book):
+    records = _validated(book["protocol"])
+    for record in records["softmax"]:
+        assert record.data["history"][0]["epoch"] == 0 and record.data["history"][0]["val_metrics"]  # before training
+    table = both_ways_table(records)
+    assert list(table.columns) == [VAL, TEST, "runs", "evaluations"]
+    assert COLUMN_LABELS["test"] == "best epoch on test (papers' protocol, optimistic)"
+    values = {b: [100 * selected_metrics(r, b)["R@1"] for r in records["softmax"]] for b in COLUMN_LABELS}
+    assert table.loc["softmax", VAL].startswith(f"{sum(values['validation']) / 2:.1f} ± ")
+    assert table.loc["softmax", TEST].startswith(f"{sum(values['test']) / 2:.1f} ± ")
+    assert table.loc["softmax", "runs"] == 2 and table.loc["softmax", "evaluations"] == 2
+    assert all(t >= v for t, v in zip(values["test"], values["validation"]))  # test selection is never below
+
+
+def test_easy_positive_main_comparison_both_ways(book):
+    records = _validated(book["easy_positive"])
+    frame = main_comparison(records, "EPSHN")
+    beats_val, beats_test = protocol_column("EPSHN beats it", "validation"), protocol_column("EPSHN beats it", "test")
+    assert list(frame.columns) == [VAL, TEST, "runs", "evaluations", beats_val, beats_test, "effect", "90% interval",
+                                   "verdict changes"]
+    assert list(frame.index) == list(easy_positive.TABLE1_METHODS) and frame.loc["EPSHN", beats_val] == "—"
+    for method in ("triplet", "N-pair", "Proxy-NCA"):
+        row = frame.loc[method]
+        assert row[beats_val] in ("holds", "does not hold", "inconclusive")  # 2 seeds: inconclusive or better
+        assert row["verdict changes"] == (row[beats_val] != row[beats_test])
+        mean = sum(selected_metrics(r, "validation")["R@1"] for r in records[method]) / 2
+        assert row[VAL].startswith(f"{100 * mean:.1f}")
+    with pytest.raises(KeyError, match="'EP' is not among"):
+        main_comparison(records, "EP")
+
+
+def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the_kept_epoch(book):
+    runs = book["facility_location"]
+    records = _validated(runs)
+    for run in runs["clustering"]:
+        assert run.metrics["R@1"] == pytest.approx(run.record.best["metrics"]["R@1"])  # the kept (validation) epoch
+    frame = main_comparison(records, "clustering", "NMI")
+    assert protocol_column("NMI", "validation") in frame and len(frame) == 4
+    # the claims read the geometric NMI of the kept weights: shown at another epoch, they refuse
+    record, _ = selected_record([0.5, 0.7, 0.6, 0.8], [0.6, 0.9, 0.7, 0.65], "validation")  # test: 4, validation: 2
+    run = facility_location.MethodRun("Table 1", "clustering", 0, record, {"metrics_geometric": {"R@1": 0.7}})
+    assert run.metrics == {"R@1": 0.7}
+    with pytest.raises(ValueError, match=r"shown at epoch 4, but .*geometric NMI were computed at the kept epoch 2"):
+        both_ways_verdicts([record], lambda: {"x": facility_location.compare([run.metrics["R@1"]], [0.5])})
+    assert run.metrics == {"R@1": 0.7}  # restored
+
+
+def test_discriminative_and_claims_recomputed_under_each_protocol(book):
+    runs = book["discriminative"]
+    records = _validated(runs)
+    every = [r for rs in records.values() for r in rs]
+
+    def judge():
+        r1 = {m: [r.record.best["metrics"]["R@1"] for r in rs] for m, rs in runs.items()}
+        return {"discriminative beats semi-hard": discriminative.compare(r1["discriminative"], r1["semihard"])}
+
+    table = both_ways_verdicts(every, judge)
+    assert list(table.columns[:4]) == ["claim", protocol_column("verdict", "validation"),
+                                       protocol_column("verdict", "test"), "verdict changes"]
+    row = main_comparison(records, "discriminative").loc["semihard"]
+    for basis in ("validation", "test"):
+        assert table.loc[0, protocol_column("verdict", basis)] == row[protocol_column("discriminative beats it", basis)]
+    assert all(r.best == r.selections["validation"] for r in every)  # restored after each block
+    # Table 2's last layer was scored at the kept epoch: its pairs stay there under either protocol
+    disc = runs["discriminative"]
+    for run in disc:
+        assert run.extras["last_layer"] and run.record.best == run.record.selections["validation"]
+
+
+def test_profs_runs_validate_and_the_best_variant_is_chosen_on_validation(book):
+    runs = book["profs"]
+    _validated(runs)
+    gains = profs.gain_frame({("Contrastive-Hard", v): rs for v, rs in runs.items()})
+    val_r1 = {v: sum(r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs) for v, rs in runs.items()}
+    assert gains.loc["Contrastive-Hard", "best variant"] == max(val_r1, key=val_r1.get)
+    # a timing run does not evaluate, so it selects nothing, also in a chapter that validates
+    times = profs.step_times("contrastive-hard", book["profs_config"], book["profs_splits"], rho=6.0, lam=1e-3,
+                             steps=2, repeats=1)
+    assert set(times["variant"]) == set(profs.VARIANTS)
+
+
+def test_ssdml_holds_out_before_the_labelled_draw_and_keeps_test_selection_on_same_class_data(tmp_path):
+    smoke = ssdml.settings_for("smoke", validation=True)
+    assert smoke["digits"].validation is None  # digits with split="samples": no class-disjoint validation
+    assert smoke["digits"].train_config("smoke", 0).select_on == "test"
+    default = ssdml.settings_for("default", validation=True)
+    assert default["digits"].validation is None and default["omniglot"].validation == 0.2
+    assert default["omniglot"].train_config("default", 0).select_on == "validation"
+    assert ssdml.settings_for("default")["omniglot"] == ssdml.PROFILE_SETTINGS["default"]["omniglot"]
+    # a class-disjoint digits setting: the validation classes are in neither the labelled nor the unlabelled part
+    setting = replace(smoke["digits"], validation=2, methods=("ours",), max_units=300,
+                      config={**smoke["digits"].config, "dataset_options": {"split": "classes"}, "epochs": 2})
+    config = setting.train_config("smoke", 0)
+    splits = ssdml.load_splits(setting, config, 0)
+    names = splits.class_names
+    assert len(names["validation"]) == 2 and not set(names["validation"]) & set(names["train"])
+    assert splits.unlabelled_targets.max() < 3 and splits.train.labels.max() < 3  # 3 training classes remain
+    run = ssdml.run_method("ours", setting, "smoke", 0, splits, tmp_path)
+    _check_validated(run.record)
+    assert run.record.data["history"][0]["val_metrics"]  # the Initial row is evaluated on both
+
+
+@pytest.mark.skipif(not (os.environ.get("DMLNB_DATA") and (Path(os.environ["DMLNB_DATA"]) / "omniglot").exists()),
+                    reason="needs Omniglot under DMLNB_DATA")
+def test_ssdml_floors_are_found_for_a_validated_setting():
+    key, floors = ssdml.protocol_floors(ssdml.settings_for("default", validation=True), "default")
+    assert key == "omniglot" and set(floors) == {"raw pixels", "untrained network"}
+
+
+def test_the_books_optimism_is_the_records_and_never_negative(book):
+    runs, summary = protocol.book_optimism(book["root"], profile="smoke")
+    assert list(runs.columns) == protocol.BOOK_OPTIMISM_COLUMNS
+    assert runs["validation split"].all() and (runs["optimism"] >= 0).all()
+    assert set(runs["chapter"]) == {"00_protocol", "01_easy_positive", "02_facility_location", "03_discriminative",
+                                    "04_profs"}
+    softmax = runs[runs["chapter"] == "00_protocol"]
+    assert set(softmax["method"]) == {"softmax"}
+    expected = selection_optimism(r.record for r in book["protocol"]["softmax"])
+    assert softmax["optimism"].tolist() == expected["optimism"].tolist()
+    assert summary.index.names == ["chapter", "method"]
+    row = summary.loc[("00_protocol", "softmax")]
+    assert row["runs"] == 2 and row["mean"] == pytest.approx(expected["optimism"].mean())
+    assert (summary["mean"] >= 0).all() and summary["runs"].sum() == len(runs)
+    assert math.isnan(row["low"]) or row["low"] <= row["mean"] <= row["high"]
+
+
+# ----------------------------------------------------------------------------------------------
+# Off: the committed default-profile records reload unchanged
+# ----------------------------------------------------------------------------------------------
+
+_HAS_DATA = bool(os.environ.get("DMLNB_DATA")) and (Path(os.environ.get("DMLNB_DATA", ".")) / "omniglot").exists()
+needs_records = pytest.mark.skipif(not (_HAS_DATA and RESULTS.exists()),
+                                   reason="needs the committed results/ and Omniglot under DMLNB_DATA")
+
+
+@pytest.fixture
+def no_training(monkeypatch):
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+
+
+def _default_chapter(chapter, folder: str):
+    """A chapter's default configuration (switch off), settings, splits and committed run folder."""
+    config = chapter.experiment_config("default")
+    return (config, chapter.experiment_settings("default"), load_dataset(config.dataset, **config.dataset_options),
+            RESULTS / folder / "default")
+
+
+def _reloaded(runs) -> int:
+    """How many runs were reloaded (training is disabled: a run that would train raises)."""
+    runs = list(runs)
+    assert runs and not any(getattr(r, "trained", getattr(r, "model", None) is not None) for r in runs)
+    return len(runs)
+
+
+@needs_records
+def test_switch_off_protocol_records_reload(no_training):
+    config = protocol.chapter_config("default")
+    folder = RESULTS / "00_protocol" / "default"
+    for seed in (0, 1, 2):
+        assert reuse_reason(folder / f"softmax-seed{seed}", config.replace(seed=seed),
+                            {"loss": "NormalizedSoftmaxLoss", "temperature": 0.05, "loss_seed": "config.seed"})[0] == ""
+        assert not protocol.softmax_run(config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}").trained
+
+
+@needs_records
+def test_switch_off_easy_positive_records_reload(no_training):
+    study = easy_positive.make_study("default")
+    runner = easy_positive.Runner(study, RESULTS / "01_easy_positive")
+    n = _reloaded(runner.run_all(study.figure4_runs() + study.table1_runs()))
+    assert n == len(list((RESULTS / "01_easy_positive" / "default").glob("*/record.json")))
+
+
+@needs_records
+def test_switch_off_facility_location_records_reload(no_training):
+    study = facility_location.make_study("default")
+    results = RESULTS / "02_facility_location"
+    run = facility_location.run_method
+    runs = [run(t, m, s, None, study, results) for t in study.tables for m in facility_location.METHODS
+            for s in study.seeds_for(t)]
+    runs += [run(study.tables[0], "clustering", s, None, facility_location.gamma_variant(study, g), results)
+             for g in study.gamma_ablation for s in study.seeds]
+    assert _reloaded(runs) == len(list((results / "default").glob("*/record.json")))
+
+
+@needs_records
+def test_switch_off_discriminative_records_reload(no_training):
+    config, settings, splits, folder = _default_chapter(discriminative, "03_discriminative")
+    runs = [discriminative.run_method(m, config.replace(seed=s), splits, folder / f"{m}-seed{s}", settings,
+                                      track_lemma=m == "discriminative") for s in settings["seeds"]
+            for m in discriminative.METHODS.values()]
+    runs += [discriminative.run_method("discriminative", config.replace(seed=s), splits,
+                                       folder / f"discriminative-kmeans-seed{s}", settings, centroids="kmeans",
+                                       track_lemma=True) for s in settings["kmeans_seeds"]]
+    variants = discriminative.deviation_runs(config, splits, folder, settings, settings["seeds"])
+    runs += [r for rs in variants.values() for r in rs]
+    assert _reloaded(runs) == len(list(folder.glob("*/record.json")))
+
+
+@needs_records
+def test_switch_off_profs_records_reload(no_training):
+    config, settings, splits, folder = _default_chapter(profs, "04_profs")
+    M = profs.period_for(config, splits.num_train_classes, settings["rho"])
+
+    def run(row, variant, seed, table=profs.LOSSES, **kw):  # as notebooks/04_profs.ipynb runs them
+        kw.setdefault("rho", settings["rho"])
+        kw.setdefault("lam", settings["lam"])
+        cfg = profs.table2_config(config, row, settings).replace(seed=seed)
+        return profs.run_variant(table[row], variant, cfg, splits, folder, **kw)
+
+    runs = [run(row, v, s) for row in profs.LOSSES for v in profs.VARIANTS for s in profs.seeds_for(row, settings)]
+    runs += [run(row, v, s, table=profs.TABLE2_LOSSES) for row in profs.TABLE2_LOSSES for v in profs.VARIANTS
+             for s in settings["table2_seeds"]]
+    runs += [run(row, "PROFS", s, period=m) for row in settings["ablation_losses"]
+             for m in sorted(set(settings["m_grid"]) | {M}) for s in settings["sweep_seeds"]]
+    runs += [run(settings["lambda_loss"], "PROFS", s, lam=lam) for lam in settings["lambda_grid"]
+             for s in settings["sweep_seeds"]]
+    small = config.replace(batch_size=settings["regime_batch"])
+    runs += [profs.run_variant(profs.LOSSES[settings["regime_loss"]], v, small.replace(seed=s), splits, folder,
+                               rho=settings["rho"], lam=settings["lam"]) for v in ("PROFS", "PROFS-HNCM")
+             for s in settings["regime_seeds"]]
+    runs += [run("Contrastive-Hard", "PROFS", s, proximal_params="backbone") for s in settings["seeds"]]
+    names = {r.record.path.parent.name if r.record.path else r.record.data["name"] for r in runs}
+    assert _reloaded(runs) >= len(names) == len(list(folder.glob("*/record.json")))
+
+
+@needs_records
+def test_switch_off_ssdml_records_reload(no_training):
+    results = RESULTS / "05_ssdml"
+    runs = []
+    for key, setting in ssdml.settings_for("default").items():
+        runs += [r for rs in ssdml.run_setting(key, "default", results).values() for r in rs]
+        if setting.alpha_grid:
+            runs += [r for rs in ssdml.run_alpha_grid(key, "default", results).values() for r in rs]
+    names = {r.record.path.parent.name for r in runs}
+    assert _reloaded(runs) >= len(names) == len(list((results / "default").glob("*/record.json")))
+    with pytest.raises(TrainingDisabledError):  # with the switch on the same runs are other runs
+        ssdml.run_setting("omniglot", "default", results, seeds=(0,), methods=("ours",), validation=True)
+
+
+def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_would_add(book):
+    disc = book["discriminative"]
+    every = [r for rs in disc.values() for r in rs]
+    row = discriminative.deviations_table(disc["discriminative"], {}, every).loc["epoch selection"]
+    assert "on the validation classes held out of training" in row["here"]
+    expected = optimism_text(r.record for r in every)
+    assert expected.startswith("; choosing on the test classes instead would add +") and "R@1 (4 runs)" in expected
+    assert row["measured effect (default profile)"].endswith(expected)
+    runs = book["facility_location"]
+    study = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1))
+    fl = facility_location.deviations({"Table 1": runs}, {}, study, "smoke").set_index("deviation")
+    row = fl.loc["training length and model selection"]
+    assert "on validation classes held out of training" in row["here"]
+    assert row.iloc[-1].endswith(optimism_text(r.record for rs in runs.values() for r in rs))
