@@ -126,6 +126,25 @@ def test_build_loss_types_and_n2_equivalence():
     assert values == pytest.approx([float(torch.stack(ref).mean())] * 4, rel=1e-5)
 
 
+def test_epshn_runs_the_committed_inclusive_rule_until_the_study_asks_for_the_papers(tmp_path):
+    """The chapter's committed EPSHN runs used S_an <= S_ap; the loss's default is now the paper's
+    strict rule, so the chapter passes its rule explicitly, and its run specifications name the
+    rule only when it is not the committed one."""
+    study = ep.make_study("default")
+    assert study.semihard == "inclusive"
+    assert ep.build_loss("EPSHN", 5, 8, study).semihard == "inclusive"
+    assert ep.build_loss("EPSHN", 5, 8).semihard == "inclusive"
+    runner = ep.Runner(study, tmp_path)
+    assert runner.spec("EPSHN") == {"method": "EPSHN"} and runner.spec("EPHN") == {"method": "EPHN"}
+    strict = ep.make_study("default", semihard="strict")
+    assert ep.build_loss("EPSHN", 5, 8, strict).semihard == "strict"
+    strict_runner = ep.Runner(strict, tmp_path)
+    assert strict_runner.spec("EPSHN") == {"method": "EPSHN", "semihard": "strict"}
+    assert strict_runner.spec("EPHN") == {"method": "EPHN"}  # no semi-hard negative, same runs
+    with pytest.raises(ValueError, match="semihard must be one of"):
+        ep.make_study("default", semihard="loose")
+
+
 # ------------------------------------------------------------------------------ runner
 
 
