@@ -86,6 +86,26 @@ def test_methods_normalise_as_in_the_paper():
         fl.method_config("softmax", cfg)
 
 
+def test_the_clustering_runs_keep_the_full_refinement_until_the_study_asks_for_the_papers():
+    """The loss's default is now the paper's Algorithm 2; the chapter's committed runs used
+    "full", which it passes explicitly, and its specifications name the refinement only when it
+    is not "full"."""
+    study = fl.make_study("default")
+    assert study.refinement == "full" and fl.build_loss("clustering").refinement == "full"
+    assert fl.toy_loss("clustering").refinement == "full"
+    assert FacilityLocationLoss().refinement == "paper"
+    table = study.tables[0]
+    spec = fl._spec(table, "clustering", study, tsne=False)
+    assert "refinement" not in spec
+    paper = fl.make_study("default", refinement="paper")
+    assert fl.build_loss("clustering", 10.0, paper.refinement).refinement == "paper"
+    assert fl._spec(table, "clustering", paper, tsne=False) == {**spec, "refinement": "paper"}
+    assert fl._spec(table, "npair", paper, tsne=False) == fl._spec(table, "npair", study, tsne=False)
+    assert fl.gamma_variant(paper, 1.0).refinement == "paper"
+    with pytest.raises(ValueError, match="refinement must be one of"):
+        fl.make_study("default", refinement="tf")
+
+
 def test_reported_tables_are_the_papers():
     assert fl.REPORTED["Table 1"].loc["Clustering", "NMI"] == 59.23
     assert fl.REPORTED["Table 2"].loc["Triplet semihard", "R@1"] == 51.54

@@ -44,7 +44,7 @@ from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
 from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.hooks import Hook
 from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
-from dmlnb.losses.facility_location import InsideLossHook
+from dmlnb.losses.facility_location import REFINEMENTS, InsideLossHook
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
@@ -241,6 +241,11 @@ class Study:
     tsne_methods: tuple[str, ...] = field(default=("clustering",))
     gamma_ablation: tuple[float, ...] = ()
     toy_seeds: tuple[int, ...] = (0, 1, 2)
+    #: The clustering loss's form of Algorithm 2 (:class:`~dmlnb.losses.FacilityLocationLoss`
+    #: ``refinement``): the committed runs used ``"full"`` (swaps scored with the full objective,
+    #: Lemma 1 at every swap); the paper's listing is ``"paper"``, the loss's default. A value
+    #: other than ``"full"`` enters the clustering runs' specification, so they train anew.
+    refinement: str = "full"
 
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
@@ -287,14 +292,14 @@ def make_study(
         overrides: TrainConfig fields applied to every run (e.g. ``{"epochs": 4}``).
         seeds: replaces the preset's seeds.
         design: replaces ``gamma``, ``decay_rate``, ``decay_steps``, ``diag_every``,
-            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds`` (``None`` keeps
-            the preset).
+            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds``, ``refinement``
+            (``None`` keeps the preset).
     """
     if profile not in PRESETS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
     preset = dict(PRESETS[profile])
     allowed = {"gamma", "decay_rate", "decay_steps", "diag_every", "tsne_points", "tsne_methods",
-               "gamma_ablation", "toy_seeds"}
+               "gamma_ablation", "toy_seeds", "refinement"}
     unknown = sorted(set(design) - allowed)
     if unknown:
         raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
@@ -311,6 +316,9 @@ def make_study(
     bad = sorted(set(preset["tsne_methods"]) - set(METHODS))
     if bad:
         raise ValueError(f"tsne_methods {bad} are not methods; choose from {list(METHODS)}")
+    refinement = preset.get("refinement", "full")
+    if refinement not in REFINEMENTS:
+        raise ValueError(f"refinement must be one of {REFINEMENTS}, got {refinement!r}")
     return Study(
         profile=profile, tables=tuple(tables),
         seeds=tuple(int(s) for s in (seeds if seeds is not None else preset["seeds"])),
@@ -319,7 +327,7 @@ def make_study(
         diag_every=int(preset["diag_every"]), tsne_points=int(preset["tsne_points"]),
         tsne_methods=tuple(preset["tsne_methods"]),
         gamma_ablation=tuple(float(g) for g in preset.get("gamma_ablation", ())),
-        toy_seeds=tuple(int(s) for s in preset["toy_seeds"]),
+        toy_seeds=tuple(int(s) for s in preset["toy_seeds"]), refinement=refinement,
     )
 
 
@@ -336,9 +344,10 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config.replace(normalize=method in ("triplet", "clustering"))
 
 
-def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
+def build_loss(method: str, gamma: float = 1.0, refinement: str = "full") -> nn.Module:
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); ``gamma`` is the clustering loss's
-    initial margin multiplier."""
+    initial margin multiplier and ``refinement`` its form of Algorithm 2 (``"full"``, the
+    committed runs'; the paper's listing is ``"paper"``, see :attr:`Study.refinement`)."""
     if method == "triplet":
         return semihard_triplet_loss()
     if method == "lifted":
@@ -346,7 +355,7 @@ def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
     if method == "npair":
         return npair_loss()
     if method == "clustering":
-        return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True)
+        return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True, refinement=refinement)
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
 
 
@@ -396,10 +405,12 @@ def run_name(table: TableSpec, method: str, seed: int, gamma: float | None = Non
 
 
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
+    # The refinement is named only when it is not "full", the form of every committed run.
+    refinement = {"refinement": study.refinement} if method == "clustering" and study.refinement != "full" else {}
     return json.loads(json.dumps({
         "table": table.table, "method": method, "loss": IMPLEMENTATION[method],
         "class_ratio": table.class_ratio, "classes_per_batch": table.classes_per_batch,
-        **study.settings(), "tsne": tsne,
+        **study.settings(), "tsne": tsne, **refinement,
     }))
 
 
@@ -450,7 +461,7 @@ def run_method(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = build_loss(method, study.gamma)
+        loss = build_loss(method, study.gamma, study.refinement)
         labels = torch.as_tensor(splits.train.labels)
         sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
                                     seed=cfg.seed, num_batches=cfg.steps_per_epoch)
@@ -599,13 +610,14 @@ def toy_loss(name: str) -> nn.Module:
     L2-normalised points (the layout lives on the unit circle): ``"triplet semi-hard"``,
     ``"lifted structure"``, ``"N-pairs"``, ``"triplet all"`` (every triplet, squared distance as
     the semi-hard one, mean over the non-zero ones; not a loss of the paper) and
-    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay)."""
+    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay, Algorithm 2 in
+    the ``"full"`` form of the chapter's committed runs)."""
     losses = {
         "triplet semi-hard": semihard_triplet_loss,
         "lifted structure": lambda: lifted_structure_loss(normalize=True),
         "N-pairs": lambda: npair_loss(normalize=True),
         "triplet all": lambda: TripletLoss(margin=0.2, mining="all", distance="squared"),
-        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0),
+        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0, refinement="full"),
     }
     if name not in losses:
         raise ValueError(f"unknown toy loss {name!r}; choose one of {list(losses)}")
