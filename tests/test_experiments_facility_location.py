@@ -106,6 +106,20 @@ def test_the_clustering_runs_keep_the_full_refinement_until_the_study_asks_for_t
         fl.make_study("default", refinement="tf")
 
 
+def test_the_npairs_runs_keep_the_first_pair_until_the_study_asks_for_eq_3():
+    study = fl.make_study("default")
+    assert study.npair_pairs == "first" and fl.build_loss("npair").pairs == "first"
+    table = study.tables[0]
+    spec = fl._spec(table, "npair", study, tsne=False)
+    assert "pairs" not in spec
+    eq3 = fl.make_study("default", npair_pairs="all")
+    assert fl.build_loss("npair", npair_pairs=eq3.npair_pairs).pairs == "all"
+    assert fl._spec(table, "npair", eq3, tsne=False) == {**spec, "pairs": "all"}
+    assert fl._spec(table, "clustering", eq3, tsne=False) == fl._spec(table, "clustering", study, tsne=False)
+    with pytest.raises(ValueError, match="npair_pairs must be one of"):
+        fl.make_study("default", npair_pairs="every")
+
+
 def test_reported_tables_are_the_papers():
     assert fl.REPORTED["Table 1"].loc["Clustering", "NMI"] == 59.23
     assert fl.REPORTED["Table 2"].loc["Triplet semihard", "R@1"] == 51.54

@@ -45,6 +45,7 @@ from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss,
 from dmlnb.hooks import Hook
 from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
 from dmlnb.losses.facility_location import REFINEMENTS, InsideLossHook
+from dmlnb.losses.npair import PAIRINGS
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
@@ -246,6 +247,11 @@ class Study:
     #: Lemma 1 at every swap); the paper's listing is ``"paper"``, the loss's default. A value
     #: other than ``"full"`` enters the clustering runs' specification, so they train anew.
     refinement: str = "full"
+    #: The N-pairs baseline's pairs (:class:`~dmlnb.losses.NPairLoss` ``pairs``): the committed
+    #: runs used ``"first"`` (Sohn's one pair per class: with four images per class, two enter the
+    #: loss); the paper's Eq. 3 takes every positive pair, ``"all"``. A value other than
+    #: ``"first"`` enters the N-pairs runs' specification, so they train anew.
+    npair_pairs: str = "first"
 
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
@@ -292,14 +298,14 @@ def make_study(
         overrides: TrainConfig fields applied to every run (e.g. ``{"epochs": 4}``).
         seeds: replaces the preset's seeds.
         design: replaces ``gamma``, ``decay_rate``, ``decay_steps``, ``diag_every``,
-            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds``, ``refinement``
-            (``None`` keeps the preset).
+            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds``, ``refinement``,
+            ``npair_pairs`` (``None`` keeps the preset).
     """
     if profile not in PRESETS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
     preset = dict(PRESETS[profile])
     allowed = {"gamma", "decay_rate", "decay_steps", "diag_every", "tsne_points", "tsne_methods",
-               "gamma_ablation", "toy_seeds", "refinement"}
+               "gamma_ablation", "toy_seeds", "refinement", "npair_pairs"}
     unknown = sorted(set(design) - allowed)
     if unknown:
         raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
@@ -319,6 +325,9 @@ def make_study(
     refinement = preset.get("refinement", "full")
     if refinement not in REFINEMENTS:
         raise ValueError(f"refinement must be one of {REFINEMENTS}, got {refinement!r}")
+    npair_pairs = preset.get("npair_pairs", "first")
+    if npair_pairs not in PAIRINGS:
+        raise ValueError(f"npair_pairs must be one of {PAIRINGS}, got {npair_pairs!r}")
     return Study(
         profile=profile, tables=tuple(tables),
         seeds=tuple(int(s) for s in (seeds if seeds is not None else preset["seeds"])),
@@ -328,6 +337,7 @@ def make_study(
         tsne_methods=tuple(preset["tsne_methods"]),
         gamma_ablation=tuple(float(g) for g in preset.get("gamma_ablation", ())),
         toy_seeds=tuple(int(s) for s in preset["toy_seeds"]), refinement=refinement,
+        npair_pairs=npair_pairs,
     )
 
 
@@ -344,16 +354,18 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config.replace(normalize=method in ("triplet", "clustering"))
 
 
-def build_loss(method: str, gamma: float = 1.0, refinement: str = "full") -> nn.Module:
+def build_loss(method: str, gamma: float = 1.0, refinement: str = "full", npair_pairs: str = "first") -> nn.Module:
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); ``gamma`` is the clustering loss's
     initial margin multiplier and ``refinement`` its form of Algorithm 2 (``"full"``, the
-    committed runs'; the paper's listing is ``"paper"``, see :attr:`Study.refinement`)."""
+    committed runs'; the paper's listing is ``"paper"``, see :attr:`Study.refinement`);
+    ``npair_pairs`` the N-pairs baseline's pairs (``"first"``, the committed runs'; the paper's
+    Eq. 3 is ``"all"``, see :attr:`Study.npair_pairs`)."""
     if method == "triplet":
         return semihard_triplet_loss()
     if method == "lifted":
         return lifted_structure_loss(normalize=False)
     if method == "npair":
-        return npair_loss()
+        return npair_loss(pairs=npair_pairs)
     if method == "clustering":
         return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True, refinement=refinement)
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
@@ -405,12 +417,16 @@ def run_name(table: TableSpec, method: str, seed: int, gamma: float | None = Non
 
 
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
-    # The refinement is named only when it is not "full", the form of every committed run.
-    refinement = {"refinement": study.refinement} if method == "clustering" and study.refinement != "full" else {}
+    # A variant is named only when it is not the one every committed run used ("full", "first").
+    variant: dict[str, str] = {}
+    if method == "clustering" and study.refinement != "full":
+        variant["refinement"] = study.refinement
+    if method == "npair" and study.npair_pairs != "first":
+        variant["pairs"] = study.npair_pairs
     return json.loads(json.dumps({
         "table": table.table, "method": method, "loss": IMPLEMENTATION[method],
         "class_ratio": table.class_ratio, "classes_per_batch": table.classes_per_batch,
-        **study.settings(), "tsne": tsne, **refinement,
+        **study.settings(), "tsne": tsne, **variant,
     }))
 
 
@@ -461,7 +477,7 @@ def run_method(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = build_loss(method, study.gamma, study.refinement)
+        loss = build_loss(method, study.gamma, study.refinement, study.npair_pairs)
         labels = torch.as_tensor(splits.train.labels)
         sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
                                     seed=cfg.seed, num_batches=cfg.steps_per_epoch)
