@@ -202,6 +202,10 @@ class Study:
     #: enters EPSHN's method specification (:meth:`Runner.spec`), so those runs train anew.
     semihard: str = "inclusive"
 
+    def __post_init__(self) -> None:
+        if self.semihard not in SEMIHARD_RULES:
+            raise ValueError(f"semihard must be one of {SEMIHARD_RULES}, got {self.semihard!r}")
+
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
         c = self.config
@@ -285,8 +289,6 @@ def make_study(
     base = make_config(profile, {**preset["config"], **overrides})
     table1 = tuple(make_config(profile, {**preset["config"], **cell, **overrides}) for cell in preset["table1"])
     table2 = tuple(make_config(profile, {**row, **overrides}) for row in preset["table2"])
-    if preset.get("semihard", "inclusive") not in SEMIHARD_RULES:
-        raise ValueError(f"semihard must be one of {SEMIHARD_RULES}, got {preset['semihard']!r}")
     group_sizes = tuple(int(n) for n in preset["group_sizes"])
     key = int(preset["key_group_size"])
     if key not in group_sizes:
@@ -332,7 +334,7 @@ def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study |
     """
     study_margin = study.triplet_margin if study is not None else 0.2
     study_scale = study.proxy_scale if study is not None else 9.0
-    semihard = study.semihard if study is not None else "inclusive"
+    semihard = study.semihard if study is not None else Study.semihard
     if method in VARIANTS:
         return easy_positive_loss(method, semihard=semihard)
     if method == "N-pair":

@@ -253,6 +253,12 @@ class Study:
     #: ``"first"`` enters the N-pairs runs' specification, so they train anew.
     npair_pairs: str = "first"
 
+    def __post_init__(self) -> None:
+        if self.refinement not in REFINEMENTS:
+            raise ValueError(f"refinement must be one of {REFINEMENTS}, got {self.refinement!r}")
+        if self.npair_pairs not in PAIRINGS:
+            raise ValueError(f"npair_pairs must be one of {PAIRINGS}, got {self.npair_pairs!r}")
+
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
         parts = []
@@ -322,12 +328,6 @@ def make_study(
     bad = sorted(set(preset["tsne_methods"]) - set(METHODS))
     if bad:
         raise ValueError(f"tsne_methods {bad} are not methods; choose from {list(METHODS)}")
-    refinement = preset.get("refinement", "full")
-    if refinement not in REFINEMENTS:
-        raise ValueError(f"refinement must be one of {REFINEMENTS}, got {refinement!r}")
-    npair_pairs = preset.get("npair_pairs", "first")
-    if npair_pairs not in PAIRINGS:
-        raise ValueError(f"npair_pairs must be one of {PAIRINGS}, got {npair_pairs!r}")
     return Study(
         profile=profile, tables=tuple(tables),
         seeds=tuple(int(s) for s in (seeds if seeds is not None else preset["seeds"])),
@@ -336,8 +336,8 @@ def make_study(
         diag_every=int(preset["diag_every"]), tsne_points=int(preset["tsne_points"]),
         tsne_methods=tuple(preset["tsne_methods"]),
         gamma_ablation=tuple(float(g) for g in preset.get("gamma_ablation", ())),
-        toy_seeds=tuple(int(s) for s in preset["toy_seeds"]), refinement=refinement,
-        npair_pairs=npair_pairs,
+        toy_seeds=tuple(int(s) for s in preset["toy_seeds"]),
+        **{k: preset[k] for k in ("refinement", "npair_pairs") if k in preset},  # else Study's
     )
 
 
@@ -354,12 +354,13 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config.replace(normalize=method in ("triplet", "clustering"))
 
 
-def build_loss(method: str, gamma: float = 1.0, refinement: str = "full", npair_pairs: str = "first") -> nn.Module:
+def build_loss(method: str, gamma: float = 1.0, refinement: str | None = None, npair_pairs: str | None = None) -> nn.Module:
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); ``gamma`` is the clustering loss's
-    initial margin multiplier and ``refinement`` its form of Algorithm 2 (``"full"``, the
-    committed runs'; the paper's listing is ``"paper"``, see :attr:`Study.refinement`);
-    ``npair_pairs`` the N-pairs baseline's pairs (``"first"``, the committed runs'; the paper's
-    Eq. 3 is ``"all"``, see :attr:`Study.npair_pairs`)."""
+    initial margin multiplier, ``refinement`` its form of Algorithm 2 and ``npair_pairs`` the
+    N-pairs baseline's pairs (``None``: :class:`Study`'s defaults, the committed runs' ``"full"``
+    and ``"first"``; the papers' are ``"paper"`` and ``"all"``, see :attr:`Study.refinement`)."""
+    refinement = Study.refinement if refinement is None else refinement
+    npair_pairs = Study.npair_pairs if npair_pairs is None else npair_pairs
     if method == "triplet":
         return semihard_triplet_loss()
     if method == "lifted":
@@ -626,14 +627,15 @@ def toy_loss(name: str) -> nn.Module:
     L2-normalised points (the layout lives on the unit circle): ``"triplet semi-hard"``,
     ``"lifted structure"``, ``"N-pairs"``, ``"triplet all"`` (every triplet, squared distance as
     the semi-hard one, mean over the non-zero ones; not a loss of the paper) and
-    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay, Algorithm 2 in
-    the ``"full"`` form of the chapter's committed runs)."""
+    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay). N-pairs' pairs
+    and the clustering loss's Algorithm 2 are :class:`Study`'s defaults, the chapter's
+    committed forms (``"first"``, ``"full"``)."""
     losses = {
         "triplet semi-hard": semihard_triplet_loss,
         "lifted structure": lambda: lifted_structure_loss(normalize=True),
-        "N-pairs": lambda: npair_loss(normalize=True),
+        "N-pairs": lambda: npair_loss(normalize=True, pairs=Study.npair_pairs),
         "triplet all": lambda: TripletLoss(margin=0.2, mining="all", distance="squared"),
-        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0, refinement="full"),
+        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0, refinement=Study.refinement),
     }
     if name not in losses:
         raise ValueError(f"unknown toy loss {name!r}; choose one of {list(losses)}")
