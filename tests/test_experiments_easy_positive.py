@@ -61,7 +61,7 @@ def test_paper_profile_matches_the_paper():
     c = study.config
     assert (c.dataset, c.model, c.pretrained, c.batch_size) == ("cars196", "resnet18", True, 128)
     assert (c.optimizer, c.momentum, c.epochs, c.lr, c.lr_milestones) == ("sgd", 0.0, 40, 5e-4, (20, 30))
-    assert c.dataset_options == {"image_size": 256}
+    assert c.dataset_options == {"image_size": 256, "resize": 256, "padding": 10}  # Sec. 5.1's crops
     assert study.key_group_size == 16 and max(study.group_sizes) > 16
     cells = {(t.dataset, t.model) for t in study.table1}
     assert cells == {(d, m) for d in ("cub200", "cars196") for m in ("googlenet", "resnet18", "resnet50")}

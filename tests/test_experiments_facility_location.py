@@ -26,6 +26,7 @@ def test_paper_profile_follows_the_paper():
     for t in study.tables:
         c = t.config
         assert (c.embedding_dim, c.batch_size, c.optimizer, c.model, c.pretrained) == (64, 128, "rmsprop", "googlenet", True)
+        assert c.dataset_options == {"image_size": 227, "resize": 256}  # 256 x 256, cropped at 227
     assert [t.class_ratio for t in study.tables] == [0.25, 0.25, 0.75]  # Sec. 3.5
     assert [t.classes_per_batch for t in study.tables] == [32, 32, 96]
     assert by_table["Table 3"].config.eval_ks == (1, 10, 100)

@@ -121,7 +121,9 @@ _ALL_METHODS = (*MINING_METHODS, "N-pair", "triplet", "Proxy-NCA")
 # ----------------------------------------------------------------------------------------------
 
 # Sec. 5.1: SGD (the authors' code: momentum 0), 40 epochs, LR / 10 after epochs 20 and 30,
-# batch 128, NCA temperature 0.1 (in the loss), images resized to 256 x 256.
+# batch 128, NCA temperature 0.1 (in the loss); images resized to 256 x 256, augmented by random
+# crops of the image padded by 10 pixels on each side and horizontal flips (the loaders' square
+# crops, dmlnb.data.crops; the test crop is the whole 256 x 256 image).
 _PAPER_SCHEDULE = dict(
     optimizer="sgd", momentum=0.0, epochs=40, lr_milestones=(20, 30), lr_gamma=0.1,
     batch_size=128, pretrained=True, weight_decay=0.0, eval_every=5, num_workers=8,
@@ -133,7 +135,7 @@ _PAPER_KS = {"cub200": (1, 2, 4, 8), "cars196": (1, 2, 4, 8), "sop": (1, 10, 100
 
 def _paper(dataset: str, model: str, dim: int, n: int) -> dict[str, Any]:
     return dict(
-        _PAPER_SCHEDULE, dataset=dataset, dataset_options={"image_size": 256}, model=model,
+        _PAPER_SCHEDULE, dataset=dataset, dataset_options={"image_size": 256, "resize": 256, "padding": 10}, model=model,
         embedding_dim=dim, lr=_PAPER_LR[dataset], m_per_class=n, eval_ks=_PAPER_KS[dataset],
     )
 

@@ -148,13 +148,14 @@ REPORTED_SETTING: dict[str, str] = {
 
 # Sec. 3.5 / 4: Inception with batch normalisation pretrained on ImageNet (torchvision's GoogLeNet,
 # which has a BatchNorm after every convolution, is the closest backbone in dmlnb), 64-d,
-# RMSprop, batch m = 128, 256 x 256 images cropped to 227 (the loaders' train crop is a random
-# resized crop, the test crop a centre crop). The learning rate is not stated; 1e-5 is our choice.
+# RMSprop, batch m = 128, images resized to 256 x 256 and cropped to 227, at random with a
+# horizontal flip for training, in the centre for testing (Sec. 3.5; the loaders' square crops,
+# dmlnb.data.crops). The learning rate is not stated; 1e-5 is our choice.
 # Iterations: 10k (CUB), 20k (Cars196, SOP), as 1000-step "epochs" so that the margin decays and
 # evaluation happen every 1000 steps.
 _PAPER = dict(
     model="googlenet", pretrained=True, embedding_dim=64, batch_size=128, optimizer="rmsprop",
-    lr=1e-5, momentum=0.0, weight_decay=0.0, dataset_options={"image_size": 227},
+    lr=1e-5, momentum=0.0, weight_decay=0.0, dataset_options={"image_size": 227, "resize": 256},
     steps_per_epoch=1000, eval_every=2, eval_metrics=("recall", "nmi"), num_workers=8,
 )
 
