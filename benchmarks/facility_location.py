@@ -3,9 +3,10 @@
     python benchmarks/facility_location.py                     # CPU or the first CUDA device
     python benchmarks/facility_location.py --device cpu --repeats 20 --batch-sizes 64 128
 
-Each row times ``loss_augmented_inference(dist, labels, gamma=1)`` (default 5 PAM passes, early
-stop) on one batch of ``B`` unit embeddings (128-d, ``m`` images per class around ``B / m`` random
-class centres, noise 1: a batch that leaves PAM work to do): median milliseconds of ``--repeats``
+Each row times ``loss_augmented_inference(dist, labels, gamma=1, refinement="full")`` (the form
+of Algorithm 2 that has the static-shape path and CUDA graphs; 5 PAM passes, early stop) on one
+batch of ``B`` unit embeddings (128-d, ``m`` images per class around ``B / m`` random class
+centres, noise 1: a batch that leaves PAM work to do): median milliseconds of ``--repeats``
 runs after 3 warm-ups (the first call on CUDA also captures the CUDA graphs), CUDA synchronised;
 ``pam_swaps`` is the number of PAM swaps made. ``ops``, ``kernels`` and ``reads`` count the ATen
 operators one call dispatches, on the CPU on the same batch, for the path the device runs (on
@@ -67,8 +68,8 @@ def count_ops(b: int = 128, per_class: int = 4) -> dict[str, _OpCounter]:
     ``static_shapes=True`` on the same batch, the proxy for its kernel launches."""
     dist, labels = batch(b, per_class, torch.device("cpu"))
     calls = {
-        "loss_augmented_inference (CPU path)": lambda: loss_augmented_inference(dist, labels, 1.0),
-        "static-shape path (CUDA's)": lambda: loss_augmented_inference(dist, labels, 1.0, static_shapes=True),
+        "loss_augmented_inference (CPU path)": lambda: loss_augmented_inference(dist, labels, 1.0, refinement="full"),
+        "static-shape path (CUDA's)": lambda: loss_augmented_inference(dist, labels, 1.0, static_shapes=True, refinement="full"),
     }
     counts = {}
     with torch.no_grad():
@@ -84,9 +85,9 @@ def call_ops(dist: torch.Tensor, labels: torch.Tensor, static_shapes: bool) -> _
     warms up)."""
     dist, labels = dist.cpu(), labels.cpu()
     with torch.no_grad():
-        loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes)
+        loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes, refinement="full")
         with _OpCounter() as counter:
-            loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes)
+            loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes, refinement="full")
     return counter
 
 
@@ -95,8 +96,8 @@ def run(device: torch.device, batch_sizes: list[int], per_class: list[int], repe
     for m in per_class:
         for b in batch_sizes:
             dist, labels = batch(b, m, device)
-            _, stats = loss_augmented_inference(dist, labels, 1.0)
-            ms = median_ms(lambda: loss_augmented_inference(dist, labels, 1.0), device, repeats, slow_seconds=math.inf)
+            _, stats = loss_augmented_inference(dist, labels, 1.0, refinement="full")
+            ms = median_ms(lambda: loss_augmented_inference(dist, labels, 1.0, refinement="full"), device, repeats, slow_seconds=math.inf)
             ops = call_ops(dist, labels, static_shapes=device.type == "cuda")
             rows.append({"B": b, "m": m, "C": b // m, "ms": ms, "pam_swaps": int(stats["pam_swaps"]),
                          "ops": ops.ops, "kernels": ops.kernels, "reads": ops.reads})

@@ -258,7 +258,9 @@ class MPerClassSampler(_ClassGroupSampler):
     """Batches of ``batch_size / m`` distinct classes x ``m`` images each.
 
     The batch construction of Easy Positive (Xuan et al. 2020, group size ``n``), PROFS' baseline
-    (``I`` images per class) and PML's ``MPerClassSampler``. A batch lists its classes' groups
+    (``I`` images per class) and PML's ``MPerClassSampler``; with ``m = 2``, Sohn's N-pair
+    batches (``N = B / 2`` pairs of distinct classes, :class:`dmlnb.losses.NPairLoss`). A batch
+    lists its classes' groups
     contiguously, ``[c_1 x m, c_2 x m, ...]``; classes are distinct within a batch.
 
     **Epoch rule** (epoch ``e``, all randomness from a generator seeded by ``(seed, e)``):

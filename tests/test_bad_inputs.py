@@ -216,6 +216,9 @@ IMAGE_FOLDER_OPTION_CASES = [
     ("cache_size-without-cache", {"decoded_cache": False, "cache_size": 12}, ValueError,
      ["cache_size=12", "decoded_cache=True"]),
     ("image_size=0", {"image_size": 0}, ValueError, ["image_size", "0"]),
+    ("resize<image_size", {"resize": 6}, ValueError, ["resize=6", "image_size=8", "resize >= 8"]),
+    ("padding-without-resize", {"padding": 2}, ValueError, ["padding=2", "set resize"]),
+    ("padding=-1", {"resize": 10, "padding": -1}, ValueError, ["padding", "-1"]),
 ]
 
 

@@ -62,6 +62,25 @@ def test_paper_preset_is_the_papers_setup() -> None:
     assert s["arch_variant"] == "vgg16"
 
 
+def test_the_clustering_baseline_settings_are_explicit_and_keep_the_committed_spec() -> None:
+    """gamma 1, constant, and the "full" refinement: what the committed runs trained, named by
+    the SETTINGS of every profile and by the run specification's loss text, which is unchanged at
+    these values and changes with them."""
+    assert all(X.SETTINGS[p]["clustering_gamma"] == 1.0 and X.SETTINGS[p]["clustering_refinement"] == "full"
+               for p in X.SETTINGS)
+    loss = X.build_loss("clustering", 5, 16)
+    assert loss.margin_multiplier == 1.0 and loss.refinement == "full"
+    assert X.IMPLEMENTATION["Clustering"] == "FacilityLocationLoss(margin multiplier 1, 5 PAM passes)"
+    settings = X.experiment_settings("default")
+    assert X._spec("clustering", "onehot", None, False, settings)["loss"] == X.IMPLEMENTATION["Clustering"]
+    changed = {**settings, "clustering_gamma": 10.0, "clustering_refinement": "paper"}
+    assert X._spec("clustering", "onehot", None, False, changed)["loss"] == (
+        "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)")
+    assert X._spec("semihard", "onehot", None, False, changed) == X._spec("semihard", "onehot", None, False, settings)
+    other = X.build_loss("clustering", 5, 16, clustering_gamma=10.0, clustering_refinement="paper")
+    assert other.margin_multiplier == 10.0 and other.refinement == "paper"
+
+
 def test_settings_reject_unknown_keys_and_keep_none() -> None:
     assert X.experiment_settings("default", seeds=None)["seeds"] == X.SETTINGS["default"]["seeds"]
     assert X.experiment_settings("default", seeds=(5,))["seeds"] == (5,)

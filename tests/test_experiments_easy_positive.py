@@ -61,7 +61,7 @@ def test_paper_profile_matches_the_paper():
     c = study.config
     assert (c.dataset, c.model, c.pretrained, c.batch_size) == ("cars196", "resnet18", True, 128)
     assert (c.optimizer, c.momentum, c.epochs, c.lr, c.lr_milestones) == ("sgd", 0.0, 40, 5e-4, (20, 30))
-    assert c.dataset_options == {"image_size": 256}
+    assert c.dataset_options == {"image_size": 256, "resize": 256, "padding": 10}  # Sec. 5.1's crops
     assert study.key_group_size == 16 and max(study.group_sizes) > 16
     cells = {(t.dataset, t.model) for t in study.table1}
     assert cells == {(d, m) for d in ("cub200", "cars196") for m in ("googlenet", "resnet18", "resnet50")}
@@ -124,6 +124,25 @@ def test_build_loss_types_and_n2_equivalence():
         neg = [j for j in range(12) if y[j] != y[a]]
         ref.append(-s[a, p] + torch.logsumexp(torch.stack([s[a, p]] + [s[a, j] for j in neg]), 0))
     assert values == pytest.approx([float(torch.stack(ref).mean())] * 4, rel=1e-5)
+
+
+def test_epshn_runs_the_committed_inclusive_rule_until_the_study_asks_for_the_papers(tmp_path):
+    """The chapter's committed EPSHN runs used S_an <= S_ap; the loss's default is now the paper's
+    strict rule, so the chapter passes its rule explicitly, and its run specifications name the
+    rule only when it is not the committed one."""
+    study = ep.make_study("default")
+    assert study.semihard == "inclusive"
+    assert ep.build_loss("EPSHN", 5, 8, study).semihard == "inclusive"
+    assert ep.build_loss("EPSHN", 5, 8).semihard == "inclusive"
+    runner = ep.Runner(study, tmp_path)
+    assert runner.spec("EPSHN") == {"method": "EPSHN"} and runner.spec("EPHN") == {"method": "EPHN"}
+    strict = ep.make_study("default", semihard="strict")
+    assert ep.build_loss("EPSHN", 5, 8, strict).semihard == "strict"
+    strict_runner = ep.Runner(strict, tmp_path)
+    assert strict_runner.spec("EPSHN") == {"method": "EPSHN", "semihard": "strict"}
+    assert strict_runner.spec("EPHN") == {"method": "EPHN"}  # no semi-hard negative, same runs
+    with pytest.raises(ValueError, match="semihard must be one of"):
+        ep.make_study("default", semihard="loose")
 
 
 # ------------------------------------------------------------------------------ runner

@@ -26,6 +26,7 @@ def test_paper_profile_follows_the_paper():
     for t in study.tables:
         c = t.config
         assert (c.embedding_dim, c.batch_size, c.optimizer, c.model, c.pretrained) == (64, 128, "rmsprop", "googlenet", True)
+        assert c.dataset_options == {"image_size": 227, "resize": 256}  # 256 x 256, cropped at 227
     assert [t.class_ratio for t in study.tables] == [0.25, 0.25, 0.75]  # Sec. 3.5
     assert [t.classes_per_batch for t in study.tables] == [32, 32, 96]
     assert by_table["Table 3"].config.eval_ks == (1, 10, 100)
@@ -84,6 +85,40 @@ def test_methods_normalise_as_in_the_paper():
         fl.build_loss("softmax")
     with pytest.raises(ValueError, match="unknown method"):
         fl.method_config("softmax", cfg)
+
+
+def test_the_clustering_runs_keep_the_full_refinement_until_the_study_asks_for_the_papers():
+    """The loss's default is now the paper's Algorithm 2; the chapter's committed runs used
+    "full", which it passes explicitly, and its specifications name the refinement only when it
+    is not "full"."""
+    study = fl.make_study("default")
+    assert study.refinement == "full" and fl.build_loss("clustering").refinement == "full"
+    assert fl.toy_loss("clustering").refinement == "full"
+    assert FacilityLocationLoss().refinement == "paper"
+    table = study.tables[0]
+    spec = fl._spec(table, "clustering", study, tsne=False)
+    assert "refinement" not in spec
+    paper = fl.make_study("default", refinement="paper")
+    assert fl.build_loss("clustering", 10.0, paper.refinement).refinement == "paper"
+    assert fl._spec(table, "clustering", paper, tsne=False) == {**spec, "refinement": "paper"}
+    assert fl._spec(table, "npair", paper, tsne=False) == fl._spec(table, "npair", study, tsne=False)
+    assert fl.gamma_variant(paper, 1.0).refinement == "paper"
+    with pytest.raises(ValueError, match="refinement must be one of"):
+        fl.make_study("default", refinement="tf")
+
+
+def test_the_npairs_runs_keep_the_first_pair_until_the_study_asks_for_eq_3():
+    study = fl.make_study("default")
+    assert study.npair_pairs == "first" and fl.build_loss("npair").pairs == "first"
+    table = study.tables[0]
+    spec = fl._spec(table, "npair", study, tsne=False)
+    assert "pairs" not in spec
+    eq3 = fl.make_study("default", npair_pairs="all")
+    assert fl.build_loss("npair", npair_pairs=eq3.npair_pairs).pairs == "all"
+    assert fl._spec(table, "npair", eq3, tsne=False) == {**spec, "pairs": "all"}
+    assert fl._spec(table, "clustering", eq3, tsne=False) == fl._spec(table, "clustering", study, tsne=False)
+    with pytest.raises(ValueError, match="npair_pairs must be one of"):
+        fl.make_study("default", npair_pairs="every")
 
 
 def test_reported_tables_are_the_papers():

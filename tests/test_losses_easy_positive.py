@@ -22,9 +22,12 @@ def reference_loss(
     temperature: float = 0.1,
     duplicate_threshold: float | None = 0.9999,
     drop_nonpositive: bool = False,
+    semihard: str = "strict",
 ) -> torch.Tensor:
     """Straight from Xuan et al. Sec. 3-4 (+ the authors' duplicate / drop rules), one anchor at
-    a time, selections made with Python comparisons. Differentiable in ``x``."""
+    a time, selections made with Python comparisons. Differentiable in ``x``. Semi-hard
+    candidates: ``S_an < S_ap`` (``"strict"``, Sec. 3.1's ``d_an > d_ap``) or ``S_an <= S_ap``
+    (``"inclusive"``, the authors' code)."""
     xn = x / x.norm(dim=1, keepdim=True).clamp_min(1e-12)
     S = xn @ xn.T
     B = len(y)
@@ -49,8 +52,11 @@ def reference_loss(
                 negs = N
             elif negative == "hard":
                 negs = [max(N, key=lambda n: S[a, n].item())]
-            else:  # semi-hard: drop negatives more similar than the positive first
-                cand = [n for n in N if S[a, n].item() <= S[a, p].item()]
+            else:  # semi-hard: only negatives less similar than the positive (or as similar)
+                if semihard == "strict":
+                    cand = [n for n in N if S[a, n].item() < S[a, p].item()]
+                else:
+                    cand = [n for n in N if S[a, n].item() <= S[a, p].item()]
                 if not cand:
                     continue
                 negs = [max(cand, key=lambda n: S[a, n].item())]
@@ -105,6 +111,79 @@ def test_every_combination_matches_bruteforce(positive: str, negative: str, drop
     ref = reference_loss(x, y, positive, negative, temperature=0.5, drop_nonpositive=drop)
     assert ref.item() > 0
     torch.testing.assert_close(loss(x, y), ref, rtol=1e-10, atol=1e-12)
+
+
+def tied_batch() -> tuple[torch.Tensor, torch.Tensor]:
+    """Float64 embeddings with exact ties ``S_an = S_ap`` and no other tie: 4 classes x 4 random
+    points; anchor 0 has coordinate 1 exactly 0 and a close positive 1, and negative 4 is point 1
+    with coordinate 1 negated, so ``S_04 = S_01`` bit for bit (the anchor's zero makes the
+    products equal, the squares make the norms equal); anchor 8 and its close positive 9 with
+    negative 12 the same way in coordinate 3."""
+    g = torch.Generator().manual_seed(23)
+    y = torch.arange(4).repeat_interleave(4)
+    x = torch.randn(4, 6, generator=g, dtype=torch.float64)[y] + 0.8 * torch.randn(16, 6, generator=g, dtype=torch.float64)
+    for anchor, positive, negative, k in ((0, 1, 4, 1), (8, 9, 12, 3)):
+        x[anchor, k] = 0.0
+        x[positive] = x[anchor] + 0.2 * torch.randn(6, generator=g, dtype=torch.float64)
+        x[negative] = x[positive]
+        x[negative, k] = -x[positive, k]
+    return x, y
+
+
+def _ties(x: torch.Tensor) -> set[tuple[int, int, int]]:
+    """``(a, i, j)`` with ``i < j``, both not ``a``, and ``S_ai = S_aj`` exactly."""
+    xn = torch.nn.functional.normalize(x, dim=1)
+    s = (xn @ xn.T).tolist()
+    b = len(s)
+    return {(a, i, j) for a in range(b) for i in range(b) for j in range(i + 1, b)
+            if a not in (i, j) and s[a][i] == s[a][j]}
+
+
+@pytest.mark.parametrize("rule", ["strict", "inclusive"])
+@pytest.mark.parametrize("positive", ["easy", "hard", "all"])
+@pytest.mark.parametrize("drop", [True, False])
+def test_semihard_rules_match_the_loop_on_exact_ties(rule: str, positive: str, drop: bool) -> None:
+    x, y = tied_batch()
+    assert _ties(x) == {(0, 1, 4), (8, 9, 12)}  # the planted ties, exact, and no other
+    x1 = x.clone().requires_grad_(True)
+    x2 = x.clone().requires_grad_(True)
+    ours = EasyPositiveLoss(positive, "semihard", drop_nonpositive=drop, semihard=rule)(x1, y)
+    ref = reference_loss(x2, y, positive, "semihard", drop_nonpositive=drop, semihard=rule)
+    torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-12)
+    ours.backward()
+    ref.backward()
+    torch.testing.assert_close(x1.grad, x2.grad, rtol=1e-8, atol=1e-10)
+
+
+def test_strict_semihard_is_the_default_and_differs_from_inclusive_on_ties_only() -> None:
+    x, y = tied_batch()
+    xn = torch.nn.functional.normalize(x, dim=1)
+    s = xn @ xn.T
+    assert easy_positive_loss("EPSHN").semihard == "strict"
+    # the ties matter: 1 and 9 are their anchors' easy positives
+    for anchor, positive in ((0, 1), (8, 9)):
+        same = (y == y[anchor]) & (torch.arange(16) != anchor)
+        assert s[anchor].masked_fill(~same, -2.0).argmax().item() == positive
+    strict = easy_positive_loss("EPSHN", drop_nonpositive=False)(x, y)
+    inclusive = easy_positive_loss("EPSHN", drop_nonpositive=False, semihard="inclusive")(x, y)
+    assert not torch.isclose(strict, inclusive)
+    # the tie alone (anchor 0, its positive 1 and the tied negative 4): inclusive gives anchor
+    # 0's term ln 2; strict has no semi-hard negative for anchor 0, and the other two anchors'
+    # terms are the same under both rules
+    keep = torch.tensor([0, 1, 4])
+    only_i = EasyPositiveLoss("easy", "semihard", drop_nonpositive=False, semihard="inclusive")
+    only_s = EasyPositiveLoss("easy", "semihard", drop_nonpositive=False)
+    ref_i = reference_loss(x[keep], y[keep], "easy", "semihard", semihard="inclusive")
+    ref_s = reference_loss(x[keep], y[keep], "easy", "semihard", semihard="strict")
+    torch.testing.assert_close(only_i(x[keep], y[keep]), ref_i, rtol=1e-12, atol=0)
+    torch.testing.assert_close(only_s(x[keep], y[keep]), ref_s, rtol=1e-12, atol=0)
+    assert not torch.isclose(ref_i, ref_s)
+    # away from ties the two rules agree bit for bit
+    xr, yr = make_batch(21)
+    assert not _ties(xr)
+    assert torch.equal(easy_positive_loss("EPSHN")(xr, yr), easy_positive_loss("EPSHN", semihard="inclusive")(xr, yr))
+    assert "semihard='strict'" in repr(easy_positive_loss("EPSHN"))
+    assert "semihard" not in repr(easy_positive_loss("EPHN"))
 
 
 def test_float32_close_to_float64() -> None:
@@ -236,6 +315,8 @@ def test_bad_arguments_raise() -> None:
         EasyPositiveLoss(negative="easy")
     with pytest.raises(ValueError, match="temperature"):
         EasyPositiveLoss(temperature=0.0)
+    with pytest.raises(ValueError, match="semihard must be one of"):
+        EasyPositiveLoss(negative="semihard", semihard="loose")
     with pytest.raises(TypeError):
         easy_positive_loss("EP", negative="hard")  # a variant fixes its strategies
 

@@ -23,13 +23,14 @@ LOSSES = {
                                             reduction="mean"),
     "lifted": lambda: LiftedStructureLoss(),
     "npair": lambda: NPairLoss(l2_reg=0.0),
+    "npair-all": lambda: NPairLoss(l2_reg=0.0, pairs="all"),
     "angular": lambda: AngularLoss(),
     "softmax": lambda: NormalizedSoftmaxLoss(num_classes=8, embedding_dim=DIM),
 }
 # losses that have no term at all without a positive pair (contrastive "all" still has its
 # negative pairs, PML's convention; the softmax loss needs no pairs)
 ZERO_WITHOUT_POSITIVES = {"contrastive-hard", "triplet-all", "triplet-hard", "triplet-semihard",
-                          "lifted", "npair", "angular"}
+                          "lifted", "npair", "npair-all", "angular"}
 # losses that have no term at all in a single-class batch (no negatives)
 ZERO_FOR_SINGLE_CLASS = ZERO_WITHOUT_POSITIVES - {"npair"}
 

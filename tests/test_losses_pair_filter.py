@@ -174,6 +174,19 @@ def ref_npair(x, f, l2_reg):
     return sum(terms) / len(terms) + l2_reg * float((x ** 2).sum(dim=1).mean())
 
 
+def ref_npair_all(x, f, l2_reg):
+    """Song et al. Eq. 3 over the allowed pairs: every allowed positive (a, p), its allowed
+    negatives; a term without negatives is log 1 = 0 and counts."""
+    pos, neg = allowed(f)
+    terms = []
+    for a in range(B):
+        for p in range(B):
+            if pos[a][p]:
+                s = sum(math.exp(float(x[a] @ x[n]) - float(x[a] @ x[p])) for n in range(B) if neg[a][n])
+                terms.append(math.log1p(s))
+    return sum(terms) / len(terms) + l2_reg * float((x ** 2).sum(dim=1).mean())
+
+
 def ref_easy_positive(x, f, positive, negative, temperature=0.1):
     x, (pos, neg) = unit(x), allowed(f)
     s = lambda i, j: float(x[i] @ x[j])  # noqa: E731
@@ -212,6 +225,7 @@ CASES = [
     ("margin-all-triplets", lambda: MarginLoss(sampling="all_triplets"), lambda x, f: ref_margin(x, f, "all_triplets")),
     ("angular", lambda: AngularLoss(), ref_angular),
     ("npair", lambda: NPairLoss(l2_reg=0.02), lambda x, f: ref_npair(x, f, 0.02)),
+    ("npair-all", lambda: NPairLoss(l2_reg=0.0, pairs="all"), lambda x, f: ref_npair_all(x, f, 0.0)),
     ("easy-positive-EPHN", lambda: EasyPositiveLoss("easy", "hard", duplicate_threshold=None, drop_nonpositive=False),
      lambda x, f: ref_easy_positive(x, f, "easy", "hard")),
     ("easy-positive-all", lambda: EasyPositiveLoss("all", "all", duplicate_threshold=None, drop_nonpositive=False),

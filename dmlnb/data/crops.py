@@ -7,6 +7,16 @@ horizontal flip with probability 1/2; the test crop resizes the short side to
 ImageNet mean and standard deviation (:func:`dmlnb.data.image_folders.image_transforms` is the
 PIL pipeline of the same crops).
 
+The *square* crops (a loader's ``resize`` option) are the other scheme of the DML papers: the
+whole image is resized to a ``resize x resize`` square (its aspect ratio not kept), then the
+train crop pads it by ``padding`` black pixels on every side and cuts a random ``size x size``
+square (+ the flip): torchvision's ``Resize((resize, resize))``, ``RandomCrop(size,
+padding=padding)``, ``RandomHorizontalFlip()`` (:func:`square_crop_boxes`); the test crop is
+its centre ``size x size`` square, ``CenterCrop(size)`` (:func:`square_centre_boxes`). Easy
+Positive (Xuan et al. 2020, Sec. 5.1) resizes to 256 x 256 and crops 256 from the image padded
+by 10 pixels; the facility-location paper (Song et al. 2017, Sec. 3.5) resizes to 256 x 256
+and crops 227, at random for training and in the centre for testing.
+
 A box ``(x0, y0, w, h)`` is given in the pixel coordinates of the *original* image (``W x H``,
 pixel ``k`` covering ``[k, k + 1)``), so the crops do not depend on how the image is stored:
 :func:`crop_theta` maps boxes to the normalised coordinates of any stored resampling of the
@@ -30,6 +40,9 @@ __all__ = [
     "crop_description",
     "random_resized_crop_boxes",
     "centre_crop_boxes",
+    "check_square_crop",
+    "square_crop_boxes",
+    "square_centre_boxes",
     "horizontal_flips",
     "crop_theta",
     "crop_batch",
@@ -129,6 +142,55 @@ def centre_crop_boxes(sizes: Tensor, image_size: int) -> Tensor:
     return torch.stack([left * sx, top * sy, image_size * sx, image_size * sy], dim=1)  # (B, 4)
 
 
+def check_square_crop(image_size: int, resize: int, padding: int = 0) -> None:
+    """Raise a ``ValueError`` naming the value and the fix unless ``size x size`` crops can be cut
+    from a ``resize x resize`` square padded by ``padding`` (train) and from the square itself
+    (test): positive ints with ``resize >= image_size`` and ``padding >= 0``."""
+    for name, value, low in (("image_size", image_size, 1), ("resize", resize, 1), ("padding", padding, 0)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
+    if resize < image_size:
+        raise ValueError(
+            f"resize={resize} is smaller than image_size={image_size}: the test crop is the centre "
+            f"image_size square of the resize x resize image; use resize >= {image_size}"
+        )
+
+
+def square_crop_boxes(
+    sizes: Tensor, image_size: int, resize: int, padding: int = 0, generator: torch.Generator | None = None
+) -> Tensor:
+    """Boxes ``(B, 4)`` float64 ``(x0, y0, w, h)`` of the square train crop for images of
+    ``sizes`` ``(B, 2)`` ``(width, height)``: ``Resize((resize, resize))`` then
+    ``RandomCrop(image_size, padding=padding)``.
+
+    In the square's pixels the box is ``(j - padding, i - padding, image_size, image_size)``
+    with ``i``, ``j`` uniform integers in ``0..resize + 2 padding - image_size`` (RandomCrop's
+    offsets in the padded square); it is mapped back to the original pixels (``x * W / resize``,
+    ``y * H / resize``). Up to ``padding`` square pixels of it lie outside the image: crop with
+    ``crop_batch(..., padding_mode="zeros")`` so that they are black, as RandomCrop's padding.
+    The offsets come from ``generator`` (default: torch's global generator).
+    """
+    wh = _check_sizes(sizes)  # (B, 2)
+    check_square_crop(image_size, resize, padding)
+    span = resize + 2 * padding - image_size  # offsets 0..span in the padded square
+    offsets = torch.randint(0, span + 1, (wh.shape[0], 2), generator=generator).double()  # (B, 2): i (y), j (x)
+    scale = wh / resize  # (B, 2): original pixels per square pixel, (x, y)
+    corner = offsets.flip(1) - padding  # (B, 2): (x0, y0) in the square
+    return torch.cat([corner * scale, image_size * scale], dim=1)  # (B, 4)
+
+
+def square_centre_boxes(sizes: Tensor, image_size: int, resize: int) -> Tensor:
+    """Boxes ``(B, 4)`` float64 ``(x0, y0, w, h)`` of the square test crop for images of
+    ``sizes`` ``(B, 2)``: ``Resize((resize, resize))`` then ``CenterCrop(image_size)``, whose
+    offset is ``round((resize - image_size) / 2)`` (half to even) on both axes, mapped back to
+    the original pixels."""
+    wh = _check_sizes(sizes)  # (B, 2)
+    check_square_crop(image_size, resize)
+    offset = float(round((resize - image_size) / 2))
+    scale = wh / resize  # (B, 2)
+    return torch.cat([offset * scale, image_size * scale], dim=1)  # (B, 4)
+
+
 def horizontal_flips(n: int, generator: torch.Generator | None = None) -> Tensor:
     """``(n,)`` bool, each ``True`` with probability 1/2 (``RandomHorizontalFlip``'s ``rand < 0.5``)."""
     return torch.rand(n, generator=generator) < 0.5
@@ -163,6 +225,7 @@ def crop_batch(
     size: int,
     mean: tuple[float, ...] = IMAGENET_MEAN,
     std: tuple[float, ...] = IMAGENET_STD,
+    padding_mode: str = "border",
 ) -> Tensor:
     """Crop, resize and flip every image of a batch in one op and normalise it.
 
@@ -171,11 +234,15 @@ def crop_batch(
         theta: ``(B, 2, 3)`` from :func:`crop_theta`, on the same device.
         size: output side.
         mean, std: per-channel normalisation of ``pixels / 255``.
+        padding_mode: what a box reads outside the image: ``"border"`` (the border pixels
+            repeated) or ``"zeros"`` (black, pixel value 0: the padding of the square crops).
 
     Returns:
         ``(B, C, size, size)`` float32 ``(pixels / 255 - mean) / std`` sampled bilinearly
-        (``grid_sample``, ``align_corners=False``, border pixels repeated; no antialiasing).
+        (``grid_sample``, ``align_corners=False``; no antialiasing).
     """
+    if padding_mode not in ("border", "zeros"):
+        raise ValueError(f"padding_mode must be 'border' or 'zeros', got {padding_mode!r}")
     if pixels.dim() != 4 or theta.shape != (pixels.shape[0], 2, 3):
         raise ValueError(
             f"pixels must be (B, C, H, W) and theta (B, 2, 3); got {tuple(pixels.shape)} and {tuple(theta.shape)}"
@@ -183,7 +250,7 @@ def crop_batch(
     b, c = pixels.shape[:2]
     grid = F.affine_grid(theta.float(), [b, c, size, size], align_corners=False)  # (B, size, size, 2)
     out = F.grid_sample(
-        pixels.float(), grid, mode="bilinear", padding_mode="border", align_corners=False
+        pixels.float(), grid, mode="bilinear", padding_mode=padding_mode, align_corners=False
     )  # (B, C, size, size)
     if len(mean) != c or len(std) != c:
         raise ValueError(f"mean and std need {c} values (one per channel), got {len(mean)} and {len(std)}")

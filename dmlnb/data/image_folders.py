@@ -12,12 +12,21 @@ name                expected under the data root                        class-di
 ==================  ==================================================  ==========================
 
 Labels are remapped to ``0..C-1`` per split (in the order of the original class ids). Every
-loader takes the options ``image_size`` (side of the crops, default 224), ``decoded_cache`` and
-``cache_size``:
+loader takes the options ``image_size`` (side of the crops, default 224), ``resize`` and
+``padding`` (the crops), ``decoded_cache`` and ``cache_size``:
 
+* ``resize=None`` (the default): the train crop is ``RandomResizedCrop(image_size)`` + a
+  horizontal flip, the test crop the centre ``image_size`` square of the image resized to a
+  short side of ``round(image_size * 256 / 224)``;
+* ``resize=R``: the square crops of the papers that resize every image to ``R x R`` (aspect
+  ratio not kept; :mod:`dmlnb.data.crops`): train, pad by ``padding`` black pixels (default 0)
+  and cut a random ``image_size`` square + the flip; test, the centre ``image_size`` square.
+  Easy Positive: ``image_size=256, resize=256, padding=10``; facility location:
+  ``image_size=227, resize=256``.
 * ``decoded_cache=True`` (the default): each split is decoded once into the memory-mapped cache
   of :mod:`dmlnb.data.decoded` (``cache_size`` pixels square, default
-  ``round(image_size * 288 / 224)``; under ``$DMLNB_CACHE``) and served by a
+  ``round(image_size * 288 / 224)``, or ``R`` with ``resize=R``, whose square crops then copy
+  cache pixels; under ``$DMLNB_CACHE``) and served by a
   :class:`dmlnb.data.cached_images.CachedImageDataset`, which crops whole batches on the
   training device (fast enough to keep a GPU busy; see that module for how its crops differ
   from torchvision's).
@@ -40,23 +49,33 @@ from torchvision import transforms
 
 from dmlnb.data.base import DatasetSplits, ImageFileDataset, LabelledDataset, remap_labels
 from dmlnb.data.cached_images import CachedImageDataset
-from dmlnb.data.crops import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD, test_resize
+from dmlnb.data.crops import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD, check_square_crop, test_resize
 from dmlnb.data.decoded import decoded_images, default_cache_size
 from dmlnb.data.registry import missing_files_error, register_dataset
 
 __all__ = ["IMAGENET_MEAN", "IMAGENET_STD", "image_transforms"]
 
 
-def image_transforms(image_size: int = 224) -> tuple[transforms.Compose, transforms.Compose]:
+def image_transforms(
+    image_size: int = 224, resize: int | None = None, padding: int = 0
+) -> tuple[transforms.Compose, transforms.Compose]:
     """``(train, test)`` PIL -> ``(3, image_size, image_size)`` float tensor pipelines.
 
-    Train: ``RandomResizedCrop(image_size, scale=CROP_SCALE, ratio=CROP_RATIO)`` + horizontal
-    flip. Test: resize the short side to ``round(image_size * 256 / 224)`` and centre-crop
-    ``image_size``. Both normalise with the ImageNet mean and standard deviation (the backbones
-    are ImageNet-pretrained).
+    ``resize=None``: train ``RandomResizedCrop(image_size, scale=CROP_SCALE, ratio=CROP_RATIO)``
+    + horizontal flip; test: resize the short side to ``round(image_size * 256 / 224)`` and
+    centre-crop ``image_size``. ``resize=R`` (the square crops): train ``Resize((R, R))``,
+    ``RandomCrop(image_size, padding=padding)`` (black padding) + horizontal flip; test
+    ``Resize((R, R))``, ``CenterCrop(image_size)``. Both normalise with the ImageNet mean and
+    standard deviation (the backbones are ImageNet-pretrained).
     """
-    _check_image_size(image_size)
+    _check_crops(image_size, resize, padding)
     normalise = [transforms.ToTensor(), transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+    if resize is not None:
+        square = transforms.Resize((resize, resize))
+        train = transforms.Compose(
+            [square, transforms.RandomCrop(image_size, padding=padding), transforms.RandomHorizontalFlip(), *normalise]
+        )
+        return train, transforms.Compose([square, transforms.CenterCrop(image_size), *normalise])
     train = transforms.Compose(
         [
             transforms.RandomResizedCrop(image_size, scale=CROP_SCALE, ratio=CROP_RATIO),
@@ -79,10 +98,31 @@ def _check_image_size(image_size: int) -> None:
         raise ValueError(f"image_size must be a positive int, got {image_size!r}")
 
 
-def _cache_side(decoded_cache: bool, cache_size: int | None, image_size: int) -> int | None:
+def _check_crops(image_size: int, resize: int | None, padding: int) -> None:
+    """The crop options (see the module docstring); an error names the value and the fix."""
+    _check_image_size(image_size)
+    if resize is not None:
+        check_square_crop(image_size, resize, padding)
+    elif padding != 0:
+        raise ValueError(f"dataset option padding={padding!r} pads the square crops only; set resize too, or padding=0")
+
+
+@dataclass(frozen=True)
+class _Crops:
+    """The crop options of a loader (see the module docstring), checked."""
+
+    image_size: int
+    resize: int | None = None
+    padding: int = 0
+
+    def __post_init__(self) -> None:
+        _check_crops(self.image_size, self.resize, self.padding)
+
+
+def _cache_side(decoded_cache: bool, cache_size: int | None, crops: _Crops) -> int | None:
     """The decoded cache's side for the loader options, or ``None`` for the PIL path; an error
     names the option and the fix."""
-    _check_image_size(image_size)
+    image_size = crops.image_size
     if not isinstance(decoded_cache, bool):
         raise TypeError(
             f"dataset option decoded_cache must be True (decode once into a cache, crop on the "
@@ -96,7 +136,7 @@ def _cache_side(decoded_cache: bool, cache_size: int | None, image_size: int) ->
             )
         return None
     if cache_size is None:
-        return default_cache_size(image_size)
+        return default_cache_size(image_size) if crops.resize is None else crops.resize
     if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
         raise ValueError(
             f"dataset option cache_size must be a positive int (pixels of the cached square "
@@ -167,7 +207,7 @@ class _Benchmark:
         class_ids: Sequence[int],
         *,
         part: str,
-        image_size: int,
+        crops: _Crops,
         cache_side: int | None,
     ) -> tuple[LabelledDataset, list[int]]:
         """The ``part`` (``"train"``: train crops, else test crops) of ``folder/rel_paths`` with
@@ -181,10 +221,12 @@ class _Benchmark:
         train = part == "train"
         if cache_side is not None:
             images = decoded_images(folder, rel_paths, cache_side, name=f"{self.name}-{part}")
-            return CachedImageDataset(images, labels, image_size, train=train), originals.tolist()
-        train_transform, test_transform = image_transforms(image_size)
+            dataset = CachedImageDataset(images, labels, crops.image_size, train=train, resize=crops.resize,
+                                         padding=crops.padding)
+            return dataset, originals.tolist()
+        train_transform, test_transform = image_transforms(crops.image_size, crops.resize, crops.padding)
         paths = [folder / p for p in rel_paths]
-        shape = (3, image_size, image_size)
+        shape = (3, crops.image_size, crops.image_size)
         if train:  # augmented; evaluated (a validation split cut out of it) with the test transform
             return ImageFileDataset(paths, labels, train_transform, shape, test_transform), originals.tolist()
         return ImageFileDataset(paths, labels, test_transform, shape), originals.tolist()
@@ -196,7 +238,7 @@ class _Benchmark:
         class_ids: Sequence[int],
         *,
         last_train_class: int,
-        image_size: int,
+        crops: _Crops,
         cache_side: int | None,
     ) -> tuple[dict[str, LabelledDataset], dict[str, list[int]]]:
         """The ``"train"`` part (the images of class ids up to ``last_train_class``) and the
@@ -207,7 +249,7 @@ class _Benchmark:
             chosen = [i for i, c in enumerate(class_ids) if (c <= last_train_class) == is_train]
             parts[part], originals[part] = self.split(
                 folder, [rel_paths[i] for i in chosen], [class_ids[i] for i in chosen], part=part,
-                image_size=image_size, cache_side=cache_side,
+                crops=crops, cache_side=cache_side,
             )
         return parts, originals
 
@@ -238,12 +280,14 @@ INSHOP = _Benchmark(
 
 @register_dataset("cub200")
 def load_cub200(
-    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
+    decoded_cache: bool = True, cache_size: int | None = None,
 ) -> DatasetSplits:
     """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images).
 
     Options: see the module docstring."""
-    cache_side = _cache_side(decoded_cache, cache_size, image_size)
+    crops = _Crops(image_size, resize, padding)
+    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / CUB.folder
     for name in ("images.txt", "image_class_labels.txt"):
         CUB.require(folder / name)
@@ -263,7 +307,7 @@ def load_cub200(
         )
     parts, originals = CUB.class_disjoint_splits(
         folder, [f"images/{paths[i]}" for i in ids], [classes[i] for i in ids],
-        last_train_class=100, image_size=image_size, cache_side=cache_side,
+        last_train_class=100, crops=crops, cache_side=cache_side,
     )
     class_folder = {classes[i]: Path(paths[i]).parent.name for i in ids}  # "001.Black_..."
     names = {split: [class_folder[c] for c in originals[split]] for split in parts}
@@ -272,7 +316,8 @@ def load_cub200(
 
 @register_dataset("cars196")
 def load_cars196(
-    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
+    decoded_cache: bool = True, cache_size: int | None = None,
 ) -> DatasetSplits:
     """Cars196 (Stanford Cars): classes 1-98 train (8,054 images), 99-196 test (8,131 images).
 
@@ -280,7 +325,8 @@ def load_cars196(
     and ``class_names``. Its train/test flag is ignored: the DML protocol splits by class over
     all 16,185 images. Options: see the module docstring.
     """
-    cache_side = _cache_side(decoded_cache, cache_size, image_size)
+    crops = _Crops(image_size, resize, padding)
+    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / CARS.folder
     CARS.require(folder / "cars_annos.mat")
     mat = scipy.io.loadmat(folder / "cars_annos.mat", squeeze_me=True)
@@ -289,7 +335,7 @@ def load_cars196(
     classes = [int(c) for c in annotations["class"]]
     model_names = [str(n) for n in np.atleast_1d(mat.get("class_names", []))]
     parts, originals = CARS.class_disjoint_splits(
-        folder, rel, classes, last_train_class=98, image_size=image_size, cache_side=cache_side
+        folder, rel, classes, last_train_class=98, crops=crops, cache_side=cache_side
     )
     names = {
         split: [model_names[c - 1] if model_names else str(c) for c in originals[split]]
@@ -300,7 +346,8 @@ def load_cars196(
 
 @register_dataset("sop")
 def load_sop(
-    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
+    decoded_cache: bool = True, cache_size: int | None = None,
 ) -> DatasetSplits:
     """Stanford Online Products by the official ``Ebay_train.txt`` (11,318 classes, 59,551
     images) / ``Ebay_test.txt`` (11,316 classes, 60,502 images); one class per product.
@@ -308,7 +355,8 @@ def load_sop(
     Index rows are ``image_id class_id super_class_id path`` after one header line. Options: see
     the module docstring.
     """
-    cache_side = _cache_side(decoded_cache, cache_size, image_size)
+    crops = _Crops(image_size, resize, padding)
+    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / SOP.folder
     parts = {}
     for split in ("train", "test"):
@@ -317,14 +365,15 @@ def load_sop(
         rows = _read_table(index, 4, skip=1)
         rel, class_ids = [r[3] for r in rows], [r.integer(1, "class_id") for r in rows]
         parts[split], _ = SOP.split(
-            folder, rel, class_ids, part=split, image_size=image_size, cache_side=cache_side
+            folder, rel, class_ids, part=split, crops=crops, cache_side=cache_side
         )
     return DatasetSplits("sop", parts["train"], parts["test"])
 
 
 @register_dataset("inshop")
 def load_inshop(
-    root: Path, *, image_size: int = 224, decoded_cache: bool = True, cache_size: int | None = None
+    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
+    decoded_cache: bool = True, cache_size: int | None = None,
 ) -> DatasetSplits:
     """In-Shop Clothes Retrieval: ``train`` (3,997 items, 25,882 images), ``query`` (14,218) and
     ``gallery`` (12,612 images) of 3,985 other items, from ``list_eval_partition.txt`` (a count
@@ -333,7 +382,8 @@ def load_inshop(
     Query and gallery share one label map (an item has the same label in both); ``test`` is
     query followed by gallery. Options: see the module docstring.
     """
-    cache_side = _cache_side(decoded_cache, cache_size, image_size)
+    crops = _Crops(image_size, resize, padding)
+    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / INSHOP.folder
     index = folder / "list_eval_partition.txt"
     INSHOP.require(index)
@@ -344,7 +394,7 @@ def load_inshop(
     def build(rows: list[_Row], part: str) -> LabelledDataset:
         rel, class_ids = [r[0] for r in rows], [item_number[r[1]] for r in rows]
         return INSHOP.split(
-            folder, rel, class_ids, part=part, image_size=image_size, cache_side=cache_side
+            folder, rel, class_ids, part=part, crops=crops, cache_side=cache_side
         )[0]
 
     train = build(by_status["train"], "train")

@@ -54,7 +54,7 @@ from dmlnb.data.crops import crop_description
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
-from dmlnb.losses.easy_positive import VARIANTS
+from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
@@ -127,7 +127,9 @@ _ALL_METHODS = (*MINING_METHODS, "N-pair", "triplet", "Proxy-NCA")
 # ----------------------------------------------------------------------------------------------
 
 # Sec. 5.1: SGD (the authors' code: momentum 0), 40 epochs, LR / 10 after epochs 20 and 30,
-# batch 128, NCA temperature 0.1 (in the loss), images resized to 256 x 256.
+# batch 128, NCA temperature 0.1 (in the loss); images resized to 256 x 256, augmented by random
+# crops of the image padded by 10 pixels on each side and horizontal flips (the loaders' square
+# crops, dmlnb.data.crops; the test crop is the whole 256 x 256 image).
 _PAPER_SCHEDULE = dict(
     optimizer="sgd", momentum=0.0, epochs=40, lr_milestones=(20, 30), lr_gamma=0.1,
     batch_size=128, pretrained=True, weight_decay=0.0, eval_every=5, num_workers=8,
@@ -139,7 +141,7 @@ _PAPER_KS = {"cub200": (1, 2, 4, 8), "cars196": (1, 2, 4, 8), "sop": (1, 10, 100
 
 def _paper(dataset: str, model: str, dim: int, n: int) -> dict[str, Any]:
     return dict(
-        _PAPER_SCHEDULE, dataset=dataset, dataset_options={"image_size": 256}, model=model,
+        _PAPER_SCHEDULE, dataset=dataset, dataset_options={"image_size": 256, "resize": 256, "padding": 10}, model=model,
         embedding_dim=dim, lr=_PAPER_LR[dataset], m_per_class=n, eval_ks=_PAPER_KS[dataset],
     )
 
@@ -202,6 +204,15 @@ class Study:
     triplet_margin: float = 0.2
     proxy_scale: float = 9.0
     proxy_lr_factor: float = 10.0
+    #: EPSHN's semi-hard candidates (:class:`dmlnb.losses.EasyPositiveLoss` ``semihard``): the
+    #: committed runs used ``"inclusive"`` (``S_an <= S_ap``, the authors' code); the paper's
+    #: rule is ``"strict"`` (``S_an < S_ap``, Sec. 3.1). A value other than ``"inclusive"``
+    #: enters EPSHN's method specification (:meth:`Runner.spec`), so those runs train anew.
+    semihard: str = "inclusive"
+
+    def __post_init__(self) -> None:
+        if self.semihard not in SEMIHARD_RULES:
+            raise ValueError(f"semihard must be one of {SEMIHARD_RULES}, got {self.semihard!r}")
 
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
@@ -271,13 +282,13 @@ def make_study(
             classes (the same for every run of a table).
         design: replaces preset design entries: ``group_sizes``, ``key_group_size``, ``seeds``,
             ``grid_seeds``, ``table1_seeds``, ``triplet_margin``, ``proxy_scale``,
-            ``proxy_lr_factor``.
+            ``proxy_lr_factor``, ``semihard``.
     """
     if profile not in PRESETS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
     preset = dict(PRESETS[profile])
     allowed = {"group_sizes", "key_group_size", "seeds", "grid_seeds", "table1_seeds",
-               "triplet_margin", "proxy_scale", "proxy_lr_factor"}
+               "triplet_margin", "proxy_scale", "proxy_lr_factor", "semihard"}
     unknown = sorted(set(design) - allowed)
     if unknown:
         raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
@@ -306,7 +317,7 @@ def make_study(
         profile=profile, config=base, group_sizes=group_sizes, key_group_size=key,
         seeds=tuple(preset["seeds"]), grid_seeds=tuple(preset["grid_seeds"]), table1=table1,
         table1_seeds=tuple(preset["table1_seeds"]), table2=table2,
-        **{k: preset[k] for k in ("triplet_margin", "proxy_scale", "proxy_lr_factor") if k in preset},
+        **{k: preset[k] for k in ("triplet_margin", "proxy_scale", "proxy_lr_factor", "semihard") if k in preset},
     )
     return study
 
@@ -327,7 +338,8 @@ def canonical_method(method: str, n: int) -> str:
 def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study | None = None) -> nn.Module:
     """The loss of ``method`` (see the module docstring).
 
-    * mining variants: :func:`dmlnb.losses.easy_positive_loss` (NCA, temperature 0.1);
+    * mining variants: :func:`dmlnb.losses.easy_positive_loss` (NCA, temperature 0.1), EPSHN
+      with the semi-hard rule ``study.semihard`` (``"inclusive"``, the committed runs' rule);
     * ``"N-pair"``: the EP loss; with two images per class it has one positive per anchor and
       every other image of the batch as negative, the N-pair loss in the paper's NCA form;
     * ``"triplet"``: :class:`dmlnb.losses.TripletLoss`, semi-hard mining, Euclidean distance on
@@ -337,8 +349,9 @@ def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study |
     """
     study_margin = study.triplet_margin if study is not None else 0.2
     study_scale = study.proxy_scale if study is not None else 9.0
+    semihard = study.semihard if study is not None else Study.semihard
     if method in VARIANTS:
-        return easy_positive_loss(method)
+        return easy_positive_loss(method, semihard=semihard)
     if method == "N-pair":
         return easy_positive_loss("EP")
     if method == "triplet":
@@ -569,8 +582,11 @@ class Runner:
 
     def spec(self, method: str) -> dict[str, Any]:
         """The method specification of a run (:mod:`dmlnb.runs`): the method and the study
-        settings its loss reads."""
+        settings its loss reads. EPSHN's semi-hard rule is listed only when it is not
+        ``"inclusive"``, the rule of every committed run (their specifications do not name it)."""
         spec: dict[str, Any] = {"method": method}
+        if method in VARIANTS and VARIANTS[method][1] == "semihard" and self.study.semihard != "inclusive":
+            spec["semihard"] = self.study.semihard
         if method == "triplet":
             spec["triplet_margin"] = self.study.triplet_margin
         if method == "Proxy-NCA":

@@ -46,7 +46,8 @@ from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss,
 from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.hooks import Hook
 from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
-from dmlnb.losses.facility_location import InsideLossHook
+from dmlnb.losses.facility_location import REFINEMENTS, InsideLossHook
+from dmlnb.losses.npair import PAIRINGS
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
@@ -164,13 +165,14 @@ REPORTED_SETTING: dict[str, str] = {
 
 # Sec. 3.5 / 4: Inception with batch normalisation pretrained on ImageNet (torchvision's GoogLeNet,
 # which has a BatchNorm after every convolution, is the closest backbone in dmlnb), 64-d,
-# RMSprop, batch m = 128, 256 x 256 images cropped to 227 (the loaders' train crop is a random
-# resized crop, the test crop a centre crop). The learning rate is not stated; 1e-5 is our choice.
+# RMSprop, batch m = 128, images resized to 256 x 256 and cropped to 227, at random with a
+# horizontal flip for training, in the centre for testing (Sec. 3.5; the loaders' square crops,
+# dmlnb.data.crops). The learning rate is not stated; 1e-5 is our choice.
 # Iterations: 10k (CUB), 20k (Cars196, SOP), as 1000-step "epochs" so that the margin decays and
 # evaluation happen every 1000 steps.
 _PAPER = dict(
     model="googlenet", pretrained=True, embedding_dim=64, batch_size=128, optimizer="rmsprop",
-    lr=1e-5, momentum=0.0, weight_decay=0.0, dataset_options={"image_size": 227},
+    lr=1e-5, momentum=0.0, weight_decay=0.0, dataset_options={"image_size": 227, "resize": 256},
     steps_per_epoch=1000, eval_every=2, eval_metrics=("recall", "nmi"), num_workers=8,
 )
 
@@ -258,6 +260,22 @@ class Study:
     tsne_methods: tuple[str, ...] = field(default=("clustering",))
     gamma_ablation: tuple[float, ...] = ()
     toy_seeds: tuple[int, ...] = (0, 1, 2)
+    #: The clustering loss's form of Algorithm 2 (:class:`~dmlnb.losses.FacilityLocationLoss`
+    #: ``refinement``): the committed runs used ``"full"`` (swaps scored with the full objective,
+    #: Lemma 1 at every swap); the paper's listing is ``"paper"``, the loss's default. A value
+    #: other than ``"full"`` enters the clustering runs' specification, so they train anew.
+    refinement: str = "full"
+    #: The N-pairs baseline's pairs (:class:`~dmlnb.losses.NPairLoss` ``pairs``): the committed
+    #: runs used ``"first"`` (Sohn's one pair per class: with four images per class, two enter the
+    #: loss); the paper's Eq. 3 takes every positive pair, ``"all"``. A value other than
+    #: ``"first"`` enters the N-pairs runs' specification, so they train anew.
+    npair_pairs: str = "first"
+
+    def __post_init__(self) -> None:
+        if self.refinement not in REFINEMENTS:
+            raise ValueError(f"refinement must be one of {REFINEMENTS}, got {self.refinement!r}")
+        if self.npair_pairs not in PAIRINGS:
+            raise ValueError(f"npair_pairs must be one of {PAIRINGS}, got {self.npair_pairs!r}")
 
     def describe(self) -> str:
         """One paragraph stating the design (printed by the notebook)."""
@@ -309,14 +327,14 @@ def make_study(
             classes (the papers' protocol); else on training classes held out as validation
             classes (the same for every run of a table).
         design: replaces ``gamma``, ``decay_rate``, ``decay_steps``, ``diag_every``,
-            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds`` (``None`` keeps
-            the preset).
+            ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``toy_seeds``, ``refinement``,
+            ``npair_pairs`` (``None`` keeps the preset).
     """
     if profile not in PRESETS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
     preset = dict(PRESETS[profile])
     allowed = {"gamma", "decay_rate", "decay_steps", "diag_every", "tsne_points", "tsne_methods",
-               "gamma_ablation", "toy_seeds"}
+               "gamma_ablation", "toy_seeds", "refinement", "npair_pairs"}
     unknown = sorted(set(design) - allowed)
     if unknown:
         raise KeyError(f"unknown design key(s) {unknown}; valid: {sorted(allowed)}")
@@ -343,6 +361,7 @@ def make_study(
         tsne_methods=tuple(preset["tsne_methods"]),
         gamma_ablation=tuple(float(g) for g in preset.get("gamma_ablation", ())),
         toy_seeds=tuple(int(s) for s in preset["toy_seeds"]),
+        **{k: preset[k] for k in ("refinement", "npair_pairs") if k in preset},  # else Study's
     )
 
 
@@ -359,17 +378,21 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config.replace(normalize=method in ("triplet", "clustering"))
 
 
-def build_loss(method: str, gamma: float = 1.0) -> nn.Module:
+def build_loss(method: str, gamma: float = 1.0, refinement: str | None = None, npair_pairs: str | None = None) -> nn.Module:
     """The loss of ``method`` (see :data:`IMPLEMENTATION`); ``gamma`` is the clustering loss's
-    initial margin multiplier."""
+    initial margin multiplier, ``refinement`` its form of Algorithm 2 and ``npair_pairs`` the
+    N-pairs baseline's pairs (``None``: :class:`Study`'s defaults, the committed runs' ``"full"``
+    and ``"first"``; the papers' are ``"paper"`` and ``"all"``, see :attr:`Study.refinement`)."""
+    refinement = Study.refinement if refinement is None else refinement
+    npair_pairs = Study.npair_pairs if npair_pairs is None else npair_pairs
     if method == "triplet":
         return semihard_triplet_loss()
     if method == "lifted":
         return lifted_structure_loss(normalize=False)
     if method == "npair":
-        return npair_loss()
+        return npair_loss(pairs=npair_pairs)
     if method == "clustering":
-        return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True)
+        return FacilityLocationLoss(margin_multiplier=gamma, pam_passes=5, normalize=True, refinement=refinement)
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
 
 
@@ -434,10 +457,16 @@ def run_name(table: TableSpec, method: str, seed: int, gamma: float | None = Non
 
 
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
+    # A variant is named only when it is not the one every committed run used ("full", "first").
+    variant: dict[str, str] = {}
+    if method == "clustering" and study.refinement != "full":
+        variant["refinement"] = study.refinement
+    if method == "npair" and study.npair_pairs != "first":
+        variant["pairs"] = study.npair_pairs
     return json.loads(json.dumps({
         "table": table.table, "method": method, "loss": RECORDED_LOSS[method],
         "class_ratio": table.class_ratio, "classes_per_batch": table.classes_per_batch,
-        **study.settings(), "tsne": tsne,
+        **study.settings(), "tsne": tsne, **variant,
     }))
 
 
@@ -496,7 +525,7 @@ def run_method(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = build_loss(method, study.gamma)
+        loss = build_loss(method, study.gamma, study.refinement, study.npair_pairs)
         labels = torch.as_tensor(splits.train.labels)
         sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
                                     seed=cfg.seed, num_batches=cfg.steps_per_epoch)
@@ -646,13 +675,15 @@ def toy_loss(name: str) -> nn.Module:
     L2-normalised points (the layout lives on the unit circle): ``"triplet semi-hard"``,
     ``"lifted structure"``, ``"N-pairs"``, ``"triplet all"`` (every triplet, squared distance as
     the semi-hard one, mean over the non-zero ones; not a loss of the paper) and
-    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay)."""
+    ``"clustering"`` (the facility-location loss, margin multiplier 1, no decay). N-pairs' pairs
+    and the clustering loss's Algorithm 2 are :class:`Study`'s defaults, the chapter's
+    committed forms (``"first"``, ``"full"``)."""
     losses = {
         "triplet semi-hard": semihard_triplet_loss,
         "lifted structure": lambda: lifted_structure_loss(normalize=True),
-        "N-pairs": lambda: npair_loss(normalize=True),
+        "N-pairs": lambda: npair_loss(normalize=True, pairs=Study.npair_pairs),
         "triplet all": lambda: TripletLoss(margin=0.2, mining="all", distance="squared"),
-        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0),
+        "clustering": lambda: FacilityLocationLoss(margin_multiplier=1.0, refinement=Study.refinement),
     }
     if name not in losses:
         raise ValueError(f"unknown toy loss {name!r}; choose one of {list(losses)}")

@@ -15,14 +15,30 @@ medoid indices:
 * loss (Eq. 6): ``[max_{|S| = C} {F(X, S) + gamma Delta(g(S), y)} - F~(X, y)]_+``.
 
 The inner maximisation ("loss-augmented inference") is NP-hard; it is solved approximately by the
-greedy Algorithm 1 followed by the PAM-like swap refinement Algorithm 2. Both score every candidate
-of a step at once: one ``(n_candidates, B)`` tensor of new nearest-medoid distances and one batch
-of contingency tables give ``F`` and NMI for all candidates (no call per candidate). Entropies are
-read per point from the counts of its cell, so scoring ``n`` candidates costs ``O(n (B + C))``
-time. The greedy scores all ``B`` points at each of its ``C`` steps. On the CPU a refinement step
-scores the cluster's members, ``C`` steps per pass. On CUDA the refinement runs in rounds of
-static shapes, one per swap plus one (:func:`_refine_round`): a round scores every point as
-medoid of its own cluster against the current medoids, all clusters' visits at once, and makes
+greedy Algorithm 1 followed by the PAM-like swap refinement Algorithm 2, in one of two forms
+(``refinement=``, see :func:`loss_augmented_inference`):
+
+* ``"paper"`` (the default): Algorithm 2 as the paper lists it, and TF's ``cluster_loss`` runs
+  it. Each pass assigns ``y_PAM = g(S)`` once; then for each cluster ``k``, ``S[k]`` becomes the
+  member ``j`` of cluster ``k`` of ``y_PAM`` maximising ``F(X_k, {j}) + gamma Delta(g(S minus
+  S[k] plus j), y)`` (line 4, ``X_k`` the cluster's members). An update can lower the objective
+  ``A(S) = F(X, S) + gamma Delta(g(S), y)``; a pass cannot take ``A`` below its value at the
+  pass's start (for a metric ``d``, :func:`_paper_pass`), so ``A`` ends at or above the greedy's.
+* ``"full"`` (the variant): a swap is scored with the full objective ``A`` (the quantity of
+  Lemma 1's proof), clusters are re-assigned after every swap, and a medoid is swapped only when
+  ``A`` strictly rises, so Lemma 1 holds at every swap. The facility-location and
+  discriminative-loss chapters trained their committed runs with it (their experiment modules
+  pass it explicitly) until they are retrained.
+
+Both forms, and the greedy, score every candidate of a step at once: one ``(n_candidates, B)``
+tensor of new nearest-medoid distances and one batch of contingency tables give ``F`` and NMI
+for all candidates (no call per candidate). Entropies are read per point from the counts of its
+cell, so scoring ``n`` candidates costs ``O(n (B + C))`` time. The greedy scores all ``B``
+points at each of its ``C`` steps. A refinement step scores the cluster's members, ``C`` steps
+per pass (gathering them is a ``nonzero``: free on the CPU, a host read on an accelerator;
+``"paper"`` runs so on every device). On CUDA ``"full"`` runs in rounds of static shapes, one
+per swap plus one (:func:`_refine_round`): a round scores every point as medoid of its own
+cluster against the current medoids, all clusters' visits at once, and makes
 the first swap that the sequential passes would make, with the same result. Nothing reads back
 to the host inside the greedy, a round or the final scores, each of which replays one CUDA graph;
 each round reads back whether it swapped. The kernels launched, a few microseconds each, set
@@ -104,8 +120,9 @@ def _check_passes(pam_passes: int) -> int:
     return int(pam_passes)
 
 
-#: Variants of Algorithm 2 (see :func:`loss_augmented_inference`).
-REFINEMENTS = ("full", "paper")
+#: Forms of Algorithm 2 (see :func:`loss_augmented_inference`): the paper's listing (the
+#: default) and the variant that scores swaps with the full objective.
+REFINEMENTS = ("paper", "full")
 
 
 def _check_refinement(refinement: str) -> str:
@@ -763,7 +780,8 @@ def _inference(
     in rounds of static shapes (:func:`_refine_round`) instead of steps over a cluster's members;
     on CUDA (``graphs``) the static stages replay CUDA graphs captured on the first call with the
     same device, dtype, ``B`` and ``C``. ``refinement="paper"`` runs :func:`_paper_pass`
-    eagerly, members gathered, on any device.
+    eagerly, members gathered, on any device. (The public default is ``"paper"``
+    (:func:`loss_augmented_inference`); this private engine's is ``"full"``, its static path's.)
     """
     static = dist.is_cuda if static_shapes is None else static_shapes
     with torch.no_grad():
@@ -783,46 +801,53 @@ def _inference(
 
 def loss_augmented_inference(
     dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5, static_shapes: bool | None = None,
-    refinement: str = "full",
+    refinement: str = "paper",
 ) -> tuple[Tensor, dict[str, float]]:
-    """Approximate ``argmax_{|S| = C} F(X, S) + gamma (1 - NMI(g(S), y))`` (the (*) of Eq. 6).
+    """Approximate ``argmax_{|S| = C} A(S)``, ``A(S) = F(X, S) + gamma (1 - NMI(g(S), y))``
+    (the (*) of Eq. 6).
 
     Greedy Algorithm 1 (``C`` = number of distinct labels, each step scores all ``B`` candidates in
     one batch), then ``pam_passes`` passes of the swap refinement Algorithm 2 (each cluster's
-    members scored in one batch), stopped after a pass without a swap. Runs without gradient.
+    members scored in one batch), stopped after a pass that changes no medoid. Runs without
+    gradient. Two forms of Algorithm 2:
 
-    Differences from the paper's listing / the TF reference, both to make Lemma 1 hold exactly:
-    a swap is scored with the full objective ``A`` (the paper's Algorithm 2 line 4 and TF use the
-    within-cluster facility score plus the margin; the proof of Lemma 1 uses ``A``), and clusters
-    are re-assigned after every swap (TF re-assigns once per pass). ``refinement="paper"`` runs
-    the listing instead (:func:`_paper_pass`): ``y_PAM = g(S)`` once per pass, ``S[k]`` set to
-    the member of cluster ``k`` maximising ``F(X_k, {j}) + gamma Delta``; ``A`` may then fall.
+    * ``refinement="paper"`` (default): the paper's listing, as TF's ``cluster_loss`` runs it
+      (:func:`_paper_pass`): ``y_PAM = g(S)`` once per pass; for ``k = 0..C-1``,
+      ``S[k] = argmax_{j: y_PAM[j] = k} F(X_k, {j}) + gamma Delta(g(S minus S[k] plus j), y)``
+      with ``F(X_k, {j}) = -sum_{i: y_PAM[i] = k} d[i, j]`` (the later clusters see the new
+      ``S``; the first maximiser wins ties). An update can lower ``A``; a pass never ends below
+      ``A`` at its start when ``d`` is a metric.
+    * ``refinement="full"`` (variant): made so that Lemma 1 holds at every swap. A swap is
+      scored with ``A`` itself (the proof of Lemma 1 uses ``A``; line 4 of the listing uses the
+      within-cluster ``F`` plus the margin), clusters are re-assigned after every swap (the
+      listing assigns once per pass), and a medoid changes only when ``A`` strictly rises.
 
-    Host reads: the labels' encoding, one per refinement pass (the early stop; with static
-    shapes one per round, i.e. per swap plus one) and one for the stats; on CUDA the greedy, a
-    round and the stats each replay one CUDA graph, captured on the first call with the same
-    device, dtype, ``B`` and ``C``.
+    Host reads: the labels' encoding, one per refinement pass (the early stop; ``"full"`` with
+    static shapes: one per round, i.e. per swap plus one; ``"paper"``: also a ``nonzero`` per
+    cluster) and one for the stats; on CUDA ``"full"`` replays one CUDA graph for the greedy, a
+    round and the stats each, captured on the first call with the same device, dtype, ``B`` and
+    ``C``.
 
     Args:
         dist: ``(B, B)`` distances.
         labels: ``(B,)`` integer labels.
         gamma: margin multiplier (>= 0).
         pam_passes: refinement passes ``T`` (paper: 5); 0 returns the greedy solution.
-        static_shapes: refine in rounds that score every point as medoid of its own cluster,
-            one round per swap (no host read inside a round: what CUDA runs and captures in
-            graphs), instead of one step per cluster and pass over the cluster's members (a
-            ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32 distances both
-            give the same medoids and stats; in float64 an exact tie between two candidates may
-            break the other way (the distance sums run in another order).
-        refinement: ``"full"`` (the default, above) or ``"paper"`` (Algorithm 2 as listed, run
-            eagerly with the members gathered on any device; ``static_shapes`` is ignored). Both
-            stop after a pass that changes no medoid (the paper's runs ``T`` passes; the passes
-            after such a pass change nothing). ``pam_swaps`` counts the medoids changed.
+        static_shapes: ``"full"`` only: refine in rounds that score every point as medoid of its
+            own cluster, one round per swap (no host read inside a round: what CUDA runs and
+            captures in graphs), instead of one step per cluster and pass over the cluster's
+            members (a ``nonzero``, free on the CPU). ``None``: on CUDA only. For float32
+            distances both give the same medoids and stats; in float64 an exact tie between two
+            candidates may break the other way (the distance sums run in another order).
+        refinement: ``"paper"`` (default) or ``"full"``, above. ``"paper"`` runs eagerly with the
+            members gathered on any device (``static_shapes`` is ignored). Both stop after a
+            pass that changes no medoid (the listing runs ``T`` passes; the passes after such a
+            pass change nothing). ``pam_swaps`` counts the medoids changed.
 
     Returns:
         ``(medoids (C,), stats)`` with stats ``greedy_objective``, ``refined_objective`` (``A`` of
-        the greedy and refined sets, refined >= greedy), ``nmi`` (of the refined clustering) and
-        ``pam_swaps``.
+        the greedy and refined sets; refined >= greedy for ``"full"``, and for ``"paper"`` when
+        ``dist`` is a metric), ``nmi`` (of the refined clustering) and ``pam_swaps``.
     """
     _check_labels(dist, labels)
     gamma = _check_gamma(gamma)
@@ -892,8 +917,10 @@ class FacilityLocationLoss(MetricLoss):
         pam_passes: refinement passes ``T`` of Algorithm 2 (paper: 5).
         normalize: L2-normalise embeddings before the (non-squared) Euclidean distance (paper:
             yes). Zero-norm embeddings stay at the origin (no NaN).
-        refinement: the variant of Algorithm 2, ``"full"`` (default) or ``"paper"`` (see
-            :func:`loss_augmented_inference`); shown in the repr only when not the default.
+        refinement: the form of Algorithm 2, ``"paper"`` (the paper's listing, default) or
+            ``"full"`` (swaps scored with the full objective, Lemma 1 at every swap; the form of
+            the committed runs of the facility-location and discriminative-loss chapters); see
+            :func:`loss_augmented_inference`.
 
     After each call, :attr:`last_stats` holds floats ``loss``, ``oracle_score`` (``F~``),
     ``predicted_score`` (``F(X, S_pred)``), ``augmented_score`` (``F + gamma (1 - NMI)``),
@@ -906,7 +933,7 @@ class FacilityLocationLoss(MetricLoss):
 
     def __init__(
         self, margin_multiplier: float = 1.0, pam_passes: int = 5, normalize: bool = True,
-        refinement: str = "full",
+        refinement: str = "paper",
     ) -> None:
         super().__init__()
         self.margin_multiplier = margin_multiplier
@@ -959,11 +986,10 @@ class FacilityLocationLoss(MetricLoss):
         return loss
 
     def extra_repr(self) -> str:
-        # The default refinement is left out: run records store this repr.
-        refinement = "" if self.refinement == "full" else f", refinement={self.refinement!r}"
+        # Run records keep this repr (not in their fingerprints); it always names the refinement.
         return (
             f"margin_multiplier={self.margin_multiplier}, pam_passes={self.pam_passes}, "
-            f"normalize={self.normalize}{refinement}"
+            f"normalize={self.normalize}, refinement={self.refinement!r}"
         )
 
 

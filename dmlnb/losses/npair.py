@@ -1,4 +1,26 @@
-"""Multi-class N-pair loss (Sohn, NeurIPS 2016)."""
+"""Multi-class N-pair loss (Sohn, NeurIPS 2016), and the all-pairs form of Song et al. (2017).
+
+Two ways of taking the pairs of a batch (``pairs=``), both with dot products
+:math:`S_{ij} = f_i^\top f_j` and Sohn's L2 penalty on the embeddings:
+
+* ``"first"`` (the default): Sohn's N-pair-mc loss (Sohn 2016, Sec. 3.2), defined on batches of
+  ``N`` pairs :math:`(x_i, x_i^+)` of ``N`` distinct classes: each anchor :math:`x_i` is
+  contrasted with the positives :math:`x_j^+` of the other pairs. Here the pair of a class is
+  its first allowed positive pair (:func:`first_pair_per_class`). On Sohn's *paired batches*
+  (two images per class: :class:`dmlnb.samplers.MPerClassSampler` with ``m=2``, or
+  :class:`~dmlnb.samplers.ClassRatioSampler` with ``C / B = 0.5``) that is every image of the
+  batch, and the loss is the paper's. With ``m > 2`` images per class only the first two of each
+  class enter the loss, the others only the penalty (pytorch-metric-learning's convention).
+* ``"all"`` (the option): every ordered positive pair of the batch is a term, its negatives
+  every image of another class: the N-pairs loss as the facility-location paper writes it for
+  its baseline (Song et al., CVPR 2017, Eq. 3), on batches with more than two images per class
+  (``C / m = 0.25``: four per class). It is also the Easy Positive paper's NCA form (Sec. 2.2)
+  without temperature or normalisation. Even on paired batches it is not ``"first"``: it has
+  ``2N`` terms (both orders of every pair) with ``2N - 2`` negatives each, where Sohn's has
+  ``N`` terms with ``N - 1``.
+
+Which of the book's chapters trains which is listed in :class:`NPairLoss`.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +29,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.pairs import PairMasks, gram, l2_normalize, pair_masks
-from dmlnb.losses.base import MetricLoss
+from dmlnb.losses.base import MetricLoss, check_choices
 
-__all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots"]
+__all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots", "PAIRINGS"]
+
+#: How :class:`NPairLoss` takes the pairs of a batch: Sohn's one pair per class (default), or
+#: every positive pair (Song et al. 2017, Eq. 3).
+PAIRINGS = ("first", "all")
 
 
 def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -46,11 +72,12 @@ def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Te
 
 
 class NPairLoss(MetricLoss):
-    r"""Multi-class N-pair loss, N-pair-mc (Sohn 2016), with its L2 embedding penalty.
+    r"""N-pair loss with Sohn's L2 embedding penalty: Sohn's N-pair-mc (``pairs="first"``,
+    default) or every positive pair (``pairs="all"``, Song et al. 2017, Eq. 3).
 
-    From the batch, ``N`` pairs :math:`(x_i, x_i^+)` of distinct classes are taken
-    (:func:`first_pair_per_class` on the allowed positive pairs); each anchor is contrasted with the positives of the other
-    pairs through dot products :math:`f^\top f'`:
+    ``pairs="first"``: from the batch, ``N`` pairs :math:`(x_i, x_i^+)` of distinct classes
+    (:func:`first_pair_per_class` on the allowed positive pairs); each anchor is contrasted with
+    the positives of the other pairs (Sohn 2016, N-pair-mc):
 
     .. math::
 
@@ -59,43 +86,99 @@ class NPairLoss(MetricLoss):
             + \lambda \frac{1}{B} \sum_{b=1}^{B} \lVert f_b \rVert_2^2 ,
 
     i.e. softmax cross-entropy over the ``(N, N)`` logits :math:`f_i^\top f_j^+` with target
-    ``i``. Sohn regularises the squared L2 norm of the (unnormalised) embeddings and states no
-    normalisation constant; here it is the mean over the ``B`` batch embeddings (``B = 2N`` in
-    Sohn's batches). With ``l2_reg=0, normalize=True`` this is pytorch-metric-learning's
-    ``NPairsLoss`` (cosine logits). A batch without a positive pair gives 0.
+    ``i``. On paired batches (two images per class, ``B = 2N``) every image is in a pair: the
+    paper's loss. With ``l2_reg=0, normalize=True`` this is pytorch-metric-learning's
+    ``NPairsLoss`` (cosine logits).
+
+    ``pairs="all"``: every ordered positive pair :math:`(i, j) \in P` (``i != j``, same class)
+    is a term whose negatives are all images :math:`k` of other classes (Song et al. 2017, Eq. 3):
+
+    .. math::
+
+        \mathcal{L} = \frac{1}{|P|} \sum_{(i, j) \in P}
+            \log\Big(1 + \sum_{k:\, y_k \ne y_i} \exp(f_i^\top f_k - f_i^\top f_j)\Big)
+            + \lambda \frac{1}{B} \sum_{b=1}^{B} \lVert f_b \rVert_2^2 .
+
+    Every image of a class with two or more images enters. (Song et al.'s Eq. 3 writes the
+    penalty with the unsquared norm :math:`\frac{\lambda}{m} \sum_i \lVert f_i \rVert_2`; both
+    forms here use Sohn's squared norm.) An anchor without negatives contributes
+    :math:`\log 1 = 0` per positive.
+
+    Sohn regularises the squared L2 norm of the (unnormalised) embeddings and states no
+    normalisation constant; here it is the mean over the ``B`` batch embeddings. A batch without
+    a positive pair gives 0 (and no penalty).
+
+    The book's committed runs train ``"first"`` (through
+    :func:`dmlnb.experiments.baseline_losses.npair_loss`): PROFS on paired batches (two images
+    per class: Sohn's loss); the facility-location chapter on its ``C / m = 0.25`` batches (four
+    per class; its paper's Eq. 3 is ``"all"``) and the discriminative-loss chapter on eight per
+    class, where two images of each class enter the loss. (The Easy Positive chapter's "N-pair"
+    is its own NCA loss at group size 2, not this class.)
 
     Args:
         l2_reg: :math:`\lambda` (0.02, the value used by common PyTorch ports of the paper).
         normalize: L2-normalise the embeddings before the dot products (PML default ``True``;
             the paper uses ``False`` and relies on the penalty). The penalty always acts on
             the raw embeddings.
+        pairs: ``"first"`` (default) or ``"all"``, above.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
 
-    Pair filter: per class the first allowed positive pair ``(a, p)`` in row-major order; anchor ``a_i`` is contrasted with ``p_j`` only if ``(a_i, p_j)`` is an allowed negative pair.
+    Pair filter: ``"first"``: per class the first allowed positive pair ``(a, p)`` in row-major
+    order; anchor ``a_i`` is contrasted with ``p_j`` only if ``(a_i, p_j)`` is an allowed
+    negative pair. ``"all"``: the allowed positive pairs are the terms, each anchor's allowed
+    negative pairs its negatives.
     """
 
     supports_pair_filter = True
 
-    def __init__(self, l2_reg: float = 0.02, normalize: bool = False) -> None:
+    def __init__(self, l2_reg: float = 0.02, normalize: bool = False, pairs: str = "first") -> None:
         super().__init__()
         if l2_reg < 0:
             raise ValueError(f"l2_reg must be >= 0, got {l2_reg}")
+        check_choices(pairs=(pairs, PAIRINGS))
         self.l2_reg = float(l2_reg)
         self.normalize = normalize
+        self.pairs = pairs
+
+    def extra_repr(self) -> str:
+        return f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}"
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
+        if self.pairs == "all":
+            loss, has_term = self._all_pairs(x, masks)
+        else:
+            loss, has_term = self._first_pairs(x, labels, masks)
+        if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
+            return loss
+        penalty = self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
+        return torch.where(has_term, loss + penalty, loss)  # no pair: 0, no penalty
+
+    @staticmethod
+    def _first_pairs(x: Tensor, labels: Tensor, masks: PairMasks) -> tuple[Tensor, Tensor]:
+        """Sohn's N-pair-mc term (mean over the ``N`` class pairs) and whether ``N > 0``."""
+        anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
         rows = anchors[:, None]  # (B, 1)
         logits = gram(x)[rows, positives]  # (B, B) slot i's anchor vs slot j's positive
         usable = masks.negative[rows, positives] & valid  # (B, B) allowed (a_i, p_j), j != i, slot j valid
         usable.fill_diagonal_(True)  # (B, B) and the target p_i
         logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
-        slots = torch.arange(labels.shape[0], device=embeddings.device)  # (B,)
+        slots = torch.arange(labels.shape[0], device=x.device)  # (B,)
         per_slot = F.cross_entropy(logits, slots, reduction="none").masked_fill(~valid, 0.0)  # (B,)
-        loss = per_slot.sum() / valid.sum().clamp_min(1)  # mean over the N valid slots; 0 if none
-        if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
-            return loss
-        penalty = self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
-        return torch.where(valid.any(), loss + penalty, loss)  # no pair: 0, no penalty
+        return per_slot.sum() / valid.sum().clamp_min(1), valid.any()  # mean over the N slots; 0 if none
+
+    @staticmethod
+    def _all_pairs(x: Tensor, masks: PairMasks) -> tuple[Tensor, Tensor]:
+        """Eq. 3 of Song et al.: the mean over the ``|P|`` positive pairs of
+        ``softplus(logsumexp_{k in N(i)} S_ik - S_ij)``, and whether ``|P| > 0``."""
+        s = gram(x)  # (B, B)
+        has_neg = masks.negative.any(dim=1, keepdim=True)  # (B, 1)
+        neg_logits = s.masked_fill(~masks.negative, float("-inf"))  # (B, B)
+        neg_logits = neg_logits.masked_fill(~has_neg, 0.0)  # no all -inf row (NaN gradient)
+        lse = torch.logsumexp(neg_logits, dim=1, keepdim=True)  # (B, 1)
+        per_pair = F.softplus(lse - s)  # (B, B) [i, j]: log(1 + sum_k exp(S_ik - S_ij))
+        keep = masks.positive & has_neg  # (B, B); a term without negatives is log 1 = 0
+        total = per_pair.masked_fill(~keep, 0.0).sum()  # every entry finite: NaN-free gradient
+        count = masks.positive.sum()  # |P|
+        return total / count.clamp_min(1), count > 0
