@@ -205,9 +205,14 @@ def configured_model(config: "TrainConfig", input_shape: tuple[int, int, int]) -
     """The model a run of ``config`` trains, as :func:`dmlnb.training.fit` builds it: its
     ``model``, ``embedding_dim``, ``normalize``, ``pretrained`` and ``width``, for inputs
     ``(C, H, W)``, initialised after ``torch.manual_seed(config.seed)`` (load a checkpoint's
-    ``"model"`` state into it to get the trained network back)."""
+    ``"model"`` state into it to get the trained network back), in the channels_last memory format
+    when ``config.channels_last`` (as :func:`dmlnb.training.train` trains it on a CPU or GPU)."""
     torch.manual_seed(config.seed)
-    return build_model(
+    model = build_model(
         config.model, input_shape, config.embedding_dim, normalize=config.normalize,
         pretrained=config.pretrained, width=config.width,
     )
+    # the memory format the training loop gives it: a reloaded network then embeds exactly as the
+    # loop's evaluations did (convolutions in another format round differently, enough to flip
+    # near-tied neighbours)
+    return model.to(memory_format=torch.channels_last) if config.channels_last else model
