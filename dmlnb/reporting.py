@@ -22,7 +22,24 @@ The same rule, applied to claims of other forms:
   every pair of a sweep, :func:`every_pair_equivalent`;
 * "A and B do not differ", without a margin (it can be refuted, never shown): :func:`no_difference`;
 * a claim made of parts, each judged by the rule: :func:`all_of` (every part), :func:`most_of`
-  (more than half), :func:`group_verdict` (every method of a group beats every method of another).
+  (more than half), :func:`group_verdict` (every method of a group beats every method of another);
+* a claim of an order of growth ("linear in N", "cubic", "falls as 1/C"), from per-repeat
+  log-log slopes: :func:`compare_to_band` on :func:`order_band`, the claimed order ± 0.5 (halfway
+  to the neighbouring orders), so a slope too steep fails as surely as one too flat.
+
+Three rules say when runs cannot decide a claim, whatever the numbers:
+
+* **degenerate runs** (:func:`unless_degenerate`; ``degenerate=`` of :func:`group_verdict` and
+  :func:`interior_optimum`): a comparison any of whose compared sides is degenerate (a collapsed
+  embedding, which cannot exercise the mechanism the claim is about) is "not tested at this
+  scale", with what and which sides in the note; a claim made of such comparisons counts them as
+  untested parts;
+* **another algorithm timed** (:func:`implementation_claims`): when the code timed is not the
+  paper's algorithm, the paper's complexity claim is "not tested", and the same order, tested on
+  the code that ran, is a separate measurement of ours;
+* **selection biased toward the claim** (:func:`biased_toward_claim`): when the runs' epoch (or
+  setting) was chosen by a criterion that favours the claim, "holds" becomes "inconclusive"
+  (a failure despite the bias stands).
 """
 
 from __future__ import annotations
@@ -47,6 +64,8 @@ __all__ = [
     "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
     "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
+    "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
+    "biased_toward_claim", "qualify", "verdict_counts",
 ]
 
 
@@ -299,6 +318,85 @@ def compare_to_threshold(
     return _decide(effect, se, x.size - 1, n, scale, unit)
 
 
+#: Half the width of the band :func:`order_band` puts around a claimed order of growth: halfway
+#: to the neighbouring orders (a slope of 1.4 is nearer linear than quadratic).
+ORDER_HALF_WIDTH = 0.5
+
+
+def order_band(order: float, half_width: float = ORDER_HALF_WIDTH) -> tuple[float, float]:
+    """The band of log-log slopes that counts as order ``order`` (1: linear, 3: cubic, -1: falls
+    as 1/C): ``(order - half_width, order + half_width)``."""
+    return float(order) - half_width, float(order) + half_width
+
+
+def compare_to_band(
+    values: Sequence[float], low: float, high: float, *, scale: float = 1.0, unit: str = "",
+) -> Verdict:
+    """The rule for a claim that a quantity lies within a band ``(low, high)`` (a measured order of
+    growth within :func:`order_band` of the claimed one): the two one-sided tests of
+    :func:`compare_to_threshold`, "above ``low``" and "below ``high``". Holds when both hold (the
+    90% interval of the mean lies inside the band); does not hold when either does not (the
+    interval lies wholly beyond an edge); otherwise inconclusive (and always with fewer than
+    ``MIN_RUNS`` values). The effect shown is the mean itself, with its 90% interval; the note
+    names the band and, when it fails or is open, the edge that decides."""
+    if not low < high:
+        raise ValueError(f"the band needs low < high, got ({low}, {high})")
+    x = _runs(values)
+    n = (x.size,)
+    if x.size == 0:
+        return not_tested("no runs")
+    above = compare_to_threshold(x, low, higher_is_better=True)
+    below = compare_to_threshold(x, high, higher_is_better=False)
+    mean = float(x.mean())
+    lo_i, hi_i = (above.low + low, above.high + low) if math.isfinite(above.low) else (math.nan, math.nan)
+    band = f"band ({low * scale:g}, {high * scale:g}){unit}"
+    texts = (str(above), str(below))
+    if texts == (HOLDS, HOLDS):
+        return Verdict(HOLDS, mean, lo_i, hi_i, n, f"within the {band}", scale, unit)
+    if FAILS in texts:
+        edge = f"below {low * scale:g}" if str(above) == FAILS else f"above {high * scale:g}"
+        return Verdict(FAILS, mean, lo_i, hi_i, n, f"{edge}{unit}: outside the {band}", scale, unit)
+    if x.size < MIN_RUNS:
+        return Verdict(INCONCLUSIVE, mean, lo_i, hi_i, n, f"fewer than {MIN_RUNS} runs; {band}", scale, unit)
+    edges = " and ".join(f"{e * scale:g}{unit}" for e, t in ((low, above), (high, below)) if str(t) != HOLDS)
+    return Verdict(INCONCLUSIVE, mean, lo_i, hi_i, n, f"the interval crosses {edges} (the {band})", scale, unit)
+
+
+def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "collapsed runs") -> Verdict:
+    """The rule for runs that cannot exercise a claim's mechanism: ``verdict`` unchanged when no
+    compared side is ``degenerate``, else "not tested at this scale" with ``what`` and the
+    degenerate sides in the note (``"collapsed runs: HPHN n = 2"``), whatever the numbers say."""
+    sides = list(dict.fromkeys(degenerate))
+    if not sides:
+        return verdict
+    return not_tested(f"{what}: {', '.join(sides)}")
+
+
+def biased_toward_claim(verdict: Verdict, why: str) -> Verdict:
+    """The rule for a claim whose runs were selected (an epoch, a setting) by a criterion that
+    favours the claim: it cannot hold on them, so "holds" becomes "inconclusive" with ``why`` in the
+    note (the effect and interval kept); any other verdict is kept (a failure despite the bias
+    stands), with ``why`` appended to its note."""
+    note = f"selection biased toward the claim: {why}" + (f"; {verdict.note}" if verdict.note else "")
+    text = INCONCLUSIVE if str(verdict) == HOLDS else str(verdict)
+    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+
+
+def qualify(verdict: Verdict, what: str) -> Verdict:
+    """``verdict`` with its text qualified by what was tested: ``"holds: the bound falls, but stays
+    vacuous"``; the category (the text before ``":"``) and the evidence are the verdict's."""
+    return Verdict(f"{verdict}: {what}", verdict.effect, verdict.low, verdict.high, verdict.n, verdict.note,
+                   verdict.scale, verdict.unit)
+
+
+def verdict_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
+    """How many verdicts fall in each category (the text before ``":"``: ``"does not hold: 1 of 3
+    pairs hold"`` is ``"does not hold"``), in the order holds, does not hold, inconclusive, not
+    tested; categories without a verdict are left out."""
+    cats = [str(v).split(":")[0] for v in verdicts]
+    return {c: cats.count(c) for c in (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED) if c in cats}
+
+
 def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:
     """The rule for a universal claim checked case by case (a lemma's inequality on every batch):
     one counterexample refutes it ("does not hold"); it holds when at least ``MIN_RUNS`` cases
@@ -394,44 +492,85 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
+def implementation_claims(
+    paper_claim: str, paper_evidence: str, our_claim: str, our_evidence: str, slopes: Sequence[float],
+    order: float, why: str,
+) -> tuple[Claim, Claim]:
+    """The rule for a paper's complexity claim timed on code that is not the paper's algorithm
+    (``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
+    same order, tested on the code that ran, is a separate measurement of ours: the per-repeat
+    log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`). Returns
+    ``(the paper's claim, our measurement)``; ``our_evidence`` states the slopes and sizes."""
+    low, high = order_band(order)
+    paper = Claim(paper_claim, paper_evidence, f"timed on dmlnb's implementation only: see '{our_claim}'",
+                  not_tested(f"the timed code is not the paper's algorithm: {why}"))
+    ours = Claim(our_claim, "— (the paper times no implementation)", our_evidence,
+                 compare_to_band(slopes, low, high))
+    return paper, ours
+
+
 def _lowest_bound(v: Verdict) -> float:
     return v.low if math.isfinite(v.low) else -math.inf
 
 
 def all_of(
     parts: Mapping[str, Verdict], what: str = "parts", *, shown: Literal["weakest", "first"] = "weakest",
+    breakdown: bool = False,
 ) -> Verdict:
     """Verdict on a claim that is the conjunction of named parts, each judged by the rule (e.g.
     "better at every Recall@K": one :func:`compare` per K).
 
     Holds when every part holds; does not hold when some part does not (``"does not hold: k of m
     <what> hold"`` when others do); otherwise inconclusive (an untested part counts as not
-    holding); no parts: not tested. The verdict carries the effect and interval of one part, named
-    in its note (with one part, the note is that part's):
+    holding, and the note counts the untested parts); no parts, or no part tested: not tested. The
+    verdict carries the effect and interval of one tested part, named in its note (with one part,
+    the note is that part's):
 
     * ``shown="weakest"``: the part nearest to failing, the one with the lowest lower bound; when
       the claim does not hold, the failing part with the lowest upper bound;
     * ``shown="first"``: the first part, in the order of ``parts``, that decides: the first that
       does not hold, else the first that is not "holds", else the first (parts listed by
       importance, e.g. Recall@1 first).
+
+    ``breakdown``: the note's tally names every category instead: ``"fails on 1 of 9 pairs (EP vs
+    HP); of the other 8: 8 inconclusive"``.
     """
     if not parts:
         return not_tested(f"no {what}")
     texts = {k: str(v) for k, v in parts.items()}
     m = len(parts)
+    untested = [k for k, t in texts.items() if t == NOT_TESTED]
+    if len(untested) == m:
+        if m == 1:
+            return next(iter(parts.values()))
+        notes = list(dict.fromkeys(parts[k].note for k in untested if parts[k].note))
+        return not_tested(f"none of the {m} {what} tested" + (f": {'; '.join(notes)}" if notes else ""))
+    tested = {k: v for k, v in parts.items() if texts[k] != NOT_TESTED}
     held = [k for k, t in texts.items() if t == HOLDS]
     failing = [k for k, t in texts.items() if t == FAILS]
-    weakest = min(parts, key=lambda k: _lowest_bound(parts[k]))
+    open_ = [k for k, t in texts.items() if t not in (HOLDS, FAILS, NOT_TESTED)]
+    weakest = min(tested, key=lambda k: _lowest_bound(tested[k]))
+    skipped = f", {len(untested)} not tested" if untested else ""
     if failing:
         text = FAILS if not held else f"{FAILS}: {len(held)} of {m} {what} hold"
         name = failing[0] if shown == "first" else min(failing, key=lambda k: parts[k].high)
-        tally = f"{len(failing)} of {m} {what} do not hold" + (f": {', '.join(failing)}" if len(failing) > 1 else "")
+        tally = f"{len(failing)} of {m} {what} do not hold" + (f": {', '.join(failing)}" if len(failing) > 1 else "") + skipped
     elif len(held) == m:
         text, name, tally = HOLDS, next(iter(parts)) if shown == "first" else weakest, f"all {m} {what} hold"
     else:
         text = INCONCLUSIVE
-        name = next(k for k, t in texts.items() if t != HOLDS) if shown == "first" else weakest
-        tally = f"{len(held)} of {m} {what} hold, none fails"
+        name = next(k for k, t in texts.items() if t != HOLDS and t != NOT_TESTED) if shown == "first" and open_ else \
+            (next(iter(tested)) if shown == "first" else weakest)
+        tally = f"{len(held)} of {m} {what} hold, none fails" + skipped
+    if breakdown:
+        rest = [f"{len(held)} hold" if held else "", f"{len(open_)} inconclusive" if open_ else "",
+                f"{len(untested)} not tested" if untested else ""]
+        rest = ", ".join(r for r in rest if r)
+        if failing:
+            tally = f"fails on {len(failing)} of {m} {what} ({', '.join(failing)})" + (
+                f"; of the other {m - len(failing)}: {rest}" if rest else "")
+        else:
+            tally = f"of {m} {what}: {rest}"
     v = parts[name]
     note = v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
     return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
@@ -440,16 +579,20 @@ def all_of(
 def most_of(parts: Mapping[str, Verdict], what: str = "parts") -> Verdict:
     """Verdict on "better than most of them", from one verdict per part: holds when more than half
     of the tested parts hold; does not hold when, even if every inconclusive part held, half or
-    fewer would; else inconclusive (untested parts do not count; none tested: not tested). The
-    effect is the share of tested parts that hold."""
+    fewer would; else inconclusive (untested parts do not count; none tested: not tested). A share
+    of parts is not a statistic, so the verdict carries no effect or interval: the note counts the
+    tested parts per category and names those that hold (``"1 of 5 methods hold (Lifted
+    structure), 1 fails, 3 inconclusive"``)."""
     texts = [str(v) for v in parts.values() if str(v) != NOT_TESTED]
     if not texts:
         return not_tested(f"no {what} tested")
     m, k, open_ = len(texts), texts.count(HOLDS), texts.count(INCONCLUSIVE)
+    fails = m - k - open_
     text = HOLDS if k > m / 2 else FAILS if k + open_ <= m / 2 else INCONCLUSIVE
-    share = k / m
     held = ", ".join(name for name, v in parts.items() if str(v) == HOLDS) or "none"
-    return Verdict(text, share, share, share, (m,), f"{k} of {m} {what} hold ({held})")
+    note = f"{k} of {m} {what} hold ({held})" + (f", {fails} fail{'s' if fails == 1 else ''}" if fails else "") \
+        + (f", {open_} inconclusive" if open_ else "")
+    return Verdict(text, n=(m,), note=note)
 
 
 #: Why a claim of no change is at best inconclusive.
@@ -485,21 +628,29 @@ def group_verdict(
     *,
     scale: float = 1.0,
     unit: str = "",
+    degenerate: Iterable[str] = (),
+    degenerate_what: str = "collapsed runs",
+    breakdown: bool = False,
 ) -> tuple[Verdict, pd.DataFrame]:
     """Verdict on "every method of ``better`` beats every method of ``worse``", from per-run
     results: each pair by :func:`compare`, the claim by :func:`all_of` over the pairs (named
-    ``"A vs B"``; the weakest pair shown). Returns the verdict and the table of pairs (``better``,
-    ``worse``, ``verdict`` and its evidence)."""
+    ``"A vs B"``; the weakest pair shown; ``breakdown``: its note counts every category). A pair
+    with a side in ``degenerate`` is not tested (:func:`unless_degenerate`, with
+    ``degenerate_what``). Returns the verdict and the table of pairs (``better``, ``worse``,
+    ``verdict`` and the comparison's evidence; an untested pair keeps its measured effect, and its
+    note says why it is not a test)."""
+    bad = set(degenerate)
     rows, pairs = [], {}
     for a, xa in better.items():
         for b, xb in worse.items():
-            v = compare(xa, xb, higher_is_better, scale=scale, unit=unit)
+            raw = compare(xa, xb, higher_is_better, scale=scale, unit=unit)
+            v = unless_degenerate(raw, [s for s in (a, b) if s in bad], degenerate_what)
             pairs[f"{a} vs {b}"] = v
-            rows.append({"better": a, "worse": b, "verdict": str(v), **v.evidence()})
+            rows.append({"better": a, "worse": b, "verdict": str(v), **raw.evidence(), "note": v.note})
     table = pd.DataFrame(rows)
     if not pairs:
         return not_tested("no pairs"), table
-    return all_of(pairs, "pairs"), table
+    return all_of(pairs, "pairs", breakdown=breakdown), table
 
 
 def every_pair_equivalent(
@@ -567,7 +718,7 @@ def every_pair_equivalent(
 
 def interior_optimum(
     points: Mapping[float, Sequence[float]], higher_is_better: bool = True, *,
-    scale: float = 1.0, unit: str = "",
+    scale: float = 1.0, unit: str = "", degenerate: Iterable[float] = (), degenerate_what: str = "collapsed runs",
 ) -> tuple[Verdict, pd.DataFrame]:
     """Verdict on "a sweep (M, λ, α, group size) has an interior optimum", from per-seed
     results at each swept value (sorted by value; the first and last are the ends).
@@ -575,12 +726,16 @@ def interior_optimum(
     Holds when some interior value beats both ends under :func:`compare`; does not hold when one
     end beats every interior value; otherwise inconclusive. The verdict carries the weaker of the
     two end comparisons of the best interior value (the winner when it holds; for "does not
-    hold", the end's smallest margin over an interior value, negated). Returns the verdict and a
-    table of every interior value against each end.
+    hold", the end's smallest margin over an interior value, negated). Every swept value enters a
+    comparison, so a sweep with a value in ``degenerate`` is not tested (:func:`unless_degenerate`,
+    with ``degenerate_what``). Returns the verdict and a table of every interior value against each
+    end.
     """
     keys = sorted(points)
     if len(keys) < 3:
         return not_tested("a sweep needs at least 3 values"), pd.DataFrame()
+    bad = [k for k in keys if k in set(degenerate)]
+    judged = lambda v: unless_degenerate(v, [f"{k:g}" for k in bad], degenerate_what)  # noqa: E731
     ends, interior = (keys[0], keys[-1]), keys[1:-1]
     sign = 1.0 if higher_is_better else -1.0
     judge = lambda x, y: compare(points[x], points[y], higher_is_better, scale=scale, unit=unit)  # noqa: E731
@@ -595,15 +750,15 @@ def interior_optimum(
     if winners:
         k = max(winners, key=lambda k: sign * float(np.mean(points[k])))
         w = weaker(versus[k])
-        return Verdict(HOLDS, w.effect, w.low, w.high, w.n, f"{k} beats both ends", scale, unit), table
+        return judged(Verdict(HOLDS, w.effect, w.low, w.high, w.n, f"{k} beats both ends", scale, unit)), table
     for e in ends:
         over = [judge(e, k) for k in interior]
         if all(str(v) == HOLDS for v in over):
             v = weaker(over)
-            return Verdict(FAILS, -v.effect, -v.high, -v.low, v.n, f"the end {e} beats every interior value",
-                           scale, unit), table
+            return judged(Verdict(FAILS, -v.effect, -v.high, -v.low, v.n, f"the end {e} beats every interior value",
+                                  scale, unit)), table
     w = weaker(versus[max(interior, key=lambda k: sign * float(np.mean(points[k])))])
-    return Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value beats both ends", scale, unit), table
+    return judged(Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value beats both ends", scale, unit)), table
 
 
 def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:

@@ -7,7 +7,8 @@ from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
     best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
     no_difference, not_tested, paired_differences, provenance_frame, reported_vs_reproduced, source_dataset,
-    summarize_runs,
+    summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
+    unless_degenerate, verdict_counts,
 )
 from dmlnb.records import RunRecord
 
@@ -210,7 +211,11 @@ def test_most_of():
     assert most_of({"a": yes, "b": no, "c": no}) == FAILS
     assert most_of({"a": yes, "b": maybe, "c": no}) == INCONCLUSIVE
     v = most_of({"a": yes, "b": yes, "c": no, "d": not_tested("x")}, "methods")
-    assert v.note == "2 of 3 methods hold (a, b)" and v.effect == pytest.approx(2 / 3)
+    assert v.note == "2 of 3 methods hold (a, b), 1 fails"
+    # a share of methods is not a statistic: no effect, no interval
+    assert v.evidence()["effect"] == "—" and v.evidence()["90% interval"] == "—"
+    assert most_of({"a": yes, "b": maybe, "c": no, "e": maybe}, "methods").note == \
+        "1 of 4 methods hold (a), 1 fails, 2 inconclusive"
     assert most_of({"d": not_tested("x")}) == NOT_TESTED
 
 
@@ -296,3 +301,75 @@ def test_best_minus_last():
     assert best_minus_last([peaked, rising]) == [pytest.approx(0.1), 0.0]
     empty = RunRecord.new("e", config={}, components={}, environment={"device": "cpu"})
     assert best_minus_last([empty]) == []  # no evaluation: no gain to report
+
+
+def test_all_of_counts_untested_parts_and_never_shows_their_missing_effect():
+    yes, no, maybe = compare(UP, DOWN), compare(DOWN, UP), compare(FLAT, DOWN)
+    v = all_of({"a": yes, "b": maybe, "c": not_tested("collapsed runs: c")}, "pairs")
+    assert v == INCONCLUSIVE and v.note == "effect: b (the interval contains 0); 1 of 3 pairs hold, none fails, 1 not tested"
+    v = all_of({"a": no, "b": not_tested("x")}, "pairs")
+    assert v == FAILS and v.effect == no.effect and v.note.endswith("1 of 2 pairs do not hold, 1 not tested")
+    v = all_of({"a": not_tested("x"), "b": not_tested("y")}, "pairs")
+    assert v == NOT_TESTED and v.note == "none of the 2 pairs tested: x; y"
+    # the breakdown names every category
+    v = all_of({"a": no, "b": maybe, "c": maybe}, "pairs", breakdown=True)
+    assert v == FAILS and v.note.endswith("fails on 1 of 3 pairs (a); of the other 2: 2 inconclusive")
+    assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith("of 2 pairs: 1 hold, 1 inconclusive")
+
+
+def test_a_collapsed_side_is_not_tested_whatever_the_numbers():
+    hi, lo = [0.8, 0.81, 0.79], [0.5, 0.52, 0.51]
+    assert compare(hi, lo) == HOLDS
+    v = unless_degenerate(compare(hi, lo), ["HPHN n = 2"])
+    assert v == NOT_TESTED and v.note == "collapsed runs: HPHN n = 2"
+    assert unless_degenerate(compare(hi, lo), []) == HOLDS
+    # in a group: the pairs with a collapsed side are untested parts; the others decide
+    v, table = group_verdict({"a": hi, "b": hi}, {"c": lo}, degenerate=["b"])
+    assert v == INCONCLUSIVE and v.note.endswith("1 of 2 pairs hold, none fails, 1 not tested")
+    row = table.set_index("better").loc["b"]
+    assert row["verdict"] == NOT_TESTED and row["note"] == "collapsed runs: b" and row["effect"] != "—"
+    assert group_verdict({"a": hi}, {"c": lo}, degenerate=["a"])[0] == NOT_TESTED
+    # a sweep with a collapsed value: its interior optimum is not tested, even when it would hold
+    pts = {2: [0.50, 0.51, 0.49], 8: [0.70, 0.71, 0.69], 16: [0.60, 0.61, 0.59]}
+    assert interior_optimum(pts)[0] == HOLDS
+    v, _ = interior_optimum(pts, degenerate=[2])
+    assert v == NOT_TESTED and v.note == "collapsed runs: 2"
+
+
+def test_an_order_of_growth_is_judged_in_a_two_sided_band():
+    assert order_band(3) == (2.5, 3.5) and order_band(-1) == (-1.5, -0.5)
+    steep = [4.01, 4.44, 4.28]  # "cubic" by a one-sided threshold (> 2.5), but far above cubic
+    assert compare_to_threshold(steep, 2.5) == HOLDS
+    v = compare_to_band(steep, *order_band(3))
+    assert v == FAILS and v.note == "above 3.5: outside the band (2.5, 3.5)"
+    assert v.effect == pytest.approx(np.mean(steep)) and v.low < np.mean(steep) < v.high
+    assert compare_to_band([0.96, 0.93, 0.93], *order_band(1)) == HOLDS
+    assert compare_to_band([-0.9, -1.0, -1.1], *order_band(-1)) == HOLDS
+    assert compare_to_band([-1.48, -1.47, -1.53], *order_band(-1)) == INCONCLUSIVE  # at the edge
+    assert compare_to_band([0.2, 0.25, 0.22], *order_band(1)) == FAILS  # too flat fails as well
+    assert compare_to_band([1.0, 2.0, 3.0], *order_band(1)) == INCONCLUSIVE
+    assert compare_to_band([1.0, 1.1], *order_band(1)) == INCONCLUSIVE
+    with pytest.raises(ValueError, match="low < high"):
+        compare_to_band([1.0], 2.0, 1.0)
+
+
+def test_another_algorithm_timed_leaves_the_papers_claim_untested():
+    paper, ours = implementation_claims("Algorithm 1 is linear in |V|", "Sec. 3.4", "our greedy inference is linear",
+                                        "slopes 1.65, 1.61, 1.57", [1.65, 1.61, 1.57], 1, "it scores every candidate")
+    assert paper.verdict == NOT_TESTED and "it scores every candidate" in paper.verdict.note
+    assert ours.verdict == FAILS and ours.our_evidence == "slopes 1.65, 1.61, 1.57"
+
+
+def test_selection_biased_toward_the_claim_cannot_hold():
+    held = compare(UP, DOWN)
+    v = biased_toward_claim(held, "the epoch was picked by A's R@1")
+    assert v == INCONCLUSIVE and v.effect == held.effect and v.note.startswith("selection biased toward the claim")
+    assert biased_toward_claim(compare(DOWN, UP), "x") == FAILS  # a failure despite the bias stands
+    assert biased_toward_claim(compare(FLAT, DOWN), "x") == INCONCLUSIVE
+
+
+def test_a_qualified_verdict_keeps_its_category_and_evidence():
+    v = qualify(compare(UP, DOWN), "the bound falls, but stays vacuous")
+    assert v == "holds: the bound falls, but stays vacuous" and v.effect == compare(UP, DOWN).effect
+    assert verdict_counts([v, compare(DOWN, UP), not_tested("x"), compare(UP, DOWN)]) == \
+        {HOLDS: 2, FAILS: 1, NOT_TESTED: 1}
