@@ -15,8 +15,8 @@ from dmlnb.records import RunRecord
 from dmlnb.reporting import HOLDS, INCONCLUSIVE, Claim, compare, compare_to_threshold
 from dmlnb.selection import (
     OPTIMISM_COLUMNS, both_ways_table, both_ways_verdicts, choose_on_validation, kept_selection, main_comparison,
-    optimism_summary, optimism_text, protocol_column, selected_metrics, selected_on, selection_label,
-    selection_optimism,
+    optimism_summary, optimism_text, protocol_column, selected_metrics, selected_on, selection_gain_text,
+    selection_label, selection_optimism,
 )
 
 TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # the test classes peak at epoch 4
@@ -89,6 +89,18 @@ def test_the_optimism_in_words():
                                       f"{e['90% interval']} R@1 (3 runs)")
     assert e["effect"] == "+10 pts"
     assert optimism_text([selected_record(TEST_R1, None)[0]]) == ""  # no validation split: nothing to say
+
+
+def test_the_gain_of_keeping_the_best_epoch_in_words():
+    # test-selected runs (no validation split): best minus last, the rule's interval, no optimism clause
+    records = [selected_record([0.5, 0.8, 0.7], None, name=f"a{i}")[0] for i in range(3)]  # best 0.8, last 0.7
+    e = compare_to_threshold([0.1] * 3, 0.0, scale=100, unit=" pts").evidence()
+    assert selection_gain_text(records) == f"best minus last epoch R@1, 3 runs: {e['effect']} {e['90% interval']}"
+    assert e["effect"] == "+10 pts"
+    # with a validation split the optimism of test-set selection follows
+    both = [selected_record(TEST_R1, VAL_R1, name=f"b{i}")[0] for i in range(3)]
+    assert selection_gain_text(both).endswith(optimism_text(both)) and optimism_text(both)
+    assert selection_gain_text([]) == ""
 
 
 def test_each_protocol_is_labelled_and_the_papers_says_so():
