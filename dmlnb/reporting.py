@@ -563,12 +563,14 @@ def all_of(
             (next(iter(tested)) if shown == "first" else weakest)
         tally = f"{len(held)} of {m} {what} hold, none fails" + skipped
     if breakdown:
-        rest = [f"{len(held)} hold" if held else "", f"{len(open_)} inconclusive" if open_ else "",
-                f"{len(untested)} not tested" if untested else ""]
+        rest = [f"{len(held)} hold{'s' if len(held) == 1 else ''}" if held else "",
+                f"{len(open_)} inconclusive" if open_ else "", f"{len(untested)} not tested" if untested else ""]
         rest = ", ".join(r for r in rest if r)
+        others = m - len(failing)
         if failing:
             tally = f"fails on {len(failing)} of {m} {what} ({', '.join(failing)})" + (
-                f"; of the other {m - len(failing)}: {rest}" if rest else "")
+                (f"; of the other {others}: {rest}" if others > 1 else f"; the other {rest.split(' ', 1)[1]}")
+                if rest else "")
         else:
             tally = f"of {m} {what}: {rest}"
     v = parts[name]

@@ -314,7 +314,8 @@ def test_all_of_counts_untested_parts_and_never_shows_their_missing_effect():
     # the breakdown names every category
     v = all_of({"a": no, "b": maybe, "c": maybe}, "pairs", breakdown=True)
     assert v == FAILS and v.note.endswith("fails on 1 of 3 pairs (a); of the other 2: 2 inconclusive")
-    assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith("of 2 pairs: 1 hold, 1 inconclusive")
+    assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith("of 2 pairs: 1 holds, 1 inconclusive")
+    assert all_of({"a": no, "b": yes}, "pairs", breakdown=True).note.endswith("fails on 1 of 2 pairs (a); the other holds")
 
 
 def test_a_collapsed_side_is_not_tested_whatever_the_numbers():
