@@ -5,6 +5,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from fabricated import fabricated_cub
@@ -407,6 +408,64 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     assert "collapsed" not in next(c for c in marked if c.claim.startswith("EP improves")).our_evidence
     one = ep.build_claims(_fabricated_inputs(seeds=1))
     assert {str(c.verdict) for c in one} <= {INCONCLUSIVE, NOT_TESTED}
+
+
+def test_a_claim_resting_on_collapsed_runs_is_not_tested():
+    from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
+
+    collapsed = frozenset({("HPHN", 2), ("HPHN", 16), ("EPHN", 2)})
+    clean, marked = ep.build_claims(_fabricated_inputs()), ep.build_claims(_fabricated_inputs(collapsed=collapsed))
+    v, w = _verdicts(clean), _verdicts(marked)
+    # the same numbers hold without the collapse, and are not a test with it
+    for m in ("EPHN improves", "HPHN degrades"):
+        claim = next(k for k in v if k.startswith(m))
+        assert v[claim] == HOLDS and w[claim] == NOT_TESTED
+        c = next(c for c in marked if c.claim == claim)
+        assert c.verdict.note.startswith(ep.COLLAPSED) and f"{m.split()[0]} n = 2" in c.verdict.note
+    assert w["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS  # its runs did not collapse
+    # the contrast: the pairs with EPHN or HPHN are untested parts; the rest still decide
+    contrast = next(c for c in marked if c.claim.startswith("The contrast"))
+    assert contrast.verdict == INCONCLUSIVE and contrast.verdict.note.endswith("of 6 pairs: 2 hold, 4 not tested")
+    # ours: the pairs against the collapsed HPHN at n = 16 are not tested
+    ours = {c.claim: c.verdict for c in ep.our_measurement_claims(_fabricated_inputs(collapsed=collapsed))}
+    beat = ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"]
+    assert beat == INCONCLUSIVE and "3 not tested" in beat.note
+    # the pair table says so too, keeping the measured effect
+    pairs = ep.pair_tables(_fabricated_inputs(collapsed=collapsed)).reset_index()
+    hphn = pairs[(pairs["worse"] == "HPHN") & pairs["comparison"].str.startswith("change")]
+    assert (hphn["verdict"] == NOT_TESTED).all() and (hphn["effect"] != "—").all()
+    # a sweep with a collapsed end has no tested interior optimum (cell 16's table)
+    points = {"EPHN": {2: [0.4, 0.41, 0.39], 8: [0.7, 0.71, 0.69], 16: [0.6, 0.61, 0.59]}}
+    assert ep.group_size_optima(points).loc["EPHN", "interior optimum"] == HOLDS
+    row = ep.group_size_optima(points, frozenset({("EPHN", 2)})).loc["EPHN"]
+    assert row["interior optimum"] == NOT_TESTED and "collapsed" in row["note"] and row["effect"] != "—"
+
+
+def test_collapsed_groups_near_ln2_and_the_kept_epoch_in_words():
+    ln2 = ep.LN2
+    curves = pd.DataFrame([
+        {"run": "HPHN", "n": 2, "seed": s, "epoch 1": 0.74, "epoch 2": ln2 + 0.003, "epoch 3": ln2 + 0.001,
+         "collapsed": True} for s in range(3)] + [
+        {"run": "EPHN", "n": 4, "seed": s, "epoch 1": 0.712, "epoch 2": 0.688, "epoch 3": 0.673, "collapsed": False}
+        for s in range(3)] + [
+        {"run": "EP", "n": 4, "seed": s, "epoch 1": 2.0, "epoch 2": ln2, "epoch 3": 0.5, "collapsed": s == 0}
+        for s in range(3)])
+    # a group with any collapsed seed is one no verdict may rest on
+    assert ep.collapsed_groups(curves) == frozenset({("HPHN", 2), ("EP", 4)})
+    lines = ep.near_ln2(curves)
+    assert lines[0].startswith("EPHN n = 4: within 0.01 of ln 2 at epoch 2 only") and "0.673" in lines[0]
+    assert lines[1].startswith("HPHN n = 2: within 0.01 of ln 2 at epochs 2-3") and lines[1].endswith("3 of 3 seeds collapsed")
+    assert len(lines) == 2  # EP is not a single-negative variant: ln 2 means nothing for it
+    once = ep.make_study("default").config
+    assert once.eval_every >= once.epochs and ep.kept_epoch_text(once) == "the final (only evaluated) epoch"
+    assert ep.kept_epoch_text(once.replace(eval_every=1)).startswith("the best of its evaluations (every 1 of 5")
+
+
+def test_a_baseline_far_below_every_other_method_is_named_untuned():
+    assert ep.untuned_baselines({"triplet": [0.638], "N-pair": [0.668], "Proxy-NCA": [0.438], "EPSHN": [0.605]}) == \
+        ["Proxy-NCA"]
+    assert ep.untuned_baselines({"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.58], "EPSHN": [0.62]}) == []
+    assert ep.untuned_baselines({"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.64], "EPSHN": [0.1]}) == []
 
 
 def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
