@@ -67,8 +67,8 @@ from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
-    Claim, all_of, compare, compare_to_threshold, equivalent, holds_for_every, most_of, not_tested,
-    paired_differences, provenance_frame,
+    Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band, compare_to_threshold, equivalent, holds_for_every,
+    implementation_claims, most_of, not_tested, order_band, paired_differences, provenance_frame, qualify,
 )
 from dmlnb.selection import kept_selection, selection_gain_text
 from dmlnb.training import train
@@ -105,8 +105,8 @@ __all__ = [
     "loglog_slopes",
     "fit_rows",
     "timing_study",
-    "LINEAR_ORDER_LIMIT",
-    "INVERSE_ORDER_LIMIT",
+    "LINEAR_ORDER",
+    "INVERSE_ORDER",
     "LOSS_SHARE_LIMIT",
     "PAPER_TRAIN_SETS",
     "TRIVIAL_GAP_PER_TRIPLET",
@@ -121,12 +121,14 @@ __all__ = [
     "deviations_table",
     "run_provenance",
     "tidy_axes",
-    "CUBIC_ORDER_LIMIT",
+    "CUBIC_ORDER",
     "ORDER_OF_MAGNITUDE",
     "alike_margin",
     "ClaimEvidence",
     "claim_evidence",
     "chapter_claims",
+    "triplet_family_verdicts",
+    "LAYER_SELECTION_BIAS",
 ]
 
 # Methods of Tables 4 and 5 that are implemented, keyed by the paper's row names.
@@ -706,13 +708,13 @@ def fit_rows(grp: pd.DataFrame, last: int = 4, overhead_factor: float = 5.0) -> 
 
     A cost that grows with the size: the ``last`` largest sizes among those that take at least
     ``overhead_factor`` times the fastest pass (or the two largest if fewer qualify). A cost that
-    falls with the size (the enumerated sum as ``C`` grows): the ``last`` smallest sizes up to and
-    including the fastest pass, since beyond it fixed per-call costs (a Python loop over the
-    classes) set a floor that the loss's own work no longer reaches.
+    falls with the size (the enumerated sum as ``C`` grows): every size timed, the whole
+    pre-registered range, including any sizes past the fastest pass where fixed per-call costs (a
+    Python loop over the classes) set a floor: choosing the sizes by where the curve stops falling
+    would choose them by the answer.
     """
     if len(grp) >= 2 and grp["seconds"].iloc[-1] < grp["seconds"].iloc[0]:
-        fastest = int(np.argmin(grp["seconds"].to_numpy()))
-        return grp.iloc[: fastest + 1].head(last)
+        return grp
     fit = grp[grp["seconds"] >= overhead_factor * grp["seconds"].min()].tail(last)
     return fit if len(fit) >= 2 else grp.tail(2)
 
@@ -782,12 +784,13 @@ def timing_slopes(timing: pd.DataFrame) -> pd.DataFrame:
 # --------------------------------------------------------------------------- claims
 
 # Table 1 orders a pass's cost by powers of N. The paper gives no tolerance on a measured
-# slope; OUR thresholds: a slope is "at most linear" below 1.5 (closer to linear than to
-# quadratic; N log N also passes at these sizes) and "cubic" above 2.5 (closer to cubic than to
-# quadratic); "1 / C" below -0.5 (closer to 1 / C than to no dependence on C).
-LINEAR_ORDER_LIMIT = 1.5
-CUBIC_ORDER_LIMIT = 2.5
-INVERSE_ORDER_LIMIT = -0.5
+# slope; OUR rule (dmlnb.reporting.order_band): a claimed order k holds when the 90% interval of
+# the per-repeat slopes lies within k +- 0.5 (halfway to the neighbouring orders; N log N passes
+# as linear at these sizes) and does not hold when it lies beyond an edge, on either side: a
+# slope of 4 is no more "cubic" than a slope of 2. "Falls as 1 / C" is the order -1.
+LINEAR_ORDER = 1.0
+CUBIC_ORDER = 3.0
+INVERSE_ORDER = -1.0
 # Table 7's claim: "one order of magnitude faster".
 ORDER_OF_MAGNITUDE = 10.0
 # OUR threshold for "the network, not the loss, dominates a step": the loss's share below 50%.
@@ -892,18 +895,58 @@ def _slope(slopes: pd.DataFrame, loss: str, column: str) -> list[float]:
 
 
 def _sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> str:
-    """How many sizes each repeat's fit used, e.g. " (2, 2, 3 sizes fitted)"."""
+    """How many sizes each repeat's fit used, e.g. " (2, 2, 3 sizes fitted)", and, when a repeat
+    fitted only two, that its slope is a line through two points (nothing checks the curve's
+    shape between or beyond them)."""
     col = f"sizes fitted in {sweep}"
     if col not in slopes:
         return ""
     v = [int(x) for x in slopes.loc[slopes["loss"] == loss, col] if np.isfinite(x)]
-    return f" ({', '.join(map(str, v))} sizes fitted)" if v else ""
+    if not v:
+        return ""
+    two = sum(k <= 2 for k in v)
+    return f" ({', '.join(map(str, v))} sizes fitted" + (
+        f"; {'every' if two == len(v) else f'{two} of {len(v)}'} repeat slope{'s' if two > 1 else ''} through two "
+        "sizes only: a line through two points, the curve's shape unchecked" if two else "") + ")"
 
 
 # The gap of one triplet is at most 8 on the unit sphere (l_d <= 2 + 2 + 2, l_t >= -2): a bound per
 # triplet above it says nothing the sphere does not; eps is at most 4 (twice the diameter 2).
 TRIVIAL_GAP_PER_TRIPLET = 8.0
 MAX_EPS = 4.0
+
+
+#: Why Table 2's layer comparison cannot hold on these runs (:func:`dmlnb.reporting.biased_toward_claim`).
+LAYER_SELECTION_BIAS = ("each run's epoch was chosen by the second-to-last layer's Recall@1, and the records hold no "
+                        "last-layer score at any other epoch, so the layers cannot be compared at a neutral epoch")
+
+
+def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
+    """Table 1's "clustering costs O(N Y^3): linear in N" and its timing on dmlnb's facility-location
+    loss (:func:`~dmlnb.reporting.implementation_claims`): dmlnb runs the loss-augmented inference
+    (greedy, then PAM) over the whole set as one batch, each greedy step scoring every candidate
+    over the whole set, so the timing is not a test of the cited method's cost; it is our
+    measurement of dmlnb's code against the claimed order."""
+    values = _slope(ev.slopes, "clustering", "slope in N")
+    low, high = order_band(LINEAR_ORDER)
+    return implementation_claims(
+        "Table 1: clustering costs O(N Y^3): linear in N", "Table 1",
+        "dmlnb's facility-location loss, one pass over the whole set, runs in time linear in N",
+        f"log-log slope in N per timing repeat: {', '.join(f'{x:.2f}' for x in values) or 'none'}"
+        f"{_sizes(ev.slopes, 'clustering', 'N')}; the order {LINEAR_ORDER:g} counts as the band ({low:g}, {high:g}), ours",
+        values, LINEAR_ORDER,
+        "dmlnb's facility-location loss runs its loss-augmented inference over the whole set as one batch, every greedy "
+        "step scoring each candidate over all N points (O(Y N^2) per pass)")
+
+
+def triplet_family_verdicts(ev: ClaimEvidence) -> dict[str, Verdict]:
+    """Sec. 4.4's "improves over ... methods based on triplet", one verdict per method of
+    :data:`TRIPLET_FAMILY`: the discriminative loss beats it at every Recall@K
+    (:func:`~dmlnb.reporting.all_of` over the K, each by :func:`~dmlnb.reporting.compare`)."""
+    disc = ev.metrics["Discriminative"]
+    recall = [k for k in disc if k.startswith("R@")]
+    return {row: all_of({k: compare(disc[k], ev.metrics[row][k], scale=100, unit=" pts") for k in recall}, "measures")
+            for row in TRIPLET_FAMILY}
 
 
 def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
@@ -918,6 +961,8 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
 
     lemma = ev.lemma
     bound0, bound1 = _first_last(lemma, "bound/H")
+    vacuous = bool(min(np.min(bound0), np.min(bound1)) > TRIVIAL_GAP_PER_TRIPLET)
+    tightens = compare_to_threshold(bound0 - bound1, 0.0)
     gap0, gap1 = _first_last(lemma, "gap/H")
     eps0, eps1 = _first_last(lemma, "eps")
 
@@ -928,35 +973,40 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     # Table 2: every discriminative run (one-hot and K-means), paired, at every Recall@K.
     layer_v = {k: paired_differences(*ev.layers[k], **pts) for k in recall if k in ev.layers}
     # Sec. 4.4: over most triplet-based methods under Recall@K (a method counts when every K holds).
-    per_method = {row: all_of({k: compare(disc[k], m[row][k], **pts) for k in recall}, "measures") for row in TRIPLET_FAMILY}
+    per_method = triplet_family_verdicts(ev)
     softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
     n_disc = _slope(ev.slopes, "discriminative", "slope in N")
     c_disc = _slope(ev.slopes, "discriminative", "slope in C")
     n_naive = _slope(ev.slopes, "triplet all (enumerated)", "slope in N")
     c_naive = _slope(ev.slopes, "triplet all (enumerated)", "slope in C")
     n_proxy = _slope(ev.slopes, "triplet+proxy", "slope in N")
-    n_clust = _slope(ev.slopes, "clustering", "slope in N")
     margins = alike_margins()
     rep7 = t7.loc["CUB-200-2011"]
     scaling = table7_scaling().iloc[:, 0]
 
-    def slope_claim(claim: str, values: Sequence[float], loss: str, axis: str, limit: float, *,
-                    higher: bool = False, at: str = "", extra: str = "") -> Claim:
-        """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``."""
-        return Claim(claim, "Table 1",
-                     f"log-log slope in {axis}{at} per timing repeat: {slopes_text(values)}"
-                     f"{_sizes(ev.slopes, loss, axis)}; {extra}our threshold {limit}",
-                     compare_to_threshold(values, limit, higher_is_better=higher))
+    def slope_text(values: Sequence[float], loss: str, axis: str, order: float, at: str = "") -> str:
+        low, high = order_band(order)
+        return (f"log-log slope in {axis}{at} per timing repeat: {slopes_text(values)}{_sizes(ev.slopes, loss, axis)}; "
+                f"the order {order:g} counts as the band ({low:g}, {high:g}), ours")
+
+    def slope_claim(claim: str, values: Sequence[float], loss: str, axis: str, order: float, at: str = "") -> Claim:
+        """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
+        :func:`~dmlnb.reporting.order_band` of the claimed ``order``
+        (:func:`~dmlnb.reporting.compare_to_band`)."""
+        return Claim(claim, "Table 1", slope_text(values, loss, axis, order, at), compare_to_band(values, *order_band(order)))
 
     claims = [
         Claim("the bound tightens as training proceeds (Sec. 3.1: eps shrinks as samples approach their centroids)",
               "argued, not measured",
               f"bound per triplet {np.mean(bound0):.3f} -> {np.mean(bound1):.3f} ("
-              + ("above" if min(np.min(bound0), np.min(bound1)) > TRIVIAL_GAP_PER_TRIPLET else "not always above")
+              + ("above" if vacuous else "not always above")
               + f" the trivial {TRIVIAL_GAP_PER_TRIPLET:.0f} at both ends"
-              + (": vacuous" if min(np.min(bound0), np.min(bound1)) > TRIVIAL_GAP_PER_TRIPLET else "")
+              + (": vacuous" if vacuous else "")
               + f"), eps {np.mean(eps0):.3f} -> {np.mean(eps1):.3f} of at most {MAX_EPS:.0f}; per run: decrease "
-              f"of the bound per triplet vs 0 (one-hot runs: {len(bound0)})", compare_to_threshold(bound0 - bound1, 0.0)),
+              f"of the bound per triplet vs 0 (one-hot runs: {len(bound0)})",
+              qualify(tightens, f"it falls, but stays vacuous (above the trivial {TRIVIAL_GAP_PER_TRIPLET:.0f} per "
+                                "triplet): tested is the fall, not a useful bound")
+              if vacuous else tightens),
         Claim("L_d approaches L_t as training proceeds (Sec. 1: the difference 'tends to zero ... as the training "
               "process progresses')", "argued, not measured",
               f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f}; per run: decrease of the gap vs 0 "
@@ -966,18 +1016,21 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
                                  for d in ("CUB-200-2011", "CAR196")) + "; better at every K on both",
               f"paired per run (penultimate - last), {len(ev.layers['R@1'][0])} runs (one-hot and K-means), at "
               f"{', '.join(layer_v)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs {mean(ev.layers['R@1'][1]):.1f}; the best "
-              "epoch is chosen by the penultimate layer (biased toward the claim)", all_of(layer_v, "Recall@K")),
+              "epoch is chosen by the penultimate layer (biased toward the claim)",
+              biased_toward_claim(all_of(layer_v, "Recall@K"), LAYER_SELECTION_BIAS)),
         Claim("Table 3 / Sec. 4.3: one-hot and K-means centroids show 'not a significant difference'",
               f"R@1 {cub3.loc['one-hot', 'R@1']:.2f} vs {cub3.loc['K-means', 'R@1']:.2f} (CUB); R@1 differences "
               + ", ".join(f"{v:.2f} ({d})" for d, v in margins.items()) + f"; margin: the smaller, {alike_margin():.2f} pts",
               f"R@1 {mean(disc['R@1']):.1f} vs {mean(ev.kmeans_r1):.1f} ({len(disc['R@1'])} / {len(ev.kmeans_r1)} seeds); "
               "effect = one-hot - K-means", equivalent(disc["R@1"], ev.kmeans_r1, alike_margin() / 100, **pts)),
-        Claim("Sec. 4.4: 'Discriminative improves over Softmax by a large margin for all measures on both datasets'",
+        Claim("Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax (T = 0.05) at every measure "
+              f"({', '.join(measures)}) on one dataset (the paper: 'Discriminative improves over Softmax by a large "
+              "margin for all measures on both datasets'; 'large margin' and the second dataset are not tested, and "
+              "its softmax is a plain one)",
               "Tables 4-5: R@1 " + ", ".join(f"{t.loc['Discriminative', 'R@1'] - t.loc['SoftMax', 'R@1']:+.2f} ({d})"
                                              for t, d in ((t4, "CUB"), (t5, "CAR196"))),
-              f"one dataset; better at each of {', '.join(measures)} ('large margin' is not quantified, so not tested); "
-              f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['SoftMax']['R@1']):.1f}; our softmax is a cosine softmax (deviation)",
-              softmax_v),
+              f"one dataset; better at each of {', '.join(measures)}; R@1 {mean(disc['R@1']):.1f} vs "
+              f"{mean(m['SoftMax']['R@1']):.1f}", softmax_v),
         Claim("Sec. 4.4: 'under Recall@K, the Discriminative improves over most of methods that are based on triplet'",
               "Tables 4-5: R@1 above " + ", ".join(
                   f"{sum(t.loc['Discriminative', 'R@1'] > t.loc[r, 'R@1'] for r in TRIPLET_FAMILY)} of {len(TRIPLET_FAMILY)} ({d})"
@@ -1002,14 +1055,13 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
               f"{scaling['N C (training images x classes)']:.3f}", "one dataset per profile",
               not_tested("needs two datasets at the paper's scale; the paper profile trains CUB only")),
         slope_claim("Table 1: one pass of the discriminative loss costs O(NC): linear in N", n_disc, "discriminative", "N",
-                    LINEAR_ORDER_LIMIT),
-        slope_claim("... and linear in C", c_disc, "discriminative", "C", LINEAR_ORDER_LIMIT),
+                    LINEAR_ORDER),
+        slope_claim("... and linear in C", c_disc, "discriminative", "C", LINEAR_ORDER),
         slope_claim("Table 1: the naive triplet loss over all triplets costs O(N^3 / C): cubic in N", n_naive,
-                    "triplet all (enumerated)", "N", CUBIC_ORDER_LIMIT, higher=True),
-        slope_claim("... and falls as 1 / C", c_naive, "triplet all (enumerated)", "C", INVERSE_ORDER_LIMIT, at=" at fixed N"),
-        slope_claim("Table 1: Triplet+proxy costs O(N P^2): linear in N", n_proxy, "triplet+proxy", "N", LINEAR_ORDER_LIMIT),
-        slope_claim("Table 1: clustering costs O(N Y^3): linear in N", n_clust, "clustering", "N", LINEAR_ORDER_LIMIT,
-                    extra="our facility-location loss runs PAM over the whole set; "),
+                    "triplet all (enumerated)", "N", CUBIC_ORDER),
+        slope_claim("... and falls as 1 / C", c_naive, "triplet all (enumerated)", "C", INVERSE_ORDER, at=" at fixed N"),
+        slope_claim("Table 1: Triplet+proxy costs O(N P^2): linear in N", n_proxy, "triplet+proxy", "N", LINEAR_ORDER),
+        _clustering_order_claims(ev)[0],
     ]
     t8 = REPORTED["table8"]
     vgg_claim = ("Table 8: the VGG-16 variant beats GoogLeNet",
@@ -1023,8 +1075,9 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
 
 
 def our_measurements(ev: ClaimEvidence) -> list[Claim]:
-    """Statements of this chapter, not of the paper (its implementation check and its same-cell
-    step timing), judged by the same rule; thresholds here are ours."""
+    """Statements of this chapter, not of the paper (its implementation check, its same-cell step
+    timing and the timing of dmlnb's facility-location loss against the order Table 1 claims for
+    clustering), judged by the same rule; thresholds here are ours."""
     lemma = ev.lemma
     holds_at = (lemma["gap"] >= -1e-9 * lemma["H"]) & (lemma["gap"] <= lemma["bound"])
     st = ev.steps.pivot_table(index="repeat", columns="method", values="step seconds")
@@ -1048,6 +1101,7 @@ def our_measurements(ev: ClaimEvidence) -> list[Claim]:
               "loss-only forward + backward / whole step, per repeat: "
               + ", ".join(f"{v:.3f}" for v in share.get_group("semihard")),
               compare_to_threshold(share.get_group("semihard").tolist(), LOSS_SHARE_LIMIT, higher_is_better=False)),
+        _clustering_order_claims(ev)[1],
     ]
 
 
@@ -1177,13 +1231,16 @@ def facility_location_gamma_effect(results_root: str | Path, profile: str = "def
 def deviations_table(
     base: Sequence[MethodRun], variants: Mapping[str, Sequence[MethodRun]], every_run: Sequence[MethodRun],
     kmeans_stats: Mapping[str, float] | None = None, *, config: TrainConfig, profile: str, clustering_gamma: str = "",
+    num_classes: int | None = None,
 ) -> pd.DataFrame:
     """Every deviation of this chapter's runs (``config``, at ``profile``) from the paper's
     protocol, with its measured effect at this profile where the profile measures it
     (``variants``: :func:`deviation_runs` against the one-hot discriminative ``base`` runs; the
     best-epoch selection gain over ``every_run``), else "not measured at the <profile> profile".
     ``clustering_gamma``: :func:`facility_location_gamma_effect`, quoted for the clustering
-    baseline's margin multiplier (measured in that chapter's setting, not in this one's)."""
+    baseline's margin multiplier (measured in that chapter's setting, not in this one's).
+    ``num_classes``: the training classes C of the runs (named beside their K-means centroids'
+    distance statistics)."""
     base_r1 = [r.best_metrics["R@1"] for r in base]
     not_measured = f"not measured at the {profile} profile"
 
@@ -1205,6 +1262,18 @@ def deviations_table(
         stats = (f"at C = D = 100: min {kmeans_stats['min']:.3f} / max {kmeans_stats['max']:.3f} / std "
                  f"{kmeans_stats['std']:.3f} vs the paper's {rep['min']:.2f} / {rep['max']:.2f} / {rep['std']:.3f}: "
                  f"kappa_max - kappa_min {kmeans_stats['max'] - kmeans_stats['min']:.3f} vs {rep['max'] - rep['min']:.2f}")
+    trained = [r.extras["centroid_stats"] for r in every_run
+               if r.record.data.get("spec", {}).get("centroids") == "kmeans" and r.extras.get("centroid_stats")]
+    if trained:
+        t = pd.DataFrame(trained).mean()
+        stats += (("; " if stats else "") + "in the trained runs ("
+                  + (f"C = {num_classes}, " if num_classes else "") + f"{len(trained)} runs): min {t['min']:.3f} / max {t['max']:.3f} / std {t['std']:.3f}: "
+                  f"kappa_max - kappa_min {t['max'] - t['min']:.3f}")
+    # Table 2 on the paper's one-hot runs only, paired as in the claim
+    onehot_gap = [kept_selection(r.record)["metrics"]["R@1"] - r.extras["last_layer"]["R@1"]  # type: ignore[index]
+                  for r in base if r.extras.get("last_layer")]
+    onehot_v = paired_differences(onehot_gap, [0.0] * len(onehot_gap), scale=100, unit=" pts") if onehot_gap else None
+    pairs_per_batch = config.batch_size // config.m_per_class
     paper_dataset = PRESETS["paper"]["dataset"]
     gamma = build_loss("clustering", 2, 2).margin_multiplier
     fl_effect = (f"{not_measured} in this chapter; {clustering_gamma}; this chapter's runs differ from that setting "
@@ -1218,8 +1287,21 @@ def deviations_table(
          f"no profile trains CAR196 (this profile trains {config.dataset}, the paper profile {paper_dataset} only): "
          "Tables 2, 3, 5 and 8 have no CAR196 run, and Table 5 is shown as reported only", not_measured),
         ("embedding size D", "256", f"{config.embedding_dim}", effect("D=256")),
-        ("optimiser and schedule", "SGD, lr 0.1 halved every 5 epochs, backbone lr 10x smaller",
-         "Adam, lr 1e-3, constant, same lr everywhere", not_measured),
+        ("optimiser and schedule", "optimiser not named; 'an initial learning rate of 0.1' for the two new layers, "
+         "decreased 'by a factor of 2 every 5 epochs', the GoogLeNet layers at a ten times smaller rate (Sec. 4.2)",
+         (f"{config.optimizer} with momentum {config.momentum:g} (our choice), the paper's learning rates and schedule"
+          if profile == "paper" else
+          f"{config.optimizer}, lr {config.lr:g}, constant, the same lr everywhere; the paper profile uses SGD with "
+          "momentum 0.9, our choice"), not_measured),
+        ("network heads", "backbone, then FC(256) and FC(C); the loss on the last layer, the embedding the "
+         "second-to-last (Sec. 4.2); the baselines' numbers come from their own papers",
+         f"the discriminative network has two new layers, FC({config.embedding_dim}) then FC(C), the baselines one, "
+         f"FC({config.embedding_dim}) after the same backbone: every method embeds at a {config.embedding_dim}-d layer, "
+         "but the discriminative loss trains one more layer", not_measured),
+        ("N-pair baseline", "Sohn's N-pair loss, numbers quoted from its paper",
+         f"NPairLoss on the first pair of each class in the batch: with {config.m_per_class} images per class, "
+         f"{2 * pairs_per_batch} of the {config.batch_size} images of a batch ({pairs_per_batch} classes x 2) enter "
+         "the loss, the others only its L2 penalty", not_measured),
         ("weight decay", "5e-4", "0", effect("weight decay 5e-4")),
         ("epochs", "up to 40",
          f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
@@ -1244,7 +1326,12 @@ def deviations_table(
          f"each run keeps its best epoch by Recall@1 on the {on}",
          selection_gain_text(records) or not_measured),
         ("Table 2 protocol", "not stated", "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
-         not_measured + " (no per-epoch last-layer scores)"),
+         not_measured + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased toward it)"),
+        ("Table 2 runs", "one-hot centroids ('These results are based on the one-hot centroid generation strategy', "
+         "Sec. 4.3)", "the claim pools the one-hot and the K-means runs",
+         (f"one-hot runs only, second-to-last minus last layer R@1 (paired, {len(onehot_gap)} runs): "
+          f"{onehot_v.evidence()['effect']} {onehot_v.evidence()['90% interval']} ({onehot_v})")
+         if onehot_v is not None else not_measured),
         ("K-means centroids", "K-means on points uniform on the sphere (number of points not stated)",
          "K-means on 100 C points", stats or not_measured),
         ("code version", "—", "runs trained under several commits (listed below); the mask-free loss change does "
