@@ -11,8 +11,8 @@ of training, ``val_set``, Musgrave et al. 2020; the test classes are then report
 epoch). With a ``val_set`` every evaluation measures both, and the record keeps the epoch each
 protocol selects (``selections``), whichever one chose ``best``.
 
-* CPU or CUDA picked automatically; channels_last on both (on the CPU it makes the book's small
-  convnets 1.3-2x faster to train and 2x faster to embed: ``benchmarks/book.py --measure``); on
+* CPU or CUDA picked automatically; channels_last on both (on two CPU threads it trains the
+  book's convnet about 1.3x faster than NCHW: ``benchmarks/book.py --measure``); on
   CUDA, mixed precision (bf16 autocast, or fp16 with a grad scaler where bf16 is unsupported),
   fused optimiser steps, cuDNN autotuning
   (unless deterministic algorithms are requested) and, with ``config.compile``, a
