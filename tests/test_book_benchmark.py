@@ -2,18 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "book.py"
+import pytest
+from scripts import benchmark_script
 
 
-def _load():
-    spec = importlib.util.spec_from_file_location("benchmarks_book", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+@pytest.fixture
+def book(monkeypatch):
+    """benchmarks/book.py as a module."""
+    return benchmark_script("book", monkeypatch)
 
 
 def _record(path: Path, epochs: list[tuple[float, float, float]], threads: int = 1) -> None:
@@ -25,12 +24,12 @@ def _record(path: Path, epochs: list[tuple[float, float, float]], threads: int =
     (path / "record.json").write_text(json.dumps({"history": history, "environment": {"threads": threads}}))
 
 
-def test_chapter_costs_add_up_per_chapter_and_in_total(tmp_path):
+def test_chapter_costs_add_up_per_chapter_and_in_total(tmp_path, book):
     _record(tmp_path / "01_a" / "default" / "r1", [(60.0, 100.0, 6.0), (60.0, 100.0, 6.0)])
     _record(tmp_path / "01_a" / "default" / "r2", [(120.0, 50.0, 0.0)], threads=2)
     _record(tmp_path / "02_b" / "default" / "deeper" / "r3", [(30.0, 10.0, 54.0)])
     _record(tmp_path / "02_b" / "smoke" / "ignored", [(999.0, 1.0, 0.0)])
-    table = _load().chapter_table(tmp_path, "default").set_index("chapter")
+    table = book.chapter_table(tmp_path, "default").set_index("chapter")
     a, b, total = table.loc["01_a"], table.loc["02_b"], table.loc["all"]
     assert (a["runs"], a["epochs"], a["threads"]) == (2, 3, "1,2")
     assert a["train min"] == 4.0 and a["eval min"] == (1.0 + 12.0 + 1.0) / 60
@@ -39,7 +38,7 @@ def test_chapter_costs_add_up_per_chapter_and_in_total(tmp_path):
     assert total["runs"] == 3 and total["total min"] == a["total min"] + b["total min"]
 
 
-def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_path):
+def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_path, book):
     _record(tmp_path / "01_a" / "default" / "old", [(60.0, 100.0, 6.0)])  # written before phase timings
     _record(tmp_path / "02_b" / "default" / "r1", [(10.0, 100.0, 1.0)])
     record_path = tmp_path / "02_b" / "default" / "r1" / "record.json"
@@ -47,7 +46,7 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
     phases = {"data": 1.0, "hooks": 0.5, "forward": 3.0, "loss": 1.5, "backward": 3.0, "optimizer": 0.5, "bookkeeping": 0.5}
     record["history"][1]["step_seconds"] = phases
     record_path.write_text(json.dumps(record))
-    module = _load()
+    module = book
     table = module.chapter_table(tmp_path, "default").set_index("chapter")
     assert table.loc["02_b", "outside %"] == 100 * (1 - 6.0 / 10.0)
     assert table.loc["all", "outside %"] == 100 * (1 - 6.0 / 10.0)  # the untimed chapter adds no phase seconds
@@ -57,8 +56,8 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
     assert shares.loc["02_b", "loss"] == 15.0 and abs(shares.loc["02_b"].sum() - 100.0) < 1e-9
 
 
-def test_measured_step_table_runs_every_way_on_the_cpu():
-    table = _load().step_table(steps=1)
+def test_measured_step_table_runs_every_way_on_the_cpu(book):
+    table = book.step_table(steps=1)
     assert list(table["way"]) == ["bare loop, NCHW", "bare loop, channels_last", "dmlnb.train (channels_last)",
                                   "2 runs at once, 2 processes x 1 thread (sum)"]
     assert (table["img/s"] > 0).all() and table["img/s"].notna().all()

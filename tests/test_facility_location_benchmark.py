@@ -3,19 +3,12 @@ at full size on a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "facility_location.py"
+from scripts import benchmark_script
 
 
 def test_facility_location_benchmark_runs_on_a_cpu(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports benchmarks/timing.py
-    spec = importlib.util.spec_from_file_location("facility_location_benchmark", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = benchmark_script("facility_location", monkeypatch)
     table = bench.main(["--device", "cpu", "--batch-sizes", "16", "32", "--per-class", "4", "--repeats", "2", "--count-ops"])
     assert list(table.columns) == ["B", "m", "C", "ms", "pam_swaps", "ops", "kernels", "reads"]
     assert table["B"].tolist() == [16, 32] and (table["ms"] > 0).all()

@@ -3,23 +3,16 @@ it at full size on a GPU)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "input_pipeline.py"
+from scripts import benchmark_script
 
 
 def test_input_pipeline_benchmark_runs_on_a_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "user-cache"))
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports benchmarks/timing.py
-    spec = importlib.util.spec_from_file_location("input_pipeline", SCRIPT)
-    bench = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "input_pipeline", bench)  # its process pool pickles by module name
-    spec.loader.exec_module(bench)
+    bench = benchmark_script("input_pipeline", monkeypatch)
     table = bench.main([
         "--images", "80", "--width", "40", "--height", "30", "--image-size", "16", "--batch-size", "8",
         "--steps", "2", "--workers", "0", "--model", "convnet", "--device", "cpu", "--root", str(tmp_path / "bench"),

@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "training.py"
+from scripts import benchmark_script
 
 
 @pytest.fixture
 def training_script(monkeypatch):
     """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark owns that fixture)."""
-    monkeypatch.syspath_prepend(str(SCRIPT.parent))  # the script imports its siblings
-    spec = importlib.util.spec_from_file_location("benchmarks_training", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return benchmark_script("training", monkeypatch)
 
 
 def test_quick_run_prints_the_training_inference_and_loss_tables(training_script, tmp_path):
