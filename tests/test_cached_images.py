@@ -30,6 +30,8 @@ from dmlnb.data.crops import (
     IMAGENET_STD,
     centre_crop_boxes,
     crop_batch,
+    crop_description,
+    crop_options,
     crop_theta,
     horizontal_flips,
     random_resized_crop_boxes,
@@ -509,3 +511,18 @@ def test_pil_path_stays_available(tmp_path: Path) -> None:
         splits = load_dataset("cub200", root=tmp_path / "data", image_size=8, decoded_cache=False)
     assert not isinstance(splits.train, CachedImageDataset) and splits.train[0][0].shape == (3, 8, 8)
     assert not (tmp_path / "cache").exists()
+
+
+@pytest.mark.parametrize("options", [{"image_size": 224}, {"image_size": 227, "resize": 256},
+                                     {"image_size": 256, "resize": 256, "padding": 10}])
+def test_the_crop_description_names_the_transforms_the_loaders_build(options):
+    text = crop_description(*crop_options(options))
+    train, test = image_transforms(*crop_options(options))
+    random_crop = next(t for t in train.transforms if type(t).__name__ in ("RandomCrop", "RandomResizedCrop"))
+    if "resize" in options:
+        assert type(random_crop).__name__ == "RandomCrop" and random_crop.padding == options.get("padding", 0)
+        assert f"resized to {options['resize']} x {options['resize']}" in text and "area" not in text
+        assert ("padded by 10 px" in text) == ("padding" in options)
+    else:
+        assert type(random_crop).__name__ == "RandomResizedCrop" and "of the image's area" in text
+    assert f"centre crop {options['image_size']} x {options['image_size']}" in text

@@ -27,6 +27,9 @@ border pixels repeated).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor
@@ -38,6 +41,7 @@ __all__ = [
     "CROP_RATIO",
     "test_resize",
     "crop_description",
+    "crop_options",
     "random_resized_crop_boxes",
     "centre_crop_boxes",
     "check_square_crop",
@@ -62,9 +66,22 @@ def test_resize(image_size: int) -> int:
     return round(image_size * 256 / 224)
 
 
-def crop_description(image_size: int) -> str:
+def crop_options(dataset_options: Mapping[str, Any]) -> tuple[int, int | None, int]:
+    """``(image_size, resize, padding)`` of an image-folder dataset's options (the loaders'
+    defaults where an option is not given: no ``resize``, no ``padding``)."""
+    return dataset_options["image_size"], dataset_options.get("resize"), dataset_options.get("padding", 0)
+
+
+def crop_description(image_size: int, resize: int | None = None, padding: int = 0) -> str:
     """What the image loaders do to a training and a test image at ``image_size``, in words (the
-    deviations tables quote it): the random resized crop and flip, the test resize and centre crop."""
+    deviations tables quote it), as :func:`dmlnb.data.image_folders.image_transforms` does it: the
+    random resized crop and flip and the test resize and centre crop, or with ``resize=R`` the
+    square crops (train: a random crop of the R x R image padded by ``padding`` px, and a flip;
+    test: its centre crop)."""
+    if resize is not None:
+        padded = f", padded by {padding} px on each side," if padding else ","
+        return (f"train: resized to {resize} x {resize}{padded} a random {image_size} x {image_size} crop and a random "
+                f"horizontal flip; test: resized to {resize} x {resize}, centre crop {image_size} x {image_size}")
     return (f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, aspect "
             f"{CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, and a random horizontal "
             f"flip; test: the short side resized to {test_resize(image_size)}, centre crop {image_size} x {image_size}")

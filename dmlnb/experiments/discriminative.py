@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
-from dmlnb.data.crops import crop_description
+from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.experiments.settings import profile_settings, validation_holdout, with_validation
@@ -1307,7 +1307,7 @@ def deviations_table(
          f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
          not_measured),
         ("augmentation", "random crops and horizontal flips (crop size not stated)",
-         crop_description(config.dataset_options["image_size"]) if config.dataset in PAPER_DATASETS else "none",
+         crop_description(*crop_options(config.dataset_options)) if config.dataset in PAPER_DATASETS else "none",
          not_measured),
         ("batches", "128 images, composition not stated",
          f"{config.batch_size} images, {config.m_per_class} per class ({config.batch_size // config.m_per_class} classes)",

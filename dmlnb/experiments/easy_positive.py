@@ -50,7 +50,7 @@ from dmlnb.analysis import (
     similarity_summary,
 )
 from dmlnb.checkpoints import load_checkpoint
-from dmlnb.data.crops import crop_description
+from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
@@ -1294,7 +1294,6 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     study = runner.study
     cfg = study.config
     paper = make_study("paper")
-    paper_size = paper.config.dataset_options["image_size"]
     splits = runner.splits(cfg)
     images_per_class = len(splits.train) // splits.train.num_classes
     ep_cols = [c for c in curves.columns if c.startswith("epoch ")]
@@ -1315,9 +1314,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
          f"{cfg.optimizer}, constant lr {cfg.lr:g}", nm),
         ("data augmentation", "training images resized to 256 x 256, random crops padded by 10 px on each side and "
          "random horizontal flips (Sec. 5.1); test preprocessing not stated",
-         crop_description(cfg.dataset_options["image_size"]) if cfg.dataset in _T2_NAMES else f"none ({cfg.dataset})", nm),
+         crop_description(*crop_options(cfg.dataset_options)) if cfg.dataset in _T2_NAMES else f"none ({cfg.dataset})", nm),
         ("data augmentation (paper profile)", "as above",
-         f"{crop_description(paper_size)}: not the paper's padded crops of the resized image", nm),
+         crop_description(*crop_options(paper.config.dataset_options)), nm),
         ("data and network", "Cars196 photographs at 256 px, ImageNet-pretrained ResNet-18 (Sec. 6.1)",
          f"{cfg.dataset}: 28x28 greyscale characters, {cfg.model} (width {cfg.width}) trained from scratch, "
          f"{cfg.embedding_dim}-d", nm),

@@ -40,7 +40,7 @@ import torch
 from torch import Tensor, nn
 
 from dmlnb.checkpoints import load_checkpoint
-from dmlnb.data.crops import crop_description
+from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
 from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
 from dmlnb.experiments.settings import validation_holdout, with_validation
@@ -999,7 +999,7 @@ def deviations(
     add("PAM refinement (Algorithm 2)",
         "line 4 scores each candidate medoid by its cluster's F(X_cluster, {j}) + gamma Delta; clusters are "
         "reassigned once per pass; T = 5 passes",
-        "the runs use FacilityLocationLoss's default refinement='full': each swap is scored by the full objective A, "
+        "the runs pass refinement='full' (Study.refinement; the loss's default is now 'paper'): each swap is scored by the full objective A, "
         "clusters are reassigned after every swap, the current medoid is a candidate and a swap needs a strict "
         "increase of A, stop after a pass without a swap: A can only increase, so Lemma 1 holds by construction and "
         "is not a test of the paper's algorithm. The paper's Algorithm 2 is refinement='paper'; running it needs the "
@@ -1067,7 +1067,7 @@ def deviations(
         "holds or fails by the book's rule")
     add("augmentation (paper profile)",
         "images resized to 256 x 256, random 227 x 227 crops and horizontal mirroring; one centre crop for testing",
-        crop_description(p1.dataset_options["image_size"]))
+        crop_description(*crop_options(p1.dataset_options)))
     add("timings", "TensorFlow on a GPU",
         "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
         "machine loads, so no timing is compared across runs")
