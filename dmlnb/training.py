@@ -12,7 +12,8 @@ epoch). With a ``val_set`` every evaluation measures both, and the record keeps 
 protocol selects (``selections``), whichever one chose ``best``.
 
 * CPU or CUDA picked automatically; channels_last on both (on two CPU threads it trains the
-  book's convnet about 1.3x faster than NCHW: ``benchmarks/book.py --measure``); on
+  book's convnet faster than NCHW: ``benchmarks/book.py --measure``, whose numbers for one
+  machine are in ``benchmarks/results/book_cpu.txt``); on
   CUDA, mixed precision (bf16 autocast, or fp16 with a grad scaler where bf16 is unsupported),
   fused optimiser steps, cuDNN autotuning
   (unless deterministic algorithms are requested) and, with ``config.compile``, a
@@ -427,14 +428,15 @@ def train(
             the record both selections. Needed for ``config.select_on == "validation"``.
 
     Raises:
-        ValueError: ``config.select_on == "validation"`` without a ``val_set``, a ``val_set``
+        ValueError: ``config.select_on == "validation"`` for a run that evaluates (``eval_set``)
+            without a ``val_set`` (a run without evaluation selects nothing), a ``val_set``
             without an ``eval_set``, or an empty set (and the errors of the checks it makes).
     """
     labels = check_dataset_labels(train_set, "train_set", allow_unlabelled)
     _check_not_empty(eval_set, "eval_set", "pass None for no evaluation")
     _check_not_empty(gallery_set, "gallery_set", "pass None for no evaluation")
     _check_not_empty(val_set, "val_set", "pass None for no validation split")
-    if config.select_on == "validation" and val_set is None:
+    if config.select_on == "validation" and val_set is None and eval_set is not None:
         raise ValueError(
             "config.select_on is 'validation' but no validation split was given: pass "
             "dataset_options={'validation': 0.2} (a fraction or count of the training classes) to "

@@ -410,6 +410,11 @@ def test_evaluating_a_validation_split_does_not_change_the_training(held_out):
     assert last == evaluate_model(a, held_out.validation, cfg)  # the validation set, as query and gallery
 
 
+def test_a_run_without_evaluation_may_carry_select_on_validation(held_out):
+    record = train(_model(VAL_CFG, held_out), TripletLoss(), held_out.train, None, VAL_CFG, progress=False)
+    assert record.data["status"] == "finished" and record.best is None  # nothing evaluated, nothing selected
+
+
 def test_selecting_on_validation_needs_a_validation_split(held_out, digits):
     with pytest.raises(ValueError, match=r"select_on is 'validation'.*dataset_options=\{'validation': 0.2\}"):
         fit(VAL_CFG.replace(dataset_options={}), TripletLoss(), splits=digits, progress=False)

@@ -860,8 +860,7 @@ def step_times(
     step) and the optimiser. Stored at ``path`` and reloaded (:func:`dmlnb.runs.stored_measurement`)."""
 
     def make() -> pd.DataFrame:
-        # no evaluation, so no epoch to select: select_on="test" also where the chapter validates
-        cfg = loss_config(key, config).replace(epochs=1, steps_per_epoch=steps, select_on="test")
+        cfg = loss_config(key, config).replace(epochs=1, steps_per_epoch=steps)  # no evaluation
         labels = torch.as_tensor(splits.train.labels)
         period = period_for(cfg, splits.num_train_classes, rho)
         rows = []

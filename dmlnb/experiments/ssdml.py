@@ -512,7 +512,7 @@ def _pretrain_softmax(network: nn.Module, dim: int, splits: DatasetSplits, confi
     written: the run's checkpoint holds the network from then on)."""
     from dmlnb.ssdml.supervised import SoftmaxPretraining
 
-    pretrain = config.replace(epochs=epochs, steps_per_epoch=None, lr_milestones=(), select_on="test")  # no evaluation
+    pretrain = config.replace(epochs=epochs, steps_per_epoch=None, lr_milestones=())  # no evaluation
     train(network, SoftmaxPretraining(dim, splits.num_train_classes), splits.train, None, pretrain,
           progress=False, name="softmax pre-training")
 
