@@ -74,6 +74,8 @@ from typing import Any
 
 import torch
 
+from dmlnb.profiles import SELECT_ON
+
 __all__ = [
     "utc_now",
     "SCHEMA_VERSION",
@@ -83,7 +85,6 @@ __all__ = [
     "migrate_record",
     "CONFIG_KEYS_ADDED",
     "with_added_config_keys",
-    "SELECTIONS",
     "validate_record",
     "write_json_atomic",
     "read_json",
@@ -104,13 +105,9 @@ SCHEMA_VERSION = 1
 CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test", "betas": (0.9, 0.999),
                                      "head_lr_scale": 1.0}
 
-
-#: Where a run may choose its best epoch (:attr:`dmlnb.profiles.TrainConfig.select_on`).
-SELECTIONS = ("validation", "test")
-
 #: Configuration keys :meth:`RunRecord.outcome` leaves out at these values: added after analyses
 #: were first tied to outcomes, so the outcomes of the runs made before stay what they were.
-_OUTCOME_OMITS: dict[str, Any] = {"select_on": "test", "betas": (0.9, 0.999), "head_lr_scale": 1.0}
+_OUTCOME_OMITS: dict[str, Any] = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k != "compile"}  # compile predates them
 
 
 class RecordError(ValueError):
@@ -219,7 +216,7 @@ _BEST_FIELDS: dict[str, tuple[Any, str]] = {
     "seconds_to_best": _NUMBER,
 }
 _BEST_OPTIONAL: dict[str, tuple[Any, str]] = {
-    "selected_on": (lambda v: v in SELECTIONS, " or ".join(f'"{s}"' for s in SELECTIONS)),
+    "selected_on": (lambda v: v in SELECT_ON, " or ".join(f'"{s}"' for s in SELECT_ON)),
     "val_value": _NUMBER,
     "val_metrics": _METRICS,
 }
@@ -253,8 +250,8 @@ def validate_record(data: Any, source: str = "<record>") -> None:
                f'"{wanted}" (the configuration\'s select_on)', best.get("selected_on", "test"))
     if "selections" in data:
         selections = data["selections"]
-        _check(isinstance(selections, dict) and set(selections) <= set(SELECTIONS), source, "selections",
-               f"an object with keys among {list(SELECTIONS)}", selections)
+        _check(isinstance(selections, dict) and set(selections) <= set(SELECT_ON), source, "selections",
+               f"an object with keys among {list(SELECT_ON)}", selections)
         for basis, selection in selections.items():
             _check_selection(selection, source, f"selections.{basis}")
             _check(selection.get("selected_on") == basis, source, f"selections.{basis}.selected_on",
@@ -490,13 +487,13 @@ class RunRecord:
         training (``epoch == 0``) is recorded but never selected.
 
         Raises:
-            ValueError: ``select_on`` is not one of :data:`SELECTIONS`; a row with
+            ValueError: ``select_on`` is not one of :data:`dmlnb.profiles.SELECT_ON`; a row with
                 ``val_metrics`` but no test ``metrics``; ``select_on="validation"`` and an
                 evaluated row without ``val_metrics``.
             KeyError: ``select_metric`` was not computed.
         """
-        if select_on not in SELECTIONS:
-            raise ValueError(f"select_on {select_on!r} is not one of {list(SELECTIONS)}")
+        if select_on not in SELECT_ON:
+            raise ValueError(f"select_on {select_on!r} is not one of {list(SELECT_ON)}")
         metrics, val_metrics = row.get("metrics"), row.get("val_metrics")
         if val_metrics and not metrics:
             raise ValueError(
@@ -522,7 +519,7 @@ class RunRecord:
         if val_metrics:
             chosen.update(val_value=val_metrics[select_metric], val_metrics=val_metrics)
             selections = self.data.setdefault("selections", {})
-            for basis in SELECTIONS:
+            for basis in SELECT_ON:
                 if _beats(chosen, selections.get(basis), basis):
                     selections[basis] = {**chosen, "selected_on": basis}
         if not _beats(chosen, self.data["best"], select_on):

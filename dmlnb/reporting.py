@@ -736,7 +736,8 @@ def interior_optimum(
     keys = sorted(points)
     if len(keys) < 3:
         return not_tested("a sweep needs at least 3 values"), pd.DataFrame()
-    bad = [k for k in keys if k in set(degenerate)]
+    degenerate = set(degenerate)  # once: an iterator would be used up by the first key
+    bad = [k for k in keys if k in degenerate]
     judged = lambda v: unless_degenerate(v, [f"{k:g}" for k in bad], degenerate_what)  # noqa: E731
     ends, interior = (keys[0], keys[-1]), keys[1:-1]
     sign = 1.0 if higher_is_better else -1.0

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 import pandas as pd
 
-from dmlnb.records import SELECTIONS
+from dmlnb.profiles import SELECT_ON
 from dmlnb.reporting import (Claim, Verdict, best_minus_last, compare, compare_to_threshold, format_mean_std, not_tested,
                              summarize_runs)
 
@@ -193,11 +193,11 @@ def selected_metrics(record: "RunRecord", basis: str) -> dict[str, float]:
     ``best`` when it was selected there (on the test classes).
 
     Raises:
-        ValueError: ``basis`` is not one of :data:`dmlnb.records.SELECTIONS`; the run has no epoch
+        ValueError: ``basis`` is not one of :data:`dmlnb.profiles.SELECT_ON`; the run has no epoch
             selected on ``basis`` (trained without a validation split, or never evaluated).
     """
-    if basis not in SELECTIONS:
-        raise ValueError(f"basis {basis!r} is not one of {list(SELECTIONS)}")
+    if basis not in SELECT_ON:
+        raise ValueError(f"basis {basis!r} is not one of {list(SELECT_ON)}")
     if basis in record.selections:
         return record.selections[basis]["metrics"]
     if basis == record.selected_on and record.best is not None:

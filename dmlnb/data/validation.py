@@ -156,8 +156,8 @@ def hold_out_classes(
             f"training set, got {type(train).__name__}"
         )
     labels = train.labels.cpu()  # (N,) the training labels, 0..C-1
-    dense, _ = remap_labels(labels)  # (N,) in 0..C-1 even if a training label is unused
-    held = validation_classes(int(dense.max()) + 1 if dense.numel() else 0, classes, seed, fold)  # (C,) bool
+    dense, present = remap_labels(labels)  # (N,) in 0..C-1 even if a training label is unused, (C,)
+    held = validation_classes(present.numel(), classes, seed, fold)  # (C,) bool
     to_validation = held[dense]  # (N,)
     parts = {}
     for part, items in (("train", ~to_validation), ("validation", to_validation)):
