@@ -25,13 +25,16 @@ the book runs it, and two independent runs side by side in two processes of one 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import torch
 
@@ -106,20 +109,30 @@ def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
 
 
 def bare_step_rate(channels_last: bool, steps: int) -> float:
-    """img/s of a bare loop (gather, forward, semi-hard triplet loss, backward, Adam), second pass."""
+    """img/s of a bare loop with the loop's batches (:class:`~dmlnb.samplers.MPerClassSampler`,
+    the profile's images per class), model, semi-hard triplet loss and Adam, without checks,
+    hooks or records; the second pass of ``steps`` steps (the first warms up)."""
     from dmlnb.losses import TripletLoss
     from dmlnb.pairs import pair_masks
+    from dmlnb.samplers import MPerClassSampler
 
-    config, train_set, model = _step_setup(channels_last, steps)
-    if channels_last:
-        model = model.to(memory_format=torch.channels_last)
-    loss_fn, optimizer = TripletLoss(mining="semihard"), torch.optim.Adam(model.parameters(), lr=config.lr)
-    g = torch.Generator().manual_seed(0)
+    config, train_set, model = _step_setup(channels_last, steps)  # the model in the config's memory format
+    loss_fn = TripletLoss(mining="semihard")
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=tuple(config.betas),
+                                 weight_decay=config.weight_decay)
+    sampler = MPerClassSampler(train_set.labels, m=config.m_per_class, batch_size=config.batch_size, seed=0)
+
+    def endless() -> Iterator[list[int]]:  # the sampler's epochs one after another, as the loop cycles them
+        for epoch in itertools.count():
+            sampler.set_epoch(epoch)
+            yield from sampler
+
+    batches = endless()
 
     def run() -> float:
         t0 = time.perf_counter()
         for _ in range(steps):
-            x, y = train_set.get_batch(torch.randint(len(train_set), (config.batch_size,), generator=g))
+            x, y = train_set.get_batch(torch.as_tensor(next(batches)))
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
             loss = loss_fn.compute(model(x), y, pair_masks(y))
@@ -155,16 +168,23 @@ def two_process_rate(steps: int) -> float:
     return sum(float(out.split()[-1]) for out in outputs)
 
 
-def step_table(steps: int) -> pd.DataFrame:
-    """The default profile's training step on this CPU, img/s per way of running it."""
+def step_table(steps: int, repeats: int = 1) -> pd.DataFrame:
+    """The default profile's training step on this CPU, img/s per way of running it: the median
+    and the range of ``repeats`` rounds, each round running every way once in turn (so a change
+    in the machine's load falls on every way alike)."""
     threads = torch.get_num_threads()
-    rows = [
-        ("bare loop, NCHW", threads, bare_step_rate(False, steps)),
-        ("bare loop, channels_last", threads, bare_step_rate(True, steps)),
-        ("dmlnb.train (channels_last)", threads, loop_step_rate(steps)),
-        ("2 runs at once, 2 processes x 1 thread (sum)", 2, two_process_rate(steps)),
+    ways = [
+        ("bare loop, NCHW", threads, lambda: bare_step_rate(False, steps)),
+        ("bare loop, channels_last", threads, lambda: bare_step_rate(True, steps)),
+        ("dmlnb.train (channels_last)", threads, lambda: loop_step_rate(steps)),
+        ("2 runs at once, 2 processes x 1 thread (sum)", 2, lambda: two_process_rate(steps)),
     ]
-    return pd.DataFrame(rows, columns=["way", "threads", "img/s"])
+    rates = [[measure() for _, _, measure in ways] for _ in range(repeats)]  # (repeats, ways)
+    rows = []
+    for i, (way, used, _) in enumerate(ways):
+        mine = sorted(r[i] for r in rates)
+        rows.append((way, used, float(np.median(mine)), mine[0], mine[-1]))
+    return pd.DataFrame(rows, columns=["way", "threads", "img/s", "min", "max"])
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
@@ -173,6 +193,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--profile", default="default")
     parser.add_argument("--measure", action="store_true", help="also time the default profile's step on this CPU")
     parser.add_argument("--steps", type=int, default=40, help="timed steps per way (with --measure)")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of every way (with --measure); the median is shown")
     parser.add_argument("--out", type=Path, help="also write what is printed here (text)")
     parser.add_argument("--one-run", type=int, metavar="STEPS", help=argparse.SUPPRESS)  # two_process_rate's worker
     args = parser.parse_args(argv)
@@ -198,8 +219,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         say(shares.to_string(float_format=lambda v: f"{v:.1f}") if not shares.empty else "no record holds phase timings yet")
     if args.measure:
         say(f"\nthe default profile's step on this CPU ({args.steps} steps of 128 timed per way; "
-            f"torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):")
-        say(step_table(args.steps).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
+            f"median of {args.repeats} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):")
+        say(step_table(args.steps, args.repeats).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
     if args.out is not None:
         args.out.write_text("$ python benchmarks/book.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n" + "\n".join(lines) + "\n")
     return table

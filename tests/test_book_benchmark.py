@@ -57,7 +57,8 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
 
 
 def test_measured_step_table_runs_every_way_on_the_cpu(book):
-    table = book.step_table(steps=1)
+    table = book.step_table(steps=1, repeats=2)
     assert list(table["way"]) == ["bare loop, NCHW", "bare loop, channels_last", "dmlnb.train (channels_last)",
                                   "2 runs at once, 2 processes x 1 thread (sum)"]
     assert (table["img/s"] > 0).all() and table["img/s"].notna().all()
+    assert (table["min"] <= table["img/s"]).all() and (table["img/s"] <= table["max"]).all()
