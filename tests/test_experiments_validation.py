@@ -269,8 +269,8 @@ def _reloaded(runs) -> int:
 
 
 @needs_records
-def test_switch_off_protocol_records_reload(no_training):
-    config = protocol.chapter_config("default")
+def test_protocol_records_reload_with_the_chapters_validation_split(no_training):
+    config = protocol.chapter_config("default", validation=True)  # the notebook's default
     folder = RESULTS / "00_protocol" / "default"
     for seed in (0, 1, 2):
         assert reuse_reason(folder / f"softmax-seed{seed}", config.replace(seed=seed),
