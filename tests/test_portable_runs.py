@@ -16,7 +16,7 @@ from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
 from dmlnb.profiles import make_config
-from dmlnb.records import SCHEMA_VERSION, RecordError, RunRecord, run_fingerprint
+from dmlnb.records import CONFIG_KEYS_ADDED, SCHEMA_VERSION, RecordError, RunRecord, run_fingerprint
 from dmlnb.runs import reuse_reason
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError, fit
 
@@ -297,20 +297,31 @@ def test_every_committed_record_loads_validates_and_reloads_as_finished():
         assert reason == "" and again.best == record.best, path
 
 
-def test_records_made_before_select_on_reload_under_todays_configuration_with_their_outcome():
-    """``select_on`` joined TrainConfig after the committed runs were made: the configuration a
-    chapter builds now (``select_on="test"``, the protocol they used) reloads them without
-    training, and the analyses tied to their outcome stay valid."""
+def test_records_made_before_select_on_reload_under_todays_configuration_with_their_outcome(tmp_path):
+    """``select_on`` (and the other :data:`~dmlnb.records.CONFIG_KEYS_ADDED`) joined TrainConfig
+    after the first committed runs were made: a record written without them (one per chapter, as
+    such a record was written: a committed record's configuration without the added keys and
+    without a validation split, its fingerprint computed from that) reloads under the
+    configuration a chapter builds for it today (``select_on="test"``, the protocol it used), and
+    every committed analysis stays tied to its run's outcome."""
     first = {}
     for path in sorted((REPO / "results").glob("*/default/*/record.json")):
         first.setdefault(path.parts[-4], path)  # one record per chapter
     assert len(first) == 6
-    for path in first.values():
+    for chapter, path in first.items():
         raw = json.loads(path.read_text())
-        assert "select_on" not in raw["config"] and raw["fingerprint"] == run_fingerprint(raw["config"], raw["spec"])
-        config = make_config(None, raw["config"])  # what the chapter asks for today
+        old = {k: v for k, v in raw["config"].items() if k not in CONFIG_KEYS_ADDED}
+        old["dataset_options"] = {k: v for k, v in old["dataset_options"].items() if k != "validation"}
+        raw.update(config=old, fingerprint=run_fingerprint(old, raw["spec"]))
+        raw.pop("selections", None)  # what a run with a validation split records besides
+        raw["best"] = {k: v for k, v in raw["best"].items() if k not in ("selected_on", "val_value", "val_metrics")}
+        raw["history"] = [{k: v for k, v in row.items() if k != "val_metrics"} for row in raw["history"]]
+        folder = tmp_path / chapter
+        folder.mkdir()
+        (folder / "record.json").write_text(json.dumps(raw))
+        config = make_config(None, old)  # what the chapter asks for today
         assert config.select_on == "test"
-        reason, record = reuse_reason(path.parent, config, raw["spec"])
+        reason, record = reuse_reason(folder, config, raw["spec"])
         assert reason == "", path
         assert record.data["fingerprint"] == run_fingerprint(config, raw["spec"]) and record.selected_on == "test"
     analyses = sorted((REPO / "results").glob("*/default/*/analysis.json"))
@@ -418,11 +429,17 @@ def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, cal
 def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, monkeypatch):
     from dmlnb.render import main
 
+    import nbformat
+
     runs = tmp_path / "runs"
     (runs / "default").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    assert main(["render", str(REPO / "notebooks" / "00_protocol.ipynb"), "--runs", "runs", "-o", "out.ipynb",
-                 "--data-root", "data"]) == 0
+    # every chapter has a retrain parameter now: a notebook without one, as a reader may write
+    cell = nbformat.v4.new_code_cell('profile = "default"\nresults_dir = "results"\ndata_root = None')
+    cell.metadata["tags"] = ["parameters"]
+    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata=kernel), tmp_path / "reader.ipynb")
+    assert main(["render", "reader.ipynb", "--runs", "runs", "-o", "out.ipynb", "--data-root", "data"]) == 0
     params = calls[0]["parameters"]
     assert "retrain" not in params and params["results_dir"] == str(runs) and params["profile"] == "default"
     assert params["data_root"] == str(tmp_path / "data")
