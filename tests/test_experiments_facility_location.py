@@ -73,52 +73,68 @@ def test_make_study_rejects_bad_design():
 
 
 def test_methods_normalise_as_in_the_paper():
-    cfg = fl.make_study("smoke").tables[0].config
+    study = fl.make_study("smoke", gamma=2.5)
+    cfg = study.tables[0].config
     assert fl.method_config("triplet", cfg).normalize and fl.method_config("clustering", cfg).normalize
     assert not fl.method_config("lifted", cfg).normalize and not fl.method_config("npair", cfg).normalize
-    assert isinstance(fl.build_loss("triplet"), TripletLoss)
-    assert isinstance(fl.build_loss("lifted"), LiftedStructureLoss) and not fl.build_loss("lifted").normalize
-    assert isinstance(fl.build_loss("npair"), NPairLoss)
-    clu = fl.build_loss("clustering", gamma=2.5)
+    assert isinstance(fl.build_loss("triplet", study), TripletLoss)
+    assert isinstance(fl.build_loss("lifted", study), LiftedStructureLoss) and not fl.build_loss("lifted", study).normalize
+    assert isinstance(fl.build_loss("npair", study), NPairLoss)
+    clu = fl.build_loss("clustering", study)
     assert isinstance(clu, FacilityLocationLoss) and clu.margin_multiplier == 2.5 and clu.pam_passes == 5
     with pytest.raises(ValueError, match="unknown method"):
-        fl.build_loss("softmax")
+        fl.build_loss("softmax", study)
     with pytest.raises(ValueError, match="unknown method"):
         fl.method_config("softmax", cfg)
+    with pytest.raises(ValueError, match="unknown method"):
+        fl.loss_description("softmax", study)
 
 
-def test_the_clustering_runs_keep_the_full_refinement_until_the_study_asks_for_the_papers():
-    """The loss's default is now the paper's Algorithm 2; the chapter's committed runs used
-    "full", which it passes explicitly, and its specifications name the refinement only when it
-    is not "full"."""
+def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
+    """Algorithm 2 as listed and N-pairs as Eq. 3 writes it (every positive pair, lambda / m times
+    the sum of the unsquared norms) by default; every specification names the forms its loss
+    trains, and a variant is another run in its own folder."""
     study = fl.make_study("default")
-    assert study.refinement == "full" and fl.build_loss("clustering").refinement == "full"
-    assert fl.toy_loss("clustering").refinement == "full"
-    assert FacilityLocationLoss().refinement == "paper"
+    assert (study.refinement, study.npair_pairs, study.npair_penalty) == ("paper", "all", "norm")
+    assert fl.PAPER_FORMS == {"refinement": "paper", "pairs": "all", "penalty": "norm"}
+    clu, npair = fl.build_loss("clustering", study), fl.build_loss("npair", study)
+    assert clu.refinement == "paper" and (npair.pairs, npair.penalty) == ("all", "norm")
     table = study.tables[0]
     spec = fl._spec(table, "clustering", study, tsne=False)
-    assert "refinement" not in spec
-    paper = fl.make_study("default", refinement="paper")
-    assert fl.build_loss("clustering", 10.0, paper.refinement).refinement == "paper"
-    assert fl._spec(table, "clustering", paper, tsne=False) == {**spec, "refinement": "paper"}
-    assert fl._spec(table, "npair", paper, tsne=False) == fl._spec(table, "npair", study, tsne=False)
-    assert fl.gamma_variant(paper, 1.0).refinement == "paper"
+    assert spec["refinement"] == "paper" and "Algorithm 2 as listed" in spec["loss"]
+    assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {"pairs": "all",
+                                                                                              "penalty": "norm"}
+    assert "unsquared norms" in fl._spec(table, "npair", study, tsne=False)["loss"]
+    assert not {"refinement", "pairs", "penalty"} & set(fl._spec(table, "triplet", study, tsne=False))
+    full = fl.study_variant(study, refinement="full")
+    assert fl.build_loss("clustering", full).refinement == "full" and full.tsne_methods == ()
+    assert fl._spec(table, "clustering", full, tsne=False)["refinement"] == "full"
+    assert "the variant of Algorithm 2" in fl._spec(table, "clustering", full, tsne=False)["loss"]
+    assert fl.run_name(table, "clustering", 0, full) == fl.run_name(table, "clustering", 0, study).replace("g10-", "g10-full-")
+    sohn = fl.make_study("default", npair_pairs="first", npair_penalty="squared")
+    assert fl.run_name(table, "npair", 0, sohn).endswith("npair-first-squared-seed0")
+    assert "not Eq. 3" in fl.loss_description("npair", sohn)
     with pytest.raises(ValueError, match="refinement must be one of"):
         fl.make_study("default", refinement="tf")
-
-
-def test_the_npairs_runs_keep_the_first_pair_until_the_study_asks_for_eq_3():
-    study = fl.make_study("default")
-    assert study.npair_pairs == "first" and fl.build_loss("npair").pairs == "first"
-    table = study.tables[0]
-    spec = fl._spec(table, "npair", study, tsne=False)
-    assert "pairs" not in spec
-    eq3 = fl.make_study("default", npair_pairs="all")
-    assert fl.build_loss("npair", npair_pairs=eq3.npair_pairs).pairs == "all"
-    assert fl._spec(table, "npair", eq3, tsne=False) == {**spec, "pairs": "all"}
-    assert fl._spec(table, "clustering", eq3, tsne=False) == fl._spec(table, "clustering", study, tsne=False)
     with pytest.raises(ValueError, match="npair_pairs must be one of"):
         fl.make_study("default", npair_pairs="every")
+    with pytest.raises(ValueError, match="npair_penalty must be one of"):
+        fl.make_study("default", npair_penalty="l1")
+    with pytest.raises(ValueError, match="refinements .* are not forms of Algorithm 2"):
+        fl.make_study("default", refinements=("tf",))
+
+
+def test_every_profile_builds_its_variants_and_the_smoke_batches_fit_three_classes():
+    """The smoke hold-out leaves 3 of digits' 5 training classes: every smoke batch has at most 3."""
+    smoke = fl.make_study("smoke", validation=True)
+    (t1,), paired = smoke.tables, smoke.paired
+    assert (t1.config.batch_size, t1.classes_per_batch) == (12, 3) and t1.config.select_on == "validation"
+    assert (paired.config.batch_size, paired.classes_per_batch, paired.class_ratio) == (6, 3, 0.5)
+    assert paired.config.select_on == "validation" and smoke.refinements == ("full",)
+    default = fl.make_study("default", validation=True)
+    assert default.paired.classes_per_batch == 64 and default.paired.config.batch_size == 128
+    assert all(t.config.steps_per_epoch == 21 for t in (*default.tables, default.paired))  # the hold-out keeps the steps
+    assert fl.make_study("paper").paired is None and fl.make_study("paper").refinements == ()
 
 
 def test_reported_tables_are_the_papers():
@@ -158,11 +174,11 @@ def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
     again = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
     assert not again.trained and again.extras["inside"] == run.extras["inside"]
     # another margin multiplier is another run, in its own folder; the first stays reloadable
-    variant = fl.gamma_variant(study, 2.0)
+    variant = fl.study_variant(study, gamma=2.0)
     other = fl.run_method(table, "clustering", 0, digits, variant, tmp_path)
     assert other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
     assert not fl.run_method(table, "clustering", 0, digits, study, tmp_path).trained
-    assert fl.run_name(table, "clustering", 0, 2.0) != fl.run_name(table, "clustering", 0, study.gamma)
+    assert fl.run_name(table, "clustering", 0, variant) != fl.run_name(table, "clustering", 0, study)
 
 
 def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path):
@@ -257,11 +273,16 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     t1, t3 = study.tables
     assert (t1.class_ratio, t3.class_ratio, t3.config.eval_ks) == (0.25, 0.75, (1, 10, 100))
     assert t3.classes_per_batch == 96 and t1.classes_per_batch == 32
-    names = {fl.run_name(t, m, s, study.gamma) for t in study.tables for m in fl.METHODS for s in study.seeds}
+    names = {fl.run_name(t, m, s, study) for t in study.tables for m in fl.METHODS for s in study.seeds}
     assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
-    # the rule needs 3 runs per side: both tables, the gamma ablation and the toy run every seed
-    assert study.seeds_for(t1) == study.seeds_for(t3) == study.seeds and len(study.seeds) >= 3
-    assert fl.gamma_variant(study, 1.0).seeds == study.seeds and len(study.toy_seeds) >= 3
+    # the variants beside the tables have folders of their own
+    names |= {fl.run_name(t1, "clustering", s, fl.study_variant(study, **change)) for s in study.seeds
+              for change in [{"gamma": g} for g in study.gamma_ablation] + [{"refinement": a} for a in study.refinements]}
+    names |= {fl.run_name(study.paired, "npair", s, study) for s in study.seeds}
+    assert len(names) == (2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1) * len(study.seeds)
+    # the rule needs 3 runs per side: both tables, the gamma ablation, the variants and the toy run every seed
+    assert study.seeds_for(t1) == study.seeds_for(t3) == study.seeds_for(study.paired) == study.seeds
+    assert len(study.seeds) >= 3 and fl.study_variant(study, gamma=1.0).seeds == study.seeds and len(study.toy_seeds) >= 3
 
 
 def _runs_of(nmi, r1, r8=0.9, spread=(0.0, 0.004, 0.008)):
@@ -310,7 +331,8 @@ def test_claims_verdicts_follow_the_numbers():
     assert [c.claim.split(":")[0] for c in untested] == ["Table 2", "Table 3"]
     assert "+1.2 to +4.2 points" in untested[0].paper_evidence  # from the transcribed Table 2
     v = {k.split(" (")[0]: x for k, x in _by_claim(out).items()}
-    # Lemma 1 and the overhead are not tested here; the Figure 2 claim is judged per paper local loss
+    # Lemma 1 (no clustering run logged) and the overhead are not tested here; the Figure 2 claim is
+    # judged per paper local loss
     assert v["Algorithm 2 never lowers the objective A of its start"] == "not tested at this scale"
     assert v["The loss-augmented inference does not add much overhead on top of the gradient computation"] \
         == "not tested at this scale"
@@ -366,9 +388,12 @@ def test_inference_scaling_and_deviations_tables():
     assert list(dev.columns) == ["deviation", "paper", "here", "measured effect"]
     here = dev.set_index("deviation")["here"]
     # computed from the batches: C/m = 0.25 is 32 classes x 4, C/m = 0.75 is 32 classes x 2 + 64 x 1
-    assert "at C/m = 0.25 64 of 128 images enter only the penalty" in here["N-pairs loss (Eq. 3)"]
+    assert "penalty 'norm'" in here["N-pairs loss (Eq. 3)"] and "enter only the penalty" not in here["N-pairs loss (Eq. 3)"]
+    sohn = fl.deviations({}, {}, fl.make_study("default", npair_pairs="first"), "default").set_index("deviation")
+    assert "at C/m = 0.25 64 of 128 images enter only the penalty" in sohn.loc["N-pairs loss (Eq. 3)", "here"]
     assert "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32" in here["baselines' batches"]
-    assert "refinement='paper'" in here["PAM refinement (Algorithm 2)"]
+    assert "paired batches as Sohn's loss was made for (64 x 2 images, C/m = 0.5)" in here["baselines' batches"]
+    assert "Algorithm 2 as listed" in here["PAM refinement (Algorithm 2)"] and "refinement 'full'" in here["PAM refinement (Algorithm 2)"]
     # the paper's batches are random with C in a range; ours have exactly C classes (Sec. 3.5)
     assert "at C/m = 0.75, 96 classes, 32 x 2 and 64 x 1 images" in here["batch sampling"]
     assert "Sec. 3.5" in dev.set_index("deviation").loc["batch sampling", "paper"]
@@ -376,8 +401,7 @@ def test_inference_scaling_and_deviations_tables():
     assert "best" not in fl.PAPER_TRAINING_LENGTH and "@10k" in fl.PAPER_TRAINING_LENGTH
     # the toy's gamma is explained by the margin per misplaced point, from the two label sets
     assert f"1 - NMI = {fl.labels_one_move(fl.toy_points()[1]):.4f}" in here["Figure 2 / 3 toy"]
-    assert "Eq. 3" not in fl.IMPLEMENTATION["npair"].split(". Not")[0]  # the code's loss is not labelled as Eq. 3
-    assert fl.RECORDED_LOSS["npair"].endswith("(Eq. 3)")  # the records' specifications keep what they were trained with
+    assert "(Eq. 3)" in fl.loss_description("npair", fl.make_study("default"))
 
 
 def test_comparison_and_gamma_tables_use_the_rule():
@@ -389,10 +413,14 @@ def test_comparison_and_gamma_tables_use_the_rule():
     nmi = pairs[pairs["metric"] == "NMI"]
     assert (nmi["verdict"] == "holds").all() and (nmi["effect"] == "+10 pts").all()
     assert (pairs[pairs["metric"] == "R@1"]["verdict"] == "does not hold").all()
-    g = fl.gamma_comparison(runs["Table 1"]["clustering"], {1.0: _runs_of(0.60, 0.40)}, 10.0, ["NMI", "R@1"])
+    g = fl.variant_comparison(runs["Table 1"]["clustering"], {"gamma 1": _runs_of(0.60, 0.40)}, ["NMI", "R@1"], "gamma 10")
     assert g["verdict"].tolist() == ["holds", "inconclusive"] and g["runs per side"].tolist() == ["3 vs 3"] * 2
-    one = fl.gamma_comparison(runs["Table 1"]["clustering"][:1], {1.0: _runs_of(0.1, 0.1)[:1]}, 10.0, ["NMI"])
+    assert g["comparison"].tolist() == ["gamma 10 vs gamma 1"] * 2
+    text = fl.comparison_text(g)
+    assert text.startswith("gamma 10 vs gamma 1, NMI: +10 pts [") and text.endswith("(inconclusive)")
+    one = fl.variant_comparison(runs["Table 1"]["clustering"][:1], {"gamma 1": _runs_of(0.1, 0.1)[:1]}, ["NMI"], "gamma 10")
     assert one["verdict"].tolist() == ["inconclusive"]  # one seed never decides
+    assert fl.variant_comparison(runs["Table 1"]["clustering"], {}, ["NMI"], "gamma 10").empty
 
 
 def test_reported_margins_from_the_transcribed_tables():
@@ -421,10 +449,11 @@ def test_stored_gamma_ablation_reads_records_and_trains_nothing(tmp_path):
     assert not any(tmp_path.iterdir())
 
 
-def test_the_toy_runs_the_papers_n_pairs_form_and_its_one_move_margin():
+def test_the_toy_runs_the_papers_forms_and_its_one_move_margin():
     # Eq. 3 (every positive pair): with the points ordered by group, the first-pair form would pair
     # class 0 only inside its first group, so nothing would pull its two groups together
-    assert fl.toy_loss("N-pairs").pairs == "all" and fl.TOY_NPAIR_PAIRS == "all"
+    assert (fl.toy_loss("N-pairs").pairs, fl.toy_loss("N-pairs").penalty) == ("all", "norm")
+    assert fl.toy_loss("clustering").refinement == "paper"
     assert fl.toy_loss("clustering").margin_multiplier == fl.TOY_GAMMA == 1.0
     labels = fl.toy_points()[1]
     assert fl.labels_one_move(torch.arange(32).repeat_interleave(4)) == pytest.approx(fl.nmi_of_one_move(32, 4))
@@ -432,3 +461,53 @@ def test_the_toy_runs_the_papers_n_pairs_form_and_its_one_move_margin():
     assert 5 < fl.labels_one_move(labels) / fl.nmi_of_one_move(32, 4) < 20
     with pytest.raises(ValueError, match="two classes"):
         fl.labels_one_move(torch.zeros(4, dtype=torch.long))
+
+
+def _logged_run(refinement, gains, table="Table 1", seed=0):
+    """A fabricated clustering run whose log has refined - greedy = ``gains`` per step."""
+    from types import SimpleNamespace
+
+    n = len(gains)
+    inside = {"step": list(range(n)), "loss": [1.0] * n, "step_s": [1.0] * n, "inference_s": [0.5] * n,
+              "greedy": [-10.0] * n, "refined": [-10.0 + g for g in gains], "nmi": [0.5] * n}
+    return SimpleNamespace(method="clustering", table=table, seed=seed, extras={"inside": inside},
+                           spec={"gamma": 10.0, "refinement": refinement})
+
+
+def test_lemma_1_is_tested_on_the_listing_and_counted_per_form():
+    ok = [_logged_run("paper", [0.0, 0.5, 1.0], seed=s) for s in range(2)]
+    full = [_logged_run("full", [0.0, 0.2, 0.0])]
+    assert fl.lemma1_holds(ok + full, "paper") == "holds"  # 6 steps, none below the start
+    below = _logged_run("paper", [0.0, -1e-3, 0.5], seed=2)  # one step ends below the greedy start
+    verdict = fl.lemma1_holds(ok + [below], "paper")
+    assert verdict == "does not hold" and verdict.note == "1 of 9 logged steps fail"
+    assert fl.lemma1_holds(full, "paper") == "not tested at this scale"
+    within = _logged_run("paper", [-1e-12, 0.0, 0.0])  # float round-off, within PAM_TOLERANCE
+    assert fl.lemma1_holds([within], "paper") == "holds"
+    pam = fl.pam_by_table(ok + [below] + full).set_index("refinement")
+    assert pam.loc["paper", "Lemma 1 violations"] == 1 and pam.loc["paper", "runs"] == 3 and pam.loc["paper", "steps"] == 9
+    assert pam.loc["full", "Lemma 1 violations"] == 0 and pam.loc["full", "PAM above greedy"] == pytest.approx(1 / 3)
+    assert list(fl.pam_by_table([]).columns)[-1] == "Lemma 1 violations"
+    # the claim: the listing's runs test it, the variant's are quoted as monotone by construction
+    t1 = fl.make_study("default").tables[0]
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    (claim,) = [c for c in fl.claims(runs, [t1], _toy({}), "default", all_runs=ok + [below] + full)
+                if c.claim.startswith("Algorithm 2 never lowers")]
+    assert claim.verdict == "does not hold"
+    assert "refinement 'paper': 1 of 9 steps below the start (3 runs)" in claim.our_evidence
+    assert "refinement 'full': 0 of 3 steps below the start (1 runs), by construction never" in claim.our_evidence
+
+
+def test_paired_npairs_and_the_variant_of_algorithm_2_run_at_the_smoke_profile(tmp_path):
+    """The smoke paths of the runs beside the tables, with the smoke hold-out (3 training classes)."""
+    study = fl.make_study("smoke", {"steps_per_epoch": 2, "epochs": 1, "eval_every": 1}, validation=True)
+    table = study.tables[0]
+    splits = load_dataset(table.config.dataset, **table.config.dataset_options)
+    assert splits.num_train_classes == 3
+    paired = fl.run_method(study.paired, "npair", 0, splits, study, tmp_path)
+    assert paired.record.data["spec"]["class_ratio"] == 0.5 and paired.record.selected_on == "validation"
+    full = fl.run_method(table, "clustering", 0, splits, fl.study_variant(study, refinement="full"), tmp_path)
+    main = fl.run_method(table, "clustering", 0, splits, study, tmp_path)
+    assert full.trained and main.trained and full.record.path.parent != main.record.path.parent
+    assert fl.pam_by_table([full, main])["refinement"].tolist() == ["full", "paper"]
+    assert fl.lemma1_holds([main], "paper") in ("holds", "inconclusive")  # 2 logged steps, none below the start

@@ -161,6 +161,27 @@ def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the
     assert run.metrics == {"R@1": 0.7}  # restored
 
 
+def test_facility_location_claims_and_main_comparison_under_both_protocols(book):
+    runs = book["facility_location"]
+    every = [r for rs in runs.values() for r in rs]
+    study = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1))
+    toy = facility_location.toy_frame(facility_location.run_toy([0], losses=["clustering"], steps=2))
+    both = facility_location.both_ways_claims({"Table 1": runs}, study.tables, toy, "smoke", every)
+    on_validation = facility_location.claims({"Table 1": runs}, study.tables, toy, "smoke", every, recorded=True)
+    assert both["claim"].tolist() == [c.claim for c in on_validation]
+    assert both[protocol_column("verdict", "validation")].tolist() == [str(c.verdict) for c in on_validation]
+    assert both["verdict changes"].tolist() == [v != t for v, t in zip(both[protocol_column("verdict", "validation")],
+                                                                      both[protocol_column("verdict", "test")])]
+    frames = facility_location.main_comparisons({"Table 1": runs})
+    assert list(frames) == [("Table 1", "R@1"), ("Table 1", "NMI")]
+    r1 = frames[("Table 1", "R@1")]
+    assert list(r1.index) == [facility_location.ROW_NAMES[m] for m in facility_location.METHODS]
+    mean = sum(selected_metrics(r.record, "test")["R@1"] for r in runs["triplet"]) / 2
+    assert r1.loc["Triplet semihard", TEST].startswith(f"{100 * mean:.1f}")
+    gap = facility_location.nmi_normalisation_gap(every)
+    assert 0 <= gap < 0.02  # the two normalisations of one clustering, at the kept epoch
+
+
 def test_discriminative_and_claims_recomputed_under_each_protocol(book):
     runs = book["discriminative"]
     records = _validated(runs)
@@ -286,15 +307,43 @@ def test_switch_off_easy_positive_records_reload(no_training):
     assert n == len(list((RESULTS / "01_easy_positive" / "default").glob("*/record.json")))
 
 
+def _facility_location_runs(study):
+    """Every run the facility-location notebook asks for at ``study``: ``[(table, method, seed, variant)]``."""
+    t1 = study.tables[0]
+    runs = [(t, m, s, study) for t in study.tables for m in facility_location.METHODS for s in study.seeds_for(t)]
+    runs += [(t1, "clustering", s, facility_location.study_variant(study, gamma=g)) for g in study.gamma_ablation
+             for s in study.seeds_for(t1)]
+    runs += [(t1, "clustering", s, facility_location.study_variant(study, refinement=a)) for a in study.refinements
+             for s in study.seeds_for(t1)]
+    return runs + [(study.paired, "npair", s, study) for s in study.seeds_for(study.paired)]
+
+
+def test_facility_location_notebook_defaults_select_on_validation_and_name_the_forms():
+    """The design the chapter's records are retrained with (validation=True, the paper's forms):
+    passes without records."""
+    study = facility_location.make_study("default", validation=True)  # the notebook's defaults
+    runs = _facility_location_runs(study)
+    assert len(runs) == 33 and len({facility_location.run_name(t, m, s, v) for t, m, s, v in runs}) == 33
+    for table, method, seed, variant in runs:
+        config, spec, _ = facility_location._run_identity(table, method, seed, variant)
+        assert config.select_on == "validation" and config.dataset_options["validation"] == 0.2
+        assert config.eval_every == 2 and config.epochs == 8 and config.steps_per_epoch == 21
+        if method == "clustering":
+            assert spec["refinement"] in ("paper", "full")
+        if method == "npair":
+            assert (spec["pairs"], spec["penalty"]) == ("all", "norm")
+    forms = [v.refinement for t, m, s, v in runs if m == "clustering" and v.gamma == study.gamma and t is study.tables[0]]
+    assert sorted(forms) == ["full"] * 3 + ["paper"] * 3
+
+
 @needs_records
-def test_switch_off_facility_location_records_reload(no_training):
-    study = facility_location.make_study("default")
+def test_facility_location_records_reload_at_the_notebook_defaults(no_training):
+    """Fails until the chapter's runs are retrained at its notebook defaults (validation=True,
+    Algorithm 2 as listed, N-pairs as Eq. 3, the variants beside them): every run reloads, and
+    every committed record is one the notebook asks for."""
+    study = facility_location.make_study("default", validation=True)
     results = RESULTS / "02_facility_location"
-    run = facility_location.run_method
-    runs = [run(t, m, s, None, study, results) for t in study.tables for m in facility_location.METHODS
-            for s in study.seeds_for(t)]
-    runs += [run(study.tables[0], "clustering", s, None, facility_location.gamma_variant(study, g), results)
-             for g in study.gamma_ablation for s in study.seeds]
+    runs = [facility_location.run_method(t, m, s, None, v, results) for t, m, s, v in _facility_location_runs(study)]
     assert _reloaded(runs) == len(list((results / "default").glob("*/record.json")))
 
 

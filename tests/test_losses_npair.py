@@ -148,8 +148,24 @@ def test_all_pairs_is_the_batch_all_nca_loss_at_temperature_one():
 
 def test_default_is_sohns_first_pair_per_class():
     loss = NPairLoss()
-    assert loss.pairs == "first"
-    assert repr(loss) == "NPairLoss(l2_reg=0.02, normalize=False, pairs='first')"
+    assert loss.pairs == "first" and loss.penalty == "squared"
+    assert repr(loss) == "NPairLoss(l2_reg=0.02, normalize=False, pairs='first', penalty='squared')"
+
+
+@pytest.mark.parametrize("pairs", ["first", "all"])
+def test_eq_3_penalty_is_lambda_over_m_times_the_sum_of_the_norms(pairs):
+    """Song et al.'s Eq. 3: lambda / m * sum_i ||f(X_i)||_2 (unsquared), Sohn's: the mean squared norm."""
+    x, y = clustered_batch(3, n_classes=4, per_class=4, dim=6, noise=0.7)
+    x = 3.0 * x  # norms far from 1, where the two penalties differ
+    bare = NPairLoss(l2_reg=0.0, pairs=pairs)(x, y)
+    norm = NPairLoss(l2_reg=0.1, pairs=pairs, penalty="norm")(x, y)
+    squared = NPairLoss(l2_reg=0.1, pairs=pairs)(x, y)
+    lengths = torch.sqrt((x**2).sum(dim=1))  # (B,)
+    torch.testing.assert_close(norm - bare, 0.1 * lengths.sum() / len(x))
+    torch.testing.assert_close(squared - bare, 0.1 * (lengths**2).sum() / len(x))
+    x0 = torch.zeros(16, 6, dtype=torch.float64, requires_grad=True)  # the norm's subgradient at 0 is 0
+    (grad,) = torch.autograd.grad(NPairLoss(pairs=pairs, penalty="norm")(x0, y), x0)
+    assert torch.isfinite(grad).all()
 
 
 def test_bad_arguments():
@@ -157,3 +173,5 @@ def test_bad_arguments():
         NPairLoss(l2_reg=-1.0)
     with pytest.raises(ValueError, match="pairs must be one of"):
         NPairLoss(pairs="every")
+    with pytest.raises(ValueError, match="penalty must be one of"):
+        NPairLoss(penalty="l1")

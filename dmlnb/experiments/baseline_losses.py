@@ -27,9 +27,9 @@ def lifted_structure_loss(normalize: bool = True) -> LiftedStructureLoss:
     return LiftedStructureLoss(neg_margin=1.0, normalize=normalize)
 
 
-def npair_loss(normalize: bool = False, pairs: str = "first") -> NPairLoss:
+def npair_loss(normalize: bool = False, pairs: str = "first", penalty: str = "squared") -> NPairLoss:
     """Sohn's setting: an L2 penalty of 0.02 on the embeddings, which are unnormalised unless
-    ``normalize``; ``pairs``: Sohn's one pair per class (``"first"``, what every chapter's
-    committed runs trained) or every positive pair (``"all"``, the facility-location paper's
-    Eq. 3), see :class:`~dmlnb.losses.NPairLoss`."""
-    return NPairLoss(l2_reg=0.02, normalize=normalize, pairs=pairs)
+    ``normalize``; ``pairs``: Sohn's one pair per class (``"first"``) or every positive pair
+    (``"all"``, the facility-location paper's Eq. 3); ``penalty``: on the squared norms
+    (``"squared"``, Sohn's) or on the norms (``"norm"``, Eq. 3), see :class:`~dmlnb.losses.NPairLoss`."""
+    return NPairLoss(l2_reg=0.02, normalize=normalize, pairs=pairs, penalty=penalty)

@@ -1,7 +1,9 @@
 """Multi-class N-pair loss (Sohn, NeurIPS 2016), and the all-pairs form of Song et al. (2017).
 
 Two ways of taking the pairs of a batch (``pairs=``), both with dot products
-:math:`S_{ij} = f_i^\top f_j` and Sohn's L2 penalty on the embeddings:
+:math:`S_{ij} = f_i^\top f_j`, and two forms of the L2 penalty on the embeddings (``penalty=``):
+Sohn's on the squared norms (``"squared"``, the default) or Song et al.'s Eq. 3 on the norms
+themselves (``"norm"``):
 
 * ``"first"`` (the default): Sohn's N-pair-mc loss (Sohn 2016, Sec. 3.2), defined on batches of
   ``N`` pairs :math:`(x_i, x_i^+)` of ``N`` distinct classes: each anchor :math:`x_i` is
@@ -31,11 +33,14 @@ from torch import Tensor
 from dmlnb.pairs import PairMasks, gram, l2_normalize, pair_masks
 from dmlnb.losses.base import MetricLoss, check_choices
 
-__all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots", "PAIRINGS"]
+__all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots", "PAIRINGS", "PENALTIES"]
 
 #: How :class:`NPairLoss` takes the pairs of a batch: Sohn's one pair per class (default), or
 #: every positive pair (Song et al. 2017, Eq. 3).
 PAIRINGS = ("first", "all")
+#: What :class:`NPairLoss`'s L2 penalty averages over the batch: Sohn's squared norm
+#: ``||f||_2^2`` (default), or the norm ``||f||_2`` of Song et al. (2017), Eq. 3.
+PENALTIES = ("squared", "norm")
 
 
 def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -99,20 +104,22 @@ class NPairLoss(MetricLoss):
             \log\Big(1 + \sum_{k:\, y_k \ne y_i} \exp(f_i^\top f_k - f_i^\top f_j)\Big)
             + \lambda \frac{1}{B} \sum_{b=1}^{B} \lVert f_b \rVert_2^2 .
 
-    Every image of a class with two or more images enters. (Song et al.'s Eq. 3 writes the
-    penalty with the unsquared norm :math:`\frac{\lambda}{m} \sum_i \lVert f_i \rVert_2`; both
-    forms here use Sohn's squared norm.) An anchor without negatives contributes
-    :math:`\log 1 = 0` per positive.
+    Every image of a class with two or more images enters. An anchor without negatives
+    contributes :math:`\log 1 = 0` per positive.
 
-    Sohn regularises the squared L2 norm of the (unnormalised) embeddings and states no
-    normalisation constant; here it is the mean over the ``B`` batch embeddings. A batch without
-    a positive pair gives 0 (and no penalty).
+    The penalty: ``penalty="squared"`` (default) is Sohn's, on the squared L2 norm of the
+    (unnormalised) embeddings, :math:`\lambda \frac{1}{B} \sum_b \lVert f_b \rVert_2^2` as
+    above (Sohn states no normalisation constant; here it is the mean over the ``B`` batch
+    embeddings); ``penalty="norm"`` is Song et al.'s Eq. 3, on the unsquared norm,
+    :math:`\frac{\lambda}{m} \sum_{i=1}^{m} \lVert f_i \rVert_2` with ``m = B`` (its subgradient at
+    ``f = 0`` is taken as 0). Eq. 3 as written is ``pairs="all", penalty="norm"``. A batch
+    without a positive pair gives 0 (and no penalty).
 
-    The book's committed runs train ``"first"`` (through
-    :func:`dmlnb.experiments.baseline_losses.npair_loss`): PROFS on paired batches (two images
-    per class: Sohn's loss); the facility-location chapter on its ``C / m = 0.25`` batches (four
-    per class; its paper's Eq. 3 is ``"all"``) and the discriminative-loss chapter on eight per
-    class, where two images of each class enter the loss. (The Easy Positive chapter's "N-pair"
+    The book's chapters build it through :func:`dmlnb.experiments.baseline_losses.npair_loss`:
+    PROFS trains ``"first"`` on paired batches (two images per class: Sohn's loss) and the
+    discriminative-loss chapter ``"first"`` on eight per class, where two images of each class
+    enter the loss; the facility-location chapter trains its paper's Eq. 3, ``pairs="all",
+    penalty="norm"``, on its ``C / m = 0.25`` batches (four per class) and on paired batches. (The Easy Positive chapter's "N-pair"
     is its own NCA loss at group size 2, not this class.)
 
     Args:
@@ -121,6 +128,7 @@ class NPairLoss(MetricLoss):
             the paper uses ``False`` and relies on the penalty). The penalty always acts on
             the raw embeddings.
         pairs: ``"first"`` (default) or ``"all"``, above.
+        penalty: ``"squared"`` (default, Sohn's) or ``"norm"`` (Eq. 3 of Song et al.), above.
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
 
@@ -132,17 +140,19 @@ class NPairLoss(MetricLoss):
 
     supports_pair_filter = True
 
-    def __init__(self, l2_reg: float = 0.02, normalize: bool = False, pairs: str = "first") -> None:
+    def __init__(self, l2_reg: float = 0.02, normalize: bool = False, pairs: str = "first",
+                 penalty: str = "squared") -> None:
         super().__init__()
         if l2_reg < 0:
             raise ValueError(f"l2_reg must be >= 0, got {l2_reg}")
-        check_choices(pairs=(pairs, PAIRINGS))
+        check_choices(pairs=(pairs, PAIRINGS), penalty=(penalty, PENALTIES))
         self.l2_reg = float(l2_reg)
         self.normalize = normalize
         self.pairs = pairs
+        self.penalty = penalty
 
     def extra_repr(self) -> str:
-        return f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}"
+        return f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}, penalty={self.penalty!r}"
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
@@ -152,7 +162,8 @@ class NPairLoss(MetricLoss):
             loss, has_term = self._first_pairs(x, labels, masks)
         if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
             return loss
-        penalty = self.l2_reg * embeddings.pow(2).sum(dim=1).mean()
+        norms = embeddings.norm(dim=1) if self.penalty == "norm" else embeddings.pow(2).sum(dim=1)  # (B,)
+        penalty = self.l2_reg * norms.mean()
         return torch.where(has_term, loss + penalty, loss)  # no pair: 0, no penalty
 
     @staticmethod
