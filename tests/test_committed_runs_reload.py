@@ -7,12 +7,10 @@ method specification only when it is not that one. Here each chapter's run funct
 as its notebook drives them at the default profile, with training disabled
 (``DMLNB_NO_TRAINING=1``: a run whose fingerprint changed raises instead of training), and every
 run must come back reloaded (:func:`dmlnb.runs.reuse_reason` is ``""``); every committed record
-must be among the runs asked for. Nothing is trained, rendered or written.
-
-The facility-location chapter trains the papers' forms (Algorithm 2 as listed, N-pairs as Eq. 3)
-with its validation classes since issue #18 / #20: its test here asks for the runs of its notebook
-defaults and fails until those runs are retrained (its design is checked without records in
-``tests/test_experiments_validation.py``).
+must be among the runs asked for. Nothing is trained, rendered or written. The facility-location
+and discriminative chapters' runs are asked for as their notebooks make them since issues #18 and
+#20 (validation classes, the papers' forms of the algorithms, the clustering baseline's gamma
+searched on validation): their records are those retrained runs.
 """
 
 from __future__ import annotations
@@ -102,17 +100,22 @@ def test_facility_location_runs_reload(asked) -> None:
 
 
 def test_discriminative_runs_reload(asked) -> None:
+    """As the notebook runs them: validation classes held out, the clustering baseline's gamma
+    searched on them (Algorithm 2), the one-image-per-class variant left out (it needs 128 classes,
+    109 remain). Fails until the chapter is retrained at these settings."""
     from dmlnb.data import load_dataset
     from dmlnb.experiments import discriminative as disc
 
     notes = asked(disc)
-    config = disc.experiment_config("default")
+    config = disc.experiment_config("default", validation=True)
     settings = disc.experiment_settings("default")
     splits = load_dataset(config.dataset, **config.dataset_options)
-    runs_dir = RESULTS / "03_discriminative" / "default"
-    runs = [disc.run_method(method, config.replace(seed=seed), splits, runs_dir / f"{method}-seed{seed}", settings,
-                            track_lemma=(method == "discriminative"))
-            for seed in settings["seeds"] for method in disc.METHODS.values()]
+    runs_dir = disc.runs_folder(RESULTS / "03_discriminative", "default", config)
+    search = disc.clustering_search(config, splits, runs_dir, settings, settings["seeds"])
+    runs = [r for rs in search.runs.values() for r in rs]
+    runs += [disc.run_method(method, config.replace(seed=seed), splits, runs_dir / f"{method}-seed{seed}", settings,
+                             track_lemma=(method == "discriminative"))
+             for seed in settings["seeds"] for method in disc.METHODS.values() if method != "clustering"]
     runs += [disc.run_method("discriminative", config.replace(seed=seed), splits,
                              runs_dir / f"discriminative-kmeans-seed{seed}", settings, centroids="kmeans",
                              track_lemma=True)
@@ -120,4 +123,4 @@ def test_discriminative_runs_reload(asked) -> None:
     runs += [r for rs in disc.deviation_runs(config, splits, runs_dir, settings, settings["seeds"]).values() for r in rs]
     assert not any(r.model is not None for r in runs)  # reloaded, not trained
     check(notes, "03_discriminative")
-    assert len(notes) == 33
+    assert len(notes) == 33  # 6 methods x 3 seeds, clustering at 2 gammas x 3, K-means x 3, 2 variants x 3

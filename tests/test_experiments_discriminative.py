@@ -62,23 +62,84 @@ def test_paper_preset_is_the_papers_setup() -> None:
     assert s["arch_variant"] == "vgg16"
 
 
-def test_the_clustering_baseline_settings_are_explicit_and_keep_the_committed_spec() -> None:
-    """gamma 1, constant, and the "full" refinement: what the committed runs trained, named by
-    the SETTINGS of every profile and by the run specification's loss text, which is unchanged at
-    these values and changes with them."""
-    assert all(X.SETTINGS[p]["clustering_gamma"] == 1.0 and X.SETTINGS[p]["clustering_refinement"] == "full"
-               for p in X.SETTINGS)
+def test_the_clustering_baseline_runs_algorithm_2_and_names_its_gamma() -> None:
+    """Every profile searches gamma over (1, 10), falls back to 10 (the facility-location chapter's
+    setting) without a validation split, and trains the paper's Algorithm 2; each clustering run's
+    specification names its gamma and refinement, so a run of another value is another run."""
+    for profile in X.SETTINGS:
+        s = X.experiment_settings(profile)
+        assert (s["clustering_gammas"], s["clustering_gamma"], s["clustering_refinement"]) == ((1.0, 10.0), 10.0, "paper")
     loss = X.build_loss("clustering", 5, 16)
-    assert loss.margin_multiplier == 1.0 and loss.refinement == "full"
-    assert X.IMPLEMENTATION["Clustering"] == "FacilityLocationLoss(margin multiplier 1, 5 PAM passes)"
+    assert loss.margin_multiplier == 10.0 and loss.refinement == "paper"
     settings = X.experiment_settings("default")
-    assert X._spec("clustering", "onehot", None, False, settings)["loss"] == X.IMPLEMENTATION["Clustering"]
-    changed = {**settings, "clustering_gamma": 10.0, "clustering_refinement": "paper"}
-    assert X._spec("clustering", "onehot", None, False, changed)["loss"] == (
-        "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)")
-    assert X._spec("semihard", "onehot", None, False, changed) == X._spec("semihard", "onehot", None, False, settings)
-    other = X.build_loss("clustering", 5, 16, clustering_gamma=10.0, clustering_refinement="paper")
-    assert other.margin_multiplier == 10.0 and other.refinement == "paper"
+    spec = X._spec("clustering", "onehot", None, False, settings)["loss"]
+    assert spec == "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)"
+    one = X._spec("clustering", "onehot", None, False, {**settings, "clustering_gamma": 1.0})["loss"]
+    assert one == X.clustering_implementation(1.0) != spec
+    assert X._spec("semihard", "onehot", None, False, {**settings, "clustering_gamma": 1.0}) == X._spec(
+        "semihard", "onehot", None, False, settings)
+    other = X.build_loss("clustering", 5, 16, clustering_gamma=1.0, clustering_refinement="full")
+    assert other.margin_multiplier == 1.0 and other.refinement == "full"
+    assert X.clustering_run_name(10.0, 2) == "clustering-g10-seed2" and X.clustering_run_name(0.5, 0) == "clustering-g0.5-seed0"
+
+
+def test_the_paper_profile_trains_car196_in_a_run_set_of_its_own(tmp_path) -> None:
+    cub, cars = X.experiment_config("paper"), X.experiment_config("paper", {"dataset": "cars196"}, validation=True)
+    assert cars.dataset == "cars196" and cars.select_on == "validation" and cars.dataset_options["validation"] == 0.2
+    # Sec. 4.2 gives one setting for both datasets
+    same = ("model", "pretrained", "embedding_dim", "batch_size", "epochs", "optimizer", "lr", "lr_milestones", "lr_gamma")
+    assert all(getattr(cub, k) == getattr(cars, k) for k in same)
+    with pytest.raises(ValueError, match=r"the paper profile trains \['cub200', 'cars196'\], got dataset 'sop'"):
+        X.experiment_config("paper", {"dataset": "sop"})
+    assert X.runs_folder(tmp_path, "paper", cub) == tmp_path / "paper"
+    assert X.runs_folder(tmp_path, "paper", cars) == tmp_path / "paper-cars196"
+    assert X.runs_folder(tmp_path, "default", X.experiment_config("default", validation=True)) == tmp_path / "default"
+
+
+def _fabricated_cars(root, train_classes: int = 10, test_classes: int = 4, per_class: int = 5) -> None:
+    """A Cars196 tree: ``per_class`` random 40 x 48 JPEGs of classes 1.. (train) and 99.. (test)."""
+    import scipy.io
+    from PIL import Image
+
+    folder = root / "Cars196"
+    (folder / "car_ims").mkdir(parents=True)
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    for c in [*range(1, train_classes + 1), *range(99, 99 + test_classes)]:
+        for k in range(per_class):
+            rel = f"car_ims/{c:03d}_{k}.jpg"
+            Image.fromarray((torch.rand(40, 48, 3, generator=g) * 255).to(torch.uint8).numpy()).save(folder / rel)
+            rows.append((rel, c, 0))
+    annotations = np.array(rows, dtype=[("relative_im_path", "O"), ("class", "O"), ("test", "O")])
+    scipy.io.savemat(folder / "cars_annos.mat", {"annotations": annotations[None, :]})
+
+
+def test_the_paper_profiles_car196_runs_train_on_fabricated_inputs(tmp_path) -> None:
+    """Tables 2 and 5 (one-hot, lemma tracked), 3 (K-means) and 8 (VGG-16) at the paper profile on a
+    fabricated CAR196 with validation classes held out: the paper's network, heads and hooks, one step."""
+    from dmlnb.data import load_dataset
+
+    _fabricated_cars(tmp_path)
+    tiny = {"dataset": "cars196", "pretrained": False, "dataset_options": {"image_size": 64}, "epochs": 1,
+            "steps_per_epoch": 1, "batch_size": 8, "m_per_class": 2, "num_workers": 0, "eval_batch_size": 16}
+    config = X.experiment_config("paper", tiny, validation=True)
+    splits = load_dataset(config.dataset, root=tmp_path, **config.dataset_options)
+    assert (splits.num_train_classes, splits.validation.num_classes, splits.test.num_classes) == (8, 2, 4)
+    settings = X.experiment_settings("paper")
+    folder = X.runs_folder(tmp_path / "results", "paper", config)
+    onehot = X.run_method("discriminative", config, splits, folder / "discriminative-seed0", settings, track_lemma=True)
+    kmeans = X.run_method("discriminative", config, splits, folder / "discriminative-kmeans-seed0", settings,
+                          centroids="kmeans", track_lemma=True)
+    vgg = X.run_method("discriminative", config, splits, folder / "discriminative-vgg16-seed0", settings, arch="vgg16")
+    for run in (onehot, kmeans, vgg):
+        assert run.record.data["status"] == "finished" and run.record.best == run.record.selections["validation"]
+        assert set(run.extras["last_layer"]) >= {"R@1", "R@8"}  # Table 2's last layer, scored at the kept epoch
+        assert run.record.data["spec"]["backbone_lr"] == 0.1 and run.record.data["spec"]["weight_decay"] == 5e-4
+    assert [r["epoch"] for r in onehot.extras["lemma"]] == [0.0]  # before training; then every 5 epochs (paper)
+    assert kmeans.extras["centroid_stats"]["std"] > 0 and vgg.record.data["spec"]["arch"] == "vgg16"
+    assert {p.name for p in folder.iterdir()} == {"discriminative-seed0", "discriminative-kmeans-seed0",
+                                                   "discriminative-vgg16-seed0"}
+    assert folder.name == "paper-cars196"
 
 
 def test_settings_reject_unknown_keys_and_keep_none() -> None:
@@ -538,6 +599,85 @@ def test_reported_blocks_give_one_labelled_block_per_dataset():
     assert t8["reported (CUB-200-2011, VGG-16)"].loc["Discriminative", "R@1"] == 57.74
 
 
-def test_facility_location_gamma_effect_reads_records_only(tmp_path):
-    assert X.facility_location_gamma_effect(tmp_path) == ""  # no records there: nothing quoted, nothing trained
-    assert not any(tmp_path.iterdir())
+# --- model selection: the clustering baseline's gamma, the variants, the claims both ways -------
+def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> None:
+    tiny = {"epochs": 2, "steps_per_epoch": 3, "eval_metrics": ("recall",)}
+    config = X.experiment_config("smoke", tiny, validation=True)
+    splits = load_dataset(config.dataset, **config.dataset_options)
+    settings = X.experiment_settings("smoke")
+    with pytest.raises(ValueError, match=r"clustering_gammas=\(1.0, 1.0\) must list distinct values"):
+        X.clustering_search(config, splits, tmp_path, {**settings, "clustering_gammas": (1.0, 1.0)}, seeds=(0,))
+    search = X.clustering_search(config, splits, tmp_path / "on", settings, seeds=(0, 1))
+    assert search.searched and list(search.runs) == [1.0, 10.0]
+    val = {g: np.mean([r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs]) for g, rs in search.runs.items()}
+    assert search.chosen == max(val, key=val.get)  # the validation R@1, never a test number
+    assert search.run(1) is search.runs[search.chosen][1]
+    with pytest.raises(KeyError, match="no clustering run of seed 5"):
+        search.run(5)
+    for gamma, runs in search.runs.items():
+        assert [r.seed for r in runs] == [0, 1]
+        assert all(r.record.data["spec"]["loss"] == X.clustering_implementation(gamma) for r in runs)
+        assert all(r.record.data["name"] == X.clustering_run_name(gamma, r.seed) for r in runs)
+    assert {p.name for p in (tmp_path / "on").iterdir()} == {"clustering-g1-seed0", "clustering-g1-seed1",
+                                                             "clustering-g10-seed0", "clustering-g10-seed1"}
+    frame = search.frame()
+    assert list(frame.columns) == ["runs", "validation R@1", "test R@1", "chosen"]
+    assert frame["chosen"].tolist() == [g == search.chosen for g in search.runs]
+    assert frame.loc[f"{search.chosen:g}", "validation R@1"].startswith(f"{100 * val[search.chosen]:.1f} ± ")
+    assert search.text().startswith(f"gamma = {search.chosen:g}, chosen on the validation classes from {{1, 10}}")
+    other = next(g for g in search.runs if g != search.chosen)
+    assert search.effect_text().startswith(f"test R@1 of gamma {search.chosen:g} minus {other:g}: ")
+    # without a validation split nothing may choose gamma: the profile's value trains alone
+    off_config = X.experiment_config("smoke", tiny)
+    off_splits = load_dataset(off_config.dataset, **off_config.dataset_options)
+    off = X.clustering_search(off_config, off_splits, tmp_path / "off", settings, seeds=(0,))
+    assert (off.searched, list(off.runs), off.chosen) == (False, [10.0], 10.0)
+    assert "not searched" in off.text() and off.effect_text() == ""
+    assert list(off.frame().columns) == ["runs", "test R@1", "chosen"]
+
+
+def test_a_variant_whose_batch_needs_more_classes_is_left_out_and_says_why() -> None:
+    on, off = X.experiment_config("default", validation=True), X.experiment_config("default")
+    assert X.variant_unfit("1 image per class", on, 109) == (
+        "not measured: a batch of 128 images, 1 per class, needs 128 training classes and 109 remain after the "
+        "validation classes are held out")
+    assert X.variant_unfit("1 image per class", off, 136) == "" and X.variant_unfit("D=256", on, 109) == ""
+    assert X.variant_unfit("1 image per class", off, 100).endswith("and 100 remain")
+
+
+def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
+    from fabricated import selected_record
+
+    from dmlnb.selection import protocol_column
+
+    ev = _evidence()
+
+    def run(method: str, seed: int, test: list[float], extras: dict | None = None) -> X.MethodRun:
+        record, _ = selected_record(test, [0.8, 0.6], "validation", name=f"{method}-seed{seed}")  # validation: epoch 1
+        return X.MethodRun(method, seed, record, None, extras or {})
+
+    lemma = [{"epoch": e, "step": e, "L_t": -1.0, "L_d": 2.0, "gap": 30.0 - e, "bound": 90.0 - e, "H": 10.0,
+              "eps": 3.0, "eps_mean": 2.0} for e in (0.0, 2.0)]
+    layer = {"last_layer": {"R@1": 0.4}}
+    runs = {}
+    for seed in range(3):
+        d = 0.01 * seed
+        for row, method in X.METHODS.items():
+            # the discriminative loss is behind at the validation-selected epoch 1, ahead at the test-selected 2
+            runs[row, seed] = (run(method, seed, [0.50 + d, 0.90 + d], {**layer, "lemma": lemma}) if row == "Discriminative"
+                               else run(method, seed, [0.70 + d, 0.69 + d]))
+    kmeans = [run("discriminative", s, [0.50 + 0.01 * s, 0.90], layer) for s in range(3)]
+    frame = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
+    expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
+    assert frame["claim"].tolist() == [c.claim for c in expected]
+    val, test = protocol_column("verdict", "validation"), protocol_column("verdict", "test")
+    by = frame.set_index("claim")
+    semihard = by.loc["... 'e.g., Semi-hard'"]
+    assert (semihard[val], semihard[test], semihard["verdict changes"]) == ("does not hold", "holds", True)
+    assert by.loc["... 'e.g., Semi-hard'", val] == str(next(c.verdict for c in expected if c.claim == "... 'e.g., Semi-hard'"))
+    table2 = by.loc[next(c for c in by.index if c.startswith("Table 2"))]
+    assert not table2["verdict changes"]  # the last layer was scored at the kept epoch: its pairs stay there
+    assert all(r.record.best == r.record.selections["validation"] for r in [*runs.values(), *kmeans])  # restored
+    untested, _ = selected_record([0.5, 0.6], None, "test")
+    with pytest.raises(ValueError, match="has no epoch selected on the validation classes"):
+        X.claims_both_ways({**runs, ("SoftMax", 0): X.MethodRun("softmax", 0, untested)}, kmeans, ev.slopes, ev.steps, 2)

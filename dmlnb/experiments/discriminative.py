@@ -10,6 +10,10 @@ calls together:
   and evaluated at the second-to-last (D-dimensional) one, Sec. 4.2, Table 2); the baselines use
   the same backbone with one FC(D) head, so every method is evaluated at the same layer;
 * :func:`build_loss`: the seven compared losses with their settings;
+* :func:`runs_folder`: where a profile's runs are recorded (the paper profile's CAR196 runs apart
+  from its CUB-200-2011 runs);
+* :func:`clustering_search`: the clustering baseline's margin multiplier, chosen on the validation
+  classes by a stated search (:class:`ClusteringSearch`);
 * :func:`balanced_subset`: the class-balanced subset of the training set on which
   :class:`~dmlnb.losses.discriminative.LemmaTracker` evaluates Lemma 3.1 during training;
 * :func:`run_method`: one training run whose record (with Table 2 and Lemma 3.1 extras) is saved
@@ -22,8 +26,10 @@ calls together:
 * :func:`claim_evidence`, :func:`chapter_claims` (the paper's claims) and :func:`our_measurements`
   (the chapter's own), judged by the book's rule (:mod:`dmlnb.reporting`), with the margin
   :func:`alike_margin` read from the paper's Table 3;
-* :func:`deviation_runs`, :func:`deviations_table` and :func:`run_provenance`: every deviation
-  from the paper, three of them measured, and the code versions of the run records.
+* :func:`claims_both_ways`: the paper's claims with every run at the epoch each protocol selects;
+* :func:`deviation_runs`, :func:`variant_unfit`, :func:`deviations_table` and :func:`run_provenance`:
+  every deviation from the paper, measured where a variant fits the training classes, and the
+  code versions of the run records.
 """
 
 from __future__ import annotations
@@ -67,10 +73,11 @@ from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
-    Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band, compare_to_threshold, equivalent, holds_for_every,
-    implementation_claims, most_of, not_tested, order_band, paired_differences, provenance_frame, qualify,
+    Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band, compare_to_threshold, equivalent,
+    format_mean_std, holds_for_every, implementation_claims, most_of, not_tested, order_band, paired_differences,
+    provenance_frame, qualify, summarize_runs,
 )
-from dmlnb.selection import kept_selection, selection_gain_text
+from dmlnb.selection import both_ways_verdicts, choose_on_validation, kept_selection, selection_gain_text
 from dmlnb.training import train
 
 __all__ = [
@@ -84,6 +91,7 @@ __all__ = [
     "PAPER_DATASETS",
     "reported_blocks",
     "experiment_config",
+    "runs_folder",
     "experiment_settings",
     "build_network",
     "backbone_parameters",
@@ -96,6 +104,9 @@ __all__ = [
     "balanced_subset",
     "MethodRun",
     "run_method",
+    "clustering_run_name",
+    "ClusteringSearch",
+    "clustering_search",
     "lemma_frame",
     "triplet_sum_enumerated",
     "timing_losses",
@@ -116,8 +127,8 @@ __all__ = [
     "our_measurements",
     "step_timing",
     "DEVIATION_VARIANTS",
+    "variant_unfit",
     "deviation_runs",
-    "facility_location_gamma_effect",
     "deviations_table",
     "run_provenance",
     "tidy_axes",
@@ -127,6 +138,7 @@ __all__ = [
     "ClaimEvidence",
     "claim_evidence",
     "chapter_claims",
+    "claims_both_ways",
     "triplet_family_verdicts",
     "LAYER_SELECTION_BIAS",
 ]
@@ -145,25 +157,26 @@ METHODS: dict[str, str] = {
 TRIPLET_FAMILY = ("Semi-hard", "Lifted structure", "N-pair", "Clustering", "Triplet+proxy")
 
 #: The clustering baseline (Song et al.'s facility-location loss) as this chapter trains it: its
-#: margin multiplier gamma, constant (no MarginDecayHook), and its form of Algorithm 2
-#: (:class:`~dmlnb.losses.FacilityLocationLoss` ``refinement``). The discriminative-loss paper
-#: copies the clustering row of Tables 4 and 5 from Song et al. and states neither; gamma = 1 is
-#: our choice (the facility-location chapter starts at 10, decayed by 0.94 per epoch, and runs 1
-#: as an ablation), and ``"full"`` is the form the committed runs used (the paper's listing is
-#: ``"paper"``, the loss's default). The settings ``clustering_gamma`` and
-#: ``clustering_refinement`` of :data:`SETTINGS` carry them per profile; a value other than these
-#: changes the runs' specification (its ``loss`` text, :func:`clustering_implementation`), so
-#: the clustering runs train anew.
-CLUSTERING_GAMMA = 1.0
-CLUSTERING_REFINEMENT = "full"
+#: form of Algorithm 2 (:class:`~dmlnb.losses.FacilityLocationLoss` ``refinement``: ``"paper"``,
+#: the paper's listing) and its margin multiplier gamma, constant (no MarginDecayHook). The
+#: discriminative-loss paper copies the clustering row of Tables 4 and 5 from Song et al. and
+#: states neither. gamma is chosen on the validation classes (:func:`clustering_search`) from
+#: :data:`CLUSTERING_GAMMAS`: 1 (this chapter's earlier choice) and 10 (the facility-location
+#: chapter's initial value, which that chapter compares with 1), every value with the same
+#: seeds, epochs and evaluations. :data:`CLUSTERING_GAMMA` is the value of a run set without a
+#: validation split (the papers' protocol), where nothing may choose it: the facility-location
+#: chapter's setting. The settings ``clustering_gammas``, ``clustering_gamma`` and
+#: ``clustering_refinement`` of :data:`SETTINGS` carry them per profile; each run names its gamma
+#: and refinement in its specification (:func:`clustering_implementation`).
+CLUSTERING_GAMMAS = (1.0, 10.0)
+CLUSTERING_GAMMA = 10.0
+CLUSTERING_REFINEMENT = "paper"
 
 
 def clustering_implementation(gamma: float = CLUSTERING_GAMMA, refinement: str = CLUSTERING_REFINEMENT) -> str:
-    """What the clustering baseline trains, as :data:`IMPLEMENTATION` and the run specification
-    say it: ``"FacilityLocationLoss(margin multiplier 1, 5 PAM passes)"`` at the committed
-    settings; a refinement other than ``"full"`` is named."""
-    named = "" if refinement == "full" else f", refinement {refinement}"
-    return f"FacilityLocationLoss(margin multiplier {float(gamma):g}, 5 PAM passes{named})"
+    """What a clustering run trains, as its run specification says it:
+    ``"FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)"``."""
+    return f"FacilityLocationLoss(margin multiplier {float(gamma):g}, 5 PAM passes, refinement {refinement})"
 
 
 # What each implemented row trains (shown in the notebook).
@@ -172,7 +185,8 @@ IMPLEMENTATION: dict[str, str] = {
     "Semi-hard": "TripletLoss(semihard, squared distance, margin 0.2, mean): FaceNet / TF rule",
     "Lifted structure": "LiftedStructureLoss(neg_margin 1)",
     "N-pair": "NPairLoss(l2_reg 0.02), unnormalised embeddings (Sohn's setting)",
-    "Clustering": clustering_implementation(),
+    "Clustering": "FacilityLocationLoss(5 PAM passes, Algorithm 2 as listed), margin multiplier constant, chosen on "
+                  "the validation classes (clustering_search)",
     "Triplet+proxy": "ProxyNCALoss(scale 9, positive proxy excluded), one proxy per class",
     "Discriminative": "DiscriminativeLoss(one-hot centroids) at the last layer, FC(D) -> FC(C)",
 }
@@ -181,8 +195,8 @@ IMPLEMENTATION: dict[str, str] = {
 PRESETS: dict[str, dict[str, Any]] = {
     "smoke": dict(epochs=2, eval_metrics=("recall", "nmi")),
     # omniglot-small, 4-block convnet, 64-d embedding, Adam 1e-3 (the protocol notebook's setup);
-    # 5 epochs (the protocol notebook trains 15) so that 22 runs, the lemma tracking and the
-    # timing study fit in about 15 minutes on two shared CPU cores.
+    # 5 epochs (the protocol notebook trains 15) so that the chapter's 33 runs (with validation
+    # classes held out), the lemma tracking and the timing study fit on two shared CPU cores.
     "default": dict(epochs=5, eval_metrics=("recall", "nmi")),
     # Sec. 4.2: ImageNet GoogLeNet + FC(256) + FC(C), 40 epochs, batch 128, weight decay 5e-4,
     # learning rate 0.1 for the two new layers halved every 5 epochs and ten times smaller for
@@ -201,7 +215,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,), kmeans_seeds=(0,), lemma_every=1, backbone_lr=None, weight_decay=0.0,
         arch_variant=None, timing_seeds=(0,),
-        clustering_gamma=CLUSTERING_GAMMA, clustering_refinement=CLUSTERING_REFINEMENT,
+        clustering_gammas=CLUSTERING_GAMMAS, clustering_gamma=CLUSTERING_GAMMA,
+        clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=2, repeats=3),
         timing=dict(n_values=(32, 64, 128), c_fixed=8, n_fixed=128, c_values=(4, 8, 16),
                     dim=16, repeats=1, max_seconds=0.2, naive_c=dict(n_fixed=64, c_values=(4, 8, 16))),
@@ -209,7 +224,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "default": dict(
         seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=1, backbone_lr=None,
         weight_decay=0.0, arch_variant=None, timing_seeds=(0, 1, 2),
-        clustering_gamma=CLUSTERING_GAMMA, clustering_refinement=CLUSTERING_REFINEMENT,
+        clustering_gammas=CLUSTERING_GAMMAS, clustering_gamma=CLUSTERING_GAMMA,
+        clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=5),
         timing=dict(n_values=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
                     n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512), dim=64, repeats=5,
@@ -218,7 +234,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "paper": dict(
         seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=5, backbone_lr=0.1, weight_decay=5e-4,
         arch_variant="vgg16", timing_seeds=(0, 1, 2),
-        clustering_gamma=CLUSTERING_GAMMA, clustering_refinement=CLUSTERING_REFINEMENT,
+        clustering_gammas=CLUSTERING_GAMMAS, clustering_gamma=CLUSTERING_GAMMA,
+        clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=3),
         timing=dict(n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000), c_fixed=100,
                     n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=5,
@@ -274,8 +291,28 @@ def experiment_config(profile: str, overrides: Mapping[str, Any] | None = None,
     """The training configuration of this chapter at ``profile`` (+ a reader's ``overrides``);
     ``validation`` (:func:`~dmlnb.experiments.settings.validation_holdout`) holds out training
     classes and selects every run's best epoch on them (``None``: on the test classes, the papers'
-    protocol)."""
+    protocol).
+
+    At the ``paper`` profile ``overrides={"dataset": "cars196"}`` trains CAR196 (Tables 2, 3, 5
+    and 8) in the paper's setting, which Sec. 4.2 gives for both datasets; its runs are recorded
+    apart (:func:`runs_folder`).
+
+    Raises:
+        ValueError: the paper profile with a dataset that is not one of :data:`PAPER_DATASETS`.
+    """
+    dataset = (overrides or {}).get("dataset")
+    if profile == "paper" and dataset is not None and dataset not in PAPER_DATASETS:
+        raise ValueError(f"the paper profile trains {list(PAPER_DATASETS)}, got dataset {dataset!r}; "
+                         "pass overrides={'dataset': 'cars196'} for CAR196")
     return with_validation(make_config(profile, overrides, presets=PRESETS), validation_holdout(profile, validation))
+
+
+def runs_folder(results_dir: str | Path, profile: str, config: TrainConfig) -> Path:
+    """Where the runs of ``config`` at ``profile`` are recorded: ``results_dir/<profile>`` for the
+    profile's own dataset, ``results_dir/<profile>-<dataset>`` for another one (the paper
+    profile's CAR196 runs), so that one dataset's records never replace the other's."""
+    own = make_config(profile, presets=PRESETS).dataset
+    return Path(results_dir) / (profile if config.dataset == own else f"{profile}-{config.dataset}")
 
 
 def experiment_settings(profile: str, **changes: Any) -> dict[str, Any]:
@@ -483,7 +520,8 @@ def run_method(
     run_dir = Path(run_dir) if run_dir is not None else None
     cents = make_centroids(centroids, num_classes, seed=cfg.seed) if method == "discriminative" else None
     tracker: LemmaTracker | None = None
-    name = f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + f"-seed{cfg.seed}"
+    name = (clustering_run_name(settings.get("clustering_gamma", CLUSTERING_GAMMA), cfg.seed) if method == "clustering"
+            else f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + f"-seed{cfg.seed}")
 
     def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
         nonlocal tracker
@@ -523,6 +561,104 @@ def run_method(
 
     done = train_or_reload(name, run_dir, cfg, spec, train_run, finish=finish, retrain=retrain)
     return MethodRun(method, cfg.seed, done.record, done.model, done.extras)
+
+
+def clustering_run_name(gamma: float, seed: int) -> str:
+    """The run folder of a clustering run at margin multiplier ``gamma``: ``"clustering-g10-seed0"``."""
+    return f"clustering-g{float(gamma):g}-seed{seed}"
+
+
+@dataclass
+class ClusteringSearch:
+    """The clustering baseline's margin multiplier gamma as the chapter chose it
+    (:func:`clustering_search`).
+
+    Attributes:
+        runs: gamma -> its runs, one per seed in seed order; every value has the same seeds,
+            epochs and evaluations.
+        chosen: the gamma of the runs the comparison uses.
+        searched: whether ``chosen`` was chosen on the validation classes (else it is the
+            profile's ``clustering_gamma``: a run set without a validation split chooses nothing).
+    """
+
+    runs: dict[float, list[MethodRun]]
+    chosen: float
+    searched: bool
+
+    def run(self, seed: int) -> MethodRun:
+        """The chosen gamma's run of ``seed``."""
+        found = [r for r in self.runs[self.chosen] if r.seed == seed]
+        if not found:
+            raise KeyError(f"no clustering run of seed {seed} at gamma {self.chosen:g}; the search ran seeds "
+                           f"{[r.seed for r in self.runs[self.chosen]]}")
+        return found[0]
+
+    def frame(self) -> pd.DataFrame:
+        """One row per gamma: ``runs``, the validation R@1 the choice reads and the test R@1, both at
+        each run's validation-selected epoch (``"mean ± std"`` in %), and ``chosen``. Without a
+        validation split only the test R@1 at each run's kept epoch."""
+        rows = {}
+        for gamma, runs in self.runs.items():
+            kept = [kept_selection(r.record) for r in runs]  # the validation selection where there is one
+            values = {"test R@1": [k["metrics"]["R@1"] for k in kept]}  # type: ignore[index]
+            if self.searched:
+                values = {"validation R@1": [k["val_metrics"]["R@1"] for k in kept], **values}  # type: ignore[index]
+            cells = {name: format_mean_std(summarize_runs({name: [{"R@1": v} for v in vs]}, ["R@1"])).iloc[0, 0]
+                     for name, vs in values.items()}
+            rows[f"{gamma:g}"] = {"runs": len(runs), **cells, "chosen": gamma == self.chosen}
+        return pd.DataFrame.from_dict(rows, orient="index").rename_axis("margin multiplier gamma")
+
+    def text(self) -> str:
+        """How gamma was chosen, in words."""
+        if not self.searched:
+            return (f"gamma = {self.chosen:g}, the profile's clustering_gamma: not searched, the runs have no validation "
+                    "split to choose it on")
+        seeds = len(next(iter(self.runs.values())))
+        return (f"gamma = {self.chosen:g}, chosen on the validation classes from {{{', '.join(f'{g:g}' for g in self.runs)}}}: "
+                f"the highest mean validation R@1 over {seeds} seed{'s' if seeds > 1 else ''} per value, every value with "
+                "the same epochs and evaluations")
+
+    def effect_text(self) -> str:
+        """The test R@1 of the chosen gamma minus each other one, at the kept epochs, by the book's
+        rule (:func:`dmlnb.reporting.compare`); ``""`` when nothing was searched."""
+        if not self.searched:
+            return ""
+        chosen = [r.best_metrics["R@1"] for r in self.runs[self.chosen]]
+        parts = []
+        for gamma, runs in self.runs.items():
+            if gamma != self.chosen:
+                v = compare(chosen, [r.best_metrics["R@1"] for r in runs], scale=100, unit=" pts")
+                e = v.evidence()
+                parts.append(f"test R@1 of gamma {self.chosen:g} minus {gamma:g}: {e['effect']} {e['90% interval']} "
+                             f"({e['runs per side']} runs; 'the chosen value is better': {v})")
+        return "; ".join(parts)
+
+
+def clustering_search(
+    config: TrainConfig, splits: Any, runs_dir: str | Path, settings: Mapping[str, Any], seeds: Sequence[int],
+    retrain: bool = False,
+) -> ClusteringSearch:
+    """The clustering baseline's runs and margin multiplier.
+
+    With a validation split (``config.select_on == "validation"``) every gamma of
+    ``settings["clustering_gammas"]`` trains once per seed of ``seeds`` (:func:`run_method`,
+    folders :func:`clustering_run_name`) with the same configuration, and the chosen one has the
+    highest mean validation R@1 at the runs' validation-selected epochs
+    (:func:`dmlnb.selection.choose_on_validation`; no test number is read). Without one, only
+    ``settings["clustering_gamma"]`` trains: nothing may choose it on the test classes.
+
+    Raises:
+        ValueError: ``settings["clustering_gammas"]`` is empty or repeats a value.
+    """
+    validated = config.select_on == "validation"
+    gammas = [float(g) for g in settings["clustering_gammas"]] if validated else [float(settings["clustering_gamma"])]
+    if not gammas or len(set(gammas)) != len(gammas):
+        raise ValueError(f"clustering_gammas={settings['clustering_gammas']!r} must list distinct values, e.g. (1.0, 10.0)")
+    runs = {g: [run_method("clustering", config.replace(seed=s), splits, Path(runs_dir) / clustering_run_name(g, s),
+                           {**settings, "clustering_gamma": g}, retrain=retrain) for s in seeds] for g in gammas}
+    if not validated:
+        return ClusteringSearch(runs, gammas[0], searched=False)
+    return ClusteringSearch(runs, choose_on_validation({g: [r.record for r in rs] for g, rs in runs.items()}), searched=True)
 
 
 def lemma_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:
@@ -917,8 +1053,9 @@ MAX_EPS = 4.0
 
 
 #: Why Table 2's layer comparison cannot hold on these runs (:func:`dmlnb.reporting.biased_toward_claim`).
-LAYER_SELECTION_BIAS = ("each run's epoch was chosen by the second-to-last layer's Recall@1, and the records hold no "
-                        "last-layer score at any other epoch, so the layers cannot be compared at a neutral epoch")
+LAYER_SELECTION_BIAS = ("each run's epoch was chosen by the second-to-last layer's Recall@1 (on the classes the run "
+                        "selects on), and the records hold no last-layer score at any other epoch, so the layers cannot "
+                        "be compared at a neutral epoch")
 
 
 def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
@@ -1052,8 +1189,9 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
                          "loads; see the same-cell step timing among our measurements")),
         Claim("Table 7: the discriminative loss's training time scales linearly (CUB vs CAR196)",
               f"54 / 73 min = {scaling['training minutes (Table 7)']:.3f} vs N C ratio "
-              f"{scaling['N C (training images x classes)']:.3f}", "one dataset per profile",
-              not_tested("needs two datasets at the paper's scale; the paper profile trains CUB only")),
+              f"{scaling['N C (training images x classes)']:.3f}", "one dataset per execution",
+              not_tested("needs each method's training time to convergence on both datasets at the paper's scale; an "
+                         "execution trains one dataset, every method for the same epochs")),
         slope_claim("Table 1: one pass of the discriminative loss costs O(NC): linear in N", n_disc, "discriminative", "N",
                     LINEAR_ORDER),
         slope_claim("... and linear in C", c_disc, "discriminative", "C", LINEAR_ORDER),
@@ -1072,6 +1210,24 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
         claims.append(Claim(*vgg_claim, "not run", not_tested(
             "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper profile only")))
     return claims
+
+
+def claims_both_ways(
+    runs: Mapping[tuple[str, int], MethodRun], kmeans_runs: Sequence[MethodRun], slopes: pd.DataFrame,
+    steps: pd.DataFrame, epochs: int, vgg_runs: Sequence[MethodRun] = (),
+) -> pd.DataFrame:
+    """The paper's claims (:func:`chapter_claims` of :func:`claim_evidence`, arguments as there)
+    under both protocols (:func:`dmlnb.selection.both_ways_verdicts`): every run's metrics at the
+    epoch its validation classes select and at the epoch its test classes select, with the claims
+    whose verdict changes flagged. What the claims read from the kept weights (Table 2's last
+    layer, the lemma rows) stays at the kept epoch, so those verdicts never change.
+
+    Raises:
+        ValueError: a run has no validation split (its records cannot be shown both ways).
+    """
+    records = [r.record for r in [*runs.values(), *kmeans_runs, *vgg_runs]]
+    return both_ways_verdicts(
+        records, lambda: chapter_claims(claim_evidence(runs, kmeans_runs, slopes, steps, epochs, vgg_runs)))
 
 
 def our_measurements(ev: ClaimEvidence) -> list[Claim]:
@@ -1117,18 +1273,33 @@ DEVIATION_VARIANTS: dict[str, tuple[dict[str, Any], str]] = {
 }
 
 
+def variant_unfit(name: str, config: TrainConfig, num_classes: int) -> str:
+    """Why the :data:`DEVIATION_VARIANTS` run ``name`` cannot train on ``num_classes`` training
+    classes with ``config``, in words, or ``""`` when it can: a batch of
+    ``batch_size / m_per_class`` distinct classes needs at least that many (the variant with one
+    image per class needs 128, and a default-profile run set with validation classes held out
+    keeps 109 of Omniglot-small's 136)."""
+    cfg = config.replace(**DEVIATION_VARIANTS[name][0])
+    per_batch = cfg.batch_size // cfg.m_per_class
+    if per_batch <= num_classes:
+        return ""
+    return (f"not measured: a batch of {cfg.batch_size} images, {cfg.m_per_class} per class, needs {per_batch} training "
+            f"classes and {num_classes} remain" + (" after the validation classes are held out"
+                                                  if config.select_on == "validation" else ""))
+
+
 def deviation_runs(
     config: TrainConfig, splits: Any, runs_dir: str | Path, settings: Mapping[str, Any],
     seeds: Sequence[int], retrain: bool = False,
 ) -> dict[str, list[MethodRun]]:
     """The :data:`DEVIATION_VARIANTS` runs of the discriminative loss (one-hot centroids), one per
-    seed, trained or reloaded like :func:`run_method`; name -> runs in seed order (a variant whose
-    batch needs more classes than the profile's training set has is left out)."""
+    seed, trained or reloaded like :func:`run_method`; name -> runs in seed order. A variant that
+    cannot train on the training classes (:func:`variant_unfit`) is left out; the deviations
+    table says why."""
     out: dict[str, list[MethodRun]] = {}
     for name, (change, _) in DEVIATION_VARIANTS.items():
-        cfg = config.replace(**change)
-        if cfg.batch_size // cfg.m_per_class > splits.num_train_classes:
-            continue  # a batch of distinct classes needs more classes than this profile has
+        if variant_unfit(name, config, splits.num_train_classes):
+            continue
         tag = name.replace(" ", "").replace("=", "").replace("/", "")
         out[name] = [run_method("discriminative", config.replace(seed=s, **change), splits,
                                 Path(runs_dir) / f"discriminative-{tag}-seed{s}", settings, retrain=retrain)
@@ -1207,55 +1378,38 @@ def step_timing(
     return pd.DataFrame(rows)
 
 
-def facility_location_gamma_effect(results_root: str | Path, profile: str = "default") -> str:
-    """The facility-location chapter's margin-multiplier ablation at its ``profile``, read from its
-    run records under ``results_root/02_facility_location`` (nothing is trained), as a sentence:
-    its setting and, per ablation value, the R@1 effect of its gamma_0 over that value, interval
-    and verdict (:func:`dmlnb.experiments.facility_location.stored_gamma_ablation`); ``""`` when
-    the records are missing or no longer match."""
-    from dmlnb.experiments.facility_location import make_study, stored_gamma_ablation
-
-    verdicts = stored_gamma_ablation(Path(results_root) / "02_facility_location", profile)
-    if not verdicts:
-        return ""
-    study = make_study(profile)
-    table = study.tables[0]
-    c, per = table.config, table.config.batch_size // table.classes_per_batch
-    setting = (f"its {profile} profile, {table.table} analogue: {c.dataset}, {table.classes_per_batch} classes x {per} "
-               f"images per batch, {c.optimizer}, the margin multiplier decayed by {study.decay_rate:g} per epoch")
-    return f"the facility-location chapter measured, in {setting}: " + "; ".join(
-        f"R@1 of gamma_0 = {study.gamma:g} minus gamma_0 = {g:g}: {v.evidence()['effect']} {v.evidence()['90% interval']} "
-        f"('{study.gamma:g} is better': {v})" for g, v in verdicts.items())
-
-
 def deviations_table(
     base: Sequence[MethodRun], variants: Mapping[str, Sequence[MethodRun]], every_run: Sequence[MethodRun],
-    kmeans_stats: Mapping[str, float] | None = None, *, config: TrainConfig, profile: str, clustering_gamma: str = "",
-    num_classes: int | None = None,
+    kmeans_stats: Mapping[str, float] | None = None, *, config: TrainConfig, profile: str,
+    num_classes: int | None = None, validation_classes: int = 0, clustering: ClusteringSearch | None = None,
 ) -> pd.DataFrame:
     """Every deviation of this chapter's runs (``config``, at ``profile``) from the paper's
     protocol, with its measured effect at this profile where the profile measures it
-    (``variants``: :func:`deviation_runs` against the one-hot discriminative ``base`` runs; the
-    best-epoch selection gain over ``every_run``), else "not measured at the <profile> profile".
-    ``clustering_gamma``: :func:`facility_location_gamma_effect`, quoted for the clustering
-    baseline's margin multiplier (measured in that chapter's setting, not in this one's).
-    ``num_classes``: the training classes C of the runs (named beside their K-means centroids'
-    distance statistics)."""
+    (``variants``: :func:`deviation_runs` against the one-hot discriminative ``base`` runs, or why
+    a variant could not train, :func:`variant_unfit`; the best-epoch selection gain over
+    ``every_run``; the clustering baseline's gamma from ``clustering``,
+    :func:`clustering_search`), else "not measured at the <profile> profile". ``num_classes``: the
+    training classes C of the runs (named beside their K-means centroids' distance statistics);
+    ``validation_classes``: the training classes held out as validation classes."""
     base_r1 = [r.best_metrics["R@1"] for r in base]
     not_measured = f"not measured at the {profile} profile"
 
     def effect(name: str) -> str:
         runs = variants.get(name) or []
         if not runs:
-            return not_measured
+            return (variant_unfit(name, config, num_classes) if num_classes else "") or not_measured
         v = compare([r.best_metrics["R@1"] for r in runs], base_r1, scale=100, unit=" pts")
         e = v.evidence()
         return (f"R@1 {100 * np.mean([r.best_metrics['R@1'] for r in runs]):.1f} vs {100 * np.mean(base_r1):.1f}: "
                 f"{e['effect']} {e['90% interval']} ({e['runs per side']} runs; 'the variant is better': {v})")
 
     records = [r.record for r in every_run]
-    on = ("validation classes held out of training; the test classes are measured at that epoch"
-          if any(r.selected_on == "validation" for r in records) else "test classes")
+    if any(r.selected_on == "validation" for r in records):
+        selection = (f"{validation_classes} of the {(num_classes or 0) + validation_classes} training classes held out "
+                     f"as validation classes (training on the other {num_classes}); each run keeps its best epoch by "
+                     "Recall@1 on the validation classes and the test classes are measured at that epoch")
+    else:
+        selection = "each run keeps its best epoch by Recall@1 on the test classes (the papers' protocol)"
     stats = ""
     if kmeans_stats is not None:
         rep = REPORTED["table3"].set_index(["dataset", "centroids"]).loc[("CUB-200-2011", "K-means")]
@@ -1274,18 +1428,14 @@ def deviations_table(
                   for r in base if r.extras.get("last_layer")]
     onehot_v = paired_differences(onehot_gap, [0.0] * len(onehot_gap), scale=100, unit=" pts") if onehot_gap else None
     pairs_per_batch = config.batch_size // config.m_per_class
-    paper_dataset = PRESETS["paper"]["dataset"]
-    gamma = build_loss("clustering", 2, 2).margin_multiplier
-    fl_effect = (f"{not_measured} in this chapter; {clustering_gamma}; this chapter's runs differ from that setting "
-                 f"({config.batch_size // config.m_per_class} classes x {config.m_per_class} images per batch, "
-                 f"{config.optimizer}, gamma constant)") if clustering_gamma else not_measured
+    trains = (f"this execution trains {config.dataset}; the paper profile trains {PAPER_DATASETS[PRESETS['paper']['dataset']]} and, "
+              "with overrides={'dataset': 'cars196'}, CAR196 in a run set of its own (Tables 2, 3, 5 and 8, 3 seeds)")
     rows = [
         ("data and backbone", "ImageNet GoogLeNet fine-tuned on CUB-200-2011 / CAR196 (image size not stated)",
          f"{config.dataset}, {config.model} " + ("ImageNet-pretrained" if config.pretrained else "trained from scratch"),
          not_measured),
         ("CAR196", "Tables 2, 3, 5, 7 and 8 on CUB-200-2011 and CAR196",
-         f"no profile trains CAR196 (this profile trains {config.dataset}, the paper profile {paper_dataset} only): "
-         "Tables 2, 3, 5 and 8 have no CAR196 run, and Table 5 is shown as reported only", not_measured),
+         f"{trains}; Table 7's training times are not measured on either", not_measured),
         ("embedding size D", "256", f"{config.embedding_dim}", effect("D=256")),
         ("optimiser and schedule", "optimiser not named; 'an initial learning rate of 0.1' for the two new layers, "
          "decreased 'by a factor of 2 every 5 epochs', the GoogLeNet layers at a ten times smaller rate (Sec. 4.2)",
@@ -1319,11 +1469,12 @@ def deviations_table(
          not_measured),
         ("clustering baseline's margin multiplier", "Song et al.'s own numbers (their margin multiplier decays by 0.94 "
          "from an initial value they do not state)",
-         f"FacilityLocationLoss with gamma = {gamma:g}, constant (no decay)", fl_effect),
+         f"FacilityLocationLoss with {clustering.text()}, constant (no decay)" if clustering is not None else
+         "FacilityLocationLoss, constant margin multiplier (no decay)",
+         (clustering.effect_text() if clustering is not None else "") or not_measured),
         ("Table 6 (state of the art)", "five triplet-based methods with added techniques (cascades, boosting, an "
          "angular loss, generated samples)", "reported only: none of the five is implemented in dmlnb", not_measured),
-        ("epoch selection", "not stated (trains up to 40 epochs)",
-         f"each run keeps its best epoch by Recall@1 on the {on}",
+        ("model selection", "not stated (trains up to 40 epochs)", selection,
          selection_gain_text(records) or not_measured),
         ("Table 2 protocol", "not stated", "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
          not_measured + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased toward it)"),
@@ -1334,8 +1485,8 @@ def deviations_table(
          if onehot_v is not None else not_measured),
         ("K-means centroids", "K-means on points uniform on the sphere (number of points not stated)",
          "K-means on 100 C points", stats or not_measured),
-        ("code version", "—", "runs trained under several commits (listed below); the mask-free loss change does "
-         "not alter loss values, only the time of a step, and run timings are not compared", "not measured (no run retrained)"),
+        ("code version", "—", "the commits the run records were trained under are listed below the table; a record "
+         "is reloaded when its configuration and method specification match, whatever its commit", not_measured),
     ]
     columns = ["deviation", "paper", "here", f"measured effect ({profile} profile)"]
     return pd.DataFrame(rows, columns=columns).set_index("deviation")
