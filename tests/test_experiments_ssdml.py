@@ -8,6 +8,7 @@ import dataclasses
 import types
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
@@ -306,3 +307,80 @@ def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
     assert list(views)[0] == f"first l = {st.metric_dim} of z (the Initial row)"
     assert all(first[m] == pytest.approx(run.initial[m], abs=1e-12) for m in first)
     assert set(every) == set(first)
+
+
+def test_googlenet_features_feed_the_metric_directly():
+    """The paper's CUB / Cars path: GoogLeNet's pooled features, L2-normalised, then L; no
+    embedding layer between them (an FC(1024 -> 1024) was there before)."""
+    cub = ssx.settings_for("paper")["cub200"].train_config("paper", 0).replace(pretrained=False)
+    net, dim = ssx.build_network(cub, (3, 64, 64))
+    assert isinstance(net, ssx.NormalizedFeatures) and dim == 1024
+    assert not any(isinstance(m, torch.nn.Linear) for m in net.modules())
+    z = net.eval()(torch.randn(2, 3, 64, 64))
+    assert torch.allclose(z.norm(dim=1), torch.ones(2), atol=1e-5)
+
+
+def test_mining_options_enter_the_spec_only_when_not_the_papers():
+    st = ssx.settings_for("default")["digits"]
+    spec = ssx._spec("ours", st, st.alpha)
+    assert "propagation" not in spec and "negatives" not in spec and "hyper" not in ssx._spec("triplet", st, st.alpha)
+    two = dataclasses.replace(st, propagation="two-sided")
+    assert ssx._spec("ours", two, st.alpha)["propagation"] == "two-sided"
+    assert ssx.build_objective("ours", two, 64).propagation == "two-sided"
+    outside = ssx.build_objective("ours-outside", st, 64)
+    assert outside.negatives == "outside" and outside.metric.orthogonal
+    assert ssx._spec("ours-outside", st, st.alpha)["method"] == "ours-outside"
+    margin = ssx.with_hyper(st, {"triplet": {"margin": 0.4}})
+    assert ssx.build_objective("triplet", margin, 64).margin == 0.4
+    assert ssx._spec("triplet", margin, st.alpha)["hyper"] == {"margin": 0.4}
+
+
+def test_baseline_table_prints_the_hyper_parameters_as_built():
+    st = ssx.with_hyper(ssx.settings_for("default", True)["omniglot"], {"lrml": {"gamma_d": 0.03}})
+    table = ssx.baseline_table(st, "default")
+    assert "gamma_d = 0.03" in table.loc["Deep-LRML", "hyper-parameters (as built)"]
+    assert "max_unlabelled_pairs = 5000" in table.loc["Deep-SERAPH", "hyper-parameters (as built)"]
+    assert table.loc["Deep-LRML", "searched on validation"] == "gamma_d ∈ {0.003, 0.01, 0.03}"
+    assert table.loc["Angular (labelled only)", "searched on validation"] == "—"
+
+
+def _validated(name, val_r1):
+    record = types.SimpleNamespace(data={"name": name}, selections={"validation": {"val_metrics": {"R@1": val_r1}}})
+    return types.SimpleNamespace(record=record)
+
+
+def test_chosen_hyper_reads_validation_only_and_the_search_needs_a_validation_split():
+    search = {"lrml": {0.01: [_validated("a", 0.30)], 0.03: [_validated("b", 0.40)]},
+              "triplet": {0.1: [_validated("c", 0.50)], 0.2: [_validated("d", 0.20)]}}
+    assert ssx.chosen_hyper(search, "smoke") == {"lrml": {"gamma_d": 0.03}, "triplet": {"margin": 0.1}}
+    table = ssx.search_table(search, "smoke")
+    assert table["chosen"].tolist() == [False, True, True, False]
+    with pytest.raises(ValueError, match="has no validation split"):
+        ssx.run_baseline_search("digits", "smoke", None)
+
+
+def test_mining_verdicts_judge_each_question_by_the_rule():
+    rows = []
+    for seed in range(3):
+        for variant in ssx.MINING_VARIANTS:
+            better = 0.9 if "outside" in variant else 0.1 + 0.001 * seed
+            rows.append({"features": "raw pixels", "variant": variant, "seed": seed, "knn_same": 0.5,
+                         "pos_same": 0.5 + 0.001 * seed, "neg_other": better, "triplet_correct": better})
+    measured = pd.DataFrame(rows)
+    verdicts = ssx.mining_verdicts(measured)
+    outside = next(q for q in verdicts.index if q.startswith("negatives from outside the neighbourhood are"))
+    assert verdicts.loc[outside, "raw pixels"].startswith("holds")
+    chance = next(q for q in verdicts.index if q.startswith("W's positives") and "k = 10" in q)
+    assert verdicts.loc[chance, "raw pixels"].startswith("inconclusive")
+    table = ssx.mining_table(measured)
+    assert table.loc[("raw pixels", "W (paper), k = 10"), "seeds"] == 3
+
+
+def test_mining_measurements_on_the_smoke_setting():
+    st = ssx.settings_for("smoke")["digits"]
+    measured = ssx.mining_measurements(st, "smoke", sources=("raw pixels",),
+                                       variants={"W (paper), k = 10": {"k": 10}, "out": {"k": 10, "negatives": "outside"}})
+    assert len(measured) == 2 and set(measured["variant"]) == {"W (paper), k = 10", "out"}
+    shares = measured[["knn_same", "pos_same", "neg_other", "triplet_correct"]].to_numpy()
+    assert ((shares >= 0) & (shares <= 1)).all()
+    assert float(measured.loc[measured["variant"] == "out", "neg_other"].iloc[0]) > 0.5

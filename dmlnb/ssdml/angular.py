@@ -2,8 +2,10 @@
 
 Per partition (``prepare``): kNN graph ``Q`` on the detached embeddings, ``W0`` from the labels,
 ``W* = (1 - γ)(I - γQ)^{-1} W0``, ``W = (W* + W*ᵀ)/2``, triplets from each anchor's sorted
-neighbourhood (:mod:`dmlnb.ssdml.mining`). Per mini-batch of ``T_b`` triplets (``unit_loss``),
-Eq. (3) of Dutta, Harandi and Sekhar (2021) (the angular triplet of Wang et al. 2017):
+neighbourhood (:mod:`dmlnb.ssdml.mining`). Two options that are not the paper's default: the
+two-sided reading of the propagation (:func:`~dmlnb.ssdml.graph.propagated_affinity`) and
+negatives drawn from outside the neighbourhood (:func:`~dmlnb.ssdml.mining.neighbourhood_triplets`).
+Per mini-batch of ``T_b`` triplets (``unit_loss``), Eq. (3) of Dutta, Harandi and Sekhar (2021) (the angular triplet of Wang et al. 2017):
 
     J = Σ_i log(1 + exp(m_i)),
     m_i = δ²_L(z_i, z⁺_i) - 4 tan²α · δ²_L(z⁻_i, (z_i + z⁺_i)/2),
@@ -18,14 +20,8 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.ssdml.base import LinearMetric, PartitionObjective
-from dmlnb.ssdml.graph import (
-    initial_affinity,
-    knn_indices,
-    propagate_affinity,
-    symmetrize,
-    transition_from_indices,
-)
-from dmlnb.ssdml.mining import neighbourhood_triplets
+from dmlnb.ssdml.graph import PROPAGATIONS, initial_affinity, knn_indices, propagated_affinity, transition_from_indices
+from dmlnb.ssdml.mining import NEGATIVES, neighbourhood_triplets
 
 __all__ = ["AngularSSDML", "smooth_angular_loss"]
 
@@ -56,6 +52,10 @@ class AngularSSDML(PartitionObjective):
         gamma: ``γ`` of affinity propagation (paper: 0.99).
         orthogonal: ``Lᵀ L = I`` (the paper's choice; ``False`` is Table 4's "w/o orth").
         solver: linear solver of the propagation (see :func:`~dmlnb.ssdml.graph.propagate_affinity`).
+        propagation: ``"one-sided"`` (the paper's formula) or ``"two-sided"``
+            (:func:`~dmlnb.ssdml.graph.propagated_affinity`).
+        negatives: ``"neighbourhood"`` (the paper) or ``"outside"`` the neighbourhood, drawn from
+            torch's global generator (seeded by the run; :func:`~dmlnb.ssdml.mining.neighbourhood_triplets`).
 
     After :meth:`prepare`, ``self.affinity`` ``(N, N)`` holds ``W`` and ``self.triplets``
     ``(U, 3)`` the mined units.
@@ -72,13 +72,20 @@ class AngularSSDML(PartitionObjective):
         gamma: float = 0.99,
         orthogonal: bool = True,
         solver: str = "auto",
+        propagation: str = "one-sided",
+        negatives: str = "neighbourhood",
     ) -> None:
         super().__init__(LinearMetric(dim, out_dim, orthogonal=orthogonal))
         if not 0.0 < alpha_degrees < 90.0:
             raise ValueError(f"alpha_degrees must be in (0, 90), got {alpha_degrees}")
         if k < 2:
             raise ValueError(f"k must be >= 2 (half positives, half negatives), got {k}")
+        if propagation not in PROPAGATIONS:
+            raise ValueError(f"propagation must be one of {PROPAGATIONS}, got {propagation!r}")
+        if negatives not in NEGATIVES:
+            raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
         self.alpha_degrees, self.k, self.gamma, self.solver = float(alpha_degrees), k, gamma, solver
+        self.propagation, self.negatives = propagation, negatives
         self.affinity: Tensor | None = None
         self.triplets: Tensor | None = None
 
@@ -90,9 +97,9 @@ class AngularSSDML(PartitionObjective):
         idx = knn_indices(z, self.k)  # (N, k)
         Q = transition_from_indices(idx, z.dtype)  # (N, N)
         W0 = initial_affinity(labels.to(z.device))  # (N, N)
-        W = symmetrize(propagate_affinity(W0, Q, self.gamma, solver=self.solver))  # (N, N)
+        W = propagated_affinity(W0, Q, self.gamma, self.propagation, solver=self.solver)  # (N, N)
         self.affinity = W
-        self.triplets = neighbourhood_triplets(W, idx)  # (U, 3)
+        self.triplets = neighbourhood_triplets(W, idx, self.negatives)  # (U, 3)
         return self.triplets
 
     def unit_loss(self, z: Tensor, rows: Tensor) -> Tensor:
@@ -101,4 +108,5 @@ class AngularSSDML(PartitionObjective):
 
     def extra_repr(self) -> str:
         return (f"alpha={self.alpha_degrees}, k={self.k}, gamma={self.gamma}, "
-                f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}")
+                f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}, "
+                f"propagation={self.propagation}, negatives={self.negatives}")
