@@ -230,9 +230,7 @@ _CPU_DEVIATIONS = (
 # The training options shared by the CPU settings (smoke and default profiles: a small CNN from
 # scratch) and by the paper's settings; each setting adds its dataset, network and epochs.
 _CPU_TRAINING = dict(model="convnet", batch_size=200, m_per_class=10, lr=1e-3, eval_metrics=("recall", "nmi"))
-# the default profile's CNN; eval_batch_size 512: the committed records' (the profile's is 128 since),
-# until they are retrained
-_DEFAULT_TRAINING = dict(_CPU_TRAINING, width=32, embedding_dim=64, eval_every=2, eval_batch_size=512)
+_DEFAULT_TRAINING = dict(_CPU_TRAINING, width=32, embedding_dim=64, eval_every=2)  # the default profile's CNN
 _PAPER_TRAINING = dict(
     batch_size=100, m_per_class=10, optimizer="adam", lr=1e-4, weight_decay=0.0, eval_every=10,
     eval_metrics=("recall", "nmi"),
