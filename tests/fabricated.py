@@ -2,6 +2,7 @@
 trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
 a model's parameters as one vector, and a run record evaluated on test and validation classes."""
 
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
@@ -57,6 +58,32 @@ def fabricated_cub(root: Path, classes: list[int]) -> None:
         labels.append(f"{image_id} {c}")
     (folder / "images.txt").write_text("\n".join(lines) + "\n")
     (folder / "image_class_labels.txt").write_text("\n".join(labels) + "\n")
+
+
+def fabricated_hotels50k(
+    root: Path, train: Sequence[tuple[int, int]], test: Sequence[tuple[int, int]],
+    colour: Callable[[int, int], tuple[int, int, int]] = lambda hotel, k: (hotel * 37 % 256, k * 40 % 256, 90),
+    size: tuple[int, int] = (20, 16),
+) -> dict[str, tuple[int, int]]:
+    """A Hotels-50K tree under ``root``: one solid-colour ``colour(hotel, k)`` JPEG per (chain id,
+    hotel id) of ``train`` (``images/train/<chain>/<hotel>/travel_website/<k>.jpg``) and of ``test``
+    (``images/test/unoccluded/<chain>/<hotel>/traffickcam/<k>.jpg``), ``k`` numbering all images;
+    also one occluded copy of the first test image and its mask, which the loader must not read.
+    Returns ``{file name: (hotel, k)}``."""
+    folder = root / "Hotels-50K" / "images"
+    items = {}
+    parts = [("train", "travel_website", train), ("test/unoccluded", "traffickcam", test)]
+    for k, (part, source, chain, hotel) in enumerate((p, s, c, h) for p, s, rows in parts for c, h in rows):
+        path = folder / part / str(chain) / str(hotel) / source / f"{k}.jpg"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        Image.new("RGB", size, colour(hotel, k)).save(path, quality=100)
+        items[path.name] = (hotel, k)
+    chain, hotel = test[0]
+    occluded = folder / "test" / "high_occlusions" / str(chain) / str(hotel) / "traffickcam"
+    (occluded / "masks").mkdir(parents=True)
+    Image.new("RGB", size, (0, 0, 0)).save(occluded / "occluded.jpg")
+    Image.new("L", size, 255).save(occluded / "masks" / "occluded.png")
+    return items
 
 
 def epoch_row(epoch: int, test: float | None, val: float | None, seconds: float = 1.0) -> dict:

@@ -222,7 +222,7 @@ IMAGE_FOLDER_OPTION_CASES = [
 ]
 
 
-@pytest.mark.parametrize("dataset", ["cub200", "cars196", "sop", "inshop"])
+@pytest.mark.parametrize("dataset", ["cub200", "cars196", "sop", "inshop", "hotels50k"])
 @pytest.mark.parametrize(
     "options,exception,texts", [c[1:] for c in IMAGE_FOLDER_OPTION_CASES], ids=[c[0] for c in IMAGE_FOLDER_OPTION_CASES]
 )

@@ -27,6 +27,7 @@ from dmlnb.data import (
     split_labelled_per_class,
 )
 from dmlnb.data import omniglot as omniglot_module
+from fabricated import fabricated_hotels50k
 from dmlnb.data.image_folders import IMAGENET_MEAN, IMAGENET_STD
 from dmlnb.data.torchvision_sets import standardise, to_float_images
 
@@ -56,6 +57,7 @@ def test_unknown_dataset_lists_valid_names() -> None:
         "cars196",
         "sop",
         "inshop",
+        "hotels50k",
     ]:
         assert name in available_datasets()
         assert name in str(info.value)
@@ -114,6 +116,7 @@ def test_data_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
             "mmlab.ie.cuhk.edu.hk/projects/DeepFashion",
             False,
         ),
+        ("hotels50k", "Hotels-50K/images/train", "github.com/GWUvision/Hotels-50K", False),
     ],
 )
 def test_missing_files_message(
@@ -614,6 +617,44 @@ def test_inshop_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     ]
     _check_test_pixels(splits.query, items, 10)
     _check_test_pixels(splits.gallery, items, 10)
+
+
+@both_paths
+def test_hotels50k_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
+    """Test images are the queries, training images the gallery, one label map (the hotel ids)."""
+    train = [(3, 40), (3, 12), (7, 40), (7, 95), (3, 12)]  # (chain id, hotel id): hotels 12, 40, 95
+    test = [(7, 95), (3, 12)]
+    items = fabricated_hotels50k(tmp_path, train, test, colour=_colour)
+    splits = load_dataset("hotels50k", root=tmp_path, image_size=10, decoded_cache=decoded_cache)
+    _check_storage(splits, decoded_cache)
+    assert (len(splits.train), len(splits.query), len(splits.gallery), len(splits.test)) == (5, 2, 5, 7)
+    assert splits.class_names == {"train": ["12", "40", "95"], "test": ["12", "40", "95"]}
+    by_name = lambda ds: [items[p.name][0] for p in ds.paths]  # noqa: E731  the hotel of each item
+    assert sorted(by_name(splits.train)) == sorted(h for _, h in train)
+    assert sorted(by_name(splits.query)) == [12, 95] and by_name(splits.gallery) == by_name(splits.train)
+    for ds in (splits.train, splits.query, splits.gallery):
+        assert ds.labels.tolist() == [[12, 40, 95].index(h) for h in by_name(ds)]
+    assert [p.name for p in splits.test.paths] == [p.name for p in splits.query.paths + splits.gallery.paths]
+    assert not any("occlusions" in str(p) for p in splits.test.paths)  # the occluded copies are not read
+    _check_test_pixels(splits.query, items, 10)
+    _check_test_pixels(splits.gallery, items, 10)  # the gallery: training images with the test crop
+    # train and test share hotels: no class-disjoint validation split
+    with pytest.raises(ValueError, match="share 3 classes"):
+        load_dataset("hotels50k", root=tmp_path, image_size=10, decoded_cache=decoded_cache, validation=2)
+
+
+def test_hotels50k_errors_name_the_path_and_the_layout(tmp_path: Path) -> None:
+    fabricated_hotels50k(tmp_path, [(3, 12), (3, 40)], [(3, 77)])
+    with pytest.raises(ValueError, match=r"1 test hotel\(s\) have no training image .*\[77\]"):
+        load_dataset("hotels50k", root=tmp_path)
+    stray = tmp_path / "Hotels-50K" / "images" / "train" / "3" / "stray.jpg"
+    Image.new("RGB", (4, 4)).save(stray)
+    with pytest.raises(ValueError, match=f"{stray} is not at <chain_id>/<hotel_id>/"):
+        load_dataset("hotels50k", root=tmp_path)
+    empty = tmp_path / "empty"
+    (empty / "Hotels-50K" / "images" / "train").mkdir(parents=True)
+    with pytest.raises(FileNotFoundError, match="images/test/unoccluded, which does not exist"):
+        load_dataset("hotels50k", root=empty)
 
 
 def test_gather_images_same_for_memory_and_file_backed_datasets():

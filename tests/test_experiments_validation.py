@@ -300,11 +300,42 @@ def test_protocol_records_reload_with_the_chapters_validation_split(no_training)
         assert not protocol.softmax_run(config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}").trained
 
 
+def _easy_positive_notebook_runs(runner):
+    """Every run of notebooks/01_easy_positive.ipynb at its defaults (validation=True, the strict
+    semi-hard rule), in the order it asks for them (before any is trained): Figure 4, Table 1 and
+    EPSHN under the inclusive rule (its own runner, :meth:`easy_positive.Runner.with_study`)."""
+    study = runner.study
+    other = runner.with_study(study.other_semihard())
+    return [(runner, c, m) for c, m in study.figure4_runs() + study.table1_runs()] + [
+        (other, c, m) for c, m in study.semihard_runs()]
+
+
+def test_easy_positive_notebook_runs_select_on_validation_and_name_the_semihard_rule(tmp_path):
+    """The chapter's default-profile design: 75 runs, each holding out the profile's validation
+    classes, evaluated every epoch and selecting on them; EPSHN's specification names its rule."""
+    study = easy_positive.make_study("default", validation=True)  # the notebook's defaults
+    runs = _easy_positive_notebook_runs(easy_positive.Runner(study, tmp_path))
+    assert len(runs) == 75
+    names = [easy_positive.run_name(c, m, r.study) for r, c, m in runs]
+    assert len(set(names)) == len(names)
+    for runner, config, method in runs:
+        assert config.select_on == "validation" and config.dataset_options["validation"] == VALIDATION["default"]
+        assert (config.eval_every, config.epochs) == (1, 5)
+        spec = runner.spec(method)
+        assert ("semihard" in spec) == (method == "EPSHN") and spec.get("semihard", runner.study.semihard) == \
+            runner.study.semihard
+    rules = {runner.spec(m)["semihard"] for runner, _, m in runs if m == "EPSHN"}
+    assert rules == {"strict", "inclusive"} and sum(n.endswith("-semihard-inclusive") for n in names) == 3
+
+
 @needs_records
-def test_switch_off_easy_positive_records_reload(no_training):
-    study = easy_positive.make_study("default")
-    runner = easy_positive.Runner(study, RESULTS / "01_easy_positive")
-    n = _reloaded(runner.run_all(study.figure4_runs() + study.table1_runs()))
+def test_easy_positive_records_reload_at_the_notebook_defaults(no_training):
+    """The committed records are the notebook's runs at its defaults: this holds once
+    results/01_easy_positive/default is retrained with validation=True and the strict rule."""
+    study = easy_positive.make_study("default", validation=True)
+    runs = [runner.run(c, m) for runner, c, m in
+            _easy_positive_notebook_runs(easy_positive.Runner(study, RESULTS / "01_easy_positive"))]
+    n = _reloaded(runs)
     assert n == len(list((RESULTS / "01_easy_positive" / "default").glob("*/record.json")))
 
 

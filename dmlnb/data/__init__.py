@@ -6,8 +6,9 @@
 >>> load_dataset("omniglot-small", validation=0.2).validation   # 27 of the 136 training classes
 
 Registered names: ``digits``, ``omniglot-small``, ``omniglot``, ``mnist``, ``fashion-mnist``,
-``cifar10``, ``cub200``, ``cars196``, ``sop``, ``inshop`` (see :func:`available_datasets`). Files
-are looked up under :func:`data_root` (argument, else ``$DMLNB_DATA``, else ``~/.cache/dmlnb``).
+``cifar10``, ``cub200``, ``cars196``, ``sop``, ``inshop``, ``hotels50k`` (see
+:func:`available_datasets`). Files are looked up under :func:`data_root` (argument, else
+``$DMLNB_DATA``, else ``~/.cache/dmlnb``).
 """
 
 from dmlnb.data.base import (

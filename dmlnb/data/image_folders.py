@@ -1,4 +1,4 @@
-"""The four image-retrieval benchmarks of deep metric learning, read from their official layouts.
+"""The image-retrieval benchmarks of deep metric learning, read from their official layouts.
 
 ==================  ==================================================  ==========================
 name                expected under the data root                        class-disjoint split
@@ -9,6 +9,9 @@ name                expected under the data root                        class-di
 ``sop``             ``Stanford_Online_Products/{Ebay_train.txt,          official files
                     Ebay_test.txt, <category>_final/}``
 ``inshop``          ``In-Shop/{list_eval_partition.txt, img/}``          train / query + gallery
+``hotels50k``       ``Hotels-50K/images/{train/, test/unoccluded/}``     none: test hotels are
+                                                                        training hotels (query:
+                                                                        test, gallery: train)
 ==================  ==================================================  ==========================
 
 Labels are remapped to ``0..C-1`` per split (in the order of the original class ids). Every
@@ -254,7 +257,7 @@ class _Benchmark:
         return parts, originals
 
 
-# The four benchmarks of the module docstring.
+# The benchmarks of the module docstring.
 CUB = _Benchmark(
     "cub200", "CUB_200_2011",
     "https://www.vision.caltech.edu/datasets/cub_200_2011/ (CUB_200_2011.tgz)",
@@ -275,6 +278,13 @@ INSHOP = _Benchmark(
     "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html "
     "(Eval/list_eval_partition.txt and the unzipped Img/img.zip)",
     "<root>/In-Shop/list_eval_partition.txt and <root>/In-Shop/img/<...>.jpg",
+)
+HOTELS = _Benchmark(
+    "hotels50k", "Hotels-50K",
+    "https://github.com/GWUvision/Hotels-50K (training images fetched by input/download_train.py into images/train; "
+    "the test images of test.tar.gz unpacked in images/)",
+    "<root>/Hotels-50K/images/train/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg and "
+    "<root>/Hotels-50K/images/test/unoccluded/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg",
 )
 
 
@@ -403,3 +413,77 @@ def load_inshop(
     query = test.subset(range(n_query))
     gallery = test.subset(range(n_query, len(test)))
     return DatasetSplits("inshop", train, test, query=query, gallery=gallery)
+
+
+def _hotel_images(folder: Path) -> tuple[list[str], list[int]]:
+    """The ``.jpg`` files under ``folder/<chain_id>/<hotel_id>/...`` (any depth below the hotel, e.g.
+    the ``<data_source>`` level), sorted, as paths relative to ``folder`` and their hotel ids (the
+    second folder level). A ``ValueError`` names a file outside that layout or a non-integer id."""
+    rel, hotels = [], []
+    for path in sorted(folder.rglob("*.jpg")):
+        parts = path.relative_to(folder).parts
+        if len(parts) < 3 or not parts[1].isdigit():
+            raise ValueError(
+                f"hotels50k: {path} is not at <chain_id>/<hotel_id>/.../<image_id>.jpg under {folder} (the hotel id, "
+                f"the second folder, must be an integer); expected layout: {HOTELS.layout}"
+            )
+        rel.append(path.relative_to(folder).as_posix())
+        hotels.append(int(parts[1]))
+    if not rel:
+        raise ValueError(f"hotels50k: no .jpg image under {folder}; expected layout: {HOTELS.layout}")
+    return rel, hotels
+
+
+@register_dataset("hotels50k")
+def load_hotels50k(
+    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
+    decoded_cache: bool = True, cache_size: int | None = None,
+) -> DatasetSplits:
+    """Hotels-50K (Stylianou et al., AAAI 2019): one class per hotel. ``train``: the images under
+    ``images/train`` (1,027,871 images of 50,000 hotels); the test images are the unoccluded
+    TraffickCam images under ``images/test/unoccluded`` (17,954 images of 5,000 hotels, every one a
+    training hotel); the occluded copies are not read.
+
+    The split is the dataset's own and the one of Xuan et al. (2020, Sec. 5.2 and Table 3, after
+    Stylianou et al.): the test images are the queries (``query``) and the training images the
+    gallery (``gallery``: the training images with the test crop), all in one label map (the
+    hotel ids in increasing order, ``class_names["train"][y]``); ``test`` is the query followed by
+    the gallery. It is not class-disjoint: ``class_names`` gives train and test the same hotels, so
+    :func:`dmlnb.data.validation.hold_out_classes` refuses a class-disjoint validation split (a run
+    selects its epoch on the test images, ``select_on="test"``). Images are decoded once (one
+    cache for all of them). Options: see the module docstring.
+
+    Raises:
+        FileNotFoundError: ``images/train`` or ``images/test/unoccluded`` is absent (the message
+            names the path, the layout and the source).
+        ValueError: an image outside the layout, a folder without images, or a test hotel without
+            training images (it could never be retrieved from the gallery).
+    """
+    crops = _Crops(image_size, resize, padding)
+    cache_side = _cache_side(decoded_cache, cache_size, crops)
+    folder = root / HOTELS.folder / "images"
+    train_dir, test_dir = folder / "train", folder / "test" / "unoccluded"
+    for path in (train_dir, test_dir):
+        HOTELS.require(path)
+    train_rel, train_ids = _hotel_images(train_dir)
+    test_rel, test_ids = _hotel_images(test_dir)
+    unseen = sorted(set(test_ids) - set(train_ids))
+    if unseen:
+        raise ValueError(
+            f"hotels50k: {len(unseen)} test hotel(s) have no training image under {train_dir} (e.g. {unseen[:5]}); "
+            "the training images are the gallery of every test query, so download the training images of those "
+            "hotels (input/download_train.py) or remove their test images"
+        )
+    # one dataset, test images first: its training part is `train`, its evaluation view `test`
+    every, originals = HOTELS.split(
+        folder, [f"test/unoccluded/{p}" for p in test_rel] + [f"train/{p}" for p in train_rel], test_ids + train_ids,
+        part="train", crops=crops, cache_side=cache_side,
+    )
+    queries = len(test_rel)
+    test = every.for_evaluation()
+    names = [str(h) for h in originals]
+    return DatasetSplits(
+        "hotels50k", every.subset(torch.arange(queries, len(every))), test,
+        query=test.subset(torch.arange(queries)), gallery=test.subset(torch.arange(queries, len(test))),
+        class_names={"train": names, "test": names},
+    )
