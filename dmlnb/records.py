@@ -131,7 +131,7 @@ def _atomic_write(path: Path, write: Any) -> None:
         raise
 
 
-def write_json_atomic(path: str | Path, data: dict[str, Any], compact: bool = False) -> None:
+def write_json_atomic(path: str | Path, data: dict[str, Any] | list[Any], compact: bool = False) -> None:
     """Write ``data`` as indented JSON (``compact``: on one line, no spaces, for files that are
     mostly long lists of numbers); readers see the old file or the new one, never a mix."""
     layout: dict[str, Any] = {"separators": (",", ":")} if compact else {"indent": 1}

@@ -56,7 +56,7 @@ from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord
+from dmlnb.records import RunRecord, write_json_atomic
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
@@ -1271,8 +1271,7 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
             "min similarity in a batch": min(x["min_similarity"] for x in b),
             "mean S_ap - S_an (last batch)": b[-1]["mean_S_ap_minus_S_an"],
         })
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(rows, indent=1))
+    write_json_atomic(path, rows)  # atomic: a sibling shard (dmlnb.runs) may read it meanwhile
     return pd.DataFrame(rows).set_index("epoch")
 
 
