@@ -6,6 +6,12 @@ PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= default
+# `make notebooks` first trains each chapter's runs in PROCESSES processes (python -m dmlnb train;
+# skipped when PROCESSES=1 and RETRAIN is empty); RETRAIN=1 makes that pass retrain every run. The
+# render after it (papermill in place) never retrains: it reloads the records the pass wrote.
+PROCESSES ?= 2
+RETRAIN ?=
+TRAIN_FLAGS := --processes $(PROCESSES) --profile $(PROFILE) $(if $(RETRAIN),--retrain)
 # Omniglot's minimal splits live in the data root; ../shared/data is used when it exists.
 DMLNB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
 export DMLNB_DATA
@@ -18,7 +24,7 @@ ENV_STAMP := $(VENV)/.dmlnb-env
 .PHONY: env test book notebooks html clean help
 
 help:
-	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE)) + HTML book in _build/html"
+	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE), runs trained in PROCESSES=$(PROCESSES) processes, RETRAIN=1 to retrain) + HTML book in _build/html"
 	@echo "make test   # environment + pytest (unit tests, notebooks at the smoke profile via papermill and nbval)"
 
 env: $(ENV_STAMP)
@@ -34,6 +40,10 @@ test: env
 
 notebooks: env
 	@for nb in $(NOTEBOOKS); do \
+		if [ "$(PROCESSES)" != 1 ] || [ -n "$(RETRAIN)" ]; then \
+			echo "python -m dmlnb train $$nb $(TRAIN_FLAGS)"; \
+			$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
+		fi; \
 		echo "papermill $$nb (profile=$(PROFILE))"; \
 		DMLNB_PROGRESS=0 $(BIN)/papermill "$$nb" "$$nb" -k python3 --cwd notebooks -p profile $(PROFILE) --log-output --no-progress-bar || exit 1; \
 	done

@@ -1,4 +1,4 @@
-"""``python -m dmlnb``: the command line (see :mod:`dmlnb.render`)."""
+"""``python -m dmlnb``: the command line (see :mod:`dmlnb.render`; its ``train`` command is :mod:`dmlnb.launch`)."""
 
 from __future__ import annotations
 

@@ -6,6 +6,9 @@ copied from the machine that trained: it holds ``P/<run>/record.json``, and for 
 draw from trained weights ``checkpoint.pt`` / ``best.pt``), ``retrain=False`` where the notebook
 has that parameter, and training disabled (:data:`dmlnb.training.NO_TRAINING_ENV`): a run whose
 finished record is missing stops the render with an error naming the file, instead of training.
+
+This module holds the ``python -m dmlnb`` command line; its other command, ``train`` (a
+chapter's runs trained in several processes), is :mod:`dmlnb.launch`.
 """
 
 from __future__ import annotations
@@ -18,14 +21,15 @@ from typing import Any, Sequence
 
 from dmlnb.training import NO_TRAINING_ENV
 
-__all__ = ["RenderError", "render_call", "render", "build_parser", "main"]
+__all__ = ["RenderError", "notebook_parameters", "render_call", "render", "build_parser", "main"]
 
 
 class RenderError(ValueError):
     """The render cannot start (a missing notebook, runs folder or parameter)."""
 
 
-def _notebook_parameters(notebook: Path) -> set[str]:
+def notebook_parameters(notebook: Path) -> set[str]:
+    """The names of ``notebook``'s papermill parameters."""
     import papermill
 
     return set(papermill.inspect_notebook(str(notebook)))
@@ -49,7 +53,7 @@ def render_call(
         raise RenderError(f"no notebook at {notebook}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
     if output == notebook:
         raise RenderError(f"-o {output} is the notebook itself; write the render elsewhere")
-    names = _notebook_parameters(notebook)
+    names = notebook_parameters(notebook)
     if "results_dir" not in names:
         raise RenderError(
             f"{notebook.name} has no `results_dir` parameter (its parameters: {sorted(names)}); "
@@ -113,7 +117,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``python -m dmlnb`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="python -m dmlnb",
-        description="dmlnb command line: re-render a chapter of the book from copied run records.",
+        description=("dmlnb command line: re-render a chapter of the book from copied run records, or "
+                     "train a chapter's runs in several processes."),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -136,6 +141,27 @@ def build_parser() -> argparse.ArgumentParser:
                      help="dataset folder (default: the notebook's, i.e. $DMLNB_DATA or ~/.cache/dmlnb)")
     sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
     sub.add_argument("--log-output", action="store_true", help="echo the cells' output while running")
+    sub = commands.add_parser(
+        "train",
+        help="train a chapter's runs in several processes (shards), then discard the executed notebooks",
+        description=(
+            "Execute NOTEBOOK in --processes processes at once with papermill, process i being shard i of "
+            "the run layer (DMLNB_SHARD=i/N): each run is trained by one process and reloaded by the "
+            "others, a timing study is measured by shard 0 while the others wait. Each process gets "
+            "max(1, OMP_NUM_THREADS // N) threads (the CPU count when OMP_NUM_THREADS is unset). The "
+            "executed notebooks are discarded; render the chapter afterwards (papermill in place): "
+            "every run is then reloaded. A failed process stops the others."
+        ),
+    )
+    sub.add_argument("notebook", type=Path, help="the chapter, e.g. notebooks/02_facility_location.ipynb")
+    sub.add_argument("--processes", type=int, default=2, help="processes (shards) at once (default: %(default)s; "
+                                                               "1 executes the notebook once, without shards)")
+    sub.add_argument("--profile", default="default", help="the notebook's profile parameter (default: %(default)s)")
+    sub.add_argument("--retrain", action="store_true",
+                     help="pass retrain=True (to notebooks that have that parameter): train every run again")
+    sub.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="another notebook parameter, read as papermill's -p reads it (repeatable)")
+    sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
     return parser
 
 
@@ -156,4 +182,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                   f"(the partly executed notebook is in {args.output})", file=sys.stderr)
             return 1
         print(f"rendered {args.notebook} from {args.runs} ({args.profile}) -> {out}")
+    elif args.command == "train":
+        from dmlnb.launch import LaunchError, WorkerFailed, train_notebook
+
+        try:
+            train_notebook(args.notebook, args.processes, args.profile, retrain=args.retrain,
+                           parameters=[tuple(p) for p in args.parameter], kernel=args.kernel)
+        except LaunchError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        except WorkerFailed as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 1
     return 0

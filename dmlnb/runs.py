@@ -26,10 +26,33 @@ The chapter supplies two functions: ``train(resume) -> (record, model)`` builds 
 sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
 ``finish(record, model) -> extras`` computes what is stored after training (usually from the
 best-epoch weights, which exist at that moment).
+
+**Shards.** Independent runs can train in several processes that execute the same notebook
+(``python -m dmlnb train NOTEBOOK --processes N``, :mod:`dmlnb.launch`). Each process is told
+its shard by the environment, ``DMLNB_SHARD="i/n"`` (:func:`current_shard`). Every call of
+:func:`train_or_reload` with a run folder numbers that folder, whether it reloads or trains: the
+next number of a per-process count when the folder is new to the process, else the number of its
+first call (a run asked for again, e.g. retrained because its weights are gone, keeps its
+shard). The processes execute the same code in the same order, so they number the runs alike;
+run ``k`` belongs to shard ``k % n``. A run of this shard is reloaded, resumed or trained as
+above; a run of another shard is never trained here: the call waits (says so once, then polls
+every :data:`POLL_SECONDS`) until that run's record is finished with the fingerprint asked for
+and holds its extras (with ``retrain=True``: written since the launch started,
+``DMLNB_SHARD_SINCE``), and reloads it. A timing study must not be measured while another
+process trains, so under shards :func:`stored_measurement` measures in shard 0 alone: every
+other shard leaves a marker ``.waiting-<i>`` in the measurement's folder and waits for the
+stored table; shard 0 waits for every marker, measures, stores the table and removes the markers
+(a stored table that matches is reloaded by every shard without waiting). A waiting shard stops
+with :class:`ShardError` when a sibling failed (the launcher then writes the file named by
+``DMLNB_SHARD_ABORT``) or after ``DMLNB_SHARD_TIMEOUT`` seconds (default 6 hours). Sharding
+changes where a run trains, never what it computes: a run trained by a shard with one thread
+equals, bit for bit on the CPU, the run trained alone with one thread.
 """
 
 from __future__ import annotations
 
+import os
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +64,120 @@ from torch import nn
 
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
-__all__ = ["Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT"]
+__all__ = [
+    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT", "Shard", "ShardError",
+    "current_shard", "SHARD_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV", "POLL_SECONDS",
+]
 
 MEASUREMENT = "measurement.json"
 
 RECORD = "record.json"
+
+SHARD_ENV = "DMLNB_SHARD"
+"""Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the module docstring)."""
+SHARD_ABORT_ENV = "DMLNB_SHARD_ABORT"
+"""Environment variable: a file whose appearance means a sibling shard failed (waiting stops)."""
+SHARD_SINCE_ENV = "DMLNB_SHARD_SINCE"
+"""Environment variable: when the launch started (Unix seconds); with ``retrain=True`` a waiting
+shard takes only files written since (default: when this process imported :mod:`dmlnb.runs`)."""
+SHARD_TIMEOUT_ENV = "DMLNB_SHARD_TIMEOUT"
+"""Environment variable: how many seconds a shard waits for a sibling at most (default 6 hours)."""
+POLL_SECONDS = 2.0
+"""How often a waiting shard looks at the files it waits for."""
+
+_DEFAULT_TIMEOUT = 6 * 3600.0
+_PROCESS_START = time.time()
+# A file's time comes from the kernel's coarse clock, up to one tick (<= 10 ms) behind time.time().
+_CLOCK_SLACK = 0.1
+_run_numbers: dict[str, int] = {}  # each run folder's number in this process, in the order first seen (shards)
+
+
+class ShardError(RuntimeError):
+    """A shard stopped waiting for a sibling: the sibling failed, or the wait timed out."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """This process's shard: ``index`` of ``count``; files written before ``since`` (Unix
+    seconds) are not this launch's; a wait stops after ``timeout`` seconds or when ``abort``
+    exists."""
+
+    index: int
+    count: int
+    since: float
+    timeout: float
+    abort: Path | None
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+    def is_fresh(self, path: Path) -> bool:
+        """Whether ``path`` was written since the launch started."""
+        return path.stat().st_mtime >= self.since - _CLOCK_SLACK
+
+    def wait(self, what: str, pending: Callable[[], str], say: Callable[[str], None]) -> None:
+        """Return once ``pending()`` says ``""`` (else why ``what`` is not ready); said once,
+        then polled every :data:`POLL_SECONDS`.
+
+        Raises:
+            ShardError: the abort file appeared (a sibling failed) or ``timeout`` passed.
+        """
+        reason = pending()
+        if reason == "":
+            return
+        say(f"shard {self} waits for {what}: {reason}")
+        deadline = time.monotonic() + self.timeout
+        while reason != "":
+            if self.abort is not None and self.abort.exists():
+                raise ShardError(f"shard {self} stopped waiting for {what}: a sibling shard failed "
+                                 f"({self.abort}: {self.abort.read_text().strip()})")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ShardError(
+                    f"shard {self} waited {self.timeout:g} s for {what} ({reason}); is its shard still "
+                    f"running? Raise {SHARD_TIMEOUT_ENV} (seconds) for longer runs, or unset {SHARD_ENV} "
+                    "to run everything in this process"
+                )
+            time.sleep(min(POLL_SECONDS, left))
+            reason = pending()
+
+
+def _positive_seconds(name: str, value: str) -> float:
+    """The environment variable ``name``'s ``value`` as seconds > 0, or an error naming it."""
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = -1.0
+    if not seconds > 0:
+        raise ValueError(f"{name}={value!r} is not a number of seconds > 0; set one (e.g. 3600) or unset it")
+    return seconds
+
+
+def current_shard() -> Shard | None:
+    """This process's shard, from ``DMLNB_SHARD="i/n"`` (``0 <= i < n``) and the other
+    ``DMLNB_SHARD_*`` variables; ``None`` when ``DMLNB_SHARD`` is unset or empty.
+
+    Raises:
+        ValueError: a malformed value (the message names it and the fix).
+    """
+    value = os.environ.get(SHARD_ENV, "")
+    if value == "":
+        return None
+    match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
+    if match is None or not int(match[1]) < int(match[2]):
+        raise ValueError(
+            f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' and '1/2' "
+            "for two processes), or unset it to train every run in this process"
+        )
+    since = os.environ.get(SHARD_SINCE_ENV, "")
+    timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")
+    abort = os.environ.get(SHARD_ABORT_ENV, "")
+    return Shard(
+        index=int(match[1]), count=int(match[2]),
+        since=_positive_seconds(SHARD_SINCE_ENV, since) if since else _PROCESS_START,
+        timeout=_positive_seconds(SHARD_TIMEOUT_ENV, timeout) if timeout else _DEFAULT_TIMEOUT,
+        abort=Path(abort) if abort else None,
+    )
 
 
 @dataclass
@@ -120,11 +252,24 @@ def train_or_reload(
         finish: ``finish(record, model) -> extras`` stored in the record after training.
         retrain: train from scratch even when a finished record matches.
         say: where the reason for training goes (the notebook's output by default).
+
+    Under shards (``DMLNB_SHARD``, see the module docstring) a run with a folder that belongs to
+    another shard is not trained: the call waits for its record and reloads it.
+
+    Raises:
+        ShardError: waiting for another shard's run stopped (that shard failed, or the timeout).
     """
     from dmlnb.training import TrainingDisabledError
 
     spec = as_json(dict(spec))
     folder = Path(run_dir) if run_dir is not None else None
+    shard = current_shard() if folder is not None else None
+    if shard is not None and folder is not None:
+        owner = _run_numbers.setdefault(str(folder.resolve()), len(_run_numbers)) % shard.count
+        if owner != shard.index:
+            record = _made_by_sibling(shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,
+                                      lambda: reuse_reason(folder, config, spec), retrain, say)
+            return Run(name, record)
     if folder is None:
         reason, known = "no run folder", None
     elif retrain:
@@ -147,6 +292,25 @@ def train_or_reload(
     return Run(name, record, model, trained=True)
 
 
+def _made_by_sibling(shard: Shard, what: str, path: Path, check: Callable[[], tuple[str, Any]], retrain: bool,
+                     say: Callable[[str], None]) -> Any:
+    """What another shard makes at ``path``: waits (:meth:`Shard.wait`) until ``check()`` gives
+    ``("", value)`` and, with ``retrain``, ``path`` was written since the launch started; returns
+    ``value``."""
+    found: list[Any] = []
+
+    def pending() -> str:
+        reason, value = check()
+        if reason == "" and retrain and not shard.is_fresh(path):
+            reason = f"retrain=True and {path} was written before this launch"
+        if reason == "":
+            found.append(value)
+        return reason
+
+    shard.wait(what, pending, say)
+    return found[-1]
+
+
 def _today_keys(settings: Any) -> Any:
     """Stored measurement ``settings`` with each TrainConfig dict among its top-level values
     given the configuration keys added since (:func:`~dmlnb.records.with_added_config_keys`), in
@@ -154,6 +318,18 @@ def _today_keys(settings: Any) -> Any:
     if not isinstance(settings, dict):
         return settings
     return {k: as_json(with_added_config_keys(v)) for k, v in settings.items()}
+
+
+def _stored_table(file: Path, wanted: Any) -> tuple[str, dict[str, Any] | None]:
+    """``("", stored)`` when ``file`` holds a measurement made with the settings ``wanted``, else
+    ``(why not, None)``."""
+    if not file.exists():
+        return f"no measurement at {file}", None
+    stored = read_json(file)
+    had = _today_keys(stored.get("settings"))
+    if had != wanted:
+        return f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)", None
+    return "", stored
 
 
 def stored_measurement(
@@ -172,24 +348,40 @@ def stored_measurement(
     A training configuration among the stored settings' values is compared as a record's is:
     the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value
     runs made before had (:func:`~dmlnb.records.with_added_config_keys`), so adding a key does
-    not make every stored measurement stale."""
+    not make every stored measurement stale.
+
+    Under shards (``DMLNB_SHARD``) a table that is not reloaded is measured by shard 0 alone,
+    while the others wait idle (see the module docstring).
+
+    Raises:
+        ShardError: waiting for the other shards, or for shard 0's table, stopped.
+    """
     file = Path(folder) / MEASUREMENT if folder is not None else None
     wanted = as_json(dict(settings))
     if file is None:
         return make()
-    if retrain:
-        reason = "retrain=True"
-    elif not file.exists():
-        reason = f"no measurement at {file}"
-    else:
-        stored = read_json(file)
-        had = _today_keys(stored.get("settings"))
-        if had == wanted:
-            return pd.DataFrame(stored["rows"])
-        reason = f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)"
+    reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted)
+    if stored is not None:
+        return pd.DataFrame(stored["rows"])
+    shard = current_shard()
+    what = f"measurement {file.parent.name}"
+    markers = [file.parent / f".waiting-{i}" for i in range(1, shard.count)] if shard is not None else []
+    if shard is not None and shard.index != 0:
+        write_json_atomic(markers[shard.index - 1], {"shard": str(shard), "waits for": what})
+        stored = _made_by_sibling(shard, f"{what} (shard 0/{shard.count} measures it alone)", file,
+                                  lambda: _stored_table(file, wanted), retrain, say)
+        return pd.DataFrame(stored["rows"])
+    if shard is not None:
+        def others_idle() -> str:
+            waiting = [m for m in markers if m.exists() and shard.is_fresh(m)]
+            return "" if len(waiting) == len(markers) else f"{len(waiting)} of the {len(markers)} other shards are idle"
+
+        shard.wait(f"the other shards to be idle before {what}", others_idle, say)
     say(f"measuring {file.parent.name}: {reason}")
     frame = make()
     write_json_atomic(file, {"name": file.parent.name, "settings": wanted,
                              "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
+    for marker in markers:
+        marker.unlink(missing_ok=True)
     return frame

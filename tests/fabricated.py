@@ -1,7 +1,10 @@
 """Fabricated inputs shared by the tests (import as ``from fabricated import ...``): tiny dataset
 trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
-a model's parameters as one vector, and a run record evaluated on test and validation classes."""
+a model's parameters as one vector, a run record evaluated on test and validation classes, and
+fake runs of the run layer (a record written at once; also imported by the subprocesses of
+``tests/test_shards.py``)."""
 
+import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -11,7 +14,8 @@ from torch import nn
 
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.hooks import Hook
-from dmlnb.records import RunRecord
+from dmlnb.records import RunRecord, utc_now
+from dmlnb.runs import Run, train_or_reload
 
 
 class CrashAt(Hook):
@@ -106,3 +110,26 @@ def selected_record(test: list[float], val: list[float] | None, select_on: str =
     improved = [record.add_epoch(epoch_row(e, t, v), "R@1", select_on) for e, (t, v) in enumerate(zip(test, vals), 1)]
     record.finish("2024-01-01T00:00:00+00:00")
     return record, improved
+
+
+def fake_run_parts(k: int):
+    """Fake run ``k``: ``(config {"seed": k}, spec, train)``, ``train(resume)`` making its finished
+    one-epoch record at once (no model)."""
+    config, spec = {"seed": k}, {"method": "fake"}
+
+    def train(resume: bool):
+        record = RunRecord.new(f"r{k}", config, {}, {"device": "cpu"}, spec=spec)
+        record.add_epoch({"epoch": 1, "loss": 1.0 / (k + 1), "train_seconds": 0.01, "metrics": {"R@1": 0.5}}, "R@1")
+        record.finish(utc_now())
+        return record, None
+
+    return config, spec, train
+
+
+def fake_run(root: Path, k: int, retrain: bool = False, extras: dict | None = None) -> Run:
+    """Fake run ``k`` in ``root / f"r{k}"`` through :func:`dmlnb.runs.train_or_reload`; its
+    extras: the ``DMLNB_SHARD`` of the process that trained it, and ``extras``."""
+    config, spec, train = fake_run_parts(k)
+    stored = {"shard": os.environ.get("DMLNB_SHARD"), **(extras or {})}
+    return train_or_reload(f"r{k}", Path(root) / f"r{k}", config, spec, train, finish=lambda r, m: stored,
+                           retrain=retrain)

@@ -61,7 +61,7 @@ from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord
+from dmlnb.records import RunRecord, as_json, write_json_atomic
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
@@ -1441,7 +1441,6 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
     import json
     import tempfile
 
-    from dmlnb.records import as_json
     from dmlnb.training import fit
 
     path = Path(path) if path else runner.root / "diagnostics" / f"EPHN-n2-seed{seed}-drop-rule.json"
@@ -1469,7 +1468,8 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
             "mean S_ap - S_an (last batch)": b[-1]["mean_S_ap_minus_S_an"],
         })
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"config": as_json(config.to_dict()), "epochs": rows}, indent=1))
+    # atomic: a sibling shard (dmlnb.runs) may read it meanwhile
+    write_json_atomic(path, {"config": as_json(config.to_dict()), "epochs": rows})
     return pd.DataFrame(rows).set_index("epoch")
 
 

@@ -1,0 +1,171 @@
+"""Train a chapter's runs in several processes: ``python -m dmlnb train NOTEBOOK --processes N``.
+
+The notebook is executed ``N`` times at once with papermill, each execution a shard of the run
+layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``), so every run is trained by one process and
+reloaded by the others, and a timing study is measured by shard 0 while the others wait. Each
+process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the current
+``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
+executed notebooks are discarded: what remains is the run records, and the chapter is then
+rendered as usual (papermill in place, every run reloaded). On 2 CPU cores two 1-thread
+processes step 1.29x as many images per second as one 2-thread run (``benchmarks/book.py
+--measure``, ``benchmarks/results/book_cpu.txt``).
+
+When a process fails, the launcher writes the abort file the others watch
+(``DMLNB_SHARD_ABORT``: a waiting shard stops), terminates them and names the failed process
+with the end of its log. ``N = 1`` executes the notebook once, without shards.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
+
+from dmlnb.render import notebook_parameters
+from dmlnb.runs import SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV
+from dmlnb.training import PROGRESS_ENV
+
+__all__ = ["LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "train_notebook"]
+
+#: How often the launcher looks at its processes (seconds).
+POLL_SECONDS = 0.5
+
+_TRAINING_LINE = re.compile(r"^training (.+?): ", re.MULTILINE)  # said by dmlnb.runs.train_or_reload
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_TAIL_LINES = 15
+
+
+class LaunchError(ValueError):
+    """The launch cannot start (a missing notebook, a bad number of processes)."""
+
+
+class WorkerFailed(RuntimeError):
+    """One process of the launch failed; the message names it and ends with its log's last lines."""
+
+
+def worker_threads(processes: int, environ: Mapping[str, str] = os.environ) -> int:
+    """Threads of each of ``processes`` processes: ``max(1, T // processes)``, ``T`` being
+    ``OMP_NUM_THREADS`` of ``environ`` when it is a positive integer, else the CPU count."""
+    value = environ.get("OMP_NUM_THREADS", "")
+    total = int(value) if value.isdigit() and int(value) > 0 else (os.cpu_count() or 1)
+    return max(1, total // processes)
+
+
+def worker_env(index: int, processes: int, profile: str, abort: Path, since: float,
+               environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The environment of process ``index`` of ``processes``: ``environ`` with its shard
+    (none when ``processes == 1``), the abort file and the launch's start time, its threads
+    (:func:`worker_threads`), no progress bars and ``DMLNB_PROFILE=profile`` (a
+    ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
+    env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_SINCE_ENV)}
+    env.update({"OMP_NUM_THREADS": str(worker_threads(processes, environ)), PROGRESS_ENV: "0",
+                "DMLNB_PROFILE": profile})
+    if processes > 1:
+        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_SINCE_ENV: repr(since)})
+    return env
+
+
+def trained_runs(executed: Path) -> list[str]:
+    """The runs an executed notebook trained: the names in its ``training <name>: <reason>``
+    lines (:func:`dmlnb.runs.train_or_reload`), in order."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    text = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+    return _TRAINING_LINE.findall(text)
+
+
+@dataclass
+class _Worker:
+    index: int
+    process: subprocess.Popen
+    output: Path
+    log: Path
+
+    def tail(self) -> str:
+        lines = _ANSI.sub("", self.log.read_text(errors="replace")).rstrip().splitlines()
+        return "\n".join(lines[-_TAIL_LINES:])
+
+
+def train_notebook(
+    notebook: str | Path,
+    processes: int = 2,
+    profile: str = "default",
+    *,
+    retrain: bool = False,
+    parameters: Sequence[tuple[str, str]] = (),
+    kernel: str = "python3",
+    say: Callable[[str], None] = print,
+) -> list[list[str]]:
+    """Execute ``notebook`` in ``processes`` processes at once, shard ``i`` in process ``i`` (see
+    the module docstring), with the parameters ``profile``, ``retrain=True`` when ``retrain``
+    and the notebook has that parameter, and ``parameters`` (name, value as papermill's ``-p``
+    reads it). Says the wall time and the runs each process trained; returns those runs.
+
+    Raises:
+        LaunchError: no notebook at ``notebook``, or ``processes < 1``.
+        WorkerFailed: a process failed (the others were stopped).
+    """
+    notebook = Path(notebook).resolve()
+    if not notebook.is_file():
+        raise LaunchError(f"no notebook at {notebook}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
+    if processes < 1:
+        raise LaunchError(f"--processes {processes}: pass 1 or more (1 executes the notebook once, without shards)")
+    arguments = ["-p", "profile", profile]
+    if retrain and "retrain" in notebook_parameters(notebook):
+        arguments += ["-p", "retrain", "True"]
+    elif retrain:
+        say(f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their records match")
+    for name, value in parameters:
+        arguments += ["-p", name, value]
+    since = time.time()
+    with tempfile.TemporaryDirectory(prefix="dmlnb-train-") as tmp:
+        folder = Path(tmp)
+        abort = folder / "abort"
+        workers = []
+        try:
+            for i in range(processes):
+                output, log = folder / f"worker-{i}.ipynb", folder / f"worker-{i}.log"
+                command = [sys.executable, "-m", "papermill", str(notebook), str(output), "-k", kernel,
+                           "--cwd", str(notebook.parent), "--no-progress-bar", *arguments]
+                with open(log, "wb") as sink:
+                    process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                               env=worker_env(i, processes, profile, abort, since))
+                workers.append(_Worker(i, process, output, log))
+            running = list(workers)
+            while running:
+                time.sleep(POLL_SECONDS)
+                for worker in list(running):
+                    code = worker.process.poll()
+                    if code is None:
+                        continue
+                    running.remove(worker)
+                    if code != 0:
+                        abort.write_text(f"worker {worker.index} of {processes} failed (exit status {code})\n")
+                        raise WorkerFailed(
+                            f"worker {worker.index} of {processes} ({notebook.name}, profile {profile}) failed "
+                            f"with exit status {code}; the others were stopped. The end of its log:\n{worker.tail()}"
+                        )
+        finally:
+            for worker in workers:
+                if worker.process.poll() is None:
+                    worker.process.terminate()
+            for worker in workers:
+                try:
+                    worker.process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    worker.process.kill()
+                    worker.process.wait()
+        trained = [trained_runs(w.output) for w in workers]
+    wall = time.time() - since
+    counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
+    say(f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
+        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}")
+    return trained

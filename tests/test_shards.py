@@ -1,0 +1,366 @@
+"""Shards of the run layer (``DMLNB_SHARD=i/n``): every run is trained by one process and
+reloaded by the others, a timing study is measured by shard 0 alone while the others wait, a
+waiting shard stops when a sibling failed or after its timeout; ``python -m dmlnb train``
+executes a chapter in shard processes and names a failed one. A run trained by a shard equals
+the run trained alone, bit for bit on the CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import nbformat
+import pandas as pd
+import pytest
+from fabricated import fake_run_parts
+
+import dmlnb.runs as runs
+from dmlnb.records import RunRecord, write_json_atomic
+from dmlnb.runs import (
+    MEASUREMENT, SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV, SHARD_TIMEOUT_ENV, ShardError, current_shard,
+    stored_measurement, train_or_reload,
+)
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+FOUR_RUNS = '''
+import sys
+from fabricated import fake_run
+from pathlib import Path
+import dmlnb.runs
+dmlnb.runs.POLL_SECONDS = 0.05
+for k in range(4):
+    run = fake_run(Path(sys.argv[1]), k)
+    print(f"RESULT r{k} trained={run.trained} by={run.extras['shard']}")
+'''
+
+MEASURE = '''
+import json, os, sys
+from pathlib import Path
+import pandas as pd
+import dmlnb.runs
+from dmlnb.runs import stored_measurement
+dmlnb.runs.POLL_SECONDS = 0.05
+folder = Path(sys.argv[1])
+make = lambda: pd.DataFrame({"marker_seen": [(folder / ".waiting-1").exists()], "pid": [os.getpid()]})
+frame = stored_measurement(folder, make, settings={"sizes": [1, 2]})
+print("RESULT " + json.dumps({"rows": frame.to_dict("records"), "pid": os.getpid()}), flush=True)
+'''
+
+REAL_RUNS = '''
+import sys
+from pathlib import Path
+import torch
+import dmlnb.runs
+from dmlnb.data import load_dataset
+from dmlnb.losses import TripletLoss
+from dmlnb.profiles import make_config
+from dmlnb.runs import train_or_reload
+from dmlnb.training import fit
+dmlnb.runs.POLL_SECONDS = 0.1
+root, splits = Path(sys.argv[1]), load_dataset("digits")
+for seed in (0, 1):
+    config, spec = make_config("smoke", {"epochs": 2, "device": "cpu", "seed": seed}), {"loss": "triplet"}
+
+    def train(resume):
+        model, record = fit(config, TripletLoss(margin=0.2), splits=splits, run_dir=root / f"r{seed}", resume=resume,
+                            progress=False, spec=spec)
+        return record, model
+
+    run = train_or_reload(f"r{seed}", root / f"r{seed}", config, spec, train)
+    print(f"RESULT r{seed} trained={run.trained}")
+'''
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This environment with the repository and ``tests/`` first on ``PYTHONPATH`` (the
+    subprocesses import this checkout's dmlnb, and ``fabricated``), no shard variables, and
+    ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DMLNB_SHARD")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])])
+    return {**env, SHARD_TIMEOUT_ENV: "120", **extra}
+
+
+def _script(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "script.py"
+    path.write_text(text)
+    return path
+
+
+def _results(out: str) -> list[str]:
+    return [line[len("RESULT "):] for line in out.splitlines() if line.startswith("RESULT ")]
+
+
+def _run_shards(script: Path, folder: Path, n: int, **extra: str) -> list[str]:
+    """``script folder`` in ``n`` processes at once, shard ``i`` in process ``i``; their outputs."""
+    since = repr(time.time())
+    procs = [subprocess.Popen([sys.executable, str(script), str(folder)], stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, text=True,
+                              env=_env(**{SHARD_ENV: f"{i}/{n}", SHARD_SINCE_ENV: since, **extra}))
+             for i in range(n)]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    for i, (p, out) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"shard {i}/{n} failed:\n{out}"
+    return outs
+
+
+@pytest.fixture
+def shard(monkeypatch, tmp_path):
+    """Sets this process's shard (``shard("1/2", timeout=...)``), counting runs from 0, polling
+    every 10 ms; the abort file is ``tmp_path / "abort"``."""
+    monkeypatch.setattr(runs, "_run_numbers", {})
+    monkeypatch.setattr(runs, "POLL_SECONDS", 0.01)
+
+    def set_shard(value: str, timeout: float = 30.0, since: float | None = None) -> Path:
+        monkeypatch.setenv(SHARD_ENV, value)
+        monkeypatch.setenv(SHARD_TIMEOUT_ENV, str(timeout))
+        monkeypatch.setenv(SHARD_ABORT_ENV, str(tmp_path / "abort"))
+        monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() if since is None else since))
+        return tmp_path / "abort"
+
+    return set_shard
+
+
+def _never(resume):
+    raise AssertionError("a run of another shard was trained here")
+
+
+# ------------------------------------------------------------------ DMLNB_SHARD
+@pytest.mark.parametrize("value", ["1", "a/b", "2/2", "3/2", "-1/2", "0/0", "1/2/3", "1/2x"])
+def test_a_bad_shard_is_refused_naming_the_value_and_the_fix(value, monkeypatch, tmp_path):
+    monkeypatch.setenv(SHARD_ENV, value)
+    with pytest.raises(ValueError, match=rf"DMLNB_SHARD='{value}' is not a shard: set it to 'i/n' with 0 <= i < n"):
+        current_shard()
+    config, spec, train = fake_run_parts(0)
+    with pytest.raises(ValueError, match="is not a shard"):  # train_or_reload reads it
+        train_or_reload("r0", tmp_path / "r0", config, spec, train)
+
+
+@pytest.mark.parametrize("value", ["0", "-5", "soon"])
+def test_a_bad_timeout_is_refused(value, monkeypatch):
+    monkeypatch.setenv(SHARD_ENV, "0/2")
+    monkeypatch.setenv(SHARD_TIMEOUT_ENV, value)
+    with pytest.raises(ValueError, match=rf"DMLNB_SHARD_TIMEOUT='{value}' is not a number of seconds > 0"):
+        current_shard()
+
+
+def test_a_shard_is_read_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv(SHARD_ENV, raising=False)
+    assert current_shard() is None
+    monkeypatch.setenv(SHARD_ENV, " 1 / 3 ")
+    monkeypatch.setenv(SHARD_ABORT_ENV, str(tmp_path / "abort"))
+    monkeypatch.setenv(SHARD_SINCE_ENV, "1700000000.5")
+    monkeypatch.delenv(SHARD_TIMEOUT_ENV, raising=False)
+    got = current_shard()
+    assert (got.index, got.count, got.since, got.abort, str(got)) == (1, 3, 1700000000.5, tmp_path / "abort", "1/3")
+    assert got.timeout == 6 * 3600
+
+
+# ------------------------------------------------------------------ one process, as one shard
+def test_a_shard_reloads_a_siblings_finished_run_and_a_run_asked_for_again_keeps_its_shard(shard, tmp_path):
+    config, spec, train = fake_run_parts(0)
+    train_or_reload("r0", tmp_path / "r0", config, spec, train, say=lambda _: None)
+    shard("1/2")
+    said: list[str] = []
+    for _ in range(2):  # run 0 both times (a count of calls would make the second call run 1, ours)
+        again = train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=said.append)
+        assert not again.trained and again.record.config == config
+    config1, spec1, train1 = fake_run_parts(1)
+    assert train_or_reload("r1", tmp_path / "r1", config1, spec1, train1, say=said.append).trained
+    assert said == [f"training r1: no record at {tmp_path / 'r1' / 'record.json'}"]  # a finished run: no wait
+
+
+def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(shard, tmp_path):
+    abort = shard("1/2")
+    threading.Timer(0.3, lambda: abort.write_text("worker 0 of 2 failed (exit status 1)\n")).start()
+    config, spec, _ = fake_run_parts(0)
+    said: list[str] = []
+    t0 = time.monotonic()
+    with pytest.raises(ShardError, match=r"shard 1/2 stopped waiting for run r0 .*a sibling shard failed "
+                                         r".*worker 0 of 2 failed \(exit status 1\)"):
+        train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=said.append)
+    assert time.monotonic() - t0 >= 0.3  # it waited until the file appeared
+    assert said == [f"shard 1/2 waits for run r0 (shard 0/2 trains it): no record at {tmp_path / 'r0' / 'record.json'}"]
+
+
+def test_a_waiting_shard_stops_after_its_timeout(shard, tmp_path):
+    shard("1/2", timeout=0.2)
+    config, spec, _ = fake_run_parts(0)
+    t0 = time.monotonic()
+    with pytest.raises(ShardError, match=r"shard 1/2 waited 0.2 s for run r0 .*no record at.*Raise DMLNB_SHARD_TIMEOUT"):
+        train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=lambda _: None)
+    assert 0.2 <= time.monotonic() - t0 < 5
+
+
+def test_with_retrain_a_shard_waits_for_a_record_written_since_the_launch(shard, tmp_path):
+    config, spec, train = fake_run_parts(0)
+    train_or_reload("r0", tmp_path / "r0", config, spec, train, say=lambda _: None)  # an earlier launch's
+    old = json.loads((tmp_path / "r0" / "record.json").read_text())
+    shard("1/2", since=time.time() + 0.5)  # the record predates this launch
+    retrained = {**old, "extras": {"again": True}}
+    threading.Timer(0.8, lambda: write_json_atomic(tmp_path / "r0" / "record.json", retrained)).start()
+    said: list[str] = []
+    run = train_or_reload("r0", tmp_path / "r0", config, spec, _never, retrain=True, say=said.append)
+    assert run.extras == {"again": True} and not run.trained
+    assert "retrain=True and" in said[0] and "was written before this launch" in said[0]
+
+
+def test_a_stored_measurement_is_reloaded_by_every_shard_without_waiting(shard, tmp_path):
+    stored_measurement(tmp_path / "m", lambda: pd.DataFrame({"s": [1.0]}), settings={"n": 1}, say=lambda _: None)
+    for value in ("0/2", "1/2"):
+        shard(value, timeout=0.05)  # a wait would time out
+        frame = stored_measurement(tmp_path / "m", lambda: pd.DataFrame({"s": [2.0]}), settings={"n": 1})
+        assert frame["s"].tolist() == [1.0]
+    assert sorted(p.name for p in (tmp_path / "m").iterdir()) == [MEASUREMENT]  # no marker written
+
+
+# ------------------------------------------------------------------ real processes
+def test_two_shards_train_every_run_once_and_both_end_with_every_record(tmp_path):
+    outs = _run_shards(_script(tmp_path, FOUR_RUNS), tmp_path / "runs", 2)
+    for i, out in enumerate(outs):  # each trained its own runs and reloaded the other's
+        assert _results(out) == [f"r{k} trained={k % 2 == i} by={k % 2}/2" for k in range(4)], out
+    for k in range(4):
+        record = RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json")
+        assert record.data["extras"] == {"shard": f"{k % 2}/2"} and record.data["status"] == "finished"
+
+
+def test_shard_0_measures_only_once_the_other_shard_waits_and_the_other_reloads_it(tmp_path):
+    script, folder = _script(tmp_path, MEASURE), tmp_path / "m"
+    since = repr(time.time())
+    env = {SHARD_SINCE_ENV: since}
+    first = subprocess.Popen([sys.executable, str(script), str(folder)], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, env=_env(**{SHARD_ENV: "0/2", **env}))
+    lines = []
+    for line in first.stdout:  # shard 0 says it waits before it measures
+        lines.append(line)
+        if "waits for the other shards to be idle" in line:
+            break
+    assert lines and "shard 0/2 waits for the other shards to be idle before measurement m" in lines[-1], "".join(lines)
+    assert not (folder / MEASUREMENT).exists()
+    second = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True,
+                            env=_env(**{SHARD_ENV: "1/2", **env}), timeout=300)
+    rest = first.communicate(timeout=300)[0]
+    assert first.returncode == 0 and second.returncode == 0, rest + second.stdout + second.stderr
+    (made,), (reloaded,) = _results(rest), _results(second.stdout)
+    made, reloaded = json.loads(made), json.loads(reloaded)
+    assert made["rows"] == [{"marker_seen": True, "pid": made["pid"]}]  # measured while shard 1 was idle
+    assert reloaded["rows"] == made["rows"]  # shard 1 reloaded shard 0's table
+    assert "measuring m: no measurement at" in rest and "measuring" not in second.stdout
+    assert sorted(p.name for p in folder.iterdir()) == [MEASUREMENT]  # markers removed
+
+
+def _timeless(entry: dict) -> dict:
+    """``entry`` without its timings (keys naming seconds), at every depth."""
+    return {k: _timeless(v) if isinstance(v, dict) else v for k, v in entry.items() if "seconds" not in k}
+
+
+def test_a_run_trained_by_a_shard_equals_the_run_trained_alone(tmp_path):
+    script = _script(tmp_path, REAL_RUNS)
+    alone = subprocess.run([sys.executable, str(script), str(tmp_path / "alone")], capture_output=True, text=True,
+                           env=_env(OMP_NUM_THREADS="1"), timeout=300)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert _results(alone.stdout) == ["r0 trained=True", "r1 trained=True"]
+    outs = _run_shards(script, tmp_path / "shards", 2, OMP_NUM_THREADS="1")
+    assert _results(outs[1]) == ["r0 trained=False", "r1 trained=True"]  # r1 trained by shard 1's process
+    for name in ("r0", "r1"):
+        a = RunRecord.load(tmp_path / "alone" / name / "record.json")
+        b = RunRecord.load(tmp_path / "shards" / name / "record.json")
+        assert a.data["environment"]["threads"] == b.data["environment"]["threads"] == 1
+        assert a.outcome() == b.outcome()  # configuration, losses and metrics of every epoch
+        assert [h["loss"] for h in a.data["history"]] == [h["loss"] for h in b.data["history"]]
+
+        assert _timeless(a.best) == _timeless(b.best) and _timeless(a.best)["metrics"]["R@1"] > 0
+
+
+# ------------------------------------------------------------------ python -m dmlnb train
+def _notebook(path: Path, body: str) -> Path:
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
+    params = nbformat.v4.new_code_cell(f'profile = "default"\nretrain = False\nroot = {str(path.parent / "runs")!r}')
+    params.metadata["tags"] = ["parameters"]
+    nb.cells += [params, nbformat.v4.new_code_cell("import os\nfrom fabricated import fake_run"),
+                 nbformat.v4.new_code_cell(body)]
+    nbformat.write(nb, path)
+    return path
+
+
+LAUNCHED = '''
+import torch
+from pathlib import Path
+import dmlnb.runs
+dmlnb.runs.POLL_SECONDS = 0.05
+env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "DMLNB_PROGRESS", "DMLNB_PROFILE")}
+for k in range(4):
+    fake_run(Path(root), k, retrain=retrain, extras={"profile": profile, "threads": torch.get_num_threads(), **env})
+'''
+
+
+def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp_path, monkeypatch):
+    from dmlnb.launch import train_notebook
+
+    for key, value in _env(OMP_NUM_THREADS="2", DMLNB_PROFILE="default").items():
+        monkeypatch.setenv(key, value)
+    nb = _notebook(tmp_path / "chapter.ipynb", LAUNCHED)
+    said: list[str] = []
+    assert train_notebook(nb, 2, "smoke", say=said.append) == [["r0", "r2"], ["r1", "r3"]]
+    assert said[-1].startswith("trained chapter.ipynb (profile smoke) in ")
+    assert said[-1].endswith(" s with 2 processes of 1 thread(s) each; runs trained: 2 by worker 0, 2 by worker 1")
+    first = {k: RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json") for k in range(4)}
+    for k, record in first.items():
+        assert record.data["extras"] == {"shard": f"{k % 2}/2", "profile": "smoke", "threads": 1,
+                                         "OMP_NUM_THREADS": "1", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}
+    assert train_notebook(nb, 2, "smoke", retrain=True, say=said.append) == [["r0", "r2"], ["r1", "r3"]]
+    for k in range(4):
+        again = RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json")
+        assert again.data["started"] >= first[k].data["started"] and again.data["extras"] == first[k].data["extras"]
+
+
+def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, monkeypatch, capsys):
+    from dmlnb.render import main
+
+    for key, value in _env(OMP_NUM_THREADS="2").items():
+        monkeypatch.setenv(key, value)
+    nb = _notebook(tmp_path / "chapter.ipynb", '''
+import dmlnb.runs
+from pathlib import Path
+dmlnb.runs.POLL_SECONDS = 0.05
+if os.environ["DMLNB_SHARD"] == "1/2":
+    raise ValueError("boom in the second worker")
+for k in range(2):  # shard 0 trains r0, then waits for r1, which shard 1 never makes
+    fake_run(Path(root), k)
+''')
+    t0 = time.monotonic()
+    assert main(["train", str(nb), "--processes", "2", "--profile", "smoke"]) == 1
+    assert time.monotonic() - t0 < 100  # not the 120 s timeout: the failure stopped the waiting worker
+    err = capsys.readouterr().err
+    assert "worker 1 of 2 (chapter.ipynb, profile smoke) failed with exit status 1" in err
+    assert "ValueError: boom in the second worker" in err
+    assert (tmp_path / "runs" / "r0" / "record.json").exists() and not (tmp_path / "runs" / "r1").exists()
+
+
+def test_the_launcher_refuses_a_missing_notebook_and_no_processes(tmp_path, capsys):
+    from dmlnb.render import main
+
+    assert main(["train", str(tmp_path / "none.ipynb")]) == 2
+    assert "no notebook at" in capsys.readouterr().err
+    nb = _notebook(tmp_path / "chapter.ipynb", "")
+    assert main(["train", str(nb), "--processes", "0"]) == 2
+    assert "--processes 0: pass 1 or more" in capsys.readouterr().err
+
+
+def test_worker_threads_and_environment():
+    from dmlnb.launch import worker_env, worker_threads
+
+    assert worker_threads(2, {"OMP_NUM_THREADS": "2"}) == 1 and worker_threads(3, {"OMP_NUM_THREADS": "2"}) == 1
+    assert worker_threads(2, {"OMP_NUM_THREADS": "8"}) == 4 and worker_threads(1, {}) == (os.cpu_count() or 1)
+    env = worker_env(1, 2, "smoke", Path("/tmp/abort"), 12.5, {"OMP_NUM_THREADS": "4", "DMLNB_PROFILE": "default", "X": "y"})
+    assert env == {"OMP_NUM_THREADS": "2", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke", "X": "y",
+                   SHARD_ENV: "1/2", SHARD_ABORT_ENV: "/tmp/abort", SHARD_SINCE_ENV: "12.5"}
+    alone = worker_env(0, 1, "smoke", Path("/tmp/abort"), 12.5, {"OMP_NUM_THREADS": "4", SHARD_ENV: "0/2"})
+    assert alone == {"OMP_NUM_THREADS": "4", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}  # no shard
