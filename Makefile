@@ -6,11 +6,14 @@ PYTHON  ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= default
-# `make notebooks` first trains each chapter's runs in PROCESSES processes (python -m dmlnb train;
-# skipped when PROCESSES=1 and RETRAIN is empty); RETRAIN=1 makes that pass retrain every run. The
-# render after it (papermill in place) never retrains: it reloads the records the pass wrote.
+# With RETRAIN=1 (retrain every run) or TRAIN=1 (train the runs whose records are missing or
+# stale), `make notebooks` first trains each chapter's runs in PROCESSES processes (python -m dmlnb
+# train). The render after it (papermill in place) never retrains: it reloads the records the pass
+# wrote. Without either, the render alone reloads the committed records (and trains, in one
+# process, only what is missing).
 PROCESSES ?= 2
 RETRAIN ?=
+TRAIN ?=
 TRAIN_FLAGS := --processes $(PROCESSES) --profile $(PROFILE) $(if $(RETRAIN),--retrain)
 # Omniglot's minimal splits live in the data root; ../shared/data is used when it exists.
 DMLNB_DATA ?= $(if $(wildcard ../shared/data),$(abspath ../shared/data),)
@@ -24,7 +27,7 @@ ENV_STAMP := $(VENV)/.dmlnb-env
 .PHONY: env test book notebooks html clean help
 
 help:
-	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE), runs trained in PROCESSES=$(PROCESSES) processes, RETRAIN=1 to retrain) + HTML book in _build/html"
+	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE), RETRAIN=1 to retrain every run or TRAIN=1 to train missing ones first, in PROCESSES=$(PROCESSES) processes) + HTML book in _build/html"
 	@echo "make test   # environment + pytest (unit tests, notebooks at the smoke profile via papermill and nbval)"
 
 env: $(ENV_STAMP)
@@ -40,7 +43,7 @@ test: env
 
 notebooks: env
 	@for nb in $(NOTEBOOKS); do \
-		if [ "$(PROCESSES)" != 1 ] || [ -n "$(RETRAIN)" ]; then \
+		if [ -n "$(RETRAIN)$(TRAIN)" ]; then \
 			echo "python -m dmlnb train $$nb $(TRAIN_FLAGS)"; \
 			$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
 		fi; \
