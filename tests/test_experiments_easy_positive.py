@@ -3,12 +3,13 @@ verdicts, the paper's tables and the paper-profile path on a fabricated CUB tree
 
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
-from fabricated import fabricated_cub, fabricated_hotels50k
+from fabricated import fabricated_cub, fabricated_hotels50k, selected_record
 
 from dmlnb.analysis import nearest_same_and_other
 from dmlnb.evaluation import compute_embeddings, recall_at_k
@@ -444,7 +445,8 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     assert ours["BA degrades as the group size grows (n = 2 -> 16)"] == FAILS
     assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(FAILS)
     assert v["Test images of unseen classes land less directly on training images with easy positives"] == HOLDS
-    assert v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"] == "does not hold: 2 of 3 pairs hold"
+    # Proxy-NCA (0.44) is far below the rest: an untuned baseline, whose pair never counts as held
+    assert v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"] == "does not hold: 1 of 3 pairs hold"
     # the grid stops at 16: the paper's interior optimum at n = 16 is not tested, with the reason
     peak = next(c for c in claims if c.claim.startswith("Recall@1 peaks"))
     assert peak.verdict == NOT_TESTED and "n = 16" in peak.verdict.note and "20 images" in peak.verdict.note
@@ -594,3 +596,110 @@ def test_pair_tables_list_every_pair_of_the_group_claims():
     comps = t.index.get_level_values("comparison")
     assert (comps.str.startswith("change of R@1")).sum() == 6 and (comps.str.startswith("Fig. 5")).sum() == 9
     assert (comps.str.startswith("Table 1")).sum() == 3
+
+
+def test_an_untuned_baseline_never_counts_as_held_in_table1():
+    from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
+
+    cell = "omniglot-small, convnet, 64-d"
+    jitter = np.array([-0.004, 0.0, 0.004])
+    res = {"triplet": list(0.60 + jitter), "N-pair": list(0.62 + jitter), "Proxy-NCA": list(0.40 + jitter),
+           "EPSHN": list(0.70 + jitter)}
+    assert ep.untuned_baselines(res) == ["Proxy-NCA"]
+    claim = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: res})) if c.claim.startswith("EPSHN beats"))
+    # EPSHN beats all three by the numbers, but the untuned pair is not a test: the claim cannot hold
+    assert claim.verdict == INCONCLUSIVE and claim.verdict.note.endswith("of 3 pairs: 2 hold, 1 not tested")
+    assert "an untuned baseline, so its pair is not tested" in claim.our_evidence
+    pairs = ep.pair_tables(_fabricated_inputs(table1={cell: res})).loc[f"Table 1 R@1 ({cell})"]
+    proxy = pairs.loc[("EPSHN", "Proxy-NCA")]
+    assert proxy["verdict"] == NOT_TESTED and proxy["note"] == f"{ep.UNTUNED}: Proxy-NCA" and proxy["effect"] == "+30 pts"
+    assert pairs.loc[("EPSHN", "triplet"), "verdict"] == HOLDS
+    # a baseline within reach of the others is judged as any pair
+    close = {**res, "Proxy-NCA": list(0.58 + jitter)}
+    assert ep.untuned_baselines(close) == []
+    again = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: close})) if c.claim.startswith("EPSHN beats"))
+    assert again.verdict == HOLDS and "untuned" not in again.our_evidence
+    # collapsed EPSHN runs: every pair is not tested, for that reason
+    gone = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: res}, collapsed=frozenset({("EPSHN", 16)})))
+                if c.claim.startswith("EPSHN beats"))
+    assert gone.verdict == NOT_TESTED and ep.COLLAPSED in gone.verdict.note
+
+
+def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
+    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected on
+    validation; the inclusive runs copy the strict ones' histories except for the seeds in ``alter``
+    (their last training loss changed)."""
+    config = ep.make_study("smoke").config
+    runs = {}
+    for rule in rules:
+        out = []
+        for seed, (test, val) in enumerate(curves):
+            record, _ = selected_record(test, val, "validation", name=f"EPSHN-seed{seed}-{rule}")
+            if rule == "inclusive" and seed in alter:
+                record.data["history"][-1]["loss"] = 0.5
+            if rule == "inclusive":  # the timings of an identical run differ: never compared
+                record.data["history"][-1]["metrics"]["eval_seconds"] = 9.0
+            out.append(ep.RunResult(record.data["name"], "EPSHN", config.replace(seed=seed), record))
+        runs[rule] = out
+    return runs
+
+
+def test_two_semihard_rules_that_trained_alike_are_not_a_test():
+    from dmlnb.reporting import INCONCLUSIVE, NOT_TESTED
+
+    curves = [([0.5, 0.6, 0.7], [0.6, 0.7, 0.65]), ([0.52, 0.61, 0.69], [0.6, 0.7, 0.66]),
+              ([0.49, 0.62, 0.71], [0.6, 0.71, 0.6])]
+    runs = _semihard_runs(curves)
+    assert ep.identical_histories(runs["strict"][0].record, runs["inclusive"][0].record)
+    values, collapsed, same = ep.semihard_values(runs)
+    assert collapsed == () and same == (0, 1, 2) and values["strict"] == values["inclusive"]
+    (claim,) = ep.semihard_claims(values, collapsed, 16, same)
+    assert claim.verdict == NOT_TESTED
+    assert claim.verdict.note == (f"{ep.SAME_NEGATIVES}: EPSHN n = 16, identical training histories (per-epoch loss "
+                                  "and metrics) in 3 of 3 seeds (0, 1, 2)")
+    assert "identical training histories" in claim.our_evidence
+    # without the histories the same numbers read "inconclusive": the rule is what makes it untested
+    assert ep.semihard_claims(values, collapsed, 16)[0].verdict == INCONCLUSIVE
+    # one seed whose two runs differ: the rule was exercised, the comparison is judged
+    some = _semihard_runs(curves, alter=(1,))
+    assert not ep.identical_histories(some["strict"][1].record, some["inclusive"][1].record)
+    values, collapsed, same = ep.semihard_values(some)
+    assert same == (0, 2)
+    (judged,) = ep.semihard_claims(values, collapsed, 16, same)
+    assert judged.verdict == INCONCLUSIVE and "2 of 3 seeds" in judged.our_evidence
+    # the chapter's claims carry it through claim inputs
+    ours = ep.our_measurement_claims(_fabricated_inputs(semihard=ep.semihard_values(runs)[0], semihard_same=(0, 1, 2)))
+    assert ours[-1].verdict == NOT_TESTED and ours[-1].verdict.note.startswith(ep.SAME_NEGATIVES)
+    assert ep.semihard_values({}) == ({}, (), ())
+
+
+def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_protocol():
+    from dmlnb.reporting import Claim, compare
+    from dmlnb.selection import protocol_column
+
+    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9); theirs: 0.7 either way
+    ours = [selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0] for i in range(3)]
+    theirs = [selected_record([0.5, 0.6, 0.7 + 0.01 * i], [0.5, 0.6, 0.7], "validation", name=f"theirs{i}")[0]
+              for i in range(3)]
+    kept = {"ours": [0.2, 0.21, 0.22], "theirs": [0.5, 0.51, 0.52]}  # a statistic of the kept weights
+
+    def judge():
+        r1 = lambda rs: [r.best["metrics"]["R@1"] for r in rs]  # noqa: E731
+        return [Claim("ours beats theirs", "paper", "ours", compare(r1(ours), r1(theirs))),
+                Claim(ep.KEPT_WEIGHTS_CLAIMS[0], "Figure 2", "ours", compare(kept["theirs"], kept["ours"]))]
+
+    runner = SimpleNamespace(results={r.data["name"]: SimpleNamespace(record=r) for r in ours + theirs})
+    frame = ep.claims_both_ways(runner, judge).set_index("claim")
+    assert frame.loc["ours beats theirs", "verdict changes"] is True
+    row = frame.loc[ep.KEPT_WEIGHTS_CLAIMS[0]]
+    assert row["verdict changes"] == ep.NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
+    assert row[protocol_column("verdict", "validation")] == "holds"
+    text = ep.both_ways_text(frame.reset_index())
+    assert text == ("1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim reads "
+                    "the kept weights and is not recomputed")
+    # the three claims of Figures 2, 3 and 5 are the ones build_claims makes from the kept weights
+    names = [c.claim for c in ep.build_claims(_fabricated_inputs())]
+    assert all(k in names for k in ep.KEPT_WEIGHTS_CLAIMS)
+    # no run with a validation split: one protocol only
+    papers = SimpleNamespace(results={"p": SimpleNamespace(record=selected_record([0.5], None, "test", name="p")[0])})
+    assert ep.claims_both_ways(papers, judge) is None

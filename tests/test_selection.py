@@ -91,15 +91,23 @@ def test_the_optimism_in_words():
     assert optimism_text([selected_record(TEST_R1, None)[0]]) == ""  # no validation split: nothing to say
 
 
-def test_the_gain_of_keeping_the_best_epoch_in_words():
-    # test-selected runs (no validation split): best minus last, the rule's interval, no optimism clause
+def test_the_gain_of_keeping_the_selected_epoch_in_words_names_the_selection():
+    # test-selected runs (no validation split): test-selected minus last, the rule's interval, no optimism clause
     records = [selected_record([0.5, 0.8, 0.7], None, name=f"a{i}")[0] for i in range(3)]  # best 0.8, last 0.7
     e = compare_to_threshold([0.1] * 3, 0.0, scale=100, unit=" pts").evidence()
-    assert selection_gain_text(records) == f"best minus last epoch R@1, 3 runs: {e['effect']} {e['90% interval']}"
+    assert selection_gain_text(records) == f"test-selected minus last epoch R@1, 3 runs: {e['effect']} {e['90% interval']}"
     assert e["effect"] == "+10 pts"
-    # with a validation split the optimism of test-set selection follows
-    both = [selected_record(TEST_R1, VAL_R1, name=f"b{i}")[0] for i in range(3)]
-    assert selection_gain_text(both).endswith(optimism_text(both)) and optimism_text(both)
+    # validation-selected runs: the epoch the validation classes chose (epoch 2: test 0.7) minus the last (0.75),
+    # never called "best", and the optimism of test-set selection follows
+    both = [selected_record(TEST_R1, VAL_R1, "validation", name=f"b{i}")[0] for i in range(3)]
+    e = compare_to_threshold([0.7 - 0.75] * 3, 0.0, scale=100, unit=" pts").evidence()
+    text = selection_gain_text(both)
+    assert text.startswith(f"validation-selected minus last epoch R@1, 3 runs: {e['effect']} {e['90% interval']}")
+    assert e["effect"] == "-5 pts" and "best" not in text
+    assert text.endswith(optimism_text(both)) and optimism_text(both)
+    # runs selected in both places: each count named
+    mixed = selection_gain_text(both + records[:1])
+    assert mixed.startswith("selected minus last epoch R@1 (validation-selected in 3 runs, test-selected in 1 run), 4 runs: ")
     assert selection_gain_text([]) == ""
 
 

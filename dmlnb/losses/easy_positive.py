@@ -52,8 +52,8 @@ Semi-hard negatives, ``semihard=``:
 The two differ only where a negative's similarity equals the positive's exactly, which is
 where an embedding collapses (``S_an = S_ap``, a term of ``ln 2``): there ``"inclusive"`` takes
 the tied negative, ``"strict"`` the most similar negative strictly below it, or no term when
-there is none. The Easy Positive chapter's committed runs used ``"inclusive"``; its experiment
-module passes that explicitly until the chapter is retrained with the paper's rule.
+there is none. The Easy Positive chapter runs the paper's ``"strict"`` rule and, beside it,
+EPSHN with ``"inclusive"`` (``dmlnb.experiments.easy_positive``, ``Study.semihard``).
 
 Selection uses the detached similarities; the gradient flows through the selected ones.
 
