@@ -27,7 +27,7 @@ from dmlnb.selection import (
     COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, optimism_text, protocol_column,
     selected_metrics, selection_optimism,
 )
-from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
+from dmlnb.training import NO_TRAINING_ENV
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 #: Smoke runs small enough for 3 training classes, evaluated twice so that the protocols can differ.
@@ -449,24 +449,6 @@ def test_switch_off_profs_records_reload(no_training):
 
 
 @needs_records
-def test_switch_off_ssdml_records_reload(no_training):
-    """Design check: the methods the committed records were made with keep their fingerprints
-    (the mining options and the baselines' searched values enter a run's specification only when
-    they are not the committed ones); the method added since (negatives outside N_k) is left out."""
-    results = RESULTS / "05_ssdml"
-    runs = []
-    for key, setting in ssdml.settings_for("default").items():
-        methods = [m for m in setting.methods if m != "ours-outside"]
-        runs += [r for rs in ssdml.run_setting(key, "default", results, methods=methods).values() for r in rs]
-        if setting.alpha_grid:
-            runs += [r for rs in ssdml.run_alpha_grid(key, "default", results).values() for r in rs]
-    names = {r.record.path.parent.name for r in runs}
-    assert _reloaded(runs) >= len(names) == len(list((results / "default").glob("*/record.json")))
-    with pytest.raises(TrainingDisabledError):  # with the switch on the same runs are other runs
-        ssdml.run_setting("omniglot", "default", results, seeds=(0,), methods=("ours",), validation=True)
-
-
-@needs_records
 def test_ssdml_notebook_default_runs_reload(no_training):
     """Record check: every run the chapter's notebook asks for at the default profile with
     ``validation=True`` (the baseline search, the main comparison with the chosen values, ours
@@ -483,7 +465,8 @@ def test_ssdml_notebook_default_runs_reload(no_training):
         runs += [r for rs in ssdml.run_setting(key, "default", results, validation=True, hyper=hyper).values() for r in rs]
         if setting.alpha_grid:
             runs += [r for rs in ssdml.run_alpha_grid(key, "default", results, validation=True).values() for r in rs]
-    assert _reloaded(runs) == len({r.record.path.parent.name for r in runs})
+    names = {r.record.path.parent.name for r in runs}  # a run several sections share is asked for again
+    assert _reloaded(runs) >= len(names) == len(list((results / "default").glob("*/record.json")))
 
 
 def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_would_add(book):
