@@ -212,7 +212,7 @@ def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd
             continue
         frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
         row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
-        rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+$", "", path.parent.name),
+        rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+", "", path.parent.name),
                      "validation split": bool(len(frame)), **row})
     runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
     validated = runs[runs["validation split"]].astype({"optimism": float})
