@@ -90,3 +90,21 @@ def test_mining_quality_counts_against_the_hidden_classes():
         mining_quality(z, labels, labels, k=4, gamma=0.9)
     with pytest.raises(ValueError, match="affinity must be one of"):
         mining_quality(z, labels, targets, k=4, gamma=0.9, affinity="labels")
+
+
+@pytest.mark.parametrize("k", [4, 6])
+def test_two_sortings_of_one_neighbourhood_move_positives_and_negatives_alike(k):
+    """Positives and negatives split the same k neighbours (k even), so two sortings of them
+    (W against a random W, the two propagations) change the share of positives of the anchor's
+    class and of negatives of another class by the same amount: the diagnosis asks it once."""
+    g = torch.Generator().manual_seed(0)
+    targets = torch.arange(4).repeat_interleave(10)
+    z = torch.randn(40, 3, generator=g) + 0.8 * torch.nn.functional.one_hot(targets, 4)[:, :3].float()
+    labels = torch.full((40,), -1)
+    labels[::7] = targets[::7]
+    w = mining_quality(z, labels, targets, k=k, gamma=0.9)
+    for other in (mining_quality(z, labels, targets, k=k, gamma=0.9, affinity="random",
+                                 generator=torch.Generator().manual_seed(1)),
+                  mining_quality(z, labels, targets, k=k, gamma=0.9, propagation="two-sided")):
+        assert other["knn_same"] == w["knn_same"]
+        assert other["pos_same"] - w["pos_same"] == pytest.approx(other["neg_other"] - w["neg_other"], abs=1e-6)
