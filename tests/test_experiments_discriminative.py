@@ -529,13 +529,17 @@ def test_complexity_claims_are_judged_in_a_two_sided_band_and_the_vacuous_bound_
     naive = slopes["loss"] == "triplet all (enumerated)"
     slopes.loc[naive, "slope in N"] = [4.01, 4.44, 4.28]  # "cubic" by a one-sided > 2.5, far steeper than cubic
     slopes.loc[naive, "slope in C"] = [-0.3, -0.35, -0.25]  # flatter than 1 / C
-    slopes["sizes fitted in N"] = 2
+    slopes["sizes fitted in N"], slopes["sizes fitted in C"] = 3, 5
     ev.slopes = slopes
     claims = {c.claim: c for c in X.chapter_claims(ev)}
     cubic = claims["Table 1: the naive triplet loss over all triplets costs O(N^3 / C): cubic in N"]
     assert cubic.verdict == FAILS and cubic.verdict.note == "above 3.5: outside the band (2.5, 3.5)"
-    assert "every repeat slopes through two sizes only" in cubic.our_evidence
     assert claims["... and falls as 1 / C"].verdict == FAILS
+    # the same slopes through two sizes per repeat: the evidence says so, and the band decides neither way
+    slopes["sizes fitted in N"] = 2
+    cubic = next(c for c in X.chapter_claims(ev) if c.claim == cubic.claim)
+    assert "every repeat slopes through two sizes only" in cubic.our_evidence
+    assert cubic.verdict == "inconclusive" and cubic.verdict.note.endswith("; above 3.5: outside the band (2.5, 3.5)")
     # a bound above the trivial 8 per triplet at both ends: its fall holds, qualified as vacuous
     lemma = ev.lemma.copy()
     lemma["bound/H"] += 1.0
@@ -681,3 +685,177 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
     untested, _ = selected_record([0.5, 0.6], None, "test")
     with pytest.raises(ValueError, match="has no epoch selected on the validation classes"):
         X.claims_both_ways({**runs, ("SoftMax", 0): X.MethodRun("softmax", 0, untested)}, kmeans, ev.slopes, ev.steps, 2)
+
+
+# --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the wording, run names -----
+def _layer_runs(gaps: list[float], last: float = 0.40) -> list[X.MethodRun]:
+    """Discriminative runs whose kept (validation-selected) epoch scores ``last + gap`` at the
+    second-to-last layer and ``last`` at the last one (R@1 only)."""
+    from fabricated import selected_record
+
+    runs = []
+    for seed, gap in enumerate(gaps):
+        record, _ = selected_record([last + gap - 0.05, last + gap], [0.6, 0.8], "validation",
+                                    name=f"discriminative-onehot-seed{seed}")
+        runs.append(X.MethodRun("discriminative", seed, record, None, {"last_layer": {"R@1": last}}))
+    return runs
+
+
+def test_table_2_has_one_verdict_in_the_claims_the_cell_and_the_deviations_table() -> None:
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, paired_differences
+
+    runs = _layer_runs([0.02, 0.021, 0.023])
+    pairs = X.layer_pairs(runs)
+    assert pairs["R@1"][0] == pytest.approx([0.42, 0.421, 0.423]) and pairs["R@1"][1] == [0.40, 0.40, 0.40]
+    assert str(paired_differences(*pairs["R@1"])) == HOLDS  # the paired test alone would hold ...
+    v = X.layer_verdict(pairs)  # ... but the epoch was chosen by the second-to-last layer
+    assert v == INCONCLUSIVE and v.note.startswith("selection biased toward the claim: " + X.LAYER_SELECTION_BIAS)
+    assert v.effect == pytest.approx(0.021333, rel=1e-3) and v.low > 0
+    # a failure despite the bias stands
+    assert X.layer_verdict(X.layer_pairs(_layer_runs([-0.02, -0.021, -0.023]))) == FAILS
+    # the claims table computes the same verdict
+    ev = _evidence()
+    t2 = next(c.verdict for c in X.chapter_claims(ev) if c.claim.startswith("Table 2"))
+    same = X.layer_verdict(ev.layers)
+    assert (str(t2), t2.note, t2.effect, t2.low) == (str(same), same.note, same.effect, same.low)
+    # the deviations table's one-hot row too: never the bare paired "holds"
+    config = X.experiment_config("default", validation=True)
+    table = X.deviations_table(runs, {}, runs, config=config, profile="default", num_classes=109, validation_classes=27)
+    row = table.loc["Table 2 runs", "measured effect (default profile)"]
+    assert f": {INCONCLUSIVE} (each run's epoch was chosen by the second-to-last layer" in row
+    assert f"{HOLDS}" not in row.replace("the claim", "")
+
+
+def test_the_deviations_table_names_distance_timing_optimiser_image_size_and_code_version() -> None:
+    config = X.experiment_config("default", validation=True)
+    runs = _layer_runs([0.02, 0.021, 0.023])
+    timing = X.experiment_settings("default")["timing"]
+    table = X.deviations_table(runs, {}, runs, config=config, profile="default", num_classes=109,
+                               validation_classes=27, timing=timing, timing_device="cpu", timing_repeats=3)
+    here, effect = table["here"], table["measured effect (default profile)"]
+    assert here["data and backbone"].startswith("omniglot-small at 28x28 pixels, convnet")
+    assert "l2 distance" in table.loc["retrieval distance", "paper"] and "cosine" in here["retrieval distance"]
+    assert effect["retrieval distance"] == "not measured at the default profile"
+    assert "forward only for the enumerated" in here["Table 1 timing"] and "on cpu" in here["Table 1 timing"]
+    assert "one epoch" in table.loc["Table 1 timing", "paper"] and effect["Table 1 timing"].startswith("not measured")
+    assert "adam at lr 0.001" in here["weight decay"] and "coupled" in here["weight decay"]
+    assert "0.1" in table.loc["weight decay", "paper"]
+    assert here["code version"].startswith("the records name no commit")  # fabricated records carry no git state
+
+
+def test_the_code_version_row_reads_the_commits_and_git() -> None:
+    import subprocess
+
+    frame = pd.DataFrame({"commit": ["c1" * 20, "c1" * 20], "dirty": [True, False]})
+    assert X.code_version_text(frame).startswith(f"the 2 runs were trained under 1 commit ({'c1' * 5}; ")
+    assert "1 of them with tracked files of the tree modified" in X.code_version_text(frame)
+    assert X.code_changes(["0" * 40, "1" * 40]) is None  # unknown commits: not checked, never "unchanged"
+    unknown = pd.DataFrame({"commit": ["0" * 40, "1" * 40], "dirty": [None, None]})
+    assert "not checked here" in X.code_version_text(unknown)
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD", "HEAD~1"], capture_output=True, text=True, check=True,
+                              cwd=X.__file__.rsplit("/dmlnb/", 1)[0]).stdout.split()
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("no git history here")
+    assert X.code_changes([head[0], head[0]]) == []
+    changed = X.code_changes(head, ("dmlnb", "tests", "notebooks", "results", "book"))
+    assert changed is not None and all(f.split("/")[0] in ("dmlnb", "tests", "notebooks", "results", "book") for f in changed)
+
+
+def test_the_gap_claim_says_it_tests_a_fall_not_the_limit() -> None:
+    from dmlnb.reporting import HOLDS, verdict_counts
+
+    ev = _evidence()
+    lemma = ev.lemma.copy()
+    late = lemma["epoch"] == 5
+    lemma.loc[late, "gap/H"] = lemma.loc[late, "gap/H"] - 0.1 - 0.01 * lemma.loc[late, "seed"]
+    ev.lemma = lemma
+    claim = next(c for c in X.chapter_claims(ev) if c.claim.startswith("L_d approaches"))
+    assert str(claim.verdict) == f"{HOLDS}: {X.GAP_PROXY}" and verdict_counts([claim.verdict]) == {HOLDS: 1}
+    assert "tested is a proxy" in claim.our_evidence and "its limit, is not tested" in claim.our_evidence
+    assert X.gap_verdict([2.8, 2.8, 2.8], [2.9, 2.95, 2.91]) == "does not hold"  # a rise is not qualified
+
+
+def test_a_band_claim_on_two_point_slopes_is_decided_neither_way() -> None:
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Verdict, compare_to_band
+
+    held, failed = compare_to_band([1.0, 1.02, 0.98], 0.5, 1.5), compare_to_band([3.0, 3.1, 2.9], 0.5, 1.5)
+    assert (held, failed) == (HOLDS, FAILS)
+    assert X.shape_unchecked(held, [3, 4, 3]) is held and X.shape_unchecked(held, []) is held
+    for v in (held, failed):
+        out = X.shape_unchecked(v, [3, 2, 2])
+        assert out == INCONCLUSIVE and out.note.startswith("2 of 3 repeat slopes through two sizes only")
+        assert (out.effect, out.low, out.high) == (v.effect, v.low, v.high)
+    assert X.shape_unchecked(Verdict(INCONCLUSIVE, note="x"), [2, 2, 2]).note.startswith("every repeat slopes")
+    # in the claims: "linear in C" and the clustering timing, their repeats fitted on two sizes each
+    ev = _evidence()
+    slopes = ev.slopes.copy()
+    slopes["sizes fitted in N"], slopes["sizes fitted in C"] = 4, 3
+    ev.slopes = slopes
+    assert next(c.verdict for c in X.chapter_claims(ev) if c.claim == "... and linear in C") == HOLDS
+    slopes.loc[slopes["loss"] == "discriminative", "sizes fitted in C"] = 2
+    slopes.loc[slopes["loss"] == "clustering", "slope in N"] = [3.0, 3.1, 3.2]
+    ev.slopes = slopes
+    linear_c = next(c.verdict for c in X.chapter_claims(ev) if c.claim == "... and linear in C")
+    assert linear_c == INCONCLUSIVE and "every repeat slopes through two sizes only" in linear_c.note
+    assert next(c.verdict for c in X.chapter_claims(ev) if c.claim.startswith("Table 1: one pass")) == HOLDS
+    assert next(c.verdict for c in X.our_measurements(ev) if c.claim.startswith("dmlnb's facility")) == FAILS
+    slopes.loc[slopes["loss"] == "clustering", "sizes fitted in N"] = 2
+    clustering = next(c.verdict for c in X.our_measurements(ev) if c.claim.startswith("dmlnb's facility"))
+    assert clustering == INCONCLUSIVE and "above 1.5: outside the band" in clustering.note
+
+
+def test_the_enumerated_c_sweep_times_every_size_whatever_the_limit() -> None:
+    """Its cost falls as C grows, so its first size is its slowest: the stop rule would end the sweep
+    there (max_seconds=0 stops every other loss after one size) and leave the repeat without a slope."""
+    t = X.timing_study((0, 1), n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
+                       max_seconds=0.0, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
+    naive = "triplet all (enumerated)"
+    others = t[~((t["sweep"] == "C") & (t["loss"] == naive))]
+    assert others.groupby(["seed", "sweep", "loss"]).size().eq(1).all()  # the stop rule still applies to them
+    swept = t[(t["sweep"] == "C") & (t["loss"] == naive)]
+    assert swept.groupby("seed")["C"].apply(sorted).tolist() == [[2, 4, 8], [2, 4, 8]]
+    slopes = X.timing_slopes(t)
+    per_repeat = slopes[slopes["loss"] == naive]
+    assert per_repeat["slope in C"].notna().all() and len(per_repeat) == 2  # a slope in every repeat
+    # the default profile's sizes: every N a multiple of C, every C a divisor of N
+    timing = X.experiment_settings("default")["timing"]
+    assert {768, 1536} <= set(timing["n_values"]) and max(timing["c_values"]) == 2048
+
+
+def test_the_triplet_family_is_worded_k_by_k() -> None:
+    ev = _evidence()
+    # the clustering baseline ahead at R@2 only: behind at one K, not "behind"
+    ev.metrics["Clustering"]["R@2"] = [v + 0.1 for v in ev.metrics["Clustering"]["R@2"]]
+    text = X.triplet_family_text(ev)
+    assert "behind: Semi-hard at every K; Clustering at R@2;" in text
+    assert text.startswith("ahead at every K of: Lifted structure, N-pair, Triplet+proxy;")
+    assert text.endswith("neither ahead at every K nor behind at any K: none")
+    verdicts = X.triplet_family_verdicts(ev)
+    assert str(verdicts["Clustering"]).startswith("does not hold")  # the same verdicts the claims use
+    level = [d + e for d, e in zip(ev.metrics["Discriminative"]["R@2"], (0.002, -0.002, 0.0))]
+    ev.metrics["Clustering"]["R@2"] = level  # now level at R@2: neither ahead nor behind there
+    assert X.triplet_family_text(ev).endswith("neither ahead at every K nor behind at any K: Clustering")
+
+
+def test_runs_are_named_by_their_folder_and_listed_by_run_set(digits, tmp_path, monkeypatch) -> None:
+    import shutil
+
+    settings = X.experiment_settings("smoke")
+    folder = tmp_path / "discriminative-D256-seed0"
+    run = X.run_method("discriminative", SMOKE, digits, folder, settings)
+    assert run.record.data["name"] == "discriminative-D256-seed0" and X.run_label(run) == folder.name
+    # a record stored under the old name (variants named like the one-hot runs) reloads: the name is not
+    # in the fingerprint; training is disabled, so a mismatch would raise instead of training
+    stored = json.loads((folder / "record.json").read_text())
+    stored["name"] = "discriminative-onehot-seed0"
+    (folder / "record.json").write_text(json.dumps(stored))
+    shutil.copytree(folder, tmp_path / "discriminative-seed0")
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    variant = X.run_method("discriminative", SMOKE, digits, folder, settings)
+    onehot = X.run_method("discriminative", SMOKE, digits, tmp_path / "discriminative-seed0", settings)
+    assert variant.model is None and onehot.model is None
+    assert variant.record.data["fingerprint"] == run.record.data["fingerprint"]
+    assert variant.record.data["name"] == onehot.record.data["name"] == "discriminative-onehot-seed0"
+    frame = X.run_provenance([variant, onehot])
+    assert frame["methods"].tolist() == ["discriminative x1, discriminative-D256 x1"]

@@ -35,7 +35,7 @@ calls together:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -73,9 +73,9 @@ from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
-    Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band, compare_to_threshold, equivalent,
-    format_mean_std, holds_for_every, implementation_claims, most_of, not_tested, order_band, paired_differences,
-    provenance_frame, qualify, summarize_runs,
+    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
+    compare_to_threshold, equivalent, format_mean_std, holds_for_every, implementation_claims, most_of, not_tested,
+    order_band, paired_differences, provenance_frame, qualify, summarize_runs,
 )
 from dmlnb.selection import both_ways_verdicts, choose_on_validation, kept_selection, selection_gain_text
 from dmlnb.training import train
@@ -131,6 +131,7 @@ __all__ = [
     "deviation_runs",
     "deviations_table",
     "run_provenance",
+    "run_label",
     "tidy_axes",
     "CUBIC_ORDER",
     "ORDER_OF_MAGNITUDE",
@@ -141,6 +142,17 @@ __all__ = [
     "claims_both_ways",
     "triplet_family_verdicts",
     "LAYER_SELECTION_BIAS",
+    "layer_pairs",
+    "layer_verdict",
+    "MIN_FIT_SIZES",
+    "GAP_PROXY",
+    "gap_verdict",
+    "shape_unchecked",
+    "triplet_family_parts",
+    "triplet_family_text",
+    "code_changes",
+    "CHAPTER_CODE",
+    "code_version_text",
 ]
 
 # Methods of Tables 4 and 5 that are implemented, keyed by the paper's row names.
@@ -227,8 +239,11 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_gammas=CLUSTERING_GAMMAS, clustering_gamma=CLUSTERING_GAMMA,
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=5),
-        timing=dict(n_values=(256, 512, 1024, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
-                    n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512), dim=64, repeats=5,
+        # 768 and 1536 between the powers of two, and C up to 2048, so that the slopes of the losses
+        # the time limit stops early (the enumerated sum, clustering) and the linear losses' slope in C
+        # rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES)
+        timing=dict(n_values=(256, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
+                    n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512, 1024, 2048), dim=64, repeats=5,
                     max_seconds=1.0, naive_c=dict(n_fixed=1024, c_values=(8, 16, 32, 64, 128))),
     ),
     "paper": dict(
@@ -503,7 +518,8 @@ def run_method(
 
     Through the run layer (:func:`dmlnb.runs.train_or_reload`): a finished ``run_dir/record.json`` of the
     same configuration and method specification (loss, centroids, architecture, tracking) is
-    reloaded unless ``retrain``. Otherwise the run trains (resuming an interrupted run of the same
+    reloaded unless ``retrain``. The run is named by its folder (``run_dir.name``; the name is not part
+    of the fingerprint). Otherwise the run trains (resuming an interrupted run of the same
     fingerprint; with a validation split, ``splits.validation``, every evaluation measures it too
     and the best epoch is the one ``cfg.select_on`` names) and its record gets ``extras``:
 
@@ -520,8 +536,12 @@ def run_method(
     run_dir = Path(run_dir) if run_dir is not None else None
     cents = make_centroids(centroids, num_classes, seed=cfg.seed) if method == "discriminative" else None
     tracker: LemmaTracker | None = None
-    name = (clustering_run_name(settings.get("clustering_gamma", CLUSTERING_GAMMA), cfg.seed) if method == "clustering"
-            else f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + f"-seed{cfg.seed}")
+    # the run's name is its folder's (a variant's runs are named by their own folder, not lumped with the
+    # one-hot runs); the name is not part of the fingerprint, so a record stored under another name reloads
+    name = run_dir.name if run_dir is not None else (
+        clustering_run_name(settings.get("clustering_gamma", CLUSTERING_GAMMA), cfg.seed) if method == "clustering"
+        else f"{method}" + (f"-{centroids}" if method == "discriminative" else "") + (f"-{arch}" if arch else "")
+        + f"-seed{cfg.seed}")
 
     def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
         nonlocal tracker
@@ -797,6 +817,7 @@ def loss_pass_timing(
     device: str | torch.device = "cpu",
     names: Sequence[str] | None = None,
     n_sweep_only: Sequence[str] = N_SWEEP_ONLY,
+    exempt: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Seconds of one pass of each loss of :func:`timing_losses` over a whole labelled set.
 
@@ -804,7 +825,10 @@ def loss_pass_timing(
     with ``N = n_fixed`` (not the losses of :data:`N_SWEEP_ONLY`). Random ``(N, D)`` embeddings,
     ``D = dim``; the fastest of ``repeats`` passes after one warm-up. Once a pass of a loss takes more
     than ``max_seconds``, or the next size would take more than ``4 max_seconds`` by the trend of
-    its last two sizes, it is not timed at the larger sizes of that sweep.
+    its last two sizes, it is not timed at the larger sizes of that sweep, unless it is one of
+    ``exempt``: a loss whose cost falls as the size grows (the enumerated sum as ``C`` grows), so
+    its first size is its slowest and the rule, which assumes a growing cost, would end its sweep
+    where the later sizes are cheaper; an exempt loss is timed at every size of the sweep.
 
     Returns a frame with columns ``sweep`` ("N" or "C"), ``loss``, ``N``, ``C``, ``seconds``.
     """
@@ -833,7 +857,8 @@ def loss_pass_timing(
                 seconds = _time_call(once, repeats, max_seconds)
                 size = n if sweep == "N" else c
                 rows.append({"sweep": sweep, "loss": name, "N": n, "C": c, "seconds": seconds})
-                if seconds > max_seconds or predicted_seconds(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds:
+                if name not in exempt and (
+                        seconds > max_seconds or predicted_seconds(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds):
                     stopped.add(name)
                 previous[name] = (size, seconds)
     return pd.DataFrame(rows)
@@ -883,8 +908,10 @@ def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **tim
     """:func:`loss_pass_timing` repeated once per seed in ``seeds`` (fresh random embeddings each),
     with ``timing`` the profile's ``settings["timing"]``: every timed pass, with a ``seed``
     column. ``naive_c`` (in ``timing``), a dict ``n_fixed`` / ``c_values``, adds a C sweep of the
-    enumerated all-triplet sum at that smaller ``N`` (the /C of its O(N^3 / C)). The slopes are
-    :func:`timing_slopes` of the result."""
+    enumerated all-triplet sum at that smaller ``N`` (the /C of its O(N^3 / C)); its cost falls as
+    ``C`` grows, so that sweep is exempt from the stop rule (``exempt`` of
+    :func:`loss_pass_timing`: every repeat times every size, its first the slowest, and yields a
+    slope). The slopes are :func:`timing_slopes` of the result."""
     frames = []
     timing = dict(timing)
     naive_c = timing.pop("naive_c", None)
@@ -895,7 +922,7 @@ def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **tim
             extra = loss_pass_timing(n_values=(), c_fixed=1, n_fixed=naive_c["n_fixed"], c_values=naive_c["c_values"],
                                      dim=timing["dim"], repeats=timing.get("repeats", 3),
                                      max_seconds=timing.get("max_seconds", 1.0), seed=seed, device=device,
-                                     names=[naive], n_sweep_only=())
+                                     names=[naive], n_sweep_only=(), exempt=[naive])
             t = pd.concat([t, extra], ignore_index=True)
         frames.append(t.assign(seed=seed))
     return pd.concat(frames, ignore_index=True)
@@ -1004,10 +1031,7 @@ def claim_evidence(
     metrics = {row: {k: [runs[row, s].best_metrics[k] for s in seeds] for k in keys} for row in METHODS}
     disc = [runs["Discriminative", s] for s in seeds]
     both = [*disc, *kmeans_runs]
-    layer_keys = [k for k in keys if k in both[0].extras["last_layer"]]
-    # the last layer was scored from the kept weights: pair it with the penultimate layer of that epoch
-    kept = [kept_selection(r.record)["metrics"] for r in both]  # type: ignore[index]
-    layers = {k: ([m[k] for m in kept], [r.extras["last_layer"][k] for r in both]) for k in layer_keys}
+    layers = layer_pairs(both)
     lemma = pd.concat([lemma_frame([r for r in disc if r.extras.get("lemma")]).assign(centroids="one-hot"),
                        lemma_frame([r for r in kmeans_runs if r.extras.get("lemma")]).assign(centroids="K-means")],
                       ignore_index=True)
@@ -1018,6 +1042,31 @@ def claim_evidence(
         last_epoch_share=float(np.mean([r.record.best_is_last for r in every])),
         vgg_r1=[r.best_metrics["R@1"] for r in vgg_runs],
     )
+
+
+def layer_pairs(runs: Sequence[MethodRun]) -> dict[str, tuple[list[float], list[float]]]:
+    """Table 2's paired scores of discriminative ``runs``: metric -> (second-to-last layer values,
+    last layer values), run by run in the order given. The last layer was scored from the kept
+    weights (``extras["last_layer"]``), so each run's second-to-last layer is read at the same
+    epoch, the one its validation classes select where it has them
+    (:func:`~dmlnb.selection.kept_selection`), whatever epoch ``record.best`` holds."""
+    if not runs:
+        return {}
+    kept = [kept_selection(r.record)["metrics"] for r in runs]  # type: ignore[index]
+    keys = [k for k in kept[0] if all(k in r.extras.get("last_layer", {}) for r in runs)]
+    return {k: ([float(m[k]) for m in kept], [float(r.extras["last_layer"][k]) for r in runs]) for k in keys}
+
+
+def layer_verdict(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Verdict:
+    """Table 2's claim, "the second-to-last layer gives better Recall@K than the last layer", on
+    :func:`layer_pairs`: at every Recall@K (:func:`~dmlnb.reporting.all_of`), each K by the paired
+    test of the per-run differences (:func:`~dmlnb.reporting.paired_differences`), then the rule
+    for a selection biased toward the claim (:func:`~dmlnb.reporting.biased_toward_claim` with
+    :data:`LAYER_SELECTION_BIAS`): each run's epoch was chosen by the second-to-last layer, so the
+    claim cannot hold on these runs. The one computation of this verdict: the claims table, the
+    notebook's Table 2 cell and the deviations table's one-hot row all call it."""
+    parts = {k: paired_differences(*pairs[k], scale=100, unit=" pts") for k in pairs if k.startswith("R@")}
+    return biased_toward_claim(all_of(parts, "Recall@K"), LAYER_SELECTION_BIAS)
 
 
 def _first_last(lemma: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -1058,6 +1107,54 @@ LAYER_SELECTION_BIAS = ("each run's epoch was chosen by the second-to-last layer
                         "be compared at a neutral epoch")
 
 
+#: What "L_d approaches L_t" tests (:func:`gap_verdict`): a fall of the gap, not its limit.
+GAP_PROXY = "the gap falls; whether it tends to zero, its limit, is not tested"
+
+
+def gap_verdict(gap_first: Sequence[float], gap_last: Sequence[float]) -> Verdict:
+    """"L_d approaches L_t" (the paper: the gap "tends to zero"), judged on a proxy: each tracked
+    run's decrease of the gap per triplet from ``gap_first`` (before training) to ``gap_last``
+    (the last tracked epoch) against 0 (:func:`~dmlnb.reporting.compare_to_threshold`). A "holds"
+    is qualified by what it tested (:data:`GAP_PROXY`, :func:`~dmlnb.reporting.qualify`): any
+    fall passes, however far from zero the gap stays."""
+    v = compare_to_threshold(np.asarray(gap_first, dtype=float) - np.asarray(gap_last, dtype=float), 0.0)
+    return qualify(v, GAP_PROXY) if str(v) == HOLDS else v
+
+
+#: Fewest sizes a repeat's log-log slope must rest on for a band claim to be decided
+#: (:func:`shape_unchecked`): a line through two points says nothing of the curve's shape.
+MIN_FIT_SIZES = 3
+
+
+def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
+    """A band claim (:func:`~dmlnb.reporting.compare_to_band`) on per-repeat slopes, ``sizes`` the
+    number of sizes each repeat's slope was fitted on: when a repeat rests on fewer than
+    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between or
+    beyond them), the claim is decided neither way: "holds" and "does not hold" become
+    "inconclusive", with the reason first in the note (the effect and interval kept). Otherwise, or
+    without sizes (unknown), ``verdict`` unchanged."""
+    short = [k for k in sizes if k < MIN_FIT_SIZES]
+    if not short:
+        return verdict
+    m = len(list(sizes))
+    why = (f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat slope{'s' if len(short) > 1 else ''} "
+           "through two sizes only: a line through two points cannot check the curve's shape, so the band decides "
+           "neither way")
+    text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
+    note = why + (f"; {verdict.note}" if verdict.note else "")
+    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+
+
+def _fit_sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> list[int]:
+    """The sizes each repeat's slope of ``loss`` in ``sweep`` was fitted on, for the repeats with a
+    slope (``[]`` when the slopes do not say)."""
+    col = f"sizes fitted in {sweep}"
+    if col not in slopes:
+        return []
+    part = slopes[slopes["loss"] == loss]
+    return [int(k) for k, v in zip(part[col], part[f"slope in {sweep}"]) if np.isfinite(v) and np.isfinite(k)]
+
+
 def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
     """Table 1's "clustering costs O(N Y^3): linear in N" and its timing on dmlnb's facility-location
     loss (:func:`~dmlnb.reporting.implementation_claims`): dmlnb runs the loss-augmented inference
@@ -1066,7 +1163,7 @@ def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
     measurement of dmlnb's code against the claimed order."""
     values = _slope(ev.slopes, "clustering", "slope in N")
     low, high = order_band(LINEAR_ORDER)
-    return implementation_claims(
+    paper, ours = implementation_claims(
         "Table 1: clustering costs O(N Y^3): linear in N", "Table 1",
         "dmlnb's facility-location loss, one pass over the whole set, runs in time linear in N",
         f"log-log slope in N per timing repeat: {', '.join(f'{x:.2f}' for x in values) or 'none'}"
@@ -1074,16 +1171,41 @@ def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
         values, LINEAR_ORDER,
         "dmlnb's facility-location loss runs its loss-augmented inference over the whole set as one batch, every greedy "
         "step scoring each candidate over all N points (O(Y N^2) per pass)")
+    return paper, replace(ours, verdict=shape_unchecked(ours.verdict, _fit_sizes(ev.slopes, "clustering", "N")))
+
+
+def triplet_family_parts(ev: ClaimEvidence) -> dict[str, dict[str, Verdict]]:
+    """Per method of :data:`TRIPLET_FAMILY`, per Recall@K: "the discriminative loss beats it at this
+    K" (:func:`~dmlnb.reporting.compare`), the parts of :func:`triplet_family_verdicts`."""
+    disc = ev.metrics["Discriminative"]
+    recall = [k for k in disc if k.startswith("R@")]
+    return {row: {k: compare(disc[k], ev.metrics[row][k], scale=100, unit=" pts") for k in recall} for row in TRIPLET_FAMILY}
 
 
 def triplet_family_verdicts(ev: ClaimEvidence) -> dict[str, Verdict]:
     """Sec. 4.4's "improves over ... methods based on triplet", one verdict per method of
     :data:`TRIPLET_FAMILY`: the discriminative loss beats it at every Recall@K
-    (:func:`~dmlnb.reporting.all_of` over the K, each by :func:`~dmlnb.reporting.compare`)."""
-    disc = ev.metrics["Discriminative"]
-    recall = [k for k in disc if k.startswith("R@")]
-    return {row: all_of({k: compare(disc[k], ev.metrics[row][k], scale=100, unit=" pts") for k in recall}, "measures")
-            for row in TRIPLET_FAMILY}
+    (:func:`~dmlnb.reporting.all_of` over the K, each by :func:`~dmlnb.reporting.compare`;
+    :func:`triplet_family_parts`)."""
+    return {row: all_of(parts, "measures") for row, parts in triplet_family_parts(ev).items()}
+
+
+def triplet_family_text(ev: ClaimEvidence) -> str:
+    """The discriminative loss against each triplet-based method, in words, from the same verdicts
+    as :func:`triplet_family_verdicts`: "ahead at every K of" the methods whose claim holds;
+    "behind at" the Ks where it does not hold (the method ahead there beyond the interval), per
+    method, "every K" when all of them; "neither ahead at every K nor behind at any K" the rest."""
+    parts = triplet_family_parts(ev)
+    verdicts = triplet_family_verdicts(ev)
+    ahead = [row for row, v in verdicts.items() if str(v) == HOLDS]
+    behind = []
+    for row, ks in parts.items():
+        lost = [k for k, v in ks.items() if str(v) == FAILS]
+        if lost:
+            behind.append(f"{row} at {'every K' if len(lost) == len(ks) else ', '.join(lost)}")
+    undecided = [row for row, v in verdicts.items() if str(v) != HOLDS and not any(str(x) == FAILS for x in parts[row].values())]
+    return (f"ahead at every K of: {', '.join(ahead) or 'none'}; behind: {'; '.join(behind) or 'none'}; "
+            f"neither ahead at every K nor behind at any K: {', '.join(undecided) or 'none'}")
 
 
 def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
@@ -1108,7 +1230,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     recall = [k for k in disc if k.startswith("R@")]
     measures = [k for k in ["NMI", *recall] if k in disc]
     # Table 2: every discriminative run (one-hot and K-means), paired, at every Recall@K.
-    layer_v = {k: paired_differences(*ev.layers[k], **pts) for k in recall if k in ev.layers}
+    layer_ks = [k for k in recall if k in ev.layers]
     # Sec. 4.4: over most triplet-based methods under Recall@K (a method counts when every K holds).
     per_method = triplet_family_verdicts(ev)
     softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
@@ -1129,8 +1251,10 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     def slope_claim(claim: str, values: Sequence[float], loss: str, axis: str, order: float, at: str = "") -> Claim:
         """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
         :func:`~dmlnb.reporting.order_band` of the claimed ``order``
-        (:func:`~dmlnb.reporting.compare_to_band`)."""
-        return Claim(claim, "Table 1", slope_text(values, loss, axis, order, at), compare_to_band(values, *order_band(order)))
+        (:func:`~dmlnb.reporting.compare_to_band`), decided only when every repeat's slope rests on
+        at least :data:`MIN_FIT_SIZES` sizes (:func:`shape_unchecked`)."""
+        return Claim(claim, "Table 1", slope_text(values, loss, axis, order, at),
+                     shape_unchecked(compare_to_band(values, *order_band(order)), _fit_sizes(ev.slopes, loss, axis)))
 
     claims = [
         Claim("the bound tightens as training proceeds (Sec. 3.1: eps shrinks as samples approach their centroids)",
@@ -1146,15 +1270,17 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
               if vacuous else tightens),
         Claim("L_d approaches L_t as training proceeds (Sec. 1: the difference 'tends to zero ... as the training "
               "process progresses')", "argued, not measured",
-              f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f}; per run: decrease of the gap vs 0 "
-              f"(one-hot runs: {len(gap0)})", compare_to_threshold(gap0 - gap1, 0.0)),
+              f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f} ({100 * np.mean(gap1 / gap0):.1f}% of its "
+              f"start); tested is a proxy: per run, the decrease of the gap from before training to the last tracked "
+              f"epoch vs 0 (one-hot runs: {len(gap0)}); that it tends to zero, its limit, is not tested",
+              gap_verdict(gap0, gap1)),
         Claim("Table 2: the second-to-last layer gives better Recall@K than the last layer",
               "R@1 " + ", ".join(f"{t2.loc['second-to-last layer', (d, 'R@1')]:.2f} vs {t2.loc['last layer', (d, 'R@1')]:.2f} ({d})"
                                  for d in ("CUB-200-2011", "CAR196")) + "; better at every K on both",
               f"paired per run (penultimate - last), {len(ev.layers['R@1'][0])} runs (one-hot and K-means), at "
-              f"{', '.join(layer_v)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs {mean(ev.layers['R@1'][1]):.1f}; the best "
+              f"{', '.join(layer_ks)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs {mean(ev.layers['R@1'][1]):.1f}; the best "
               "epoch is chosen by the penultimate layer (biased toward the claim)",
-              biased_toward_claim(all_of(layer_v, "Recall@K"), LAYER_SELECTION_BIAS)),
+              layer_verdict({k: ev.layers[k] for k in layer_ks})),
         Claim("Table 3 / Sec. 4.3: one-hot and K-means centroids show 'not a significant difference'",
               f"R@1 {cub3.loc['one-hot', 'R@1']:.2f} vs {cub3.loc['K-means', 'R@1']:.2f} (CUB); R@1 differences "
               + ", ".join(f"{v:.2f} ({d})" for d, v in margins.items()) + f"; margin: the smaller, {alike_margin():.2f} pts",
@@ -1382,6 +1508,7 @@ def deviations_table(
     base: Sequence[MethodRun], variants: Mapping[str, Sequence[MethodRun]], every_run: Sequence[MethodRun],
     kmeans_stats: Mapping[str, float] | None = None, *, config: TrainConfig, profile: str,
     num_classes: int | None = None, validation_classes: int = 0, clustering: ClusteringSearch | None = None,
+    timing: Mapping[str, Any] | None = None, timing_device: str = "cpu", timing_repeats: int | None = None,
 ) -> pd.DataFrame:
     """Every deviation of this chapter's runs (``config``, at ``profile``) from the paper's
     protocol, with its measured effect at this profile where the profile measures it
@@ -1390,7 +1517,10 @@ def deviations_table(
     ``every_run``; the clustering baseline's gamma from ``clustering``,
     :func:`clustering_search`), else "not measured at the <profile> profile". ``num_classes``: the
     training classes C of the runs (named beside their K-means centroids' distance statistics);
-    ``validation_classes``: the training classes held out as validation classes."""
+    ``validation_classes``: the training classes held out as validation classes; ``timing``: the
+    profile's ``settings["timing"]`` of the Table 1 timing study, run on ``timing_device`` with
+    ``timing_repeats`` repeats. The code-version row reads the commits of the records (``every_run``
+    and ``variants``) and, where git can, what changed between them (:func:`code_changes`)."""
     base_r1 = [r.best_metrics["R@1"] for r in base]
     not_measured = f"not measured at the {profile} profile"
 
@@ -1423,17 +1553,46 @@ def deviations_table(
         stats += (("; " if stats else "") + "in the trained runs ("
                   + (f"C = {num_classes}, " if num_classes else "") + f"{len(trained)} runs): min {t['min']:.3f} / max {t['max']:.3f} / std {t['std']:.3f}: "
                   f"kappa_max - kappa_min {t['max'] - t['min']:.3f}")
-    # Table 2 on the paper's one-hot runs only, paired as in the claim
-    onehot_gap = [kept_selection(r.record)["metrics"]["R@1"] - r.extras["last_layer"]["R@1"]  # type: ignore[index]
-                  for r in base if r.extras.get("last_layer")]
-    onehot_v = paired_differences(onehot_gap, [0.0] * len(onehot_gap), scale=100, unit=" pts") if onehot_gap else None
+    # Table 2 on the paper's one-hot runs only, judged as the claim is (layer_verdict: every K, paired, biased)
+    onehot_pairs = layer_pairs([r for r in base if r.extras.get("last_layer")])
+    onehot_v = layer_verdict(onehot_pairs) if onehot_pairs else None
+    table2_runs = not_measured
+    if onehot_v is not None:
+        e, r1 = onehot_v.evidence(), paired_differences(*onehot_pairs["R@1"], scale=100, unit=" pts").evidence()
+        # all_of names the K it shows in its note: "effect: R@4 (the interval contains 0); ..."
+        shown = next((part.split(": ", 1)[1] for part in onehot_v.note.split("; ") if part.startswith("effect: ")), "")
+        k_name, _, why = shown.partition(" (")
+        table2_runs = (f"one-hot runs only, second-to-last minus last layer (paired, {len(onehot_pairs['R@1'][0])} runs): "
+                       f"R@1 {r1['effect']} {r1['90% interval']}; at every K (the claim), weakest "
+                       f"{k_name + ' ' if k_name else ''}{e['effect']} {e['90% interval']}{' (' + why if why else ''}: "
+                       f"{onehot_v} (each run's epoch was chosen by the second-to-last layer: the rule for a selection "
+                       "biased toward the claim)")
+    opt = (f"{config.optimizer} at lr {config.lr:g}" + (
+        ", whose weight decay is an L2 term added to the gradient before Adam's per-parameter scaling (coupled, not "
+        "AdamW's decoupled decay)" if config.optimizer == "adam" else ""))
+    image_size = config.dataset_options.get("image_size")
+    size_text = f" at {image_size}x{image_size} pixels" if image_size else ""
+    if timing:
+        timing_here = (f"one pass of each loss over a whole set of N random {timing['dim']}-d embeddings as a single batch per "
+                       f"size (forward + backward; forward only for the enumerated all-triplet sum), no network, on "
+                       f"{timing_device}: N up to {max(timing['n_values'])} (C = {timing['c_fixed']}), C up to "
+                       f"{max(timing['c_values'])} (N = {timing['n_fixed']}), each timing the fastest of {timing['repeats']} "
+                       "passes after a warm-up" + (f", the study repeated {timing_repeats} times" if timing_repeats else ""))
+    else:
+        timing_here = "not timed at this profile"
+    searched = [r.record for rs in (clustering.runs.values() if clustering is not None else []) for r in rs]
+    listed = {id(r): r for r in [*records, *(r.record for rs in variants.values() for r in rs), *searched]}
+    code_row = code_version_text(provenance_frame(listed.values()))
     pairs_per_batch = config.batch_size // config.m_per_class
     trains = (f"this execution trains {config.dataset}; the paper profile trains {PAPER_DATASETS[PRESETS['paper']['dataset']]} and, "
               "with overrides={'dataset': 'cars196'}, CAR196 in a run set of its own (Tables 2, 3, 5 and 8, 3 seeds)")
     rows = [
         ("data and backbone", "ImageNet GoogLeNet fine-tuned on CUB-200-2011 / CAR196 (image size not stated)",
-         f"{config.dataset}, {config.model} " + ("ImageNet-pretrained" if config.pretrained else "trained from scratch"),
+         f"{config.dataset}{size_text}, {config.model} " + ("ImageNet-pretrained" if config.pretrained else "trained from scratch"),
          not_measured),
+        ("retrieval distance", "l2 distance (Sec. 3: 'We use l2 distance in this work')",
+         "cosine similarity at both layers (each embedding L2-normalised, then ranked): the order of the l2 distance "
+         "between normalised embeddings, not between the layers' raw outputs", not_measured),
         ("CAR196", "Tables 2, 3, 5, 7 and 8 on CUB-200-2011 and CAR196",
          f"{trains}; Table 7's training times are not measured on either", not_measured),
         ("embedding size D", "256", f"{config.embedding_dim}", effect("D=256")),
@@ -1452,7 +1611,9 @@ def deviations_table(
          f"NPairLoss on the first pair of each class in the batch: with {config.m_per_class} images per class, "
          f"{2 * pairs_per_batch} of the {config.batch_size} images of a batch ({pairs_per_batch} classes x 2) enter "
          "the loss, the others only its L2 penalty", not_measured),
-        ("weight decay", "5e-4", "0", effect("weight decay 5e-4")),
+        ("weight decay", "5e-4, with the learning rate 0.1 of the new layers (Sec. 4.2)",
+         f"0; the variant that measures the paper's 5e-4 trains with {opt}, not at the paper's learning rate",
+         effect("weight decay 5e-4")),
         ("epochs", "up to 40",
          f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
          not_measured),
@@ -1479,23 +1640,94 @@ def deviations_table(
         ("Table 2 protocol", "not stated", "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
          not_measured + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased toward it)"),
         ("Table 2 runs", "one-hot centroids ('These results are based on the one-hot centroid generation strategy', "
-         "Sec. 4.3)", "the claim pools the one-hot and the K-means runs",
-         (f"one-hot runs only, second-to-last minus last layer R@1 (paired, {len(onehot_gap)} runs): "
-          f"{onehot_v.evidence()['effect']} {onehot_v.evidence()['90% interval']} ({onehot_v})")
-         if onehot_v is not None else not_measured),
+         "Sec. 4.3)", "the claim pools the one-hot and the K-means runs", table2_runs),
+        ("Table 1 timing", "the cost of one epoch of each loss over a training set of N samples and C classes, as an "
+         "order of growth (Table 1; not timed)", timing_here,
+         not_measured + " (the study times a loss's pass over a set, not an epoch of training; the same-cell step "
+         "timing times training steps)"),
         ("K-means centroids", "K-means on points uniform on the sphere (number of points not stated)",
          "K-means on 100 C points", stats or not_measured),
-        ("code version", "—", "the commits the run records were trained under are listed below the table; a record "
-         "is reloaded when its configuration and method specification match, whatever its commit", not_measured),
+        ("code version", "—", code_row, not_measured),
     ]
     columns = ["deviation", "paper", "here", f"measured effect ({profile} profile)"]
     return pd.DataFrame(rows, columns=columns).set_index("deviation")
 
 
+#: The code a run of this chapter executes to train and be evaluated (relative to the repository
+#: root): the losses, the chapter's networks and baselines, the training loop, the evaluation, the
+#: sampler and the Omniglot loader with its validation split (:func:`code_changes`).
+CHAPTER_CODE = ("dmlnb/losses", "dmlnb/experiments/discriminative.py", "dmlnb/experiments/baseline_losses.py",
+                "dmlnb/training.py", "dmlnb/evaluation.py", "dmlnb/models.py", "dmlnb/samplers.py", "dmlnb/pairs.py",
+                "dmlnb/data/omniglot.py", "dmlnb/data/validation.py", "dmlnb/data/base.py")
+
+
+def code_changes(commits: Sequence[str], paths: Sequence[str] = CHAPTER_CODE) -> list[str] | None:
+    """The files under ``paths`` (relative to the repository root) that differ between the first of
+    ``commits`` and any other (``git diff --name-only``), sorted; ``[]`` when none does (or fewer
+    than two commits), ``None`` when git, the repository or one of the commits is not available."""
+    import subprocess
+
+    commits = list(dict.fromkeys(c for c in commits if c))
+    root = Path(__file__).resolve().parents[2]
+    changed: set[str] = set()
+    try:
+        for other in commits[1:]:
+            out = subprocess.run(["git", "diff", "--name-only", commits[0], other, "--", *paths], cwd=root,
+                                 capture_output=True, text=True, timeout=20)
+            if out.returncode != 0:
+                return None
+            changed.update(out.stdout.split())
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return sorted(changed)
+
+
+def code_version_text(provenance: pd.DataFrame) -> str:
+    """The deviations table's code-version row from :func:`~dmlnb.reporting.provenance_frame` rows:
+    the commits the records name, how many runs started with tracked files of the tree modified (the
+    record's git ``dirty`` flag, which does not say which files), and what git finds changed between
+    those commits in :data:`CHAPTER_CODE` (``dmlnb/losses`` named apart) and elsewhere in ``dmlnb``."""
+    commits = [c for c in dict.fromkeys(provenance["commit"]) if c]
+    if not commits:
+        return "the records name no commit"
+    dirty = int((provenance["dirty"] == True).sum())  # noqa: E712 (None: unknown)
+    finished = sorted(str(f)[:16].replace("T", " ") for f in provenance.get("finished", []) if f)
+    when = f", finishing between {finished[0]} and {finished[-1]} UTC" if finished else ""
+    text = (f"the {len(provenance)} runs were trained under {len(commits)} commit{'s' if len(commits) > 1 else ''} "
+            f"({', '.join(c[:10] for c in commits)}; listed below the table){when}, {dirty} of them with tracked files of "
+            "the tree modified when they started (the record's git 'dirty' flag; which files, and so whether the run's "
+            "own code was among them, is not recorded)")
+    if len(commits) > 1:
+        own, losses, anywhere = code_changes(commits), code_changes(commits, ("dmlnb/losses",)), code_changes(commits, ("dmlnb",))
+        if own is None or losses is None or anywhere is None:
+            text += "; what changed between the commits is not checked here (no git history of them)"
+        else:
+            rest = [f for f in own if f not in losses]
+            others = [f for f in anywhere if f not in own]
+            text += ("; between these commits (git diff): "
+                     + (f"dmlnb/losses changed ({', '.join(losses)})" if losses else "dmlnb/losses is unchanged")
+                     + (f"; of the chapter's other training and evaluation code, {', '.join(rest)} changed" if rest else
+                        ", and so is the chapter's other training and evaluation code ("
+                        + ", ".join(p for p in CHAPTER_CODE if p != "dmlnb/losses") + ")")
+                     + (f"; elsewhere in dmlnb {len(others)} file{'s' if len(others) > 1 else ''} changed ({', '.join(others)})"
+                        if others else "; nothing else in dmlnb changed"))
+    return text + "; a record is reloaded when its configuration and method specification match, whatever its commit"
+
+
+def run_label(run: MethodRun) -> str:
+    """The name a run is listed under: its record's folder (``discriminative-D256-seed0``), so that
+    every run set (a variant, a gamma) is told apart whatever name the record stores (records
+    trained before runs were named by their folder store ``discriminative-onehot-seed0`` for the
+    one-hot runs and their variants alike); the stored name when the record has no file."""
+    path = run.record.path
+    return Path(path).parent.name if path is not None else str(run.record.data["name"])
+
+
 def run_provenance(runs: Sequence[MethodRun]) -> pd.DataFrame:
     """When and under which commit every reloaded run was trained (its record's environment), per
-    (commit, uncommitted changes): runs, first and last finished, and the runs per method."""
-    frame = provenance_frame(r.record for r in runs)
+    (commit, uncommitted changes): runs, first and last finished, and the runs per run set (the
+    run's folder, :func:`run_label`, without its seed)."""
+    frame = provenance_frame(r.record for r in runs).assign(run=[run_label(r) for r in runs])
     frame = frame.assign(commit=frame["commit"].str[:10], finished=frame["finished"].str[:16])
     return frame.groupby(["commit", "dirty"], dropna=False).agg(
         runs=("run", "count"), first=("finished", "min"), last=("finished", "max"),
