@@ -51,7 +51,9 @@ def test_same_seed_same_weights_other_seed_differs(digits):
 
 def test_cpu_epochs_record_their_step_phases_and_train_channels_last(digits):
     cfg = CFG.replace(device="cpu", epochs=1)
-    model, record = fit(cfg, TripletLoss(mining="hard"), splits=digits, progress=False)
+    # every triplet (no hardest pick, which a rounding difference can flip): the two layouts' losses
+    # then differ by rounding only
+    model, record = fit(cfg, TripletLoss(mining="all"), splits=digits, progress=False)
     row = record.data["history"][-1]
     phases = row["step_seconds"]
     assert list(phases) == list(PhaseClock.PHASES) and all(v >= 0 for v in phases.values())
@@ -59,8 +61,8 @@ def test_cpu_epochs_record_their_step_phases_and_train_channels_last(digits):
     assert sum(phases.values()) <= row["train_seconds"]  # the laps lie inside the epoch's clock
     conv = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][-1]  # (C_out, C_in > 1, 3, 3)
     assert conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous()
-    _, plain = fit(cfg.replace(channels_last=False), TripletLoss(mining="hard"), splits=digits, progress=False)
-    assert plain.data["history"][-1]["loss"] == pytest.approx(row["loss"], rel=1e-4)  # same run up to rounding
+    _, plain = fit(cfg.replace(channels_last=False), TripletLoss(mining="all"), splits=digits, progress=False)
+    assert plain.data["history"][-1]["loss"] == pytest.approx(row["loss"], rel=1e-3)  # same run up to rounding, over 6 steps
 
 
 def test_phase_clock_charges_each_lap_to_its_phase(monkeypatch):
