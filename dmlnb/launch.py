@@ -6,9 +6,9 @@ reloaded by the others, and a timing study is measured by shard 0 while the othe
 process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the current
 ``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
 executed notebooks are discarded: what remains is the run records, and the chapter is then
-rendered as usual (papermill in place, every run reloaded). On 2 CPU cores two 1-thread
-processes step 1.29x as many images per second as one 2-thread run (``benchmarks/book.py
---measure``, ``benchmarks/results/book_cpu.txt``).
+rendered as usual (papermill in place, every run reloaded). What two 1-thread processes step
+against one 2-thread run is measured by ``benchmarks/book.py --measure``
+(``benchmarks/results/book_cpu.txt``).
 
 When a process fails, the launcher writes the abort file the others watch
 (``DMLNB_SHARD_ABORT``: a waiting shard stops), terminates them and names the failed process
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from dmlnb.render import notebook_parameters
+from dmlnb.profiles import PROFILE_ENV
+from dmlnb.render import existing_notebook, notebook_parameters
 from dmlnb.runs import SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV
 from dmlnb.training import PROGRESS_ENV
 
@@ -65,7 +66,7 @@ def worker_env(index: int, processes: int, profile: str, abort: Path, since: flo
     ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
     env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_SINCE_ENV)}
     env.update({"OMP_NUM_THREADS": str(worker_threads(processes, environ)), PROGRESS_ENV: "0",
-                "DMLNB_PROFILE": profile})
+                PROFILE_ENV: profile})
     if processes > 1:
         env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_SINCE_ENV: repr(since)})
     return env
@@ -113,9 +114,7 @@ def train_notebook(
         LaunchError: no notebook at ``notebook``, or ``processes < 1``.
         WorkerFailed: a process failed (the others were stopped).
     """
-    notebook = Path(notebook).resolve()
-    if not notebook.is_file():
-        raise LaunchError(f"no notebook at {notebook}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
+    notebook = existing_notebook(notebook, LaunchError)
     if processes < 1:
         raise LaunchError(f"--processes {processes}: pass 1 or more (1 executes the notebook once, without shards)")
     arguments = ["-p", "profile", profile]

@@ -19,13 +19,22 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from dmlnb.profiles import PROFILE_ENV
 from dmlnb.training import NO_TRAINING_ENV
 
-__all__ = ["RenderError", "notebook_parameters", "render_call", "render", "build_parser", "main"]
+__all__ = ["RenderError", "existing_notebook", "notebook_parameters", "render_call", "render", "build_parser", "main"]
 
 
 class RenderError(ValueError):
     """The render cannot start (a missing notebook, runs folder or parameter)."""
+
+
+def existing_notebook(notebook: str | Path, error: type[ValueError]) -> Path:
+    """``notebook`` resolved; ``error`` (the caller's) names it when no such file exists."""
+    path = Path(notebook).resolve()
+    if not path.is_file():
+        raise error(f"no notebook at {path}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
+    return path
 
 
 def notebook_parameters(notebook: Path) -> set[str]:
@@ -48,9 +57,7 @@ def render_call(
     """The keyword arguments of ``papermill.execute_notebook`` that render ``notebook`` from the
     records in ``runs`` (checked: the notebook has a ``results_dir`` parameter and ``runs``
     holds a ``profile`` folder)."""
-    notebook, runs, output = Path(notebook).resolve(), Path(runs).resolve(), Path(output).resolve()
-    if not notebook.is_file():
-        raise RenderError(f"no notebook at {notebook}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
+    notebook, runs, output = existing_notebook(notebook, RenderError), Path(runs).resolve(), Path(output).resolve()
     if output == notebook:
         raise RenderError(f"-o {output} is the notebook itself; write the render elsewhere")
     names = notebook_parameters(notebook)
@@ -99,7 +106,7 @@ def render(notebook: str | Path, runs: str | Path, profile: str, output: str | P
     Path(call["output_path"]).parent.mkdir(parents=True, exist_ok=True)
     # inherited by the kernel papermill starts: no training, and the profile asked for (a
     # DMLNB_PROFILE left in the shell would otherwise override the notebook's parameter)
-    kernel_env = {NO_TRAINING_ENV: "1", "DMLNB_PROFILE": profile}
+    kernel_env = {NO_TRAINING_ENV: "1", PROFILE_ENV: profile}
     before = {k: os.environ.get(k) for k in kernel_env}
     os.environ.update(kernel_env)
     try:

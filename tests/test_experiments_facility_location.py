@@ -459,12 +459,6 @@ def test_run_toy_and_its_frame():
     assert before["gap_degrees"].between(110, 130).all() and before["seconds"].isna().all()
 
 
-def test_stored_gamma_ablation_reads_records_and_trains_nothing(tmp_path):
-    # no records: nothing to read, and nothing is trained
-    assert fl.stored_gamma_ablation(tmp_path) == {}
-    assert not any(tmp_path.iterdir())
-
-
 def test_the_toy_runs_the_papers_forms_and_its_one_move_margin():
     # Eq. 3 (every positive pair): with the points ordered by group, the first-pair form would pair
     # class 0 only inside its first group, so nothing would pull its two groups together

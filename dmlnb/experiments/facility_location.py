@@ -126,7 +126,6 @@ __all__ = [
     "lemma1_per_update",
     "lemma1_verdict",
     "lemma1_table",
-    "stored_gamma_ablation",
     "claims",
 ]
 
@@ -982,35 +981,6 @@ def nmi_normalisation_gap(runs: Sequence[MethodRun]) -> float:
     every evaluation (:attr:`MethodRun.recorded_metrics`); NaN without runs."""
     gaps = [abs(r.metrics["NMI"] - kept_selection(r.record)["metrics"]["NMI"]) for r in runs]
     return max(gaps, default=math.nan)
-
-
-def stored_gamma_ablation(
-    results_dir: str | Path, profile: str = "default", metric: str = "R@1", validation: bool = True,
-) -> dict[float, Verdict]:
-    """The margin-multiplier ablation of this chapter at ``profile``, read from its finished run
-    records under ``results_dir`` (the chapter's ``results_dir``), training nothing: on the first
-    table, the clustering loss at the profile's initial ``gamma`` against each value of its
-    ``gamma_ablation``, at the same seeds, by :func:`~dmlnb.reporting.compare` on the best-epoch
-    ``metric`` (effect in points), as :func:`variant_comparison` judges it in the chapter;
-    ``validation``: the chapter's switch (:func:`make_study`; its notebook's default ``True``).
-
-    Returns ``{ablation gamma: verdict}``; empty when the profile has no ablation or a record is
-    missing or no longer matches its configuration (the chapter would train it again).
-    """
-    study = make_study(profile, validation=validation)
-    table = study.tables[0]
-    values: dict[float, list[float]] = {}
-    for g in (study.gamma, *study.gamma_ablation):
-        variant = study if g == study.gamma else study_variant(study, gamma=g)
-        values[g] = []
-        for seed in study.seeds_for(table):
-            cfg, spec, name = _run_identity(table, "clustering", seed, variant)
-            reason, record = reuse_reason(Path(results_dir) / profile / name, cfg, spec)
-            if reason or record is None:
-                return {}
-            values[g].append(float(record.data["extras"]["metrics_geometric"][metric]))
-    main = values.pop(study.gamma)
-    return {g: compare(main, v, scale=100, unit=" pts") for g, v in values.items()}
 
 
 def inference_scaling(
