@@ -72,8 +72,10 @@ def test_paper_profile_is_the_papers_protocol():
     # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x; no decay, no schedule
     assert (cfg.betas, cfg.head_lr_scale, cfg.weight_decay, cfg.lr_milestones) == ((0.9, 0.99), 10.0, 0.0, ())
     assert X.experiment_config("paper", {"dataset": "sop"}).betas == (0.9, 0.99)
-    for profile in ("smoke", "default"):  # the runs shown keep torch's Adam and one learning rate
-        assert (X.experiment_config(profile).betas, X.experiment_config(profile).head_lr_scale) == ((0.9, 0.999), 1.0)
+    # the runs shown train with the paper's moments and one learning rate (no pretrained trunk); smoke keeps torch's Adam
+    assert (X.experiment_config("default").betas, X.experiment_config("default").head_lr_scale) == ((0.9, 0.99), 1.0)
+    assert X.experiment_config("smoke").betas == (0.9, 0.999)
+    assert cfg.dataset_options == {"image_size": 224, "resize": 256}  # "scaled to 256x256", random 224 crops
     s = X.experiment_settings("paper")
     assert (s["rho"], s["lam"]) == (X.REPORTED_RHO, X.REPORTED_LAMBDA) == (6.0, 1e-3)
     assert X.period_for(cfg, 100, s["rho"]) == 10  # CUB: ceil(6 * 2 * 100 / 128)
@@ -209,13 +211,6 @@ def test_sweep_verdicts_need_an_interior_value_beating_both_ends_with_three_seed
     assert frame["std"].iloc[1] == pytest.approx(1.0) and set(frame["seeds"]) == {3}
 
 
-def test_share_increase_pairs_each_run_with_the_plain_run_of_its_seed():
-    runs = {("A", "plain"): [SimpleNamespace(bookkeeping_share=s) for s in (0.001, 0.002)],
-            ("A", "PROFS-HNCM"): [SimpleNamespace(bookkeeping_share=s) for s in (0.031, 0.012)]}
-    assert X.share_increase(runs, "PROFS-HNCM") == pytest.approx([3.0, 1.0])
-    assert X.share_increase(runs, "PROFS") == []
-
-
 def test_projections_per_run_and_the_untested_claims():
     paper = X.paper_projections()
     # CUB: 100 epochs x floor(5864 / 128) = 4500 steps at M = ceil(6 * 2 * 100 / 128) = 10
@@ -295,13 +290,22 @@ def test_metric_verdicts():
 
 
 def test_deviations_table_lists_every_deviation():
-    table = X.deviations_table({"HNCM picking": "3 ms"})
-    for d in ("optimiser", "learning rate", "embedding size", "proximal term", "Margin-Hard", "SoftTriple's proximal anchor",
-              "HNCM picking", "N-pair", "augmentation (paper profile)", "code versions", "pair restriction",
+    table = X.deviations_table(X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"})
+    for d in ("scale", "losses and ablations run", "learning rate", "embedding size", "proximal term", "Margin-Hard",
+              "SoftTriple's proximal anchor", "HNCM picking", "N-pair", "code versions", "pair restriction",
               "Margin and SoftTriple setups"):
         assert d in table.index
     assert table.loc["HNCM picking", "measured effect"] == "3 ms"
-    assert table.loc["optimiser", "measured effect"] == "not measured at this scale"
+    assert table.loc["learning rate", "measured effect"] == "not measured at this scale"
+    here = table["here"]
+    assert "width 32" in here["scale"] and "65 epochs" in here["scale"] and "100 projections" in here["scale"]
+    assert "validation classes" in here["scale"] and "optimiser" not in here  # the paper's moments: no deviation
+    assert X.deviations_table(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["here"]["optimiser"] == \
+        "Adam, beta = (0.9, 0.999)"
+    assert here["embedding size"] == "64" and here["learning rate"] == "0.001 for every parameter"
+    paper = X.deviations_table(X.experiment_config("paper"), 450.0)["here"]  # the paper's settings say so
+    assert "optimiser" not in paper and paper["learning rate"] == "1e-05, FC layer at 10x"
+    assert "test classes" in paper["scale"] and "embedding size" not in paper
 
 
 def test_hncm_pick_cost_rows():
@@ -344,12 +348,21 @@ def test_chapter_plots_have_labels_legends_and_the_marked_point():
     assert ax.get_xscale() == "symlog" and [t.get_text() for t in ax.get_xticklabels()] == ["0", "0.001", "0.1"]
 
 
-def test_seeds_for_key_losses():
-    s = X.experiment_settings("default", key_losses=("MS", "Lifted"))
-    assert X.seeds_for("MS", s) == (0, 1, 2) and X.seeds_for("Angular", s) == (0,)
-    assert X.seeds_for("Angular", X.experiment_settings("default")) == (0, 1, 2)
-    with pytest.raises(ValueError, match="unknown loss"):
-        X.experiment_settings("default", key_losses=("Softmax",))
+def test_table_rows_per_profile_and_bad_settings():
+    default = X.experiment_settings("default")
+    assert X.table_rows(default, 1) == ("Contrastive-Hard", "Triplet-Hard") and X.table_rows(default, 2) == ("SoftTriple",)
+    for profile in ("smoke", "paper"):
+        s = X.experiment_settings(profile)
+        assert X.table_rows(s, 1) == tuple(X.LOSSES) and X.table_rows(s, 2) == tuple(X.TABLE2_LOSSES)
+    assert X.table_rows(X.experiment_settings("default", table2_seeds=()), 2) == ()
+    with pytest.raises(ValueError, match="unknown loss 'Softmax'"):
+        X.experiment_settings("default", table1_losses=("Softmax",))
+    with pytest.raises(ValueError, match="unknown Table 2 loss 'Lifted'"):
+        X.experiment_settings("default", table2_losses=("Lifted",))
+    with pytest.raises(ValueError, match=r"component ablation's losses \['Contrastive-Hard'\] are not rows of Table 1"):
+        X.experiment_settings("default", table1_losses=("Triplet-Hard",))
+    with pytest.raises(ValueError, match="Tables 1 and 2"):
+        X.table_rows(default, 3)
 
 
 def test_softtriple_profs_runs_every_iteration_as_a_subproblem(tmp_path):
@@ -403,20 +416,25 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "04_profs" / "defaul
 
 
 def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloads():
-    """:func:`chapter_runs` at the default profile (omniglot-small: 136 training classes, so
-    M = ceil(6 * 2 * 136 / 128) = 13 and 51 at batch 32) names exactly the committed runs, and each
-    reloads under today's configuration and specification: no key added since (``betas``,
-    ``head_lr_scale``, ``select_on``), no new option (``hncm_mode``, ``pairs``, the component
-    ablation, off) changed a fingerprint."""
-    config, settings = X.experiment_config("default"), X.experiment_settings("default")
-    assert X.period_for(config, 136, settings["rho"]) == 13
-    runs = X.chapter_runs(config, settings, 136)
+    """:func:`chapter_runs` at the default profile with its validation split (omniglot-small: 109 of
+    the 136 training classes train, 2180 images, so M = ceil(6 * 2 * 109 / 128) = 11 and an epoch
+    has 17 steps) names exactly the committed runs, each reloads under today's configuration and
+    specification, and every PROFS run makes at least MIN_PROJECTIONS projections (issue #17),
+    also without the validation split (136 classes: M = 13, 21 steps an epoch)."""
+    config, settings = X.experiment_config("default", validation=True), X.experiment_settings("default")
+    assert X.period_for(config, 109, settings["rho"]) == 11
+    runs = X.chapter_runs(config, settings, 109)
     committed = {p.parent.name for p in RESULTS.glob("*/record.json")}
-    assert len(runs) == len(committed) == 156 and {r.name for r in runs} == committed
+    assert len(runs) == len(committed) == 33 and {r.name for r in runs} == committed
     for run in runs:
         reason, record = reuse_reason(RESULTS / run.name, run.config, run.spec)
         assert reason == "", (run.name, reason)
         assert record.data["fingerprint"] == run_fingerprint(run.config, run.spec)
+    for cfg, classes, images in ((config, 109, 2180), (X.experiment_config("default", validation=False), 136, 2720)):
+        for run in X.chapter_runs(cfg, settings, classes):
+            if run.period is not None:
+                steps = run.config.epochs * (images // run.config.batch_size)
+                assert steps / run.period >= X.MIN_PROJECTIONS, (run.name, steps, run.period)
 
 
 def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
@@ -441,7 +459,7 @@ def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
         X.experiment_settings("default", hncm_mode="fast")
 
 
-def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(tmp_path):
+def test_component_ablation_steps_differ_as_intended(tmp_path):
     """The ablation's three PROFS runs per loss (smoke profile, switched on): PROFS's batches with
     every pair and no proximal term; + the pairs restricted to the representatives' anchors; + the
     proximal term. Each builds and trains two steps; the pair filter and the proximal gradient are
@@ -450,9 +468,9 @@ def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(t
     from dmlnb.hooks import TrainState as State
     from dmlnb.profs.representative_pairs import RepresentativePairs
 
-    for profile in ("smoke", "default", "paper"):
-        assert X.component_runs(X.experiment_settings(profile)) == []  # the chapter runs nothing more
-    settings = X.experiment_settings("smoke", component_ablation=True)
+    assert [row for row, _, _ in X.component_runs(X.experiment_settings("default"))] == ["Contrastive-Hard"] * 3
+    assert X.component_runs(X.experiment_settings("default", component_ablation=False)) == []
+    settings = X.experiment_settings("smoke", component_losses=("Contrastive-Hard", "Triplet-Hard", "Margin-Hard"))
     steps = X.component_runs(settings)
     assert [(row, step) for row, step, _ in steps] == [(row, step) for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
                                                        for step in X.COMPONENT_STEPS]
@@ -474,8 +492,8 @@ def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(t
     # the pair restriction: every pair vs the pairs anchored at a representative, on one PROFS batch
     labels = torch.as_tensor(splits.train.labels)
     model = build_model("convnet", (1, 8, 8), cfg.embedding_dim, normalize=True, width=4)
-    sampler, _ = X.build_components("contrastive-hard", "PROFS", model, X.build_loss("contrastive-hard", 5, 16), labels, cfg,
-                                    idents["representatives"].period, 0.0)
+    sampler, _ = X.build_components("contrastive-hard", "PROFS", model, X.build_loss("contrastive-hard", 5, 16), labels,
+                                    cfg.replace(batch_size=10), idents["representatives"].period, 0.0)  # all 5 classes
     batch = torch.tensor(next(iter(sampler)))
     emb = torch.nn.functional.normalize(torch.randn(len(batch), cfg.embedding_dim, generator=torch.Generator().manual_seed(0)))
     losses = {}
@@ -504,25 +522,33 @@ def test_component_ablation_is_off_by_default_and_its_steps_differ_as_intended(t
             assert all(g is None for g in grads)
 
 
-def test_table2_rows_train_in_their_own_setups_at_the_paper_profile_only():
-    """Paper profile: Margin (distance-weighted sampling) in ResNet-50 and SoftTriple in GoogLeNet (for
-    BN-Inception), each otherwise in Sec. 5.2's shared setup (512-d, batch 128, I = 2, Adam (0.9, 0.99),
-    FC at 10x); the default profile's Table 2 keeps Table 1's configuration (the runs shown)."""
+def test_table2_rows_train_in_their_own_setups():
+    """Paper profile: Margin (distance-weighted sampling) in ResNet-50 with its published 5 images
+    per class (batch 125) and SoftTriple in GoogLeNet (for BN-Inception) with its centres at the
+    published 1e-2, each otherwise in Sec. 5.2's shared setup (512-d, Adam (0.9, 0.99), FC at 10x);
+    the default profile's SoftTriple runs 6 epochs (102 steps: a projection per step), Margin keeps
+    Table 1's configuration."""
     paper, s = X.experiment_config("paper"), X.experiment_settings("paper")
     margin, soft = X.table2_config(paper, "Margin", s), X.table2_config(paper, "SoftTriple", s)
     assert (margin.model, soft.model) == ("resnet50", "googlenet") and X.TABLE2_LOSSES["Margin"] == "margin-dw"
+    assert margin.replace(model=paper.model, m_per_class=2, batch_size=128) == paper
+    assert (margin.m_per_class, margin.batch_size) == (5, 125) and margin.batch_size % margin.m_per_class == 0
+    assert soft.replace(model=paper.model, loss_lr=None) == paper
+    assert X.loss_config("softtriple", soft).loss_lr == 1e-2
     for cfg in (margin, soft):
-        assert cfg.replace(model=paper.model) == paper
-        assert (cfg.embedding_dim, cfg.batch_size, cfg.m_per_class, cfg.betas, cfg.head_lr_scale) == (512, 128, 2, (0.9, 0.99), 10.0)
+        assert (cfg.embedding_dim, cfg.betas, cfg.head_lr_scale, cfg.epochs) == (512, (0.9, 0.99), 10.0, 100)
     assert X.table2_config(X.experiment_config("paper", {"dataset": "sop"}), "Margin", s).lr == 1e-4
-    default = X.experiment_config("default")
-    assert all(X.table2_config(default, row, X.experiment_settings("default")) == default for row in X.TABLE2_LOSSES)
+    default, ds = X.experiment_config("default"), X.experiment_settings("default")
+    assert X.table2_config(default, "Margin", ds) == default
+    st = X.table2_config(default, "SoftTriple", ds)
+    assert st == default.replace(epochs=6, eval_every=2) and X.loss_config("softtriple", st).loss_lr == 10 * default.lr
+    assert st.epochs * (2180 // st.batch_size) >= X.MIN_PROJECTIONS  # M = 1
 
 
 def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
-    """The rendered chapter (default profile) shows the deviations table; what the code now says
-    beyond it is worded without numbers until the chapter is rendered again, so a re-render from
-    the records (tests/test_book_rerender.py compares every number) gives the stored numbers."""
+    """The rendered chapter (default profile) shows the deviations table the code makes from its
+    configuration, so a re-render from the records (tests/test_book_rerender.py compares every
+    number) gives the stored numbers."""
     import html
     import json
     import re
@@ -534,8 +560,14 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     assert len(shown) == 1
     rows = re.findall(r"<tr>\s*<th>(.*?)</th>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>", shown[0], re.S)
     measured = {html.unescape(d): html.unescape(e) for d, _, _, e in rows if e != "not measured at this scale"}
+    from dmlnb.data import load_dataset
+
+    config = X.experiment_config("default", validation=True)  # the notebook's defaults
+    splits = load_dataset(config.dataset, **config.dataset_options)
+    period = X.period_for(config, splits.num_train_classes, X.REPORTED_RHO)
+    projections = config.epochs * (len(splits.train) // config.batch_size) / period
     with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
-        now = X.deviations_table(measured)._repr_html_()
+        now = X.deviations_table(config, projections, measured)._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
 
 

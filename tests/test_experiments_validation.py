@@ -422,9 +422,14 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
 
 
 @needs_records
-def test_switch_off_profs_records_reload(no_training):
-    config, settings, splits, folder = _default_chapter(profs, "04_profs")
-    M = profs.period_for(config, splits.num_train_classes, settings["rho"])
+def test_profs_records_reload_at_the_notebooks_defaults(no_training):
+    """Every run the chapter's notebook asks for at the default profile with ``validation=True``
+    (Tables 1 and 2 of the rows it trains, the component ablation; the sweeps, the regime and the
+    backbone-only runs are not run at this profile) reloads, and those are all the committed records."""
+    config = profs.experiment_config("default", validation=True)
+    settings = profs.experiment_settings("default")
+    splits, folder = load_dataset(config.dataset, **config.dataset_options), RESULTS / "04_profs" / "default"
+    assert not (settings["m_grid"] or settings["lambda_grid"] or settings["regime_batch"] or settings["backbone_seeds"])
 
     def run(row, variant, seed, table=profs.LOSSES, **kw):  # as notebooks/04_profs.ipynb runs them
         kw.setdefault("rho", settings["rho"])
@@ -432,20 +437,13 @@ def test_switch_off_profs_records_reload(no_training):
         cfg = profs.table2_config(config, row, settings).replace(seed=seed)
         return profs.run_variant(table[row], variant, cfg, splits, folder, **kw)
 
-    runs = [run(row, v, s) for row in profs.LOSSES for v in profs.VARIANTS for s in profs.seeds_for(row, settings)]
-    runs += [run(row, v, s, table=profs.TABLE2_LOSSES) for row in profs.TABLE2_LOSSES for v in profs.VARIANTS
+    runs = [run(row, v, s) for row in profs.table_rows(settings, 1) for v in profs.VARIANTS for s in settings["seeds"]]
+    runs += [run(row, v, s, table=profs.TABLE2_LOSSES) for row in profs.table_rows(settings, 2) for v in profs.VARIANTS
              for s in settings["table2_seeds"]]
-    runs += [run(row, "PROFS", s, period=m) for row in settings["ablation_losses"]
-             for m in sorted(set(settings["m_grid"]) | {M}) for s in settings["sweep_seeds"]]
-    runs += [run(settings["lambda_loss"], "PROFS", s, lam=lam) for lam in settings["lambda_grid"]
-             for s in settings["sweep_seeds"]]
-    small = config.replace(batch_size=settings["regime_batch"])
-    runs += [profs.run_variant(profs.LOSSES[settings["regime_loss"]], v, small.replace(seed=s), splits, folder,
-                               rho=settings["rho"], lam=settings["lam"]) for v in ("PROFS", "PROFS-HNCM")
-             for s in settings["regime_seeds"]]
-    runs += [run("Contrastive-Hard", "PROFS", s, proximal_params="backbone") for s in settings["seeds"]]
+    runs += [run(row, "PROFS", s, **kw) for row, _, kw in profs.component_runs(settings) for s in settings["component_seeds"]]
     names = {r.record.path.parent.name if r.record.path else r.record.data["name"] for r in runs}
-    assert _reloaded(runs) >= len(names) == len(list(folder.glob("*/record.json")))
+    assert _reloaded(runs) >= len(names) == len(list(folder.glob("*/record.json"))) == 33
+    assert all(r.record.selected_on == "validation" for r in runs)
 
 
 @needs_records
