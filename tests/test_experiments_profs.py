@@ -159,9 +159,12 @@ def test_run_variant_trains_then_reloads(tmp_path):
 
 
 # ---------------------------------------------------------------------------- tables and verdicts
-def fake_runs(*r1: float, share: float = 0.0) -> list[SimpleNamespace]:
-    """Runs with fabricated R@1 values (fractions) and sampler shares."""
-    return [SimpleNamespace(metrics={"R@1": v}, bookkeeping_share=share) for v in r1]
+def fake_runs(*r1: float, share: float = 0.0, batches: int = 0) -> list[SimpleNamespace]:
+    """Runs with fabricated R@1 values (fractions; the kept epoch's and the first evaluation's),
+    sampler shares and the batches they drew."""
+    return [SimpleNamespace(metrics={"R@1": v}, bookkeeping_share=share, extras={"batches": batches},
+                            record=SimpleNamespace(data={"history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}]}, selections={}))
+            for v in r1]
 
 
 def test_gain_frame_against_hand_computed_means():
@@ -235,15 +238,15 @@ def test_the_papers_tables_in_words():
     assert f"R@1 higher in {len(hncm[hncm.metric == 'R@1'])} of" in text
 
 
-def _fabricated_runs(profs_up: bool) -> dict:
+def _fabricated_runs(profs_up: bool, batches: int) -> dict:
     up, base, down = (0.60, 0.61, 0.62), (0.50, 0.51, 0.52), (0.40, 0.41, 0.42)
     runs = {}
     for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard", "SoftTriple"):
-        runs[row, "plain"] = fake_runs(*base)
-        runs[row, "PROFS"] = fake_runs(*(up if profs_up else base))
-        runs[row, "PROFS-HNCM"] = fake_runs(*(down if row == "Triplet-Hard" else up))
-    runs["Triplet-Semi", "plain"] = fake_runs(*base)  # the paper has no PROFS row for it: left out
-    runs["Triplet-Semi", "PROFS"] = fake_runs(*down)
+        runs[row, "plain"] = fake_runs(*base, batches=batches)
+        runs[row, "PROFS"] = fake_runs(*(up if profs_up else base), batches=batches)
+        runs[row, "PROFS-HNCM"] = fake_runs(*(down if row == "Triplet-Hard" else up), batches=batches)
+    runs["Triplet-Semi", "plain"] = fake_runs(*base, batches=batches)  # the paper has no PROFS row for it: left out
+    runs["Triplet-Semi", "PROFS"] = fake_runs(*down, batches=batches)
     return runs
 
 
@@ -252,7 +255,7 @@ def test_build_claims_from_fabricated_seeds():
     lam = {0.0: [0.50, 0.51, 0.49], 1e-3: [0.52, 0.50, 0.51], 1.0: [0.60, 0.61, 0.59]}
     times = pd.DataFrame([{"repeat": r, "variant": v, "steps": 15, "ms per step": ms + 0.1 * r}
                           for r in range(3) for v, ms in (("plain", 100.0), ("PROFS", 110.0), ("PROFS-HNCM", 120.0))])
-    runs = _fabricated_runs(profs_up=True)
+    runs = _fabricated_runs(profs_up=True, batches=4500)  # SoftTriple: the paper's fewest steps (CUB's 4500)
     regime = {"small": [2.0, 2.5, 3.0], "large": [-1.0, -0.5, 0.0], "classes": (16, 64), "loss": "Contrastive-Hard",
               "L": 136, "steps": 255, "period": 51,
               "small_runs": {"PROFS": fake_runs(0.5, 0.51, 0.52), "PROFS-HNCM": fake_runs(0.6, 0.61, 0.62)}}
@@ -271,7 +274,7 @@ def test_build_claims_from_fabricated_seeds():
     m = {c.claim.split(" [")[0]: c.verdict for c in measured}
     assert m["PROFS adds no time to a step"] == FAILS and m["HNCM adds at most 0.9% to a step (the paper's largest figure, SOP)"] == FAILS
     # a short run: the gains are not tested, the measurement is ours, in the second table
-    paper_s, measured_s = X.build_claims(_fabricated_runs(profs_up=False), ["R@1"], {"A": peak}, lam, regime, times,
+    paper_s, measured_s = X.build_claims(_fabricated_runs(profs_up=False, batches=63), ["R@1"], {"A": peak}, lam, regime, times,
                                          steps=63, period=13, class_share=0.47)
     first = paper_s[0]
     assert first.verdict == NOT_TESTED and "4.8 projections" in first.verdict.note and "cut-off" in first.verdict.note
@@ -280,6 +283,9 @@ def test_build_claims_from_fabricated_seeds():
     assert gains and gains[0].verdict == INCONCLUSIVE and "4.8 projections per run" in gains[0].claim
     conv = [c for c in paper_s if c.claim.startswith("No significant")][0]
     assert conv.verdict == INCONCLUSIVE and "refuted, not shown" in conv.verdict.note
+    assert "SoftTriple" not in conv.our_evidence  # its 63 steps are outside the paper's range: not in the every-loss claims
+    soft = [c for c in measured_s if c.claim.startswith("PROFS improves SoftTriple")]
+    assert soft and "63.0 projections per run" in soft[0].claim
 
 
 def test_metric_verdicts():
@@ -303,7 +309,13 @@ def test_deviations_table_lists_every_deviation():
     assert X.deviations_table(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["here"]["optimiser"] == \
         "Adam, beta = (0.9, 0.999)"
     assert here["embedding size"] == "64" and here["learning rate"] == "0.001 for every parameter"
+    for d in ("hard mining", "images per class", "augmentation", "training classes", "SoftTriple's HNCM representatives"):
+        assert d in table.index
+    assert "20% of them" in here["training classes"] and here["augmentation"].startswith("none")
+    shown = X.deviations_table(X.experiment_config("default", validation=True), 100.45, trained=("Contrastive-Hard", "Triplet-Hard"))
+    assert not {"Margin-Hard", "N-pair", "SoftTriple's proximal anchor", "SoftTriple's HNCM representatives"} & set(shown.index)
     paper = X.deviations_table(X.experiment_config("paper"), 450.0)["here"]  # the paper's settings say so
+    assert "augmentation" not in paper and "training classes" not in paper
     assert "optimiser" not in paper and paper["learning rate"] == "1e-05, FC layer at 10x"
     assert "test classes" in paper["scale"] and "embedding size" not in paper
 
@@ -567,7 +579,9 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     period = X.period_for(config, splits.num_train_classes, X.REPORTED_RHO)
     projections = config.epochs * (len(splits.train) // config.batch_size) / period
     with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
-        now = X.deviations_table(config, projections, measured)._repr_html_()
+        settings = X.experiment_settings("default")
+        now = X.deviations_table(config, projections, measured, trained=X.table_rows(settings, 1) + X.table_rows(settings, 2))
+        now = now._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
 
 

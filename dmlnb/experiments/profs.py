@@ -1060,20 +1060,29 @@ def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
 
 def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
     """Which code made the runs: per (commit, uncommitted changes, threads), the runs and the
-    dates they were trained."""
-    frame = provenance_frame(r.record for rs in runs.values() for r in rs)
+    dates they were trained; a run that several sections share counts once."""
+    unique = {r.record.data["name"]: r.record for rs in runs.values() for r in rs}
+    frame = provenance_frame(unique.values())
     df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:8], "uncommitted changes": frame["dirty"].map(bool),
                        "threads": frame["threads"], "date": frame["started"].str[:10]})
     return (df.groupby(["commit", "uncommitted changes", "threads"])
               .agg(runs=("date", "size"), first=("date", "min"), last=("date", "max")).reset_index())
 
 
-def deviations_table(config: TrainConfig, projections: float, measured: Mapping[str, str] | None = None) -> pd.DataFrame:
+_PAPER_AUGMENTATION = "resize to 256 x 256, random 224 crops and horizontal flips"
+
+
+def deviations_table(config: TrainConfig, projections: float, measured: Mapping[str, str] | None = None,
+                     trained: Sequence[str] | None = None) -> pd.DataFrame:
     """Every known departure from the paper of the runs of ``config`` (the chapter's
     configuration; ``projections``: a Table 1 PROFS run's), with its effect where this profile
     measured it (``measured``: deviation -> text), else "not measured at this scale". A setting
-    of ``config`` that is the paper's (e.g. Adam's moments) is no departure and has no row."""
+    of ``config`` that is the paper's (e.g. Adam's moments) is no departure and has no row; a row
+    about one loss only appears when the loss is among the ``trained`` rows (``None``: all)."""
     measured = dict(measured or {})
+    trained = set(LOSSES) | set(TABLE2_LOSSES) if trained is None else set(trained)
+    holdout = config.dataset_options.get("validation")
+    augmented = "resize" in config.dataset_options or config.dataset_options.get("image_size", 0) >= 224
     betas = tuple(config.betas) if config.betas else (0.9, 0.999)
     size = config.dataset_options.get("image_size", "?")
     rows = [
@@ -1101,17 +1110,31 @@ def deviations_table(config: TrainConfig, projections: float, measured: Mapping[
          "plain one (the component ablation separates it from PROFS's batches and its proximal term)"),
         ("Margin and SoftTriple setups", "Margin (distance-weighted sampling) in ResNet50, SoftTriple in BN-Inception, "
          "each with its own work's hyper-parameters; SoftTriple's plain row cited, not retrained",
-         "default profile: SoftTriple only, in the chapter's backbone, 6 epochs. Paper profile: Margin in ResNet50 "
+         "default profile: SoftTriple only, in the chapter's backbone, 6 epochs, its plain row retrained. Paper profile: Margin in ResNet50 "
          "with 5 images per class (batch 125), its beta learning with Adam at the network's rate and no schedule "
          "(Wu et al.'s code: SGD at 0.1 for beta, the rate halved four times in 20 epochs, CUB cropped to its "
          "bounding boxes); SoftTriple in GoogLeNet V1 (no BN-Inception here), its centres at 1e-2; both with the "
          "PROFS paper's batch, embedding size, Adam and 100 epochs; SoftTriple is retrained"),
         ("N-pair", "Euclidean distances (Eq. 2.1)", "trains unnormalised embeddings, evaluated by cosine"),
+        ("hard mining", "contrastive and Margin: a hard mining 'inspired from [53]', one negative pair per positive pair "
+         "(Sec. 5.3)", "Contrastive-Hard and Margin-Hard: each anchor's hardest positive and hardest negative in the batch"),
+        ("images per class", "I = 2 in the M ablation (Sec. 5.4.1); Table 1 follows each baseline's 'number of positive "
+         "samples'", f"I = {config.m_per_class} for every loss"),
+        ("augmentation", _PAPER_AUGMENTATION, _PAPER_AUGMENTATION if augmented else f"none: {config.dataset}'s images are used as they are"),
+        ("training classes", "every training class of the dataset",
+         "every training class of the dataset" if not holdout else
+         f"the training classes less a class-disjoint validation hold-out ({f'{holdout:.0%}' if holdout < 1 else holdout} of "
+         "them), which selects each run's kept epoch and the best variant"),
+        ("SoftTriple's HNCM representatives", "its 'cluster centers'", "each class's normalised mean direction of its K "
+         "normalised centres"),
         ("code versions", "—", "records reload when the configuration matches; the code version is not checked "
          "(see the provenance table)"),
     ]
+    about = {"Margin-Hard": "Margin-Hard", "N-pair": "N-pair", "SoftTriple's proximal anchor": "SoftTriple",
+             "SoftTriple's HNCM representatives": "SoftTriple"}
+    rows = [(d, p, h) for d, p, h in rows if h != p and (d not in about or about[d] in trained)]  # the paper's: no row
     return pd.DataFrame([{"deviation": d, "paper": p, "here": h, "measured effect": measured.get(d, "not measured at this scale")}
-                         for d, p, h in rows if h != p]).set_index("deviation")  # a setting the paper's: no deviation
+                         for d, p, h in rows]).set_index("deviation")
 
 
 def comparisons_both_ways(runs: Mapping[tuple[str, str], Sequence[ProfsRun]], metric: str = "R@1") -> pd.DataFrame:
