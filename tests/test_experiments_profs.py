@@ -297,7 +297,10 @@ def test_metric_verdicts():
 
 def test_deviations_table_lists_every_deviation():
     table = X.deviations_table(X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"})
-    for d in ("scale", "losses and ablations run", "learning rate", "embedding size", "proximal term", "Margin-Hard",
+    default = X.experiment_settings("default")  # the rows of a loss not trained are left out: "losses ... run" says which
+    assert "losses and ablations run" in X.deviations_table(X.experiment_config("default", validation=True), 100.45,
+                                                            settings=default).index
+    for d in ("scale", "learning rate", "embedding size", "proximal term", "Margin-Hard",
               "SoftTriple's proximal anchor", "HNCM picking", "N-pair", "code versions", "pair restriction",
               "Margin and SoftTriple setups"):
         assert d in table.index
@@ -312,7 +315,8 @@ def test_deviations_table_lists_every_deviation():
     for d in ("hard mining", "images per class", "augmentation", "training classes", "SoftTriple's HNCM representatives"):
         assert d in table.index
     assert "20% of them" in here["training classes"] and here["augmentation"].startswith("none")
-    shown = X.deviations_table(X.experiment_config("default", validation=True), 100.45, trained=("Contrastive-Hard", "Triplet-Hard"))
+    shown = X.deviations_table(X.experiment_config("default", validation=True), 100.45,
+                               settings=X.experiment_settings("default", table2_seeds=()))  # Table 1's two losses only
     assert not {"Margin-Hard", "N-pair", "SoftTriple's proximal anchor", "SoftTriple's HNCM representatives"} & set(shown.index)
     paper = X.deviations_table(X.experiment_config("paper"), 450.0)["here"]  # the paper's settings say so
     assert "augmentation" not in paper and "training classes" not in paper
@@ -580,7 +584,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     projections = config.epochs * (len(splits.train) // config.batch_size) / period
     with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
         settings = X.experiment_settings("default")
-        now = X.deviations_table(config, projections, measured, trained=X.table_rows(settings, 1) + X.table_rows(settings, 2))
+        now = X.deviations_table(config, projections, measured, settings=settings)
         now = now._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
 

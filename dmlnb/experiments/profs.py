@@ -224,7 +224,8 @@ PRESETS: dict[str, dict[str, Any]] = {
     # M = ceil(rho I L / B) steps, so a run makes about epochs * N / (rho I L) projections whatever
     # the batch: 65 epochs give >= MIN_PROJECTIONS (100) at rho = 6 (1105 steps / M = 11; 105 with
     # all 136 classes), evaluated every 5 epochs. The profile's 4-block CNN at 32 channels instead
-    # of 64: about 3x faster a step on a CPU, so that the chapter's long runs fit the book's hour.
+    # of 64, a cheaper step, so that the chapter's long runs fit the book's hour (each chapter's
+    # images per second: benchmarks/book.py).
     # Adam with the paper's moments (Sec. 5.2), as at the paper profile.
     "default": dict(m_per_class=2, width=32, epochs=65, eval_every=5, eval_metrics=("recall", "nmi", "f1"),
                     betas=PAPER_BETAS),
@@ -1073,26 +1074,36 @@ _PAPER_AUGMENTATION = "resize to 256 x 256, random 224 crops and horizontal flip
 
 
 def deviations_table(config: TrainConfig, projections: float, measured: Mapping[str, str] | None = None,
-                     trained: Sequence[str] | None = None) -> pd.DataFrame:
+                     settings: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """Every known departure from the paper of the runs of ``config`` (the chapter's
     configuration; ``projections``: a Table 1 PROFS run's), with its effect where this profile
     measured it (``measured``: deviation -> text), else "not measured at this scale". A setting
     of ``config`` that is the paper's (e.g. Adam's moments) is no departure and has no row; a row
-    about one loss only appears when the loss is among the ``trained`` rows (``None``: all)."""
+    about one loss only appears when ``settings`` (the chapter's :func:`experiment_settings`;
+    ``None``: every row and sweep, as the paper profile) train that loss."""
     measured = dict(measured or {})
-    trained = set(LOSSES) | set(TABLE2_LOSSES) if trained is None else set(trained)
+    rows1 = table_rows(settings, 1) if settings else tuple(LOSSES)
+    rows2 = table_rows(settings, 2) if settings else tuple(TABLE2_LOSSES)
+    trained = set(rows1) | set(rows2)
+    swept = [name for name, grid in (("M", "m_grid"), ("lambda", "lambda_grid")) if not settings or settings[grid]]
+    paper_runs = paper_projections()["projections"]
     holdout = config.dataset_options.get("validation")
     augmented = "resize" in config.dataset_options or config.dataset_options.get("image_size", 0) >= 224
     betas = tuple(config.betas) if config.betas else (0.9, 0.999)
     size = config.dataset_options.get("image_size", "?")
     rows = [
-        ("scale", "GoogLeNet V1 (ImageNet), 224 px, 100 epochs, best epoch; 44-620 projections per run",
+        ("scale", f"GoogLeNet V1 (ImageNet), 224 px, {PAPER_EPOCHS} epochs, best epoch; {paper_runs.min():.0f}-"
+                  f"{paper_runs.max():.0f} projections per run",
          f"{config.model} (width {config.width}, {'pretrained' if config.pretrained else 'from scratch'}), {size} px "
          f"{config.dataset}, {config.epochs} epochs evaluated every {config.eval_every}, the kept epoch chosen on the "
          f"{config.select_on} classes; {projections:.0f} projections per run"),
-        ("losses and ablations run", "Table 1: 8 losses; Table 2: Margin and SoftTriple; Figs. 2-3: M and lambda sweeps",
-         "the default profile: Table 1 for Contrastive-Hard and Triplet-Hard, Table 2 for SoftTriple, no sweep (each "
-         "needs long runs of its own); the paper profile runs every row and both sweeps"),
+        ("losses and ablations run", f"Table 1: {len(LOSSES)} losses; Table 2: {' and '.join(TABLE2_LOSSES)}; Figs. 2-3: "
+                                     "M and lambda sweeps",
+         f"Table 1: {len(LOSSES)} losses; Table 2: {' and '.join(TABLE2_LOSSES)}; Figs. 2-3: M and lambda sweeps"
+         if trained == set(LOSSES) | set(TABLE2_LOSSES) and len(swept) == 2 else
+         f"Table 1 for {', '.join(rows1)}; Table 2 for {', '.join(rows2) or 'no loss'}; "
+         + (f"the {' and '.join(swept)} sweep" if swept else "no sweep (each needs long runs of its own)")
+         + "; the paper profile runs every row and both sweeps"),
         ("optimiser", "Adam, beta = (0.9, 0.99)", f"Adam, beta = {betas}"),
         ("learning rate", "1e-5 (CUB, Cars), 1e-4 (SOP); FC layer at 10x",
          f"{config.lr:g}" + (f", FC layer at {config.head_lr_scale:g}x" if config.head_lr_scale not in (None, 1.0) else " for every parameter")),
@@ -1110,7 +1121,10 @@ def deviations_table(config: TrainConfig, projections: float, measured: Mapping[
          "plain one (the component ablation separates it from PROFS's batches and its proximal term)"),
         ("Margin and SoftTriple setups", "Margin (distance-weighted sampling) in ResNet50, SoftTriple in BN-Inception, "
          "each with its own work's hyper-parameters; SoftTriple's plain row cited, not retrained",
-         "default profile: SoftTriple only, in the chapter's backbone, 6 epochs, its plain row retrained. Paper profile: Margin in ResNet50 "
+         f"this profile: {', '.join(rows2) or 'no Table 2 loss'}"
+         + (f" in the chapter's backbone, {table2_config(config, 'SoftTriple', settings).epochs} epochs, its plain row "
+            "retrained" if settings and not settings["table2_setups"].get("SoftTriple", {}).get("model") and "SoftTriple" in rows2
+            else "") + ". Paper profile: Margin in ResNet50 "
          "with 5 images per class (batch 125), its beta learning with Adam at the network's rate and no schedule "
          "(Wu et al.'s code: SGD at 0.1 for beta, the rate halved four times in 20 epochs, CUB cropped to its "
          "bounding boxes); SoftTriple in GoogLeNet V1 (no BN-Inception here), its centres at 1e-2; both with the "
@@ -1170,36 +1184,47 @@ def component_steps(
     return out
 
 
+def _step_verdicts(steps: Mapping[str, Sequence[ProfsRun]], metric: str = "R@1") -> dict[str, Verdict]:
+    """Each step of one loss's component ablation (but the first) -> the verdict of "it improves
+    ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs)."""
+    names = list(steps)
+    return {after: compare([float(x.metrics[metric]) for x in steps[after]], [float(x.metrics[metric]) for x in steps[before]],
+                           scale=100, unit=" pts") for before, after in zip(names, names[1:])}
+
+
 def component_frame(components: Mapping[str, Mapping[str, Sequence[ProfsRun]]], metric: str = "R@1") -> pd.DataFrame:
     """One row per loss and step of the component ablation: the step's ``metric`` (%, mean and std
     over seeds) and the verdict of "this step improves on the one before" by the book's rule
-    (:func:`~dmlnb.reporting.compare`, seeds as runs), with its effect, 90% interval and runs per side."""
+    (:func:`_step_verdicts`), with its effect, 90% interval and runs per side."""
     rows = []
     for row, steps in components.items():
-        previous = None
+        verdicts = _step_verdicts(steps, metric)
         for step, rs in steps.items():
             vals = [float(r.metrics[metric]) for r in rs]
             out: dict[str, Any] = {"loss": row, "step": step, f"{metric} mean": 100 * float(np.mean(vals)),
                                    f"{metric} std": 100 * float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan}
-            if previous is not None:
-                v = compare(vals, previous, scale=100, unit=" pts")
+            if step in verdicts:
+                v = verdicts[step]
                 out.update({"improves on the step before": str(v), **{k: x for k, x in v.evidence().items() if k != "note"}})
             rows.append(out)
-            previous = vals
     return pd.DataFrame(rows)
 
 
 def component_claims(components: Mapping[str, Mapping[str, Sequence[ProfsRun]]]) -> list[Claim]:
-    """Our measurements from the component ablation: each step against the one before (R@1, seeds
-    as runs), per loss."""
+    """Our measurements from the component ablation: each step against the one before (R@1,
+    :func:`_step_verdicts`), per loss."""
     claims = []
     for row, steps in components.items():
         names = list(steps)
-        for before, after in zip(names, names[1:]):
-            v = compare([x.metrics["R@1"] for x in steps[after]], [x.metrics["R@1"] for x in steps[before]], scale=100, unit=" pts")
+        for before, (after, v) in zip(names, _step_verdicts(steps).items()):
             claims.append(Claim(f"{row}: '{after}' improves R@1 over '{before}' [component ablation]", "—",
                                 f"{len(steps[after])} vs {len(steps[before])} seeds, equal steps", v))
     return claims
+
+
+def _first_evaluation(record: RunRecord) -> dict[str, Any]:
+    """The first history row of ``record`` after training began that holds test metrics."""
+    return next(h for h in record.data["history"] if h.get("epoch", 0) > 0 and h.get("metrics"))
 
 
 def loss_plateau(runs: Mapping[str, Sequence[ProfsRun]], level: float, tol: float = 0.005) -> pd.DataFrame:
@@ -1305,10 +1330,8 @@ def build_claims(
 
     # 3. Convergence rate (Sec. 5.4): R@1 at the first evaluation, after the same early steps (the
     # kept epoch or the last one would mix in what happens after a run peaks, e.g. over-fitting).
-    first = lambda rs: [next(float(h["metrics"]["R@1"]) for h in x.record.data["history"]  # noqa: E731
-                             if h.get("epoch", 0) > 0 and h.get("metrics")) for x in rs]
-    first_epoch = {r: next(h["epoch"] for h in runs[r, "plain"][0].record.data["history"] if h.get("epoch", 0) > 0 and h.get("metrics"))
-                   for r in losses}
+    first = lambda rs: [float(_first_evaluation(x.record)["metrics"]["R@1"]) for x in rs]  # noqa: E731
+    first_epoch = {r: _first_evaluation(runs[r, "plain"][0].record)["epoch"] for r in losses}
     vr = {r: compare(first(runs[r, "PROFS"]), first(runs[r, "plain"]), scale=100, unit=" pts") for r in losses}
     paper.append(Claim(
         "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples",
