@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from dmlnb.profiles import PROFILE_ENV
+from dmlnb.records import write_text_atomic
 from dmlnb.render import existing_notebook, notebook_parameters
 from dmlnb.runs import SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV
 from dmlnb.training import PROGRESS_ENV
@@ -147,7 +148,7 @@ def train_notebook(
                         continue
                     running.remove(worker)
                     if code != 0:
-                        abort.write_text(f"worker {worker.index} of {processes} failed (exit status {code})\n")
+                        write_text_atomic(abort, f"worker {worker.index} of {processes} failed (exit status {code})\n")
                         raise WorkerFailed(
                             f"worker {worker.index} of {processes} ({notebook.name}, profile {profile}) failed "
                             f"with exit status {code}; the others were stopped. The end of its log:\n{worker.tail()}"

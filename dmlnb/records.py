@@ -139,6 +139,12 @@ def write_json_atomic(path: str | Path, data: dict[str, Any], compact: bool = Fa
     _atomic_write(Path(path), lambda fh: fh.write(payload))
 
 
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """Write ``text`` (UTF-8) so that a reader polling for the file sees it whole or not at all."""
+    payload = text.encode()
+    _atomic_write(Path(path), lambda fh: fh.write(payload))
+
+
 def atomic_torch_save(obj: Any, path: str | Path) -> None:
     """``torch.save`` through a temp file + rename (a checkpoint is never left truncated)."""
     _atomic_write(Path(path), lambda fh: torch.save(obj, fh))

@@ -6,7 +6,7 @@ import pytest
 import torch
 from fabricated import epoch_row, selected_record
 
-from dmlnb.records import RecordError, RunRecord, atomic_torch_save, write_json_atomic
+from dmlnb.records import RecordError, RunRecord, atomic_torch_save, write_json_atomic, write_text_atomic
 
 
 def test_atomic_json_keeps_old_file_when_serialisation_fails(tmp_path):
@@ -17,6 +17,19 @@ def test_atomic_json_keeps_old_file_when_serialisation_fails(tmp_path):
         write_json_atomic(path, {"a": 2, "bad": object()})
     assert json.loads(path.read_text())["a"] == 1  # the old record survives
     assert os.listdir(path.parent) == ["record.json"]  # no temp file left behind
+
+
+def test_atomic_text_is_never_seen_empty_or_partial(tmp_path, monkeypatch):
+    # a shard polls for the launcher's abort file and reads it as soon as it exists: the file must
+    # not exist until its whole text is on disk (a plain write_text creates it empty first)
+    path = tmp_path / "abort"
+    seen_while_writing = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (seen_while_writing.append(path.exists()), real_fsync(fd)))
+    write_text_atomic(path, "worker 0 of 2 failed (exit status 1)\n")
+    assert seen_while_writing == [False]
+    assert path.read_text() == "worker 0 of 2 failed (exit status 1)\n"
+    assert os.listdir(tmp_path) == ["abort"]
 
 
 def test_atomic_torch_save_roundtrip(tmp_path):

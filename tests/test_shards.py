@@ -20,7 +20,7 @@ import pytest
 from fabricated import fake_run_parts
 
 import dmlnb.runs as runs
-from dmlnb.records import RunRecord, write_json_atomic
+from dmlnb.records import RunRecord, write_json_atomic, write_text_atomic
 from dmlnb.runs import (
     MEASUREMENT, SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV, SHARD_TIMEOUT_ENV, ShardError, current_shard,
     stored_measurement, train_or_reload,
@@ -178,7 +178,7 @@ def test_a_shard_reloads_a_siblings_finished_run_and_a_run_asked_for_again_keeps
 
 def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(shard, tmp_path):
     abort = shard("1/2")
-    threading.Timer(0.3, lambda: abort.write_text("worker 0 of 2 failed (exit status 1)\n")).start()
+    threading.Timer(0.3, lambda: write_text_atomic(abort, "worker 0 of 2 failed (exit status 1)\n")).start()
     config, spec, _ = fake_run_parts(0)
     said: list[str] = []
     t0 = time.monotonic()
