@@ -33,12 +33,13 @@ from dmlnb.render import existing_notebook, notebook_parameters
 from dmlnb.runs import SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV
 from dmlnb.training import PROGRESS_ENV
 
-__all__ = ["LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "train_notebook"]
+__all__ = ["LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "train_notebook"]
 
 #: How often the launcher looks at its processes (seconds).
 POLL_SECONDS = 0.5
 
 _TRAINING_LINE = re.compile(r"^training (.+?): ", re.MULTILINE)  # said by dmlnb.runs.train_or_reload
+_WAITED_LINE = re.compile(r"^shard \d+/\d+ waited ([0-9.]+) s for ", re.MULTILINE)  # said by dmlnb.runs.Shard.wait
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TAIL_LINES = 15
 
@@ -73,15 +74,25 @@ def worker_env(index: int, processes: int, profile: str, abort: Path, since: flo
     return env
 
 
-def trained_runs(executed: Path) -> list[str]:
-    """The runs an executed notebook trained: the names in its ``training <name>: <reason>``
-    lines (:func:`dmlnb.runs.train_or_reload`), in order."""
+def _printed(executed: Path) -> str:
+    """What an executed notebook printed (its stream outputs), in order."""
     import nbformat
 
     nb = nbformat.read(executed, as_version=4)
-    text = "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
                    for out in cell.get("outputs", []) if out.get("output_type") == "stream")
-    return _TRAINING_LINE.findall(text)
+
+
+def trained_runs(executed: Path) -> list[str]:
+    """The runs an executed notebook trained: the names in its ``training <name>: <reason>``
+    lines (:func:`dmlnb.runs.train_or_reload`), in order."""
+    return _TRAINING_LINE.findall(_printed(executed))
+
+
+def waited_seconds(executed: Path) -> float:
+    """How long an executed shard sat idle waiting for its siblings: the sum of its ``shard i/n
+    waited S s for ...`` lines (:meth:`dmlnb.runs.Shard.wait`)."""
+    return sum(float(s) for s in _WAITED_LINE.findall(_printed(executed)))
 
 
 @dataclass
@@ -164,8 +175,10 @@ def train_notebook(
                     worker.process.kill()
                     worker.process.wait()
         trained = [trained_runs(w.output) for w in workers]
+        waited = [waited_seconds(w.output) for w in workers]
     wall = time.time() - since
     counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
+    idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))
     say(f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
-        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}")
+        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for siblings: {idle}")
     return trained

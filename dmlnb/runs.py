@@ -35,10 +35,15 @@ next number of a per-process count when the folder is new to the process, else t
 first call (a run asked for again, e.g. retrained because its weights are gone, keeps its
 shard). The processes execute the same code in the same order, so they number the runs alike;
 run ``k`` belongs to shard ``k % n``. A run of this shard is reloaded, resumed or trained as
-above; a run of another shard is never trained here: the call waits (says so once, then polls
-every :data:`POLL_SECONDS`) until that run's record is finished with the fingerprint asked for
-and holds its extras (with ``retrain=True``: written since the launch started,
-``DMLNB_SHARD_SINCE``), and reloads it. A timing study must not be measured while another
+above; a run of another shard is never trained here: the call returns at once, and the run's
+record is waited for on its first use (reading anything of it says so once, then polls every
+:data:`POLL_SECONDS`) until it is finished with the fingerprint asked for and holds its extras
+(with ``retrain=True``: written since the launch started, ``DMLNB_SHARD_SINCE``), and reloaded.
+So a shard trains its own runs while its siblings train theirs, and blocks only where the
+notebook reads a sibling's result (a chapter that reads a sibling run's weights reads its record
+first: the weights are final once the record is). No two shards wait for each other: each
+trains its runs in the notebook's order, so a run read at some point of the notebook was asked
+for, and trained by its owner, before that point. A timing study must not be measured while another
 process trains, so under shards :func:`stored_measurement` measures in shard 0 alone: every
 other shard leaves a marker ``.waiting-<i>`` in the measurement's folder and waits for the
 stored table; shard 0 waits for every marker, measures, stores the table and removes the markers
@@ -56,6 +61,8 @@ import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from collections.abc import Iterator
+from collections.abc import Mapping as MappingABC
 from typing import Any, Callable, Mapping
 
 import pandas as pd
@@ -117,7 +124,8 @@ class Shard:
 
     def wait(self, what: str, pending: Callable[[], str], say: Callable[[str], None]) -> None:
         """Return once ``pending()`` says ``""`` (else why ``what`` is not ready); said once,
-        then polled every :data:`POLL_SECONDS`.
+        then polled every :data:`POLL_SECONDS`, and how long it waited said at the end (the
+        launcher sums it per process).
 
         Raises:
             ShardError: the abort file appeared (a sibling failed) or ``timeout`` passed.
@@ -126,7 +134,8 @@ class Shard:
         if reason == "":
             return
         say(f"shard {self} waits for {what}: {reason}")
-        deadline = time.monotonic() + self.timeout
+        start = time.monotonic()
+        deadline = start + self.timeout
         while reason != "":
             if self.abort is not None and self.abort.exists():
                 raise ShardError(f"shard {self} stopped waiting for {what}: a sibling shard failed "
@@ -140,6 +149,7 @@ class Shard:
                 )
             time.sleep(min(POLL_SECONDS, left))
             reason = pending()
+        say(f"shard {self} waited {time.monotonic() - start:.1f} s for {what}")
 
 
 def _positive_seconds(name: str, value: str) -> float:
@@ -191,8 +201,11 @@ class Run:
     trained: bool = False
 
     @property
-    def extras(self) -> dict[str, Any]:
-        """What the chapter stored after training (``finish``)."""
+    def extras(self) -> Mapping[str, Any]:
+        """What the chapter stored after training (``finish``); for a run another shard trains, a
+        read-only view that waits for its record on first use."""
+        if isinstance(self.record, _SiblingRecord):
+            return _SiblingExtras(self.record)
         return self.record.data.get("extras", {})
 
     @property
@@ -267,9 +280,9 @@ def train_or_reload(
     if shard is not None and folder is not None:
         owner = _run_numbers.setdefault(str(folder.resolve()), len(_run_numbers)) % shard.count
         if owner != shard.index:
-            record = _made_by_sibling(shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,
-                                      lambda: reuse_reason(folder, config, spec), retrain, say)
-            return Run(name, record)
+            return Run(name, _SiblingRecord(lambda: _made_by_sibling(
+                shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,
+                lambda: reuse_reason(folder, config, spec), retrain, say), folder / RECORD))
     if folder is None:
         reason, known = "no run folder", None
     elif retrain:
@@ -290,6 +303,46 @@ def train_or_reload(
     if folder is not None:
         record.save(folder / RECORD)
     return Run(name, record, model, trained=True)
+
+
+class _SiblingRecord(RunRecord):
+    """The record of a run another shard trains, waited for and loaded on its first use (any
+    read of :attr:`data`, e.g. ``best`` or ``config``), so that this shard goes on to train its
+    own runs meanwhile instead of idling in step with its sibling."""
+
+    def __init__(self, resolve: Callable[[], RunRecord], path: Path) -> None:
+        self._resolve: Callable[[], RunRecord] | None = resolve
+        self._data: dict[str, Any] | None = None
+        self.path = path
+
+    @property  # type: ignore[override]
+    def data(self) -> dict[str, Any]:
+        if self._resolve is not None:
+            self._data, self._resolve = self._resolve().data, None
+        return self._data  # type: ignore[return-value]
+
+    @data.setter
+    def data(self, value: dict[str, Any]) -> None:
+        self._data, self._resolve = value, None
+
+
+class _SiblingExtras(MappingABC):
+    """The ``extras`` of a :class:`_SiblingRecord`, read (and so waited for) on first use."""
+
+    def __init__(self, record: _SiblingRecord) -> None:
+        self._record = record
+
+    def _extras(self) -> dict[str, Any]:
+        return self._record.data.get("extras", {})
+
+    def __getitem__(self, key: str) -> Any:
+        return self._extras()[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._extras())
+
+    def __len__(self) -> int:
+        return len(self._extras())
 
 
 def _made_by_sibling(shard: Shard, what: str, path: Path, check: Callable[[], tuple[str, Any]], retrain: bool,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -182,9 +183,11 @@ def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(
     config, spec, _ = fake_run_parts(0)
     said: list[str] = []
     t0 = time.monotonic()
+    run = train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=said.append)
+    assert not run.trained and said == []  # the call returns at once; the record is waited for on first use
     with pytest.raises(ShardError, match=r"shard 1/2 stopped waiting for run r0 .*a sibling shard failed "
                                          r".*worker 0 of 2 failed \(exit status 1\)"):
-        train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=said.append)
+        run.record.best
     assert time.monotonic() - t0 >= 0.3  # it waited until the file appeared
     assert said == [f"shard 1/2 waits for run r0 (shard 0/2 trains it): no record at {tmp_path / 'r0' / 'record.json'}"]
 
@@ -193,8 +196,9 @@ def test_a_waiting_shard_stops_after_its_timeout(shard, tmp_path):
     shard("1/2", timeout=0.2)
     config, spec, _ = fake_run_parts(0)
     t0 = time.monotonic()
+    run = train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=lambda _: None)
     with pytest.raises(ShardError, match=r"shard 1/2 waited 0.2 s for run r0 .*no record at.*Raise DMLNB_SHARD_TIMEOUT"):
-        train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=lambda _: None)
+        run.extras["shard"]
     assert 0.2 <= time.monotonic() - t0 < 5
 
 
@@ -209,6 +213,26 @@ def test_with_retrain_a_shard_waits_for_a_record_written_since_the_launch(shard,
     run = train_or_reload("r0", tmp_path / "r0", config, spec, _never, retrain=True, say=said.append)
     assert run.extras == {"again": True} and not run.trained
     assert "retrain=True and" in said[0] and "was written before this launch" in said[0]
+    assert re.fullmatch(r"shard 1/2 waited [0-9.]+ s for run r0 \(shard 0/2 trains it\)", said[1]) and len(said) == 2
+
+
+def test_a_shard_trains_its_own_runs_while_a_sibling_trains_its_and_reads_the_siblings_on_first_use(shard, tmp_path):
+    # the notebook asks for r0 (shard 0's) then r1 (ours): r1 trains before r0 exists, so the
+    # two shards train side by side; reading r0 then waits for shard 0's record
+    shard("1/2")
+    said: list[str] = []
+    config0, spec0, train0 = fake_run_parts(0)
+    r0 = train_or_reload("r0", tmp_path / "r0", config0, spec0, _never, say=said.append)
+    config1, spec1, train1 = fake_run_parts(1)
+    r1 = train_or_reload("r1", tmp_path / "r1", config1, spec1, train1, finish=lambda r, m: {"k": 1}, say=said.append)
+    assert r1.trained and not (tmp_path / "r0" / "record.json").exists()
+    assert said == [f"training r1: no record at {tmp_path / 'r1' / 'record.json'}"]
+    made, _ = train0(False)  # what shard 0 writes, a moment later
+    made.data["extras"] = {"k": 0}
+    threading.Timer(0.3, lambda: made.save(tmp_path / "r0" / "record.json")).start()
+    assert dict(r0.extras) == {"k": 0} and r0.record.config == config0 and r0.metrics == made.best["metrics"]
+    assert said[1].startswith("shard 1/2 waits for run r0 (shard 0/2 trains it): no record at")
+    assert said[2].startswith("shard 1/2 waited ") and len(said) == 3  # said once, on first use
 
 
 def test_a_stored_measurement_is_reloaded_by_every_shard_without_waiting(shard, tmp_path):
@@ -310,7 +334,8 @@ def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp
     said: list[str] = []
     assert train_notebook(nb, 2, "smoke", say=said.append) == [["r0", "r2"], ["r1", "r3"]]
     assert said[-1].startswith("trained chapter.ipynb (profile smoke) in ")
-    assert said[-1].endswith(" s with 2 processes of 1 thread(s) each; runs trained: 2 by worker 0, 2 by worker 1")
+    assert re.search(r" s with 2 processes of 1 thread\(s\) each; runs trained: 2 by worker 0, 2 by worker 1; "
+                     r"waited for siblings: \d+ s by worker 0, \d+ s by worker 1$", said[-1]), said[-1]
     first = {k: RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json") for k in range(4)}
     for k, record in first.items():
         assert record.data["extras"] == {"shard": f"{k % 2}/2", "profile": "smoke", "threads": 1,

@@ -741,6 +741,7 @@ class Runner:
 
         run_dir = self.root / result.name
         if result.model is None:
+            result.record.best  # noqa: B018 -- a run another shard trains (dmlnb.runs): its weights are final once its record is
             result.model = self._load_best(result.config, self.splits(result.config), run_dir)
         if result.model is None:
             check_training_allowed(run_dir, f"{result.name!r} ({why}, and its weights {run_dir / 'best.pt'} are gone)")
@@ -811,6 +812,9 @@ def analysis_runs(runner: Runner, tsne_classes: int) -> dict[str, list[RunResult
     then hands that record to every later table, so no two cells show two trainings of one run.
     """
     study = runner.study
+    for m in FIGURE_METHODS:  # every run asked for before any is analysed: shards (dmlnb.runs) train theirs meanwhile
+        for s in study.seeds:
+            runner.get(study.config, m, study.key_group_size, s)
     runs = {
         m: [runner.get(study.config, m, study.key_group_size, s, analyse=True) for s in study.seeds]
         for m in FIGURE_METHODS
