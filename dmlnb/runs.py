@@ -59,11 +59,10 @@ from __future__ import annotations
 import os
 import re
 import time
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterator
-from collections.abc import Mapping as MappingABC
-from typing import Any, Callable, Mapping
+from typing import Any, Callable
 
 import pandas as pd
 import torch
@@ -326,7 +325,7 @@ class _SiblingRecord(RunRecord):
         self._data, self._resolve = value, None
 
 
-class _SiblingExtras(MappingABC):
+class _SiblingExtras(Mapping):
     """The ``extras`` of a :class:`_SiblingRecord`, read (and so waited for) on first use."""
 
     def __init__(self, record: _SiblingRecord) -> None:
