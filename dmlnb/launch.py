@@ -1,8 +1,8 @@
 """Train a chapter's runs in several processes: ``python -m dmlnb train NOTEBOOK --processes N``.
 
 The notebook is executed ``N`` times at once with papermill, each execution a shard of the run
-layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``), so every run is trained by one process and
-reloaded by the others, and a timing study is measured by shard 0 while the others wait. Each
+layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``), so every run is trained by the process that
+reaches it first and reloaded by the others, and a timing study is measured by shard 0 while the others wait. Each
 process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the current
 ``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
 executed notebooks are discarded: what remains is the run records, and the chapter is then
@@ -30,10 +30,13 @@ from typing import Callable, Mapping, Sequence
 from dmlnb.profiles import PROFILE_ENV
 from dmlnb.records import write_text_atomic
 from dmlnb.render import existing_notebook, notebook_parameters
-from dmlnb.runs import SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV
+from dmlnb.runs import SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_ENV, SHARD_SINCE_ENV
 from dmlnb.training import PROGRESS_ENV
 
-__all__ = ["LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "train_notebook"]
+__all__ = [
+    "LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "slowest_cells",
+    "train_notebook",
+]
 
 #: How often the launcher looks at its processes (seconds).
 POLL_SECONDS = 0.5
@@ -60,17 +63,19 @@ def worker_threads(processes: int, environ: Mapping[str, str] = os.environ) -> i
     return max(1, total // processes)
 
 
-def worker_env(index: int, processes: int, profile: str, abort: Path, since: float,
+def worker_env(index: int, processes: int, profile: str, abort: Path, claims: Path, since: float,
                environ: Mapping[str, str] = os.environ) -> dict[str, str]:
     """The environment of process ``index`` of ``processes``: ``environ`` with its shard
-    (none when ``processes == 1``), the abort file and the launch's start time, its threads
+    (none when ``processes == 1``), the abort file, the claims folder the shards share and the
+    launch's start time, its threads
     (:func:`worker_threads`), no progress bars and ``DMLNB_PROFILE=profile`` (a
     ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
-    env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_SINCE_ENV)}
+    env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_SINCE_ENV)}
     env.update({"OMP_NUM_THREADS": str(worker_threads(processes, environ)), PROGRESS_ENV: "0",
                 PROFILE_ENV: profile})
     if processes > 1:
-        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_SINCE_ENV: repr(since)})
+        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_CLAIMS_ENV: str(claims),
+                    SHARD_SINCE_ENV: repr(since)})
     return env
 
 
@@ -93,6 +98,17 @@ def waited_seconds(executed: Path) -> float:
     """How long an executed shard sat idle waiting for its siblings: the sum of its ``shard i/n
     waited S s for ...`` lines (:meth:`dmlnb.runs.Shard.wait`)."""
     return sum(float(s) for s in _WAITED_LINE.findall(_printed(executed)))
+
+
+def slowest_cells(executed: Path, count: int = 3) -> list[tuple[int, float]]:
+    """The ``count`` code cells an executed notebook spent longest in, as ``(cell index,
+    seconds)``, longest first (papermill's per-cell ``duration``; cells without one are skipped)."""
+    import nbformat
+
+    nb = nbformat.read(executed, as_version=4)
+    timed = [(i, float(c.metadata.get("papermill", {}).get("duration") or 0.0)) for i, c in enumerate(nb.cells)
+             if c.cell_type == "code"]
+    return sorted((t for t in timed if t[1] > 0), key=lambda t: -t[1])[:count]
 
 
 @dataclass
@@ -148,7 +164,7 @@ def train_notebook(
                            "--cwd", str(notebook.parent), "--no-progress-bar", *arguments]
                 with open(log, "wb") as sink:
                     process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
-                                               env=worker_env(i, processes, profile, abort, since))
+                                               env=worker_env(i, processes, profile, abort, folder / "claims", since))
                 workers.append(_Worker(i, process, output, log))
             running = list(workers)
             while running:
@@ -176,9 +192,12 @@ def train_notebook(
                     worker.process.wait()
         trained = [trained_runs(w.output) for w in workers]
         waited = [waited_seconds(w.output) for w in workers]
+        slowest = [slowest_cells(w.output) for w in workers]
     wall = time.time() - since
     counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
     idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))
     say(f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
         f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for siblings: {idle}")
+    for i, cells in enumerate(slowest):
+        say(f"worker {i}'s slowest cells: " + ", ".join(f"{k} ({t:.0f} s)" for k, t in cells))
     return trained

@@ -153,8 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="train a chapter's runs in several processes (shards), then discard the executed notebooks",
         description=(
             "Execute NOTEBOOK in --processes processes at once with papermill, process i being shard i of "
-            "the run layer (DMLNB_SHARD=i/N): each run is trained by one process and reloaded by the "
-            "others, a timing study is measured by shard 0 while the others wait. Each process gets "
+            "the run layer (DMLNB_SHARD=i/N): each run is trained by the process that reaches it first and "
+            "reloaded by the others, a timing study is measured by shard 0 while the others wait. Each process gets "
             "max(1, OMP_NUM_THREADS // N) threads (the CPU count when OMP_NUM_THREADS is unset). The "
             "executed notebooks are discarded; render the chapter afterwards (papermill in place): "
             "every run is then reloaded. A failed process stops the others."

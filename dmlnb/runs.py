@@ -29,21 +29,22 @@ best-epoch weights, which exist at that moment).
 
 **Shards.** Independent runs can train in several processes that execute the same notebook
 (``python -m dmlnb train NOTEBOOK --processes N``, :mod:`dmlnb.launch`). Each process is told
-its shard by the environment, ``DMLNB_SHARD="i/n"`` (:func:`current_shard`). Every call of
-:func:`train_or_reload` with a run folder numbers that folder, whether it reloads or trains: the
-next number of a per-process count when the folder is new to the process, else the number of its
-first call (a run asked for again, e.g. retrained because its weights are gone, keeps its
-shard). The processes execute the same code in the same order, so they number the runs alike;
-run ``k`` belongs to shard ``k % n``. A run of this shard is reloaded, resumed or trained as
-above; a run of another shard is never trained here: the call returns at once, and the run's
-record is waited for on its first use (reading anything of it says so once, then polls every
-:data:`POLL_SECONDS`) until it is finished with the fingerprint asked for and holds its extras
-(with ``retrain=True``: written since the launch started, ``DMLNB_SHARD_SINCE``), and reloaded.
-So a shard trains its own runs while its siblings train theirs, and blocks only where the
-notebook reads a sibling's result (a chapter that reads a sibling run's weights reads its record
-first: the weights are final once the record is). No two shards wait for each other: each
-trains its runs in the notebook's order, so a run read at some point of the notebook was asked
-for, and trained by its owner, before that point. A timing study must not be measured while another
+its shard by the environment, ``DMLNB_SHARD="i/n"`` (:func:`current_shard`), and the folder the
+shards of one launch share, ``DMLNB_SHARD_CLAIMS``. Every call of :func:`train_or_reload` with a
+run folder *claims* that folder (:meth:`Shard.claim`): the first shard to ask for a run owns it,
+and a run asked for again keeps its owner. So the runs are dealt out as the shards reach them,
+not by a fixed rule: a shard that is done with a long run takes the next unclaimed one, and no
+shard idles while runs are left that nobody has started. A run this shard owns is reloaded,
+resumed or trained as above; a run another shard owns is never trained here: the call returns
+at once, and the run's record is waited for on its first use (reading anything of it says so
+once, then polls every :data:`POLL_SECONDS`) until it is finished with the fingerprint asked for
+and holds its extras (with ``retrain=True``: written since the launch started,
+``DMLNB_SHARD_SINCE``), and reloaded. So a shard trains its own runs while its siblings train
+theirs, and blocks only where the notebook reads a sibling's result (a chapter that reads a
+sibling run's weights reads its record first: the weights are final once the record is). No two
+shards wait for each other: a shard trains a run as soon as it claims it, and the notebook reads
+a run only after asking for it, so a run read at some point was claimed before that point by a
+shard that trains it at once, and that training reads only runs asked for before it. A timing study must not be measured while another
 process trains, so under shards :func:`stored_measurement` measures in shard 0 alone: every
 other shard leaves a marker ``.waiting-<i>`` in the measurement's folder and waits for the
 stored table; shard 0 waits for every marker, measures, stores the table and removes the markers
@@ -56,6 +57,7 @@ equals, bit for bit on the CPU, the run trained alone with one thread.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import time
@@ -72,7 +74,8 @@ from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_a
 
 __all__ = [
     "Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT", "Shard", "ShardError",
-    "current_shard", "SHARD_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV", "POLL_SECONDS",
+    "current_shard", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
+    "POLL_SECONDS",
 ]
 
 MEASUREMENT = "measurement.json"
@@ -81,6 +84,9 @@ RECORD = "record.json"
 
 SHARD_ENV = "DMLNB_SHARD"
 """Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the module docstring)."""
+SHARD_CLAIMS_ENV = "DMLNB_SHARD_CLAIMS"
+"""Environment variable: the folder the shards of one launch share; a claim (:meth:`Shard.claim`)
+is a file there naming the shard that owns a run."""
 SHARD_ABORT_ENV = "DMLNB_SHARD_ABORT"
 """Environment variable: a file whose appearance means a sibling shard failed (waiting stops)."""
 SHARD_SINCE_ENV = "DMLNB_SHARD_SINCE"
@@ -95,7 +101,6 @@ _DEFAULT_TIMEOUT = 6 * 3600.0
 _PROCESS_START = time.time()
 # A file's time comes from the kernel's coarse clock, up to one tick (<= 10 ms) behind time.time().
 _CLOCK_SLACK = 0.1
-_run_numbers: dict[str, int] = {}  # each run folder's number in this process, in the order first seen (shards)
 
 
 class ShardError(RuntimeError):
@@ -104,18 +109,36 @@ class ShardError(RuntimeError):
 
 @dataclass(frozen=True)
 class Shard:
-    """This process's shard: ``index`` of ``count``; files written before ``since`` (Unix
-    seconds) are not this launch's; a wait stops after ``timeout`` seconds or when ``abort``
-    exists."""
+    """This process's shard: ``index`` of ``count``; ``claims`` the folder the launch's shards
+    share; files written before ``since`` (Unix seconds) are not this launch's; a wait stops after
+    ``timeout`` seconds or when ``abort`` exists."""
 
     index: int
     count: int
+    claims: Path
     since: float
     timeout: float
     abort: Path | None
 
     def __str__(self) -> str:
         return f"{self.index}/{self.count}"
+
+    def claim(self, key: str) -> int:
+        """The shard that owns ``key`` (a run folder): this one when no shard claimed it before,
+        else the one that did. The claim is a file in :attr:`claims` holding the owner's index,
+        made whole before it appears (written aside, then hard-linked into place, which fails when
+        a sibling's is there), so no shard reads a half-written claim and two cannot both win."""
+        self.claims.mkdir(parents=True, exist_ok=True)
+        path = self.claims / hashlib.sha1(key.encode()).hexdigest()
+        mine = self.claims / f".{path.name}.{self.index}.{os.getpid()}"
+        mine.write_text(str(self.index))
+        try:
+            os.link(mine, path)
+        except FileExistsError:
+            pass
+        finally:
+            mine.unlink()
+        return int(path.read_text())
 
     def is_fresh(self, path: Path) -> bool:
         """Whether ``path`` was written since the launch started."""
@@ -178,11 +201,17 @@ def current_shard() -> Shard | None:
             f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' and '1/2' "
             "for two processes), or unset it to train every run in this process"
         )
+    claims = os.environ.get(SHARD_CLAIMS_ENV, "")
+    if claims == "":
+        raise ValueError(
+            f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every shard of the launch "
+            "shares (python -m dmlnb train does), where the shards claim the runs they train"
+        )
     since = os.environ.get(SHARD_SINCE_ENV, "")
     timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")
     abort = os.environ.get(SHARD_ABORT_ENV, "")
     return Shard(
-        index=int(match[1]), count=int(match[2]),
+        index=int(match[1]), count=int(match[2]), claims=Path(claims),
         since=_positive_seconds(SHARD_SINCE_ENV, since) if since else _PROCESS_START,
         timeout=_positive_seconds(SHARD_TIMEOUT_ENV, timeout) if timeout else _DEFAULT_TIMEOUT,
         abort=Path(abort) if abort else None,
@@ -265,8 +294,9 @@ def train_or_reload(
         retrain: train from scratch even when a finished record matches.
         say: where the reason for training goes (the notebook's output by default).
 
-    Under shards (``DMLNB_SHARD``, see the module docstring) a run with a folder that belongs to
-    another shard is not trained: the call waits for its record and reloads it.
+    Under shards (``DMLNB_SHARD``, see the module docstring) a run whose folder another shard
+    claimed first is not trained: the call returns at once with a record that is waited for and
+    reloaded on first use.
 
     Raises:
         ShardError: waiting for another shard's run stopped (that shard failed, or the timeout).
@@ -277,7 +307,7 @@ def train_or_reload(
     folder = Path(run_dir) if run_dir is not None else None
     shard = current_shard() if folder is not None else None
     if shard is not None and folder is not None:
-        owner = _run_numbers.setdefault(str(folder.resolve()), len(_run_numbers)) % shard.count
+        owner = shard.claim(str(folder.resolve()))
         if owner != shard.index:
             return Run(name, _SiblingRecord(lambda: _made_by_sibling(
                 shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,

@@ -1,5 +1,5 @@
-"""Shards of the run layer (``DMLNB_SHARD=i/n``): every run is trained by one process and
-reloaded by the others, a timing study is measured by shard 0 alone while the others wait, a
+"""Shards of the run layer (``DMLNB_SHARD=i/n``): every run is trained by the process that claims
+it first and reloaded by the others, a process done with a long run takes the next unclaimed one, a timing study is measured by shard 0 alone while the others wait, a
 waiting shard stops when a sibling failed or after its timeout; ``python -m dmlnb train``
 executes a chapter in shard processes and names a failed one. A run trained by a shard equals
 the run trained alone, bit for bit on the CPU."""
@@ -23,8 +23,8 @@ from fabricated import fake_run_parts
 import dmlnb.runs as runs
 from dmlnb.records import RunRecord, write_json_atomic, write_text_atomic
 from dmlnb.runs import (
-    MEASUREMENT, SHARD_ABORT_ENV, SHARD_ENV, SHARD_SINCE_ENV, SHARD_TIMEOUT_ENV, ShardError, current_shard,
-    stored_measurement, train_or_reload,
+    MEASUREMENT, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_ENV, SHARD_SINCE_ENV, SHARD_TIMEOUT_ENV, Shard, ShardError,
+    current_shard, stored_measurement, train_or_reload,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -39,6 +39,23 @@ dmlnb.runs.POLL_SECONDS = 0.05
 for k in range(4):
     run = fake_run(Path(sys.argv[1]), k)
     print(f"RESULT r{k} trained={run.trained} by={run.extras['shard']}")
+'''
+
+ONE_LONG_RUN = '''
+import os, sys, time
+from fabricated import fake_run_parts
+from pathlib import Path
+import dmlnb.runs
+dmlnb.runs.POLL_SECONDS = 0.05
+for k in range(5):
+    config, spec, train = fake_run_parts(k)
+
+    def slowly(resume, train=train, k=k):
+        time.sleep(3.0 if k == 0 else 0.0)
+        return train(resume)
+
+    run = dmlnb.runs.train_or_reload(f"r{k}", Path(sys.argv[1]) / f"r{k}", config, spec, slowly)
+    print(f"RESULT r{k} trained={run.trained}")
 '''
 
 MEASURE = '''
@@ -99,11 +116,14 @@ def _results(out: str) -> list[str]:
 
 
 def _run_shards(script: Path, folder: Path, n: int, **extra: str) -> list[str]:
-    """``script folder`` in ``n`` processes at once, shard ``i`` in process ``i``; their outputs."""
+    """``script folder`` in ``n`` processes at once, shard ``i`` in process ``i`` (claims in
+    ``folder.parent / "claims"``); their outputs."""
     since = repr(time.time())
+    claims = str(folder.parent / "claims")
     procs = [subprocess.Popen([sys.executable, str(script), str(folder)], stdout=subprocess.PIPE,
                               stderr=subprocess.STDOUT, text=True,
-                              env=_env(**{SHARD_ENV: f"{i}/{n}", SHARD_SINCE_ENV: since, **extra}))
+                              env=_env(**{SHARD_ENV: f"{i}/{n}", SHARD_CLAIMS_ENV: claims, SHARD_SINCE_ENV: since,
+                                          **extra}))
              for i in range(n)]
     outs = [p.communicate(timeout=300)[0] for p in procs]
     for i, (p, out) in enumerate(zip(procs, outs)):
@@ -113,13 +133,13 @@ def _run_shards(script: Path, folder: Path, n: int, **extra: str) -> list[str]:
 
 @pytest.fixture
 def shard(monkeypatch, tmp_path):
-    """Sets this process's shard (``shard("1/2", timeout=...)``), counting runs from 0, polling
-    every 10 ms; the abort file is ``tmp_path / "abort"``."""
-    monkeypatch.setattr(runs, "_run_numbers", {})
+    """Sets this process's shard (``shard("1/2", timeout=...)``), polling every 10 ms; the abort
+    file is ``tmp_path / "abort"``, the claims folder ``tmp_path / "claims"``."""
     monkeypatch.setattr(runs, "POLL_SECONDS", 0.01)
 
     def set_shard(value: str, timeout: float = 30.0, since: float | None = None) -> Path:
         monkeypatch.setenv(SHARD_ENV, value)
+        monkeypatch.setenv(SHARD_CLAIMS_ENV, str(tmp_path / "claims"))
         monkeypatch.setenv(SHARD_TIMEOUT_ENV, str(timeout))
         monkeypatch.setenv(SHARD_ABORT_ENV, str(tmp_path / "abort"))
         monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() if since is None else since))
@@ -130,6 +150,13 @@ def shard(monkeypatch, tmp_path):
 
 def _never(resume):
     raise AssertionError("a run of another shard was trained here")
+
+
+def _claimed_by_shard_0(tmp_path: Path, *names: str) -> None:
+    """Runs ``tmp_path / name`` claimed by shard 0 of 2 (claims in ``tmp_path / "claims"``)."""
+    zero = Shard(0, 2, tmp_path / "claims", since=0.0, timeout=1.0, abort=None)
+    for name in names:
+        assert zero.claim(str((tmp_path / name).resolve())) == 0
 
 
 # ------------------------------------------------------------------ DMLNB_SHARD
@@ -146,6 +173,7 @@ def test_a_bad_shard_is_refused_naming_the_value_and_the_fix(value, monkeypatch,
 @pytest.mark.parametrize("value", ["0", "-5", "soon"])
 def test_a_bad_timeout_is_refused(value, monkeypatch):
     monkeypatch.setenv(SHARD_ENV, "0/2")
+    monkeypatch.setenv(SHARD_CLAIMS_ENV, "/tmp/claims")
     monkeypatch.setenv(SHARD_TIMEOUT_ENV, value)
     with pytest.raises(ValueError, match=rf"DMLNB_SHARD_TIMEOUT='{value}' is not a number of seconds > 0"):
         current_shard()
@@ -155,12 +183,45 @@ def test_a_shard_is_read_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv(SHARD_ENV, raising=False)
     assert current_shard() is None
     monkeypatch.setenv(SHARD_ENV, " 1 / 3 ")
+    monkeypatch.setenv(SHARD_CLAIMS_ENV, str(tmp_path / "claims"))
     monkeypatch.setenv(SHARD_ABORT_ENV, str(tmp_path / "abort"))
     monkeypatch.setenv(SHARD_SINCE_ENV, "1700000000.5")
     monkeypatch.delenv(SHARD_TIMEOUT_ENV, raising=False)
     got = current_shard()
     assert (got.index, got.count, got.since, got.abort, str(got)) == (1, 3, 1700000000.5, tmp_path / "abort", "1/3")
-    assert got.timeout == 6 * 3600
+    assert got.timeout == 6 * 3600 and got.claims == tmp_path / "claims"
+
+
+def test_a_shard_without_a_claims_folder_is_refused_naming_the_fix(monkeypatch):
+    monkeypatch.setenv(SHARD_ENV, "0/2")
+    monkeypatch.delenv(SHARD_CLAIMS_ENV, raising=False)
+    with pytest.raises(ValueError, match=r"DMLNB_SHARD='0/2' but DMLNB_SHARD_CLAIMS is unset: set it to a folder"):
+        current_shard()
+
+
+def test_the_first_shard_to_claim_a_run_owns_it_and_keeps_it(tmp_path):
+    shards = [Shard(i, 3, tmp_path / "claims", since=0.0, timeout=1.0, abort=None) for i in range(3)]
+    assert shards[2].claim("/runs/a") == 2 and shards[0].claim("/runs/b") == 0
+    assert [s.claim("/runs/a") for s in shards] == [2, 2, 2] and [s.claim("/runs/b") for s in shards] == [0, 0, 0]
+    assert sorted(p.name.startswith(".") for p in (tmp_path / "claims").iterdir()) == [False, False]  # no temp files
+
+
+def test_claims_raced_by_many_threads_have_one_owner_each(tmp_path):
+    shards = [Shard(i, 8, tmp_path / "claims", since=0.0, timeout=1.0, abort=None) for i in range(8)]
+    got: dict[int, list[int]] = {}
+    barrier = threading.Barrier(8)
+
+    def claim_all(shard: Shard) -> None:
+        barrier.wait()
+        got[shard.index] = [shard.claim(f"/runs/{k}") for k in range(50)]
+
+    threads = [threading.Thread(target=claim_all, args=(s,)) for s in shards]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    owners = [{got[i][k] for i in range(8)} for k in range(50)]
+    assert all(len(o) == 1 for o in owners)  # every shard read the same owner of run k
 
 
 # ------------------------------------------------------------------ one process, as one shard
@@ -168,8 +229,9 @@ def test_a_shard_reloads_a_siblings_finished_run_and_a_run_asked_for_again_keeps
     config, spec, train = fake_run_parts(0)
     train_or_reload("r0", tmp_path / "r0", config, spec, train, say=lambda _: None)
     shard("1/2")
+    _claimed_by_shard_0(tmp_path, "r0")
     said: list[str] = []
-    for _ in range(2):  # run 0 both times (a count of calls would make the second call run 1, ours)
+    for _ in range(2):  # shard 0's both times
         again = train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=said.append)
         assert not again.trained and again.record.config == config
     config1, spec1, train1 = fake_run_parts(1)
@@ -179,6 +241,7 @@ def test_a_shard_reloads_a_siblings_finished_run_and_a_run_asked_for_again_keeps
 
 def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(shard, tmp_path):
     abort = shard("1/2")
+    _claimed_by_shard_0(tmp_path, "r0")
     threading.Timer(0.3, lambda: write_text_atomic(abort, "worker 0 of 2 failed (exit status 1)\n")).start()
     config, spec, _ = fake_run_parts(0)
     said: list[str] = []
@@ -194,6 +257,7 @@ def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(
 
 def test_a_waiting_shard_stops_after_its_timeout(shard, tmp_path):
     shard("1/2", timeout=0.2)
+    _claimed_by_shard_0(tmp_path, "r0")
     config, spec, _ = fake_run_parts(0)
     t0 = time.monotonic()
     run = train_or_reload("r0", tmp_path / "r0", config, spec, _never, say=lambda _: None)
@@ -207,6 +271,7 @@ def test_with_retrain_a_shard_waits_for_a_record_written_since_the_launch(shard,
     train_or_reload("r0", tmp_path / "r0", config, spec, train, say=lambda _: None)  # an earlier launch's
     old = json.loads((tmp_path / "r0" / "record.json").read_text())
     shard("1/2", since=time.time() + 0.5)  # the record predates this launch
+    _claimed_by_shard_0(tmp_path, "r0")
     retrained = {**old, "extras": {"again": True}}
     threading.Timer(0.8, lambda: write_json_atomic(tmp_path / "r0" / "record.json", retrained)).start()
     said: list[str] = []
@@ -220,6 +285,7 @@ def test_a_shard_trains_its_own_runs_while_a_sibling_trains_its_and_reads_the_si
     # the notebook asks for r0 (shard 0's) then r1 (ours): r1 trains before r0 exists, so the
     # two shards train side by side; reading r0 then waits for shard 0's record
     shard("1/2")
+    _claimed_by_shard_0(tmp_path, "r0")
     said: list[str] = []
     config0, spec0, train0 = fake_run_parts(0)
     r0 = train_or_reload("r0", tmp_path / "r0", config0, spec0, _never, say=said.append)
@@ -245,19 +311,35 @@ def test_a_stored_measurement_is_reloaded_by_every_shard_without_waiting(shard, 
 
 
 # ------------------------------------------------------------------ real processes
+def _trainers(outs: list[str], runs: int) -> list[int]:
+    """Which shard trained each of ``runs`` runs, from the shards' ``RESULT r<k> trained=<bool>``
+    lines; fails unless exactly one shard trained each."""
+    trained = [[i for i, out in enumerate(outs) if f"RESULT r{k} trained=True" in out] for k in range(runs)]
+    assert all(len(t) == 1 for t in trained), outs
+    return [t[0] for t in trained]
+
+
 def test_two_shards_train_every_run_once_and_both_end_with_every_record(tmp_path):
     outs = _run_shards(_script(tmp_path, FOUR_RUNS), tmp_path / "runs", 2)
-    for i, out in enumerate(outs):  # each trained its own runs and reloaded the other's
-        assert _results(out) == [f"r{k} trained={k % 2 == i} by={k % 2}/2" for k in range(4)], out
+    by = _trainers(outs, 4)
+    for i, out in enumerate(outs):  # each trained the runs it claimed and reloaded the other's
+        assert _results(out) == [f"r{k} trained={by[k] == i} by={by[k]}/2" for k in range(4)], out
     for k in range(4):
         record = RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json")
-        assert record.data["extras"] == {"shard": f"{k % 2}/2"} and record.data["status"] == "finished"
+        assert record.data["extras"] == {"shard": f"{by[k]}/2"} and record.data["status"] == "finished"
+
+
+def test_a_shard_busy_with_a_long_run_leaves_the_next_runs_to_its_sibling(tmp_path):
+    # run 0 takes 3 s, runs 1-4 a moment: the shard that claims run 0 trains only it, the other the rest
+    outs = _run_shards(_script(tmp_path, ONE_LONG_RUN), tmp_path / "runs", 2)
+    by = _trainers(outs, 5)
+    assert by[1:] == [1 - by[0]] * 4, outs
 
 
 def test_shard_0_measures_only_once_the_other_shard_waits_and_the_other_reloads_it(tmp_path):
     script, folder = _script(tmp_path, MEASURE), tmp_path / "m"
     since = repr(time.time())
-    env = {SHARD_SINCE_ENV: since}
+    env = {SHARD_SINCE_ENV: since, SHARD_CLAIMS_ENV: str(tmp_path / "claims")}
     first = subprocess.Popen([sys.executable, str(script), str(folder)], stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=_env(**{SHARD_ENV: "0/2", **env}))
     lines = []
@@ -291,7 +373,7 @@ def test_a_run_trained_by_a_shard_equals_the_run_trained_alone(tmp_path):
     assert alone.returncode == 0, alone.stdout + alone.stderr
     assert _results(alone.stdout) == ["r0 trained=True", "r1 trained=True"]
     outs = _run_shards(script, tmp_path / "shards", 2, OMP_NUM_THREADS="1")
-    assert _results(outs[1]) == ["r0 trained=False", "r1 trained=True"]  # r1 trained by shard 1's process
+    _trainers(outs, 2)  # each run trained by one shard's process
     for name in ("r0", "r1"):
         a = RunRecord.load(tmp_path / "alone" / name / "record.json")
         b = RunRecord.load(tmp_path / "shards" / name / "record.json")
@@ -332,18 +414,24 @@ def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp
         monkeypatch.setenv(key, value)
     nb = _notebook(tmp_path / "chapter.ipynb", LAUNCHED)
     said: list[str] = []
-    assert train_notebook(nb, 2, "smoke", say=said.append) == [["r0", "r2"], ["r1", "r3"]]
-    assert said[-1].startswith("trained chapter.ipynb (profile smoke) in ")
-    assert re.search(r" s with 2 processes of 1 thread\(s\) each; runs trained: 2 by worker 0, 2 by worker 1; "
-                     r"waited for siblings: \d+ s by worker 0, \d+ s by worker 1$", said[-1]), said[-1]
+    trained = train_notebook(nb, 2, "smoke", say=said.append)
+    assert sorted(trained[0] + trained[1]) == ["r0", "r1", "r2", "r3"]  # each run by one process
+    line = next(x for x in said if x.startswith("trained chapter.ipynb (profile smoke) in "))
+    assert re.search(rf" s with 2 processes of 1 thread\(s\) each; runs trained: {len(trained[0])} by worker 0, "
+                     rf"{len(trained[1])} by worker 1; waited for siblings: \d+ s by worker 0, \d+ s by worker 1$", line)
+    assert [x.split(":")[0] for x in said[-2:]] == ["worker 0's slowest cells", "worker 1's slowest cells"]
+    assert re.fullmatch(r"worker 0's slowest cells: \d+ \(\d+ s\)(, \d+ \(\d+ s\))*", said[-2]), said[-2]
     first = {k: RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json") for k in range(4)}
     for k, record in first.items():
-        assert record.data["extras"] == {"shard": f"{k % 2}/2", "profile": "smoke", "threads": 1,
+        by = next(i for i in (0, 1) if f"r{k}" in trained[i])
+        assert record.data["extras"] == {"shard": f"{by}/2", "profile": "smoke", "threads": 1,
                                          "OMP_NUM_THREADS": "1", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}
-    assert train_notebook(nb, 2, "smoke", retrain=True, say=said.append) == [["r0", "r2"], ["r1", "r3"]]
+    again_trained = train_notebook(nb, 2, "smoke", retrain=True, say=said.append)
+    assert sorted(again_trained[0] + again_trained[1]) == ["r0", "r1", "r2", "r3"]
     for k in range(4):
         again = RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json")
-        assert again.data["started"] >= first[k].data["started"] and again.data["extras"] == first[k].data["extras"]
+        assert again.data["started"] >= first[k].data["started"]
+        assert {**again.data["extras"], "shard": None} == {**first[k].data["extras"], "shard": None}
 
 
 def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, monkeypatch, capsys):
@@ -355,10 +443,17 @@ def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, m
 import dmlnb.runs
 from pathlib import Path
 dmlnb.runs.POLL_SECONDS = 0.05
-if os.environ["DMLNB_SHARD"] == "1/2":
+import time
+from dmlnb.runs import current_shard
+if os.environ["DMLNB_SHARD"] == "1/2":  # claims r1, then fails
+    current_shard().claim(str((Path(root) / "r1").resolve()))
+    (Path(root) / "r1-claimed").parent.mkdir(parents=True, exist_ok=True)
+    (Path(root) / "r1-claimed").touch()
     raise ValueError("boom in the second worker")
+while not (Path(root) / "r1-claimed").exists():
+    time.sleep(0.05)
 for k in range(2):  # shard 0 trains r0, then waits for r1, which shard 1 never makes
-    fake_run(Path(root), k)
+    fake_run(Path(root), k).record.best
 ''')
     t0 = time.monotonic()
     assert main(["train", str(nb), "--processes", "2", "--profile", "smoke"]) == 1
@@ -384,8 +479,11 @@ def test_worker_threads_and_environment():
 
     assert worker_threads(2, {"OMP_NUM_THREADS": "2"}) == 1 and worker_threads(3, {"OMP_NUM_THREADS": "2"}) == 1
     assert worker_threads(2, {"OMP_NUM_THREADS": "8"}) == 4 and worker_threads(1, {}) == (os.cpu_count() or 1)
-    env = worker_env(1, 2, "smoke", Path("/tmp/abort"), 12.5, {"OMP_NUM_THREADS": "4", "DMLNB_PROFILE": "default", "X": "y"})
+    env = worker_env(1, 2, "smoke", Path("/tmp/abort"), Path("/tmp/claims"), 12.5,
+                     {"OMP_NUM_THREADS": "4", "DMLNB_PROFILE": "default", "X": "y"})
     assert env == {"OMP_NUM_THREADS": "2", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke", "X": "y",
-                   SHARD_ENV: "1/2", SHARD_ABORT_ENV: "/tmp/abort", SHARD_SINCE_ENV: "12.5"}
-    alone = worker_env(0, 1, "smoke", Path("/tmp/abort"), 12.5, {"OMP_NUM_THREADS": "4", SHARD_ENV: "0/2"})
+                   SHARD_ENV: "1/2", SHARD_ABORT_ENV: "/tmp/abort", SHARD_CLAIMS_ENV: "/tmp/claims",
+                   SHARD_SINCE_ENV: "12.5"}
+    alone = worker_env(0, 1, "smoke", Path("/tmp/abort"), Path("/tmp/claims"), 12.5,
+                       {"OMP_NUM_THREADS": "4", SHARD_ENV: "0/2", SHARD_CLAIMS_ENV: "/x"})
     assert alone == {"OMP_NUM_THREADS": "4", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}  # no shard
