@@ -229,6 +229,11 @@ class Run:
     trained: bool = False
 
     @property
+    def sibling(self) -> bool:
+        """Whether another shard trains this run (its record is waited for on first use)."""
+        return isinstance(self.record, _SiblingRecord)
+
+    @property
     def extras(self) -> Mapping[str, Any]:
         """What the chapter stored after training (``finish``); for a run another shard trains, a
         read-only view that waits for its record on first use."""

@@ -20,6 +20,7 @@ import pandas as pd
 import pytest
 from fabricated import fake_run_parts
 
+import dmlnb.experiments.easy_positive as ep
 import dmlnb.runs as runs
 from dmlnb.records import RunRecord, write_json_atomic, write_text_atomic
 from dmlnb.runs import (
@@ -56,6 +57,29 @@ for k in range(5):
 
     run = dmlnb.runs.train_or_reload(f"r{k}", Path(sys.argv[1]) / f"r{k}", config, spec, slowly)
     print(f"RESULT r{k} trained={run.trained}")
+'''
+
+EP_ANALYSES = '''
+import sys
+from pathlib import Path
+import dmlnb.runs
+import dmlnb.experiments.easy_positive as ep
+dmlnb.runs.POLL_SECONDS = 0.05
+computed = []
+real = ep.embedding_statistics
+
+def counted(model, splits, batch_size=512):
+    computed.append(1)
+    return real(model, splits, batch_size)
+
+ep.embedding_statistics = counted
+study = ep.make_study("smoke", {"epochs": 1, "steps_per_epoch": 2})
+runner = ep.Runner(study, Path(sys.argv[1]), retrain=True)
+for m, rs in ep.analysis_runs(runner, 2).items():
+    for r in rs:
+        print(f"RESULT {r.name} trained={r.trained} analysis={sorted(r.analysis.items())}")
+    print(f"RESULT figures {m} {sorted((k, v.tolist()) for k, v in runner.figures(rs[0]).items())}")
+print(f"STATISTICS {len(computed)}")
 '''
 
 MEASURE = '''
@@ -334,6 +358,17 @@ def test_a_shard_busy_with_a_long_run_leaves_the_next_runs_to_its_sibling(tmp_pa
     outs = _run_shards(_script(tmp_path, ONE_LONG_RUN), tmp_path / "runs", 2)
     by = _trainers(outs, 5)
     assert by[1:] == [1 - by[0]] * 4, outs
+
+
+def test_two_shards_analyse_each_run_once_and_read_the_same_analyses(tmp_path):
+    # easy positive's figure runs: a shard computes the statistics and figures of the runs it
+    # trained and reads those its sibling computed of the others (before, both computed all)
+    outs = _run_shards(_script(tmp_path, EP_ANALYSES), tmp_path / "runs", 2)
+    runs = 2 * len(ep.FIGURE_METHODS)  # two seeds at smoke
+    assert sum(int(re.search(r"^STATISTICS (\d+)$", out, re.M)[1]) for out in outs) == runs, outs
+    a, b = ([re.sub(r" trained=\w+", "", line) for line in _results(out)] for out in outs)
+    assert a == b and len(a) == runs + len(ep.FIGURE_METHODS)  # the same records and figures in both
+    assert sum(" trained=True" in line for out in outs for line in _results(out)) == runs
 
 
 def test_shard_0_measures_only_once_the_other_shard_waits_and_the_other_reloads_it(tmp_path):

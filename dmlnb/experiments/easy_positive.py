@@ -67,7 +67,7 @@ from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, as_json, write_json_atomic
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
-from dmlnb.runs import train_or_reload
+from dmlnb.runs import current_shard, train_or_reload
 from dmlnb.reporting import (
     Claim,
     Verdict,
@@ -588,7 +588,9 @@ def tsne_data(stats: Mapping[str, Any], settings: Mapping[str, Any]) -> dict[str
 @dataclass
 class RunResult:
     """One run: its name, method, configuration, record, best-epoch model (when loaded this
-    session) and :func:`embedding_statistics` of that model (when computed this session)."""
+    session), :func:`embedding_statistics` of that model (when computed this session) and
+    whether another shard trains it (:attr:`dmlnb.runs.Run.sibling`; it then computes its
+    analyses too, and this process reads them)."""
 
     name: str
     method: str
@@ -597,6 +599,7 @@ class RunResult:
     model: nn.Module | None = None
     trained: bool = False
     stats: dict[str, Any] | None = field(default=None, repr=False)
+    sibling: bool = False
 
     @property
     def metrics(self) -> dict[str, float]:
@@ -720,11 +723,33 @@ class Runner:
             if done.trained:
                 best = self._load_best(config, splits, self.root / name)
                 model = (best if best is not None else done.model).cpu().eval()  # type: ignore[union-attr]
-            result = RunResult(name, method, config, done.record, model=model, trained=done.trained)
+            result = RunResult(name, method, config, done.record, model=model, trained=done.trained,
+                               sibling=done.sibling)
         if analyse and not result.analysis:
-            self._summarise(result, "its statistics in record.json are missing")
+            if result.sibling:
+                result.record = self._siblings(result, "its statistics", lambda r: "analysis" in r.data)
+            else:
+                self._summarise(result, "its statistics in record.json are missing")
         self.results[name] = result
         return result
+
+    def _siblings(self, result: RunResult, what: str, made: Callable[[RunRecord], bool]) -> RunRecord:
+        """The record of a run another shard trains once ``made(record)`` (it computes what is
+        stored of the run, this process waits for it instead of computing it again)."""
+        path = self.root / result.name / "record.json"
+        found: list[RunRecord] = []
+
+        def pending() -> str:
+            record = RunRecord.load(path)
+            if made(record):
+                found.append(record)
+                return ""
+            return f"{path} does not hold {what} yet"
+
+        shard = current_shard()
+        assert shard is not None, "a sibling's run exists only under shards"
+        shard.wait(f"{what} of {result.name} (the shard that trains it computes them)", pending, print)
+        return found[-1]
 
     def _summarise(self, result: RunResult, why: str) -> None:
         """Store :func:`summarize_statistics` of the best-epoch model in the run's record."""
@@ -767,6 +792,10 @@ class Runner:
         :meth:`best_model`), stored, and returned as stored."""
         run_dir = self.root / result.name
         values = stored_analysis(run_dir, name, settings, result.record)
+        if values is None and result.sibling:
+            self._siblings(result, f"its analysis {name!r}",
+                           lambda record: stored_analysis(run_dir, name, settings, record) is not None)
+            values = stored_analysis(run_dir, name, settings, result.record)
         if values is None:
             why = f"its analysis {name!r} is needed: " + missing_reason(run_dir, name, settings, result.record)
             values = compute(self._statistics(result, why))
@@ -811,18 +840,18 @@ def analysis_runs(runner: Runner, tsne_classes: int) -> dict[str, list[RunResult
     weights are missing is trained again here and its record replaced, and the runner's memo
     then hands that record to every later table, so no two cells show two trainings of one run.
     """
-    study = runner.study
-    for m in FIGURE_METHODS:  # every run asked for before any is analysed: shards (dmlnb.runs) train theirs meanwhile
-        for s in study.seeds:
-            runner.get(study.config, m, study.key_group_size, s)
-    runs = {
-        m: [runner.get(study.config, m, study.key_group_size, s, analyse=True) for s in study.seeds]
-        for m in FIGURE_METHODS
-    }
-    for m, rs in runs.items():
-        runner.figures(rs[0])
+    study, n = runner.study, runner.study.key_group_size
+    # every run asked for before any is analysed: shards (dmlnb.runs) train theirs meanwhile; then
+    # a shard analyses the runs it trained before reading the analyses its siblings make of theirs
+    # (sorted is stable: without shards the order is the notebook's)
+    asked = {(m, s): runner.get(study.config, m, n, s) for m in FIGURE_METHODS for s in study.seeds}
+    for m, s in sorted(asked, key=lambda key: asked[key].sibling):
+        runner.get(study.config, m, n, s, analyse=True)
+    runs = {m: [runner.get(study.config, m, n, s, analyse=True) for s in study.seeds] for m in FIGURE_METHODS}
+    for m in sorted(runs, key=lambda m: runs[m][0].sibling):
+        runner.figures(runs[m][0])
         if m in TSNE_METHODS:
-            runner.tsne(rs[0], tsne_classes)
+            runner.tsne(runs[m][0], tsne_classes)
     return runs
 
 
