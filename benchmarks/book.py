@@ -17,7 +17,8 @@ like the one that made the records; re-rendering from the records costs none of 
 
 ``--measure`` also times the default profile's training step on this machine's CPU (the book's
 convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss): a bare PyTorch loop
-with the model in the default (NCHW) and in the channels_last memory format, ``dmlnb.train`` as
+with the model in the default (NCHW) and in the channels_last memory format (with ``--compile``
+the latter also compiled by ``torch.compile``: inductor, which needs a C++ compiler), ``dmlnb.train`` as
 the book runs it, and two independent runs side by side in two processes of one thread each
 (what running the seeds of a chapter in parallel would give), next to one run on all threads.
 """
@@ -108,15 +109,17 @@ def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
     return config, train_set, configured_model(config, train_set.input_shape)
 
 
-def bare_step_rate(channels_last: bool, steps: int) -> float:
+def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False) -> float:
     """img/s of a bare loop with the loop's batches (:class:`~dmlnb.samplers.MPerClassSampler`,
     the profile's images per class), model, semi-hard triplet loss and Adam, without checks,
-    hooks or records; the second pass of ``steps`` steps (the first warms up)."""
+    hooks or records; the second pass of ``steps`` steps (the first warms up, and with
+    ``compiled`` compiles the model with ``torch.compile``'s default backend, inductor)."""
     from dmlnb.losses import TripletLoss
     from dmlnb.pairs import pair_masks
     from dmlnb.samplers import MPerClassSampler
 
     config, train_set, model = _step_setup(channels_last, steps)  # the model in the config's memory format
+    step_model = torch.compile(model) if compiled else model
     loss_fn = TripletLoss(mining="semihard")
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=tuple(config.betas),
                                  weight_decay=config.weight_decay)
@@ -135,7 +138,7 @@ def bare_step_rate(channels_last: bool, steps: int) -> float:
             x, y = train_set.get_batch(torch.as_tensor(next(batches)))
             if channels_last:
                 x = x.contiguous(memory_format=torch.channels_last)
-            loss = loss_fn.compute(model(x), y, pair_masks(y))
+            loss = loss_fn.compute(step_model(x), y, pair_masks(y))
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
@@ -168,10 +171,12 @@ def two_process_rate(steps: int) -> float:
     return sum(float(out.split()[-1]) for out in outputs)
 
 
-def step_table(steps: int, repeats: int = 1) -> pd.DataFrame:
+def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataFrame:
     """The default profile's training step on this CPU, img/s per way of running it: the median
     and the range of ``repeats`` rounds, each round running every way once in turn (so a change
-    in the machine's load falls on every way alike)."""
+    in the machine's load falls on every way alike); with ``compiled`` also the bare
+    channels_last loop compiled by ``torch.compile`` (its compilation, in the warm-up pass,
+    takes tens of seconds a round)."""
     threads = torch.get_num_threads()
     ways = [
         ("bare loop, NCHW", threads, lambda: bare_step_rate(False, steps)),
@@ -179,6 +184,9 @@ def step_table(steps: int, repeats: int = 1) -> pd.DataFrame:
         ("dmlnb.train (channels_last)", threads, lambda: loop_step_rate(steps)),
         ("2 runs at once, 2 processes x 1 thread (sum)", 2, lambda: two_process_rate(steps)),
     ]
+    if compiled:
+        ways.insert(2, ("bare loop, channels_last, torch.compile", threads,
+                        lambda: bare_step_rate(True, steps, compiled=True)))
     rates = [[measure() for _, _, measure in ways] for _ in range(repeats)]  # (repeats, ways)
     rows = []
     for i, (way, used, _) in enumerate(ways):
@@ -194,6 +202,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--measure", action="store_true", help="also time the default profile's step on this CPU")
     parser.add_argument("--steps", type=int, default=40, help="timed steps per way (with --measure)")
     parser.add_argument("--repeats", type=int, default=3, help="rounds of every way (with --measure); the median is shown")
+    parser.add_argument("--compile", action="store_true",
+                        help="with --measure, also time the bare loop compiled by torch.compile (needs a C++ compiler)")
     parser.add_argument("--out", type=Path, help="also write what is printed here (text)")
     parser.add_argument("--one-run", type=int, metavar="STEPS", help=argparse.SUPPRESS)  # two_process_rate's worker
     args = parser.parse_args(argv)
@@ -220,7 +230,7 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if args.measure:
         say(f"\nthe default profile's step on this CPU ({args.steps} steps of 128 timed per way; "
             f"median of {args.repeats} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):")
-        say(step_table(args.steps, args.repeats).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
+        say(step_table(args.steps, args.repeats, args.compile).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
     if args.out is not None:
         args.out.write_text("$ python benchmarks/book.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n" + "\n".join(lines) + "\n")
     return table

@@ -62,3 +62,9 @@ def test_measured_step_table_runs_every_way_on_the_cpu(book):
                                   "2 runs at once, 2 processes x 1 thread (sum)"]
     assert (table["img/s"] > 0).all() and table["img/s"].notna().all()
     assert (table["min"] <= table["img/s"]).all() and (table["img/s"] <= table["max"]).all()
+
+
+def test_the_step_table_times_the_compiled_loop_on_request(book):
+    table = book.step_table(steps=1, repeats=1, compiled=True)
+    assert table["way"][2] == "bare loop, channels_last, torch.compile" and len(table) == 5
+    assert (table["img/s"] > 0).all()
