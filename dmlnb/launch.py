@@ -2,7 +2,8 @@
 
 The notebook is executed ``N`` times at once with papermill, each execution a shard of the run
 layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``), so every run is trained by the process that
-reaches it first and reloaded by the others, and a timing study is measured by shard 0 while the others wait. Each
+reaches it first and reloaded by the others, and a timing study is measured by shard 0 while the
+others wait. The launcher says each process's runs, idle seconds and slowest cells. Each
 process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the current
 ``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
 executed notebooks are discarded: what remains is the run records, and the chapter is then

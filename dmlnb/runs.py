@@ -44,10 +44,11 @@ theirs, and blocks only where the notebook reads a sibling's result (a chapter t
 sibling run's weights reads its record first: the weights are final once the record is). No two
 shards wait for each other: a shard trains a run as soon as it claims it, and the notebook reads
 a run only after asking for it, so a run read at some point was claimed before that point by a
-shard that trains it at once, and that training reads only runs asked for before it. A timing study must not be measured while another
-process trains, so under shards :func:`stored_measurement` measures in shard 0 alone: every
-other shard leaves a marker ``.waiting-<i>`` in the measurement's folder and waits for the
-stored table; shard 0 waits for every marker, measures, stores the table and removes the markers
+shard that trains it at once, and that training reads only runs asked for before it. A timing
+study must not be measured while another process trains, so under shards
+:func:`stored_measurement` measures in shard 0 alone: every other shard leaves a marker
+``.waiting-<i>`` in the measurement's folder and waits for the stored table; shard 0 waits for
+every marker, measures, stores the table and removes the markers
 (a stored table that matches is reloaded by every shard without waiting). A waiting shard stops
 with :class:`ShardError` when a sibling failed (the launcher then writes the file named by
 ``DMLNB_SHARD_ABORT``) or after ``DMLNB_SHARD_TIMEOUT`` seconds (default 6 hours). Sharding
