@@ -17,9 +17,9 @@ like the one that made the records; re-rendering from the records costs none of 
 
 ``--measure`` also times the default profile's training step on this machine's CPU (the book's
 convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss): a bare PyTorch loop
-with the model in the default (NCHW) and in the channels_last memory format (with ``--compile``
-the latter also compiled by ``torch.compile``: inductor, which needs a C++ compiler), ``dmlnb.train`` as
-the book runs it, and two independent runs side by side in two processes of one thread each
+with the model in the default (NCHW) and in the channels_last memory format (with
+``--compile`` the latter also compiled by ``torch.compile``: inductor, which needs a C++
+compiler), ``dmlnb.train`` as the book runs it, and two independent runs side by side in two processes of one thread each
 (what running the seeds of a chapter in parallel would give), next to one run on all threads.
 """
 
