@@ -49,7 +49,10 @@ study must not be measured while another process trains, so under shards
 :func:`stored_measurement` measures in shard 0 alone: every other shard leaves a marker
 ``.waiting-<i>`` in the measurement's folder and waits for the stored table; shard 0 waits for
 every marker, measures, stores the table and removes the markers
-(a stored table that matches is reloaded by every shard without waiting). A waiting shard stops
+(a stored table that matches is reloaded by every shard without waiting). Tables that are not
+timings (their values do not depend on the machine's load) need no idle machine:
+:func:`stored_tables` hands each of a group out like a run, to the shard that claims it first,
+and a shard makes the tables it claimed before it waits for those its siblings make. A waiting shard stops
 with :class:`ShardError` when a sibling failed (the launcher then writes the file named by
 ``DMLNB_SHARD_ABORT``) or after ``DMLNB_SHARD_TIMEOUT`` seconds (default 6 hours). Sharding
 changes where a run trains, never what it computes: a run trained by a shard with one thread
@@ -65,7 +68,7 @@ import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, TypeVar
 
 import pandas as pd
 import torch
@@ -74,7 +77,7 @@ from torch import nn
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = [
-    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "MEASUREMENT", "Shard", "ShardError",
+    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "Table", "stored_tables", "MEASUREMENT", "Shard", "ShardError",
     "current_shard", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
@@ -465,11 +468,69 @@ def stored_measurement(
             return "" if len(waiting) == len(markers) else f"{len(waiting)} of the {len(markers)} other shards are idle"
 
         shard.wait(f"the other shards to be idle before {what}", others_idle, say)
+    frame = _measure(file, wanted, make, reason, say)
+    for marker in markers:
+        marker.unlink(missing_ok=True)
+    return frame
+
+
+def _measure(file: Path, wanted: Any, make: Callable[[], pd.DataFrame], reason: str,
+             say: Callable[[str], None]) -> pd.DataFrame:
+    """``make()``, said with ``reason`` and written atomically to ``file`` with the settings
+    ``wanted`` (the form :func:`_stored_table` reads back)."""
     say(f"measuring {file.parent.name}: {reason}")
     frame = make()
     write_json_atomic(file, {"name": file.parent.name, "settings": wanted,
                              "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                              "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
-    for marker in markers:
-        marker.unlink(missing_ok=True)
     return frame
+
+
+@dataclass(frozen=True)
+class Table:
+    """A measured table that is not a timing: ``make()`` computes it (its values do not depend
+    on the machine's load), stored in ``folder`` (``None``: not stored) with the ``settings`` it
+    is made under."""
+
+    folder: str | Path | None
+    make: Callable[[], pd.DataFrame]
+    settings: Mapping[str, Any]
+
+
+K = TypeVar("K")
+
+
+def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
+                  say: Callable[[str], None] = print) -> dict[K, pd.DataFrame]:
+    """Every table of ``tables``, reloaded or made and stored as :func:`stored_measurement` does
+    (the same file, the same settings check), by key.
+
+    Under shards (``DMLNB_SHARD``) these are handed out like runs, not measured by shard 0
+    alone: a table that is not reloaded is made by the shard that claims its folder first
+    (:meth:`Shard.claim`), at once, and the other shards wait for its stored table only after
+    making the tables they claimed. Nobody waits for the others to be idle.
+
+    Raises:
+        ShardError: waiting for a sibling's table stopped (that shard failed, or the timeout).
+    """
+    shard = current_shard()
+    frames: dict[K, pd.DataFrame] = {}
+    siblings: dict[K, tuple[int, Path, Any]] = {}
+    for key, table in tables.items():
+        if table.folder is None:
+            frames[key] = table.make()
+            continue
+        file, wanted = Path(table.folder) / MEASUREMENT, as_json(dict(table.settings))
+        reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted)
+        owner = shard.claim(str(file.parent.resolve())) if shard is not None and stored is None else None
+        if stored is not None:
+            frames[key] = pd.DataFrame(stored["rows"])
+        elif shard is not None and owner != shard.index:
+            siblings[key] = (owner, file, wanted)  # type: ignore[assignment]
+        else:
+            frames[key] = _measure(file, wanted, table.make, reason, say)
+    for key, (owner, file, wanted) in siblings.items():
+        stored = _made_by_sibling(shard, f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
+                                  file, lambda file=file, wanted=wanted: _stored_table(file, wanted), retrain, say)
+        frames[key] = pd.DataFrame(stored["rows"])
+    return {key: frames[key] for key in tables}

@@ -1,5 +1,6 @@
 """Shards of the run layer (``DMLNB_SHARD=i/n``): every run is trained by the process that claims
-it first and reloaded by the others, a process done with a long run takes the next unclaimed one, a timing study is measured by shard 0 alone while the others wait, a
+it first and reloaded by the others, a process done with a long run takes the next unclaimed one,
+a timing study is measured by shard 0 alone while the others wait, a
 waiting shard stops when a sibling failed or after its timeout; ``python -m dmlnb train``
 executes a chapter in shard processes and names a failed one. A run trained by a shard equals
 the run trained alone, bit for bit on the CPU."""
@@ -25,7 +26,7 @@ import dmlnb.runs as runs
 from dmlnb.records import RunRecord, write_json_atomic, write_text_atomic
 from dmlnb.runs import (
     MEASUREMENT, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_ENV, SHARD_SINCE_ENV, SHARD_TIMEOUT_ENV, Shard, ShardError,
-    current_shard, stored_measurement, train_or_reload,
+    Table, current_shard, stored_measurement, stored_tables, train_or_reload,
 )
 
 TESTS = Path(__file__).resolve().parent
@@ -43,7 +44,7 @@ for k in range(4):
 '''
 
 ONE_LONG_RUN = '''
-import os, sys, time
+import sys, time
 from fabricated import fake_run_parts
 from pathlib import Path
 import dmlnb.runs
@@ -93,6 +94,24 @@ folder = Path(sys.argv[1])
 make = lambda: pd.DataFrame({"marker_seen": [(folder / ".waiting-1").exists()], "pid": [os.getpid()]})
 frame = stored_measurement(folder, make, settings={"sizes": [1, 2]})
 print("RESULT " + json.dumps({"rows": frame.to_dict("records"), "pid": os.getpid()}), flush=True)
+'''
+
+TABLES = '''
+import json, os, sys, time
+from pathlib import Path
+import pandas as pd
+import dmlnb.runs
+from dmlnb.runs import Table, stored_tables
+dmlnb.runs.POLL_SECONDS = 0.05
+folder = Path(sys.argv[1])
+
+def make(name):
+    time.sleep(1.5)  # long enough that the sibling claims the other table meanwhile
+    return pd.DataFrame({"name": [name], "pid": [os.getpid()]})
+
+frames = stored_tables({name: Table(folder / name, lambda name=name: make(name), {"table": name}) for name in "ab"})
+print("RESULT " + json.dumps({k: f.to_dict("records") for k, f in frames.items()}), flush=True)
+print(f"PID {os.getpid()}")
 '''
 
 REAL_RUNS = '''
@@ -394,6 +413,34 @@ def test_shard_0_measures_only_once_the_other_shard_waits_and_the_other_reloads_
     assert reloaded["rows"] == made["rows"]  # shard 1 reloaded shard 0's table
     assert "measuring m: no measurement at" in rest and "measuring" not in second.stdout
     assert sorted(p.name for p in folder.iterdir()) == [MEASUREMENT]  # markers removed
+
+
+def test_two_shards_make_one_table_each_and_read_the_same_tables(tmp_path):
+    # tables that are not timings are handed out like runs: no shard waits for the other to be
+    # idle, each makes the table it claimed first and reads the other's
+    outs = _run_shards(_script(tmp_path, TABLES), tmp_path / "t", 2)
+    (a,), (b,) = (_results(out) for out in outs)
+    assert a == b, outs  # the same tables in both processes
+    makers = {row["name"]: row["pid"] for rows in json.loads(a).values() for row in rows}
+    pids = {int(re.search(r"^PID (\d+)$", out, re.M)[1]) for out in outs}
+    assert set(makers.values()) == pids, outs  # one table made by each process
+    assert all(out.count("measuring ") == 1 and "idle" not in out for out in outs), outs
+
+
+def test_stored_tables_are_made_once_then_reloaded_and_remade_on_retrain(tmp_path):
+    made = []
+
+    def tables(value):
+        return {k: Table(tmp_path / k, lambda k=k: made.append(k) or pd.DataFrame({"v": [value]}), {"k": k})
+                for k in ("a", "b")}
+
+    quiet = {"say": lambda _: None}
+    first = stored_tables(tables(1.0), **quiet)
+    again = stored_tables(tables(2.0), **quiet)
+    assert made == ["a", "b"] and all(again[k].equals(first[k]) for k in "ab")  # reloaded, not made
+    redone = stored_tables(tables(3.0), retrain=True, **quiet)
+    assert made == ["a", "b", "a", "b"] and redone["a"]["v"].tolist() == [3.0]
+    assert list(stored_tables({"x": Table(None, lambda: pd.DataFrame({"v": [4.0]}), {})})) == ["x"]  # not stored
 
 
 def _timeless(entry: dict) -> dict:

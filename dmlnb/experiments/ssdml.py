@@ -23,8 +23,9 @@ Everything ``notebooks/05_ssdml.ipynb`` runs, so that its cells only wire calls 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import partial
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, TypeVar
 
 import numpy as np
 import pandas as pd
@@ -44,7 +45,7 @@ from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
-from dmlnb.runs import stored_measurement, train_or_reload
+from dmlnb.runs import Table, stored_tables, train_or_reload
 from dmlnb.training import train
 from dmlnb.reporting import (
     HOLDS, Claim, Verdict, all_of, best_minus_last, biased_toward_claim, compare, compare_to_threshold,
@@ -1601,21 +1602,27 @@ def mining_measurements(setting: Setting, profile: str, *, seeds: Sequence[int] 
     return pd.DataFrame(rows)
 
 
-def stored_mining(setting: Setting, profile: str, results_dir: str | Path | None, *, seeds: Sequence[int] | None = None,
-                  data_root: str | Path | None = None, overrides: Mapping[str, Any] | None = None,
-                  retrain: bool = False) -> pd.DataFrame:
-    """:func:`mining_measurements` stored under ``results_dir/profile/<setting name>-mining-quality``
-    (:func:`dmlnb.runs.stored_measurement`: reloaded while the setting, seeds, sources and variants
-    are those it was measured with)."""
-    seeds = tuple(setting.seeds if seeds is None else seeds)
-    folder = Path(results_dir) / profile / f"{setting.name}-mining-quality" if results_dir is not None else None
-    cfg = setting.train_config(profile, seeds[0], overrides)
-    stored = {"config": cfg.to_dict(), "seeds": list(seeds), "labelled_per_class": setting.labelled_per_class,
-              "schedule": setting.schedule.to_dict(), "gamma": setting.gamma, "sources": list(FEATURE_SOURCES),
-              "softmax_epochs": SOFTMAX_EPOCHS, "variants": MINING_VARIANTS}
-    return stored_measurement(folder, lambda: mining_measurements(setting, profile, seeds=seeds, data_root=data_root,
-                                                                  overrides=overrides),
-                              settings=stored, retrain=retrain)
+K = TypeVar("K")
+
+
+def stored_mining(settings: Mapping[K, Setting], profile: str, results_dir: str | Path | None, *,
+                  seeds: Sequence[int] | None = None, data_root: str | Path | None = None,
+                  overrides: Mapping[str, Any] | None = None, retrain: bool = False) -> dict[K, pd.DataFrame]:
+    """:func:`mining_measurements` of each setting, by key, stored under
+    ``results_dir/profile/<setting name>-mining-quality`` (:func:`dmlnb.runs.stored_tables`:
+    reloaded while the setting, seeds, sources and variants are those it was measured with; not a
+    timing, so under shards each setting's table is made by the process that claims it)."""
+    tables = {}
+    for key, setting in settings.items():
+        chosen = tuple(setting.seeds if seeds is None else seeds)
+        folder = Path(results_dir) / profile / f"{setting.name}-mining-quality" if results_dir is not None else None
+        cfg = setting.train_config(profile, chosen[0], overrides)
+        stored = {"config": cfg.to_dict(), "seeds": list(chosen), "labelled_per_class": setting.labelled_per_class,
+                  "schedule": setting.schedule.to_dict(), "gamma": setting.gamma, "sources": list(FEATURE_SOURCES),
+                  "softmax_epochs": SOFTMAX_EPOCHS, "variants": MINING_VARIANTS}
+        tables[key] = Table(folder, partial(mining_measurements, setting, profile, seeds=chosen, data_root=data_root,
+                                            overrides=overrides), stored)
+    return stored_tables(tables, retrain=retrain)
 
 
 def mining_table(measured: pd.DataFrame) -> pd.DataFrame:
