@@ -494,3 +494,22 @@ def test_deviations_name_the_validation_classes_and_the_search():
     note = ssx.settings_for("default")["omniglot"].note
     assert "27 of the 136 characters are held out as validation classes" in note
     assert "triplet margin of 0.2 (not given" not in note  # the margin is searched on this setting
+
+
+def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monkeypatch, tmp_path):
+    made = []
+
+    def fake(setting, profile, *, seeds, data_root=None, overrides=None):
+        made.append((setting.name, tuple(seeds)))
+        return pd.DataFrame({"seed": list(seeds), "setting": [setting.name] * len(seeds)})
+
+    monkeypatch.setattr(ssx, "mining_measurements", fake)
+    settings = ssx.settings_for("smoke")
+    frames = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))
+    assert list(frames) == list(settings) and made == [(settings[k].name, (s,)) for k in settings for s in (2, 0)]
+    for key, frame in frames.items():
+        assert frame.to_dict("records") == [{"seed": s, "setting": settings[key].name} for s in (2, 0)]
+        assert sorted(p.parent.name for p in (tmp_path / "smoke").glob(f"{settings[key].name}-mining-quality/*/*")) \
+            == ["seed-0", "seed-2"]
+    again = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))  # reloaded: nothing made again
+    assert len(made) == 2 * len(settings) and all(again[k].equals(frames[k]) for k in settings)

@@ -1608,21 +1608,25 @@ K = TypeVar("K")
 def stored_mining(settings: Mapping[K, Setting], profile: str, results_dir: str | Path | None, *,
                   seeds: Sequence[int] | None = None, data_root: str | Path | None = None,
                   overrides: Mapping[str, Any] | None = None, retrain: bool = False) -> dict[K, pd.DataFrame]:
-    """:func:`mining_measurements` of each setting, by key, stored under
-    ``results_dir/profile/<setting name>-mining-quality`` (:func:`dmlnb.runs.stored_tables`:
-    reloaded while the setting, seeds, sources and variants are those it was measured with; not a
-    timing, so under shards each setting's table is made by the process that claims it)."""
+    """:func:`mining_measurements` of each setting, by key (its seeds' rows in seed order), stored
+    a table per seed under ``results_dir/profile/<setting name>-mining-quality/seed-<s>``
+    (:func:`dmlnb.runs.stored_tables`: reloaded while the setting, seed, sources and variants are
+    those it was measured with; not a timing, so under shards each table is made by the process
+    that claims it, and a table per seed lets the processes share a setting's work)."""
     tables = {}
     for key, setting in settings.items():
-        chosen = tuple(setting.seeds if seeds is None else seeds)
-        folder = Path(results_dir) / profile / f"{setting.name}-mining-quality" if results_dir is not None else None
-        cfg = setting.train_config(profile, chosen[0], overrides)
-        stored = {"config": cfg.to_dict(), "seeds": list(chosen), "labelled_per_class": setting.labelled_per_class,
-                  "schedule": setting.schedule.to_dict(), "gamma": setting.gamma, "sources": list(FEATURE_SOURCES),
-                  "softmax_epochs": SOFTMAX_EPOCHS, "variants": MINING_VARIANTS}
-        tables[key] = Table(folder, partial(mining_measurements, setting, profile, seeds=chosen, data_root=data_root,
-                                            overrides=overrides), stored)
-    return stored_tables(tables, retrain=retrain)
+        for seed in tuple(setting.seeds if seeds is None else seeds):
+            folder = (Path(results_dir) / profile / f"{setting.name}-mining-quality" / f"seed-{seed}"
+                      if results_dir is not None else None)
+            stored = {"config": setting.train_config(profile, seed, overrides).to_dict(), "seeds": [seed],
+                      "labelled_per_class": setting.labelled_per_class, "schedule": setting.schedule.to_dict(),
+                      "gamma": setting.gamma, "sources": list(FEATURE_SOURCES), "softmax_epochs": SOFTMAX_EPOCHS,
+                      "variants": MINING_VARIANTS}
+            tables[key, seed] = Table(folder, partial(mining_measurements, setting, profile, seeds=(seed,),
+                                                      data_root=data_root, overrides=overrides), stored)
+    frames = stored_tables(tables, retrain=retrain)
+    return {key: pd.concat([frame for (k, _), frame in frames.items() if k == key], ignore_index=True)
+            for key in settings}
 
 
 def mining_table(measured: pd.DataFrame) -> pd.DataFrame:
