@@ -52,9 +52,9 @@ every marker, measures, stores the table and removes the markers
 (a stored table that matches is reloaded by every shard without waiting). Tables that are not
 timings (their values do not depend on the machine's load) need no idle machine:
 :func:`stored_tables` hands each of a group out like a run, to the shard that claims it first,
-and a shard makes the tables it claimed before it waits for those its siblings make. A waiting shard stops
-with :class:`ShardError` when a sibling failed (the launcher then writes the file named by
-``DMLNB_SHARD_ABORT``) or after ``DMLNB_SHARD_TIMEOUT`` seconds (default 6 hours). Sharding
+and a shard makes the tables it claimed before it waits for those its siblings make. A waiting
+shard stops with :class:`ShardError` when a sibling failed (the launcher then writes the file
+named by ``DMLNB_SHARD_ABORT``) or after ``DMLNB_SHARD_TIMEOUT`` seconds (default 6 hours). Sharding
 changes where a run trains, never what it computes: a run trained by a shard with one thread
 equals, bit for bit on the CPU, the run trained alone with one thread.
 """
@@ -77,8 +77,8 @@ from torch import nn
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = [
-    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "Table", "stored_tables", "MEASUREMENT", "Shard", "ShardError",
-    "current_shard", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
+    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "Table", "stored_tables", "MEASUREMENT", "Shard",
+    "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
 
@@ -318,7 +318,7 @@ def train_or_reload(
     if shard is not None and folder is not None:
         owner = shard.claim(str(folder.resolve()))
         if owner != shard.index:
-            return Run(name, _SiblingRecord(lambda: _made_by_sibling(
+            return Run(name, _SiblingRecord(lambda: made_by_sibling(
                 shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,
                 lambda: reuse_reason(folder, config, spec), retrain, say), folder / RECORD))
     if folder is None:
@@ -383,11 +383,16 @@ class _SiblingExtras(Mapping):
         return len(self._extras())
 
 
-def _made_by_sibling(shard: Shard, what: str, path: Path, check: Callable[[], tuple[str, Any]], retrain: bool,
-                     say: Callable[[str], None]) -> Any:
-    """What another shard makes at ``path``: waits (:meth:`Shard.wait`) until ``check()`` gives
-    ``("", value)`` and, with ``retrain``, ``path`` was written since the launch started; returns
-    ``value``."""
+def made_by_sibling(shard: Shard, what: str, path: Path, check: Callable[[], tuple[str, Any]], retrain: bool,
+                    say: Callable[[str], None]) -> Any:
+    """What another shard makes at ``path`` (a run's record, a stored table, what a chapter
+    stores of a sibling's run): waits (:meth:`Shard.wait`, said as ``what``) until ``check()``
+    gives ``("", value)`` (else the reason it is not ready) and, with ``retrain``, ``path`` was
+    written since the launch started; returns ``value``.
+
+    Raises:
+        ShardError: a sibling failed, or the wait timed out.
+    """
     found: list[Any] = []
 
     def pending() -> str:
@@ -459,8 +464,8 @@ def stored_measurement(
     markers = [file.parent / f".waiting-{i}" for i in range(1, shard.count)] if shard is not None else []
     if shard is not None and shard.index != 0:
         write_json_atomic(markers[shard.index - 1], {"shard": str(shard), "waits for": what})
-        stored = _made_by_sibling(shard, f"{what} (shard 0/{shard.count} measures it alone)", file,
-                                  lambda: _stored_table(file, wanted), retrain, say)
+        stored = made_by_sibling(shard, f"{what} (shard 0/{shard.count} measures it alone)", file,
+                                 lambda: _stored_table(file, wanted), retrain, say)
         return pd.DataFrame(stored["rows"])
     if shard is not None:
         def others_idle() -> str:
@@ -522,15 +527,16 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
             continue
         file, wanted = Path(table.folder) / MEASUREMENT, as_json(dict(table.settings))
         reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted)
-        owner = shard.claim(str(file.parent.resolve())) if shard is not None and stored is None else None
         if stored is not None:
             frames[key] = pd.DataFrame(stored["rows"])
-        elif shard is not None and owner != shard.index:
+            continue
+        owner = shard.claim(str(file.parent.resolve())) if shard is not None else None
+        if shard is not None and owner != shard.index:
             siblings[key] = (owner, file, wanted)  # type: ignore[assignment]
         else:
             frames[key] = _measure(file, wanted, table.make, reason, say)
     for key, (owner, file, wanted) in siblings.items():
-        stored = _made_by_sibling(shard, f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
-                                  file, lambda file=file, wanted=wanted: _stored_table(file, wanted), retrain, say)
+        stored = made_by_sibling(shard, f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
+                                 file, lambda file=file, wanted=wanted: _stored_table(file, wanted), retrain, say)
         frames[key] = pd.DataFrame(stored["rows"])
     return {key: frames[key] for key in tables}

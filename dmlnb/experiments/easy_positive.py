@@ -67,7 +67,7 @@ from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, as_json, write_json_atomic
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
-from dmlnb.runs import current_shard, train_or_reload
+from dmlnb.runs import SHARD_ENV, current_shard, made_by_sibling, train_or_reload
 from dmlnb.reporting import (
     Claim,
     Verdict,
@@ -735,21 +735,20 @@ class Runner:
 
     def _siblings(self, result: RunResult, what: str, made: Callable[[RunRecord], bool]) -> RunRecord:
         """The record of a run another shard trains once ``made(record)`` (it computes what is
-        stored of the run, this process waits for it instead of computing it again)."""
+        stored of the run, this process waits for it instead of computing it again:
+        :func:`dmlnb.runs.made_by_sibling`)."""
         path = self.root / result.name / "record.json"
-        found: list[RunRecord] = []
-
-        def pending() -> str:
-            record = RunRecord.load(path)
-            if made(record):
-                found.append(record)
-                return ""
-            return f"{path} does not hold {what} yet"
-
         shard = current_shard()
-        assert shard is not None, "a sibling's run exists only under shards"
-        shard.wait(f"{what} of {result.name} (the shard that trains it computes them)", pending, print)
-        return found[-1]
+        if shard is None:
+            raise RuntimeError(f"run {result.name} is trained by another shard, but this process is no shard "
+                               f"({SHARD_ENV} is unset): keep the shard variables the launch set")
+
+        def check() -> tuple[str, RunRecord | None]:
+            record = RunRecord.load(path)
+            return ("", record) if made(record) else (f"{path} does not hold {what} yet", None)
+
+        return made_by_sibling(shard, f"{what} of {result.name} (the shard that trains it computes them)", path,
+                               check, False, print)
 
     def _summarise(self, result: RunResult, why: str) -> None:
         """Store :func:`summarize_statistics` of the best-epoch model in the run's record."""
