@@ -16,11 +16,13 @@ record none). This is the cost of regenerating the chapter with ``retrain=True``
 like the one that made the records; re-rendering from the records costs none of it.
 
 ``--measure`` also times the default profile's training step on this machine's CPU (the book's
-convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss): a bare PyTorch loop
-with the model in the default (NCHW) and in the channels_last memory format (with
-``--compile`` the latter also compiled by ``torch.compile``: inductor, which needs a C++
-compiler), ``dmlnb.train`` as the book runs it, and two independent runs side by side in two processes of one thread each
-(what running the seeds of a chapter in parallel would give), next to one run on all threads.
+convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss), each way in a fresh
+process: a bare PyTorch loop with the model in the default (NCHW) and in the channels_last
+memory format with glibc's default allocation, the channels_last loop with freed memory kept for
+reuse (:mod:`dmlnb.allocator`; with ``--compile`` also compiled by ``torch.compile``: inductor,
+which needs a C++ compiler), ``dmlnb.train`` as the book runs it, and two independent runs side
+by side in two processes of one thread each (what the launcher does with a chapter's runs), next
+to one run on all threads.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import numpy as np
@@ -109,15 +111,21 @@ def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
     return config, train_set, configured_model(config, train_set.input_shape)
 
 
-def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False) -> float:
+def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept: bool = False) -> float:
     """img/s of a bare loop with the loop's batches (:class:`~dmlnb.samplers.MPerClassSampler`,
     the profile's images per class), model, semi-hard triplet loss and Adam, without checks,
     hooks or records; the second pass of ``steps`` steps (the first warms up, and with
-    ``compiled`` compiles the model with ``torch.compile``'s default backend, inductor)."""
+    ``compiled`` compiles the model with ``torch.compile``'s default backend, inductor). With
+    ``kept`` the process first keeps freed memory for reuse (:mod:`dmlnb.allocator`), as
+    :func:`dmlnb.training.train` does; without it glibc's default allocation (this process must
+    not have changed it before)."""
+    from dmlnb.allocator import keep_freed_memory
     from dmlnb.losses import TripletLoss
     from dmlnb.pairs import pair_masks
     from dmlnb.samplers import MPerClassSampler
 
+    if kept:
+        keep_freed_memory()
     config, train_set, model = _step_setup(channels_last, steps)  # the model in the config's memory format
     step_model = torch.compile(model) if compiled else model
     loss_fn = TripletLoss(mining="semihard")
@@ -149,7 +157,8 @@ def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False) -> f
 
 
 def loop_step_rate(steps: int) -> float:
-    """img/s of the second epoch of :func:`dmlnb.training.train` at the default profile's settings."""
+    """img/s of the second epoch of :func:`dmlnb.training.train` at the default profile's settings
+    (which keeps freed memory for reuse on the CPU, :mod:`dmlnb.allocator`)."""
     from dmlnb.losses import TripletLoss
     from dmlnb.training import train
 
@@ -158,12 +167,25 @@ def loop_step_rate(steps: int) -> float:
     return float(record.data["history"][-1]["images_per_second"])
 
 
-def two_process_rate(steps: int) -> float:
-    """Summed img/s of two runs trained at once, each in its own process of one thread (this
-    script with ``--one-run``; both warm up for 2 steps before their timed epoch)."""
-    command = [sys.executable, str(Path(__file__).resolve()), "--one-run", str(steps)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(2)]
+#: The ways of running the step, each measured in a fresh process (glibc's allocation settings are
+#: process-wide and stay once :mod:`dmlnb.allocator` changed them): key -> (label, img/s of steps).
+WAYS: dict[str, tuple[str, Callable[[int], float]]] = {
+    "nchw": ("bare loop, NCHW", lambda steps: bare_step_rate(False, steps)),
+    "channels-last": ("bare loop, channels_last", lambda steps: bare_step_rate(True, steps)),
+    "kept": ("bare loop, channels_last, freed memory kept", lambda steps: bare_step_rate(True, steps, kept=True)),
+    "compiled": ("bare loop, channels_last, freed memory kept, torch.compile",
+                 lambda steps: bare_step_rate(True, steps, compiled=True, kept=True)),
+    "train": ("dmlnb.train (channels_last, freed memory kept)", loop_step_rate),
+}
+
+
+def way_rate(key: str, steps: int, processes: int = 1) -> float:
+    """Summed img/s of ``processes`` fresh processes (this script with ``--one-way``) running the
+    way ``key`` at once; one process uses this process's threads, several use one thread each."""
+    command = [sys.executable, str(Path(__file__).resolve()), "--one-way", key, str(steps)]
+    threads = torch.get_num_threads() if processes == 1 else 1
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    workers = [subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) for _ in range(processes)]
     outputs = [worker.communicate()[0] for worker in workers]
     for worker in workers:
         if worker.returncode != 0:
@@ -178,18 +200,12 @@ def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataF
     channels_last loop compiled by ``torch.compile`` (its compilation, in the warm-up pass,
     takes tens of seconds a round)."""
     threads = torch.get_num_threads()
-    ways = [
-        ("bare loop, NCHW", threads, lambda: bare_step_rate(False, steps)),
-        ("bare loop, channels_last", threads, lambda: bare_step_rate(True, steps)),
-        ("dmlnb.train (channels_last)", threads, lambda: loop_step_rate(steps)),
-        ("2 runs at once, 2 processes x 1 thread (sum)", 2, lambda: two_process_rate(steps)),
-    ]
-    if compiled:
-        ways.insert(2, ("bare loop, channels_last, torch.compile", threads,
-                        lambda: bare_step_rate(True, steps, compiled=True)))
-    rates = [[measure() for _, _, measure in ways] for _ in range(repeats)]  # (repeats, ways)
+    keys = ["nchw", "channels-last", "kept", *(["compiled"] if compiled else []), "train"]
+    ways = [(WAYS[key][0], threads, key, 1) for key in keys]
+    ways.append(("2 runs of dmlnb.train at once, 2 processes x 1 thread (sum)", 2, "train", 2))
+    rates = [[way_rate(key, steps, processes) for _, _, key, processes in ways] for _ in range(repeats)]  # (repeats, ways)
     rows = []
-    for i, (way, used, _) in enumerate(ways):
+    for i, (way, used, _, _) in enumerate(ways):
         mine = sorted(r[i] for r in rates)
         rows.append((way, used, float(np.median(mine)), mine[0], mine[-1]))
     return pd.DataFrame(rows, columns=["way", "threads", "img/s", "min", "max"])
@@ -205,11 +221,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--compile", action="store_true",
                         help="with --measure, also time the bare loop compiled by torch.compile (needs a C++ compiler)")
     parser.add_argument("--out", type=Path, help="also write what is printed here (text)")
-    parser.add_argument("--one-run", type=int, metavar="STEPS", help=argparse.SUPPRESS)  # two_process_rate's worker
+    parser.add_argument("--one-way", nargs=2, metavar=("WAY", "STEPS"), help=argparse.SUPPRESS)  # way_rate's worker
     args = parser.parse_args(argv)
-    if args.one_run is not None:
-        loop_step_rate(2)  # warm-up
-        print(loop_step_rate(args.one_run))
+    if args.one_way is not None:
+        key, steps = args.one_way[0], int(args.one_way[1])
+        if key == "train":
+            loop_step_rate(2)  # warm-up
+        print(WAYS[key][1](steps))
         return pd.DataFrame()
     lines: list[str] = []
 

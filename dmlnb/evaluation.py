@@ -34,6 +34,7 @@ from torch import Tensor, nn
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
 
+from dmlnb.allocator import keep_freed_memory
 from dmlnb.checks import check_embeddings, check_labels, check_values
 from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.prefetch import prefetch
@@ -178,6 +179,8 @@ def compute_embeddings(
         param = next(model.parameters(), None)
         device = param.device if param is not None else torch.device("cpu")
     device = torch.device(device)
+    if device.type == "cpu":
+        keep_freed_memory()  # each batch's activations reuse the last one's memory
     modes = [(module, module.training) for module in model.modules()]
     model.eval()
     outputs: list[Tensor] = []

@@ -50,6 +50,7 @@ from torch import Tensor, nn
 from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
+from dmlnb.allocator import keep_freed_memory
 from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.cached_images import CachedImageDataset
@@ -448,6 +449,8 @@ def train(
             "the test classes at that epoch; pass the test set as eval_set"
         )
     device = resolve_device(config.device)
+    if device.type == "cpu":
+        keep_freed_memory()  # a step's activations reuse the previous step's memory (same results)
     run_dir = prepare_run_dir(run_dir) if run_dir is not None else None
     torch.manual_seed(config.seed)
     model.to(device)
