@@ -20,7 +20,10 @@ Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`
 Measurements that are not training runs (timing studies) are stored the same way:
 :func:`stored_measurement` keeps a table with the settings it was measured under and reloads it
 while they match, so a re-rendered chapter quotes the stored numbers and its verdicts do not
-move with the machine's load.
+move with the machine's load. A timing is measured with :data:`TIMING_THREADS` torch threads
+whatever the process has (the thread count of the book's runs), so it does not depend on who
+made it: a render with two threads and a training process with one measure the same thing, and
+a table stored with another thread count is measured again.
 
 The chapter supplies two functions: ``train(resume) -> (record, model)`` builds the model, loss,
 sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
@@ -77,7 +80,8 @@ from torch import nn
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = [
-    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "Table", "stored_tables", "MEASUREMENT", "Shard",
+    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "TIMING_THREADS", "Table", "stored_tables", "MEASUREMENT",
+    "Shard",
     "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
@@ -416,16 +420,23 @@ def _today_keys(settings: Any) -> Any:
     return {k: as_json(with_added_config_keys(v)) for k, v in settings.items()}
 
 
-def _stored_table(file: Path, wanted: Any) -> tuple[str, dict[str, Any] | None]:
-    """``("", stored)`` when ``file`` holds a measurement made with the settings ``wanted``, else
-    ``(why not, None)``."""
+def _stored_table(file: Path, wanted: Any, threads: int | None = None) -> tuple[str, dict[str, Any] | None]:
+    """``("", stored)`` when ``file`` holds a measurement made with the settings ``wanted`` (and,
+    unless ``threads`` is ``None``, with ``threads`` torch threads), else ``(why not, None)``."""
     if not file.exists():
         return f"no measurement at {file}", None
     stored = read_json(file)
     had = _today_keys(stored.get("settings"))
     if had != wanted:
         return f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)", None
+    if threads is not None and stored.get("threads") != threads:
+        return f"{file} was measured with {stored.get('threads')} threads, not {threads}", None
     return "", stored
+
+
+#: Torch intra-op threads a timing study is measured with (:func:`stored_measurement`), whatever
+#: the process's own setting: one, as each of the book's training processes has.
+TIMING_THREADS = 1
 
 
 def stored_measurement(
@@ -438,8 +449,10 @@ def stored_measurement(
 ) -> pd.DataFrame:
     """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
     ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
-    with the same ``settings`` (unless ``retrain``); otherwise ``make()`` measures it now (the
-    reason is said) and it is written atomically. ``folder=None`` measures without storing.
+    with the same ``settings`` and :data:`TIMING_THREADS` threads (unless ``retrain``);
+    otherwise ``make()`` measures it now with :data:`TIMING_THREADS` torch threads (restored
+    after; the reason is said) and it is written atomically. ``folder=None`` measures the same
+    way without storing.
 
     A training configuration among the stored settings' values is compared as a record's is:
     the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value
@@ -455,8 +468,8 @@ def stored_measurement(
     file = Path(folder) / MEASUREMENT if folder is not None else None
     wanted = as_json(dict(settings))
     if file is None:
-        return make()
-    reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted)
+        return _with_threads(TIMING_THREADS, make)[0]
+    reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted, TIMING_THREADS)
     if stored is not None:
         return pd.DataFrame(stored["rows"])
     shard = current_shard()
@@ -465,7 +478,7 @@ def stored_measurement(
     if shard is not None and shard.index != 0:
         write_json_atomic(markers[shard.index - 1], {"shard": str(shard), "waits for": what})
         stored = made_by_sibling(shard, f"{what} (shard 0/{shard.count} measures it alone)", file,
-                                 lambda: _stored_table(file, wanted), retrain, say)
+                                 lambda: _stored_table(file, wanted, TIMING_THREADS), retrain, say)
         return pd.DataFrame(stored["rows"])
     if shard is not None:
         def others_idle() -> str:
@@ -473,21 +486,34 @@ def stored_measurement(
             return "" if len(waiting) == len(markers) else f"{len(waiting)} of the {len(markers)} other shards are idle"
 
         shard.wait(f"the other shards to be idle before {what}", others_idle, say)
-    frame = _measure(file, wanted, make, reason, say)
+    frame = _measure(file, wanted, make, reason, say, threads=TIMING_THREADS)
     for marker in markers:
         marker.unlink(missing_ok=True)
     return frame
 
 
+def _with_threads(threads: int | None, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
+    """``(make(), the threads it ran with)``, run with ``threads`` torch intra-op threads and the
+    process's setting restored after (``None``: the process's own)."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        return make(), torch.get_num_threads()
+    finally:
+        torch.set_num_threads(before)
+
+
 def _measure(file: Path, wanted: Any, make: Callable[[], pd.DataFrame], reason: str,
-             say: Callable[[str], None]) -> pd.DataFrame:
-    """``make()``, said with ``reason`` and written atomically to ``file`` with the settings
-    ``wanted`` (the form :func:`_stored_table` reads back)."""
+             say: Callable[[str], None], threads: int | None = None) -> pd.DataFrame:
+    """``make()`` (with ``threads`` torch threads, restored after; ``None``: the process's),
+    said with ``reason`` and written atomically to ``file`` with the settings ``wanted`` and the
+    threads it ran with (the form :func:`_stored_table` reads back)."""
     say(f"measuring {file.parent.name}: {reason}")
-    frame = make()
+    frame, ran_with = _with_threads(threads, make)
     write_json_atomic(file, {"name": file.parent.name, "settings": wanted,
                              "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "threads": torch.get_num_threads(), "rows": frame.to_dict("records")})
+                             "threads": ran_with, "rows": frame.to_dict("records")})
     return frame
 
 

@@ -13,7 +13,7 @@ from dmlnb.data import load_dataset
 from dmlnb.losses import TripletLoss
 from dmlnb.profiles import make_config
 from dmlnb.records import CONFIG_KEYS_ADDED, RunRecord, run_fingerprint
-from dmlnb.runs import MEASUREMENT, reuse_reason, stored_measurement, train_or_reload
+from dmlnb.runs import MEASUREMENT, TIMING_THREADS, reuse_reason, stored_measurement, train_or_reload
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError, fit
 
 CFG = make_config("smoke", {"epochs": 2, "device": "cpu"})
@@ -125,6 +125,41 @@ def test_a_measurement_is_stored_and_reloaded_while_its_settings_match(tmp_path)
     assert len(made) == 2 and other["seconds"][0] == 1.0 and "['sizes'] differ" in said[-1]
     stored_measurement(tmp_path / "m", make, settings={"sizes": (1, 2, 4)}, retrain=True, say=said.append)
     assert len(made) == 3 and said[-1].endswith("retrain=True")
+
+
+def test_a_timing_is_measured_with_the_timing_threads_whatever_the_process_has(tmp_path):
+    seen: list[int] = []
+
+    def make():
+        seen.append(torch.get_num_threads())
+        return pd.DataFrame({"seconds": [float(len(seen))]})
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(TIMING_THREADS + 1)
+    try:
+        said: list[str] = []
+        stored_measurement(tmp_path / "m", make, settings={"n": 1}, say=said.append)
+        stored_measurement(None, make, settings={"n": 1})
+        assert seen == [TIMING_THREADS, TIMING_THREADS] and torch.get_num_threads() == TIMING_THREADS + 1
+        file = tmp_path / "m" / MEASUREMENT
+        assert json.loads(file.read_text())["threads"] == TIMING_THREADS
+        again = stored_measurement(tmp_path / "m", make, settings={"n": 1}, say=said.append)
+        assert len(seen) == 2 and again["seconds"].tolist() == [1.0]  # reloaded, not measured
+        stored = json.loads(file.read_text())
+        file.write_text(json.dumps({**stored, "threads": TIMING_THREADS + 1}))  # made by a 2-thread process
+        remade = stored_measurement(tmp_path / "m", make, settings={"n": 1}, say=said.append)
+        assert len(seen) == 3 and remade["seconds"].tolist() == [3.0]
+        assert f"measured with {TIMING_THREADS + 1} threads, not {TIMING_THREADS}" in said[-1]
+        assert json.loads(file.read_text())["threads"] == TIMING_THREADS
+
+        def fails():
+            raise RuntimeError("boom")
+
+        with pytest.raises(RuntimeError, match="boom"):
+            stored_measurement(tmp_path / "bad", fails, settings={"n": 1}, say=said.append)
+        assert torch.get_num_threads() == TIMING_THREADS + 1  # restored after a failure too
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_a_measurement_stored_before_a_config_key_was_added_is_reloaded(tmp_path):
