@@ -1577,7 +1577,8 @@ def deviations_table(
                        f"size (forward + backward; forward only for the enumerated all-triplet sum), no network, on "
                        f"{timing_device}: N up to {max(timing['n_values'])} (C = {timing['c_fixed']}), C up to "
                        f"{max(timing['c_values'])} (N = {timing['n_fixed']}), each timing the fastest of {timing['repeats']} "
-                       "passes after a warm-up" + (f", the study repeated {timing_repeats} times" if timing_repeats else ""))
+                       f"passes after a warm-up (one pass where the warm-up takes over {timing.get('max_seconds', 1.0) / 4:g} s)"
+                       + (f", the study repeated {timing_repeats} times" if timing_repeats else ""))
     else:
         timing_here = "not timed at this profile"
     searched = [r.record for rs in (clustering.runs.values() if clustering is not None else []) for r in rs]
