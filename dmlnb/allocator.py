@@ -5,9 +5,9 @@ profile's first block alone holds ``128 x 64 x 28 x 28`` float32 values (26 MB) 
 over (convolution output, batch norm, ReLU, max-pool indices, and their gradients). glibc serves
 blocks that large from fresh ``mmap`` pages, or trims them off the top of its heap when they are
 freed, so each step asks the kernel for the same memory again and page-faults every 4 KiB of it
-back in: on a 2-core AVX2 CPU that was about a fifth of the default profile's step (one thread:
-about 760 -> 970 img/s, ``python benchmarks/book.py --measure``). Raising glibc's two thresholds
-with ``mallopt``,
+back in: on a 2-core AVX2 CPU the bare channels_last loop of ``python benchmarks/book.py
+--measure`` stepped 952 img/s with glibc's defaults and 1,369 with freed memory kept (two
+threads, ``benchmarks/results/book_cpu.txt``). Raising glibc's two thresholds with ``mallopt``,
 
     M_MMAP_THRESHOLD = limit    # blocks below it come from the heap, not from their own mmap
     M_TRIM_THRESHOLD = limit    # up to this much free memory stays at the heap's top

@@ -81,8 +81,7 @@ from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_a
 
 __all__ = [
     "Run", "train_or_reload", "reuse_reason", "stored_measurement", "TIMING_THREADS", "Table", "stored_tables", "MEASUREMENT",
-    "Shard",
-    "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
+    "Shard", "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
 
