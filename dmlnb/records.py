@@ -16,7 +16,9 @@ Schema version 1 (adds ``schema_version`` and ``segments`` to version 0)::
     status          "running" | "finished"
     config          dict (the resolved configuration; the reload key)
     components      dict
-    environment     dict with "device" (str): where the run started
+    environment     dict with "device" (str): where the run started, and "git": {commit,
+                    dirty, scope, changed} (:func:`package_changed`; records made before
+                    ``scope`` hold commit and dirty only)
     history         list of rows: epoch (int), loss (number | null), train_seconds (number),
                     metrics (dict of numbers | null: the test metrics), val_metrics (optional,
                     dict of numbers | null: the validation metrics of a run with a validation
@@ -86,6 +88,9 @@ __all__ = [
     "CONFIG_KEYS_ADDED",
     "with_added_config_keys",
     "validate_record",
+    "GIT_SCOPE",
+    "git_state",
+    "package_changed",
     "write_json_atomic",
     "read_json",
     "as_json",
@@ -343,21 +348,48 @@ def _jsonable(obj: Any) -> Any:
     raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
 
 
-def _git_commit() -> dict[str, Any]:
-    here = Path(__file__).resolve().parent
+#: What a record's git ``dirty`` flag covers (its ``scope``): the package's own files, ``dmlnb/``,
+#: tracked and untracked (ignored files aside). Records made before the scope was recorded name none;
+#: their flag covered every tracked file of the tree, the committed run records and the rendered
+#: notebooks included, which the book's own runs and renders rewrite (:func:`package_changed`).
+GIT_SCOPE = "dmlnb"
+
+#: At most this many changed files are listed in a record's git ``changed``.
+GIT_CHANGED_LISTED = 50
+
+
+def git_state(here: Path | None = None) -> dict[str, Any]:
+    """The commit of the tree the folder ``here`` (default: the package's) is in, and whether the
+    folder's files differ from it: ``{"commit", "dirty", "scope": GIT_SCOPE, "changed": [paths from
+    the tree's root, at most GIT_CHANGED_LISTED]}``; ``commit`` and ``dirty`` are ``None`` outside a
+    git checkout (an installed package)."""
+    here = here or Path(__file__).resolve().parent
     try:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
         ).stdout.strip()
-        dirty = bool(
-            subprocess.run(
-                ["git", "status", "--porcelain", "--untracked-files=no"],
-                cwd=here, capture_output=True, text=True, timeout=5,
-            ).stdout.strip()
-        )
+        status = subprocess.run(  # pathspec "." from the package's folder: dmlnb/ only; paths come from the root
+            ["git", "status", "--porcelain", "--untracked-files=normal", "--", "."],
+            cwd=here, capture_output=True, text=True, timeout=5,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
-        return {"commit": None, "dirty": None}
-    return {"commit": commit or None, "dirty": dirty if commit else None}
+        return {"commit": None, "dirty": None, "scope": GIT_SCOPE}
+    if not commit:
+        return {"commit": None, "dirty": None, "scope": GIT_SCOPE}
+    changed = sorted(line[3:] for line in status.splitlines() if line.strip())
+    return {"commit": commit, "dirty": bool(changed), "scope": GIT_SCOPE, "changed": changed[:GIT_CHANGED_LISTED]}
+
+
+def package_changed(git: dict[str, Any]) -> bool | None:
+    """Whether the package's files (:data:`GIT_SCOPE`) differed from the recorded commit when a run
+    started, from a record's ``environment["git"]``: its ``dirty`` flag when the record names the
+    scope; for a record made before (no ``scope``) ``False`` when its flag is ``False`` (no tracked
+    file of the tree was modified) and ``None`` (unknown) when it is ``True``, since that flag also
+    counted the tree's run records and notebooks."""
+    dirty = git.get("dirty")
+    if git.get("scope") == GIT_SCOPE or dirty is None:
+        return None if dirty is None else bool(dirty)
+    return False if dirty is False else None
 
 
 def environment_info(device: torch.device) -> dict[str, Any]:
@@ -374,7 +406,7 @@ def environment_info(device: torch.device) -> dict[str, Any]:
         "platform": platform.platform(),
         "device": str(device),
         "threads": torch.get_num_threads(),
-        "git": _git_commit(),
+        "git": git_state(),
     }
     if device.type == "cuda":
         info["device_name"] = torch.cuda.get_device_name(device)

@@ -54,6 +54,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from dmlnb.records import GIT_SCOPE, package_changed
+
 if TYPE_CHECKING:
     from dmlnb.profiles import TrainConfig
     from dmlnb.records import RunRecord
@@ -62,7 +64,8 @@ __all__ = [
     "summarize_runs", "format_mean_std", "reported_vs_reproduced", "source_dataset", "Verdict", "compare",
     "compare_to_threshold", "holds_for_every", "paired_differences", "margin_tests", "equivalent",
     "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
-    "not_tested", "Claim", "claims_table", "provenance_frame", "best_minus_last", "paper_run_status",
+    "not_tested", "Claim", "claims_table", "provenance_frame", "provenance_text", "provenance_groups",
+    "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
     "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
     "biased_toward_claim", "qualify", "verdict_counts",
@@ -766,18 +769,54 @@ def interior_optimum(
 
 def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:
     """Which code made each run, one row per record: ``run`` (its name), ``commit`` (git, ``""``
-    when unknown), ``dirty`` (uncommitted changes; ``None`` when unknown), ``threads``,
-    ``started`` / ``finished`` (ISO times, ``""`` when missing) and ``train seconds`` (NaN when
-    missing). Chapters group it into their provenance tables."""
+    when unknown), ``dirty`` (whether the package's files differed from that commit,
+    :func:`~dmlnb.records.package_changed`; ``None`` when unknown), ``threads``, ``started`` /
+    ``finished`` (ISO times, ``""`` when missing) and ``train seconds`` (NaN when missing).
+    :func:`provenance_text` and :func:`provenance_groups` summarise it for the chapters."""
     rows = []
     for record in records:
         env = record.data.get("environment", {})
         git = env.get("git") or {}
-        rows.append({"run": record.data["name"], "commit": str(git.get("commit") or ""), "dirty": git.get("dirty"),
+        rows.append({"run": record.data["name"], "commit": str(git.get("commit") or ""), "dirty": package_changed(git),
                      "threads": env.get("threads"), "started": str(record.data.get("started") or ""),
                      "finished": str(record.data.get("finished") or ""),
                      "train seconds": float(record.data.get("total_train_seconds", math.nan))})
     return pd.DataFrame(rows, columns=["run", "commit", "dirty", "threads", "started", "finished", "train seconds"])
+
+
+def provenance_text(frame: pd.DataFrame) -> str:
+    """One sentence on which code made the runs of a :func:`provenance_frame`: how many records,
+    the commits they name (first 10 characters, in order of appearance), and for how many the
+    package (``dmlnb/``) had uncommitted changes, had none, or is unknown (records made before the
+    flag was scoped to the package: theirs also counted the tree's run records and notebooks)."""
+    n = len(frame)
+    commits = [c for c in dict.fromkeys(frame["commit"]) if c]
+    named = (f"{len(commits)} commit{'s' * (len(commits) != 1)} ({', '.join(c[:10] for c in commits)})"
+             if commits else "no commit")
+    dirty = frame["dirty"]
+    changed, clean = int((dirty == True).sum()), int((dirty == False).sum())  # noqa: E712 (None: unknown)
+    unknown = n - changed - clean
+    parts = [f"{changed} with uncommitted changes to {GIT_SCOPE}/" if changed else "",
+             f"{clean} without" if clean else "",
+             f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; theirs also "
+             "counted the run records and notebooks the book's runs rewrite)" if unknown else ""]
+    return f"{n} run record{'s' * (n != 1)} from {named}: " + ", ".join(p for p in parts if p) if n else "no run records"
+
+
+def provenance_groups(frame: pd.DataFrame, sets: Sequence[str] | None = None) -> pd.DataFrame:
+    """A :func:`provenance_frame` grouped by (commit, package changed, threads): the runs and when
+    the first and the last of them finished (UTC, to the minute); with ``sets`` (one name per row,
+    e.g. the run without its seed) also ``run sets``, each set's runs in the group
+    (``"a x3, b x1"``). ``package changed`` is ``True``, ``False`` or ``"unknown"``."""
+    df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:10].to_numpy(),
+                       "package changed": ["unknown" if d is None or d != d else bool(d) for d in frame["dirty"]],
+                       "threads": ["?" if t is None or t != t else int(t) for t in frame["threads"]],
+                       "finished": frame["finished"].str[:16].str.replace("T", " ").to_numpy(),
+                       "set": list(sets) if sets is not None else [""] * len(frame)})
+    aggregates: dict[str, Any] = dict(runs=("finished", "size"), first=("finished", "min"), last=("finished", "max"))
+    if sets is not None:
+        aggregates["run sets"] = ("set", lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(v.value_counts().items())))
+    return df.groupby(["commit", "package changed", "threads"], sort=False).agg(**aggregates).reset_index()
 
 
 def best_minus_last(records: Iterable["RunRecord"], metric: str = "R@1") -> list[float]:

@@ -189,3 +189,34 @@ def test_records_made_before_betas_and_head_lr_scale_keep_fingerprint_and_outcom
         other.data["config"][key] = value
         assert other.outcome() != rec.outcome()
         assert run_fingerprint(other.config, spec) != rec.data["fingerprint"]
+
+
+def test_git_state_covers_the_package_folder_only(tmp_path):
+    import shutil
+    import subprocess
+
+    from dmlnb.records import git_state, package_changed
+
+    if shutil.which("git") is None:
+        pytest.skip("no git here")
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false"]
+    subprocess.run([*git, "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "dmlnb").mkdir()
+    (tmp_path / "dmlnb" / "loss.py").write_text("a = 1\n")
+    (tmp_path / "results.json").write_text("{}\n")
+    subprocess.run([*git, "add", "."], cwd=tmp_path, check=True)
+    subprocess.run([*git, "commit", "-qm", "c"], cwd=tmp_path, check=True)
+    package = tmp_path / "dmlnb"
+    clean = git_state(package)
+    assert len(clean["commit"]) == 40 and clean["dirty"] is False and clean["changed"] == [] and clean["scope"] == "dmlnb"
+    (tmp_path / "results.json").write_text('{"rewritten": true}\n')  # a tracked record outside the package
+    assert git_state(package)["dirty"] is False
+    (package / "loss.py").write_text("a = 2\n")
+    (package / "new.py").write_text("b = 1\n")  # untracked, not ignored: part of the code that ran
+    state = git_state(package)
+    assert state["dirty"] is True and state["changed"] == ["dmlnb/loss.py", "dmlnb/new.py"]
+    assert package_changed(state) is True and package_changed(clean) is False
+    # records made before the scope: their flag counted the whole tree
+    assert package_changed({"commit": "c", "dirty": True}) is None
+    assert package_changed({"commit": "c", "dirty": False}) is False
+    assert package_changed({"commit": None, "dirty": None, "scope": "dmlnb"}) is None

@@ -6,7 +6,8 @@ import pytest
 from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
     best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
-    no_difference, not_tested, paired_differences, provenance_frame, reported_vs_reproduced, source_dataset,
+    no_difference, not_tested, paired_differences, provenance_frame, provenance_groups, provenance_text,
+    reported_vs_reproduced, source_dataset,
     summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
     unless_degenerate, verdict_counts,
 )
@@ -286,14 +287,31 @@ def _record(name: str, r1: list[float], git: dict | None, threads: int | None = 
 
 def test_provenance_frame_one_row_per_record():
     records = [_record("a-seed0", [0.5, 0.6], {"commit": "abc123", "dirty": True}),
-               _record("a-seed1", [0.5], {"commit": None}), _record("b-seed0", [0.4], None, threads=None)]
+               _record("a-seed1", [0.5], {"commit": None}), _record("b-seed0", [0.4], None, threads=None),
+               _record("b-seed1", [0.4], {"commit": "abc123", "dirty": True, "scope": "dmlnb"}),
+               _record("b-seed2", [0.4], {"commit": "abc123", "dirty": False})]
     frame = provenance_frame(records)
-    assert list(frame["run"]) == ["a-seed0", "a-seed1", "b-seed0"]
-    assert list(frame["commit"]) == ["abc123", "", ""] and list(frame["dirty"]) == [True, None, None]
+    assert list(frame["run"]) == ["a-seed0", "a-seed1", "b-seed0", "b-seed1", "b-seed2"]
+    assert list(frame["commit"]) == ["abc123", "", "", "abc123", "abc123"]
+    # a flag made before records scoped it to the package also counted the tree's records: unknown
+    assert list(frame["dirty"]) == [None, None, None, True, False]
     assert frame.loc[0, "train seconds"] == 4.0 and frame.loc[0, "finished"].startswith("2024-05-01")
-    assert frame["threads"].isna().tolist() == [False, False, True]
+    assert frame["threads"].isna().tolist() == [False, False, True, False, False]
     assert provenance_frame([]).columns.tolist() == ["run", "commit", "dirty", "threads", "started", "finished",
                                                      "train seconds"]
+    assert provenance_text(frame) == (
+        "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 unknown (made before "
+        "records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records and notebooks the "
+        "book's runs rewrite)")
+    assert provenance_text(frame.iloc[4:]) == "1 run record from 1 commit (abc123): 1 without"
+    assert provenance_text(frame.iloc[:0]) == "no run records"
+    groups = provenance_groups(frame, sets=[r.rsplit("-seed", 1)[0] for r in frame["run"]])
+    assert groups[["commit", "package changed", "threads", "runs"]].values.tolist() == [
+        ["abc123", "unknown", 1, 1], ["?", "unknown", 1, 1], ["?", "unknown", "?", 1], ["abc123", True, 1, 1],
+        ["abc123", False, 1, 1]]
+    assert groups["run sets"].tolist() == ["a x1", "a x1", "b x1", "b x1", "b x1"]
+    assert groups.loc[0, "first"] == groups.loc[0, "last"] == "2024-05-01 10:00"
+    assert "run sets" not in provenance_groups(frame).columns
 
 
 def test_best_minus_last():
