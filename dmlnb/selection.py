@@ -46,7 +46,8 @@ if TYPE_CHECKING:
 __all__ = ["SELECTION_LABELS", "selection_label", "selection_optimism", "optimism_summary", "OPTIMISM_COLUMNS",
            "optimism_text", "selection_gain_text",
            "COLUMN_LABELS", "protocol_column", "selected_metrics", "kept_selection", "selected_on",
-           "both_ways_table", "main_comparison", "both_ways_verdicts", "choose_on_validation"]
+           "both_ways_table", "main_comparison", "both_ways_verdicts", "NOT_RECOMPUTED", "both_ways_text",
+           "choose_on_validation"]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -343,9 +344,13 @@ def main_comparison(
     return frame.astype(object).where(frame.notna(), "—")
 
 
+#: How :func:`both_ways_verdicts` marks a claim that reads the kept weights (``kept_weights``).
+NOT_RECOMPUTED = "not recomputed (kept weights)"
+
+
 def both_ways_verdicts(
     records: Iterable["RunRecord"], judge: Callable[[], Sequence[Claim] | Mapping[str, Verdict]],
-    strict: bool = True,
+    strict: bool = True, kept_weights: Callable[[str], bool] | None = None,
 ) -> pd.DataFrame:
     """A chapter's claims under both protocols: ``judge()`` (its claims, or named verdicts,
     computed from the runs' records) called once with every record shown at its
@@ -355,7 +360,9 @@ def both_ways_verdicts(
 
     ``judge`` must read the metrics from the records (``record.best``) when it is called; what it
     reads from the kept weights (``extras``) stays at the kept epoch under both protocols, so such
-    a claim never shows a change.
+    a claim never shows a change: name those claims with ``kept_weights`` (claim -> bool), and
+    their test-protocol verdict is ``"—"`` and their ``verdict changes`` :data:`NOT_RECOMPUTED`,
+    never ``False`` (:func:`both_ways_text` counts the others only).
 
     Returns:
         One row per claim, in ``judge``'s order: ``claim``, :func:`protocol_column` ``("verdict",
@@ -378,7 +385,25 @@ def both_ways_verdicts(
                          "in the same order, whatever the numbers")
     rows = [{"claim": k, protocol_column("verdict", "validation"): str(v), protocol_column("verdict", "test"): str(t),
              "verdict changes": str(v) != str(t), **v.evidence()} for (k, v), (_, t) in zip(val, test)]
-    return pd.DataFrame(rows)
+    frame = pd.DataFrame(rows).astype({"verdict changes": object})
+    if kept_weights is not None and len(frame):
+        kept = frame["claim"].map(kept_weights).astype(bool)
+        frame.loc[kept, "verdict changes"] = NOT_RECOMPUTED
+        frame.loc[kept, protocol_column("verdict", "test")] = "—"
+    return frame
+
+
+def both_ways_text(frame: pd.DataFrame) -> str:
+    """A :func:`both_ways_verdicts` frame in words: how many of the recomputed verdicts change
+    under the papers' protocol (and which), and how many claims read the kept weights and were not
+    recomputed."""
+    recomputed = frame[frame["verdict changes"].map(lambda v: v != NOT_RECOMPUTED)]
+    changed = recomputed[recomputed["verdict changes"].map(lambda v: v is True)]
+    kept = len(frame) - len(recomputed)
+    return (f"{len(changed)} of {len(recomputed)} recomputed verdicts change under the papers' protocol"
+            + (": " + "; ".join(changed["claim"]) if len(changed) else "")
+            + (f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept weights and "
+               f"{'are' if kept != 1 else 'is'} not recomputed" if kept else ""))
 
 
 def choose_on_validation(candidates: Mapping[K, Sequence["RunRecord"]], metric: str = "R@1") -> K:

@@ -587,6 +587,48 @@ def test_naive_triplet_gets_its_own_c_sweep() -> None:
     assert np.isfinite(slopes.set_index("loss").loc["triplet all (enumerated)", "slope in C"])
 
 
+def test_timing_tables_compare_sizes_every_repeat_timed() -> None:
+    rows = []
+    for seed in (0, 1):
+        for n in (256, 512, 1024):
+            rows.append({"loss": "discriminative", "sweep": "N", "N": n, "C": 8, "seconds": n * 1e-6 * (1 + seed), "seed": seed})
+            if not (seed == 1 and n == 1024):  # repeat 1 stopped semi-hard before N = 1024
+                rows.append({"loss": "triplet semi-hard", "sweep": "N", "N": n, "C": 8, "seconds": n ** 2 * 1e-7, "seed": seed})
+        for c in (4, 8):
+            rows.append({"loss": "discriminative", "sweep": "C", "N": 512, "C": c, "seconds": c * 1e-4, "seed": seed})
+    timing = pd.DataFrame(rows)
+    n, ratios = X.whole_set_ratios(timing)
+    assert n == 512  # 1024 was timed by one repeat only
+    # medians: semi-hard 512^2 * 1e-7 s in both repeats; discriminative 512e-6 and 1024e-6 s
+    assert ratios["triplet semi-hard"] == pytest.approx(512 ** 2 * 1e-7 / (np.median([512e-6, 1024e-6])))
+    assert ratios["discriminative"] == 1.0
+    slopes = pd.DataFrame([{"seed": s, "loss": loss, "slope in N": 1.0 + s, "slope in C": 1.0, "sizes fitted in N": 3,
+                            "sizes fitted in C": 2} for s in (0, 1) for loss in ("discriminative", "triplet semi-hard")])
+    table = X.timing_table(timing, slopes)
+    assert table.loc["triplet semi-hard", "ms at N=1024, median of the repeats"] == "104.9 (1 of 2)"
+    assert table.loc["triplet semi-hard", "ms at N=512, median of the repeats"] == 26.2
+    assert table.loc["discriminative", "slope in N, repeat 1"] == 2.0
+    c_table = X.c_sweep_table(timing)
+    assert c_table.loc[("discriminative", 512), "ms at C=8, median of 2"] == 0.8
+    assert list(c_table.columns) == ["ms at C=4, median of 2", "ms at C=8, median of 2"]
+    with pytest.raises(ValueError, match="in all 2 repeats"):
+        X.whole_set_ratios(timing[timing["N"] == 1024])
+
+
+def test_step_summary_takes_ratios_within_each_repeat() -> None:
+    steps = pd.DataFrame({"repeat": [0, 0, 1, 1, 2, 2], "method": ["discriminative", "semihard"] * 3,
+                          "step seconds": [1.0, 1.5, 2.0, 2.2, 1.1, 1.2],
+                          "loss seconds": [0.01, 0.03, 0.02, 0.022, 0.011, 0.012]})
+    st = X.step_summary(steps)
+    assert list(st.index) == ["Discriminative", "Semi-hard"]
+    # per-repeat ratios 1.5, 1.1, 1.09: their median, not the ratio of the medians (1.5 / 1.1)
+    assert st.loc["Semi-hard", "per step / discriminative"] == pytest.approx(1.1)
+    assert st.loc["Discriminative", "per step / discriminative"] == 1.0
+    assert st.loc["Semi-hard", "ms per step"] == pytest.approx(1500.0)
+    assert st.loc["Semi-hard", "loss share of a step"] == pytest.approx(0.01)  # shares 0.02, 0.01, 0.01
+    assert st.loc["Discriminative", "ms of the loss alone"] == pytest.approx(11.0)
+
+
 def test_reported_blocks_give_one_labelled_block_per_dataset():
     from dmlnb.reporting import reported_vs_reproduced, source_dataset
 
@@ -747,8 +789,8 @@ def test_the_code_version_row_reads_the_commits_and_git() -> None:
     import subprocess
 
     frame = pd.DataFrame({"commit": ["c1" * 20, "c1" * 20], "dirty": [True, False]})
-    assert X.code_version_text(frame).startswith(f"the 2 runs were trained under 1 commit ({'c1' * 5}; ")
-    assert "1 of them with tracked files of the tree modified" in X.code_version_text(frame)
+    assert X.code_version_text(frame).startswith(
+        f"2 run records from 1 commit ({'c1' * 5}): 1 with uncommitted changes to dmlnb/, 1 without; a record is reloaded")
     assert X.code_changes(["0" * 40, "1" * 40]) is None  # unknown commits: not checked, never "unchanged"
     unknown = pd.DataFrame({"commit": ["0" * 40, "1" * 40], "dirty": [None, None]})
     assert "not checked here" in X.code_version_text(unknown)
@@ -858,4 +900,4 @@ def test_runs_are_named_by_their_folder_and_listed_by_run_set(digits, tmp_path, 
     assert variant.record.data["fingerprint"] == run.record.data["fingerprint"]
     assert variant.record.data["name"] == onehot.record.data["name"] == "discriminative-onehot-seed0"
     frame = X.run_provenance([variant, onehot])
-    assert frame["methods"].tolist() == ["discriminative x1, discriminative-D256 x1"]
+    assert frame["run sets"].tolist() == ["discriminative x1, discriminative-D256 x1"]

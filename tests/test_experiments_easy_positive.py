@@ -17,6 +17,7 @@ from dmlnb.experiments import easy_positive as ep
 from dmlnb.losses import EasyPositiveLoss, ProxyNCALoss, TripletLoss
 from dmlnb.run_analysis import ANALYSIS_FILE
 from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
+from dmlnb.selection import NOT_RECOMPUTED, both_ways_text
 
 TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
 
@@ -692,9 +693,9 @@ def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_pr
     frame = ep.claims_both_ways(runner, judge).set_index("claim")
     assert frame.loc["ours beats theirs", "verdict changes"] is True
     row = frame.loc[ep.KEPT_WEIGHTS_CLAIMS[0]]
-    assert row["verdict changes"] == ep.NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
+    assert row["verdict changes"] == NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
     assert row[protocol_column("verdict", "validation")] == "holds"
-    text = ep.both_ways_text(frame.reset_index())
+    text = both_ways_text(frame.reset_index())
     assert text == ("1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim reads "
                     "the kept weights and is not recomputed")
     # the three claims of Figures 2, 3 and 5 are the ones build_claims makes from the kept weights

@@ -16,6 +16,7 @@ from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
+from dmlnb.selection import NOT_RECOMPUTED
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
@@ -273,10 +274,12 @@ def test_floor_verdicts_read_each_row_against_each_floor():
     assert "R@1 below untrained network (chapter 00): 0 of 4 rows;" in sentence
 
 
-def _record_run(seed, best, initial, units_used=(2500, 2500), commit="abc1234def", dirty=True, fingerprint=None):
+def _record_run(seed, best, initial, units_used=(2500, 2500), commit="abc1234def", dirty=True, fingerprint=None,
+                scope=None):
     history = [{"epoch": 0, "metrics": {"R@1": initial}}] + [
         {"epoch": e + 1, "partition": e, "units_used": u} for e, u in enumerate(units_used)]
-    data = {"history": history, "environment": {"git": {"commit": commit, "dirty": dirty}},
+    git = {"commit": commit, "dirty": dirty, **({"scope": scope} if scope else {})}
+    data = {"history": history, "environment": {"git": git},
             "fingerprint": fingerprint or f"f{seed}{best}", "name": "same-name"}
     record = types.SimpleNamespace(data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None})
     return types.SimpleNamespace(seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial})
@@ -294,8 +297,11 @@ def test_over_initial_metric_steps_and_provenance():
     assert row["lr of L"] == "0.001"
     # distinct by fingerprint, not by name (the α grid's runs share their record names)
     clean = _record_run(3, 0.5, 0.5, commit="0123456789", dirty=False)
-    assert ssx.provenance(gain + gain[:1] + [clean]) == (
-        "4 run records from 2 commits (0123456, abc1234); 3 of 4 were trained from a tree with uncommitted changes")
+    changed = _record_run(4, 0.5, 0.5, commit="0123456789", dirty=True, scope="dmlnb")
+    assert ssx.provenance(gain + gain[:1] + [clean, changed]) == (
+        "5 run records from 2 commits (abc1234def, 0123456789): 1 with uncommitted changes to dmlnb/, 1 without, "
+        "3 unknown (made before records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records "
+        "and notebooks the book's runs rewrite)")
 
 
 def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
@@ -466,7 +472,7 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
     # it holds at the validation-selected epochs; at the test-selected ones the selection favours it
     assert frame.loc[init, val] == "holds" and frame.loc[init, test] == "inconclusive"
     rank = next(c for c in frame.index if c.startswith("Orthogonality keeps"))
-    assert frame.loc[rank, "verdict changes"] == ssx.NOT_RECOMPUTED and frame.loc[rank, test] == "—"
+    assert frame.loc[rank, "verdict changes"] == NOT_RECOMPUTED and frame.loc[rank, test] == "—"
     # the records are restored after both judgements
     assert runs["omniglot"]["ours"][0].best["R@1"] == 0.40
 

@@ -20,7 +20,8 @@ calls together:
   and reloaded without retraining;
 * :func:`loss_pass_timing`, :func:`loglog_slopes` and :func:`timing_study`: the cost of one
   forward+backward pass of each loss over a whole training set as ``N`` and ``C`` grow (the
-  complexity claim, Table 1), repeated per seed;
+  complexity claim, Table 1), repeated per seed; :func:`timing_slopes`, :func:`timing_table`,
+  :func:`c_sweep_table` and :func:`whole_set_ratios` summarise it;
 * :func:`step_timing`: training steps of every method timed in one process, interleaved (the
   only timings the chapter compares across methods);
 * :func:`claim_evidence`, :func:`chapter_claims` (the paper's claims) and :func:`our_measurements`
@@ -75,7 +76,7 @@ from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
     compare_to_threshold, equivalent, format_mean_std, holds_for_every, implementation_claims, most_of, not_tested,
-    order_band, paired_differences, provenance_frame, qualify, summarize_runs,
+    order_band, paired_differences, provenance_frame, provenance_groups, provenance_text, qualify, summarize_runs,
 )
 from dmlnb.selection import both_ways_verdicts, choose_on_validation, kept_selection, selection_gain_text
 from dmlnb.training import train
@@ -116,6 +117,10 @@ __all__ = [
     "loglog_slopes",
     "fit_rows",
     "timing_study",
+    "timing_slopes",
+    "whole_set_ratios",
+    "timing_table",
+    "c_sweep_table",
     "LINEAR_ORDER",
     "INVERSE_ORDER",
     "LOSS_SHARE_LIMIT",
@@ -126,6 +131,7 @@ __all__ = [
     "table7_scaling",
     "our_measurements",
     "step_timing",
+    "step_summary",
     "DEVIATION_VARIANTS",
     "variant_unfit",
     "deviation_runs",
@@ -944,6 +950,58 @@ def timing_slopes(timing: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(slopes, ignore_index=True)
 
 
+def _n_sweep(timing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Of a :func:`timing_study`'s N sweep: the median ms per (loss, N) over the repeats, and how
+    many repeats timed each (loss, N) (a repeat stops a loss once a pass is too slow)."""
+    part = timing[timing["sweep"] == "N"]
+    ms = part.pivot_table(index="loss", columns="N", values="seconds", aggfunc="median", sort=False) * 1e3
+    ms = ms[sorted(ms.columns)]
+    timed = part.groupby(["loss", "N"])["seed"].nunique().unstack().reindex_like(ms)
+    return ms, timed
+
+
+def whole_set_ratios(timing: pd.DataFrame, against: str = "triplet semi-hard") -> tuple[int, pd.Series]:
+    """Every loss's median pass at one N of a :func:`timing_study`'s N sweep over the
+    discriminative loss's: at the largest N both the discriminative loss and ``against`` were
+    timed at in every repeat (a size only some repeats reached would compare a median of fewer).
+    Returns (that N, the ratios per loss; NaN for a loss not timed there)."""
+    ms, timed = _n_sweep(timing)
+    repeats = timing["seed"].nunique()
+    in_all = timed.loc[["discriminative", against]].eq(repeats).all()
+    if not in_all.any():
+        raise ValueError(f"no N at which the discriminative loss and {against!r} were timed in all {repeats} repeats")
+    n = int(in_all[in_all].index.max())
+    return n, ms[n] / ms.loc["discriminative", n]
+
+
+def timing_table(timing: pd.DataFrame, slopes: pd.DataFrame) -> pd.DataFrame:
+    """Per loss of a :func:`timing_study` (rows): every repeat's slope in N and in C and the sizes
+    each fitted (:func:`timing_slopes` ``slopes``), then the median ms of one pass at each N of the
+    N sweep, marked ``"(k of n)"`` where only k of the n repeats timed that size; ``"—"`` where
+    nothing was measured."""
+    repeats = timing["seed"].nunique()
+    per_repeat = slopes.pivot_table(index="loss", columns="seed", sort=False,
+                                    values=["slope in N", "slope in C", "sizes fitted in N", "sizes fitted in C"])
+    per_repeat.columns = [f"{name}, repeat {seed}" for name, seed in per_repeat.columns]
+    ms, timed = _n_sweep(timing)
+    shown = ms.round(1).astype(object).where(
+        timed.eq(repeats), ms.round(1).astype(str) + " (" + timed.fillna(0).astype(int).astype(str) + f" of {repeats})")
+    shown = shown.where(ms.notna()).rename(columns=lambda n: f"ms at N={n}, median of the repeats")
+    table = pd.concat([per_repeat.round(2), shown], axis=1).astype(object)
+    return table.where(table.notna(), "—").rename_axis("loss (one pass over the set)")
+
+
+def c_sweep_table(timing: pd.DataFrame) -> pd.DataFrame:
+    """The median ms of one pass per (loss, N) and C of a :func:`timing_study`'s C sweeps (the
+    enumerated sum's own at its smaller N included); ``"—"`` where a loss was not timed."""
+    repeats = timing["seed"].nunique()
+    ms = timing[timing["sweep"] == "C"].pivot_table(index=["loss", "N"], columns="C", values="seconds",
+                                                     aggfunc="median", sort=False) * 1e3
+    ms = ms[sorted(ms.columns)]  # the enumerated sum's sweep starts below the others'
+    table = ms.round(2).rename(columns=lambda c: f"ms at C={c}, median of {repeats}").astype(object)
+    return table.where(table.notna(), "—")
+
+
 # --------------------------------------------------------------------------- claims
 
 # Table 1 orders a pass's cost by powers of N. The paper gives no tolerance on a measured
@@ -1316,7 +1374,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
         Claim("Table 7: the discriminative loss's training time scales linearly (CUB vs CAR196)",
               f"54 / 73 min = {scaling['training minutes (Table 7)']:.3f} vs N C ratio "
               f"{scaling['N C (training images x classes)']:.3f}", "one dataset per execution",
-              not_tested("needs each method's training time to convergence on both datasets at the paper's scale; an "
+              not_tested("needs each method's whole training on both datasets at the paper's scale; an "
                          "execution trains one dataset, every method for the same epochs")),
         slope_claim("Table 1: one pass of the discriminative loss costs O(NC): linear in N", n_disc, "discriminative", "N",
                     LINEAR_ORDER),
@@ -1385,6 +1443,21 @@ def our_measurements(ev: ClaimEvidence) -> list[Claim]:
               compare_to_threshold(share.get_group("semihard").tolist(), LOSS_SHARE_LIMIT, higher_is_better=False)),
         _clustering_order_claims(ev)[1],
     ]
+
+
+def step_summary(steps: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`step_timing` frame per method (rows named as the paper's tables name them,
+    :data:`METHODS`, in the order timed), each a median over the interleaved repeats: ``ms per
+    step``, ``per step / discriminative`` (the ratio within each repeat, as the claims compare
+    them), ``ms of the loss alone`` and ``loss share of a step`` (per repeat)."""
+    row_of = {m: row for row, m in METHODS.items()}
+    per = steps.assign(share=steps["loss seconds"] / steps["step seconds"])
+    base = per[per["method"] == "discriminative"].set_index("repeat")["step seconds"]
+    per = per.assign(ratio=per["step seconds"] / per["repeat"].map(base))
+    summary = per.groupby("method", sort=False)[["step seconds", "ratio", "loss seconds", "share"]].median()
+    return pd.DataFrame({"ms per step": 1e3 * summary["step seconds"], "per step / discriminative": summary["ratio"],
+                         "ms of the loss alone": 1e3 * summary["loss seconds"], "loss share of a step": summary["share"]},
+                        ).rename(index=row_of).rename_axis("method")
 
 
 # --------------------------------------------------------------------------- deviations
@@ -1637,7 +1710,7 @@ def deviations_table(
         ("Table 6 (state of the art)", "five triplet-based methods with added techniques (cascades, boosting, an "
          "angular loss, generated samples)", "reported only: none of the five is implemented in dmlnb", not_measured),
         ("model selection", "not stated (trains up to 40 epochs)", selection,
-         selection_gain_text(records) or not_measured),
+         selection_gain_text(listed.values()) or not_measured),
         ("Table 2 protocol", "not stated", "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
          not_measured + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased toward it)"),
         ("Table 2 runs", "one-hot centroids ('These results are based on the one-hot centroid generation strategy', "
@@ -1685,19 +1758,16 @@ def code_changes(commits: Sequence[str], paths: Sequence[str] = CHAPTER_CODE) ->
 
 def code_version_text(provenance: pd.DataFrame) -> str:
     """The deviations table's code-version row from :func:`~dmlnb.reporting.provenance_frame` rows:
-    the commits the records name, how many runs started with tracked files of the tree modified (the
-    record's git ``dirty`` flag, which does not say which files), and what git finds changed between
-    those commits in :data:`CHAPTER_CODE` (``dmlnb/losses`` named apart) and elsewhere in ``dmlnb``."""
+    the commits the records name and whether the package had uncommitted changes
+    (:func:`~dmlnb.reporting.provenance_text`), the days they finished, and what git finds changed
+    between those commits in :data:`CHAPTER_CODE` (``dmlnb/losses`` named apart) and elsewhere in
+    ``dmlnb``."""
     commits = [c for c in dict.fromkeys(provenance["commit"]) if c]
     if not commits:
         return "the records name no commit"
-    dirty = int((provenance["dirty"] == True).sum())  # noqa: E712 (None: unknown)
     finished = sorted(str(f)[:16].replace("T", " ") for f in provenance.get("finished", []) if f)
-    when = f", finishing between {finished[0]} and {finished[-1]} UTC" if finished else ""
-    text = (f"the {len(provenance)} runs were trained under {len(commits)} commit{'s' if len(commits) > 1 else ''} "
-            f"({', '.join(c[:10] for c in commits)}; listed below the table){when}, {dirty} of them with tracked files of "
-            "the tree modified when they started (the record's git 'dirty' flag; which files, and so whether the run's "
-            "own code was among them, is not recorded)")
+    when = f"; they finished between {finished[0]} and {finished[-1]} UTC" if finished else ""
+    text = provenance_text(provenance) + when
     if len(commits) > 1:
         own, losses, anywhere = code_changes(commits), code_changes(commits, ("dmlnb/losses",)), code_changes(commits, ("dmlnb",))
         if own is None or losses is None or anywhere is None:
@@ -1725,14 +1795,11 @@ def run_label(run: MethodRun) -> str:
 
 
 def run_provenance(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """When and under which commit every reloaded run was trained (its record's environment), per
-    (commit, uncommitted changes): runs, first and last finished, and the runs per run set (the
-    run's folder, :func:`run_label`, without its seed)."""
-    frame = provenance_frame(r.record for r in runs).assign(run=[run_label(r) for r in runs])
-    frame = frame.assign(commit=frame["commit"].str[:10], finished=frame["finished"].str[:16])
-    return frame.groupby(["commit", "dirty"], dropna=False).agg(
-        runs=("run", "count"), first=("finished", "min"), last=("finished", "max"),
-        methods=("run", lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(pd.Series([x.rsplit("-seed", 1)[0] for x in v]).value_counts().items())))).reset_index()
+    """When and under which code every reloaded run was trained (its record's environment):
+    :func:`~dmlnb.reporting.provenance_groups` with the run sets (the run's folder,
+    :func:`run_label`, without its seed)."""
+    return provenance_groups(provenance_frame(r.record for r in runs),
+                             sets=[run_label(r).rsplit("-seed", 1)[0] for r in runs])
 
 
 def tidy_axes(fig: Any, integer_x: bool = False) -> None:

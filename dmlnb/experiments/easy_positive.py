@@ -29,7 +29,7 @@ Everything ``notebooks/01_easy_positive.ipynb`` runs, so that its cells only wir
 * :func:`semihard_comparison`, :func:`semihard_table`, :func:`semihard_values`,
   :func:`semihard_claims`: EPSHN under the paper's strict semi-hard rule against the authors'
   inclusive one (not tested when the two rules trained alike, :func:`identical_histories`);
-* :func:`claims_both_ways` and :func:`both_ways_text`: every claim under both protocols
+* :func:`claims_both_ways`: every claim under both protocols
   (validation- and test-selected); the claims read from the kept weights
   (:data:`KEPT_WEIGHTS_CLAIMS`) are not recomputed.
 
@@ -79,11 +79,12 @@ from dmlnb.reporting import (
     not_tested,
     paper_run_status,
     provenance_frame,
+    provenance_text,
     reported_vs_reproduced,
     summarize_runs,
     unless_degenerate,
 )
-from dmlnb.selection import both_ways_verdicts, protocol_column, selection_gain_text
+from dmlnb.selection import both_ways_verdicts, selection_gain_text
 
 __all__ = [
     "MINING_METHODS",
@@ -117,9 +118,7 @@ __all__ = [
     "COLLAPSED",
     "COLLAPSE_BAND",
     "claims_both_ways",
-    "both_ways_text",
     "KEPT_WEIGHTS_CLAIMS",
-    "NOT_RECOMPUTED",
     "UNTUNED",
     "SAME_NEGATIVES",
     "identical_histories",
@@ -1319,10 +1318,6 @@ def claim_inputs(
     )
 
 
-#: How :func:`claims_both_ways` marks a claim read from the kept weights (:data:`KEPT_WEIGHTS_CLAIMS`).
-NOT_RECOMPUTED = "not recomputed (kept weights)"
-
-
 def claims_both_ways(runner: Runner, judge: Callable[[], Sequence[Claim]]) -> pd.DataFrame | None:
     """The chapter's claims under each protocol (:func:`dmlnb.selection.both_ways_verdicts`) over
     every run the runner has loaded; ``judge`` recomputes them (:func:`claim_inputs`, which reads
@@ -1331,37 +1326,13 @@ def claims_both_ways(runner: Runner, judge: Callable[[], Sequence[Claim]]) -> pd
     training hotels) keeps its test-selected epoch under both.
 
     The claims of :data:`KEPT_WEIGHTS_CLAIMS` read statistics of the kept weights (the epoch
-    ``config.select_on`` chose), which no protocol recomputes: their test-protocol verdict is
-    ``"—"`` and their ``verdict changes`` is :data:`NOT_RECOMPUTED`, never ``False``
-    (:func:`both_ways_text` counts the others only)."""
+    ``config.select_on`` chose), which no protocol recomputes: they are marked
+    :data:`dmlnb.selection.NOT_RECOMPUTED` (:func:`dmlnb.selection.both_ways_text` counts the
+    others only)."""
     records = [r.record for r in runner.results.values()]
     if not any("validation" in record.selections for record in records):
         return None
-    frame = both_ways_verdicts(records, judge, strict=False)
-    return _mark_kept_weights(frame)
-
-
-def _mark_kept_weights(frame: pd.DataFrame) -> pd.DataFrame:
-    """A :func:`dmlnb.selection.both_ways_verdicts` frame with the claims of
-    :data:`KEPT_WEIGHTS_CLAIMS` marked not recomputed."""
-    frame = frame.astype({"verdict changes": object})
-    kept = frame["claim"].isin(KEPT_WEIGHTS_CLAIMS)
-    frame.loc[kept, "verdict changes"] = NOT_RECOMPUTED
-    frame.loc[kept, protocol_column("verdict", "test")] = "—"
-    return frame
-
-
-def both_ways_text(frame: pd.DataFrame) -> str:
-    """:func:`claims_both_ways` in words: how many of the recomputed verdicts change under the
-    papers' protocol (and which), and how many claims read the kept weights and were not
-    recomputed."""
-    recomputed = frame[frame["verdict changes"] != NOT_RECOMPUTED]
-    changed = recomputed[recomputed["verdict changes"].map(lambda v: v is True)]
-    kept = len(frame) - len(recomputed)
-    return (f"{len(changed)} of {len(recomputed)} recomputed verdicts change under the papers' protocol"
-            + (": " + "; ".join(changed["claim"]) if len(changed) else "")
-            + (f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept weights and "
-               f"{'are' if kept != 1 else 'is'} not recomputed" if kept else ""))
+    return both_ways_verdicts(records, judge, strict=False, kept_weights=KEPT_WEIGHTS_CLAIMS.__contains__)
 
 
 def collapsed_groups(curves: pd.DataFrame) -> frozenset:
@@ -1615,12 +1586,12 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
 
 
 def record_provenance(runner: Runner) -> dict[str, Any]:
-    """Code versions and threads of every run record the runner has loaded: how many commits,
-    how many made from a dirty tree, the thread counts, and the range of training seconds."""
+    """Code versions and threads of every run record the runner has loaded: which commits and
+    whether the package had uncommitted changes (:func:`~dmlnb.reporting.provenance_text`), the
+    thread counts, and the range of training seconds."""
     frame = provenance_frame(r.record for r in runner.results.values())
     secs = frame["train seconds"].to_numpy()
-    return {"runs": len(frame), "commits": len(set(frame["commit"])), "dirty": int(frame["dirty"].map(bool).sum()),
-            "threads": dict(frame["threads"].value_counts().sort_index()),
+    return {"code": provenance_text(frame), "threads": dict(frame["threads"].value_counts().sort_index()),
             "train seconds": (float(np.nanmin(secs)), float(np.nanmax(secs)))}
 
 
@@ -1743,7 +1714,7 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         ("statistics", "no seeds or tests reported",
          "Welch test treats seeds as independent although both sides of a pair share each seed's init and batches", nm),
         ("run records", "—",
-         f"{prov['runs']} records from {prov['commits']} code commits ({prov['dirty']} from a dirty tree), threads "
+         f"{prov['code']}; threads "
          + ", ".join(f"{k}: {v}" for k, v in prov["threads"].items()) + "; reuse matches the configuration, not the code",
          "not measured (no run retrained to check)"),
         ("timings", "not reported", f"per-run training time {prov['train seconds'][0]:.0f} s to {prov['train seconds'][1]:.0f} s on a shared CPU",

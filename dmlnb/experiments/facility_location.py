@@ -62,7 +62,7 @@ from dmlnb.reported import reported_table
 from dmlnb.runs import reuse_reason, train_or_reload
 from dmlnb.reporting import (
     HOLDS, Claim, Verdict, compare, compare_to_threshold, group_verdict, holds_for_every, implementation_claims,
-    no_difference, not_tested, provenance_frame, qualify,
+    no_difference, not_tested, provenance_frame, provenance_text, qualify,
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.selection import both_ways_verdicts, kept_selection, main_comparison, selection_gain_text
@@ -1341,11 +1341,9 @@ def deviations(
     add("timings", "TensorFlow on a GPU",
         "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
         "machine loads, so no timing is compared across runs")
-    provenance = provenance_frame(r.record for r in all_runs)
-    commits, dirty = set(provenance["commit"]), int(provenance["dirty"].map(bool).sum())
     add("provenance of the runs", "—",
-        f"the {len(all_runs)} run records were made at {len(commits)} commit(s), {dirty} from a dirty tree; a record is "
-        "reloaded when its configuration and method settings match, whatever the code version", nm)
+        provenance_text(provenance_frame(r.record for r in all_runs)) + "; a record is reloaded when its configuration "
+        "and method settings match, whatever the code version", nm)
     return pd.DataFrame(rows)
 
 

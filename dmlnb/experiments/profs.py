@@ -87,6 +87,7 @@ from dmlnb.reporting import (
     no_difference,
     not_tested,
     provenance_frame,
+    provenance_groups,
 )
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
@@ -1060,14 +1061,11 @@ def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
 
 
 def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
-    """Which code made the runs: per (commit, uncommitted changes, threads), the runs and the
-    dates they were trained; a run that several sections share counts once."""
+    """Which code made the runs (:func:`~dmlnb.reporting.provenance_groups`): per (commit, package
+    changed, threads), the runs and when they finished; a run that several sections share
+    counts once."""
     unique = {r.record.data["name"]: r.record for rs in runs.values() for r in rs}
-    frame = provenance_frame(unique.values())
-    df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:8], "uncommitted changes": frame["dirty"].map(bool),
-                       "threads": frame["threads"], "date": frame["started"].str[:10]})
-    return (df.groupby(["commit", "uncommitted changes", "threads"])
-              .agg(runs=("date", "size"), first=("date", "min"), last=("date", "max")).reset_index())
+    return provenance_groups(provenance_frame(unique.values()))
 
 
 _PAPER_AUGMENTATION = "resize to 256 x 256, random 224 crops and horizontal flips"
@@ -1445,8 +1443,8 @@ def build_claims(
     # 9-10. Cost.
     t = {v: times[times["variant"] == v].sort_values("repeat")["ms per step"].to_numpy() for v in VARIANTS}
     step_reason = ("a cost's share of a step depends on the step's own cost: the paper's is a GoogLeNet step on 128 "
-                   "images of 224 px on a GPU, ours a 4-block CNN on 28 px images on a CPU, so neither the sign of a "
-                   "small overhead nor its share carries over (measured below)")
+                   "images of 224 px (on hardware the paper does not name), ours a 4-block CNN on 28 px images on a "
+                   "CPU, so neither the sign of a small overhead nor its share carries over (measured below)")
     paper.append(Claim("PROFS (without HNCM) brings no additional computational cost", "Abstract, Sec. 5.4, stated without numbers",
                        "outside this scale; measured below", not_tested(step_reason)))
     reported_cost = ", ".join(f"+{x:g}% ({k})" for k, x in REPORTED_HNCM_COST.items())

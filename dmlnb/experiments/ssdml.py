@@ -49,7 +49,7 @@ from dmlnb.runs import Table, stored_tables, train_or_reload
 from dmlnb.training import train
 from dmlnb.reporting import (
     HOLDS, Claim, Verdict, all_of, best_minus_last, biased_toward_claim, compare, compare_to_threshold,
-    every_pair_equivalent, group_verdict, not_tested, paired_differences, qualify,
+    every_pair_equivalent, group_verdict, not_tested, paired_differences, provenance_frame, provenance_text, qualify,
 )
 from dmlnb.selection import COLUMN_LABELS, both_ways_verdicts, protocol_column
 from dmlnb.ssdml.algorithm import (PartitionSchedule, TrainingPool, embed, partition_indices, run_spec, train_ssdml,
@@ -97,7 +97,6 @@ __all__ = [
     "EFFECTIVE_RANK_PROXY",
     "initial_selection_bias",
     "claims_both_ways",
-    "NOT_RECOMPUTED",
     "selection_gain",
     "over_initial",
     "metric_steps",
@@ -1169,8 +1168,6 @@ def _untested(settings: Mapping[str, Setting]) -> list[Claim]:
 EFFECTIVE_RANK_PROXY = "on Lᵀz, which an orthogonal L cannot shrink by construction; the network's z is not measured"
 #: The first words of the effective-rank claim (read from the kept weights: no protocol recomputes it).
 _EFFECTIVE_RANK_CLAIM = "Orthogonality keeps a higher effective rank"
-#: How :func:`claims_both_ways` marks a claim read from the kept weights.
-NOT_RECOMPUTED = "not recomputed (kept weights)"
 
 
 def initial_selection_bias(setting: Setting, protocol: str | None = None) -> str | None:
@@ -1370,18 +1367,13 @@ def claims_both_ways(
     epoch under both, so its claims never change). :func:`claims` is told which protocol it is
     judged under, so that its selection rule (:func:`initial_selection_bias`) follows the epochs
     shown. The effective-rank claims read the kept weights (``extras``), which no protocol
-    recomputes: their test-protocol verdict is ``"—"`` and ``verdict changes`` is
-    :data:`NOT_RECOMPUTED`."""
+    recomputes: they are marked :data:`dmlnb.selection.NOT_RECOMPUTED`."""
     records = [r.record for by_method in runs.values() for rs in by_method.values() for r in rs]
     records += [r.record for rs in (alpha_runs or {}).values() for r in rs]
     order = iter(COLUMN_LABELS)  # both_ways_verdicts judges once per protocol, in this order
-    frame = both_ways_verdicts(records, lambda: claims(runs, settings, alpha_runs, alpha_key, hyper=hyper,
-                                                       protocol=next(order)), strict=False)
-    frame = frame.astype({"verdict changes": object})
-    kept = frame["claim"].str.startswith(_EFFECTIVE_RANK_CLAIM)
-    frame.loc[kept, "verdict changes"] = NOT_RECOMPUTED
-    frame.loc[kept, protocol_column("verdict", "test")] = "—"
-    return frame
+    return both_ways_verdicts(records, lambda: claims(runs, settings, alpha_runs, alpha_key, hyper=hyper,
+                                                      protocol=next(order)), strict=False,
+                              kept_weights=lambda claim: claim.startswith(_EFFECTIVE_RANK_CLAIM))
 
 
 def selection_gain(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings: Mapping[str, Setting],
@@ -1454,15 +1446,10 @@ def metric_steps(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings
 
 
 def provenance(runs: Sequence[MethodRun]) -> str:
-    """Where the distinct records among ``runs`` (by fingerprint: the α grid shares its runs at the
-    setting's own α with the main comparison) were trained: their git commits and how many were
-    trained from a tree with uncommitted changes."""
+    """Which code made the distinct records among ``runs`` (by fingerprint: the α grid shares its
+    runs at the setting's own α with the main comparison): :func:`~dmlnb.reporting.provenance_text`."""
     records = {r.record.data["fingerprint"]: r.record for r in runs}
-    gits = [rec.data["environment"].get("git", {}) for rec in records.values()]
-    commits = sorted({str(g.get("commit"))[:7] for g in gits})
-    dirty = sum(bool(g.get("dirty")) for g in gits)
-    return (f"{len(records)} run records from {len(commits)} commit{'s' * (len(commits) != 1)} "
-            f"({', '.join(commits)}); {dirty} of {len(records)} were trained from a tree with uncommitted changes")
+    return provenance_text(provenance_frame(records.values()))
 
 
 def unit_counts(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], settings: Mapping[str, Setting],
