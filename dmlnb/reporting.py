@@ -27,7 +27,7 @@ The same rule, applied to claims of other forms:
   log-log slopes: :func:`compare_to_band` on :func:`order_band`, the claimed order ± 0.5 (halfway
   to the neighbouring orders), so a slope too steep fails as surely as one too flat.
 
-Three rules say when runs cannot decide a claim, whatever the numbers:
+Four rules say when runs cannot decide a claim, whatever the numbers:
 
 * **degenerate runs** (:func:`unless_degenerate`; ``degenerate=`` of :func:`group_verdict` and
   :func:`interior_optimum`): a comparison any of whose compared sides is degenerate (a collapsed
@@ -39,7 +39,10 @@ Three rules say when runs cannot decide a claim, whatever the numbers:
   the code that ran, is a separate measurement of ours;
 * **selection biased toward the claim** (:func:`biased_toward_claim`): when the runs' epoch (or
   setting) was chosen by a criterion that favours the claim, "holds" becomes "inconclusive"
-  (a failure despite the bias stands).
+  (a failure despite the bias stands);
+* **a shape unchecked** (:func:`shape_unchecked`; ``sizes=`` of :func:`implementation_claims`): an
+  order-of-growth claim with a repeat whose slope rests on fewer than :data:`MIN_FIT_SIZES` sizes
+  (a line through two points) is decided neither way: "inconclusive".
 """
 
 from __future__ import annotations
@@ -68,7 +71,7 @@ __all__ = [
     "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
     "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
-    "biased_toward_claim", "qualify", "verdict_counts",
+    "biased_toward_claim", "qualify", "verdict_counts", "shape_unchecked", "MIN_FIT_SIZES",
 ]
 
 
@@ -365,6 +368,30 @@ def compare_to_band(
     return Verdict(INCONCLUSIVE, mean, lo_i, hi_i, n, f"the interval crosses {edges} (the {band})", scale, unit)
 
 
+#: Fewest sizes a repeat's log-log slope must rest on for a band claim to be decided
+#: (:func:`shape_unchecked`): a line through two points says nothing of the curve's shape.
+MIN_FIT_SIZES = 3
+
+
+def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
+    """A band claim (:func:`compare_to_band`) on per-repeat slopes, ``sizes`` the
+    number of sizes each repeat's slope was fitted on: when a repeat rests on fewer than
+    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between or
+    beyond them), the claim is decided neither way: "holds" and "does not hold" become
+    "inconclusive", with the reason first in the note (the effect and interval kept). Otherwise, or
+    without sizes (unknown), ``verdict`` unchanged."""
+    short = [k for k in sizes if k < MIN_FIT_SIZES]
+    if not short:
+        return verdict
+    m = len(list(sizes))
+    why = (f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat slope{'s' if len(short) > 1 else ''} "
+           "through two sizes only: a line through two points cannot check the curve's shape, so the band decides "
+           "neither way")
+    text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
+    note = why + (f"; {verdict.note}" if verdict.note else "")
+    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+
+
 def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "collapsed runs") -> Verdict:
     """The rule for runs that cannot exercise a claim's mechanism: ``verdict`` unchanged when no
     compared side is ``degenerate``, else "not tested at this scale" with ``what`` and the
@@ -497,18 +524,20 @@ def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
 
 def implementation_claims(
     paper_claim: str, paper_evidence: str, our_claim: str, our_evidence: str, slopes: Sequence[float],
-    order: float, why: str,
+    order: float, why: str, sizes: Sequence[int] = (),
 ) -> tuple[Claim, Claim]:
     """The rule for a paper's complexity claim timed on code that is not the paper's algorithm
     (``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
     same order, tested on the code that ran, is a separate measurement of ours: the per-repeat
-    log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`). Returns
-    ``(the paper's claim, our measurement)``; ``our_evidence`` states the slopes and sizes."""
+    log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`), undecided
+    when a repeat's slope rests on too few of ``sizes`` (the sizes each repeat was fitted on,
+    :func:`shape_unchecked`). Returns ``(the paper's claim, our measurement)``; ``our_evidence``
+    states the slopes and sizes."""
     low, high = order_band(order)
     paper = Claim(paper_claim, paper_evidence, f"timed on dmlnb's implementation only: see '{our_claim}'",
                   not_tested(f"the timed code is not the paper's algorithm: {why}"))
     ours = Claim(our_claim, "— (the paper times no implementation)", our_evidence,
-                 compare_to_band(slopes, low, high))
+                 shape_unchecked(compare_to_band(slopes, low, high), sizes))
     return paper, ours
 
 

@@ -819,16 +819,16 @@ def test_the_gap_claim_says_it_tests_a_fall_not_the_limit() -> None:
 
 
 def test_a_band_claim_on_two_point_slopes_is_decided_neither_way() -> None:
-    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Verdict, compare_to_band
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, Verdict, compare_to_band, shape_unchecked
 
     held, failed = compare_to_band([1.0, 1.02, 0.98], 0.5, 1.5), compare_to_band([3.0, 3.1, 2.9], 0.5, 1.5)
     assert (held, failed) == (HOLDS, FAILS)
-    assert X.shape_unchecked(held, [3, 4, 3]) is held and X.shape_unchecked(held, []) is held
+    assert shape_unchecked(held, [3, 4, 3]) is held and shape_unchecked(held, []) is held
     for v in (held, failed):
-        out = X.shape_unchecked(v, [3, 2, 2])
+        out = shape_unchecked(v, [3, 2, 2])
         assert out == INCONCLUSIVE and out.note.startswith("2 of 3 repeat slopes through two sizes only")
         assert (out.effect, out.low, out.high) == (v.effect, v.low, v.high)
-    assert X.shape_unchecked(Verdict(INCONCLUSIVE, note="x"), [2, 2, 2]).note.startswith("every repeat slopes")
+    assert shape_unchecked(Verdict(INCONCLUSIVE, note="x"), [2, 2, 2]).note.startswith("every repeat slopes")
     # in the claims: "linear in C" and the clustering timing, their repeats fitted on two sizes each
     ev = _evidence()
     slopes = ev.slopes.copy()

@@ -377,6 +377,10 @@ def test_another_algorithm_timed_leaves_the_papers_claim_untested():
                                         "slopes 1.65, 1.61, 1.57", [1.65, 1.61, 1.57], 1, "it scores every candidate")
     assert paper.verdict == NOT_TESTED and "it scores every candidate" in paper.verdict.note
     assert ours.verdict == FAILS and ours.our_evidence == "slopes 1.65, 1.61, 1.57"
+    # the same slopes, one repeat's fitted through two sizes: a shape unchecked decides neither way
+    _, short = implementation_claims("p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 2, 3])
+    assert short.verdict == INCONCLUSIVE and short.verdict.note.startswith("1 of 3 repeat slope through two sizes")
+    assert implementation_claims("p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 3, 3])[1].verdict == FAILS
 
 
 def test_selection_biased_toward_the_claim_cannot_hold():

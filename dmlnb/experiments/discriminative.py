@@ -76,7 +76,8 @@ from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
     compare_to_threshold, equivalent, format_mean_std, holds_for_every, implementation_claims, most_of, not_tested,
-    order_band, paired_differences, provenance_frame, provenance_groups, provenance_text, qualify, summarize_runs,
+    order_band, paired_differences, provenance_frame, provenance_groups, provenance_text, qualify, shape_unchecked,
+    summarize_runs,
 )
 from dmlnb.selection import both_ways_verdicts, choose_on_validation, kept_selection, selection_gain_text
 from dmlnb.training import train
@@ -150,10 +151,8 @@ __all__ = [
     "LAYER_SELECTION_BIAS",
     "layer_pairs",
     "layer_verdict",
-    "MIN_FIT_SIZES",
     "GAP_PROXY",
     "gap_verdict",
-    "shape_unchecked",
     "triplet_family_parts",
     "triplet_family_text",
     "code_changes",
@@ -1179,30 +1178,6 @@ def gap_verdict(gap_first: Sequence[float], gap_last: Sequence[float]) -> Verdic
     return qualify(v, GAP_PROXY) if str(v) == HOLDS else v
 
 
-#: Fewest sizes a repeat's log-log slope must rest on for a band claim to be decided
-#: (:func:`shape_unchecked`): a line through two points says nothing of the curve's shape.
-MIN_FIT_SIZES = 3
-
-
-def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
-    """A band claim (:func:`~dmlnb.reporting.compare_to_band`) on per-repeat slopes, ``sizes`` the
-    number of sizes each repeat's slope was fitted on: when a repeat rests on fewer than
-    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between or
-    beyond them), the claim is decided neither way: "holds" and "does not hold" become
-    "inconclusive", with the reason first in the note (the effect and interval kept). Otherwise, or
-    without sizes (unknown), ``verdict`` unchanged."""
-    short = [k for k in sizes if k < MIN_FIT_SIZES]
-    if not short:
-        return verdict
-    m = len(list(sizes))
-    why = (f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat slope{'s' if len(short) > 1 else ''} "
-           "through two sizes only: a line through two points cannot check the curve's shape, so the band decides "
-           "neither way")
-    text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
-    note = why + (f"; {verdict.note}" if verdict.note else "")
-    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
-
-
 def _fit_sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> list[int]:
     """The sizes each repeat's slope of ``loss`` in ``sweep`` was fitted on, for the repeats with a
     slope (``[]`` when the slopes do not say)."""
@@ -1228,8 +1203,8 @@ def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
         f"{_sizes(ev.slopes, 'clustering', 'N')}; the order {LINEAR_ORDER:g} counts as the band ({low:g}, {high:g}), ours",
         values, LINEAR_ORDER,
         "dmlnb's facility-location loss runs its loss-augmented inference over the whole set as one batch, every greedy "
-        "step scoring each candidate over all N points (O(Y N^2) per pass)")
-    return paper, replace(ours, verdict=shape_unchecked(ours.verdict, _fit_sizes(ev.slopes, "clustering", "N")))
+        "step scoring each candidate over all N points (O(Y N^2) per pass)", sizes=_fit_sizes(ev.slopes, "clustering", "N"))
+    return paper, ours
 
 
 def triplet_family_parts(ev: ClaimEvidence) -> dict[str, dict[str, Verdict]]:
@@ -1310,7 +1285,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
         """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
         :func:`~dmlnb.reporting.order_band` of the claimed ``order``
         (:func:`~dmlnb.reporting.compare_to_band`), decided only when every repeat's slope rests on
-        at least :data:`MIN_FIT_SIZES` sizes (:func:`shape_unchecked`)."""
+        at least :data:`~dmlnb.reporting.MIN_FIT_SIZES` sizes (:func:`~dmlnb.reporting.shape_unchecked`)."""
         return Claim(claim, "Table 1", slope_text(values, loss, axis, order, at),
                      shape_unchecked(compare_to_band(values, *order_band(order)), _fit_sizes(ev.slopes, loss, axis)))
 
