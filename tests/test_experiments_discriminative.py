@@ -516,7 +516,7 @@ def test_chapter_claims_go_through_the_rule() -> None:
     ours = {c.claim: c.verdict for c in X.our_measurements(ev)}
     mine = lambda start: next(v for k, v in ours.items() if k.startswith(start))  # noqa: E731
     assert mine("our implementation satisfies Lemma 3.1") == HOLDS
-    assert mine("same network, batches and process") == HOLDS and mine("... and by") == FAILS
+    assert mine("same trunk, batches and process") == HOLDS and mine("... and by") == FAILS
     assert mine("the network, not the loss") == HOLDS
     assert mine("dmlnb's facility-location loss") == INCONCLUSIVE  # slopes 1.7-2.3: the interval crosses 1.5
 
