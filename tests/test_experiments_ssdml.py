@@ -16,7 +16,7 @@ from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
-from dmlnb.selection import NOT_RECOMPUTED
+from dmlnb.selection import NOT_RECOMPUTED, protocol_column
 
 
 @pytest.mark.parametrize("profile", ["smoke", "default", "paper"])
@@ -464,7 +464,7 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
         **{m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)] for m in ssx.SEMI_SUPERVISED},
     }}
     frame = ssx.claims_both_ways(runs, settings).set_index("claim")
-    val, test = (ssx.protocol_column("verdict", b) for b in ("validation", "test"))
+    val, test = (protocol_column("verdict", b) for b in ("validation", "test"))
     beats = next(c for c in frame.index if c.startswith("Ours beats the deep"))
     assert frame.loc[beats, val] == "holds" and frame.loc[beats, test].startswith("does not hold")
     assert frame.loc[beats, "verdict changes"] is True

@@ -36,7 +36,7 @@ calls together:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -74,7 +74,7 @@ from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
 from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
+    FAILS, HOLDS, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
     compare_to_threshold, equivalent, format_mean_std, holds_for_every, implementation_claims, most_of, not_tested,
     order_band, paired_differences, provenance_frame, provenance_groups, provenance_text, qualify, shape_unchecked,
     summarize_runs,

@@ -59,7 +59,7 @@ from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
-from dmlnb.runs import reuse_reason, train_or_reload
+from dmlnb.runs import train_or_reload
 from dmlnb.reporting import (
     HOLDS, Claim, Verdict, compare, compare_to_threshold, group_verdict, holds_for_every, implementation_claims,
     no_difference, not_tested, provenance_frame, provenance_text, qualify,

@@ -51,7 +51,7 @@ from dmlnb.reporting import (
     HOLDS, Claim, Verdict, all_of, best_minus_last, biased_toward_claim, compare, compare_to_threshold,
     every_pair_equivalent, group_verdict, not_tested, paired_differences, provenance_frame, provenance_text, qualify,
 )
-from dmlnb.selection import COLUMN_LABELS, both_ways_verdicts, protocol_column
+from dmlnb.selection import COLUMN_LABELS, both_ways_verdicts
 from dmlnb.ssdml.algorithm import (PartitionSchedule, TrainingPool, embed, partition_indices, run_spec, train_ssdml,
                                    unlabelled_reached)
 from dmlnb.ssdml.angular import AngularSSDML
