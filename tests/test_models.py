@@ -1,9 +1,10 @@
+import copy
 import urllib.error
 
 import pytest
 import torch
 
-from dmlnb.models import available_models, build_model
+from dmlnb.models import ConvNet, available_models, build_model
 
 
 @pytest.mark.parametrize(
@@ -22,6 +23,37 @@ def test_shapes_and_penultimate_layer(name, shape, feat):
     assert f.shape == (3, feat)
     # the embedding is the head applied to the penultimate layer
     torch.testing.assert_close(torch.nn.functional.normalize(model.head(f), dim=1), z)
+
+
+@pytest.mark.parametrize("size", [8, 28])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_convnet_pools_before_relu_bit_for_bit_as_the_relu_then_pool_network(size, memory_format):
+    # the reference: the same modules in the literature's order conv-BN-ReLU-maxpool
+    torch.manual_seed(0)
+    net = ConvNet(1, size).to(memory_format=memory_format).train()
+    reference = copy.deepcopy(net)
+    layers, ordered = list(reference.body), []
+    for layer in layers:
+        if isinstance(layer, torch.nn.ReLU) and ordered and isinstance(ordered[-1], torch.nn.MaxPool2d):
+            ordered.insert(len(ordered) - 1, layer)
+        else:
+            ordered.append(layer)
+    reference.body = torch.nn.Sequential(*ordered)
+    kinds = [type(m).__name__ for m in reference.body][:4]
+    assert kinds == ["Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
+    assert [type(m).__name__ for m in net.body][:4] == ["Conv2d", "BatchNorm2d", "MaxPool2d", "ReLU"]
+    x = torch.randn(16, 1, size, size).contiguous(memory_format=memory_format)
+    outputs, grads = [], []
+    for model in (net, reference):
+        out = model(x)  # (16, 64)
+        (out * torch.arange(64.0)).sum().backward()
+        outputs.append(out.detach())
+        grads.append([p.grad for p in model.parameters()])
+    assert torch.equal(outputs[0], outputs[1])
+    assert all(torch.equal(a, b) for a, b in zip(*grads))
+    for a, b in zip(net.modules(), reference.modules()):  # the BN running statistics too
+        if isinstance(a, torch.nn.BatchNorm2d):
+            assert torch.equal(a.running_mean, b.running_mean) and torch.equal(a.running_var, b.running_var)
 
 
 def test_ssdml_trunks_are_l2_normalised_and_metric_layer_has_no_bias():
