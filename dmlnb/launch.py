@@ -26,13 +26,16 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
 from dmlnb.profiles import PROFILE_ENV
 from dmlnb.records import write_text_atomic
 from dmlnb.render import existing_notebook, notebook_parameters
 from dmlnb.runs import SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_ENV, SHARD_SINCE_ENV
 from dmlnb.training import PROGRESS_ENV
+
+if TYPE_CHECKING:
+    from nbformat import NotebookNode
 
 __all__ = [
     "LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "slowest_cells",
@@ -80,34 +83,28 @@ def worker_env(index: int, processes: int, profile: str, abort: Path, claims: Pa
     return env
 
 
-def _printed(executed: Path) -> str:
+def _printed(executed: NotebookNode) -> str:
     """What an executed notebook printed (its stream outputs), in order."""
-    import nbformat
-
-    nb = nbformat.read(executed, as_version=4)
-    return "".join(out.get("text", "") for cell in nb.cells if cell.cell_type == "code"
+    return "".join(out.get("text", "") for cell in executed.cells if cell.cell_type == "code"
                    for out in cell.get("outputs", []) if out.get("output_type") == "stream")
 
 
-def trained_runs(executed: Path) -> list[str]:
-    """The runs an executed notebook trained: the names in its ``training <name>: <reason>``
-    lines (:func:`dmlnb.runs.train_or_reload`), in order."""
+def trained_runs(executed: NotebookNode) -> list[str]:
+    """The runs an executed notebook (as ``nbformat.read`` returns it) trained: the names in its
+    ``training <name>: <reason>`` lines (:func:`dmlnb.runs.train_or_reload`), in order."""
     return _TRAINING_LINE.findall(_printed(executed))
 
 
-def waited_seconds(executed: Path) -> float:
+def waited_seconds(executed: NotebookNode) -> float:
     """How long an executed shard sat idle waiting for its siblings: the sum of its ``shard i/n
     waited S s for ...`` lines (:meth:`dmlnb.runs.Shard.wait`)."""
     return sum(float(s) for s in _WAITED_LINE.findall(_printed(executed)))
 
 
-def slowest_cells(executed: Path, count: int = 3) -> list[tuple[int, float]]:
+def slowest_cells(executed: NotebookNode, count: int = 3) -> list[tuple[int, float]]:
     """The ``count`` code cells an executed notebook spent longest in, as ``(cell index,
     seconds)``, longest first (papermill's per-cell ``duration``; cells without one are skipped)."""
-    import nbformat
-
-    nb = nbformat.read(executed, as_version=4)
-    timed = [(i, float(c.metadata.get("papermill", {}).get("duration") or 0.0)) for i, c in enumerate(nb.cells)
+    timed = [(i, float(c.metadata.get("papermill", {}).get("duration") or 0.0)) for i, c in enumerate(executed.cells)
              if c.cell_type == "code"]
     return sorted((t for t in timed if t[1] > 0), key=lambda t: -t[1])[:count]
 
@@ -191,9 +188,12 @@ def train_notebook(
                 except subprocess.TimeoutExpired:
                     worker.process.kill()
                     worker.process.wait()
-        trained = [trained_runs(w.output) for w in workers]
-        waited = [waited_seconds(w.output) for w in workers]
-        slowest = [slowest_cells(w.output) for w in workers]
+        import nbformat
+
+        executed = [nbformat.read(w.output, as_version=4) for w in workers]
+        trained = [trained_runs(nb) for nb in executed]
+        waited = [waited_seconds(nb) for nb in executed]
+        slowest = [slowest_cells(nb) for nb in executed]
     wall = time.time() - since
     counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
     idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))

@@ -1,6 +1,6 @@
 """Fabricated inputs shared by the tests (import as ``from fabricated import ...``): tiny dataset
 trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
-a model's parameters as one vector, a run record evaluated on test and validation classes, and
+a model's parameters as one vector, a notebook with a parameters cell, a run record evaluated on test and validation classes, and
 fake runs of the run layer (a record written at once; also imported by the subprocesses of
 ``tests/test_shards.py``)."""
 
@@ -88,6 +88,20 @@ def fabricated_hotels50k(
     Image.new("RGB", size, (0, 0, 0)).save(occluded / "occluded.jpg")
     Image.new("L", size, 255).save(occluded / "masks" / "occluded.png")
     return items
+
+
+def parameters_notebook(path: Path, parameters: str, *cells: str) -> Path:
+    """Write a Python 3 notebook to ``path``: a code cell tagged ``parameters`` holding
+    ``parameters``, then one code cell per ``cells``; returns ``path``."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    params = nbformat.v4.new_code_cell(parameters)
+    params.metadata["tags"] = ["parameters"]
+    nb.cells = [params, *(nbformat.v4.new_code_cell(body) for body in cells)]
+    nbformat.write(nb, path)
+    return path
 
 
 def epoch_row(epoch: int, test: float | None, val: float | None, seconds: float = 1.0) -> dict:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from fabricated import CrashAt, flat_params
+from fabricated import CrashAt, flat_params, parameters_notebook
 
 from dmlnb.checkpoints import CheckpointError, load_checkpoint, restore_rng_state, save_checkpoint
 from dmlnb.data import load_dataset
@@ -429,16 +429,11 @@ def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, cal
 def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, monkeypatch):
     from dmlnb.render import main
 
-    import nbformat
-
     runs = tmp_path / "runs"
     (runs / "default").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     # every chapter has a retrain parameter now: a notebook without one, as a reader may write
-    cell = nbformat.v4.new_code_cell('profile = "default"\nresults_dir = "results"\ndata_root = None')
-    cell.metadata["tags"] = ["parameters"]
-    kernel = {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}}
-    nbformat.write(nbformat.v4.new_notebook(cells=[cell], metadata=kernel), tmp_path / "reader.ipynb")
+    parameters_notebook(tmp_path / "reader.ipynb", 'profile = "default"\nresults_dir = "results"\ndata_root = None')
     assert main(["render", "reader.ipynb", "--runs", "runs", "-o", "out.ipynb", "--data-root", "data"]) == 0
     params = calls[0]["parameters"]
     assert "retrain" not in params and params["results_dir"] == str(runs) and params["profile"] == "default"
@@ -469,16 +464,9 @@ def test_render_names_a_wrong_runs_folder(tmp_path, calls, capsys, layout, messa
 
 
 def test_render_refuses_a_notebook_without_results_dir(tmp_path, calls, capsys):
-    import nbformat
-
     from dmlnb.render import main
 
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
-    cell = nbformat.v4.new_code_cell('profile = "default"')
-    cell.metadata["tags"] = ["parameters"]
-    nb.cells.append(cell)
-    nbformat.write(nb, tmp_path / "x.ipynb")
+    parameters_notebook(tmp_path / "x.ipynb", 'profile = "default"')
     (tmp_path / "runs" / "default").mkdir(parents=True)
     assert main(["render", str(tmp_path / "x.ipynb"), "--runs", str(tmp_path / "runs"), "-o", str(tmp_path / "o.ipynb")]) == 2
     assert "no `results_dir` parameter" in capsys.readouterr().err and calls == []

@@ -16,10 +16,9 @@ import threading
 import time
 from pathlib import Path
 
-import nbformat
 import pandas as pd
 import pytest
-from fabricated import fake_run_parts
+from fabricated import fake_run_parts, parameters_notebook
 
 import dmlnb.experiments.easy_positive as ep
 import dmlnb.runs as runs
@@ -468,14 +467,8 @@ def test_a_run_trained_by_a_shard_equals_the_run_trained_alone(tmp_path):
 
 # ------------------------------------------------------------------ python -m dmlnb train
 def _notebook(path: Path, body: str) -> Path:
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"name": "python3", "language": "python", "display_name": "Python 3"}
-    params = nbformat.v4.new_code_cell(f'profile = "default"\nretrain = False\nroot = {str(path.parent / "runs")!r}')
-    params.metadata["tags"] = ["parameters"]
-    nb.cells += [params, nbformat.v4.new_code_cell("import os\nfrom fabricated import fake_run"),
-                 nbformat.v4.new_code_cell(body)]
-    nbformat.write(nb, path)
-    return path
+    return parameters_notebook(path, f'profile = "default"\nretrain = False\nroot = {str(path.parent / "runs")!r}',
+                               "import os\nfrom fabricated import fake_run", body)
 
 
 LAUNCHED = '''
