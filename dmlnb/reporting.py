@@ -826,7 +826,7 @@ def provenance_text(frame: pd.DataFrame) -> str:
     changed, clean = int((dirty == True).sum()), int((dirty == False).sum())  # noqa: E712 (None: unknown)
     unknown = n - changed - clean
     parts = [f"{changed} with uncommitted changes to {GIT_SCOPE}/" if changed else "",
-             f"{clean} without" if clean else "",
+             f"{clean} without" + ("" if changed else f" uncommitted changes to {GIT_SCOPE}/") if clean else "",
              f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; theirs also "
              "counted the run records and notebooks the book's runs rewrite)" if unknown else ""]
     return f"{n} run record{'s' * (n != 1)} from {named}: " + ", ".join(p for p in parts if p) if n else "no run records"

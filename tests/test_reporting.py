@@ -303,7 +303,8 @@ def test_provenance_frame_one_row_per_record():
         "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 unknown (made before "
         "records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records and notebooks the "
         "book's runs rewrite)")
-    assert provenance_text(frame.iloc[4:]) == "1 run record from 1 commit (abc123): 1 without"
+    assert provenance_text(frame.iloc[4:]) == ("1 run record from 1 commit (abc123): 1 without uncommitted changes "
+                                               "to dmlnb/")
     assert provenance_text(frame.iloc[:0]) == "no run records"
     groups = provenance_groups(frame, sets=[r.rsplit("-seed", 1)[0] for r in frame["run"]])
     assert groups[["commit", "package changed", "threads", "runs"]].values.tolist() == [
