@@ -20,7 +20,8 @@ convnet, 28x28 Omniglot-sized images, batch 128, semi-hard triplet loss), each w
 process: a bare PyTorch loop with the model in the default (NCHW) and in the channels_last
 memory format with glibc's default allocation, the channels_last loop with freed memory kept for
 reuse (:mod:`dmlnb.allocator`; with ``--compile`` also compiled by ``torch.compile``: inductor,
-which needs a C++ compiler), ``dmlnb.train`` as the book runs it, and two independent runs side
+which needs a C++ compiler), the same with each block's ReLU before its max-pool (the
+literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first), ``dmlnb.train`` as the book runs it, and two independent runs side
 by side in two processes of one thread each (what the launcher does with a chapter's runs), next
 to one run on all threads.
 """
@@ -111,14 +112,29 @@ def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
     return config, train_set, configured_model(config, train_set.input_shape)
 
 
-def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept: bool = False) -> float:
+def relu_before_pool(net: torch.nn.Module) -> None:
+    """Reorder the blocks of ``net`` (a :class:`dmlnb.models.ConvNet`) in place to the
+    literature's conv -> BN -> ReLU -> maxpool: the network :class:`~dmlnb.models.ConvNet`
+    computes, with its ReLU on four times the elements."""
+    layers: list[torch.nn.Module] = []
+    for layer in net.body:
+        if isinstance(layer, torch.nn.ReLU) and layers and isinstance(layers[-1], torch.nn.MaxPool2d):
+            layers.insert(len(layers) - 1, layer)
+        else:
+            layers.append(layer)
+    net.body = torch.nn.Sequential(*layers)
+
+
+def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept: bool = False,
+                   relu_first: bool = False) -> float:
     """img/s of a bare loop with the loop's batches (:class:`~dmlnb.samplers.MPerClassSampler`,
     the profile's images per class), model, semi-hard triplet loss and Adam, without checks,
     hooks or records; the second pass of ``steps`` steps (the first warms up, and with
     ``compiled`` compiles the model with ``torch.compile``'s default backend, inductor). With
     ``kept`` the process first keeps freed memory for reuse (:mod:`dmlnb.allocator`), as
     :func:`dmlnb.training.train` does; without it glibc's default allocation (this process must
-    not have changed it before)."""
+    not have changed it before). With ``relu_first`` the network's blocks run in the literature's
+    order (:func:`relu_before_pool`)."""
     from dmlnb.allocator import keep_freed_memory
     from dmlnb.losses import TripletLoss
     from dmlnb.pairs import pair_masks
@@ -127,6 +143,8 @@ def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept
     if kept:
         keep_freed_memory()
     config, train_set, model = _step_setup(channels_last, steps)  # the model in the config's memory format
+    if relu_first:
+        relu_before_pool(model.trunk)
     step_model = torch.compile(model) if compiled else model
     loss_fn = TripletLoss(mining="semihard")
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=tuple(config.betas),
@@ -175,6 +193,8 @@ WAYS: dict[str, tuple[str, Callable[[int], float]]] = {
     "kept": ("bare loop, channels_last, freed memory kept", lambda steps: bare_step_rate(True, steps, kept=True)),
     "compiled": ("bare loop, channels_last, freed memory kept, torch.compile",
                  lambda steps: bare_step_rate(True, steps, compiled=True, kept=True)),
+    "relu-first": ("bare loop, channels_last, freed memory kept, ReLU before max-pool",
+                   lambda steps: bare_step_rate(True, steps, kept=True, relu_first=True)),
     "train": ("dmlnb.train (channels_last, freed memory kept)", loop_step_rate),
 }
 
@@ -200,7 +220,7 @@ def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataF
     channels_last loop compiled by ``torch.compile`` (its compilation, in the warm-up pass,
     takes tens of seconds a round)."""
     threads = torch.get_num_threads()
-    keys = ["nchw", "channels-last", "kept", *(["compiled"] if compiled else []), "train"]
+    keys = ["nchw", "channels-last", "kept", *(["compiled"] if compiled else []), "relu-first", "train"]
     ways = [(WAYS[key][0], threads, key, 1) for key in keys]
     ways.append(("2 runs of dmlnb.train at once, 2 processes x 1 thread (sum)", 2, "train", 2))
     rates = [[way_rate(key, steps, processes) for _, _, key, processes in ways] for _ in range(repeats)]  # (repeats, ways)

@@ -6,8 +6,9 @@ over (convolution output, batch norm, ReLU, max-pool indices, and their gradient
 blocks that large from fresh ``mmap`` pages, or trims them off the top of its heap when they are
 freed, so each step asks the kernel for the same memory again and page-faults every 4 KiB of it
 back in: on a 2-core AVX2 CPU the bare channels_last loop of ``python benchmarks/book.py
---measure`` stepped 952 img/s with glibc's defaults and 1,369 with freed memory kept (two
-threads, ``benchmarks/results/book_cpu.txt``). Raising glibc's two thresholds with ``mallopt``,
+--measure`` stepped 1,105 img/s with glibc's defaults and 1,383 with freed memory kept (two
+threads, medians of 3 rounds, ``benchmarks/results/book_cpu.txt``; 952 and 1,369 when this module
+was written). Raising glibc's two thresholds with ``mallopt``,
 
     M_MMAP_THRESHOLD = limit    # blocks below it come from the heap, not from their own mmap
     M_TRIM_THRESHOLD = limit    # up to this much free memory stays at the heap's top

@@ -59,6 +59,7 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
 def test_measured_step_table_runs_every_way_on_the_cpu(book):
     table = book.step_table(steps=1, repeats=1)
     assert list(table["way"]) == ["bare loop, NCHW", "bare loop, channels_last", "bare loop, channels_last, freed memory kept",
+                                  "bare loop, channels_last, freed memory kept, ReLU before max-pool",
                                   "dmlnb.train (channels_last, freed memory kept)",
                                   "2 runs of dmlnb.train at once, 2 processes x 1 thread (sum)"]
     assert (table["img/s"] > 0).all() and table["img/s"].notna().all()
@@ -67,5 +68,5 @@ def test_measured_step_table_runs_every_way_on_the_cpu(book):
 
 def test_the_step_table_times_the_compiled_loop_on_request(book):
     table = book.step_table(steps=1, repeats=1, compiled=True)
-    assert table["way"][3] == "bare loop, channels_last, freed memory kept, torch.compile" and len(table) == 6
+    assert table["way"][3] == "bare loop, channels_last, freed memory kept, torch.compile" and len(table) == 7
     assert (table["img/s"] > 0).all()
