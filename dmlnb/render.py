@@ -5,7 +5,9 @@ papermill, its ``results_dir`` parameter pointing at ``FOLDER`` (the chapter's r
 copied from the machine that trained: it holds ``P/<run>/record.json``, and for chapters that
 draw from trained weights ``checkpoint.pt`` / ``best.pt``), ``retrain=False`` where the notebook
 has that parameter, and training disabled (:data:`dmlnb.training.NO_TRAINING_ENV`): a run whose
-finished record is missing stops the render with an error naming the file, instead of training.
+finished record is missing stops the render with an error naming the file, instead of training. A
+timing study whose stored table is missing or stale is measured here, on this machine, as in any
+execution (its few unstored training steps included: :func:`dmlnb.training.measuring`).
 
 This module holds the ``python -m dmlnb`` command line; its other command, ``train`` (a
 chapter's runs trained in several processes), is :mod:`dmlnb.launch`.
@@ -135,7 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Execute NOTEBOOK with papermill, its results_dir pointing at --runs, retrain=False, "
             f"and training disabled ({NO_TRAINING_ENV}=1): a run whose finished record is missing "
-            "stops the render with an error that names the missing file."
+            "stops the render with an error that names the missing file. A timing study whose stored "
+            "table is missing or stale is measured on this machine."
         ),
     )
     sub.add_argument("notebook", type=Path, help="the chapter, e.g. notebooks/02_facility_location.ipynb")

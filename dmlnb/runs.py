@@ -23,7 +23,10 @@ while they match, so a re-rendered chapter quotes the stored numbers and its ver
 move with the machine's load. A timing is measured with :data:`TIMING_THREADS` torch threads
 whatever the process has (the thread count of the book's runs), so it does not depend on who
 made it: a render with two threads and a training process with one measure the same thing, and
-a table stored with another thread count is measured again.
+a table stored with another thread count is measured again. A render (``DMLNB_NO_TRAINING=1``)
+measures a missing or stale table like any process, the few unstored training steps a timing
+study times included (:func:`dmlnb.training.measuring`); a run with a folder still never trains
+there.
 
 The chapter supplies two functions: ``train(resume) -> (record, model)`` builds the model, loss,
 sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
@@ -493,12 +496,17 @@ def stored_measurement(
 
 def _with_threads(threads: int | None, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
     """``(make(), the threads it ran with)``, run with ``threads`` torch intra-op threads and the
-    process's setting restored after (``None``: the process's own)."""
+    process's setting restored after (``None``: the process's own), inside
+    :func:`dmlnb.training.measuring`: the unstored runs a measured table times train under
+    ``DMLNB_NO_TRAINING=1`` too (a render measures a missing or stale table)."""
+    from dmlnb.training import measuring
+
     before = torch.get_num_threads()
     if threads is not None:
         torch.set_num_threads(threads)
     try:
-        return make(), torch.get_num_threads()
+        with measuring():
+            return make(), torch.get_num_threads()
     finally:
         torch.set_num_threads(before)
 

@@ -181,3 +181,29 @@ def test_a_measurement_stored_before_a_config_key_was_added_is_reloaded(tmp_path
     changed = {**config, "select_on": "validation"}  # a key that differs is still a difference
     stored_measurement(tmp_path / "m", make, settings={"config": changed, "sizes": [1]}, say=lambda _: None)
     assert made == [1, 1]
+
+
+def test_with_training_disabled_a_timing_study_trains_its_unstored_runs_and_nothing_else(digits, tmp_path, monkeypatch):
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    with pytest.raises(TrainingDisabledError) as err:  # outside a measurement: a run without a folder is refused
+        fit(CFG, TripletLoss(), splits=digits, run_dir=None, progress=False)
+    assert "without run_dir" in str(err.value) and "unset DMLNB_NO_TRAINING" in str(err.value)
+    assert "Copy that run folder" not in str(err.value)  # there is no folder to copy
+
+    def timed_steps():
+        _, record = fit(CFG, TripletLoss(), splits=digits, run_dir=None, progress=False)
+        return pd.DataFrame({"seconds": [sum(h["train_seconds"] for h in record.data["history"])]})
+
+    said: list[str] = []
+    table = stored_measurement(tmp_path / "timing", timed_steps, settings={"steps": 2}, say=said.append)
+    assert (tmp_path / "timing" / MEASUREMENT).exists() and table["seconds"][0] > 0
+    assert stored_measurement(None, timed_steps, settings={"steps": 2})["seconds"][0] > 0  # unstored: the same
+
+    def trains_a_run_with_a_folder():
+        fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "missing", progress=False)
+        return pd.DataFrame({"seconds": [1.0]})
+
+    with pytest.raises(TrainingDisabledError, match="is missing"):  # a run with a folder never trains in a render
+        stored_measurement(tmp_path / "other", trains_a_run_with_a_folder, settings={"steps": 2}, say=said.append)
+    with pytest.raises(TrainingDisabledError, match="without run_dir"):  # the exemption ends with the measurement
+        fit(CFG, TripletLoss(), splits=digits, run_dir=None, progress=False)
