@@ -3,6 +3,7 @@
     python benchmarks/book.py                     # the committed default-profile records
     python benchmarks/book.py --profile smoke --results /path/to/results
     python benchmarks/book.py --measure --out benchmarks/results/book_cpu.txt   # also time a step here
+    python benchmarks/book.py --convolutions --out benchmarks/results/book_convolutions_cpu.txt
 
 One row per chapter: runs, epochs trained, images processed, training and evaluation seconds as
 the records measured them (on the machines and thread counts that trained them, named in the
@@ -24,6 +25,11 @@ which needs a C++ compiler), the same with each block's ReLU before its max-pool
 literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first), ``dmlnb.train`` as the book runs it, and two independent runs side
 by side in two processes of one thread each (what the launcher does with a chapter's runs), next
 to one run on all threads.
+
+``--convolutions`` times each pass the step makes through each convolution of the network, on
+one thread, against this CPU's float32 matrix multiply (:func:`convolution_table`), and the whole
+step beside them: how much of a step is convolution arithmetic, and how near that arithmetic
+runs to what the CPU can do.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ import argparse
 import itertools
 import json
 import os
+import platform
 import subprocess
 import sys
 import time
@@ -42,9 +49,12 @@ import numpy as np
 import pandas as pd
 import torch
 
+from timing import median_ms  # benchmarks/timing.py, beside this script
+
 from dmlnb.training import PhaseClock
 
 ROOT = Path(__file__).resolve().parents[1]
+CPU = torch.device("cpu")
 
 
 def run_costs(record: dict) -> dict[str, float]:
@@ -231,6 +241,115 @@ def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataF
     return pd.DataFrame(rows, columns=["way", "threads", "img/s", "min", "max"])
 
 
+# ------------------------------------------------------------------------------ the convolutions, against the CPU
+
+def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
+    """GFLOP/s of a float32 ``(size, size) @ (size, size)`` product on the current threads: this
+    CPU's rate for dense float32 arithmetic (MKL's tuned kernel on x86), the most a direct
+    convolution, which does the same multiply-adds, can be expected to reach."""
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(size, size, generator=g), torch.randn(size, size, generator=g)  # (size, size) each
+    return 2 * size**3 / median_ms(lambda: a @ b, CPU, repeats) * 1e3 / 1e9
+
+
+def convolution_inputs(batch: int = 128) -> list[tuple[str, torch.nn.Conv2d, torch.Size]]:
+    """Each convolution of the default profile's network (:class:`dmlnb.models.ConvNet` on 28x28
+    Omniglot-sized images) with the shape of its input at ``batch`` images:
+    ``(name, layer, (batch, C_in, H, W))``, in the order a forward pass applies them."""
+    _, _, model = _step_setup(True, 1)
+    shapes: list[tuple[str, torch.nn.Conv2d, torch.Size]] = []
+    hooks = [layer.register_forward_hook(lambda layer, inputs, _, name=name: shapes.append((name, layer, inputs[0].shape)))
+             for name, layer in model.named_modules() if isinstance(layer, torch.nn.Conv2d)]
+    with torch.no_grad():
+        model(torch.zeros(batch, 1, 28, 28).contiguous(memory_format=torch.channels_last))
+    for hook in hooks:
+        hook.remove()
+    return shapes
+
+
+def flipped_kernel(weight: torch.Tensor) -> torch.Tensor:
+    """The kernel whose convolution of a stride-1 "same" convolution's output gradient is that
+    convolution's input gradient: ``weight`` ``(C_out, C_in, k_h, k_w)`` with its two channel
+    axes swapped and its taps flipped, ``(C_in, C_out, k_h, k_w)``."""
+    return weight.transpose(0, 1).flip(2, 3).contiguous()
+
+
+def convolution_table(batch: int = 128, repeats: int = 5) -> pd.DataFrame:
+    """Milliseconds and GFLOP/s of each pass the training step makes through each convolution of
+    the default network (:func:`convolution_inputs`), on one thread (what each of the launcher's
+    processes has), in channels_last as the step runs them: the forward pass, the gradient of the
+    input (not computed for the first layer, whose input is the images) and of the weight, each
+    ``torch.ops.aten.convolution_backward`` alone. GFLOP/s counts a direct convolution's
+    ``2 B C_out C_in k_h k_w H_out W_out`` multiply-adds, so it compares with
+    :func:`matmul_gflops`, the last row. Where torch has NNPACK, ``NNPACK ms`` times the forward
+    pass and the input gradient (:func:`flipped_kernel`) by NNPACK's fast transform instead, on
+    NCHW tensors, conversions not counted (not for a kernel of one output channel, which NNPACK
+    refuses): a rate above the matrix multiply's
+    is fewer multiplications, not faster arithmetic. The results differ from the direct
+    convolution's by float rounding; the book's network trains with the direct ones."""
+    from dmlnb.allocator import keep_freed_memory
+
+    keep_freed_memory()  # as dmlnb.train does: no page faults in the timings
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    nnpack = torch.backends.nnpack.is_available()  # asking also initialises NNPACK
+    g = torch.Generator().manual_seed(0)
+    rows = []
+    try:
+        for index, (name, layer, shape) in enumerate(convolution_inputs(batch)):
+            weight = layer.weight.detach().contiguous()  # (C_out, C_in, k_h, k_w)
+            x = torch.randn(shape, generator=g).contiguous(memory_format=torch.channels_last)  # (B, C_in, H, W)
+            y = torch.nn.functional.conv2d(x, weight, None, layer.stride, layer.padding)  # (B, C_out, H_out, W_out)
+            grad = torch.randn(y.shape, generator=g).contiguous(memory_format=torch.channels_last)
+            flops = 2 * y.numel() * weight[0].numel()
+            same = layer.stride == (1, 1) and layer.padding == tuple(k // 2 for k in layer.kernel_size)
+
+            def backward(mask: list[bool]) -> Callable[[], object]:
+                return lambda: torch.ops.aten.convolution_backward(
+                    grad, x, weight, None, layer.stride, layer.padding, layer.dilation, False, [0, 0], 1, mask)
+
+            passes = [("forward", lambda: torch.nn.functional.conv2d(x, weight, None, layer.stride, layer.padding),
+                       (x.contiguous(), weight)),
+                      ("input gradient", backward([True, False, False]) if index else None,
+                       (grad.contiguous(), flipped_kernel(weight))),
+                      ("weight gradient", backward([False, True, False]), None)]
+            for kind, direct, transform in passes:
+                if direct is None:
+                    continue
+                ms = median_ms(direct, CPU, repeats)
+                fast = float("nan")
+                if nnpack and same and transform is not None and transform[1].shape[0] > 1:  # NNPACK fails for 1 output channel
+                    inputs, kernel = transform  # (B, C, H, W) NCHW, (C', C, k_h, k_w)
+                    fast = median_ms(lambda: torch._nnpack_spatial_convolution(inputs, kernel, None, list(layer.padding)),
+                                     CPU, repeats)
+                rows.append((f"{name} {tuple(shape[1:])}", kind, ms, flops / ms / 1e6, fast))
+        rows.append(("float32 matrix multiply, 1024 x 1024", "-", float("nan"), matmul_gflops(repeats=repeats), float("nan")))
+    finally:
+        torch.set_num_threads(threads)
+    return pd.DataFrame(rows, columns=["convolution (C_in, H, W)", "pass", "ms", "GFLOP/s", "NNPACK ms"])
+
+
+def one_thread_step_ms(steps: int) -> float:
+    """Milliseconds of one step of 128 images of :func:`dmlnb.training.train` on one thread
+    (:func:`loop_step_rate`), to set beside the convolutions' passes."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return 128 / loop_step_rate(steps) * 1e3
+    finally:
+        torch.set_num_threads(threads)
+
+
+def cpu_name() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what :func:`platform.processor` says."""
+    cpuinfo = Path("/proc/cpuinfo")
+    if cpuinfo.exists():
+        for line in cpuinfo.read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown CPU"
+
+
 def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--results", type=Path, default=ROOT / "results")
@@ -240,6 +359,9 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument("--repeats", type=int, default=3, help="rounds of every way (with --measure); the median is shown")
     parser.add_argument("--compile", action="store_true",
                         help="with --measure, also time the bare loop compiled by torch.compile (needs a C++ compiler)")
+    parser.add_argument("--convolutions", action="store_true",
+                        help="also time each pass through each of the network's convolutions on one thread, "
+                             "against this CPU's float32 matrix multiply")
     parser.add_argument("--out", type=Path, help="also write what is printed here (text)")
     parser.add_argument("--one-way", nargs=2, metavar=("WAY", "STEPS"), help=argparse.SUPPRESS)  # way_rate's worker
     args = parser.parse_args(argv)
@@ -269,6 +391,13 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         say(f"\nthe default profile's step on this CPU ({args.steps} steps of 128 timed per way; "
             f"median of {args.repeats} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):")
         say(step_table(args.steps, args.repeats, args.compile).to_string(index=False, float_format=lambda v: f"{v:.0f}"))
+    if args.convolutions:
+        convolutions = convolution_table(repeats=args.repeats)
+        say(f"\nthe default network's convolutions, batch 128, channels_last, one thread, on this CPU ({cpu_name()}; "
+            f"median of {args.repeats} calls; torch {torch.__version__}, {time.strftime('%Y-%m-%d')}):")
+        say(convolutions.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
+        say(f"the passes above sum to {convolutions['ms'].sum():.0f} ms (the direct convolutions); "
+            f"a step of dmlnb.train on one thread ({args.steps} steps timed) takes {one_thread_step_ms(args.steps):.0f} ms")
     if args.out is not None:
         args.out.write_text("$ python benchmarks/book.py " + " ".join(sys.argv[1:] if argv is None else argv) + "\n" + "\n".join(lines) + "\n")
     return table

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import torch
 from scripts import benchmark_script
 
 
@@ -70,3 +71,32 @@ def test_the_step_table_times_the_compiled_loop_on_request(book):
     table = book.step_table(steps=1, repeats=1, compiled=True)
     assert table["way"][3] == "bare loop, channels_last, freed memory kept, torch.compile" and len(table) == 7
     assert (table["img/s"] > 0).all()
+
+
+def test_the_flipped_kernel_turns_a_convolution_into_its_input_gradient(book):
+    g = torch.Generator().manual_seed(0)
+    x, weight = torch.randn(3, 5, 9, 9, generator=g), torch.randn(4, 5, 3, 3, generator=g)  # (B, C_in, H, W), (C_out, C_in, 3, 3)
+    grad = torch.randn(3, 4, 9, 9, generator=g)  # the output's gradient, (B, C_out, H, W)
+    expected = torch.ops.aten.convolution_backward(grad, x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                   [True, False, False])[0]
+    kernel = book.flipped_kernel(weight)
+    assert kernel.shape == (5, 4, 3, 3)
+    torch.testing.assert_close(torch.nn.functional.conv2d(grad, kernel, padding=1), expected)
+    if torch.backends.nnpack.is_available():  # what the table times in its place
+        torch.testing.assert_close(torch._nnpack_spatial_convolution(grad, kernel, None, [1, 1]), expected,
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_the_convolution_table_times_every_pass_the_step_makes(book):
+    threads = torch.get_num_threads()
+    table = book.convolution_table(batch=8, repeats=1)
+    assert torch.get_num_threads() == threads
+    layers = [name for name, _, _ in book.convolution_inputs(8)]
+    assert len(layers) == 4 and table["convolution (C_in, H, W)"].iloc[0] == f"{layers[0]} (1, 28, 28)"
+    passes = table.groupby("convolution (C_in, H, W)", sort=False)["pass"].apply(list).tolist()
+    assert passes[0] == ["forward", "weight gradient"]  # the images need no gradient
+    assert passes[1:4] == [["forward", "input gradient", "weight gradient"]] * 3
+    assert passes[4] == ["-"] and table["GFLOP/s"].gt(0).all()
+    convolutions = table.iloc[:-1]
+    assert convolutions["ms"].gt(0).all() and convolutions.loc[convolutions["pass"] == "weight gradient", "NNPACK ms"].isna().all()
+    assert convolutions.loc[convolutions["pass"] != "weight gradient", "NNPACK ms"].notna().all() == torch.backends.nnpack.is_available()
