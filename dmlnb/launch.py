@@ -69,17 +69,17 @@ def worker_threads(processes: int, environ: Mapping[str, str] = os.environ) -> i
 
 def worker_env(index: int, processes: int, profile: str, abort: Path, claims: Path, since: float,
                environ: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """The environment of process ``index`` of ``processes``: ``environ`` with its shard
-    (none when ``processes == 1``), the abort file, the claims folder the shards share and the
-    launch's start time, its threads
+    """The environment of process ``index`` of ``processes``: ``environ`` with the launch's start
+    time (with ``retrain`` a record written since is this launch's: :func:`dmlnb.runs.train_or_reload`
+    reloads it), its shard, the abort file and the claims folder the shards share (none of the three
+    when ``processes == 1``), its threads
     (:func:`worker_threads`), no progress bars and ``DMLNB_PROFILE=profile`` (a
     ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
     env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_SINCE_ENV)}
     env.update({"OMP_NUM_THREADS": str(worker_threads(processes, environ)), PROGRESS_ENV: "0",
-                PROFILE_ENV: profile})
+                PROFILE_ENV: profile, SHARD_SINCE_ENV: repr(since)})
     if processes > 1:
-        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_CLAIMS_ENV: str(claims),
-                    SHARD_SINCE_ENV: repr(since)})
+        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_CLAIMS_ENV: str(claims)})
     return env
 
 

@@ -13,7 +13,10 @@ Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`
   nothing, and only computes them);
 * **trains** from scratch otherwise, and says why (``say``): no record, a changed fingerprint
   (naming the configuration keys and specification entries that differ), a record written
-  before the run layer, or ``retrain=True``. With training disabled
+  before the run layer, or ``retrain=True``. A launch (:mod:`dmlnb.launch`) retrains each run
+  once: with ``retrain=True`` a record written since the launch started (``DMLNB_SHARD_SINCE``)
+  is this launch's and is reloaded, so a run that several sections of a chapter ask for (one
+  table's run that is also a step of an ablation) trains once. With training disabled
   (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.training.TrainingDisabledError` with the
   same reason.
 
@@ -100,8 +103,10 @@ is a file there naming the shard that owns a run."""
 SHARD_ABORT_ENV = "DMLNB_SHARD_ABORT"
 """Environment variable: a file whose appearance means a sibling shard failed (waiting stops)."""
 SHARD_SINCE_ENV = "DMLNB_SHARD_SINCE"
-"""Environment variable: when the launch started (Unix seconds); with ``retrain=True`` a waiting
-shard takes only files written since (default: when this process imported :mod:`dmlnb.runs`)."""
+"""Environment variable: when the launch started (Unix seconds; :mod:`dmlnb.launch` sets it in
+every process it starts); with ``retrain=True`` a record written since is this launch's, reloaded
+rather than trained again, and a waiting shard takes only files written since (default without
+it: when this process imported :mod:`dmlnb.runs`)."""
 SHARD_TIMEOUT_ENV = "DMLNB_SHARD_TIMEOUT"
 """Environment variable: how many seconds a shard waits for a sibling at most (default 6 hours)."""
 POLL_SECONDS = 2.0
@@ -152,7 +157,7 @@ class Shard:
 
     def is_fresh(self, path: Path) -> bool:
         """Whether ``path`` was written since the launch started."""
-        return path.stat().st_mtime >= self.since - _CLOCK_SLACK
+        return written_since(path, self.since)
 
     def wait(self, what: str, pending: Callable[[], str], say: Callable[[str], None]) -> None:
         """Return once ``pending()`` says ``""`` (else why ``what`` is not ready); said once,
@@ -182,6 +187,18 @@ class Shard:
             time.sleep(min(POLL_SECONDS, left))
             reason = pending()
         say(f"shard {self} waited {time.monotonic() - start:.1f} s for {what}")
+
+
+def launch_start() -> float | None:
+    """When the launch this process belongs to started (:data:`SHARD_SINCE_ENV`, Unix seconds),
+    else ``None`` (a notebook executed outside ``python -m dmlnb train``)."""
+    since = os.environ.get(SHARD_SINCE_ENV, "")
+    return _positive_seconds(SHARD_SINCE_ENV, since) if since else None
+
+
+def written_since(path: Path, since: float) -> bool:
+    """Whether the file ``path`` was last written at or after ``since`` (Unix seconds)."""
+    return path.stat().st_mtime >= since - _CLOCK_SLACK
 
 
 def _positive_seconds(name: str, value: str) -> float:
@@ -217,12 +234,12 @@ def current_shard() -> Shard | None:
             f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every shard of the launch "
             "shares (python -m dmlnb train does), where the shards claim the runs they train"
         )
-    since = os.environ.get(SHARD_SINCE_ENV, "")
+    since = launch_start()
     timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")
     abort = os.environ.get(SHARD_ABORT_ENV, "")
     return Shard(
         index=int(match[1]), count=int(match[2]), claims=Path(claims),
-        since=_positive_seconds(SHARD_SINCE_ENV, since) if since else _PROCESS_START,
+        since=since if since is not None else _PROCESS_START,
         timeout=_positive_seconds(SHARD_TIMEOUT_ENV, timeout) if timeout else _DEFAULT_TIMEOUT,
         abort=Path(abort) if abort else None,
     )
@@ -306,7 +323,8 @@ def train_or_reload(
         train: ``train(resume) -> (record, model)``; must pass ``spec`` to
             :func:`dmlnb.training.train` so the record carries it.
         finish: ``finish(record, model) -> extras`` stored in the record after training.
-        retrain: train from scratch even when a finished record matches.
+        retrain: train from scratch even when a finished record matches, unless the record
+            was written since the launch this process belongs to started (:func:`launch_start`).
         say: where the reason for training goes (the notebook's output by default).
 
     Under shards (``DMLNB_SHARD``, see the module docstring) a run whose folder another shard
@@ -329,7 +347,7 @@ def train_or_reload(
                 lambda: reuse_reason(folder, config, spec), retrain, say), folder / RECORD))
     if folder is None:
         reason, known = "no run folder", None
-    elif retrain:
+    elif retrain and not _made_in_this_launch(folder / RECORD):
         reason, known = "retrain=True", None
     else:
         reason, known = reuse_reason(folder, config, spec)
@@ -347,6 +365,12 @@ def train_or_reload(
     if folder is not None:
         record.save(folder / RECORD)
     return Run(name, record, model, trained=True)
+
+
+def _made_in_this_launch(path: Path) -> bool:
+    """Whether ``path`` exists and was written since this process's launch started."""
+    since = launch_start()
+    return since is not None and path.exists() and written_since(path, since)
 
 
 class _SiblingRecord(RunRecord):

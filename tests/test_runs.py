@@ -4,6 +4,7 @@ resumed when interrupted, trained (and the reason said) otherwise; never with tr
 from __future__ import annotations
 
 import json
+import time
 
 import pandas as pd
 import pytest
@@ -207,3 +208,27 @@ def test_with_training_disabled_a_timing_study_trains_its_unstored_runs_and_noth
         stored_measurement(tmp_path / "other", trains_a_run_with_a_folder, settings={"steps": 2}, say=said.append)
     with pytest.raises(TrainingDisabledError, match="without run_dir"):  # the exemption ends with the measurement
         fit(CFG, TripletLoss(), splits=digits, run_dir=None, progress=False)
+
+
+def test_retrain_trains_once_per_launch_and_always_outside_one(tmp_path, monkeypatch):
+    from fabricated import fake_run_parts
+
+    from dmlnb.runs import SHARD_SINCE_ENV
+
+    config, spec, make = fake_run_parts(0)
+    calls = []
+
+    def train(resume):
+        calls.append(resume)
+        return make(resume)
+
+    def ask():
+        return train_or_reload("r0", tmp_path / "r0", config, spec, train, retrain=True, say=lambda _: None)
+
+    monkeypatch.delenv(SHARD_SINCE_ENV, raising=False)
+    assert ask().trained and ask().trained and len(calls) == 2  # no launch: retrain=True always trains
+    monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() + 1))  # the record was written before this launch
+    assert ask().trained and len(calls) == 3
+    monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() - 1))  # written since: this launch's, reloaded
+    again = ask()
+    assert not again.trained and len(calls) == 3 and again.record.data["status"] == "finished"

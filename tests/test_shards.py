@@ -509,6 +509,22 @@ def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp
         assert {**again.data["extras"], "shard": None} == {**first[k].data["extras"], "shard": None}
 
 
+@pytest.mark.parametrize("processes", [1, 2])
+def test_a_launch_with_retrain_trains_a_run_asked_for_twice_once(tmp_path, monkeypatch, processes):
+    from dmlnb.launch import train_notebook
+
+    for key, value in _env(OMP_NUM_THREADS="2").items():
+        monkeypatch.setenv(key, value)
+    # r1 and r2 asked for again later in the notebook, as a chapter's ablation asks for a table's run
+    nb = _notebook(tmp_path / "chapter.ipynb", LAUNCHED + "for k in (1, 2):\n    fake_run(Path(root), k, retrain=retrain, "
+                   "extras={'profile': profile, 'threads': torch.get_num_threads(), **env})\n")
+    train_notebook(nb, processes, "smoke", say=lambda _: None)
+    before = {k: (tmp_path / "runs" / f"r{k}" / "record.json").stat().st_mtime_ns for k in range(4)}
+    trained = train_notebook(nb, processes, "smoke", retrain=True, say=lambda _: None)
+    assert sorted(sum(trained, [])) == ["r0", "r1", "r2", "r3"]  # each once, none twice
+    assert all((tmp_path / "runs" / f"r{k}" / "record.json").stat().st_mtime_ns > before[k] for k in range(4))
+
+
 def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, monkeypatch, capsys):
     from dmlnb.render import main
 
@@ -561,4 +577,5 @@ def test_worker_threads_and_environment():
                    SHARD_SINCE_ENV: "12.5"}
     alone = worker_env(0, 1, "smoke", Path("/tmp/abort"), Path("/tmp/claims"), 12.5,
                        {"OMP_NUM_THREADS": "4", SHARD_ENV: "0/2", SHARD_CLAIMS_ENV: "/x"})
-    assert alone == {"OMP_NUM_THREADS": "4", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}  # no shard
+    assert alone == {"OMP_NUM_THREADS": "4", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke",
+                     SHARD_SINCE_ENV: "12.5"}  # no shard; the launch's start (retrain: each run once)
