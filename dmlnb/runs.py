@@ -157,7 +157,7 @@ class Shard:
 
     def is_fresh(self, path: Path) -> bool:
         """Whether ``path`` was written since the launch started."""
-        return written_since(path, self.since)
+        return _written_since(path, self.since)
 
     def wait(self, what: str, pending: Callable[[], str], say: Callable[[str], None]) -> None:
         """Return once ``pending()`` says ``""`` (else why ``what`` is not ready); said once,
@@ -189,14 +189,14 @@ class Shard:
         say(f"shard {self} waited {time.monotonic() - start:.1f} s for {what}")
 
 
-def launch_start() -> float | None:
+def _launch_start() -> float | None:
     """When the launch this process belongs to started (:data:`SHARD_SINCE_ENV`, Unix seconds),
     else ``None`` (a notebook executed outside ``python -m dmlnb train``)."""
     since = os.environ.get(SHARD_SINCE_ENV, "")
     return _positive_seconds(SHARD_SINCE_ENV, since) if since else None
 
 
-def written_since(path: Path, since: float) -> bool:
+def _written_since(path: Path, since: float) -> bool:
     """Whether the file ``path`` was last written at or after ``since`` (Unix seconds)."""
     return path.stat().st_mtime >= since - _CLOCK_SLACK
 
@@ -234,7 +234,7 @@ def current_shard() -> Shard | None:
             f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every shard of the launch "
             "shares (python -m dmlnb train does), where the shards claim the runs they train"
         )
-    since = launch_start()
+    since = _launch_start()
     timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")
     abort = os.environ.get(SHARD_ABORT_ENV, "")
     return Shard(
@@ -324,7 +324,7 @@ def train_or_reload(
             :func:`dmlnb.training.train` so the record carries it.
         finish: ``finish(record, model) -> extras`` stored in the record after training.
         retrain: train from scratch even when a finished record matches, unless the record
-            was written since the launch this process belongs to started (:func:`launch_start`).
+            was written since the launch this process belongs to started (``DMLNB_SHARD_SINCE``).
         say: where the reason for training goes (the notebook's output by default).
 
     Under shards (``DMLNB_SHARD``, see the module docstring) a run whose folder another shard
@@ -369,8 +369,8 @@ def train_or_reload(
 
 def _made_in_this_launch(path: Path) -> bool:
     """Whether ``path`` exists and was written since this process's launch started."""
-    since = launch_start()
-    return since is not None and path.exists() and written_since(path, since)
+    since = _launch_start()
+    return since is not None and path.exists() and _written_since(path, since)
 
 
 class _SiblingRecord(RunRecord):
