@@ -16,7 +16,8 @@ Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`
   before the run layer, or ``retrain=True``. A launch (:mod:`dmlnb.launch`) retrains each run
   once: with ``retrain=True`` a record written since the launch started (``DMLNB_SHARD_SINCE``)
   is this launch's and is reloaded, so a run that several sections of a chapter ask for (one
-  table's run that is also a step of an ablation) trains once. With training disabled
+  table's run that is also a step of an ablation) trains once; the same holds for stored
+  measurements and tables. With training disabled
   (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.training.TrainingDisabledError` with the
   same reason.
 
@@ -347,7 +348,7 @@ def train_or_reload(
                 lambda: reuse_reason(folder, config, spec), retrain, say), folder / RECORD))
     if folder is None:
         reason, known = "no run folder", None
-    elif retrain and not _made_in_this_launch(folder / RECORD):
+    elif _retrains(retrain, folder / RECORD):
         reason, known = "retrain=True", None
     else:
         reason, known = reuse_reason(folder, config, spec)
@@ -367,10 +368,11 @@ def train_or_reload(
     return Run(name, record, model, trained=True)
 
 
-def _made_in_this_launch(path: Path) -> bool:
-    """Whether ``path`` exists and was written since this process's launch started."""
+def _retrains(retrain: bool, path: Path) -> bool:
+    """Whether ``retrain`` makes the record or table at ``path`` again: not when this process's
+    launch wrote it already (since it started), so a launch makes each of them once."""
     since = _launch_start()
-    return since is not None and path.exists() and _written_since(path, since)
+    return retrain and not (since is not None and path.exists() and _written_since(path, since))
 
 
 class _SiblingRecord(RunRecord):
@@ -475,8 +477,8 @@ def stored_measurement(
 ) -> pd.DataFrame:
     """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
     ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
-    with the same ``settings`` and :data:`TIMING_THREADS` threads (unless ``retrain``);
-    otherwise ``make()`` measures it now with :data:`TIMING_THREADS` torch threads (restored
+    with the same ``settings`` and :data:`TIMING_THREADS` threads (unless ``retrain``, which a
+    launch applies once: see the module docstring); otherwise ``make()`` measures it now with :data:`TIMING_THREADS` torch threads (restored
     after; the reason is said) and it is written atomically. ``folder=None`` measures the same
     way without storing.
 
@@ -495,7 +497,7 @@ def stored_measurement(
     wanted = as_json(dict(settings))
     if file is None:
         return _with_threads(TIMING_THREADS, make)[0]
-    reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted, TIMING_THREADS)
+    reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted, TIMING_THREADS)
     if stored is not None:
         return pd.DataFrame(stored["rows"])
     shard = current_shard()
@@ -583,7 +585,7 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
             frames[key] = table.make()
             continue
         file, wanted = Path(table.folder) / MEASUREMENT, as_json(dict(table.settings))
-        reason, stored = ("retrain=True", None) if retrain else _stored_table(file, wanted)
+        reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted)
         if stored is not None:
             frames[key] = pd.DataFrame(stored["rows"])
             continue

@@ -232,3 +232,27 @@ def test_retrain_trains_once_per_launch_and_always_outside_one(tmp_path, monkeyp
     monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() - 1))  # written since: this launch's, reloaded
     again = ask()
     assert not again.trained and len(calls) == 3 and again.record.data["status"] == "finished"
+
+
+def test_retrain_makes_a_stored_measurement_and_table_once_per_launch(tmp_path, monkeypatch):
+    from dmlnb.runs import SHARD_SINCE_ENV, Table, stored_tables
+
+    made: list[str] = []
+
+    def make(name):
+        return lambda: made.append(name) or pd.DataFrame({"x": [1]})
+
+    def ask():
+        stored_measurement(tmp_path / "m", make("m"), settings={"n": 1}, retrain=True, say=lambda _: None)
+        stored_tables({"t": Table(tmp_path / "t", make("t"), {"n": 1})}, retrain=True, say=lambda _: None)
+
+    monkeypatch.delenv(SHARD_SINCE_ENV, raising=False)
+    ask()
+    ask()
+    assert made == ["m", "t", "m", "t"]  # no launch: retrain=True always makes them again
+    monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() + 1))  # stored before this launch: made again
+    ask()
+    assert made == ["m", "t"] * 3
+    monkeypatch.setenv(SHARD_SINCE_ENV, repr(time.time() - 1))  # made by this launch: reloaded
+    ask()
+    assert made == ["m", "t"] * 3
