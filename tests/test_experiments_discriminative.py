@@ -371,7 +371,7 @@ def test_triplet_sum_enumerated_matches_a_triple_loop() -> None:
     assert triplet_loss_all(x, y, margin=0.2) == pytest.approx(ref, rel=1e-9)
 
 
-def test_loss_pass_timing_grid_and_stop_rule() -> None:
+def test_loss_pass_timing_grid_and_largest_sizes() -> None:
     t = X.loss_pass_timing(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1)
     assert set(t["sweep"]) == {"N", "C"}
     n_part, c_part = t[t["sweep"] == "N"], t[t["sweep"] == "C"]
@@ -379,19 +379,28 @@ def test_loss_pass_timing_grid_and_stop_rule() -> None:
     assert not set(c_part["loss"]) & set(X.N_SWEEP_ONLY)
     assert (n_part.groupby("loss")["N"].apply(sorted) == pd.Series([[16, 32]] * n_part["loss"].nunique(), index=n_part.groupby("loss").size().index)).all()
     assert (t["seconds"] > 0).all()
-    stop = X.loss_pass_timing(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4,
-                              repeats=1, max_seconds=0.0, names=("discriminative", "lifted structure"))
-    assert stop.groupby(["sweep", "loss"]).size().eq(1).all()  # stopped after the first size
+    capped = X.loss_pass_timing(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
+                                largest={"lifted structure": 16}, names=("discriminative", "lifted structure"))
+    sizes = capped.groupby(["sweep", "loss"]).apply(lambda g: sorted(g["N"] if g.name[0] == "N" else g["C"]))
+    assert sizes.to_dict() == {("N", "discriminative"): [16, 32], ("N", "lifted structure"): [16],
+                               ("C", "discriminative"): [2, 4]}
 
 
-def test_timing_stops_before_a_size_predicted_to_be_too_slow() -> None:
-    grid = [(100, 4), (200, 4), (400, 4)]
-    # 0.1 s -> 0.8 s from N = 100 to 200 is cubic: 6.4 s predicted at 400
-    assert X.predicted_seconds((100, 0.1), (200, 0.8), grid, "N") == pytest.approx(6.4)
-    # sub-linear trends are extrapolated linearly; the last size has no successor
-    assert X.predicted_seconds((100, 0.5), (200, 0.6), grid, "N") == pytest.approx(1.2)
-    assert X.predicted_seconds((200, 0.1), (400, 0.8), grid, "N") == 0.0
-    assert X.predicted_seconds(None, (100, 0.8), grid, "N") == 0.0
+def test_the_sizes_timed_do_not_depend_on_the_machines_speed(monkeypatch) -> None:
+    """A machine whose every pass takes 100 s times the same sizes as one whose passes take a
+    microsecond (a limit in seconds would stop the slow machine's losses after their first size),
+    the enumerated sum's C sweep included, and each repeat of that sweep yields a slope."""
+    timing = dict(n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
+                  largest={"lifted structure": 16}, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
+    monkeypatch.setattr(X, "_time_call", lambda fn, repeats: (fn(), 1e-6)[1])
+    fast = X.timing_study((0, 1), **timing)
+    monkeypatch.setattr(X, "_time_call", lambda fn, repeats: (fn(), 100.0)[1])
+    slow = X.timing_study((0, 1), **timing)
+    keys = ["seed", "sweep", "loss", "N", "C"]
+    assert fast[keys].equals(slow[keys])
+    naive = slow[(slow["sweep"] == "C") & (slow["loss"] == "triplet all (enumerated)")]
+    assert naive.groupby("seed")["C"].apply(sorted).tolist() == [[2, 4, 8], [2, 4, 8]]
+    assert slow[(slow["sweep"] == "N") & (slow["loss"] == "lifted structure")]["N"].eq(16).all()
 
 
 def test_loglog_slopes_on_exact_power_laws() -> None:
@@ -580,7 +589,7 @@ def test_step_timing_and_deviation_tables(digits) -> None:
 
 def test_naive_triplet_gets_its_own_c_sweep() -> None:
     t = X.timing_study((0,), n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
-                       max_seconds=1.0, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
+                       naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
     slopes = X.timing_slopes(t)
     naive = t[(t["sweep"] == "C") & (t["loss"] == "triplet all (enumerated)")]
     assert sorted(naive["C"]) == [2, 4, 8] and set(naive["N"]) == {16}
@@ -847,22 +856,15 @@ def test_a_band_claim_on_two_point_slopes_is_decided_neither_way() -> None:
     assert clustering == INCONCLUSIVE and "above 1.5: outside the band" in clustering.note
 
 
-def test_the_enumerated_c_sweep_times_every_size_whatever_the_limit() -> None:
-    """Its cost falls as C grows, so its first size is its slowest: the stop rule would end the sweep
-    there (max_seconds=0 stops every other loss after one size) and leave the repeat without a slope."""
-    t = X.timing_study((0, 1), n_values=(16, 32), c_fixed=4, n_fixed=16, c_values=(2, 4), dim=4, repeats=1,
-                       max_seconds=0.0, naive_c=dict(n_fixed=16, c_values=(2, 4, 8)))
-    naive = "triplet all (enumerated)"
-    others = t[~((t["sweep"] == "C") & (t["loss"] == naive))]
-    assert others.groupby(["seed", "sweep", "loss"]).size().eq(1).all()  # the stop rule still applies to them
-    swept = t[(t["sweep"] == "C") & (t["loss"] == naive)]
-    assert swept.groupby("seed")["C"].apply(sorted).tolist() == [[2, 4, 8], [2, 4, 8]]
-    slopes = X.timing_slopes(t)
-    per_repeat = slopes[slopes["loss"] == naive]
-    assert per_repeat["slope in C"].notna().all() and len(per_repeat) == 2  # a slope in every repeat
-    # the default profile's sizes: every N a multiple of C, every C a divisor of N
+def test_the_default_timing_sizes() -> None:
+    """Every N a multiple of C, every C a divisor of N; 768 and 1536 between the powers of two; each
+    loss with a largest size timed at five sizes at least up to it."""
     timing = X.experiment_settings("default")["timing"]
     assert {768, 1536} <= set(timing["n_values"]) and max(timing["c_values"]) == 2048
+    assert all(n % timing["c_fixed"] == 0 for n in timing["n_values"])
+    assert all(timing["n_fixed"] % c == 0 for c in timing["c_values"])
+    for name, n in timing["largest"].items():
+        assert name in X.timing_losses(4, 4) and sum(v <= n for v in timing["n_values"]) >= 5
 
 
 def test_the_triplet_family_is_worded_k_by_k() -> None:

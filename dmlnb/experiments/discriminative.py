@@ -72,7 +72,7 @@ from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
-from dmlnb.runs import train_or_reload
+from dmlnb.runs import TIMING_THREADS, train_or_reload
 from dmlnb.reporting import (
     FAILS, HOLDS, Claim, Verdict, all_of, biased_toward_claim, compare, compare_to_band,
     compare_to_threshold, equivalent, format_mean_std, holds_for_every, implementation_claims, most_of, not_tested,
@@ -113,7 +113,6 @@ __all__ = [
     "triplet_sum_enumerated",
     "timing_losses",
     "N_SWEEP_ONLY",
-    "predicted_seconds",
     "loss_pass_timing",
     "loglog_slopes",
     "fit_rows",
@@ -236,7 +235,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=2, repeats=3),
         timing=dict(n_values=(32, 64, 128), c_fixed=8, n_fixed=128, c_values=(4, 8, 16),
-                    dim=16, repeats=1, max_seconds=0.2, naive_c=dict(n_fixed=64, c_values=(4, 8, 16))),
+                    dim=16, repeats=1, largest={},
+                    naive_c=dict(n_fixed=64, c_values=(4, 8, 16))),
     ),
     "default": dict(
         seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=1, backbone_lr=None,
@@ -245,11 +245,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=5),
         # 768 and 1536 between the powers of two, and C up to 2048, so that the slopes of the losses
-        # the time limit stops early (the enumerated sum, clustering) and the linear losses' slope in C
-        # rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES)
+        # timed only to a smaller N (`largest`: the enumerated sum, clustering) and the linear losses'
+        # slope in C rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES); a pass of each
+        # of those at its largest N takes 0.7-5 s on a 2-core laptop CPU
         timing=dict(n_values=(256, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
-                    n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512, 1024, 2048), dim=64, repeats=5,
-                    max_seconds=1.0, naive_c=dict(n_fixed=1024, c_values=(8, 16, 32, 64, 128))),
+                    n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512, 1024, 2048), dim=64, repeats=3,
+                    largest={"N-pair": 4096, "lifted structure": 4096, "triplet semi-hard": 2048,
+                             "triplet all (sorted)": 2048, "triplet all (enumerated)": 2048, "clustering": 1536},
+                    naive_c=dict(n_fixed=1024, c_values=(8, 16, 32, 64, 128))),
     ),
     "paper": dict(
         seeds=(0, 1, 2), kmeans_seeds=(0, 1, 2), lemma_every=5, backbone_lr=0.1, weight_decay=5e-4,
@@ -257,9 +260,12 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_gammas=CLUSTERING_GAMMAS, clustering_gamma=CLUSTERING_GAMMA,
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=3),
+        # `largest` by the losses' orders of growth, for a GPU; not yet measured on one
         timing=dict(n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000), c_fixed=100,
-                    n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=5,
-                    max_seconds=2.0, naive_c=dict(n_fixed=2000, c_values=(25, 50, 100, 200, 400))),
+                    n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=3,
+                    largest={"N-pair": 32000, "lifted structure": 32000, "triplet semi-hard": 32000,
+                             "triplet all (sorted)": 32000, "triplet all (enumerated)": 8000, "clustering": 8000},
+                    naive_c=dict(n_fixed=2000, c_values=(25, 50, 100, 200, 400))),
     ),
 }
 
@@ -775,15 +781,10 @@ def timing_losses(num_classes: int, dim: int, device: str | torch.device = "cpu"
     }
 
 
-def _time_call(fn: Callable[[], Any], repeats: int, max_seconds: float) -> float:
+def _time_call(fn: Callable[[], Any], repeats: int) -> float:
     """Fastest of ``repeats`` timed calls of ``fn`` after one warm-up (on a shared machine other
-    jobs only ever add time); a single timed call (no minimum) when the warm-up already takes more
-    than ``max_seconds / 4``."""
-    t0 = time.perf_counter()
+    jobs only ever add time)."""
     fn()
-    first = time.perf_counter() - t0
-    if first > max_seconds / 4:
-        repeats = 1
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -792,22 +793,10 @@ def _time_call(fn: Callable[[], Any], repeats: int, max_seconds: float) -> float
     return min(times)
 
 
-def predicted_seconds(
-    before: tuple[int, float] | None, now: tuple[int, float], grid: Sequence[tuple[int, int]], sweep: str
-) -> float:
-    """Seconds the next size of the sweep would take, extrapolating the last two points' log-log
-    slope (at least 1); 0 without a previous point or a next size."""
-    sizes = [n if sweep == "N" else c for n, c in grid]
-    later = [s for s in sizes if s > now[0]]
-    if before is None or not later or before[1] <= 0 or now[1] <= 0:
-        return 0.0
-    slope = max(1.0, np.log(now[1] / before[1]) / np.log(now[0] / before[0]))
-    return float(now[1] * (later[0] / now[0]) ** slope)
-
-
 # Losses timed in the N sweep only: the pairwise ones cost O(N^2) whatever C, and the C sweep's N
 # is too large for the enumerated (O(N^3 / C)) and clustering (O(C N^2)) ones.
-N_SWEEP_ONLY = ("lifted structure", "triplet semi-hard", "triplet all (sorted)", "triplet all (enumerated)", "clustering")
+N_SWEEP_ONLY = ("N-pair", "lifted structure", "triplet semi-hard", "triplet all (sorted)", "triplet all (enumerated)",
+                "clustering")
 
 
 def loss_pass_timing(
@@ -817,31 +806,29 @@ def loss_pass_timing(
     c_values: Sequence[int],
     dim: int,
     repeats: int = 3,
-    max_seconds: float = 1.0,
+    largest: Mapping[str, int] | None = None,
     seed: int = 0,
     device: str | torch.device = "cpu",
     names: Sequence[str] | None = None,
     n_sweep_only: Sequence[str] = N_SWEEP_ONLY,
-    exempt: Sequence[str] = (),
 ) -> pd.DataFrame:
     """Seconds of one pass of each loss of :func:`timing_losses` over a whole labelled set.
 
     Two sweeps: ``N`` grows with ``C = c_fixed`` classes (``N / C`` samples each), and ``C`` grows
     with ``N = n_fixed`` (not the losses of :data:`N_SWEEP_ONLY`). Random ``(N, D)`` embeddings,
-    ``D = dim``; the fastest of ``repeats`` passes after one warm-up. Once a pass of a loss takes more
-    than ``max_seconds``, or the next size would take more than ``4 max_seconds`` by the trend of
-    its last two sizes, it is not timed at the larger sizes of that sweep, unless it is one of
-    ``exempt``: a loss whose cost falls as the size grows (the enumerated sum as ``C`` grows), so
-    its first size is its slowest and the rule, which assumes a growing cost, would end its sweep
-    where the later sizes are cheaper; an exempt loss is timed at every size of the sweep.
+    ``D = dim``; every timing the fastest of ``repeats`` passes after one warm-up. ``largest[loss]``:
+    the largest ``N`` that loss is timed at in the ``N`` sweep; a loss not named there is timed at
+    every size. The sizes and passes timed are thus fixed, the same on every machine, and a slower
+    machine only takes longer (a limit in seconds would time the slow losses at fewer sizes there,
+    and their slopes would rest on fewer points).
 
     Returns a frame with columns ``sweep`` ("N" or "C"), ``loss``, ``N``, ``C``, ``seconds``.
     """
     device = torch.device(device)
+    largest = largest or {}
     rows = []
     for sweep, grid in (("N", [(n, c_fixed) for n in n_values]), ("C", [(n_fixed, c) for c in c_values])):
-        stopped: set[str] = set(n_sweep_only) if sweep == "C" else set()
-        previous: dict[str, tuple[int, float]] = {}
+        skipped = set(n_sweep_only) if sweep == "C" else set()
         for n, c in grid:
             if n % c:
                 raise ValueError(f"N={n} must be a multiple of C={c}")
@@ -849,7 +836,7 @@ def loss_pass_timing(
             y = torch.arange(c, device=device).repeat_interleave(n // c)  # (N,)
             x0 = torch.randn(n, dim, device=device)
             for name, fn in timing_losses(c, dim, device).items():
-                if (names is not None and name not in names) or name in stopped:
+                if (names is not None and name not in names) or name in skipped or n > largest.get(name, n):
                     continue
                 x = x0.clone().requires_grad_(True)
 
@@ -859,13 +846,8 @@ def loss_pass_timing(
                     if device.type == "cuda":
                         torch.cuda.synchronize(device)
 
-                seconds = _time_call(once, repeats, max_seconds)
-                size = n if sweep == "N" else c
+                seconds = _time_call(once, repeats)
                 rows.append({"sweep": sweep, "loss": name, "N": n, "C": c, "seconds": seconds})
-                if name not in exempt and (
-                        seconds > max_seconds or predicted_seconds(previous.get(name), (size, seconds), grid, sweep) > 4 * max_seconds):
-                    stopped.add(name)
-                previous[name] = (size, seconds)
     return pd.DataFrame(rows)
 
 
@@ -913,10 +895,9 @@ def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **tim
     """:func:`loss_pass_timing` repeated once per seed in ``seeds`` (fresh random embeddings each),
     with ``timing`` the profile's ``settings["timing"]``: every timed pass, with a ``seed``
     column. ``naive_c`` (in ``timing``), a dict ``n_fixed`` / ``c_values``, adds a C sweep of the
-    enumerated all-triplet sum at that smaller ``N`` (the /C of its O(N^3 / C)); its cost falls as
-    ``C`` grows, so that sweep is exempt from the stop rule (``exempt`` of
-    :func:`loss_pass_timing`: every repeat times every size, its first the slowest, and yields a
-    slope). The slopes are :func:`timing_slopes` of the result."""
+    enumerated all-triplet sum at that smaller ``N`` (the /C of its O(N^3 / C)), at every size of
+    ``c_values`` (its cost falls as ``C`` grows: its first size is its slowest). The slopes are
+    :func:`timing_slopes` of the result."""
     frames = []
     timing = dict(timing)
     naive_c = timing.pop("naive_c", None)
@@ -925,9 +906,8 @@ def timing_study(seeds: Sequence[int], device: str | torch.device = "cpu", **tim
         if naive_c:
             naive = "triplet all (enumerated)"
             extra = loss_pass_timing(n_values=(), c_fixed=1, n_fixed=naive_c["n_fixed"], c_values=naive_c["c_values"],
-                                     dim=timing["dim"], repeats=timing.get("repeats", 3),
-                                     max_seconds=timing.get("max_seconds", 1.0), seed=seed, device=device,
-                                     names=[naive], n_sweep_only=(), exempt=[naive])
+                                     dim=timing["dim"], repeats=timing.get("repeats", 3), seed=seed, device=device,
+                                     names=[naive], n_sweep_only=())
             t = pd.concat([t, extra], ignore_index=True)
         frames.append(t.assign(seed=seed))
     return pd.concat(frames, ignore_index=True)
@@ -951,7 +931,7 @@ def timing_slopes(timing: pd.DataFrame) -> pd.DataFrame:
 
 def _n_sweep(timing: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Of a :func:`timing_study`'s N sweep: the median ms per (loss, N) over the repeats, and how
-    many repeats timed each (loss, N) (a repeat stops a loss once a pass is too slow)."""
+    many repeats timed each (loss, N) (all of them where the study ran to its end)."""
     part = timing[timing["sweep"] == "N"]
     ms = part.pivot_table(index="loss", columns="N", values="seconds", aggfunc="median", sort=False) * 1e3
     ms = ms[sorted(ms.columns)]
@@ -1625,8 +1605,12 @@ def deviations_table(
         timing_here = (f"one pass of each loss over a whole set of N random {timing['dim']}-d embeddings as a single batch per "
                        f"size (forward + backward; forward only for the enumerated all-triplet sum), no network, on "
                        f"{timing_device}: N up to {max(timing['n_values'])} (C = {timing['c_fixed']}), C up to "
-                       f"{max(timing['c_values'])} (N = {timing['n_fixed']}), each timing the fastest of {timing['repeats']} "
-                       f"passes after a warm-up (one pass where the warm-up takes over {timing.get('max_seconds', 1.0) / 4:g} s)"
+                       f"{max(timing['c_values'])} (N = {timing['n_fixed']}), "
+                       + "".join(f"{name} to N = {size}, " for name, size in timing["largest"].items())
+                       + (f"the enumerated sum's own C sweep at N = {timing['naive_c']['n_fixed']}, C = "
+                          + ", ".join(map(str, timing["naive_c"]["c_values"])) + ", " if timing.get("naive_c") else "")
+                       + f"the same sizes on every machine; each timing the fastest of {timing['repeats']} passes after a "
+                       f"warm-up, with {TIMING_THREADS} torch thread(s)"
                        + (f", the study repeated {timing_repeats} times" if timing_repeats else "")
                        + f"; the discriminative loss's C sweep at a fixed D = {timing['dim']} with random unit centroids "
                        "(C may exceed D; the paper's one-hot centroids have D = C); the enumerated all-triplet sum is "
