@@ -401,6 +401,8 @@ def test_the_sizes_timed_do_not_depend_on_the_machines_speed(monkeypatch) -> Non
     naive = slow[(slow["sweep"] == "C") & (slow["loss"] == "triplet all (enumerated)")]
     assert naive.groupby("seed")["C"].apply(sorted).tolist() == [[2, 4, 8], [2, 4, 8]]
     assert slow[(slow["sweep"] == "N") & (slow["loss"] == "lifted structure")]["N"].eq(16).all()
+    per_repeat = X.timing_slopes(slow).query("loss == 'triplet all (enumerated)'")
+    assert per_repeat["slope in C"].notna().all() and len(per_repeat) == 2  # a slope in every repeat
 
 
 def test_loglog_slopes_on_exact_power_laws() -> None:

@@ -247,7 +247,8 @@ SETTINGS: dict[str, dict[str, Any]] = {
         # 768 and 1536 between the powers of two, and C up to 2048, so that the slopes of the losses
         # timed only to a smaller N (`largest`: the enumerated sum, clustering) and the linear losses'
         # slope in C rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES); a pass of each
-        # of those at its largest N takes 0.7-5 s on a 2-core laptop CPU
+        # of those at its largest N took 0.7-4.4 s on the 2-core CPUs of
+        # benchmarks/results/book_retrain_cpu.txt
         timing=dict(n_values=(256, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384, 32768), c_fixed=32,
                     n_fixed=4096, c_values=(16, 32, 64, 128, 256, 512, 1024, 2048), dim=64, repeats=3,
                     largest={"N-pair": 4096, "lifted structure": 4096, "triplet semi-hard": 2048,
@@ -820,8 +821,8 @@ def loss_pass_timing(
     Two sweeps: ``N`` grows with ``C = c_fixed`` classes (``N / C`` samples each), and ``C`` grows
     with ``N = n_fixed`` (not the losses of :data:`N_SWEEP_ONLY`). Random ``(N, D)`` embeddings,
     ``D = dim``; every timing the fastest of ``repeats`` passes after one warm-up. ``largest[loss]``:
-    the largest ``N`` that loss is timed at in the ``N`` sweep; a loss not named there is timed at
-    every size. The sizes and passes timed are thus fixed, the same on every machine, and a slower
+    the largest ``N`` that loss is timed at (in the ``C`` sweep too, whose ``N`` is ``n_fixed``); a
+    loss not named there is timed at every size. The sizes and passes timed are thus fixed, the same on every machine, and a slower
     machine only takes longer (a limit in seconds would time the slow losses at fewer sizes there,
     and their slopes would rest on fewer points).
 
