@@ -22,9 +22,22 @@ export OMP_NUM_THREADS ?= 2
 export PYTHONHASHSEED ?= 0
 
 # the protocol chapter last: it pools the run records of every other chapter (the optimism of
-# test-set selection), so it renders after they are trained
+# test-set selection), so it is trained after them
 PROTOCOL  := notebooks/00_protocol.ipynb
-NOTEBOOKS := $(filter-out $(PROTOCOL),$(sort $(wildcard notebooks/*.ipynb))) $(PROTOCOL)
+CHAPTERS  := $(filter-out $(PROTOCOL),$(sort $(wildcard notebooks/*.ipynb)))
+NOTEBOOKS := $(CHAPTERS) $(PROTOCOL)
+# The renders (papermill in place) run PROCESSES at a time: most of a render is one Python thread,
+# so one at a time leaves a core idle. Each keeps OMP_NUM_THREADS threads, as a render alone has
+# (a render's own evaluations round the same way, whatever else runs), and OMP_WAIT_POLICY=passive
+# makes threads that outnumber the cores sleep instead of spinning. A render's cell outputs stay
+# in the notebook (papermill prints a failing cell's error). After a training pass every
+# record exists and all six render together; otherwise a render may train a missing run, so the
+# protocol chapter, which pools every chapter's records, renders after the others.
+RENDER_TOGETHER := $(if $(RETRAIN)$(TRAIN),$(NOTEBOOKS),$(CHAPTERS))
+RENDER_AFTER    := $(if $(RETRAIN)$(TRAIN),,$(PROTOCOL))
+PAPERMILL = DMLNB_PROGRESS=0 OMP_WAIT_POLICY=passive $(BIN)/papermill -k python3 --cwd notebooks -p profile $(PROFILE) --no-progress-bar
+RENDER     = sh -c 'echo "papermill $$0 (profile=$(PROFILE))"; $(PAPERMILL) "$$0" "$$0" > /dev/null' {}
+RENDER_ONE = echo "papermill $$nb (profile=$(PROFILE))"; $(PAPERMILL) "$$nb" "$$nb" > /dev/null
 ENV_STAMP := $(VENV)/.dmlnb-env
 
 .PHONY: env test book notebooks html clean help
@@ -45,14 +58,12 @@ test: env
 	DMLNB_PROFILE=smoke $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
 
 notebooks: env
-	@for nb in $(NOTEBOOKS); do \
-		if [ -n "$(RETRAIN)$(TRAIN)" ]; then \
-			echo "python -m dmlnb train $$nb $(TRAIN_FLAGS)"; \
-			$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
-		fi; \
-		echo "papermill $$nb (profile=$(PROFILE))"; \
-		DMLNB_PROGRESS=0 $(BIN)/papermill "$$nb" "$$nb" -k python3 --cwd notebooks -p profile $(PROFILE) --log-output --no-progress-bar || exit 1; \
-	done
+	@if [ -n "$(RETRAIN)$(TRAIN)" ]; then for nb in $(NOTEBOOKS); do \
+		echo "python -m dmlnb train $$nb $(TRAIN_FLAGS)"; \
+		$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
+	done; fi
+	@printf '%s\n' $(RENDER_TOGETHER) | xargs -P $(PROCESSES) -I {} $(RENDER)
+	@for nb in $(RENDER_AFTER); do $(RENDER_ONE) || exit 1; done
 
 html: env
 	$(BIN)/jupyter-book build . --builder html --warningiserror --keep-going
