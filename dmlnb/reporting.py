@@ -71,7 +71,7 @@ __all__ = [
     "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
     "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
-    "biased_toward_claim", "qualify", "verdict_counts", "shape_unchecked", "MIN_FIT_SIZES",
+    "biased_toward_claim", "qualify", "verdict_category", "verdict_counts", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
 ]
 
 
@@ -198,6 +198,9 @@ def reported_vs_reproduced(
 
 
 HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED = "holds", "does not hold", "inconclusive", "not tested at this scale"
+#: The category of a :func:`qualify`-ed "holds": what was tested is narrower than the claim, so a
+#: count of verdicts keeps it apart from the plain holds.
+QUALIFIED_HOLDS = "holds (qualified)"
 MIN_RUNS = 3  # runs per side below which no claim holds or fails
 CONFIDENCE = 0.95  # one-sided confidence of every test
 
@@ -414,17 +417,26 @@ def biased_toward_claim(verdict: Verdict, why: str) -> Verdict:
 
 def qualify(verdict: Verdict, what: str) -> Verdict:
     """``verdict`` with its text qualified by what was tested: ``"holds: the bound falls, but stays
-    vacuous"``; the category (the text before ``":"``) and the evidence are the verdict's."""
+    vacuous"``; the evidence is the verdict's, and so is the category (the text before ``":"``),
+    except that a count keeps a qualified hold apart (:func:`verdict_category`)."""
     return Verdict(f"{verdict}: {what}", verdict.effect, verdict.low, verdict.high, verdict.n, verdict.note,
                    verdict.scale, verdict.unit)
 
 
+def verdict_category(verdict: Verdict | str) -> str:
+    """The category a verdict is counted in: the text before ``":"`` (``"does not hold: 1 of 3
+    pairs hold"`` is ``"does not hold"``), except that a qualified hold (:func:`qualify`,
+    ``"holds: the bound falls, but stays vacuous"``) is :data:`QUALIFIED_HOLDS`, not a plain hold."""
+    head, qualified, _ = str(verdict).partition(":")
+    return QUALIFIED_HOLDS if head == HOLDS and qualified else head
+
+
 def verdict_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
-    """How many verdicts fall in each category (the text before ``":"``: ``"does not hold: 1 of 3
-    pairs hold"`` is ``"does not hold"``), in the order holds, does not hold, inconclusive, not
-    tested; categories without a verdict are left out."""
-    cats = [str(v).split(":")[0] for v in verdicts]
-    return {c: cats.count(c) for c in (HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED) if c in cats}
+    """How many verdicts fall in each category (:func:`verdict_category`), in the order holds,
+    holds (qualified), does not hold, inconclusive, not tested; categories without a verdict are
+    left out."""
+    cats = [verdict_category(v) for v in verdicts]
+    return {c: cats.count(c) for c in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED) if c in cats}
 
 
 def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:

@@ -816,7 +816,7 @@ def test_the_code_version_row_reads_the_commits_and_git() -> None:
 
 
 def test_the_gap_claim_says_it_tests_a_fall_not_the_limit() -> None:
-    from dmlnb.reporting import HOLDS, verdict_counts
+    from dmlnb.reporting import HOLDS, QUALIFIED_HOLDS, verdict_counts
 
     ev = _evidence()
     lemma = ev.lemma.copy()
@@ -824,7 +824,7 @@ def test_the_gap_claim_says_it_tests_a_fall_not_the_limit() -> None:
     lemma.loc[late, "gap/H"] = lemma.loc[late, "gap/H"] - 0.1 - 0.01 * lemma.loc[late, "seed"]
     ev.lemma = lemma
     claim = next(c for c in X.chapter_claims(ev) if c.claim.startswith("L_d approaches"))
-    assert str(claim.verdict) == f"{HOLDS}: {X.GAP_PROXY}" and verdict_counts([claim.verdict]) == {HOLDS: 1}
+    assert str(claim.verdict) == f"{HOLDS}: {X.GAP_PROXY}" and verdict_counts([claim.verdict]) == {QUALIFIED_HOLDS: 1}
     assert "tested is a proxy" in claim.our_evidence and "its limit, is not tested" in claim.our_evidence
     assert X.gap_verdict([2.8, 2.8, 2.8], [2.9, 2.95, 2.91]) == "does not hold"  # a rise is not qualified
 

@@ -4,12 +4,12 @@ import pandas as pd
 import pytest
 
 from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
+    FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, QUALIFIED_HOLDS, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
     best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
     no_difference, not_tested, paired_differences, provenance_frame, provenance_groups, provenance_text,
     reported_vs_reproduced, source_dataset,
     summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
-    unless_degenerate, verdict_counts,
+    unless_degenerate, verdict_category, verdict_counts,
 )
 from dmlnb.records import RunRecord
 
@@ -396,4 +396,13 @@ def test_a_qualified_verdict_keeps_its_category_and_evidence():
     v = qualify(compare(UP, DOWN), "the bound falls, but stays vacuous")
     assert v == "holds: the bound falls, but stays vacuous" and v.effect == compare(UP, DOWN).effect
     assert verdict_counts([v, compare(DOWN, UP), not_tested("x"), compare(UP, DOWN)]) == \
-        {HOLDS: 2, FAILS: 1, NOT_TESTED: 1}
+        {HOLDS: 1, QUALIFIED_HOLDS: 1, FAILS: 1, NOT_TESTED: 1}  # a count keeps the qualified hold apart
+    assert list(verdict_counts([not_tested("x"), v, compare(UP, DOWN)])) == [HOLDS, QUALIFIED_HOLDS, NOT_TESTED]
+
+
+def test_verdict_category_of_each_kind():
+    assert verdict_category(compare(UP, DOWN)) == HOLDS
+    assert verdict_category(qualify(compare(UP, DOWN), "narrower")) == QUALIFIED_HOLDS
+    assert verdict_category(qualify(compare(DOWN, UP), "1 of 3 pairs hold")) == FAILS  # only a hold is set apart
+    assert verdict_category(not_tested("why")) == NOT_TESTED
+    assert verdict_category("holds") == HOLDS
