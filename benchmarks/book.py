@@ -22,7 +22,9 @@ process: a bare PyTorch loop with the model in the default (NCHW) and in the cha
 memory format with glibc's default allocation, the channels_last loop with freed memory kept for
 reuse (:mod:`dmlnb.allocator`; with ``--compile`` also compiled by ``torch.compile``: inductor,
 which needs a C++ compiler), the same with each block's ReLU before its max-pool (the
-literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first), ``dmlnb.train`` as the book runs it, and two independent runs side
+literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first), the same with the 14x14
+convolution computed by NNPACK's fast transform where torch has NNPACK (fewer multiplications, other
+rounding: what that would save a step, :func:`fast_transform_layers`), ``dmlnb.train`` as the book runs it, and two independent runs side
 by side in two processes of one thread each (what the launcher does with a chapter's runs), next
 to one run on all threads.
 
@@ -135,8 +137,61 @@ def relu_before_pool(net: torch.nn.Module) -> None:
     net.body = torch.nn.Sequential(*layers)
 
 
+class _FastTransformConvolution(torch.autograd.Function):
+    """A stride-1 "same" 3x3 convolution without bias whose forward pass and input gradient are
+    NNPACK's fast transform (on NCHW copies, converted back to channels_last) and whose weight
+    gradient is the direct one (``torch.ops.aten.convolution_backward``): :func:`convolution_table`'s
+    NNPACK column inside a whole step. It rounds differently from the direct convolution."""
+
+    @staticmethod
+    def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
+        ctx.save_for_backward(x, weight)
+        y = torch._nnpack_spatial_convolution(x.contiguous(), weight.contiguous(), None, [1, 1])  # (B, C_out, H, W)
+        return y.contiguous(memory_format=torch.channels_last)
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:  # noqa: ANN001
+        x, weight = ctx.saved_tensors
+        grad_x = torch._nnpack_spatial_convolution(grad.contiguous(), flipped_kernel(weight), None, [1, 1])  # (B, C_in, H, W)
+        grad_w = torch.ops.aten.convolution_backward(grad, x, weight, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                     [False, True, False])[1]
+        return grad_x.contiguous(memory_format=torch.channels_last), grad_w
+
+
+class _FastTransformConv2d(torch.nn.Conv2d):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _FastTransformConvolution.apply(x, self.weight)
+
+
+def fast_transform_layers(model: torch.nn.Module, size: int = 14) -> list[str]:
+    """Replace in place each 3x3 stride-1 "same" convolution of ``model`` (the default network on
+    28x28 images) whose input is ``size`` x ``size`` by one computed with NNPACK's fast transform
+    (:class:`_FastTransformConvolution`), keeping its weight; the names replaced. The
+    14x14 layer is the one :func:`convolution_table` finds faster that way (the 7x7 one is not)."""
+    names: list[str] = []
+    hooks = [layer.register_forward_hook(lambda _, inputs, __, name=name: names.append(name) if inputs[0].shape[-1] == size else None)
+             for name, layer in model.named_modules() if isinstance(layer, torch.nn.Conv2d)]
+    training = model.training
+    model.eval()  # the probe leaves batch-norm statistics as they were
+    with torch.no_grad():
+        model(torch.zeros(2, 1, 28, 28).contiguous(memory_format=torch.channels_last))
+    model.train(training)
+    for hook in hooks:
+        hook.remove()
+    for name in names:
+        parent_name, _, child = name.rpartition(".")
+        parent = model.get_submodule(parent_name)
+        old = getattr(parent, child)
+        if old.kernel_size != (3, 3) or old.stride != (1, 1) or old.padding != (1, 1) or old.bias is not None:
+            raise ValueError(f"{name} is not a 3x3 stride-1 'same' convolution without bias: {old}")
+        new = _FastTransformConv2d(old.in_channels, old.out_channels, 3, padding=1, bias=False)
+        new.weight = old.weight
+        setattr(parent, child, new)
+    return names
+
+
 def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept: bool = False,
-                   relu_first: bool = False) -> float:
+                   relu_first: bool = False, fast_transform: bool = False) -> float:
     """img/s of a bare loop with the loop's batches (:class:`~dmlnb.samplers.MPerClassSampler`,
     the profile's images per class), model, semi-hard triplet loss and Adam, without checks,
     hooks or records; the second pass of ``steps`` steps (the first warms up, and with
@@ -144,7 +199,8 @@ def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept
     ``kept`` the process first keeps freed memory for reuse (:mod:`dmlnb.allocator`), as
     :func:`dmlnb.training.train` does; without it glibc's default allocation (this process must
     not have changed it before). With ``relu_first`` the network's blocks run in the literature's
-    order (:func:`relu_before_pool`)."""
+    order (:func:`relu_before_pool`); with ``fast_transform`` its 14x14 convolution is computed by
+    NNPACK's fast transform (:func:`fast_transform_layers`)."""
     from dmlnb.allocator import keep_freed_memory
     from dmlnb.losses import TripletLoss
     from dmlnb.pairs import pair_masks
@@ -155,6 +211,10 @@ def bare_step_rate(channels_last: bool, steps: int, compiled: bool = False, kept
     config, train_set, model = _step_setup(channels_last, steps)  # the model in the config's memory format
     if relu_first:
         relu_before_pool(model.trunk)
+    if fast_transform:
+        if not torch.backends.nnpack.is_available():  # asking also initialises NNPACK
+            raise RuntimeError("this torch has no NNPACK: the fast-transform way cannot run here")
+        fast_transform_layers(model)
     step_model = torch.compile(model) if compiled else model
     loss_fn = TripletLoss(mining="semihard")
     optimizer = torch.optim.Adam(model.parameters(), lr=config.lr, betas=tuple(config.betas),
@@ -205,6 +265,8 @@ WAYS: dict[str, tuple[str, Callable[[int], float]]] = {
                  lambda steps: bare_step_rate(True, steps, compiled=True, kept=True)),
     "relu-first": ("bare loop, channels_last, freed memory kept, ReLU before max-pool",
                    lambda steps: bare_step_rate(True, steps, kept=True, relu_first=True)),
+    "fast-transform": ("bare loop, channels_last, freed memory kept, NNPACK for the 14x14 convolution",
+                       lambda steps: bare_step_rate(True, steps, kept=True, fast_transform=True)),
     "train": ("dmlnb.train (channels_last, freed memory kept)", loop_step_rate),
 }
 
@@ -230,7 +292,8 @@ def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataF
     channels_last loop compiled by ``torch.compile`` (its compilation, in the warm-up pass,
     takes tens of seconds a round)."""
     threads = torch.get_num_threads()
-    keys = ["nchw", "channels-last", "kept", *(["compiled"] if compiled else []), "relu-first", "train"]
+    keys = ["nchw", "channels-last", "kept", *(["compiled"] if compiled else []), "relu-first",
+            *(["fast-transform"] if torch.backends.nnpack.is_available() else []), "train"]
     ways = [(WAYS[key][0], threads, key, 1) for key in keys]
     ways.append(("2 runs of dmlnb.train at once, 2 processes x 1 thread (sum)", 2, "train", 2))
     rates = [[way_rate(key, steps, processes) for _, _, key, processes in ways] for _ in range(repeats)]  # (repeats, ways)

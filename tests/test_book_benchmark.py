@@ -59,8 +59,9 @@ def test_outside_share_and_phase_table_come_from_the_recorded_step_phases(tmp_pa
 
 def test_measured_step_table_runs_every_way_on_the_cpu(book):
     table = book.step_table(steps=1, repeats=1)
+    fast = ["bare loop, channels_last, freed memory kept, NNPACK for the 14x14 convolution"] if torch.backends.nnpack.is_available() else []
     assert list(table["way"]) == ["bare loop, NCHW", "bare loop, channels_last", "bare loop, channels_last, freed memory kept",
-                                  "bare loop, channels_last, freed memory kept, ReLU before max-pool",
+                                  "bare loop, channels_last, freed memory kept, ReLU before max-pool", *fast,
                                   "dmlnb.train (channels_last, freed memory kept)",
                                   "2 runs of dmlnb.train at once, 2 processes x 1 thread (sum)"]
     assert (table["img/s"] > 0).all() and table["img/s"].notna().all()
@@ -69,7 +70,8 @@ def test_measured_step_table_runs_every_way_on_the_cpu(book):
 
 def test_the_step_table_times_the_compiled_loop_on_request(book):
     table = book.step_table(steps=1, repeats=1, compiled=True)
-    assert table["way"][3] == "bare loop, channels_last, freed memory kept, torch.compile" and len(table) == 7
+    assert table["way"][3] == "bare loop, channels_last, freed memory kept, torch.compile"
+    assert len(table) == 7 + torch.backends.nnpack.is_available()
     assert (table["img/s"] > 0).all()
 
 
@@ -85,6 +87,29 @@ def test_the_flipped_kernel_turns_a_convolution_into_its_input_gradient(book):
     if torch.backends.nnpack.is_available():  # what the table times in its place
         torch.testing.assert_close(torch._nnpack_spatial_convolution(grad, kernel, None, [1, 1]), expected,
                                    rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.skipif(not torch.backends.nnpack.is_available(), reason="this torch has no NNPACK")
+def test_the_fast_transform_layer_computes_the_direct_convolution_and_its_gradients(book):
+    from dmlnb.models import build_model
+
+    torch.manual_seed(0)
+    direct = build_model("convnet", (1, 28, 28), 16, normalize=True).to(memory_format=torch.channels_last)
+    torch.manual_seed(0)
+    fast = build_model("convnet", (1, 28, 28), 16, normalize=True).to(memory_format=torch.channels_last)
+    assert book.fast_transform_layers(fast) == ["trunk.body.4"]  # the one 14x14 convolution
+    assert type(fast.trunk.body[4]).__name__ == "_FastTransformConv2d" and type(fast.trunk.body[8]) is torch.nn.Conv2d
+    x = torch.randn(6, 1, 28, 28, generator=torch.Generator().manual_seed(1)).contiguous(memory_format=torch.channels_last)
+    out_direct, out_fast = direct(x), fast(x)  # (6, 16)
+    torch.testing.assert_close(out_fast, out_direct, rtol=1e-4, atol=1e-5)
+    out_direct.square().sum().backward()
+    out_fast.square().sum().backward()
+    for (name, a), b in zip(direct.named_parameters(), fast.parameters()):  # every layer's gradient, through the replaced one
+        torch.testing.assert_close(b.grad, a.grad, rtol=1e-3, atol=1e-4, msg=name)
+    with pytest.raises(ValueError, match="not a 3x3 stride-1"):
+        net = build_model("convnet", (1, 28, 28), 16)
+        net.trunk.body[4] = torch.nn.Conv2d(64, 64, 3, padding=1, bias=True)
+        book.fast_transform_layers(net)
 
 
 def test_the_convolution_table_times_every_pass_the_step_makes(book):
