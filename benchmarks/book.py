@@ -168,16 +168,7 @@ def fast_transform_layers(model: torch.nn.Module, size: int = 14) -> list[str]:
     28x28 images) whose input is ``size`` x ``size`` by one computed with NNPACK's fast transform
     (:class:`_FastTransformConvolution`), keeping its weight; the names replaced. The
     14x14 layer is the one :func:`convolution_table` finds faster that way (the 7x7 one is not)."""
-    names: list[str] = []
-    hooks = [layer.register_forward_hook(lambda _, inputs, __, name=name: names.append(name) if inputs[0].shape[-1] == size else None)
-             for name, layer in model.named_modules() if isinstance(layer, torch.nn.Conv2d)]
-    training = model.training
-    model.eval()  # the probe leaves batch-norm statistics as they were
-    with torch.no_grad():
-        model(torch.zeros(2, 1, 28, 28).contiguous(memory_format=torch.channels_last))
-    model.train(training)
-    for hook in hooks:
-        hook.remove()
+    names = [name for name, _, shape in convolution_shapes(model, batch=2) if shape[-1] == size]
     for name in names:
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
@@ -315,19 +306,29 @@ def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:
     return 2 * size**3 / median_ms(lambda: a @ b, CPU, repeats) * 1e3 / 1e9
 
 
-def convolution_inputs(batch: int = 128) -> list[tuple[str, torch.nn.Conv2d, torch.Size]]:
-    """Each convolution of the default profile's network (:class:`dmlnb.models.ConvNet` on 28x28
-    Omniglot-sized images) with the shape of its input at ``batch`` images:
-    ``(name, layer, (batch, C_in, H, W))``, in the order a forward pass applies them."""
-    _, _, model = _step_setup(True, 1)
+def convolution_shapes(model: torch.nn.Module, batch: int = 128) -> list[tuple[str, torch.nn.Conv2d, torch.Size]]:
+    """Each convolution of ``model`` (a network of 28x28 one-channel images) with the shape of its
+    input at ``batch`` images: ``(name, layer, (batch, C_in, H, W))``, in the order a forward pass
+    applies them. The probe runs in eval mode, so batch-norm statistics stay as they were."""
     shapes: list[tuple[str, torch.nn.Conv2d, torch.Size]] = []
     hooks = [layer.register_forward_hook(lambda layer, inputs, _, name=name: shapes.append((name, layer, inputs[0].shape)))
              for name, layer in model.named_modules() if isinstance(layer, torch.nn.Conv2d)]
-    with torch.no_grad():
-        model(torch.zeros(batch, 1, 28, 28).contiguous(memory_format=torch.channels_last))
-    for hook in hooks:
-        hook.remove()
+    training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            model(torch.zeros(batch, 1, 28, 28).contiguous(memory_format=torch.channels_last))
+    finally:
+        model.train(training)
+        for hook in hooks:
+            hook.remove()
     return shapes
+
+
+def convolution_inputs(batch: int = 128) -> list[tuple[str, torch.nn.Conv2d, torch.Size]]:
+    """:func:`convolution_shapes` of the default profile's network (:class:`dmlnb.models.ConvNet`
+    on 28x28 Omniglot-sized images)."""
+    return convolution_shapes(_step_setup(True, 1)[2], batch)
 
 
 def flipped_kernel(weight: torch.Tensor) -> torch.Tensor:
