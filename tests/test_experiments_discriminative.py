@@ -869,6 +869,17 @@ def test_the_default_timing_sizes() -> None:
         assert name in X.timing_losses(4, 4) and sum(v <= n for v in timing["n_values"]) >= 5
 
 
+def test_every_capped_loss_of_every_profile_fits_its_slope_on_enough_sizes() -> None:
+    """A loss timed only to its `largest` N still has MIN_FIT_SIZES sizes of the N sweep (a slope
+    through fewer cannot check the curve's shape, and its claim would be inconclusive by design)."""
+    from dmlnb.reporting import MIN_FIT_SIZES
+
+    for profile in ("smoke", "default", "paper"):
+        timing = X.experiment_settings(profile)["timing"]
+        for name, n in timing["largest"].items():
+            assert sum(v <= n for v in timing["n_values"]) >= MIN_FIT_SIZES, (profile, name, n)
+
+
 def test_the_triplet_family_is_worded_k_by_k() -> None:
     ev = _evidence()
     # the clustering baseline ahead at R@2 only: behind at one K, not "behind"

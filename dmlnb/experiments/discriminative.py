@@ -262,13 +262,14 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=3),
         # `largest` from the losses' orders of growth, for one GPU; not yet measured on one. The
-        # (N, N) losses stop where an (N, N) float32 matrix takes about 1 GiB; clustering where a pass would
-        # take about half a minute at the facility-location inference speed measured on an H100
-        # (1.2 s at B = 512, issue #16), so it fits two sizes only
+        # (N, N) losses stop where an (N, N) float32 matrix takes about 1 GiB. Clustering stops at the
+        # third size, the fewest a slope may rest on (MIN_FIT_SIZES): its loss took 28 ms at B = 512
+        # on an H100 (benchmarks/results/training_h100.txt), and its O(C N (N + C)) inference would
+        # make a pass at N = 4000, C = 100 about 40 times that
         timing=dict(n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000), c_fixed=100,
                     n_fixed=16000, c_values=(25, 50, 100, 200, 400, 800, 1600), dim=256, repeats=3,
                     largest={"N-pair": 16000, "lifted structure": 16000, "triplet semi-hard": 16000,
-                             "triplet all (sorted)": 16000, "triplet all (enumerated)": 8000, "clustering": 2000},
+                             "triplet all (sorted)": 16000, "triplet all (enumerated)": 8000, "clustering": 4000},
                     naive_c=dict(n_fixed=2000, c_values=(25, 50, 100, 200, 400))),
     ),
 }
