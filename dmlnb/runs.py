@@ -87,7 +87,7 @@ from torch import nn
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = [
-    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "TIMING_THREADS", "Table", "stored_tables", "MEASUREMENT",
+    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "TIMING_THREADS", "EVALUATION_THREADS", "Table", "stored_tables", "MEASUREMENT",
     "Shard", "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
@@ -466,6 +466,11 @@ def _stored_table(file: Path, wanted: Any, threads: int | None = None) -> tuple[
 #: the process's own setting: one, as each of the book's training processes has.
 TIMING_THREADS = 1
 
+#: Torch intra-op threads (and so faiss's k-means threads) of an evaluation stored as a
+#: :class:`Table` that needs no training (a chapter's floors, networks at initialisation): one, as
+#: each of the book's training processes evaluates its runs with, whatever the process has.
+EVALUATION_THREADS = 1
+
 
 def stored_measurement(
     folder: str | Path | None,
@@ -554,11 +559,14 @@ def _measure(file: Path, wanted: Any, make: Callable[[], pd.DataFrame], reason: 
 class Table:
     """A measured table that is not a timing: ``make()`` computes it (its values do not depend
     on the machine's load), stored in ``folder`` (``None``: not stored) with the ``settings`` it
-    is made under."""
+    is made under. With ``threads``, it is made with that many torch threads whatever the
+    process has, and a stored table made with another count is made again: an evaluation's
+    k-means rounds differently with another thread count (:func:`dmlnb.evaluation.kmeans`)."""
 
     folder: str | Path | None
     make: Callable[[], pd.DataFrame]
     settings: Mapping[str, Any]
+    threads: int | None = None
 
 
 K = TypeVar("K")
@@ -582,10 +590,10 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
     siblings: dict[K, tuple[int, Path, Any]] = {}
     for key, table in tables.items():
         if table.folder is None:
-            frames[key] = table.make()
+            frames[key] = _with_threads(table.threads, table.make)[0]
             continue
         file, wanted = Path(table.folder) / MEASUREMENT, as_json(dict(table.settings))
-        reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted)
+        reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted, table.threads)
         if stored is not None:
             frames[key] = pd.DataFrame(stored["rows"])
             continue
@@ -593,9 +601,11 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
         if shard is not None and owner != shard.index:
             siblings[key] = (owner, file, wanted)  # type: ignore[assignment]
         else:
-            frames[key] = _measure(file, wanted, table.make, reason, say)
+            frames[key] = _measure(file, wanted, table.make, reason, say, threads=table.threads)
     for key, (owner, file, wanted) in siblings.items():
+        threads = tables[key].threads
         stored = made_by_sibling(shard, f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
-                                 file, lambda file=file, wanted=wanted: _stored_table(file, wanted), retrain, say)
+                                 file, lambda file=file, wanted=wanted, threads=threads: _stored_table(file, wanted, threads),
+                                 retrain, say)
         frames[key] = pd.DataFrame(stored["rows"])
     return {key: frames[key] for key in tables}

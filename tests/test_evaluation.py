@@ -298,6 +298,35 @@ def test_kmeans_torch_matches_faiss():
     assert nmi_f == pytest.approx(nmi_t, abs=1e-3)
 
 
+def test_faiss_kmeans_runs_with_torchs_thread_count(monkeypatch):
+    """faiss may keep its own OpenMP thread count (``OMP_NUM_THREADS`` at start-up; here its
+    runtime is torch's) and rounds its distances differently with another: k-means takes torch's
+    count for the call and restores faiss's after, so a one-thread evaluation is a one-thread
+    k-means in any install."""
+    faiss = pytest.importorskip("faiss")
+    seen = []
+    real = faiss.Kmeans
+
+    class Spy(real):  # type: ignore[misc, valid-type]
+        def train(self, *args, **kwargs):
+            seen.append(faiss.omp_get_max_threads())
+            return super().train(*args, **kwargs)
+
+    monkeypatch.setattr(faiss, "Kmeans", Spy)
+    x, _ = blobs()
+    torch_before, faiss_before = torch.get_num_threads(), faiss.omp_get_max_threads()
+    try:
+        for threads in (1, 2):
+            torch.set_num_threads(threads)
+            had = faiss.omp_get_max_threads()
+            ev.kmeans(x, 8, seed=0, backend="faiss")
+            assert faiss.omp_get_max_threads() == had  # restored
+    finally:
+        torch.set_num_threads(torch_before)
+        faiss.omp_set_num_threads(faiss_before)
+    assert seen == [1, 2]
+
+
 def test_kmeans_is_a_converged_lloyd_solution_and_seeded():
     x, _ = blobs()
     assignments, centroids = ev.kmeans(x, 8, seed=0, backend="torch")

@@ -73,9 +73,9 @@ def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch
     assert read_json(run_dir / ANALYSIS_FILE)["embedding_views"]["settings"]["k"] == 3
 
 
-def test_floors_need_no_training_and_are_seeded(monkeypatch):
+def test_floors_need_no_training_and_are_seeded(monkeypatch, tmp_path):
     """Raw pixels and the untrained network: every metric, the same numbers twice, and with
-    training disabled (the SSDML chapter computes them too)."""
+    training disabled (the SSDML chapter computes them too); stored in a folder, reloaded."""
     monkeypatch.setenv(NO_TRAINING_ENV, "1")
     config = make_config("smoke")
     splits = load_dataset(config.dataset)
@@ -84,4 +84,7 @@ def test_floors_need_no_training_and_are_seeded(monkeypatch):
     assert set(rows["raw pixels"]) == {"R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R"}
     assert protocol.pixel_vectors(splits).shape == (len(splits.test), 64)  # 8 x 8 digits, not resized
     assert protocol.floors(config, splits) == rows
+    stored = protocol.floors(config, splits, folder=tmp_path / "floors")  # stored, then reloaded
+    monkeypatch.setattr(protocol, "evaluate", lambda *a, **k: pytest.fail("a stored floor was evaluated again"))
+    assert protocol.floors(config, splits, folder=tmp_path / "floors") == stored == rows
     assert protocol.untrained_name(config.replace(pretrained=True)).endswith("(ImageNet weights, random head)")

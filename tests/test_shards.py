@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from fabricated import fake_run_parts, parameters_notebook
 
 import dmlnb.experiments.easy_positive as ep
@@ -440,6 +441,31 @@ def test_stored_tables_are_made_once_then_reloaded_and_remade_on_retrain(tmp_pat
     redone = stored_tables(tables(3.0), retrain=True, **quiet)
     assert made == ["a", "b", "a", "b"] and redone["a"]["v"].tolist() == [3.0]
     assert list(stored_tables({"x": Table(None, lambda: pd.DataFrame({"v": [4.0]}), {})})) == ["x"]  # not stored
+
+
+def test_a_table_with_threads_is_made_with_them_and_remade_when_stored_with_others(tmp_path):
+    """``Table.threads``: made with that many torch threads whatever the process has (restored
+    after), the count stored; a stored table made with another count is made again, and the
+    process's count is kept where ``threads`` is ``None``."""
+    seen = []
+
+    def make():
+        seen.append(torch.get_num_threads())
+        return pd.DataFrame({"v": [1.0]})
+
+    quiet = {"say": lambda _: None}
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        stored_tables({"t": Table(tmp_path / "t", make, {"k": 1})}, **quiet)  # the process's 2 threads
+        stored_tables({"t": Table(tmp_path / "t", make, {"k": 1}, threads=1)}, **quiet)  # stored with 2: made again
+        stored_tables({"t": Table(tmp_path / "t", make, {"k": 1}, threads=1)}, **quiet)  # stored with 1: reloaded
+        stored_tables({"t": Table(None, make, {"k": 1}, threads=1)}, **quiet)  # not stored, still one thread
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert seen == [2, 1, 1]
+    assert json.loads((tmp_path / "t" / "measurement.json").read_text())["threads"] == 1
 
 
 def _timeless(entry: dict) -> dict:

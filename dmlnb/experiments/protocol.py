@@ -34,10 +34,10 @@ from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
-from dmlnb.models import build_model, configured_model
+from dmlnb.models import build_model, configured_model, in_training_format
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
-from dmlnb.runs import train_or_reload
+from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
 from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
@@ -114,20 +114,32 @@ def untrained_name(config: TrainConfig) -> str:
     return "untrained network" + (" (ImageNet weights, random head)" if config.pretrained else "")
 
 
-def floors(config: TrainConfig, splits: Any, pixels: Tensor | None = None) -> dict[str, dict[str, float]]:
+def floors(config: TrainConfig, splits: Any, *, folder: str | Path | None = None,
+           retrain: bool = False) -> dict[str, dict[str, float]]:
     """The two rows that need no training, on the test classes of ``splits`` with every metric
     (``config.eval_ks``, k-means seeded with ``config.seed``, cosine similarity): ``"raw pixels"``
-    (:func:`pixel_vectors`, or ``pixels`` when given) and the untrained network
-    (:func:`untrained_name`): the profile's model built after ``torch.manual_seed(config.seed)``,
-    L2-normalised output. ``{row name: {metric: value}}``."""
-    labels = splits.test.labels.cpu()
-    pixels = pixel_vectors(splits) if pixels is None else pixels
-    raw = evaluate(pixels, labels, ks=config.eval_ks, seed=config.seed)
-    torch.manual_seed(config.seed)
-    untrained = build_model(config.model, splits.input_shape, config.embedding_dim, normalize=True,
-                            pretrained=config.pretrained, width=config.width)
-    emb, _ = compute_embeddings(untrained, splits.test, batch_size=config.eval_batch_size)
-    return {"raw pixels": raw, untrained_name(config): evaluate(emb, labels, ks=config.eval_ks, seed=config.seed)}
+    (:func:`pixel_vectors`) and the untrained network (:func:`untrained_name`): the profile's
+    model built after ``torch.manual_seed(config.seed)``, L2-normalised output, in the training
+    loop's memory format. ``{row name: {metric: value}}``.
+
+    Evaluated with :data:`~dmlnb.runs.EVALUATION_THREADS` threads, as the runs' evaluations are,
+    whatever the process has, and with ``folder`` stored there and reloaded while ``config`` and
+    the test split's size are those it was made with (:func:`dmlnb.runs.stored_tables`): a render
+    quotes the stored numbers."""
+
+    def make() -> pd.DataFrame:
+        labels = splits.test.labels.cpu()
+        raw = evaluate(pixel_vectors(splits), labels, ks=config.eval_ks, seed=config.seed)
+        torch.manual_seed(config.seed)
+        untrained = in_training_format(build_model(config.model, splits.input_shape, config.embedding_dim, normalize=True,
+                                                   pretrained=config.pretrained, width=config.width), config)
+        emb, _ = compute_embeddings(untrained, splits.test, batch_size=config.eval_batch_size)
+        rows = {"raw pixels": raw, untrained_name(config): evaluate(emb, labels, ks=config.eval_ks, seed=config.seed)}
+        return pd.DataFrame([{"row": name, **metrics} for name, metrics in rows.items()])
+
+    settings = {"config": config.to_dict(), "test images": len(splits.test), "max pixel size": MAX_PIXEL_SIZE}
+    table = stored_tables({"floors": Table(folder, make, settings, threads=EVALUATION_THREADS)}, retrain=retrain)["floors"]
+    return {row.pop("row"): row for row in table.to_dict("records")}
 
 
 def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tuple[Tensor, Tensor]:

@@ -40,12 +40,12 @@ from dmlnb.data.base import InMemoryDataset, LabelledDataset, gather_images
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.evaluation import evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
-from dmlnb.models import build_model
+from dmlnb.models import build_model, in_training_format
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
 from dmlnb.reported import reported_table
-from dmlnb.runs import Table, stored_tables, train_or_reload
+from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.training import train
 from dmlnb.reporting import (
     HOLDS, Claim, Verdict, all_of, best_minus_last, biased_toward_claim, compare, compare_to_threshold,
@@ -631,11 +631,12 @@ def _query_rows(n: int, count: int, seed: int = 0) -> list[int]:
 
 def initial_embedding(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
                       overrides: Mapping[str, Any] | None = None) -> Tensor:
-    """Test embedding ``(N_test, d)`` of the seeded network at initialisation (Figure 2, left column)."""
+    """Test embedding ``(N_test, d)`` of the seeded network at initialisation (Figure 2, left
+    column), in the memory format the training loop evaluates its Initial row in."""
     cfg = setting.train_config(profile, seed, overrides)
     torch.manual_seed(cfg.seed)
     network, _ = build_network(cfg, splits.input_shape)
-    return embed(network, None, splits.test, cfg.eval_batch_size)[0]
+    return embed(in_training_format(network, cfg), None, splits.test, cfg.eval_batch_size)[0]
 
 
 def initial_metrics(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
@@ -658,28 +659,47 @@ def initial_metrics(setting: Setting, profile: str, seed: int, splits: DatasetSp
 
 def initial_coordinates(settings: Mapping[str, Setting], profile: str, data_root: str | Path | None = None,
                         seeds: Sequence[int] | None = None, overrides: Mapping[str, Any] | None = None,
+                        results_dir: str | Path | None = None, retrain: bool = False,
                         ) -> dict[str, dict[str, list[dict[str, float]]]]:
     """Per setting, the networks at initialisation of every seed evaluated on the first ``l`` and on
     all ``d`` coordinates of ``z`` (:func:`initial_metrics`, no training):
-    ``{setting key: {row name: [metrics per seed]}}``."""
-    out: dict[str, dict[str, list[dict[str, float]]]] = {}
+    ``{setting key: {row name: [metrics per seed]}}``.
+
+    Each seed's evaluation is a table made with :data:`~dmlnb.runs.EVALUATION_THREADS` threads,
+    as the runs' evaluations are, and with ``results_dir`` stored under
+    ``results_dir/profile/<setting name>-initial/seed-<s>`` (:func:`dmlnb.runs.stored_tables`:
+    reloaded while the run configuration and ``l`` are those it was made with; under shards each
+    is made by the process that claims it)."""
+    tables = {}
     for key, st in settings.items():
-        rows: dict[str, list[dict[str, float]]] = {}
         for seed in tuple(st.seeds if seeds is None else seeds):
-            splits = load_splits(st, st.train_config(profile, seed, overrides), seed, data_root)
-            for name, metrics in initial_metrics(st, profile, seed, splits, overrides).items():
-                rows.setdefault(name, []).append(metrics)
-        out[key] = rows
+            cfg = st.train_config(profile, seed, overrides)
+            folder = (Path(results_dir) / profile / f"{st.name}-initial" / f"seed-{seed}"
+                      if results_dir is not None else None)
+
+            def make(st: Setting = st, seed: int = seed, cfg: TrainConfig = cfg) -> pd.DataFrame:
+                splits = load_splits(st, cfg, seed, data_root)
+                return pd.DataFrame([{"row": name, **metrics}
+                                     for name, metrics in initial_metrics(st, profile, seed, splits, overrides).items()])
+
+            tables[key, seed] = Table(folder, make, {"config": cfg.to_dict(), "metric_dim": st.metric_dim},
+                                      threads=EVALUATION_THREADS)
+    out: dict[str, dict[str, list[dict[str, float]]]] = {key: {} for key in settings}
+    for (key, _), frame in stored_tables(tables, retrain=retrain).items():
+        for row in frame.to_dict("records"):
+            out[key].setdefault(row.pop("row"), []).append(row)
     return out
 
 
 def protocol_floors(settings: Mapping[str, Setting], profile: str, data_root: str | Path | None = None,
+                    results_dir: str | Path | None = None, retrain: bool = False,
                     ) -> tuple[str | None, dict[str, dict[str, float]]]:
     """The setting of ``settings`` evaluated on the protocol chapter's test split at ``profile``
     (same dataset and dataset options) and that chapter's two rows that need no training on it,
     raw pixels and its untrained network (:func:`dmlnb.experiments.protocol.floors` with the
-    profile's configuration, as ``notebooks/00_protocol.ipynb`` renders it); ``(None, {})`` when no
-    setting shares its split."""
+    profile's configuration, as ``notebooks/00_protocol.ipynb`` renders it; with ``results_dir``
+    stored under ``results_dir/profile/protocol-floors``); ``(None, {})`` when no setting shares
+    its split."""
     from dmlnb.experiments.protocol import floors
 
     config = make_config(profile)
@@ -687,7 +707,9 @@ def protocol_floors(settings: Mapping[str, Setting], profile: str, data_root: st
         cfg = st.train_config(profile, st.seeds[0])
         options = {k: v for k, v in cfg.dataset_options.items() if not k.startswith("validation")}  # same test split
         if cfg.dataset == config.dataset and options == dict(config.dataset_options):
-            return key, floors(config, load_dataset(config.dataset, root=data_root, **config.dataset_options))
+            folder = Path(results_dir) / profile / "protocol-floors" if results_dir is not None else None
+            return key, floors(config, load_dataset(config.dataset, root=data_root, **config.dataset_options),
+                               folder=folder, retrain=retrain)
     return None, {}
 
 
