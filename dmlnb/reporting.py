@@ -71,7 +71,7 @@ __all__ = [
     "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
     "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
-    "biased_toward_claim", "qualify", "verdict_category", "verdict_counts", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
+    "biased_toward_claim", "qualify", "verdict_category", "verdict_counts", "count_line", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
 ]
 
 
@@ -437,6 +437,13 @@ def verdict_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
     left out."""
     cats = [verdict_category(v) for v in verdicts]
     return {c: cats.count(c) for c in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED) if c in cats}
+
+
+def count_line(verdicts: Iterable[Verdict]) -> str:
+    """The verdicts counted by category (:func:`verdict_counts`) as the one line every chapter
+    prints under its claims, e.g. ``"6 holds, 2 holds (qualified), 1 does not hold, 4
+    inconclusive"``; ``"no verdicts"`` when there are none."""
+    return ", ".join(f"{n} {category}" for category, n in verdict_counts(verdicts).items()) or "no verdicts"
 
 
 def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:

@@ -9,7 +9,7 @@ from dmlnb.reporting import (
     no_difference, not_tested, paired_differences, provenance_frame, provenance_groups, provenance_text,
     reported_vs_reproduced, source_dataset,
     summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
-    unless_degenerate, verdict_category, verdict_counts,
+    unless_degenerate, verdict_category, verdict_counts, count_line,
 )
 from dmlnb.records import RunRecord
 
@@ -398,6 +398,9 @@ def test_a_qualified_verdict_keeps_its_category_and_evidence():
     assert verdict_counts([v, compare(DOWN, UP), not_tested("x"), compare(UP, DOWN)]) == \
         {HOLDS: 1, QUALIFIED_HOLDS: 1, FAILS: 1, NOT_TESTED: 1}  # a count keeps the qualified hold apart
     assert list(verdict_counts([not_tested("x"), v, compare(UP, DOWN)])) == [HOLDS, QUALIFIED_HOLDS, NOT_TESTED]
+    assert count_line([not_tested("x"), v, compare(UP, DOWN), compare(UP, DOWN)]) == \
+        f"2 {HOLDS}, 1 {QUALIFIED_HOLDS}, 1 {NOT_TESTED}"  # the chapters' one line, in the categories' order
+    assert count_line([]) == "no verdicts"
 
 
 def test_verdict_category_of_each_kind():
