@@ -268,11 +268,13 @@ def test_floor_verdicts_read_each_row_against_each_floor():
             "one seed": [{"R@1": 0.9, "NMI": 0.9}]}
     rows["middle"] = [{"R@1": v, "NMI": 0.45 + v / 10} for v in (0.2, 0.6, 0.9)]
     calls = ssx.floor_verdicts(rows, floors, ["R@1", "NMI"])
-    assert calls.loc["low", ("vs raw pixels", "R@1")] == "below"
-    assert calls.loc["low", ("vs untrained network", "R@1")] == "above"
-    assert calls.loc["high", ("vs raw pixels", "NMI")] == "above"
+    assert calls.loc["low", ("vs raw pixels", "R@1")] == "below"  # raw pixels' R@1 has no seed: a threshold
+    assert calls.loc["high", ("vs raw pixels", "R@1")] == "above"
     assert calls.loc["middle", ("vs raw pixels", "R@1")] == "inconclusive"
     assert calls.loc["one seed", ("vs raw pixels", "R@1")] == "inconclusive"  # one run never decides
+    # one seeded network and one seeded k-means are one run each: never decided against
+    assert (calls[[("vs untrained network", "R@1"), ("vs untrained network", "NMI"), ("vs raw pixels", "NMI")]]
+            == "inconclusive").all().all()
     sentence = ssx.below_floor_sentence(calls)
     assert sentence.startswith("R@1 below raw pixels (chapter 00): 1 of 4 rows (low)")
     assert "R@1 below untrained network (chapter 00): 0 of 4 rows;" in sentence

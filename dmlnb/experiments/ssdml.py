@@ -727,16 +727,30 @@ def floor_rows(runs: Mapping[str, Sequence[MethodRun]], floors: Mapping[str, Map
 _SIDE = {"holds": "above", "does not hold": "below"}
 
 
+#: The floor values with no seed behind them: raw pixels' retrieval metrics, a deterministic
+#: function of the test images. The untrained network (one seeded network) and every clustering
+#: metric (one seeded k-means) are a single run of something that varies with its seed.
+_SEEDLESS_FLOORS = {"raw pixels": ("R@1", "R@2", "R@4", "R@8", "MAP@R")}
+
+
 def floor_verdicts(rows: Mapping[str, Sequence[Mapping[str, float]]], floors: Mapping[str, Mapping[str, float]],
                    metrics: Sequence[str] = _M5) -> pd.DataFrame:
     """For every row (its per-seed values) and every floor, per metric, the rule's verdict on "the
-    row is above the floor" with the floor as a fixed threshold
-    (:func:`~dmlnb.reporting.compare_to_threshold`), written ``above`` (holds), ``below`` (does
-    not hold) or ``inconclusive``. Rows: ``rows``; columns: ``(floor, metric)``."""
+    row is above the floor", written ``above`` (holds), ``below`` (does not hold) or
+    ``inconclusive``. A floor with no seed behind it (:data:`_SEEDLESS_FLOORS`: raw pixels'
+    Recall@K and MAP@R) is a fixed threshold (:func:`~dmlnb.reporting.compare_to_threshold`);
+    a seeded one (the untrained network, any NMI or F1) is one run, compared as runs are
+    (:func:`~dmlnb.reporting.compare`), so it never decides: one run per side is inconclusive
+    whatever the difference. Rows: ``rows``; columns: ``(floor, metric)``."""
+
+    def verdict(values: list[float], name: str, metric: str, floor: float) -> str:
+        seedless = metric in _SEEDLESS_FLOORS.get(name, ())
+        return str(compare_to_threshold(values, floor) if seedless else compare(values, [floor]))
+
     out = {}
     for row, values in rows.items():
-        out[row] = {(f"vs {name}", m): _SIDE.get(str(compare_to_threshold([float(v[m]) for v in values],
-                                                                            float(floor[m]))), "inconclusive")
+        out[row] = {(f"vs {name}", m): _SIDE.get(verdict([float(v[m]) for v in values], name, m, float(floor[m])),
+                                                 "inconclusive")
                     for name, floor in floors.items() for m in metrics if m in floor}
     frame = pd.DataFrame.from_dict(out, orient="index")
     frame.columns = pd.MultiIndex.from_tuples(frame.columns)
