@@ -230,5 +230,5 @@ def in_training_format(model: nn.Module, config: "TrainConfig") -> nn.Module:
     A network evaluated outside the loop (reloaded weights, a network at initialisation) then
     embeds exactly as the loop's evaluations do: convolutions in another memory format round
     differently, enough to flip near-tied neighbours (the SSDML chapter's networks at
-    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row on digits)."""
+    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row on digits, seed 0)."""
     return model.to(memory_format=torch.channels_last) if config.channels_last else model
