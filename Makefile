@@ -37,7 +37,6 @@ RENDER_TOGETHER := $(if $(RETRAIN)$(TRAIN),$(NOTEBOOKS),$(CHAPTERS))
 RENDER_AFTER    := $(if $(RETRAIN)$(TRAIN),,$(PROTOCOL))
 PAPERMILL = DMLNB_PROGRESS=0 OMP_WAIT_POLICY=passive $(BIN)/papermill -k python3 --cwd notebooks -p profile $(PROFILE) --no-progress-bar
 RENDER     = sh -c 'echo "papermill $$0 (profile=$(PROFILE))"; $(PAPERMILL) "$$0" "$$0" > /dev/null' {}
-RENDER_ONE = echo "papermill $$nb (profile=$(PROFILE))"; $(PAPERMILL) "$$nb" "$$nb" > /dev/null
 ENV_STAMP := $(VENV)/.dmlnb-env
 
 .PHONY: env test book notebooks html clean help
@@ -63,7 +62,7 @@ notebooks: env
 		$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
 	done; fi
 	@printf '%s\n' $(RENDER_TOGETHER) | xargs -P $(PROCESSES) -I {} $(RENDER)
-	@for nb in $(RENDER_AFTER); do $(RENDER_ONE) || exit 1; done
+	@printf '%s\n' $(RENDER_AFTER) | xargs -I {} $(RENDER)
 
 html: env
 	$(BIN)/jupyter-book build . --builder html --warningiserror --keep-going

@@ -629,20 +629,11 @@ def _kmeans_torch(x: Tensor, init: Tensor, n_iter: int, chunk_size: int) -> tupl
 
 def _kmeans_faiss(x: Tensor, init: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
     """faiss's k-means with as many OpenMP threads as torch has (``torch.get_num_threads()``,
-    restored after): faiss keeps its own count, set from ``OMP_NUM_THREADS`` at start-up, and its
-    distances round differently with another count, which moves NMI and F1 in the last digits.
+    restored after): faiss may keep its own count, set from ``OMP_NUM_THREADS`` at start-up, and
+    its distances round differently with another count, which moves NMI and F1 in the last digits.
     A process that sets torch's threads (a one-thread evaluation) so gets one-thread k-means."""
     import faiss
 
-    before = faiss.omp_get_max_threads()
-    faiss.omp_set_num_threads(torch.get_num_threads())
-    try:
-        return _faiss_lloyd(faiss, x, init, n_iter)
-    finally:
-        faiss.omp_set_num_threads(before)
-
-
-def _faiss_lloyd(faiss: Any, x: Tensor, init: Tensor, n_iter: int) -> tuple[Tensor, Tensor]:
     xn = np.ascontiguousarray(x.detach().cpu().numpy(), dtype=np.float32)  # (N, D)
     n, d = xn.shape
     k = init.shape[0]
@@ -655,8 +646,13 @@ def _faiss_lloyd(faiss: Any, x: Tensor, init: Tensor, n_iter: int) -> tuple[Tens
         max_points_per_centroid=n,  # never subsample the data
         verbose=False,
     )
-    km.train(xn, init_centroids=np.ascontiguousarray(init.cpu().numpy(), dtype=np.float32))
-    _, assign = km.index.search(xn, 1)  # (N, 1)
+    before = faiss.omp_get_max_threads()
+    faiss.omp_set_num_threads(torch.get_num_threads())
+    try:
+        km.train(xn, init_centroids=np.ascontiguousarray(init.cpu().numpy(), dtype=np.float32))
+        _, assign = km.index.search(xn, 1)  # (N, 1)
+    finally:
+        faiss.omp_set_num_threads(before)
     return (
         torch.from_numpy(assign[:, 0]).long().to(x.device),
         torch.from_numpy(km.centroids).to(x.device),
