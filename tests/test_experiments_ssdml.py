@@ -16,6 +16,7 @@ import torch
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.records import RunRecord
+from dmlnb.ssdml.algorithm import TrainingPool, embed
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
 from dmlnb.selection import NOT_RECOMPUTED, protocol_column
@@ -427,6 +428,22 @@ def test_mining_measurements_on_the_smoke_setting():
     shares = measured[["knn_same", "pos_same", "neg_other", "triplet_correct"]].to_numpy()
     assert ((shares >= 0) & (shares <= 1)).all()
     assert float(measured.loc[measured["variant"] == "out", "neg_other"].iloc[0]) > 0.5
+
+
+def test_untrained_network_features_are_the_runs_network_in_its_training_format():
+    """The mining diagnosis's "untrained network" features are the seeded network the run starts
+    from, embedding in the loop's memory format (channels_last) as the run's Initial row does; in
+    NCHW its convolutions round differently (near-tied neighbours flip, the graph changes)."""
+    st = ssx.settings_for("default")["digits"]
+    cfg = st.train_config("default", 1)
+    splits = ssx.load_splits(st, cfg, 1)
+    part = torch.arange(0, 300, 3)  # (100,) pool rows
+    z = ssx.partition_features("untrained network", st, "default", 1, splits, part)  # (100, d)
+    torch.manual_seed(cfg.seed)
+    network, _ = ssx.build_network(cfg, splits.input_shape)
+    network = network.to(memory_format=torch.channels_last)
+    pool = TrainingPool(splits.train, splits.unlabelled)
+    assert torch.equal(z, embed(network, None, pool.subset(part), cfg.eval_batch_size)[0])
 
 
 def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():

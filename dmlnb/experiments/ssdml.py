@@ -1575,7 +1575,9 @@ def partition_features(source: str, setting: Setting, profile: str, seed: int, s
     starts from); the same network after :data:`SOFTMAX_EPOCHS` epochs of softmax on the
     labelled images only (the paper's CIFAR-10 pre-training), or on every training image with
     its hidden class (an oracle no method has: good features, to see whether ``W`` sorts a
-    neighbourhood better when the graph is built on them; in-memory datasets only)."""
+    neighbourhood better when the graph is built on them; in-memory datasets only). A network
+    embeds in the memory format the training loop evaluates in
+    (:func:`dmlnb.models.in_training_format`), as the runs' Initial rows do."""
     if source not in FEATURE_SOURCES:
         raise ValueError(f"unknown feature source {source!r}; choose one of {FEATURE_SOURCES}")
     cfg = setting.train_config(profile, seed, overrides)
@@ -1597,7 +1599,7 @@ def partition_features(source: str, setting: Setting, profile: str, seed: int, s
         oracle = InMemoryDataset(pool.dataset.images, targets)
         batch = cfg.m_per_class * min(splits.num_train_classes, cfg.batch_size // cfg.m_per_class)
         _pretrain_softmax(network, dim, oracle, splits.num_train_classes, cfg.replace(batch_size=batch), SOFTMAX_EPOCHS)
-    return embed(network, None, pool.subset(part), cfg.eval_batch_size)[0]
+    return embed(in_training_format(network, cfg), None, pool.subset(part), cfg.eval_batch_size)[0]
 
 
 def mining_measurements(setting: Setting, profile: str, *, seeds: Sequence[int] | None = None,
