@@ -7,11 +7,10 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 PROFILE ?= default
 # With RETRAIN=1 (retrain every run) or TRAIN=1 (train the runs whose records are missing or
-# stale), `make notebooks` first trains every chapter's runs in one launch of PROCESSES processes
-# (python -m dmlnb train), each process executing the chapters one after another, so a process
-# done with a chapter goes on to the next instead of waiting for the others. The render after it
-# (papermill in place) never retrains: it reloads the records the pass wrote. Without either, the
-# render alone reloads the committed records (and trains, in one process, only what is missing).
+# stale), `make notebooks` first trains each chapter's runs in PROCESSES processes (python -m dmlnb
+# train). The render after it (papermill in place) never retrains: it reloads the records the pass
+# wrote. Without either, the render alone reloads the committed records (and trains, in one
+# process, only what is missing).
 PROCESSES ?= 2
 RETRAIN ?=
 TRAIN ?=
@@ -22,10 +21,8 @@ export DMLNB_DATA
 export OMP_NUM_THREADS ?= 2
 export PYTHONHASHSEED ?= 0
 
-# The protocol chapter pools the run records of every other chapter (the optimism of test-set
-# selection), so it renders after them. The training pass executes it first: its own three runs
-# then train beside the other chapters' instead of leaving a process idle at the end, and what its
-# pooled table says during the pass is discarded with the pass's executed notebooks.
+# the protocol chapter last: it pools the run records of every other chapter (the optimism of
+# test-set selection), so it is trained after them
 PROTOCOL  := notebooks/00_protocol.ipynb
 CHAPTERS  := $(filter-out $(PROTOCOL),$(sort $(wildcard notebooks/*.ipynb)))
 NOTEBOOKS := $(CHAPTERS) $(PROTOCOL)
@@ -60,10 +57,10 @@ test: env
 	DMLNB_PROFILE=smoke $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
 
 notebooks: env
-	@if [ -n "$(RETRAIN)$(TRAIN)" ]; then \
-		echo "python -m dmlnb train $(PROTOCOL) $(CHAPTERS) $(TRAIN_FLAGS)"; \
-		$(BIN)/python -m dmlnb train $(PROTOCOL) $(CHAPTERS) $(TRAIN_FLAGS) || exit 1; \
-	fi
+	@if [ -n "$(RETRAIN)$(TRAIN)" ]; then for nb in $(NOTEBOOKS); do \
+		echo "python -m dmlnb train $$nb $(TRAIN_FLAGS)"; \
+		$(BIN)/python -m dmlnb train "$$nb" $(TRAIN_FLAGS) || exit 1; \
+	done; fi
 	@printf '%s\n' $(RENDER_TOGETHER) | xargs -P $(PROCESSES) -I {} $(RENDER)
 	@printf '%s\n' $(RENDER_AFTER) | xargs -I {} $(RENDER)
 

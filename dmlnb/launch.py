@@ -1,26 +1,19 @@
-"""Train chapters' runs in several processes: ``python -m dmlnb train NOTEBOOK [NOTEBOOK ...] --processes N``.
+"""Train a chapter's runs in several processes: ``python -m dmlnb train NOTEBOOK --processes N``.
 
-Each of ``N`` processes executes the notebooks one after another with papermill, process ``i``
-being shard ``i`` of the run layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``) in every notebook,
-so every run is trained by the process that reaches it first and reloaded by the others, and a
-timing study is measured by shard 0 while the others wait. A process done with a notebook goes
-on to the next at once: the processes meet only where a notebook reads a sibling's result or
-measures a timing, never at the end of a notebook, so the last run of a chapter and the first
-of the next train side by side. (Nothing a timing depends on changes: shard 0 measures only once
-every other shard waits at the same timing cell, which no shard passes before the table is
-stored; and a shard that leaves a notebook has finished every run and table it claimed there,
-so a sibling still in that notebook never waits on anything unfinished.) The launcher says, per
-notebook, each process's seconds in it, runs and idle seconds, and its slowest cells, then the
-launch's total. Each process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the
-current ``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
-executed notebooks are discarded: what remains is the run records, and the chapters are then
+The notebook is executed ``N`` times at once with papermill, each execution a shard of the run
+layer (:mod:`dmlnb.runs`: ``DMLNB_SHARD=i/N``), so every run is trained by the process that
+reaches it first and reloaded by the others, and a timing study is measured by shard 0 while the
+others wait. The launcher says each process's runs, idle seconds and slowest cells. Each
+process gets ``max(1, T // N)`` threads (``OMP_NUM_THREADS``; ``T`` is the current
+``OMP_NUM_THREADS``, else the CPU count), no progress bars, and the profile asked for. The
+executed notebooks are discarded: what remains is the run records, and the chapter is then
 rendered as usual (papermill in place, every run reloaded). What two 1-thread processes step
 against one 2-thread run is measured by ``benchmarks/book.py --measure``
 (``benchmarks/results/book_cpu.txt``).
 
 When a process fails, the launcher writes the abort file the others watch
-(``DMLNB_SHARD_ABORT``: a waiting shard stops), terminates them and names the failed process and
-notebook with the end of its log. ``N = 1`` executes each notebook once, without shards.
+(``DMLNB_SHARD_ABORT``: a waiting shard stops), terminates them and names the failed process
+with the end of its log. ``N = 1`` executes the notebook once, without shards.
 """
 
 from __future__ import annotations
@@ -31,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
@@ -46,7 +39,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "slowest_cells",
-    "train_notebooks",
+    "train_notebook",
 ]
 
 #: How often the launcher looks at its processes (seconds).
@@ -118,45 +111,18 @@ def slowest_cells(executed: NotebookNode, count: int = 3) -> list[tuple[int, flo
 
 @dataclass
 class _Worker:
-    """One process's lane: the notebooks it executes in order, the papermill process of the
-    current one, and where each one's executed notebook, log and seconds went."""
-
     index: int
-    todo: list[Path]
-    folder: Path
-    process: subprocess.Popen | None = None
-    started: float = 0.0
-    done: float | None = None
-    outputs: list[Path] = field(default_factory=list)
-    seconds: list[float] = field(default_factory=list)
-
-    def output(self, k: int) -> Path:
-        return self.folder / f"worker-{self.index}-{k}.ipynb"
-
-    def log(self, k: int) -> Path:
-        return self.folder / f"worker-{self.index}-{k}.log"
+    process: subprocess.Popen
+    output: Path
+    log: Path
 
     def tail(self) -> str:
-        lines = _ANSI.sub("", self.log(len(self.outputs)).read_text(errors="replace")).rstrip().splitlines()
+        lines = _ANSI.sub("", self.log.read_text(errors="replace")).rstrip().splitlines()
         return "\n".join(lines[-_TAIL_LINES:])
 
 
-def _papermill_arguments(notebook: Path, profile: str, retrain: bool, parameters: Sequence[tuple[str, str]],
-                         say: Callable[[str], None]) -> list[str]:
-    """papermill's ``-p`` arguments for ``notebook``: the profile, ``retrain=True`` when asked and
-    the notebook has that parameter, and ``parameters``."""
-    arguments = ["-p", "profile", profile]
-    if retrain and "retrain" in notebook_parameters(notebook):
-        arguments += ["-p", "retrain", "True"]
-    elif retrain:
-        say(f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their records match")
-    for name, value in parameters:
-        arguments += ["-p", name, value]
-    return arguments
-
-
-def train_notebooks(
-    notebooks: Sequence[str | Path],
+def train_notebook(
+    notebook: str | Path,
     processes: int = 2,
     profile: str = "default",
     *,
@@ -164,76 +130,59 @@ def train_notebooks(
     parameters: Sequence[tuple[str, str]] = (),
     kernel: str = "python3",
     say: Callable[[str], None] = print,
-) -> dict[str, list[list[str]]]:
-    """Execute ``notebooks`` in ``processes`` processes, each process the notebooks one after
-    another as shard ``i`` of every one (see the module docstring), with the parameters
-    ``profile``, ``retrain=True`` when ``retrain`` and a notebook has that parameter, and
-    ``parameters`` (name, value as papermill's ``-p`` reads it). Says, per notebook, each
-    process's seconds, runs trained and idle seconds, and its slowest cells, then the launch's
-    wall time, runs and each process's idle seconds at the end; returns ``{notebook name: the
-    runs each process trained in it}``.
+) -> list[list[str]]:
+    """Execute ``notebook`` in ``processes`` processes at once, shard ``i`` in process ``i`` (see
+    the module docstring), with the parameters ``profile``, ``retrain=True`` when ``retrain``
+    and the notebook has that parameter, and ``parameters`` (name, value as papermill's ``-p``
+    reads it). Says the wall time and the runs each process trained; returns those runs.
 
     Raises:
-        LaunchError: no notebook at one of ``notebooks``, none given, two with one file name, or
-            ``processes < 1``.
+        LaunchError: no notebook at ``notebook``, or ``processes < 1``.
         WorkerFailed: a process failed (the others were stopped).
     """
-    paths = [existing_notebook(nb, LaunchError) for nb in notebooks]
-    if not paths:
-        raise LaunchError("no notebook given: name one or more, e.g. notebooks/02_facility_location.ipynb")
-    if len({p.name for p in paths}) < len(paths):
-        raise LaunchError(f"a notebook name appears twice in {[str(p) for p in paths]}: name each notebook once "
-                          "(the launch reports by file name)")
+    notebook = existing_notebook(notebook, LaunchError)
     if processes < 1:
-        raise LaunchError(f"--processes {processes}: pass 1 or more (1 executes each notebook once, without shards)")
-    arguments = {p: _papermill_arguments(p, profile, retrain, parameters, say) for p in paths}
+        raise LaunchError(f"--processes {processes}: pass 1 or more (1 executes the notebook once, without shards)")
+    arguments = ["-p", "profile", profile]
+    if retrain and "retrain" in notebook_parameters(notebook):
+        arguments += ["-p", "retrain", "True"]
+    elif retrain:
+        say(f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their records match")
+    for name, value in parameters:
+        arguments += ["-p", name, value]
     since = time.time()
     with tempfile.TemporaryDirectory(prefix="dmlnb-train-") as tmp:
         folder = Path(tmp)
         abort = folder / "abort"
-        workers = [_Worker(i, list(paths), folder) for i in range(processes)]
-
-        def start(worker: _Worker) -> None:
-            notebook, k = worker.todo[0], len(worker.outputs)
-            command = [sys.executable, "-m", "papermill", str(notebook), str(worker.output(k)), "-k", kernel,
-                       "--cwd", str(notebook.parent), "--no-progress-bar", *arguments[notebook]]
-            with open(worker.log(k), "wb") as sink:
-                worker.process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
-                                                  env=worker_env(worker.index, processes, profile, abort,
-                                                                 folder / "claims", since))
-            worker.started = time.time()
-
+        workers = []
         try:
-            for worker in workers:
-                start(worker)
-            while any(w.done is None for w in workers):
+            for i in range(processes):
+                output, log = folder / f"worker-{i}.ipynb", folder / f"worker-{i}.log"
+                command = [sys.executable, "-m", "papermill", str(notebook), str(output), "-k", kernel,
+                           "--cwd", str(notebook.parent), "--no-progress-bar", *arguments]
+                with open(log, "wb") as sink:
+                    process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
+                                               env=worker_env(i, processes, profile, abort, folder / "claims", since))
+                workers.append(_Worker(i, process, output, log))
+            running = list(workers)
+            while running:
                 time.sleep(POLL_SECONDS)
-                for worker in workers:
-                    code = None if worker.done is not None or worker.process is None else worker.process.poll()
+                for worker in list(running):
+                    code = worker.process.poll()
                     if code is None:
                         continue
-                    notebook = worker.todo[0]
+                    running.remove(worker)
                     if code != 0:
                         write_text_atomic(abort, f"worker {worker.index} of {processes} failed (exit status {code})\n")
                         raise WorkerFailed(
                             f"worker {worker.index} of {processes} ({notebook.name}, profile {profile}) failed "
                             f"with exit status {code}; the others were stopped. The end of its log:\n{worker.tail()}"
                         )
-                    worker.seconds.append(time.time() - worker.started)
-                    worker.outputs.append(worker.output(len(worker.outputs)))
-                    worker.todo.pop(0)
-                    if worker.todo:
-                        start(worker)
-                    else:
-                        worker.done = time.time()
-            end = time.time()
         finally:
             for worker in workers:
-                if worker.process is not None and worker.process.poll() is None:
+                if worker.process.poll() is None:
                     worker.process.terminate()
             for worker in workers:
-                if worker.process is None:
-                    continue
                 try:
                     worker.process.wait(timeout=30)
                 except subprocess.TimeoutExpired:
@@ -241,19 +190,15 @@ def train_notebooks(
                     worker.process.wait()
         import nbformat
 
-        executed = [[nbformat.read(out, as_version=4) for out in w.outputs] for w in workers]
-    trained: dict[str, list[list[str]]] = {}
-    for k, notebook in enumerate(paths):
-        runs = [trained_runs(nbs[k]) for nbs in executed]
-        trained[notebook.name] = runs
-        lanes = "; ".join(f"worker {w.index} {w.seconds[k]:.0f} s, {len(runs[w.index])} runs, waited "
-                          f"{waited_seconds(executed[w.index][k]):.0f} s" for w in workers)
-        say(f"trained {notebook.name} (profile {profile}): {lanes}")
-        for w in workers:
-            say(f"  worker {w.index}'s slowest cells: "
-                + ", ".join(f"{c} ({t:.0f} s)" for c, t in slowest_cells(executed[w.index][k])))
-    counts = ", ".join(f"{sum(len(r[w.index]) for r in trained.values())} by worker {w.index}" for w in workers)
-    idle = ", ".join(f"{end - w.done:.0f} s by worker {w.index}" for w in workers if w.done is not None)
-    say(f"trained {len(paths)} notebook(s) (profile {profile}) in {end - since:.0f} s with {processes} processes of "
-        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; idle after its last notebook: {idle}")
+        executed = [nbformat.read(w.output, as_version=4) for w in workers]
+        trained = [trained_runs(nb) for nb in executed]
+        waited = [waited_seconds(nb) for nb in executed]
+        slowest = [slowest_cells(nb) for nb in executed]
+    wall = time.time() - since
+    counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
+    idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))
+    say(f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
+        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for siblings: {idle}")
+    for i, cells in enumerate(slowest):
+        say(f"worker {i}'s slowest cells: " + ", ".join(f"{k} ({t:.0f} s)" for k, t in cells))
     return trained

@@ -9,8 +9,8 @@ finished record is missing stops the render with an error naming the file, inste
 timing study whose stored table is missing or stale is measured here, on this machine, as in any
 execution (its few unstored training steps included: :func:`dmlnb.training.measuring`).
 
-This module holds the ``python -m dmlnb`` command line; its other command, ``train`` (chapters'
-runs trained in several processes), is :mod:`dmlnb.launch`.
+This module holds the ``python -m dmlnb`` command line; its other command, ``train`` (a
+chapter's runs trained in several processes), is :mod:`dmlnb.launch`.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m dmlnb",
         description=("dmlnb command line: re-render a chapter of the book from copied run records, or "
-                     "train chapters' runs in several processes."),
+                     "train a chapter's runs in several processes."),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -153,21 +153,19 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument("--log-output", action="store_true", help="echo the cells' output while running")
     sub = commands.add_parser(
         "train",
-        help="train chapters' runs in several processes (shards), then discard the executed notebooks",
+        help="train a chapter's runs in several processes (shards), then discard the executed notebooks",
         description=(
-            "Execute the NOTEBOOKs in --processes processes with papermill, each process the notebooks one "
-            "after another and shard i of the run layer in each (DMLNB_SHARD=i/N): each run is trained by "
-            "the process that reaches it first and reloaded by the others, a timing study is measured by "
-            "shard 0 while the others wait, and a process done with a notebook goes on to the next without "
-            "waiting for the others. Each process gets max(1, OMP_NUM_THREADS // N) threads (the CPU count "
-            "when OMP_NUM_THREADS is unset). The executed notebooks are discarded; render the chapters "
-            "afterwards (papermill in place): every run is then reloaded. A failed process stops the others."
+            "Execute NOTEBOOK in --processes processes at once with papermill, process i being shard i of "
+            "the run layer (DMLNB_SHARD=i/N): each run is trained by the process that reaches it first and "
+            "reloaded by the others, a timing study is measured by shard 0 while the others wait. Each process gets "
+            "max(1, OMP_NUM_THREADS // N) threads (the CPU count when OMP_NUM_THREADS is unset). The "
+            "executed notebooks are discarded; render the chapter afterwards (papermill in place): "
+            "every run is then reloaded. A failed process stops the others."
         ),
     )
-    sub.add_argument("notebook", type=Path, nargs="+",
-                     help="the chapters, in the order each process executes them, e.g. notebooks/02_facility_location.ipynb")
+    sub.add_argument("notebook", type=Path, help="the chapter, e.g. notebooks/02_facility_location.ipynb")
     sub.add_argument("--processes", type=int, default=2, help="processes (shards) at once (default: %(default)s; "
-                                                               "1 executes each notebook once, without shards)")
+                                                               "1 executes the notebook once, without shards)")
     sub.add_argument("--profile", default="default", help="the notebook's profile parameter (default: %(default)s)")
     sub.add_argument("--retrain", action="store_true",
                      help="pass retrain=True (to notebooks that have that parameter): train every run again")
@@ -195,11 +193,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
         print(f"rendered {args.notebook} from {args.runs} ({args.profile}) -> {out}")
     elif args.command == "train":
-        from dmlnb.launch import LaunchError, WorkerFailed, train_notebooks
+        from dmlnb.launch import LaunchError, WorkerFailed, train_notebook
 
         try:
-            train_notebooks(args.notebook, args.processes, args.profile, retrain=args.retrain,
-                            parameters=[tuple(p) for p in args.parameter], kernel=args.kernel)
+            train_notebook(args.notebook, args.processes, args.profile, retrain=args.retrain,
+                           parameters=[tuple(p) for p in args.parameter], kernel=args.kernel)
         except LaunchError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

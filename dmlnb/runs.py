@@ -38,7 +38,7 @@ sampler and hooks and calls :func:`dmlnb.training.train` (with ``spec=``), and
 best-epoch weights, which exist at that moment).
 
 **Shards.** Independent runs can train in several processes that execute the same notebook
-(``python -m dmlnb train NOTEBOOK ... --processes N``, :mod:`dmlnb.launch`). Each process is told
+(``python -m dmlnb train NOTEBOOK --processes N``, :mod:`dmlnb.launch`). Each process is told
 its shard by the environment, ``DMLNB_SHARD="i/n"`` (:func:`current_shard`), and the folder the
 shards of one launch share, ``DMLNB_SHARD_CLAIMS``. Every call of :func:`train_or_reload` with a
 run folder *claims* that folder (:meth:`Shard.claim`): the first shard to ask for a run owns it,

@@ -509,27 +509,25 @@ for k in range(4):
 
 
 def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp_path, monkeypatch):
-    from dmlnb.launch import train_notebooks
+    from dmlnb.launch import train_notebook
 
     for key, value in _env(OMP_NUM_THREADS="2", DMLNB_PROFILE="default").items():
         monkeypatch.setenv(key, value)
     nb = _notebook(tmp_path / "chapter.ipynb", LAUNCHED)
     said: list[str] = []
-    trained = train_notebooks([nb], 2, "smoke", say=said.append)["chapter.ipynb"]
+    trained = train_notebook(nb, 2, "smoke", say=said.append)
     assert sorted(trained[0] + trained[1]) == ["r0", "r1", "r2", "r3"]  # each run by one process
-    assert re.fullmatch(rf"trained chapter.ipynb \(profile smoke\): worker 0 \d+ s, {len(trained[0])} runs, waited \d+ s; "
-                        rf"worker 1 \d+ s, {len(trained[1])} runs, waited \d+ s", said[0]), said[0]
-    assert [x.split(":")[0] for x in said[1:3]] == ["  worker 0's slowest cells", "  worker 1's slowest cells"]
-    assert re.fullmatch(r"  worker 0's slowest cells: \d+ \(\d+ s\)(, \d+ \(\d+ s\))*", said[1]), said[1]
-    assert re.fullmatch(rf"trained 1 notebook\(s\) \(profile smoke\) in \d+ s with 2 processes of 1 thread\(s\) each; "
-                        rf"runs trained: {len(trained[0])} by worker 0, {len(trained[1])} by worker 1; idle after its "
-                        r"last notebook: \d+ s by worker 0, \d+ s by worker 1", said[3]), said[3]
+    line = next(x for x in said if x.startswith("trained chapter.ipynb (profile smoke) in "))
+    assert re.search(rf" s with 2 processes of 1 thread\(s\) each; runs trained: {len(trained[0])} by worker 0, "
+                     rf"{len(trained[1])} by worker 1; waited for siblings: \d+ s by worker 0, \d+ s by worker 1$", line)
+    assert [x.split(":")[0] for x in said[-2:]] == ["worker 0's slowest cells", "worker 1's slowest cells"]
+    assert re.fullmatch(r"worker 0's slowest cells: \d+ \(\d+ s\)(, \d+ \(\d+ s\))*", said[-2]), said[-2]
     first = {k: RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json") for k in range(4)}
     for k, record in first.items():
         by = next(i for i in (0, 1) if f"r{k}" in trained[i])
         assert record.data["extras"] == {"shard": f"{by}/2", "profile": "smoke", "threads": 1,
                                          "OMP_NUM_THREADS": "1", "DMLNB_PROGRESS": "0", "DMLNB_PROFILE": "smoke"}
-    again_trained = train_notebooks([nb], 2, "smoke", retrain=True, say=said.append)["chapter.ipynb"]
+    again_trained = train_notebook(nb, 2, "smoke", retrain=True, say=said.append)
     assert sorted(again_trained[0] + again_trained[1]) == ["r0", "r1", "r2", "r3"]
     for k in range(4):
         again = RunRecord.load(tmp_path / "runs" / f"r{k}" / "record.json")
@@ -539,81 +537,18 @@ def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp
 
 @pytest.mark.parametrize("processes", [1, 2])
 def test_a_launch_with_retrain_trains_a_run_asked_for_twice_once(tmp_path, monkeypatch, processes):
-    from dmlnb.launch import train_notebooks
+    from dmlnb.launch import train_notebook
 
     for key, value in _env(OMP_NUM_THREADS="2").items():
         monkeypatch.setenv(key, value)
     # r1 and r2 asked for again later in the notebook, as a chapter's ablation asks for a table's run
     nb = _notebook(tmp_path / "chapter.ipynb", LAUNCHED + "for k in (1, 2):\n    fake_run(Path(root), k, retrain=retrain, "
                    "extras={'profile': profile, 'threads': torch.get_num_threads(), **env})\n")
-    train_notebooks([nb], processes, "smoke", say=lambda _: None)
+    train_notebook(nb, processes, "smoke", say=lambda _: None)
     before = {k: (tmp_path / "runs" / f"r{k}" / "record.json").stat().st_mtime_ns for k in range(4)}
-    trained = train_notebooks([nb], processes, "smoke", retrain=True, say=lambda _: None)["chapter.ipynb"]
+    trained = train_notebook(nb, processes, "smoke", retrain=True, say=lambda _: None)
     assert sorted(sum(trained, [])) == ["r0", "r1", "r2", "r3"]  # each once, none twice
     assert all((tmp_path / "runs" / f"r{k}" / "record.json").stat().st_mtime_ns > before[k] for k in range(4))
-
-
-LANE_FIRST = '''
-import time
-import dmlnb.runs
-from pathlib import Path
-from fabricated import fake_run_parts
-dmlnb.runs.POLL_SECONDS = 0.05
-for k in (0, 1):  # r0 ends once the other shard has entered the next notebook (or after 60 s)
-    config, spec, train = fake_run_parts(k)
-
-    def slowly(resume, train=train, k=k):
-        other, deadline = Path(root) / f"entered-{1 - int(os.environ['DMLNB_SHARD'][0])}", time.time() + 60
-        while k == 0 and not other.exists() and time.time() < deadline:
-            time.sleep(0.05)
-        return train(resume)
-
-    dmlnb.runs.train_or_reload(f"r{k}", Path(root) / f"r{k}", config, spec, slowly, retrain=retrain,
-                               finish=lambda r, m: {"shard": os.environ["DMLNB_SHARD"]})
-'''
-
-LANE_SECOND = '''
-import time
-import pandas as pd
-import dmlnb.runs
-from pathlib import Path
-from dmlnb.runs import stored_measurement
-dmlnb.runs.POLL_SECONDS = 0.05
-(Path(root) / f"entered-{os.environ['DMLNB_SHARD'][0]}").write_text(repr(time.time()))
-for k in (2, 3):
-    fake_run(Path(root), k, retrain=retrain)
-folder = Path(root) / "timing"
-stored_measurement(folder, lambda: pd.DataFrame({"waiting": [len(list(folder.glob(".waiting-*")))], "at": [time.time()]}),
-                   settings={"k": 1}, retrain=retrain)
-'''
-
-
-def test_a_process_done_with_a_notebook_goes_on_to_the_next_and_timings_stay_alone(tmp_path, monkeypatch):
-    """Two notebooks in one launch: the process that is not training the slow run of the first
-    enters the second (and trains its runs) before that run ends (the run ends only then, so a
-    launch that waited at the end of a notebook would take 60 s and fail here); the second's timing
-    study is still measured by shard 0 with the other process waiting, after every run has ended."""
-    from dmlnb.launch import LaunchError, train_notebooks
-
-    for key, value in _env(OMP_NUM_THREADS="2").items():
-        monkeypatch.setenv(key, value)
-    first, second = _notebook(tmp_path / "a.ipynb", LANE_FIRST), _notebook(tmp_path / "b.ipynb", LANE_SECOND)
-    said: list[str] = []
-    trained = train_notebooks([first, second], 2, "smoke", say=said.append)
-    assert sorted(sum(trained["a.ipynb"], [])) == ["r0", "r1"] and sorted(sum(trained["b.ipynb"], [])) == ["r2", "r3"]
-    root = tmp_path / "runs"
-    slow = int(RunRecord.load(root / "r0" / "record.json").data["extras"]["shard"][0])
-    slow_ended = (root / "r0" / "record.json").stat().st_mtime
-    assert float((root / f"entered-{1 - slow}").read_text()) < slow_ended  # no wait at the end of a notebook
-    assert trained["b.ipynb"][1 - slow] == ["r2", "r3"]  # trained while the slow run was still training
-    timing = json.loads((root / "timing" / MEASUREMENT).read_text())["rows"][0]
-    assert timing["waiting"] == 1 and timing["at"] > slow_ended  # the other shard idle, no run training
-    assert [x.split(" (")[0] for x in said if x.startswith("trained ")] == ["trained a.ipynb", "trained b.ipynb",
-                                                                           "trained 2 notebook(s)"]
-    with pytest.raises(LaunchError, match="name appears twice"):
-        train_notebooks([first, first], 2, "smoke", say=said.append)
-    with pytest.raises(LaunchError, match="no notebook given"):
-        train_notebooks([], 2, "smoke", say=said.append)
 
 
 def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, monkeypatch, capsys):
