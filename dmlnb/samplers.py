@@ -192,6 +192,13 @@ class ClassBatchSampler(Sampler[list[int]]):
     def __len__(self) -> int:
         return self.num_batches
 
+    def __repr__(self) -> str:
+        """``MPerClassSampler(batch_size=128, classes_per_batch=16, seed=0, num_batches=17)``: the
+        same for equal samplers, so a run record (its ``components``) names the sampler, not an
+        object's address in memory."""
+        return (f"{type(self).__name__}(batch_size={self.batch_size}, classes_per_batch={self.classes_per_batch}, "
+                f"seed={self.seed}, num_batches={self.num_batches})")
+
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose batches the next ``iter`` yields."""
         if epoch < 0:

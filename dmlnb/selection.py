@@ -58,7 +58,7 @@ SELECTION_LABELS: dict[str, str] = {
 }
 
 #: The columns of :func:`selection_optimism`.
-OPTIMISM_COLUMNS = ["run", "metric", "test-selected epoch", "validation-selected epoch",
+OPTIMISM_COLUMNS = ["run", "metric", "evaluations", "test-selected epoch", "validation-selected epoch",
                     "at test-selected", "at validation-selected", "optimism"]
 
 
@@ -116,7 +116,8 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
 
     Returns:
         DataFrame with :data:`OPTIMISM_COLUMNS`: ``run`` (the record's name), ``metric``, the
-        epoch each protocol selects, the test ``metric`` at each (``"at test-selected"``,
+        ``evaluations`` both protocols chose among (:meth:`~dmlnb.records.RunRecord.evaluations`:
+        the more there are, the more the test classes can pick), the epoch each protocol selects, the test ``metric`` at each (``"at test-selected"``,
         ``"at validation-selected"``) and ``optimism``, their difference (``>= 0``).
 
     Raises:
@@ -143,7 +144,7 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
                 f"validation-selected epoch {val['epoch']}'s {at_val}; the record's selections are damaged: "
                 "copy it again or retrain the run"
             )
-        rows.append({"run": name, "metric": metric, "test-selected epoch": test["epoch"],
+        rows.append({"run": name, "metric": metric, "evaluations": len(record.evaluations()), "test-selected epoch": test["epoch"],
                      "validation-selected epoch": val["epoch"], "at test-selected": at_test,
                      "at validation-selected": at_val, "optimism": at_test - at_val})
     return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
@@ -161,21 +162,27 @@ def optimism_summary(
         scale, unit: how the verdict formats its effect (e.g. ``100``, ``" pts"``).
 
     Returns:
-        DataFrame indexed by group: ``runs``, ``mean`` (the mean optimism), ``low`` and ``high``
-        (the 90% two-sided interval of the mean, whose ends are the one-sided 95% bounds of
-        :func:`dmlnb.reporting.compare_to_threshold`; NaN with one run) and ``verdict`` (the
-        rule's verdict on "test-set selection is optimistic", i.e. the mean optimism is above 0).
+        DataFrame indexed by group: ``runs``, ``evaluations per run`` (the fewest to the most,
+        ``"3-13"``, or one count, ``"5"``: runs with more evaluations have more epochs for the
+        test classes to pick from, so groups with different counts are not comparable), ``mean``
+        (the mean optimism), ``low`` and ``high`` (the 90% two-sided interval of the mean, whose
+        ends are the one-sided 95% bounds of :func:`dmlnb.reporting.compare_to_threshold`; NaN
+        with one run; a low end below 0 reads as 0, since no run's optimism is negative) and
+        ``verdict`` (the rule's verdict on "test-set selection is optimistic", i.e. the mean
+        optimism is above 0; it cannot be "does not hold", and a group whose every optimism is 0
+        is "inconclusive", the mean being at the threshold itself).
     """
     groups = [("all", optimism)] if by is None else list(optimism.groupby(by, sort=True))
     rows, index = [], []
     for key, part in groups:
         verdict = compare_to_threshold(part["optimism"].to_numpy(dtype=float), 0.0, scale=scale, unit=unit)
+        fewest, most = int(part["evaluations"].min()), int(part["evaluations"].max())
         index.append(key)
-        rows.append({"runs": len(part), "mean": verdict.effect, "low": verdict.low, "high": verdict.high,
-                     "verdict": verdict})
+        rows.append({"runs": len(part), "evaluations per run": f"{fewest}" if fewest == most else f"{fewest}-{most}",
+                     "mean": verdict.effect, "low": verdict.low, "high": verdict.high, "verdict": verdict})
     names = None if by is None or isinstance(by, str) else list(by)
     frame_index = pd.MultiIndex.from_tuples(index, names=names) if names else pd.Index(index, name=by)
-    return pd.DataFrame(rows, index=frame_index, columns=["runs", "mean", "low", "high", "verdict"])
+    return pd.DataFrame(rows, index=frame_index, columns=["runs", "evaluations per run", "mean", "low", "high", "verdict"])
 
 
 # ----------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ discriminative chapter's records reload at its notebook's defaults (validation o
 from __future__ import annotations
 
 import math
+import shutil
 import os
 from dataclasses import replace
 from pathlib import Path
@@ -22,6 +23,7 @@ from dmlnb.data import load_dataset
 from dmlnb.experiments import discriminative, easy_positive, facility_location, profs, protocol, ssdml
 from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_validation
 from dmlnb.profiles import check_parameters, make_config
+from dmlnb.records import RunRecord
 from dmlnb.runs import reuse_reason
 from dmlnb.selection import (
     COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, optimism_text, protocol_column,
@@ -260,6 +262,24 @@ def test_the_books_optimism_is_the_records_and_never_negative(book):
     assert row["runs"] == 2 and row["mean"] == pytest.approx(expected["optimism"].mean())
     assert (summary["mean"] >= 0).all() and summary["runs"].sum() == len(runs)
     assert math.isnan(row["low"]) or row["low"] <= row["mean"] <= row["high"]
+    assert (runs["records"] == 1).all() and (runs["evaluations"] > 0).all()
+
+
+def test_a_run_stored_under_two_names_counts_once_under_the_method_with_most_folders(book, tmp_path):
+    """A search's chosen value at seed 0 is the method's own seed-0 run (same configuration and
+    method): the book's optimism counts it once."""
+    for path in Path(book["root"]).glob("*/smoke/**/record.json"):
+        target = tmp_path / path.relative_to(book["root"])
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, target)
+    before, _ = protocol.book_optimism(tmp_path, profile="smoke")
+    first = next(tmp_path.glob("00_protocol/smoke/softmax-seed0"))
+    shutil.copytree(first, first.parent / "softmax-t0.5-seed0")  # the same run, a search's name
+    runs, summary = protocol.book_optimism(tmp_path, profile="smoke")
+    assert len(runs) == len(before) and runs["records"].sum() == len(before) + 1
+    row = runs[runs["run"] == RunRecord.load(first / "record.json").data["name"]]
+    assert row["method"].tolist() == ["softmax"] and row["records"].tolist() == [2]
+    assert summary.loc[("00_protocol", "softmax"), "runs"] == 2 and ("00_protocol", "softmax-t0.5") not in summary.index
 
 
 # ----------------------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ def test_the_optimism_is_the_test_metric_at_the_test_selected_minus_the_validati
     first = frame.iloc[0]
     assert (first["test-selected epoch"], first["validation-selected epoch"]) == (4, 2)
     assert (first["at test-selected"], first["at validation-selected"]) == (0.8, 0.7)
+    assert frame["evaluations"].tolist() == [5, 3]  # the epochs both protocols chose among
     assert first["optimism"] == 0.8 - 0.7 and first["metric"] == "R@1"
     assert frame.iloc[1]["optimism"] == 0.0
     assert (frame["optimism"] >= 0).all()
@@ -67,7 +68,8 @@ def test_the_summary_applies_the_books_rule_per_group():
     frame["optimism"] = [0.1, 0.2, 0.15, 0.0]  # three runs of one method, one of another
     frame["method"] = ["a", "a", "a", "b"]
     summary = optimism_summary(frame, by="method", scale=100, unit=" pts")
-    assert list(summary.columns) == ["runs", "mean", "low", "high", "verdict"] and list(summary.index) == ["a", "b"]
+    assert list(summary.columns) == ["runs", "evaluations per run", "mean", "low", "high", "verdict"]
+    assert list(summary.index) == ["a", "b"] and summary["evaluations per run"].tolist() == ["5", "3"]
     expected = compare_to_threshold([0.1, 0.2, 0.15], 0.0)
     a = summary.loc["a"]
     assert a["runs"] == 3 and a["mean"] == pytest.approx(0.15)
@@ -77,6 +79,7 @@ def test_the_summary_applies_the_books_rule_per_group():
     assert b["runs"] == 1 and math.isnan(b["low"]) and b["verdict"] == INCONCLUSIVE
     whole = optimism_summary(frame)
     assert list(whole.index) == ["all"] and whole.loc["all", "runs"] == 4
+    assert whole.loc["all", "evaluations per run"] == "3-5"
     assert whole.loc["all", "mean"] == pytest.approx(0.1125)
     frame["chapter"] = ["01", "01", "02", "02"]
     assert optimism_summary(frame, by=["chapter", "method"]).index.names == ["chapter", "method"]

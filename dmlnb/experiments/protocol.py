@@ -20,6 +20,7 @@ baseline runs, and what the chapter draws from the trained network.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -194,7 +195,7 @@ def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = 
 
 
 #: The columns of :func:`book_optimism`'s per-run frame.
-BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "validation split", *OPTIMISM_COLUMNS]
+BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "records", "validation split", *OPTIMISM_COLUMNS]
 
 
 def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -208,24 +209,33 @@ def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd
         profile: the profile whose runs are read.
 
     Returns:
-        ``(runs, summary)``. ``runs``: one row per record, :data:`BOOK_OPTIMISM_COLUMNS`:
+        ``(runs, summary)``. ``runs``: one row per run, :data:`BOOK_OPTIMISM_COLUMNS`:
         ``chapter`` (its folder), ``method`` (the run's folder without its ``-seed<k>``),
-        ``validation split`` (``False``: a run of the papers' protocol alone, e.g. a setting whose
+        ``records`` (how many of the chapter's records are this run: the same configuration and
+        method, :func:`~dmlnb.records.run_fingerprint`, stored under two names, e.g. a search's
+        chosen value at seed 0 and the method's own seed-0 run; such a run is one row, under the
+        name whose method has the most folders, and counts once), ``validation split`` (``False``: a run of the papers' protocol alone, e.g. a setting whose
         train and test share classes; its optimism columns are empty) and the optimism.
         ``summary``: :func:`dmlnb.selection.optimism_summary` of the runs with a validation split
         per (chapter, method), in points: runs, mean, the 90% interval and the rule's verdict on
         "test-set selection is optimistic".
     """
     root = Path(results_dir)
-    rows = []
+    same: dict[tuple[str, str], list[tuple[str, RunRecord]]] = {}  # (chapter, fingerprint) -> (method, record)
     for path in sorted(root.glob(f"*/{profile}/**/record.json")):
         record = RunRecord.load(path)
-        if record.data["status"] != "finished":
-            continue
+        if record.data["status"] == "finished":
+            chapter = path.relative_to(root).parts[0]
+            key = (chapter, record.data.get("fingerprint") or str(path))  # a record without one: its own run
+            same.setdefault(key, []).append((re.sub(r"-seed\d+", "", path.parent.name), record))
+    folders = Counter((chapter, method) for (chapter, _), named in same.items() for method, _ in named)
+    rows = []
+    for (chapter, _), named in same.items():
+        method, record = max(named, key=lambda m: folders[chapter, m[0]])  # under the method with most folders
         frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
         row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
-        rows.append({"chapter": path.relative_to(root).parts[0], "method": re.sub(r"-seed\d+", "", path.parent.name),
-                     "validation split": bool(len(frame)), **row})
+        rows.append({"chapter": chapter, "method": method, "records": len(named), "validation split": bool(len(frame)),
+                     **row})
     runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
     validated = runs[runs["validation split"]].astype({"optimism": float})
     return runs, optimism_summary(validated, by=["chapter", "method"], scale=100.0, unit=" pts")
