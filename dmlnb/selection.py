@@ -117,8 +117,9 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
     Returns:
         DataFrame with :data:`OPTIMISM_COLUMNS`: ``run`` (the record's name), ``metric``, the
         ``evaluations`` both protocols chose among (:meth:`~dmlnb.records.RunRecord.evaluations`:
-        the more there are, the more the test classes can pick), the epoch each protocol selects, the test ``metric`` at each (``"at test-selected"``,
-        ``"at validation-selected"``) and ``optimism``, their difference (``>= 0``).
+        the more there are, the more the test classes can pick), the epoch each protocol
+        selects, the test ``metric`` at each (``"at test-selected"``, ``"at validation-selected"``)
+        and ``optimism``, their difference (``>= 0``).
 
     Raises:
         ValueError: a record selected on another metric than ``metric`` (the message names it and
@@ -144,8 +145,8 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
                 f"validation-selected epoch {val['epoch']}'s {at_val}; the record's selections are damaged: "
                 "copy it again or retrain the run"
             )
-        rows.append({"run": name, "metric": metric, "evaluations": len(record.evaluations()), "test-selected epoch": test["epoch"],
-                     "validation-selected epoch": val["epoch"], "at test-selected": at_test,
+        rows.append({"run": name, "metric": metric, "evaluations": len(record.evaluations()),
+                     "test-selected epoch": test["epoch"], "validation-selected epoch": val["epoch"], "at test-selected": at_test,
                      "at validation-selected": at_val, "optimism": at_test - at_val})
     return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
 

@@ -214,8 +214,9 @@ def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd
         ``records`` (how many of the chapter's records are this run: the same configuration and
         method, :func:`~dmlnb.records.run_fingerprint`, stored under two names, e.g. a search's
         chosen value at seed 0 and the method's own seed-0 run; such a run is one row, under the
-        name whose method has the most folders, and counts once), ``validation split`` (``False``: a run of the papers' protocol alone, e.g. a setting whose
-        train and test share classes; its optimism columns are empty) and the optimism.
+        name whose method has the most folders, and counts once), ``validation split``
+        (``False``: a run of the papers' protocol alone, e.g. a setting whose train and test share
+        classes; its optimism columns are empty) and the optimism.
         ``summary``: :func:`dmlnb.selection.optimism_summary` of the runs with a validation split
         per (chapter, method), in points: runs, mean, the 90% interval and the rule's verdict on
         "test-set selection is optimistic".
