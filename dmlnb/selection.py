@@ -146,8 +146,8 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
                 "copy it again or retrain the run"
             )
         rows.append({"run": name, "metric": metric, "evaluations": len(record.evaluations()),
-                     "test-selected epoch": test["epoch"], "validation-selected epoch": val["epoch"], "at test-selected": at_test,
-                     "at validation-selected": at_val, "optimism": at_test - at_val})
+                     "test-selected epoch": test["epoch"], "validation-selected epoch": val["epoch"],
+                     "at test-selected": at_test, "at validation-selected": at_val, "optimism": at_test - at_val})
     return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
 
 
@@ -183,7 +183,8 @@ def optimism_summary(
                      "mean": verdict.effect, "low": verdict.low, "high": verdict.high, "verdict": verdict})
     names = None if by is None or isinstance(by, str) else list(by)
     frame_index = pd.MultiIndex.from_tuples(index, names=names) if names else pd.Index(index, name=by)
-    return pd.DataFrame(rows, index=frame_index, columns=["runs", "evaluations per run", "mean", "low", "high", "verdict"])
+    columns = ["runs", "evaluations per run", "mean", "low", "high", "verdict"]
+    return pd.DataFrame(rows, index=frame_index, columns=columns)
 
 
 # ----------------------------------------------------------------------------------------------

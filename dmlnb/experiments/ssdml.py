@@ -496,14 +496,18 @@ def build_network(config: TrainConfig, input_shape: tuple[int, int, int]) -> tup
     backbone's pooled features, L2-normalised, with no layer between them and ``L`` (the paper:
     R-MAC -> ``L``; ``d`` is the backbone's feature size, ``embedding_dim`` is not used); for the
     small CNN of the CPU profiles it is backbone -> FC(``embedding_dim``) -> L2 (as the paper's
-    MNIST network's FC(500 x 128) -> L2)."""
+    MNIST network's FC(500 x 128) -> L2). The network is in the memory format the training loop
+    gives it (:func:`dmlnb.models.in_training_format`), so one evaluated without training (the
+    network at initialisation, the mining diagnosis's features) embeds as the runs' evaluations do."""
     model = build_model(config.model, input_shape, config.embedding_dim, normalize=True,
                         pretrained=config.pretrained, width=config.width)
     if config.model.startswith("ssdml"):
-        return model.trunk, model.feature_dim
-    if config.model in POOLED_BACKBONES:
-        return NormalizedFeatures(model.trunk), model.feature_dim
-    return model, config.embedding_dim
+        network, dim = model.trunk, model.feature_dim
+    elif config.model in POOLED_BACKBONES:
+        network, dim = NormalizedFeatures(model.trunk), model.feature_dim
+    else:
+        network, dim = model, config.embedding_dim
+    return in_training_format(network, config), dim
 
 
 #: Backbones whose pooled features feed ``L`` directly (:func:`build_network`).
@@ -632,11 +636,12 @@ def _query_rows(n: int, count: int, seed: int = 0) -> list[int]:
 def initial_embedding(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
                       overrides: Mapping[str, Any] | None = None) -> Tensor:
     """Test embedding ``(N_test, d)`` of the seeded network at initialisation (Figure 2, left
-    column), in the memory format the training loop evaluates its Initial row in."""
+    column), in the memory format the training loop evaluates its Initial row in
+    (:func:`build_network`)."""
     cfg = setting.train_config(profile, seed, overrides)
     torch.manual_seed(cfg.seed)
     network, _ = build_network(cfg, splits.input_shape)
-    return embed(in_training_format(network, cfg), None, splits.test, cfg.eval_batch_size)[0]
+    return embed(network, None, splits.test, cfg.eval_batch_size)[0]
 
 
 def initial_metrics(setting: Setting, profile: str, seed: int, splits: DatasetSplits,
@@ -1576,8 +1581,8 @@ def partition_features(source: str, setting: Setting, profile: str, seed: int, s
     labelled images only (the paper's CIFAR-10 pre-training), or on every training image with
     its hidden class (an oracle no method has: good features, to see whether ``W`` sorts a
     neighbourhood better when the graph is built on them; in-memory datasets only). A network
-    embeds in the memory format the training loop evaluates in
-    (:func:`dmlnb.models.in_training_format`), as the runs' Initial rows do."""
+    embeds in the memory format the training loop evaluates in (:func:`build_network`), as the
+    runs' Initial rows do."""
     if source not in FEATURE_SOURCES:
         raise ValueError(f"unknown feature source {source!r}; choose one of {FEATURE_SOURCES}")
     cfg = setting.train_config(profile, seed, overrides)
@@ -1599,7 +1604,7 @@ def partition_features(source: str, setting: Setting, profile: str, seed: int, s
         oracle = InMemoryDataset(pool.dataset.images, targets)
         batch = cfg.m_per_class * min(splits.num_train_classes, cfg.batch_size // cfg.m_per_class)
         _pretrain_softmax(network, dim, oracle, splits.num_train_classes, cfg.replace(batch_size=batch), SOFTMAX_EPOCHS)
-    return embed(in_training_format(network, cfg), None, pool.subset(part), cfg.eval_batch_size)[0]
+    return embed(network, None, pool.subset(part), cfg.eval_batch_size)[0]
 
 
 def mining_measurements(setting: Setting, profile: str, *, seeds: Sequence[int] | None = None,
