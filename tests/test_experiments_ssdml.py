@@ -102,6 +102,22 @@ def test_run_method_trains_then_reloads(tmp_path):
     assert not again.trained and again.best == run.best
 
 
+def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
+    """The baseline's run at the search's seed and chosen value is the search's run (same
+    fingerprint): taken from ``made``, no folder of its own; another value still trains."""
+    splits, st = tiny_digits()
+    searched = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.2}}), "smoke", 0, splits, tmp_path,
+                              tag="-margin0.2")
+    assert searched.trained
+    same = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.2}}), "smoke", 0, splits, tmp_path,
+                          made=[searched])
+    assert not same.trained and same.record is searched.record
+    assert not (tmp_path / "smoke" / f"{st.name}-triplet-seed0").exists()
+    other = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.1}}), "smoke", 0, splits, tmp_path,
+                           made=[searched])
+    assert other.trained and (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+
+
 def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     """The paper profile's CUB setting end to end on a tiny fabricated CUB-200-2011 tree: the
     semi-supervised split of a file-backed training set, Algorithm 1 over its unlabelled part,

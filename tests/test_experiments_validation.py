@@ -475,12 +475,13 @@ def test_ssdml_notebook_default_runs_reload(no_training):
     settings = ssdml.settings_for("default", True)
     runs = []
     for key, setting in settings.items():
-        hyper = None
+        hyper, search = None, None
         if setting.validation is not None:
             search = ssdml.run_baseline_search(key, "default", results)
             runs += [r for by_value in search.values() for rs in by_value.values() for r in rs]
             hyper = ssdml.chosen_hyper(search, "default")
-        runs += [r for rs in ssdml.run_setting(key, "default", results, validation=True, hyper=hyper).values() for r in rs]
+        runs += [r for rs in ssdml.run_setting(key, "default", results, validation=True, hyper=hyper,
+                                               searched=search).values() for r in rs]
         if setting.alpha_grid:
             runs += [r for rs in ssdml.run_alpha_grid(key, "default", results, validation=True).values() for r in rs]
     names = {r.record.path.parent.name for r in runs}  # a run several sections share is asked for again

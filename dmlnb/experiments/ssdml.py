@@ -43,7 +43,7 @@ from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.models import build_model, in_training_format
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord
+from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.reported import reported_table
 from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.training import train
@@ -806,6 +806,7 @@ def run_method(
     tsne_points: bool | None = None,
     retrieval_queries: int = 6,
     tag: str = "",
+    made: Sequence[MethodRun] = (),
 ) -> MethodRun:
     """Train ``method`` by Algorithm 1 (seed ``seed``) or reload its finished record.
 
@@ -817,7 +818,9 @@ def run_method(
     its 2-D t-SNE coordinates (Figure 2, right). Through the run layer
     (:func:`dmlnb.runs.train_or_reload`): the specification holds the schedule, the method's
     settings and what is stored after training. ``tag`` is added to the run's name (its folder),
-    e.g. a hyper-parameter value of a search.
+    e.g. a hyper-parameter value of a search. ``made``: runs already made under other names (a
+    search's); the one whose fingerprint (:func:`dmlnb.records.run_fingerprint`) is this run's is
+    returned (``trained=False``) instead of this run being trained, or reloaded, a second time.
     """
     alpha = setting.alpha if alpha is None else alpha
     if tsne_points is None:
@@ -825,6 +828,10 @@ def run_method(
     cfg = setting.train_config(profile, seed, overrides)
     method_spec = _spec(method, setting, alpha)
     spec = {**run_spec(setting.schedule, method_spec), "tsne": bool(tsne_points), "retrieval_queries": retrieval_queries}
+    fingerprint = run_fingerprint(cfg, spec)
+    same = [r for r in made if r.record.data["fingerprint"] == fingerprint]
+    if same:
+        return replace(same[0], trained=False)
     tag = (f"-alpha{alpha:g}" if alpha != setting.alpha else "") + tag
     name = f"{setting.name}-{method}{tag}-seed{seed}"
     run_dir = Path(results_dir) / profile / name if results_dir is not None else None
@@ -892,6 +899,7 @@ def run_setting(
     progress: bool = False,
     validation: bool | float | int | None = None,
     hyper: Mapping[str, Mapping[str, Any]] | None = None,
+    searched: Mapping[str, Mapping[float, Sequence[MethodRun]]] | None = None,
 ) -> dict[str, list[MethodRun]]:
     """Every method of setting ``key`` with every seed (train or reload); ``{method: [runs]}``.
 
@@ -899,9 +907,12 @@ def run_setting(
     its t-SNE coordinates (Figure 2, :func:`run_method`). The labelled draw uses the run's seed.
     ``validation``: where the runs choose their best epoch (:func:`settings_for`). ``hyper``
     (``{method: {name: value}}``, e.g. :func:`chosen_hyper` of a :func:`run_baseline_search`)
-    replaces those baseline hyper-parameters of the setting.
+    replaces those baseline hyper-parameters of the setting. ``searched``: that search itself; a
+    baseline run it already made (the chosen value at the search's seed) is taken from it, not
+    made again under the baseline's name (``made`` of :func:`run_method`).
     """
     setting = with_hyper(settings_for(profile, validation)[key], hyper or {})
+    made = [r for by_value in (searched or {}).values() for rs in by_value.values() for r in rs]
     seeds = tuple(setting.seeds if seeds is None else seeds)
     methods = tuple(setting.methods if methods is None else methods)
     out: dict[str, list[MethodRun]] = {m: [] for m in methods}
@@ -912,7 +923,7 @@ def run_setting(
                 continue
             out[method].append(run_method(
                 method, setting, profile, seed, splits, results_dir, overrides=overrides, retrain=retrain,
-                progress=progress,
+                progress=progress, made=made,
             ))
     return out
 
