@@ -313,6 +313,9 @@ def test_over_initial_metric_steps_and_provenance():
     flat = [_record_run(s, b, i) for s, b, i in ((0, 0.60, 0.61), (1, 0.62, 0.60), (2, 0.61, 0.62))]
     calls = ssx.over_initial({"gain": gain, "flat": flat})
     assert calls["gain"] == "holds" and calls["flat"] == "inconclusive"
+    # paired by run: a small gain on every seed holds though the seeds spread far more than it
+    spread = [_record_run(s, b, i) for s, b, i in ((0, 0.51, 0.50), (1, 0.61, 0.60), (2, 0.715, 0.70))]
+    assert ssx.over_initial({"spread": spread})["spread"] == "holds"
     settings = ssx.settings_for("default")
     steps = ssx.metric_steps({"digits": {"ours": gain}}, settings)
     row = steps.loc[("digits", "Ours")]
@@ -459,7 +462,7 @@ def test_untrained_network_features_are_the_runs_network_in_its_training_format(
     network, _ = ssx.build_network(cfg, splits.input_shape)
     network = network.to(memory_format=torch.channels_last)
     pool = TrainingPool(splits.train, splits.unlabelled)
-    assert torch.equal(z, embed(network, None, pool.subset(part), cfg.eval_batch_size)[0])
+    assert torch.equal(z, embed(network, None, pool.for_mining(part), cfg.eval_batch_size)[0])
 
 
 def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():

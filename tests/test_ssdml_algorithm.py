@@ -39,6 +39,34 @@ def test_partitions_sweep_the_unlabelled_pool():
     assert torch.equal(pool.labels[:9], lab.labels) and bool((pool.labels[9:] == -1).all())
 
 
+class _Augmented(torch.utils.data.Dataset):
+    """A file-backed stand-in: items are ``base + 1`` (an augmentation) unless made for evaluation."""
+
+    def __init__(self, base, shift=1.0):
+        self.base, self.shift, self.labels = base, shift, base.labels
+
+    def __len__(self):
+        return len(self.base)
+
+    def __getitem__(self, i):
+        x, y = self.base[i]
+        return x + self.shift, y
+
+    def for_evaluation(self):
+        return _Augmented(self.base, 0.0)
+
+
+def test_the_partitions_embed_the_pool_without_augmentation():
+    """Training reads the pool as augmented; the graph and the mining read its evaluation view."""
+    lab, unl, _ = ssdml_data()
+    pool = TrainingPool(_Augmented(lab), _Augmented(unl))
+    part = torch.tensor([0, 3, 12])
+    assert torch.equal(pool.dataset[12][0], unl[3][0] + 1)
+    assert torch.equal(pool.for_mining(part)[2][0], unl[3][0]) and torch.equal(pool.for_mining(part)[1][0], lab[3][0])
+    in_memory = TrainingPool(lab, unl)
+    assert in_memory.mining is in_memory.dataset
+
+
 def test_unlabelled_reached_replays_the_partition_draws():
     """A pool of 50 in partitions of 20: two chunks per sweep, each sweep reshuffled, so four
     partitions reach fewer than 50 (the 10 left over by each sweep's two chunks)."""

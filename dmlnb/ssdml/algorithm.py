@@ -98,7 +98,10 @@ def run_spec(schedule: PartitionSchedule, method: dict[str, Any]) -> dict[str, A
 
 
 class TrainingPool:
-    """Labelled examples (indices ``0..N_L-1``) followed by the unlabelled ones, one index space."""
+    """Labelled examples (indices ``0..N_L-1``) followed by the unlabelled ones, one index space:
+    :attr:`dataset` as training reads it (a file-backed set's augmentation), :meth:`for_mining`
+    with the sets' evaluation preprocessing (``for_evaluation``), which the partitions' embeddings
+    (the graph and the mining) read."""
 
     def __init__(self, labelled: Dataset, unlabelled: Dataset | None) -> None:
         y_l = torch.as_tensor(labelled.labels).long().cpu()  # type: ignore[attr-defined]
@@ -110,15 +113,18 @@ class TrainingPool:
         parts = [labelled] if unlabelled is None else [labelled, unlabelled]
         if all(isinstance(d, InMemoryDataset) for d in parts):
             images = torch.cat([d.images.cpu() for d in parts])  # type: ignore[attr-defined]
-            self.dataset: Dataset = InMemoryDataset(images, self.labels)
+            self.dataset: Dataset = InMemoryDataset(images, self.labels)  # no augmentation: also for mining
+            self.mining: Dataset = self.dataset
         else:
             self.dataset = ConcatDataset(parts)
             self.dataset.labels = self.labels  # type: ignore[attr-defined]  # -1: unlabelled
+            self.mining = ConcatDataset([d.for_evaluation() for d in parts])  # type: ignore[attr-defined]
 
-    def subset(self, idx: Tensor) -> Dataset:
-        if isinstance(self.dataset, InMemoryDataset):
-            return self.dataset.subset(idx)
-        return Subset(self.dataset, idx.tolist())
+    def for_mining(self, idx: Tensor) -> Dataset:
+        """The items ``idx`` ``(N,)`` with the evaluation preprocessing (no random crop or flip)."""
+        if isinstance(self.mining, InMemoryDataset):
+            return self.mining.subset(idx)
+        return Subset(self.mining, idx.tolist())
 
 
 def embed(network: nn.Module, metric: nn.Module | None, dataset: Dataset, batch_size: int,
@@ -243,7 +249,7 @@ class PartitionUnits(Hook):
         """Embed partition ``p`` (pool indices ``part`` ``(N,)``), build its units and learn ``L``
         on them with ``θ`` fixed."""
         t0 = time.perf_counter()
-        z, _ = embed(self.network, None, self.pool.subset(part), self.config.eval_batch_size, self.device)  # (N, d)
+        z, _ = embed(self.network, None, self.pool.for_mining(part), self.config.eval_batch_size, self.device)  # (N, d)
         z = z.to(self.device)
         self.saved = {"partition": p, "z": z.cpu(), "rng": _get_rng(self.device),
                       "metric_state": {k: v.detach().clone().cpu() for k, v in self.objective.state_dict().items()}}
