@@ -373,14 +373,14 @@ def test_claims_scaling_and_the_paper_profile():
                            for r in range(3) for v in (128, 256, 512)])
     quad = linear.assign(seconds=lambda f: 1e-6 * f["batch"] ** 2 * (1 + 0.05 * f["repeat"] * (f["batch"] == 512)))
     for bench, expect in ((linear, "holds"), (quad, "does not hold")):
-        # the timed code is dmlnb's inference, not the paper's Algorithm 1: the paper's claim is not
-        # tested whatever the timing; the timing is our measurement, in the band around order 1
+        # the timed code computes Algorithm 1 as listed (as the authors' cluster_loss does): the
+        # paper's claim is judged on its timing, in the band around order 1
         out = fl.claims(runs, [t1], _toy({}), "default", scaling=bench)
         (c,) = [c for c in out if c.claim.startswith("Algorithm 1")]
-        assert c.verdict == "not tested at this scale" and "not the paper's algorithm" in c.verdict.note
-        (ours,) = fl.our_measurements(bench)
-        assert ours.claim.startswith("dmlnb's greedy inference") and ours.verdict == expect
-    assert fl.our_measurements(None) == []
+        assert c.verdict == expect and "O(|Y| |V|^2)" in c.our_evidence
+    two_sizes = linear[linear["batch"] < 512]  # a line through two points: undecided
+    (c,) = [c for c in fl.claims(runs, [t1], _toy({}), "default", scaling=two_sizes) if c.claim.startswith("Algorithm 1")]
+    assert c.verdict == "inconclusive"
     assert fl.scaling_slopes(linear) == pytest.approx([1.0] * 3)
     # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the traced
     # updates of the listing, which need no run
