@@ -812,7 +812,7 @@ def interior_optimum(
             return judged(Verdict(FAILS, -v.effect, -v.high, -v.low, v.n, f"the end {e} beats every interior value",
                                   scale, unit)), table
     w = weaker(versus[max(interior, key=lambda k: sign * float(np.mean(points[k])))])
-    return judged(Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value beats both ends", scale, unit)), table
+    return judged(Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value is shown to beat both ends", scale, unit)), table
 
 
 def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:

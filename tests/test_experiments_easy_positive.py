@@ -517,12 +517,76 @@ def test_collapsed_groups_near_ln2_and_the_kept_epoch_in_words():
         for s in range(3)])
     # a group with any collapsed seed is one no verdict may rest on
     assert ep.collapsed_groups(curves) == frozenset({("HPHN", 2), ("EP", 4)})
+    curves.loc[(curves["run"] == "HPHN") & (curves["seed"] == 0), "epoch 2"] = ln2 + 0.02  # seed 0 enters a epoch later
     lines = ep.near_ln2(curves)
     assert lines[0].startswith("EPHN n = 4: within 0.01 of ln 2 at epoch 2 only") and "0.673" in lines[0]
-    assert lines[1].startswith("HPHN n = 2: within 0.01 of ln 2 at epochs 2-3") and lines[1].endswith("3 of 3 seeds collapsed")
+    assert lines[0].endswith("0 of 3 seeds collapsed")  # no seed stays in the band: no per-seed epochs
+    # the mean enters the band at epoch 2, seed 0 only at epoch 3: each seed's own epoch is given
+    assert lines[1].startswith("HPHN n = 2: within 0.01 of ln 2 at epochs 2-3")
+    assert lines[1].endswith("3 of 3 seeds collapsed; per seed (0, 1, 2), within it from epoch 3, 2, 2 to the last")
     assert len(lines) == 2  # EP is not a single-negative variant: ln 2 means nothing for it
     assert ep.is_collapsed("HPHN", [0.9, ln2 + 0.003, ln2 - 0.002]) and not ep.is_collapsed("HPHN", [ln2, 0.6])
     assert not ep.is_collapsed("EP", [ln2, ln2])  # ln 2 means nothing for a variant with every negative
+
+
+def _deviation_curves() -> pd.DataFrame:
+    """Loss curves of three methods: EP falls 10% over the last epoch, EPHN's two non-collapsed
+    seeds 30% and 40% and its collapsed one (at ln 2) 0%, every HPHN run is collapsed."""
+    ln2 = ep.LN2
+    rows = [{"run": "EP", "n": 4, "seed": s, "epoch 1": 1.0, "epoch 2": 0.9, "collapsed": False} for s in range(3)]
+    rows += [{"run": "EPHN", "n": n, "seed": 0, "epoch 1": 1.0, "epoch 2": 1.0 - f, "collapsed": False}
+             for n, f in ((4, 0.3), (8, 0.4))]
+    rows += [{"run": "EPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True} for s in range(3)]
+    rows += [{"run": "HPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True} for s in range(3)]
+    return pd.DataFrame(rows)
+
+
+def test_the_last_epochs_fall_is_of_non_collapsed_runs_only_per_method_too():
+    text = ep.last_epoch_fall(_deviation_curves())
+    assert text.startswith("not converged: from epoch 1 to 2 the loss of the 5 non-collapsed runs (of 11) still fell")
+    # EPHN: the median of its non-collapsed runs (30%, 40%), not of all five (its collapsed n = 2 runs fall 0%)
+    assert "EP 10%, EPHN 35%" in text and "EPHN 0%" not in text
+    # HPHN has no non-collapsed run: no figure, named as such
+    assert "HPHN 0%" not in text and text.endswith("; HPHN: none, every run collapsed)")
+
+
+class _Part:
+    """A labelled split with only what :func:`ep.deviations` reads: labels, classes, length."""
+
+    def __init__(self, classes: int, per_class: int) -> None:
+        self.labels = torch.arange(classes).repeat_interleave(per_class)
+        self.num_classes = classes
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+
+def test_deviations_say_what_was_measured(monkeypatch):
+    study = ep.make_study("default", validation=True)
+    splits = SimpleNamespace(train=_Part(109, 20), validation=_Part(27, 20), test=_Part(106, 20))
+    runner = SimpleNamespace(study=study, splits=lambda cfg: splits, results={})
+    monkeypatch.setattr(ep, "record_provenance", lambda r: {"code": "code", "threads": {1: 1},
+                                                             "train seconds": (1.0, 2.0)})
+    monkeypatch.setattr(ep, "_table1_baselines_effect", lambda r: "")
+    monkeypatch.setattr(ep, "selection_gain_text", lambda records: "")
+    curves = _deviation_curves()
+    drop = pd.DataFrame({"terms dropped by the rule": [0, 0], "terms": [64, 64],
+                         "min similarity in a batch": [0.3, 0.9]}, index=pd.Index([1, 2], name="epoch"))
+    drop.attrs["seed"] = 0
+    dev = ep.deviations(runner, curves, drop)["measured effect"]
+    # the training length's per-method figures come from the same non-collapsed runs as the median
+    assert "EPHN 35%" in dev["training length"] and "HPHN: none" in dev["training length"]
+    # the drop rule: one rerun of one seed measured; the records compare EPHN and HPHN per seed; EPSHN not measured
+    rule = dev["drop rule (authors' code)"]
+    assert rule.startswith("measured in one rerun, EPHN at n = 2 with seed 0: the rule dropped 0 of 128 terms")
+    assert "same training loss at every epoch in 3 of 3 seeds" in rule
+    assert "EPHN's other seeds, EPSHN at n = 2 (the same rule) and at every n > 2: not measured" in rule
+    # the sampler pads a class smaller than n; it never does at the default profile (20 images, n <= 16)
+    assert dev["classes smaller than n"].startswith("never applied at the default profile")
+    here = ep.deviations(runner, curves, drop)["here"]
+    assert "duplicates" in here["classes smaller than n"]
+    # the paper profile's runs, with validation classes, train on 80% of the training classes
+    assert "train on 80% of the paper's training classes" in here["model selection (paper profile)"]
 
 
 def test_a_baseline_far_below_every_other_method_is_named_untuned():

@@ -114,6 +114,8 @@ __all__ = [
     "table1_recall",
     "untuned_baselines",
     "near_ln2",
+    "last_epoch_fall",
+    "drop_rule_effect",
     "collapsed_groups",
     "COLLAPSED",
     "COLLAPSE_BAND",
@@ -1494,9 +1496,12 @@ def is_collapsed(method: str, losses: Sequence[float]) -> bool:
 def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
     """In words, per (run, n) of a single-negative variant (EPHN, EPSHN, HPHN: ln 2 is their loss at
     S_ap = S_an) in :func:`loss_curves` whose mean training loss over seeds comes within ``band`` of
-    ln 2 at some epoch: at which epochs, how many seeds are collapsed, and the mean loss of every
-    epoch, e.g. ``"EPHN n = 4: within 0.01 of ln 2 at epoch 2 only (mean over 3 seeds;
-    0.712, 0.688, 0.673, 0.586, 0.483); 0 of 3 seeds collapsed"``."""
+    ln 2 at some epoch: at which epochs, the mean loss of every epoch, how many seeds are collapsed,
+    and, when a seed's own loss stays within ``band`` of ln 2 from some epoch to the last, that
+    epoch per seed (``—`` for a seed whose last epoch is outside), e.g. ``"EPHN n = 4: within 0.01
+    of ln 2 at epoch 2 only (mean over 3 seeds: 0.712, 0.688, 0.673, 0.586, 0.483); 0 of 3 seeds
+    collapsed"`` or ``"HPHN n = 8: ...; 3 of 3 seeds collapsed; per seed (0, 1, 2), within it from
+    epoch 3, 2, 2 to the last"``."""
     cols = [c for c in curves.columns if c.startswith("epoch ")]
     out = []
     for (run, n), f in curves.groupby(["run", "n"], sort=True):
@@ -1509,9 +1514,27 @@ def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
         span = (f"epoch {near[0]} only" if len(near) == 1 else
                 f"epochs {near[0]}-{near[-1]}" if near == list(range(near[0], near[-1] + 1)) else
                 "epochs " + ", ".join(map(str, near)))
-        out.append(f"{run} n = {n}: within {band:g} of ln 2 at {span} (mean over {len(f)} seeds: "
-                   + ", ".join(f"{v:.3f}" for v in mean) + f"); {int(f['collapsed'].sum())} of {len(f)} seeds collapsed")
+        line = (f"{run} n = {n}: within {band:g} of ln 2 at {span} (mean over {len(f)} seeds: "
+                + ", ".join(f"{v:.3f}" for v in mean) + f"); {int(f['collapsed'].sum())} of {len(f)} seeds collapsed")
+        f = f.sort_values("seed") if "seed" in f.columns else f
+        entry = [_band_entry([float(v) for v in row], band) for row in f[cols].to_numpy()]
+        if any(e is not None for e in entry):
+            seeds = f["seed"].tolist() if "seed" in f.columns else list(range(len(f)))
+            line += (f"; per seed ({', '.join(map(str, seeds))}), within it from epoch "
+                     + ", ".join("—" if e is None else str(e) for e in entry) + " to the last")
+        out.append(line)
     return out
+
+
+def _band_entry(losses: Sequence[float], band: float = COLLAPSE_BAND) -> int | None:
+    """The first epoch (1-based) from which every loss of ``losses`` is within ``band`` of ln 2,
+    ``None`` when the last one is not."""
+    entry = None
+    for i in range(len(losses), 0, -1):
+        if abs(losses[i - 1] - LN2) >= band:
+            break
+        entry = i
+    return entry
 
 
 class _CountingLoss(nn.Module):
@@ -1549,7 +1572,8 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
     with a loss wrapper that counts, per batch, the anchors the rule drops and records the chosen
     similarities. The per-epoch summary is saved as JSON at ``path`` (default
     ``<results>/diagnostics/EPHN-n2-seed<seed>-drop-rule.json``) with the run's configuration, and
-    reloaded when it holds this configuration (else the rerun is made again)."""
+    reloaded when it holds this configuration (else the rerun is made again). The frame's
+    ``attrs["seed"]`` is ``seed``."""
     import json
     import tempfile
 
@@ -1560,7 +1584,9 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
     config = run_config(study.config, "EPHN", 2, seed, study)
     stored = json.loads(path.read_text()) if path.exists() else None
     if isinstance(stored, dict) and stored.get("config") == as_json(config.to_dict()):
-        return pd.DataFrame(stored["epochs"]).set_index("epoch")
+        out = pd.DataFrame(stored["epochs"]).set_index("epoch")
+        out.attrs["seed"] = seed
+        return out
     splits = runner.splits(config)
     counting = _CountingLoss(build_loss("EPHN", splits.num_train_classes, config.embedding_dim, study))
     with tempfile.TemporaryDirectory() as tmp:
@@ -1582,7 +1608,60 @@ def drop_rule_diagnosis(runner: Runner, seed: int = 0, path: str | Path | None =
     path.parent.mkdir(parents=True, exist_ok=True)
     # atomic: a sibling shard (dmlnb.runs) may read it meanwhile
     write_json_atomic(path, {"config": as_json(config.to_dict()), "epochs": rows})
-    return pd.DataFrame(rows).set_index("epoch")
+    out = pd.DataFrame(rows).set_index("epoch")
+    out.attrs["seed"] = seed  # the one seed measured, which the deviations table names
+    return out
+
+
+def _kept_classes(holdout: float | int) -> str:
+    """The training classes a run keeps after holding out ``holdout`` (a fraction or a count) as
+    validation classes, in words: ``"80%"``, ``"all but 20"``."""
+    return f"{1 - holdout:.0%}" if isinstance(holdout, float) else f"all but {holdout}"
+
+
+def drop_rule_effect(curves: pd.DataFrame, drop: pd.DataFrame, not_measured: str) -> str:
+    """In words, what was measured of the drop rule: the terms it removed in the one rerun of
+    :func:`drop_rule_diagnosis` (EPHN at n = 2, the seed in ``drop.attrs["seed"]``), in how many
+    seeds the records of EPHN and HPHN at n = 2 (``curves``: :func:`loss_curves`) have the same
+    training loss at every epoch, and what was not measured (``not_measured``: EPHN's other seeds,
+    EPSHN at n = 2, which follows the same rule, and every n > 2)."""
+    seed = drop.attrs.get("seed")
+    dropped, terms = int(drop["terms dropped by the rule"].sum()), int(drop["terms"].sum())
+    out = ("measured in one rerun, EPHN at n = 2" + (f" with seed {seed}" if seed is not None else "")
+           + f": the rule dropped {dropped} of {terms} terms (lowest similarity in any batch "
+           f"{drop['min similarity in a batch'].min():.2f})")
+    cols = [c for c in curves.columns if c.startswith("epoch ")]
+    a = curves[(curves["run"] == "EPHN") & (curves["n"] == 2)].set_index("seed")[cols]
+    b = curves[(curves["run"] == "HPHN") & (curves["n"] == 2)].set_index("seed")[cols]
+    both = a.index.intersection(b.index)
+    if len(both):
+        same = int((a.loc[both] == b.loc[both]).all(axis=1).sum())
+        out += (f"; the records of EPHN and HPHN at n = 2 have the same training loss at every epoch in {same} of "
+                f"{len(both)} seeds")
+    others = "EPHN's other seeds, " if seed is not None and len(set(a.index) - {seed}) else ""
+    return out + f"; terms dropped for {others}EPSHN at n = 2 (the same rule) and at every n > 2: {not_measured}"
+
+
+def last_epoch_fall(curves: pd.DataFrame) -> str:
+    """In words, how much the training loss of the non-collapsed runs of :func:`loss_curves` still
+    fell over the last epoch, in % of the loss before it: the median over those runs, their range,
+    and the median per method over the same runs; a method none of whose runs is non-collapsed is
+    named as such, with no figure (a collapsed run sits at ln 2 and no longer falls)."""
+    cols = [c for c in curves.columns if c.startswith("epoch ")]
+    if len(cols) < 2:
+        return f"{len(cols)} epoch(s): no fall over the last epoch to measure"
+    last, prev = cols[-1], cols[-2]
+    live = curves[~curves["collapsed"].astype(bool)]
+    if live.empty:
+        return "every run collapsed: no fall over the last epoch to measure"
+    fall = 100 * (live[prev] - live[last]) / live[prev]
+    by = fall.groupby(live["run"]).median()
+    none = sorted(set(curves["run"]) - set(by.index))
+    return (f"not converged: from epoch {len(cols) - 1} to {len(cols)} the loss of the {len(live)} non-collapsed "
+            f"runs (of {len(curves)}) still fell by {fall.median():.0f}% (median; {fall.min():.0f}% to "
+            f"{fall.max():.0f}%; per method, the median over its non-collapsed runs: "
+            + ", ".join(f"{k} {v:.0f}%" for k, v in by.items())
+            + (f"; {', '.join(none)}: none, every run collapsed" if none else "") + ")")
 
 
 def record_provenance(runner: Runner) -> dict[str, Any]:
@@ -1606,6 +1685,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     paper = make_study("paper", validation=True if holdout is not None else None)
     splits = runner.splits(cfg)
     images_per_class = len(splits.train) // splits.train.num_classes
+    labels = getattr(splits.train, "labels", None)  # 0..C_train - 1
+    smallest = int(torch.bincount(torch.as_tensor(labels)).min()) if labels is not None else None
+    largest_n = max(study.group_sizes)
     val = splits.validation
     if val is not None:
         selection = (f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its best epoch by "
@@ -1617,13 +1699,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     else:
         selection = (f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its best epoch by "
                      "Recall@1 on the test classes it reports (the papers' protocol: optimistic)")
+    paper_holdout = paper.config.dataset_options.get("validation")
     paper_seeds = f"{len(paper.paper_seeds)} run{'s' if len(paper.paper_seeds) != 1 else ''}"
     t3 = paper.table3[0]
-    ep_cols = [c for c in curves.columns if c.startswith("epoch ")]
-    last, prev = ep_cols[-1], ep_cols[-2]
-    live = curves[~curves["collapsed"]]
-    fall = 100 * (live[prev] - live[last]) / live[prev]
-    by = (100 * (curves[prev] - curves[last]) / curves[prev]).groupby(curves["run"]).median()
     prov = record_provenance(runner)
     nm = f"not measured at the {study.profile} profile"
     n_coll = int(curves["collapsed"].sum())
@@ -1632,9 +1710,7 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     nca = build_loss("N-pair", 1, cfg.embedding_dim, study)
     rows = [
         ("training length", "40 epochs (Sec. 5.1)", f"{cfg.epochs} epochs",
-         f"not converged: from epoch {len(ep_cols) - 1} to {len(ep_cols)} the loss of the non-collapsed runs still fell by "
-         f"{fall.median():.0f}% (median; {fall.min():.0f}% to {fall.max():.0f}%; per method: "
-         + ", ".join(f"{k} {v:.0f}%" for k, v in by.items()) + "); the effect on R@1 is " + nm),
+         last_epoch_fall(curves) + "; the effect on R@1 is " + nm),
         ("optimiser", "SGD, lr 5e-4 (Cars), divided by 10 after epochs 20 and 30 (Sec. 5.1)",
          f"{cfg.optimizer}, constant lr {cfg.lr:g}", nm),
         ("data augmentation", "training images resized to 256 x 256, random crops padded by 10 px on each side and "
@@ -1651,6 +1727,15 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
             f"{len(study.seeds)} seeds at n = {study.key_group_size} and for N-pair, {len(study.grid_seeds)} at the other n")
          + (f" (a training class has {images_per_class} images)" if images_per_class else ""),
          "the n = 16 optimum and the drop beyond it cannot be tested" if max(study.group_sizes) <= 16 else nm),
+        ("classes smaller than n", "a class with fewer than n images gives all of them and the batch is filled with "
+         "further classes; the last class gets only the room left (Sec. 5.1)",
+         "dmlnb.samplers.MPerClassSampler: such a class gives all its images plus duplicates drawn from them with "
+         "replacement up to n (as the authors' sampler pads every class), so every batch holds "
+         f"{cfg.batch_size} / n classes of n images; at the paper profile this applies wherever a training class "
+         "has fewer than n images: SOP, In-Shop and Hotels-50K at n = 4 (the paper's smallest training classes: 2, "
+         "1 and 2 images, Sec. 5.2) and any Cars196 class smaller than Figure 4's n = 32 or 64",
+         (f"never applied at the {study.profile} profile: its smallest training class has {smallest} images, its "
+          f"largest n is {largest_n}") if smallest is not None and smallest >= largest_n else nm),
         ("collapse of single-negative runs", "not reported",
          f"{n_coll} of {len(curves)} Figure 4 runs sit at ln 2 over the last two epochs (S_ap = S_an): "
          + ", ".join(f"{m} n = {n}" for m, n in groups),
@@ -1661,11 +1746,7 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
          "semi-hard negative: not stated",
          "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not; an EPSHN anchor with no "
          "semi-hard negative (none less similar than its easy positive) gets no term",
-         ("at n = 2 none: " if int(drop['terms dropped by the rule'].sum()) == 0 else "at n = 2: ")
-         + f"an EPHN n = 2 rerun dropped {int(drop['terms dropped by the rule'].sum())} of "
-         f"{int(drop['terms'].sum())} terms (lowest similarity in any batch {drop['min similarity in a batch'].min():.2f})"
-         + (", so EPHN and HPHN at n = 2 are the same runs bit for bit" if int(drop['terms dropped by the rule'].sum()) == 0
-            else "") + f"; at n > 2 {nm}"),
+         drop_rule_effect(curves, drop, nm)),
         ("duplicate positives", "not in the paper", "a positive with S_ap > 0.9999 is never used, in all six variants", nm),
         ("model selection", "not stated (40 epochs, LR steps at 20 and 30; which epoch is reported is not said)",
          selection,
@@ -1708,6 +1789,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
          f"evaluated every {paper.config.eval_every} of {paper.config.epochs} epochs, each run keeping its best "
          f"epoch by Recall@1 on the {paper.config.select_on} classes"
          + (" (optimistic)" if paper.config.select_on == "test" else "")
+         + (f", which it holds out of the training classes (validation={paper_holdout!r}): Figure 4's, Table 1's and "
+            f"Table 2's runs train on {_kept_classes(paper_holdout)} of the paper's training classes (the paper on all "
+            "of them)" if paper_holdout is not None else "")
          + f"; Table 3's Hotels-50K runs on the {t3.select_on} images (optimistic): their test hotels are training "
          "hotels, so no class-disjoint validation split exists", nm),
         ("Figure 6", "one joint t-SNE of training and test points", "t-SNE of training points, test points placed by openTSNE transform", nm),
