@@ -509,7 +509,8 @@ def test_chapter_claims_go_through_the_rule() -> None:
     assert t2 == INCONCLUSIVE and t2.note.startswith("selection biased toward the claim") and t2.low > 0
     assert by("Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax") == HOLDS
     assert by("Table 3") == HOLDS
-    most = by("Sec. 4.4: 'under Recall@K")
+    most = by("Sec. 4.4: 'Under Recall@K metric, the Discriminative improves over most of methods that are based on "
+              "triplet, (e.g., Semi-hard [27]) or generalization of triplet (e.g., N-pair [33], Triplet+Global [14])'")
     assert most == HOLDS and "4 of 5" in most.note  # all but semi-hard
     assert by("... 'e.g., Semi-hard'") == FAILS and by("... 'e.g., N-pair'") == HOLDS
     assert by("Abstract / Sec. 5") == NOT_TESTED
@@ -557,6 +558,63 @@ def test_complexity_claims_are_judged_in_a_two_sided_band_and_the_vacuous_bound_
     ev.lemma = lemma
     bound = next(c.verdict for c in X.chapter_claims(ev) if c.claim.startswith("the bound tightens"))
     assert str(bound).split(":")[0] == HOLDS and "vacuous" in str(bound)
+
+
+def test_the_bound_claim_tests_first_against_last_and_counts_the_rises() -> None:
+    ev = _evidence()
+    rise = ev.lemma[(ev.lemma["centroids"] == "one-hot") & (ev.lemma["seed"] == 1) & (ev.lemma["epoch"] == 0)].assign(
+        epoch=2)
+    rise["bound/H"] += 0.5  # above the start between the first and the last point: first > last still
+    ev.lemma = pd.concat([ev.lemma, rise], ignore_index=True)
+    claim = next(c for c in X.chapter_claims(ev) if c.claim.startswith("the bound tightens"))
+    assert "from before training to the last tracked epoch" in claim.our_evidence
+    assert "first against last, not a fall at every step" in claim.our_evidence
+    assert "rises between two consecutive tracked points in 1 of 3 runs" in claim.our_evidence
+    assert str(claim.verdict) == "holds"  # the fall from first to last is what is judged
+
+
+def test_the_triplet_family_claim_gives_the_verdict_without_the_chapters_additions() -> None:
+    assert set(X.TRIPLET_FAMILY_ADDED) < set(X.TRIPLET_FAMILY) and set(X.PAPER_TRIPLET_EXAMPLES) < set(X.TRIPLET_FAMILY)
+    assert not set(X.TRIPLET_FAMILY_ADDED) & set(X.PAPER_TRIPLET_EXAMPLES)
+    ev = _evidence()
+    claim = next(c for c in X.chapter_claims(ev) if c.claim.startswith("Sec. 4.4: 'Under Recall@K"))
+    assert "counting Lifted structure and Clustering as triplet-based is this chapter's choice" in claim.our_evidence
+    # without them: Semi-hard fails, N-pair and Triplet+proxy hold
+    assert claim.our_evidence.endswith("without them: holds (2 of 3 methods hold (N-pair, Triplet+proxy), 1 fails)")
+
+
+def test_kmeans_spreads_at_c100_are_the_generators_draws() -> None:
+    from dmlnb.losses.discriminative import centroid_distance_stats, kmeans_sphere_centroids
+
+    for seed, spread in X.KMEANS_SPREADS_C100.items():
+        stats = centroid_distance_stats(kmeans_sphere_centroids(100, 100, seed=seed))
+        assert stats["max"] - stats["min"] == pytest.approx(spread, abs=5e-4), seed
+
+
+def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_source() -> None:
+    config = X.experiment_config("default", validation=True)
+    runs = _layer_runs([0.02, 0.021, 0.023])
+    stats = {"min": 1.172, "max": 1.670, "mean": 1.419, "std": 0.063}
+    table = X.deviations_table(runs, {}, runs, stats, config=config, profile="default", num_classes=109,
+                               validation_classes=27)
+    effect = table["measured effect (default profile)"]
+    assert effect["K-means centroids"].startswith("at C = D = 100, one draw (seed 0): min 1.172 / max 1.670")
+    assert "the generator's draws differ (seeds 0-4: 0.498, 0.439, 0.443, 0.468, 0.404, seed 4 more evenly " \
+           "spread than the paper's)" in effect["K-means centroids"]
+    assert "NMI's k-means clusters the same L2-normalised embeddings" in table.loc["retrieval distance", "here"]
+    for row in ("baselines", "N-pair baseline", "embedding size D", "network heads"):
+        assert "Song et al. 2017" in table.loc[row, "paper"] and "d = 64" in table.loc[row, "paper"], row
+        assert "source not named" not in table.loc[row, "paper"] and "names its source" not in table.loc[row, "paper"]
+
+
+def test_a_growing_cost_falls_back_to_its_two_largest_sizes_only_when_fewer_than_two_qualify() -> None:
+    n = np.array([256, 512, 1024, 2048])
+    frame = pd.DataFrame({"sweep": "N", "loss": "l", "N": n, "C": 32, "seconds": [1.0, 1.1, 1.2, 6.0]})
+    assert list(X.fit_rows(frame)["N"]) == [1024, 2048]  # one size qualifies (>= 5x the fastest): the two largest
+    frame["seconds"] = [1.0, 1.1, 5.5, 6.0]
+    assert list(X.fit_rows(frame)["N"]) == [1024, 2048]  # two qualify: those two
+    frame["seconds"] = [1.0, 5.2, 5.5, 6.0]
+    assert list(X.fit_rows(frame)["N"]) == [512, 1024, 2048]  # three qualify: no fallback to two
 
 
 def test_a_falling_cost_is_fitted_over_its_whole_range() -> None:
