@@ -34,9 +34,10 @@ Four rules say when runs cannot decide a claim, whatever the numbers:
   embedding, which cannot exercise the mechanism the claim is about) is "not tested at this
   scale", with what and which sides in the note; a claim made of such comparisons counts them as
   untested parts;
-* **another algorithm timed** (:func:`implementation_claims`): when the code timed is not the
-  paper's algorithm, the paper's complexity claim is "not tested", and the same order, tested on
-  the code that ran, is a separate measurement of ours;
+* **another algorithm timed** (:func:`implementation_claims`): when the code timed is not what
+  the claim describes (another algorithm, or the algorithm used another way), the paper's
+  complexity claim is "not tested", and the same order, tested on the code that ran, is a
+  separate measurement of ours;
 * **selection biased toward the claim** (:func:`biased_toward_claim`): when the runs' epoch (or
   setting) was chosen by a criterion that favours the claim, "holds" becomes "inconclusive"
   (a failure despite the bias stands);
@@ -545,8 +546,8 @@ def implementation_claims(
     paper_claim: str, paper_evidence: str, our_claim: str, our_evidence: str, slopes: Sequence[float],
     order: float, why: str, sizes: Sequence[int] = (),
 ) -> tuple[Claim, Claim]:
-    """The rule for a paper's complexity claim timed on code that is not the paper's algorithm
-    (``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
+    """The rule for a paper's complexity claim timed on code that is not what the claim describes
+    (another algorithm, or the algorithm used another way; ``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
     same order, tested on the code that ran, is a separate measurement of ours: the per-repeat
     log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`), undecided
     when a repeat's slope rests on too few of ``sizes`` (the sizes each repeat was fitted on,
@@ -554,7 +555,7 @@ def implementation_claims(
     states the slopes and sizes."""
     low, high = order_band(order)
     paper = Claim(paper_claim, paper_evidence, f"timed on dmlnb's implementation only: see '{our_claim}'",
-                  not_tested(f"the timed code is not the paper's algorithm: {why}"))
+                  not_tested(f"the timed code is not what the claim describes: {why}"))
     ours = Claim(our_claim, "— (the paper times no implementation)", our_evidence,
                  shape_unchecked(compare_to_band(slopes, low, high), sizes))
     return paper, ours
