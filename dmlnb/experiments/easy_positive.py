@@ -1516,25 +1516,22 @@ def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
                 "epochs " + ", ".join(map(str, near)))
         line = (f"{run} n = {n}: within {band:g} of ln 2 at {span} (mean over {len(f)} seeds: "
                 + ", ".join(f"{v:.3f}" for v in mean) + f"); {int(f['collapsed'].sum())} of {len(f)} seeds collapsed")
-        f = f.sort_values("seed") if "seed" in f.columns else f
-        entry = [_band_entry([float(v) for v in row], band) for row in f[cols].to_numpy()]
+        f = f.sort_values("seed")
+        entry = _band_entry(f[cols].to_numpy(dtype=float), band)
         if any(e is not None for e in entry):
-            seeds = f["seed"].tolist() if "seed" in f.columns else list(range(len(f)))
-            line += (f"; per seed ({', '.join(map(str, seeds))}), within it from epoch "
+            line += (f"; per seed ({', '.join(map(str, f['seed']))}), within it from epoch "
                      + ", ".join("—" if e is None else str(e) for e in entry) + " to the last")
         out.append(line)
     return out
 
 
-def _band_entry(losses: Sequence[float], band: float = COLLAPSE_BAND) -> int | None:
-    """The first epoch (1-based) from which every loss of ``losses`` is within ``band`` of ln 2,
-    ``None`` when the last one is not."""
-    entry = None
-    for i in range(len(losses), 0, -1):
-        if abs(losses[i - 1] - LN2) >= band:
-            break
-        entry = i
-    return entry
+def _band_entry(losses: np.ndarray, band: float = COLLAPSE_BAND) -> list[int | None]:
+    """Per run (``losses`` ``(runs, epochs)``), the first epoch (1-based) from which every loss is
+    within ``band`` of ln 2, ``None`` when the last one is not."""
+    inside = np.abs(losses - LN2) < band  # (runs, epochs)
+    tail = np.flip(np.cumprod(np.flip(inside, axis=1), axis=1), axis=1).astype(bool)  # inside to the last
+    first = tail.shape[1] - tail.sum(axis=1) + 1  # (runs,) 1-based
+    return [int(e) if t[-1] else None for e, t in zip(first, tail)]
 
 
 class _CountingLoss(nn.Module):
