@@ -625,6 +625,11 @@ class RunRecord:
         order: the evaluations the best epoch is chosen from."""
         return [row for row in self.data["history"] if row["epoch"] > 0 and row.get("metrics")]
 
+    def training_losses(self) -> list[float]:
+        """The mean training loss of every epoch, in order (the evaluation before training, epoch 0,
+        has none)."""
+        return [float(row["loss"]) for row in self.data["history"] if row["epoch"] > 0]
+
     @property
     def best_is_last(self) -> bool:
         """Whether the best epoch is the last evaluated one (the selection metric was still

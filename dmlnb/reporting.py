@@ -33,7 +33,9 @@ Four rules say when runs cannot decide a claim, whatever the numbers:
   :func:`interior_optimum`): a comparison any of whose compared sides is degenerate (a collapsed
   embedding, which cannot exercise the mechanism the claim is about) is "not tested at this
   scale", with what and which sides in the note; a claim made of such comparisons counts them as
-  untested parts;
+  untested parts. Every chapter marks a run collapsed by one criterion, :func:`collapsed`: its
+  training loss stays within :data:`COLLAPSE_BAND` (2.5%) of the loss of a collapsed embedding
+  over its last two epochs;
 * **another algorithm timed** (:func:`implementation_claims`): when the code timed is not what
   the claim describes (another algorithm, or the algorithm used another way), the paper's
   complexity claim is "not tested", and the same order, tested on the code that ran, is a
@@ -72,7 +74,7 @@ __all__ = [
     "best_minus_last", "paper_run_status",
     "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
     "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
-    "biased_toward_claim", "qualify", "verdict_category", "verdict_counts", "count_line", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
+    "biased_toward_claim", "qualify", "collapsed", "COLLAPSE_BAND", "verdict_category", "verdict_counts", "count_line", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
 ]
 
 
@@ -406,6 +408,29 @@ def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "
     return not_tested(f"{what}: {', '.join(sides)}")
 
 
+#: :func:`collapsed`'s band: the share of the collapsed embedding's loss within which a run's
+#: training loss counts as pinned there.
+COLLAPSE_BAND = 0.025
+
+
+def collapsed(losses: Sequence[float], level: float, band: float = COLLAPSE_BAND, last: int = 2) -> bool:
+    """The book's criterion for a collapsed run, whose sides :func:`unless_degenerate` sets aside:
+    its training ``losses`` (one per epoch, in order) stay within ``band * |level|`` of ``level``
+    over the ``last`` epochs, ``level`` being the loss of a collapsed embedding (every embedding
+    equal, so every distance and similarity equal: ``ln 2`` for a single-negative softplus term, the
+    margin for a triplet loss on squared distances). A loss held there carries the collapsed
+    embedding's value, whatever the runs' metrics; a run with fewer than ``last`` epochs is never
+    collapsed.
+
+    Raises:
+        ValueError: ``band`` is negative or ``last`` is below 1.
+    """
+    if band < 0 or last < 1:
+        raise ValueError(f"collapsed needs band >= 0 and last >= 1, got band={band!r}, last={last!r}")
+    tail = np.asarray(list(losses)[-last:], dtype=np.float64)  # (last,)
+    return len(tail) == last and bool(np.all(np.abs(tail - level) <= band * abs(level)))
+
+
 def biased_toward_claim(verdict: Verdict, why: str) -> Verdict:
     """The rule for a claim whose runs were selected (an epoch, a setting) by a criterion that
     favours the claim: it cannot hold on them, so "holds" becomes "inconclusive" with ``why`` in the
@@ -659,20 +684,26 @@ def no_difference(parts: Mapping[str, Verdict], what: str = "cases") -> Verdict:
     case differs beyond its interval in either direction (the verdict shows the case farthest from
     0); otherwise "inconclusive" (it shows the case with the lowest lower bound), since without an
     equivalence margin the claim can be refuted, never shown (:func:`equivalent` tests one with a
-    margin). No cases: not tested."""
+    margin). A case that is not tested (e.g. :func:`unless_degenerate`) is left out and counted in
+    the note; no cases, or none tested: not tested."""
     if not parts:
         return not_tested(f"no {what}")
+    untested = [k for k, v in parts.items() if str(v) == NOT_TESTED]
+    if len(untested) == len(parts):
+        return all_of(parts, what)
+    skipped = f"; {len(untested)} not tested: {', '.join(untested)}" if untested else ""
+    parts = {k: v for k, v in parts.items() if k not in untested}
     m = len(parts)
     differ = [k for k, v in parts.items() if str(v) in (HOLDS, FAILS)]
     if differ:
         v = parts[max(differ, key=lambda k: min(abs(parts[k].low), abs(parts[k].high)))]
         note = ("the interval of the difference excludes 0" if m == 1
                 else f"{len(differ)} of {m} {what} differ beyond the interval: {', '.join(differ)}")
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+        return Verdict(FAILS, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
     v = parts[min(parts, key=lambda k: _lowest_bound(parts[k]))]
     head = (v.note if m == 1 else f"none of {m} {what} differs beyond the interval")
     note = f"{head}; {_NO_MARGIN}" if head else _NO_MARGIN
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
 
 
 def group_verdict(

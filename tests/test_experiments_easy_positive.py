@@ -519,10 +519,10 @@ def test_collapsed_groups_near_ln2_and_the_kept_epoch_in_words():
     assert ep.collapsed_groups(curves) == frozenset({("HPHN", 2), ("EP", 4)})
     curves.loc[(curves["run"] == "HPHN") & (curves["seed"] == 0), "epoch 2"] = ln2 + 0.02  # seed 0 enters a epoch later
     lines = ep.near_ln2(curves)
-    assert lines[0].startswith("EPHN n = 4: within 0.01 of ln 2 at epoch 2 only") and "0.673" in lines[0]
+    assert lines[0].startswith("EPHN n = 4: within 2.5% of ln 2 at epoch 2 only") and "0.673" in lines[0]
     assert lines[0].endswith("0 of 3 seeds collapsed")  # no seed stays in the band: no per-seed epochs
     # the mean enters the band at epoch 2, seed 0 only at epoch 3: each seed's own epoch is given
-    assert lines[1].startswith("HPHN n = 2: within 0.01 of ln 2 at epochs 2-3")
+    assert lines[1].startswith("HPHN n = 2: within 2.5% of ln 2 at epochs 2-3")
     assert lines[1].endswith("3 of 3 seeds collapsed; per seed (0, 1, 2), within it from epoch 3, 2, 2 to the last")
     assert len(lines) == 2  # EP is not a single-negative variant: ln 2 means nothing for it
     assert ep.is_collapsed("HPHN", [0.9, ln2 + 0.003, ln2 - 0.002]) and not ep.is_collapsed("HPHN", [ln2, 0.6])

@@ -20,7 +20,7 @@ from dmlnb.models import build_model
 from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
 from dmlnb.profs.timing import TimedSampler
-from dmlnb.records import run_fingerprint
+from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, Verdict, compare
 from dmlnb.runs import reuse_reason
 from dmlnb.samplers import MPerClassSampler
@@ -159,12 +159,13 @@ def test_run_variant_trains_then_reloads(tmp_path):
 
 
 # ---------------------------------------------------------------------------- tables and verdicts
-def fake_runs(*r1: float, share: float = 0.0, batches: int = 0) -> list[SimpleNamespace]:
+def fake_runs(*r1: float, share: float = 0.0, batches: int = 0, collapsed: bool = False) -> list[SimpleNamespace]:
     """Runs with fabricated R@1 values (fractions; the kept epoch's and the first evaluation's),
-    sampler shares and the batches they drew."""
-    return [SimpleNamespace(metrics={"R@1": v}, bookkeeping_share=share, extras={"batches": batches},
-                            record=SimpleNamespace(data={"history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}]}, selections={}))
-            for v in r1]
+    sampler shares, the batches they drew and whether they are collapsed (seeds 0, 1, ...)."""
+    return [SimpleNamespace(metrics={"R@1": v}, bookkeeping_share=share, extras={"batches": batches}, collapsed=collapsed,
+                            record=SimpleNamespace(data={"history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}],
+                                                         "config": {"seed": s}}, selections={}))
+            for s, v in enumerate(r1)]
 
 
 def test_gain_frame_against_hand_computed_means():
@@ -290,30 +291,66 @@ def test_build_claims_from_fabricated_seeds():
 
 
 def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
-    """A run on the margin for every epoch whose R@1 still rises (not collapsed) and one that leaves it:
-    epochs on the plateau, the last, the R@1 at the first evaluation and at the kept epoch."""
-    def run(seed: int, losses: list[float], r1: list[float], kept: int) -> SimpleNamespace:
+    """A run on the margin for every epoch whose R@1 still rises (collapsed by the book's criterion)
+    and one that leaves it: epochs on the plateau, the last, the R@1 at the first evaluation and at
+    the kept epoch."""
+    def run(seed: int, losses: list[float], r1: list[float], kept: int) -> X.ProfsRun:
         history = [{"epoch": 0, "loss": math.nan}] + [
             {"epoch": e, "loss": loss, **({"metrics": {"R@1": r1[e - 1]}} if r1[e - 1] is not None else {})}
             for e, loss in enumerate(losses, 1)]
-        record = SimpleNamespace(data={"history": history, "config": {"seed": seed, "epochs": len(losses)}},
-                                 best={"epoch": kept, "metrics": {"R@1": r1[kept - 1]}})
-        return SimpleNamespace(record=record, metrics=record.best["metrics"])
+        return X.ProfsRun("triplet-hard", "PROFS", RunRecord({
+            "history": history, "config": {"seed": seed, "epochs": len(losses), "embedding_dim": 8},
+            "best": {"epoch": kept, "metrics": {"R@1": r1[kept - 1]}}}))
 
     stuck = run(0, [0.201, 0.2, 0.2, 0.2], [None, 0.25, 0.3, 0.4], kept=4)
     left = run(1, [0.201, 0.199, 0.1, 0.05], [None, 0.3, 0.5, 0.45], kept=3)
     frame = X.loss_plateau({"PROFS": [stuck], "plain": [left]}, level=0.2).set_index("variant")
     assert frame.loc["PROFS", "epochs on the plateau"] == 4 and frame.loc["PROFS", "last epoch on it"] == 4
     assert frame.loc["plain", "epochs on the plateau"] == 2 and frame.loc["plain", "last epoch on it"] == 2
+    assert frame.loc["PROFS", "collapsed"] and not frame.loc["plain", "collapsed"]
     assert frame.loc["PROFS", "R@1 (first evaluation)"] == pytest.approx(25) and frame.loc["PROFS", "kept epoch"] == 4
     assert frame.loc["plain", "kept epoch"] == 3 and frame.loc["plain", "R@1 (kept epoch)"] == pytest.approx(50)
 
 
 def test_metric_verdicts():
-    runs = {("A", "plain"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.50, 0.51, 0.52)],
-            ("A", "PROFS"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}) for x in (0.60, 0.61, 0.62)]}
+    runs = {("A", "plain"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False) for x in (0.50, 0.51, 0.52)],
+            ("A", "PROFS"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False) for x in (0.60, 0.61, 0.62)]}
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
     assert verdicts["A R@1"] == HOLDS and verdicts["A NMI"] == INCONCLUSIVE and table.loc["A", "R@1"].endswith("(+)")
+    # a collapsed run on either side: not tested, whatever the numbers; the table keeps the effect
+    runs["A", "PROFS"] = fake_runs(0.60, 0.61, 0.62)
+    runs["A", "PROFS"][2].collapsed = True
+    for r in runs["A", "PROFS"]:
+        r.metrics["NMI"] = 0.5
+    verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
+    assert verdicts["A R@1"] == NOT_TESTED and verdicts["A R@1"].note == f"{X.COLLAPSED}: A PROFS (seed 2)"
+    assert table.loc["A", "R@1"] == "+10.0 (x)"
+
+
+def test_collapse_level_is_the_loss_of_one_embedding_repeated():
+    assert X.collapse_level("triplet-hard", 16) == pytest.approx(0.2)  # the margin: every distance 0
+    assert X.collapse_level("contrastive-hard", 16) == pytest.approx(1.0)  # the negative margin, squared
+    assert X.collapse_level("softtriple", 16) is None  # learned centres: no fixed value
+
+
+def test_a_run_pinned_at_the_margin_is_collapsed_and_its_comparisons_are_not_tested():
+    def record(losses: list[float]) -> RunRecord:
+        history = [{"epoch": 0}] + [{"epoch": e, "loss": x} for e, x in enumerate(losses, 1)]
+        return RunRecord({"history": history, "config": {"seed": 0, "embedding_dim": 16}})
+
+    pinned = X.ProfsRun("triplet-hard", "PROFS", record([0.25, 0.2, 0.1999, 0.1955]))
+    left = X.ProfsRun("triplet-hard", "PROFS", record([0.25, 0.2, 0.2, 0.1940]))  # 3% below the margin at the end
+    soft = X.ProfsRun("softtriple", "PROFS", record([4.0, 0.2, 0.2]))
+    assert pinned.collapsed and not left.collapsed and not soft.collapsed
+    runs = {("T", "plain"): fake_runs(0.50, 0.51, 0.52), ("T", "PROFS"): fake_runs(0.60, 0.61, 0.62)}
+    assert X.gain_frame(runs).loc["T", "PROFS > plain"] == HOLDS
+    runs["T", "PROFS"][1].collapsed = True
+    v = X.gain_frame(runs).loc["T", "PROFS > plain"]
+    assert v == NOT_TESTED and v.note.endswith("T PROFS (seed 1)")
+    # the component ablation: a step with a collapsed run is compared with neither neighbour
+    steps = {"plain": fake_runs(0.5, 0.51, 0.52), "mid": fake_runs(0.6, 0.61, 0.62, collapsed=True),
+             "last": fake_runs(0.7, 0.71, 0.72)}
+    assert [str(v) for v in X.component_frame({"T": steps})["improves on the step before"].dropna()] == [NOT_TESTED, NOT_TESTED]
 
 
 def test_deviations_table_lists_every_deviation():

@@ -9,7 +9,7 @@ from dmlnb.reporting import (
     no_difference, not_tested, paired_differences, provenance_frame, provenance_groups, provenance_text,
     reported_vs_reproduced, source_dataset,
     summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
-    unless_degenerate, verdict_category, verdict_counts, count_line,
+    unless_degenerate, verdict_category, verdict_counts, count_line, collapsed, COLLAPSE_BAND,
 )
 from dmlnb.records import RunRecord
 
@@ -230,6 +230,13 @@ def test_no_difference_can_be_refuted_never_shown():
     one = no_difference({"C/m": compare(UP, DOWN)})
     assert one == FAILS and one.note == "the interval of the difference excludes 0"
     assert no_difference({}) == NOT_TESTED
+    # an untested case (a collapsed side) is left out and named; the others decide
+    gone = unless_degenerate(compare(UP, DOWN), ["T-PROFS (seed 2)"])
+    v = no_difference({"a": flat, "t": gone}, "losses")
+    assert v == INCONCLUSIVE and v.note.endswith("; 1 not tested: t")
+    v = no_difference({"up": compare(UP, DOWN), "t": gone}, "losses")
+    assert v == FAILS and v.note == "the interval of the difference excludes 0; 1 not tested: t"
+    assert no_difference({"t": gone}, "losses") == NOT_TESTED
 
 
 def test_paired_differences():
@@ -335,6 +342,23 @@ def test_all_of_counts_untested_parts_and_never_shows_their_missing_effect():
     assert v == FAILS and v.note.endswith("fails on 1 of 3 pairs (a); of the other 2: 2 inconclusive")
     assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith("of 2 pairs: 1 holds, 1 inconclusive")
     assert all_of({"a": no, "b": yes}, "pairs", breakdown=True).note.endswith("fails on 1 of 2 pairs (a); the other holds")
+
+
+def test_the_book_collapse_criterion_is_the_last_two_epochs_within_the_band_of_the_level():
+    ln2 = float(np.log(2.0))
+    assert COLLAPSE_BAND == 0.025
+    # pinned at the level over the last two epochs, whatever came before
+    assert collapsed([1.3, 0.9, ln2 * 1.02, ln2 * 0.99], ln2)
+    # one of the last two outside the band: not collapsed (a run passing through the level)
+    assert not collapsed([1.3, ln2, ln2 * 0.97], ln2) and not collapsed([ln2, ln2 * 0.97, ln2], ln2)
+    # the band is relative: 0.0049 off a margin of 0.2 is inside, 0.0051 is not
+    assert collapsed([0.3, 0.1951, 0.2049], 0.2) and not collapsed([0.3, 0.2, 0.1949], 0.2)
+    # too few epochs to judge, and a band or a window that means nothing
+    assert not collapsed([ln2], ln2) and collapsed([ln2], ln2, last=1)
+    with pytest.raises(ValueError, match="band"):
+        collapsed([ln2, ln2], ln2, band=-0.1)
+    with pytest.raises(ValueError, match="last"):
+        collapsed([ln2, ln2], ln2, last=0)
 
 
 def test_a_collapsed_side_is_not_tested_whatever_the_numbers():

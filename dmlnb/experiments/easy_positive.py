@@ -73,6 +73,8 @@ from dmlnb.reporting import (
     Verdict,
     compare,
     compare_to_threshold,
+    COLLAPSE_BAND,
+    collapsed,
     format_mean_std,
     group_verdict,
     interior_optimum,
@@ -118,7 +120,6 @@ __all__ = [
     "drop_rule_effect",
     "collapsed_groups",
     "COLLAPSED",
-    "COLLAPSE_BAND",
     "claims_both_ways",
     "KEPT_WEIGHTS_CLAIMS",
     "UNTUNED",
@@ -129,7 +130,6 @@ __all__ = [
     "semihard_comparison",
     "semihard_table",
     "semihard_values",
-    "training_losses",
     "is_collapsed",
     "ClaimInputs",
     "build_claims",
@@ -1101,7 +1101,7 @@ def semihard_values(
     have identical training histories (:func:`identical_histories`; runs paired in seed order)."""
     values = {rule: {m: [r.metrics[m] for r in rs] for m in ("R@1", "MAP@R") if m in rs[0].metrics}
               for rule, rs in runs.items()}
-    collapsed = tuple(rule for rule, rs in runs.items() if any(is_collapsed("EPSHN", training_losses(r)) for r in rs))
+    collapsed = tuple(rule for rule, rs in runs.items() if any(is_collapsed("EPSHN", r.record.training_losses()) for r in rs))
     same: tuple[int, ...] = ()
     if len(runs) == 2:
         first, second = runs.values()
@@ -1448,8 +1448,6 @@ def mean_metrics(runs: Sequence[RunResult]) -> dict[str, float]:
 
 LN2 = math.log(2.0)  # softplus(0): the loss of a single-negative variant when S_ap = S_an
 _SINGLE_NEGATIVE = ("EPHN", "EPSHN", "HPHN")  # one negative per term: collapse reads as ln 2
-#: A run is collapsed when its training loss stays within this of ln 2 over its last two epochs.
-COLLAPSE_BAND = 0.01
 #: The chapter's rule for collapsed runs (:func:`dmlnb.reporting.unless_degenerate`): a collapsed
 #: embedding has S_ap = S_an for every anchor, so it cannot exercise the paper's mechanism (which
 #: positive an anchor is pulled to); a comparison with a collapsed side is "not tested at this
@@ -1460,8 +1458,8 @@ COLLAPSED = "collapsed runs (training loss at ln 2: S_ap = S_an)"
 def loss_curves(runner: Runner) -> pd.DataFrame:
     """Training loss per epoch of every distinct Figure 4 run, from the records: one row per
     (run, n, seed), columns ``epoch 1..E``, plus ``collapsed`` — a single-negative variant (one negative
-    per term, so ``S_ap = S_an`` for every anchor gives exactly ``ln 2``) whose loss stays within
-    0.01 of ln 2 over the last two epochs."""
+    per term, so ``S_ap = S_an`` for every anchor gives exactly ``ln 2``) collapsed by the book's
+    criterion (:func:`is_collapsed`)."""
     study = runner.study
     rows, seen = [], set()
     for m in MINING_METHODS:
@@ -1471,7 +1469,7 @@ def loss_curves(runner: Runner) -> pd.DataFrame:
                     continue
                 seen.add((canonical_method(m, n), n, s))
                 r = runner.get(study.config, m, n, s)
-                losses = training_losses(r)
+                losses = r.record.training_losses()
                 row = {"method": m, "n": n, "seed": s, "run": canonical_method(m, n)}
                 row.update({f"epoch {i + 1}": v for i, v in enumerate(losses)})
                 row["collapsed"] = is_collapsed(canonical_method(m, n), losses)
@@ -1479,26 +1477,20 @@ def loss_curves(runner: Runner) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def training_losses(result: RunResult) -> list[float]:
-    """The training loss of every epoch of a run, from its record (the evaluation before training,
-    epoch 0, has none)."""
-    return [h["loss"] for h in result.record.data["history"] if h["epoch"] > 0]
-
-
 def is_collapsed(method: str, losses: Sequence[float]) -> bool:
     """Whether a run of canonical ``method`` with per-epoch training ``losses`` is collapsed: a
     single-negative variant (one negative per term, so ``S_ap = S_an`` for every anchor gives
-    exactly ``ln 2``) whose loss stays within :data:`COLLAPSE_BAND` of ln 2 over the last two
-    epochs."""
-    return bool(method in _SINGLE_NEGATIVE and all(abs(v - LN2) < COLLAPSE_BAND for v in losses[-2:]))
+    exactly ``ln 2``) whose loss stays within :data:`~dmlnb.reporting.COLLAPSE_BAND` (2.5%) of ln 2
+    over the last two epochs (:func:`dmlnb.reporting.collapsed`, the book's criterion)."""
+    return method in _SINGLE_NEGATIVE and collapsed(losses, LN2)
 
 
 def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
     """In words, per (run, n) of a single-negative variant (EPHN, EPSHN, HPHN: ln 2 is their loss at
-    S_ap = S_an) in :func:`loss_curves` whose mean training loss over seeds comes within ``band`` of
-    ln 2 at some epoch: at which epochs, the mean loss of every epoch, how many seeds are collapsed,
+    S_ap = S_an) in :func:`loss_curves` whose mean training loss over seeds comes within ``band``
+    (a share of ln 2, the book's collapse band) of ln 2 at some epoch: at which epochs, the mean loss of every epoch, how many seeds are collapsed,
     and, when a seed's own loss stays within ``band`` of ln 2 from some epoch to the last, that
-    epoch per seed (``—`` for a seed whose last epoch is outside), e.g. ``"EPHN n = 4: within 0.01
+    epoch per seed (``—`` for a seed whose last epoch is outside), e.g. ``"EPHN n = 4: within 2.5%
     of ln 2 at epoch 2 only (mean over 3 seeds: 0.712, 0.688, 0.673, 0.586, 0.483); 0 of 3 seeds
     collapsed"`` or ``"HPHN n = 8: ...; 3 of 3 seeds collapsed; per seed (0, 1, 2), within it from
     epoch 3, 2, 2 to the last"``."""
@@ -1508,13 +1500,13 @@ def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
         if run not in _SINGLE_NEGATIVE:
             continue
         mean = f[cols].mean()
-        near = [int(c.split()[1]) for c in cols if abs(mean[c] - LN2) < band]
+        near = [int(c.split()[1]) for c in cols if abs(mean[c] - LN2) <= band * LN2]
         if not near:
             continue
         span = (f"epoch {near[0]} only" if len(near) == 1 else
                 f"epochs {near[0]}-{near[-1]}" if near == list(range(near[0], near[-1] + 1)) else
                 "epochs " + ", ".join(map(str, near)))
-        line = (f"{run} n = {n}: within {band:g} of ln 2 at {span} (mean over {len(f)} seeds: "
+        line = (f"{run} n = {n}: within {band:.1%} of ln 2 at {span} (mean over {len(f)} seeds: "
                 + ", ".join(f"{v:.3f}" for v in mean) + f"); {int(f['collapsed'].sum())} of {len(f)} seeds collapsed")
         f = f.sort_values("seed")
         entry = _band_entry(f[cols].to_numpy(dtype=float), band)
@@ -1527,8 +1519,8 @@ def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
 
 def _band_entry(losses: np.ndarray, band: float = COLLAPSE_BAND) -> list[int | None]:
     """Per run (``losses`` ``(runs, epochs)``), the first epoch (1-based) from which every loss is
-    within ``band`` of ln 2, ``None`` when the last one is not."""
-    inside = np.abs(losses - LN2) < band  # (runs, epochs)
+    within ``band`` (a share of ln 2) of ln 2, ``None`` when the last one is not."""
+    inside = np.abs(losses - LN2) <= band * LN2  # (runs, epochs)
     tail = np.flip(np.cumprod(np.flip(inside, axis=1), axis=1), axis=1).astype(bool)  # inside to the last
     first = tail.shape[1] - tail.sum(axis=1) + 1  # (runs,) 1-based
     return [int(e) if t[-1] else None for e, t in zip(first, tail)]

@@ -78,9 +78,12 @@ from dmlnb.reporting import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
+    NOT_TESTED,
     Claim,
     Verdict,
+    COLLAPSE_BAND,
     all_of,
+    collapsed,
     compare,
     compare_to_threshold,
     interior_optimum,
@@ -88,6 +91,7 @@ from dmlnb.reporting import (
     not_tested,
     provenance_frame,
     provenance_groups,
+    unless_degenerate,
 )
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
@@ -123,6 +127,8 @@ __all__ = [
     "component_frame",
     "component_claims",
     "loss_plateau",
+    "collapse_level",
+    "COLLAPSED",
     "chapter_runs",
     "hncm_pick_cost",
     "COMPARISONS",
@@ -431,6 +437,22 @@ PAIR_MODE: dict[str, str] = {
 }
 
 
+def collapse_level(key: str, embedding_dim: int) -> float | None:
+    """The loss of ``key`` on a collapsed embedding: every embedding of a batch equal (8 classes of
+    2 images), so every distance is 0 — the margin for the batch-hard triplet loss, the negative
+    margin's square for the contrastive loss. ``None`` for a loss with learned parameters
+    (SoftTriple's centres, a learned beta), whose value there moves with them. The plain loss's
+    value, which the PROFS variants share: their pair restriction only chooses among pairs whose
+    distances are all 0 there, and each hard-mined term of these losses has the same value on
+    any of them."""
+    loss = build_loss(key, 8, embedding_dim)
+    if any(p.requires_grad for p in loss.parameters()):
+        return None
+    x = torch.nn.functional.normalize(torch.ones(16, embedding_dim), dim=1)  # (16, D), every row equal
+    with torch.no_grad():
+        return float(loss(x, torch.arange(8).repeat_interleave(2)))
+
+
 def pair_mode(key: str, variant: str, pairs: str | None = None) -> str:
     """The pair restriction of loss ``key`` in ``variant``: :data:`PAIR_MODE` for the PROFS
     variants, ``"all"`` for ``plain`` runs and SoftTriple. ``pairs`` (one of
@@ -544,6 +566,14 @@ class ProfsRun:
     def metrics(self) -> dict[str, float]:
         """Test metrics of the best epoch."""
         return self.record.best["metrics"]  # type: ignore[index]
+
+    @property
+    def collapsed(self) -> bool:
+        """Whether the run is collapsed by the book's criterion (:func:`dmlnb.reporting.collapsed`):
+        its training loss stays within 2.5% of its loss's value on a collapsed embedding
+        (:func:`collapse_level`) over its last two epochs; never for a loss without such a value."""
+        level = collapse_level(self.key, int(self.record.data["config"]["embedding_dim"]))
+        return level is not None and collapsed(self.record.training_losses(), level)
 
     @property
     def bookkeeping_share(self) -> float:
@@ -802,6 +832,25 @@ def hncm_pick_cost(
 # Tables and verdicts
 # ----------------------------------------------------------------------------------------------
 
+#: Why a comparison with a collapsed side (:attr:`ProfsRun.collapsed`) is not tested at this scale
+#: (:func:`dmlnb.reporting.unless_degenerate`, the book's rule): a loss held at its collapsed
+#: embedding's value says the run's hardest positives and negatives are about equally far, so the
+#: run cannot show what PROFS does to a loss that learns.
+COLLAPSED = "collapsed runs (training loss at its value for a collapsed embedding over the last two epochs)"
+
+
+def collapsed_sides(runs: Mapping[Any, Sequence[ProfsRun]], *sides: Any) -> list[str]:
+    """The ``sides`` (keys of ``runs``, e.g. ``("Triplet-Hard", "PROFS")``) holding a collapsed run,
+    in words with the collapsed seeds: ``["Triplet-Hard PROFS (seed 2)"]``."""
+    out = []
+    for side in sides:
+        seeds = [str(r.record.data["config"]["seed"]) for r in runs.get(side, ()) if r.collapsed]
+        if seeds:
+            name = " ".join(side) if isinstance(side, tuple) else str(side)
+            out.append(f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})")
+    return out
+
+
 #: The comparisons of variants made for every loss: ``(better, worse)`` -> the gain column's name.
 COMPARISONS: dict[tuple[str, str], str] = {
     ("PROFS", "plain"): "PROFS gain",
@@ -815,7 +864,8 @@ def gain_frame(
 ) -> pd.DataFrame:
     """Per loss: the mean of ``metric`` (%) of each variant, for each of :data:`COMPARISONS` the
     gain (points) and its :func:`~dmlnb.reporting.compare` verdict on the per-seed values (column
-    ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points), the best variant and the seeds.
+    ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points; not tested with a collapsed side,
+    :data:`COLLAPSED`), the best variant and the seeds.
     The best variant is the one with the highest mean test ``metric``, or, when every run has a
     validation split, the one chosen on the validation classes
     (:func:`~dmlnb.selection.choose_on_validation`: the highest mean validation ``metric``).
@@ -830,7 +880,8 @@ def gain_frame(
         for (a, b), gain in COMPARISONS.items():
             if a in vals and b in vals:
                 out[gain] = means[a] - means[b]
-                out[f"{a} > {b}"] = compare(vals[a], vals[b], scale=100, unit=" pts")
+                out[f"{a} > {b}"] = unless_degenerate(compare(vals[a], vals[b], scale=100, unit=" pts"),
+                                                      collapsed_sides(runs, (row, a), (row, b)), COLLAPSED)
         records = {v: [getattr(r, "record", None) for r in runs[row, v]] for v in vals}
         validated = all(r is not None and r.selections for rs in records.values() for r in rs)
         out["best variant"] = choose_on_validation(records, metric) if validated else max(means, key=means.get)
@@ -1035,17 +1086,20 @@ def metric_verdicts(
     losses: Sequence[str] | None = None,
 ) -> tuple[dict[str, Verdict], pd.DataFrame]:
     """``better > worse`` judged by :func:`~dmlnb.reporting.compare` for every loss (``losses``,
-    default all of ``runs``) and every metric (points): ``{"loss metric": verdict}`` and a table
-    (loss x metric of verdict strings with the effect)."""
+    default all of ``runs``) and every metric (points; not tested with a collapsed side,
+    :data:`COLLAPSED`): ``{"loss metric": verdict}`` and a table (loss x metric of verdict strings
+    with the effect: ``+`` holds, ``-`` does not hold, ``=`` inconclusive, ``x`` not tested)."""
     out, table = {}, {}
     for row in losses if losses is not None else dict.fromkeys(r for r, _ in runs):
         if (row, better) not in runs or (row, worse) not in runs:
             continue
         for m in metrics:
-            v = compare([r.metrics[m] for r in runs[row, better]], [r.metrics[m] for r in runs[row, worse]],
-                        scale=100, unit=" pts")
+            v = unless_degenerate(compare([r.metrics[m] for r in runs[row, better]], [r.metrics[m] for r in runs[row, worse]],
+                                          scale=100, unit=" pts"), collapsed_sides(runs, (row, better), (row, worse)), COLLAPSED)
             out[f"{row} {m}"] = v
-            table.setdefault(row, {})[m] = f"{v.effect * 100:+.1f} ({'=' if v == INCONCLUSIVE else '+' if v == HOLDS else '-'})"
+            effect = 100 * (np.mean([r.metrics[m] for r in runs[row, better]]) - np.mean([r.metrics[m] for r in runs[row, worse]]))
+            sign = {INCONCLUSIVE: "=", HOLDS: "+", FAILS: "-"}.get(str(v), "x")
+            table.setdefault(row, {})[m] = f"{effect:+.1f} ({sign})"
     return out, pd.DataFrame(table).T
 
 
@@ -1192,10 +1246,13 @@ def component_steps(
 
 def _step_verdicts(steps: Mapping[str, Sequence[ProfsRun]], metric: str = "R@1") -> dict[str, Verdict]:
     """Each step of one loss's component ablation (but the first) -> the verdict of "it improves
-    ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs)."""
+    ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs; not tested
+    with a collapsed side, :data:`COLLAPSED`)."""
     names = list(steps)
-    return {after: compare([float(x.metrics[metric]) for x in steps[after]], [float(x.metrics[metric]) for x in steps[before]],
-                           scale=100, unit=" pts") for before, after in zip(names, names[1:])}
+    return {after: unless_degenerate(
+                compare([float(x.metrics[metric]) for x in steps[after]], [float(x.metrics[metric]) for x in steps[before]],
+                        scale=100, unit=" pts"), collapsed_sides(steps, after, before), COLLAPSED)
+            for before, after in zip(names, names[1:])}
 
 
 def component_frame(components: Mapping[str, Mapping[str, Sequence[ProfsRun]]], metric: str = "R@1") -> pd.DataFrame:
@@ -1233,18 +1290,22 @@ def _first_evaluation(record: RunRecord) -> dict[str, Any]:
     return next(h for h in record.data["history"] if h.get("epoch", 0) > 0 and h.get("metrics"))
 
 
-def loss_plateau(runs: Mapping[str, Sequence[ProfsRun]], level: float, tol: float = 0.005) -> pd.DataFrame:
+def loss_plateau(runs: Mapping[str, Sequence[ProfsRun]], level: float, band: float = COLLAPSE_BAND) -> pd.DataFrame:
     """Per run (``runs``: variant -> runs over seeds): the epochs whose mean training loss stayed
-    within ``tol`` of ``level`` (a triplet loss's margin is the loss of a collapsed embedding, where
-    every distance is equal), the last of them, the test R@1 (%) at the first evaluation, the kept
-    epoch and the test R@1 there, so that a comparison can be read against which runs left the
-    plateau and when, and a run on it against a collapsed one (whose R@1 would not rise)."""
+    within ``band`` (a share of ``level``; the book's collapse band) of ``level`` or above it
+    (:func:`collapse_level`: a triplet loss's margin is the loss of a collapsed embedding, where
+    every distance is equal), the last of them, whether the run is collapsed by the book's
+    criterion (:attr:`ProfsRun.collapsed`: on the plateau over its last two epochs), the test R@1
+    (%) at the first evaluation, the kept epoch and the test R@1 there, so that a comparison can be
+    read against which runs left the plateau and when."""
     rows = []
     for variant, rs in runs.items():
         for r in rs:
-            stuck = [h["epoch"] for h in r.record.data["history"] if h.get("epoch", 0) > 0 and h["loss"] >= level - tol]
+            losses = np.asarray(r.record.training_losses())  # (epochs,)
+            stuck = np.flatnonzero(losses >= level - band * abs(level)) + 1  # 1-based epochs
             rows.append({"variant": variant, "seed": r.record.data["config"]["seed"], "epochs on the plateau": len(stuck),
-                         "last epoch on it": max(stuck, default=0), "epochs": r.record.data["config"]["epochs"],
+                         "last epoch on it": int(stuck.max(initial=0)), "epochs": r.record.data["config"]["epochs"],
+                         "collapsed": r.collapsed,
                          "R@1 (first evaluation)": 100 * float(_first_evaluation(r.record)["metrics"]["R@1"]),
                          "kept epoch": r.record.best["epoch"], "R@1 (kept epoch)": 100 * float(r.metrics["R@1"])})
     return pd.DataFrame(rows)
@@ -1303,10 +1364,12 @@ def build_claims(
         return ", ".join(sorted({f"{len(runs[r, a])} vs {len(runs[r, b])}" for r in losses}))
 
     # 1. PROFS consistently improves the integrated losses (abstract; Sec. 5.5).
-    v, tab = metric_verdicts(runs, "PROFS", "plain", metrics, losses)
+    v, _ = metric_verdicts(runs, "PROFS", "plain", metrics, losses)
     n_worse = sum(x == FAILS for x in v.values())
     ours = (f"{len(v)} (loss, metric) comparisons ({len(losses)} losses x {', '.join(metrics)}; seeds {seeds('PROFS', 'plain')}): "
-            f"{sum(x == HOLDS for x in v.values())} higher, {n_worse} lower beyond the interval; R@1 gain per loss: "
+            f"{sum(x == HOLDS for x in v.values())} higher, {n_worse} lower beyond the interval"
+            + (f", {sum(x == NOT_TESTED for x in v.values())} not tested (collapsed runs)" if any(x == NOT_TESTED for x in v.values()) else "")
+            + "; R@1 gain per loss: "
             + ", ".join(f"{r} {100 * (np.mean([x.metrics['R@1'] for x in runs[r, 'PROFS']]) - np.mean([x.metrics['R@1'] for x in runs[r, 'plain']])):+.1f}" for r in losses))
     c = Claim("PROFS consistently improves the performance of the integrated loss functions (every loss, clustering and retrieval)",
               describe_reported(reported_differences("PROFS", "plain", table2=False))
@@ -1322,7 +1385,8 @@ def build_claims(
         n = min(len(runs[r, variant]) for r in losses)
         return [float(np.mean([runs[r, variant][s].metrics["R@1"] for r in losses])) for s in range(n)]
 
-    vh = compare(loss_mean("PROFS-HNCM"), loss_mean("PROFS"), scale=100, unit=" pts")
+    vh = unless_degenerate(compare(loss_mean("PROFS-HNCM"), loss_mean("PROFS"), scale=100, unit=" pts"),
+                           collapsed_sides(runs, *[(r, v) for r in losses for v in ("PROFS-HNCM", "PROFS")]), COLLAPSED)
     per = {r: 100 * (np.mean([x.metrics["R@1"] for x in runs[r, "PROFS-HNCM"]]) - np.mean([x.metrics["R@1"] for x in runs[r, "PROFS"]]))
            for r in losses}
     c = Claim("PROFS with HNCM boosts the performance further (R@1, averaged over the integrated losses)",
@@ -1340,13 +1404,15 @@ def build_claims(
     # kept epoch or the last one would mix in what happens after a run peaks, e.g. over-fitting).
     first = lambda rs: [float(_first_evaluation(x.record)["metrics"]["R@1"]) for x in rs]  # noqa: E731
     first_epoch = {r: _first_evaluation(runs[r, "plain"][0].record)["epoch"] for r in losses}
-    vr = {r: compare(first(runs[r, "PROFS"]), first(runs[r, "plain"]), scale=100, unit=" pts") for r in losses}
+    vr = {r: unless_degenerate(compare(first(runs[r, "PROFS"]), first(runs[r, "plain"]), scale=100, unit=" pts"),
+                               collapsed_sides(runs, (r, "PROFS"), (r, "plain")), COLLAPSED) for r in losses}
     paper.append(Claim(
         "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples",
         "Sec. 5.4, stated without numbers",
         "R@1 at each run's first evaluation (the same early steps: " + ", ".join(
             f"{r} epoch {first_epoch[r]}" for r in losses) + "), PROFS vs plain per loss (a lower R@1 after equal steps is "
-        "slower progress): " + ", ".join(f"{r} {x.effect * 100:+.1f}" for r, x in vr.items()),
+        "slower progress): " + ", ".join(
+            f"{r} {100 * (np.mean(first(runs[r, 'PROFS'])) - np.mean(first(runs[r, 'plain']))):+.1f}" for r in losses),
         no_difference(vr, "losses")))
 
     # 4. C/T-PROFS competitive with the superior Margin loss (Sec. 5.5).
@@ -1373,8 +1439,9 @@ def build_claims(
 
     # 5. SoftTriple: PROFS improves it through the regularisation alone (Sec. 5.5, Table 2).
     if ("SoftTriple", "PROFS") in runs:
-        vs = compare([x.metrics["R@1"] for x in runs["SoftTriple", "PROFS"]], [x.metrics["R@1"] for x in runs["SoftTriple", "plain"]],
-                     scale=100, unit=" pts")
+        vs = unless_degenerate(compare([x.metrics["R@1"] for x in runs["SoftTriple", "PROFS"]],
+                                       [x.metrics["R@1"] for x in runs["SoftTriple", "plain"]], scale=100, unit=" pts"),
+                               collapsed_sides(runs, ("SoftTriple", "PROFS"), ("SoftTriple", "plain")), COLLAPSED)
         c = Claim("PROFS improves SoftTriple, a gain that comes from the regularisation alone",
                   "Table 2 R@1, SoftTriple-PROFS minus SoftTriple [30]'s published numbers: " + ", ".join(
                       f"{ds} {REPORTED_TABLE2.loc[('SoftTriple', 'PROFS'), (ds, 'R@1')] - REPORTED_TABLE2.loc[('SoftTriple', 'plain'), (ds, 'R@1')]:+.1f}"
@@ -1398,8 +1465,8 @@ def build_claims(
         not_tested(f"no dataset here has many classes: the smallest class share a batch holds here ({smallest:.3f}) is "
                    f"{smallest / sop_share:.0f}x SOP's ({sop_share:.4f})")))
     if small:
-        hv = compare([x.metrics["R@1"] for x in small["PROFS-HNCM"]], [x.metrics["R@1"] for x in small["PROFS"]],
-                     scale=100, unit=" pts")
+        hv = unless_degenerate(compare([x.metrics["R@1"] for x in small["PROFS-HNCM"]], [x.metrics["R@1"] for x in small["PROFS"]],
+                                       scale=100, unit=" pts"), collapsed_sides(small, "PROFS-HNCM", "PROFS"), COLLAPSED)
         measured.append(Claim(
             f"HNCM improves PROFS when a batch holds a smaller share of the classes ({regime['loss']}, batch of "
             f"{regime['classes'][0]} classes)", "—",
