@@ -420,7 +420,8 @@ def collapsed(losses: Sequence[float], level: float, band: float = COLLAPSE_BAND
     equal, so every distance and similarity equal: ``ln 2`` for a single-negative softplus term, the
     margin for a triplet loss on squared distances). A loss held there carries the collapsed
     embedding's value, whatever the runs' metrics; a run with fewer than ``last`` epochs is never
-    collapsed.
+    collapsed. Where ``level`` is 0 the band is empty: only a loss of exactly 0, which is also a
+    perfect fit, would count, so such a loss needs another measure of collapse.
 
     Raises:
         ValueError: ``band`` is negative or ``last`` is below 1.

@@ -70,6 +70,7 @@ __all__ = [
     "build_optimizer",
     "evaluate_model",
     "mixed_precision",
+    "precision_description",
     "NO_TRAINING_ENV",
     "TrainingDisabledError",
     "check_training_allowed",
@@ -261,6 +262,15 @@ def mixed_precision(device: torch.device, enabled: bool) -> tuple[contextlib.Abs
     if torch.cuda.is_bf16_supported():
         return torch.autocast("cuda", dtype=torch.bfloat16), None
     return torch.autocast("cuda", dtype=torch.float16), torch.amp.GradScaler("cuda")
+
+
+def precision_description(config: TrainConfig) -> str:
+    """In words, the arithmetic a run of ``config`` trains in (:func:`mixed_precision`), for the
+    chapters' deviations tables: none of the five papers states its precision."""
+    if not config.amp:
+        return "float32 on every device (amp off)"
+    return ("bf16 autocast on a CUDA GPU (fp16 with a gradient scaler where bf16 is unsupported), float32 on a CPU "
+            "(amp on; the loss and the evaluation in float32)")
 
 
 @contextlib.contextmanager

@@ -360,7 +360,7 @@ def test_deviations_table_lists_every_deviation():
                                                             settings=default).index
     for d in ("scale", "learning rate", "embedding size", "Margin-Hard",
               "SoftTriple's proximal anchor", "HNCM picking", "N-pair", "code versions", "pair restriction",
-              "Margin and SoftTriple setups"):
+              "Margin and SoftTriple setups", "numeric precision"):
         assert d in table.index
     assert "proximal term" not in table.index  # on every network parameter, as Eq. 4.7 reads: the paper's setting
     assert "our estimate" in table.loc["scale", "paper"] and "I = 2" in table.loc["scale", "paper"]

@@ -10,7 +10,7 @@ from dmlnb.hooks import Hook
 from dmlnb.losses.triplet import TripletLoss
 from dmlnb.models import build_model
 from dmlnb.profiles import make_config
-from dmlnb.training import PhaseClock, evaluate_model, fit, train
+from dmlnb.training import PhaseClock, evaluate_model, fit, precision_description, train
 
 CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 4, "eval_metrics": ("recall",)})
 
@@ -464,3 +464,10 @@ def test_optimizer_takes_betas_and_a_head_group_at_head_lr_scale(digits):
         assert (trunk["lr"], head["lr"], centres["lr"]) == pytest.approx((cfg.lr, 10 * cfg.lr, 0.5))
     with pytest.raises(ValueError, match=r"head_lr_scale=10 needs model.head.*Linear.*head_lr_scale=1.0"):
         build_optimizer(cfg, torch.nn.Linear(3, 2), loss)
+
+
+def test_precision_description_follows_amp():
+    """The deviations tables' precision row says what mixed_precision does with each setting."""
+    on, off = precision_description(CFG), precision_description(CFG.replace(amp=False))
+    assert CFG.amp and "bf16 autocast on a CUDA GPU" in on and "float32 on a CPU" in on
+    assert off == "float32 on every device (amp off)"

@@ -80,7 +80,7 @@ from dmlnb.reporting import (
     summarize_runs,
 )
 from dmlnb.selection import both_ways_verdicts, choose_on_validation, kept_selection, selection_gain_text
-from dmlnb.training import train
+from dmlnb.training import precision_description, train
 
 __all__ = [
     "METHODS",
@@ -1753,6 +1753,8 @@ def deviations_table(
          "timing times training steps)"),
         ("K-means centroids", "K-means on points uniform on the sphere (number of points not stated)",
          "K-means on 100 C points", stats or not_measured),
+        ("numeric precision (paper profile)", "not stated", precision_description(experiment_config("paper")),
+         not_measured + " (every run here trains on the CPU, in float32)"),
         ("code version", "—", code_row, not_measured),
     ]
     columns = ["deviation", "paper", "here", f"measured effect ({profile} profile)"]

@@ -66,7 +66,7 @@ from dmlnb.reporting import (
 )
 from dmlnb.samplers import ClassRatioSampler
 from dmlnb.selection import both_ways_verdicts, kept_selection, main_comparison, selection_gain_text
-from dmlnb.training import train
+from dmlnb.training import precision_description, train
 
 __all__ = [
     "METHODS",
@@ -1337,6 +1337,7 @@ def deviations(
     add("augmentation (paper profile)",
         "images resized to 256 x 256, random 227 x 227 crops and horizontal mirroring; one centre crop for testing",
         crop_description(*crop_options(p1.dataset_options)))
+    add("numeric precision (paper profile)", "not stated", precision_description(p1))
     add("timings", "TensorFlow (the paper names no device)",
         "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
         "machine loads, so no timing is compared across runs")

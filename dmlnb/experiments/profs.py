@@ -95,7 +95,7 @@ from dmlnb.reporting import (
 )
 from dmlnb.samplers import MPerClassSampler
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
-from dmlnb.training import train
+from dmlnb.training import precision_description, train
 
 __all__ = [
     "LOSSES",
@@ -189,7 +189,7 @@ IMPLEMENTATION: dict[str, str] = {
                    "ContrastiveLoss(hard, pos_margin 1.0, neg_margin 1.4), non-zero mean",
     "ms": "MultiSimilarityLoss(alpha 2, beta 50, base 0.5) with its miner (epsilon 0.1)",
     "margin-dw": "MarginLoss(distance-weighted sampling, learnable beta 1.2, margin 0.2)",
-    "softtriple": "SoftTripleLoss(K 10, lambda 20, gamma 0.1, tau 0.2, delta 0.01), centres at 10x lr",
+    "softtriple": "SoftTripleLoss(K 10, lambda 20, gamma 0.1, tau 0.2, delta 0.01), centres at their own rate (the paper profile: 1e-2, as its code; otherwise 10x the network's)",
 }
 
 # ----------------------------------------------------------------------------------------------
@@ -1201,6 +1201,7 @@ def deviations_table(config: TrainConfig, projections: float, measured: Mapping[
          "them), which selects each run's kept epoch and the best variant"),
         ("SoftTriple's HNCM representatives", "its 'cluster centers'", "each class's normalised mean direction of its K "
          "normalised centres"),
+        ("numeric precision", "not stated", precision_description(config)),
         ("code versions", "—", "records reload when the configuration matches; the code version is not checked "
          "(see the provenance table)"),
     ]
