@@ -398,14 +398,20 @@ def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
     return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
 
 
-def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "collapsed runs") -> Verdict:
+def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "collapsed runs", *,
+                      keep_effect: bool = False) -> Verdict:
     """The rule for runs that cannot exercise a claim's mechanism: ``verdict`` unchanged when no
     compared side is ``degenerate``, else "not tested at this scale" with ``what`` and the
-    degenerate sides in the note (``"collapsed runs: HPHN n = 2"``), whatever the numbers say."""
+    degenerate sides in the note (``"collapsed runs: HPHN n = 2"``), whatever the numbers say.
+    ``keep_effect``: the untested verdict still carries the measured effect and interval, so that
+    a table shows what was measured beside why it is no test."""
     sides = list(dict.fromkeys(degenerate))
     if not sides:
         return verdict
-    return not_tested(f"{what}: {', '.join(sides)}")
+    note = f"{what}: {', '.join(sides)}"
+    if keep_effect:
+        return Verdict(NOT_TESTED, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+    return not_tested(note)
 
 
 #: :func:`collapsed`'s band: the share of the collapsed embedding's loss within which a run's

@@ -366,7 +366,13 @@ def test_a_collapsed_side_is_not_tested_whatever_the_numbers():
     assert compare(hi, lo) == HOLDS
     v = unless_degenerate(compare(hi, lo), ["HPHN n = 2"])
     assert v == NOT_TESTED and v.note == "collapsed runs: HPHN n = 2"
+    assert np.isnan(v.effect)
     assert unless_degenerate(compare(hi, lo), []) == HOLDS
+    # keep_effect: still no test, but the measured effect and interval stay for the table
+    kept = unless_degenerate(compare(hi, lo), ["HPHN n = 2"], keep_effect=True)
+    assert kept == NOT_TESTED and kept.note == "collapsed runs: HPHN n = 2"
+    assert kept.effect == pytest.approx(compare(hi, lo).effect) and kept.low == compare(hi, lo).low
+    assert all_of({"a": kept, "b": compare(hi, lo)}, "pairs") == INCONCLUSIVE  # untested parts never hold
     # in a group: the pairs with a collapsed side are untested parts; the others decide
     v, table = group_verdict({"a": hi, "b": hi}, {"c": lo}, degenerate=["b"])
     assert v == INCONCLUSIVE and v.note.endswith("1 of 2 pairs hold, none fails, 1 not tested")

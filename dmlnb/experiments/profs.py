@@ -865,7 +865,7 @@ def gain_frame(
     """Per loss: the mean of ``metric`` (%) of each variant, for each of :data:`COMPARISONS` the
     gain (points) and its :func:`~dmlnb.reporting.compare` verdict on the per-seed values (column
     ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points; not tested with a collapsed side,
-    :data:`COLLAPSED`), the best variant and the seeds.
+    :data:`COLLAPSED`, its measured effect kept), the best variant and the seeds.
     The best variant is the one with the highest mean test ``metric``, or, when every run has a
     validation split, the one chosen on the validation classes
     (:func:`~dmlnb.selection.choose_on_validation`: the highest mean validation ``metric``).
@@ -881,7 +881,8 @@ def gain_frame(
             if a in vals and b in vals:
                 out[gain] = means[a] - means[b]
                 out[f"{a} > {b}"] = unless_degenerate(compare(vals[a], vals[b], scale=100, unit=" pts"),
-                                                      collapsed_sides(runs, (row, a), (row, b)), COLLAPSED)
+                                                      collapsed_sides(runs, (row, a), (row, b)), COLLAPSED,
+                                                      keep_effect=True)
         records = {v: [getattr(r, "record", None) for r in runs[row, v]] for v in vals}
         validated = all(r is not None and r.selections for rs in records.values() for r in rs)
         out["best variant"] = choose_on_validation(records, metric) if validated else max(means, key=means.get)
@@ -1190,8 +1191,9 @@ def deviations_table(config: TrainConfig, projections: float, measured: Mapping[
          "bounding boxes); SoftTriple in GoogLeNet V1 (no BN-Inception here), its centres at 1e-2; both with the "
          "PROFS paper's batch, embedding size, Adam and 100 epochs; SoftTriple is retrained"),
         ("N-pair", "Euclidean distances (Eq. 2.1)", "trains unnormalised embeddings, evaluated by cosine"),
-        ("hard mining", "contrastive and Margin: a hard mining 'inspired from [53]', one negative pair per positive pair "
-         "(Sec. 5.3)", "Contrastive-Hard and Margin-Hard: each anchor's hardest positive and hardest negative in the batch"),
+        ("hard mining", "contrastive, triplet and Margin: a hard mining 'inspired from [53]', one negative pair per "
+         "positive pair (Sec. 5.3)", "Contrastive-Hard, Triplet-Hard and Margin-Hard: each anchor's hardest positive "
+         "and hardest negative in the batch"),
         ("images per class", "I = 2 in the M ablation (Sec. 5.4.1); Table 1 follows each baseline's 'number of positive "
          "samples'", f"I = {config.m_per_class} for every loss"),
         ("augmentation", _PAPER_AUGMENTATION, _PAPER_AUGMENTATION if augmented else f"none: {config.dataset}'s images are used as they are"),
@@ -1292,13 +1294,13 @@ def _first_evaluation(record: RunRecord) -> dict[str, Any]:
 
 
 def loss_plateau(runs: Mapping[str, Sequence[ProfsRun]], level: float, band: float = COLLAPSE_BAND) -> pd.DataFrame:
-    """Per run (``runs``: variant -> runs over seeds): the epochs whose mean training loss stayed
-    within ``band`` (a share of ``level``; the book's collapse band) of ``level`` or above it
-    (:func:`collapse_level`: a triplet loss's margin is the loss of a collapsed embedding, where
-    every distance is equal), the last of them, whether the run is collapsed by the book's
-    criterion (:attr:`ProfsRun.collapsed`: on the plateau over its last two epochs), the test R@1
-    (%) at the first evaluation, the kept epoch and the test R@1 there, so that a comparison can be
-    read against which runs left the plateau and when."""
+    """Per run (``runs``: variant -> runs over seeds): the epochs on the plateau, whose mean
+    training loss was at least ``level`` less ``band`` of it (the book's collapse band;
+    :func:`collapse_level`: a triplet loss's margin is the loss of a collapsed embedding, where
+    every distance is equal), the last of them, the loss of the last two epochs, whether the run is
+    collapsed by the book's criterion (:attr:`ProfsRun.collapsed`: within the band over its last
+    two epochs), the test R@1 (%) at the first evaluation, the kept epoch and the test R@1 there,
+    so that a comparison can be read against which runs left the plateau and when."""
     rows = []
     for variant, rs in runs.items():
         for r in rs:
@@ -1306,7 +1308,7 @@ def loss_plateau(runs: Mapping[str, Sequence[ProfsRun]], level: float, band: flo
             stuck = np.flatnonzero(losses >= level - band * abs(level)) + 1  # 1-based epochs
             rows.append({"variant": variant, "seed": r.record.data["config"]["seed"], "epochs on the plateau": len(stuck),
                          "last epoch on it": int(stuck.max(initial=0)), "epochs": r.record.data["config"]["epochs"],
-                         "collapsed": r.collapsed,
+                         "last two losses": ", ".join(f"{x:.4f}" for x in losses[-2:]), "collapsed": r.collapsed,
                          "R@1 (first evaluation)": 100 * float(_first_evaluation(r.record)["metrics"]["R@1"]),
                          "kept epoch": r.record.best["epoch"], "R@1 (kept epoch)": 100 * float(r.metrics["R@1"])})
     return pd.DataFrame(rows)
