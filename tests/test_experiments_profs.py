@@ -290,6 +290,28 @@ def test_build_claims_from_fabricated_seeds():
     assert soft and "63.0 projections per run" in soft[0].claim
 
 
+def test_the_component_ablation_tests_re_used_samples_alone_after_the_same_early_steps():
+    """Sec. 5.4's convergence claim names re-used class samples as its cause: the ablation's
+    'representatives' runs against plain at the first evaluation, a claim of no change (refuted by
+    a difference, never shown; not tested with a collapsed side)."""
+    times = pd.DataFrame([{"repeat": r, "variant": v, "steps": 15, "ms per step": 100.0 + r}
+                          for r in range(3) for v in X.VARIANTS])
+    regime = {"classes": (16, 64), "L": 136}
+
+    def measured(reps: list) -> Claim:
+        comps = {"Contrastive-Hard": {"plain": fake_runs(0.50, 0.51, 0.52), "representatives": reps}}
+        _, ms = X.build_claims(_fabricated_runs(profs_up=True, batches=4500), ["R@1"], {}, {}, regime, times,
+                               steps=4500, period=10, class_share=0.47, components=comps)
+        return next(c for c in ms if "re-used class samples alone" in c.claim)
+
+    slower = measured(fake_runs(0.40, 0.41, 0.42))
+    assert slower.verdict == FAILS and slower.verdict.effect == pytest.approx(-0.10)
+    assert "epoch 1" in slower.our_evidence and "3 vs 3 seeds" in slower.our_evidence
+    alike = measured(fake_runs(0.50, 0.52, 0.51))
+    assert alike.verdict == INCONCLUSIVE and "refuted, not shown" in alike.verdict.note
+    assert measured(fake_runs(0.40, 0.41, 0.42, collapsed=True)).verdict == NOT_TESTED
+
+
 def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
     """A run on the margin for every epoch whose R@1 still rises (collapsed by the book's criterion)
     and one that leaves it: epochs on the plateau, the last, the R@1 at the first evaluation and at
