@@ -64,7 +64,6 @@ from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.training import precision_description
 from dmlnb.records import RunRecord, as_json, write_json_atomic
 from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
@@ -88,6 +87,7 @@ from dmlnb.reporting import (
     unless_degenerate,
 )
 from dmlnb.selection import both_ways_verdicts, selection_gain_text
+from dmlnb.training import precision_description
 
 __all__ = [
     "MINING_METHODS",
@@ -1489,8 +1489,8 @@ def is_collapsed(method: str, losses: Sequence[float]) -> bool:
 def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
     """In words, per (run, n) of a single-negative variant (EPHN, EPSHN, HPHN: ln 2 is their loss at
     S_ap = S_an) in :func:`loss_curves` whose mean training loss over seeds comes within ``band``
-    (a share of ln 2, the book's collapse band) of ln 2 at some epoch: at which epochs, the mean loss of every epoch, how many seeds are collapsed,
-    and, when a seed's own loss stays within ``band`` of ln 2 from some epoch to the last, that
+    (a share of ln 2, the book's collapse band) of ln 2 at some epoch: at which epochs, the mean
+    loss of every epoch, how many seeds are collapsed, and, when a seed's own loss stays within ``band`` of ln 2 from some epoch to the last, that
     epoch per seed (``—`` for a seed whose last epoch is outside), e.g. ``"EPHN n = 4: within 2.5%
     of ln 2 at epoch 2 only (mean over 3 seeds: 0.712, 0.688, 0.673, 0.586, 0.483); 0 of 3 seeds
     collapsed"`` or ``"HPHN n = 8: ...; 3 of 3 seeds collapsed; per seed (0, 1, 2), within it from

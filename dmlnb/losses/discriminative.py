@@ -93,11 +93,10 @@ def kmeans_sphere_centroids(
     (Marsaglia 1972), clustered into ``C`` groups by K-means (k-means++ init, one run of at most
     ``n_iter`` Lloyd iterations, scikit-learn, one thread), and the cluster means are
     L2-normalised.
-    The paper does not give ``n_points``. With the default ``100 * C``, ``C = D = 100``, seed 0
-    gives min 1.172, max 1.670, mean 1.419, std 0.063 against its Table 3's 1.21, 1.63, 1.418,
-    0.061; ``kappa_max - kappa_min`` varies with the draw (0.498, 0.439, 0.443, 0.468, 0.404 for
-    seeds 0-4, the paper's 0.42), so one draw does not settle whether the statistics differ (the
-    discriminative chapter prints seed 0's beside the paper's).
+    The paper does not give ``n_points``. The distance statistics of these centroids at
+    ``C = D = 100`` vary with the draw, so one draw does not settle whether they differ from its
+    Table 3's: the discriminative chapter prints seed 0's beside the paper's and the spread
+    ``kappa_max - kappa_min`` of several draws (:func:`dmlnb.experiments.discriminative.kmeans_draws`).
 
     Returns ``(C, D)`` float32 unit vectors; deterministic given ``seed``.
     """
