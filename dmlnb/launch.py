@@ -14,6 +14,15 @@ against one 2-thread run is measured by ``benchmarks/book.py --measure``
 When a process fails, the launcher writes the abort file the others watch
 (``DMLNB_SHARD_ABORT``: a waiting shard stops), terminates them and names the failed process
 with the end of its log. ``N = 1`` executes the notebook once, without shards.
+
+A training pass executes a copy of the notebook without its cells tagged
+:data:`SKIPPED_IN_TRAINING` (:func:`training_copy`): cells that only read runs already asked
+for, to draw a figure or judge a claim (a t-SNE map, a toy example, the claims table). Their
+work would be discarded with the executed notebooks, and the render after the pass executes them
+anyway. A tagged cell must not request a run, a stored analysis or a measurement, nor define a
+name an untagged cell reads (``tests/test_training_copy.py`` reads every chapter for such names, and
+``tests/test_notebooks.py`` renders each chapter, with training disabled, from the runs its
+copy trained).
 """
 
 from __future__ import annotations
@@ -38,8 +47,8 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
 __all__ = [
-    "LaunchError", "WorkerFailed", "worker_threads", "worker_env", "trained_runs", "waited_seconds", "slowest_cells",
-    "train_notebook",
+    "LaunchError", "WorkerFailed", "SKIPPED_IN_TRAINING", "training_copy", "worker_threads", "worker_env", "trained_runs",
+    "waited_seconds", "slowest_cells", "train_notebook",
 ]
 
 #: How often the launcher looks at its processes (seconds).
@@ -49,6 +58,10 @@ _TRAINING_LINE = re.compile(r"^training (.+?): ", re.MULTILINE)  # said by dmlnb
 _WAITED_LINE = re.compile(r"^shard \d+/\d+ waited ([0-9.]+) s for ", re.MULTILINE)  # said by dmlnb.runs.Shard.wait
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TAIL_LINES = 15
+
+SKIPPED_IN_TRAINING = "skip-in-training"
+"""Tag of a notebook cell that a training pass does not execute (see the module docstring)."""
+_SOURCE_CELL = "dmlnb_source_cell"  # a copy's cell metadata: the cell's index in the notebook it was copied from
 
 
 class LaunchError(ValueError):
@@ -101,11 +114,31 @@ def waited_seconds(executed: NotebookNode) -> float:
     return sum(float(s) for s in _WAITED_LINE.findall(_printed(executed)))
 
 
+def training_copy(notebook: Path, folder: Path) -> Path:
+    """Write ``notebook`` without its cells tagged :data:`SKIPPED_IN_TRAINING` to
+    ``folder/<name>``; each kept cell records its index in ``notebook`` (which
+    :func:`slowest_cells` reports). Returns the copy's path."""
+    import nbformat
+
+    nb = nbformat.read(notebook, as_version=4)
+    kept = []
+    for i, cell in enumerate(nb.cells):
+        if SKIPPED_IN_TRAINING in cell.metadata.get("tags", []):
+            continue
+        cell.metadata[_SOURCE_CELL] = i
+        kept.append(cell)
+    nb.cells = kept
+    copy = folder / notebook.name
+    nbformat.write(nb, copy)
+    return copy
+
+
 def slowest_cells(executed: NotebookNode, count: int = 3) -> list[tuple[int, float]]:
     """The ``count`` code cells an executed notebook spent longest in, as ``(cell index,
-    seconds)``, longest first (papermill's per-cell ``duration``; cells without one are skipped)."""
-    timed = [(i, float(c.metadata.get("papermill", {}).get("duration") or 0.0)) for i, c in enumerate(executed.cells)
-             if c.cell_type == "code"]
+    seconds)``, longest first (papermill's per-cell ``duration``; cells without one are skipped).
+    A cell of a :func:`training_copy` is named by its index in the notebook it was copied from."""
+    timed = [(int(c.metadata.get(_SOURCE_CELL, i)), float(c.metadata.get("papermill", {}).get("duration") or 0.0))
+             for i, c in enumerate(executed.cells) if c.cell_type == "code"]
     return sorted((t for t in timed if t[1] > 0), key=lambda t: -t[1])[:count]
 
 
@@ -131,8 +164,8 @@ def train_notebook(
     kernel: str = "python3",
     say: Callable[[str], None] = print,
 ) -> list[list[str]]:
-    """Execute ``notebook`` in ``processes`` processes at once, shard ``i`` in process ``i`` (see
-    the module docstring), with the parameters ``profile``, ``retrain=True`` when ``retrain``
+    """Execute ``notebook`` (its :func:`training_copy`) in ``processes`` processes at once, shard
+    ``i`` in process ``i`` (see the module docstring), with the parameters ``profile``, ``retrain=True`` when ``retrain``
     and the notebook has that parameter, and ``parameters`` (name, value as papermill's ``-p``
     reads it). Says the wall time and the runs each process trained; returns those runs.
 
@@ -154,11 +187,12 @@ def train_notebook(
     with tempfile.TemporaryDirectory(prefix="dmlnb-train-") as tmp:
         folder = Path(tmp)
         abort = folder / "abort"
+        copy = training_copy(notebook, folder)
         workers = []
         try:
             for i in range(processes):
                 output, log = folder / f"worker-{i}.ipynb", folder / f"worker-{i}.log"
-                command = [sys.executable, "-m", "papermill", str(notebook), str(output), "-k", kernel,
+                command = [sys.executable, "-m", "papermill", str(copy), str(output), "-k", kernel,
                            "--cwd", str(notebook.parent), "--no-progress-bar", *arguments]
                 with open(log, "wb") as sink:
                     process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,

@@ -102,11 +102,20 @@ def test_stored_tables_keep_reported_and_reproduced_apart(path):
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_at_smoke_profile_with_papermill(path, tmp_path, monkeypatch):
+    """As ``make book TRAIN=1`` makes a chapter: a training pass (``python -m dmlnb train``, one
+    process, the chapter without its ``skip-in-training`` cells) trains its runs, then the whole
+    chapter renders from them with training disabled, so a run that only a skipped cell asks for
+    fails the render."""
     papermill = pytest.importorskip("papermill")
+    from dmlnb.launch import train_notebook
+
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)  # the parameter itself must select smoke
+    results = str(tmp_path / "results")
+    train_notebook(path, 1, "smoke", parameters=[("results_dir", results)], say=lambda _: None)
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     out = tmp_path / path.name
     papermill.execute_notebook(
-        str(path), str(out), parameters={"profile": "smoke", "results_dir": str(tmp_path / "results")},
+        str(path), str(out), parameters={"profile": "smoke", "results_dir": results},
         kernel_name="python3", cwd=str(path.parent), progress_bar=False,
     )
     nb = nbformat.read(out, as_version=4)
