@@ -19,8 +19,8 @@ A training pass executes a copy of the notebook without its cells tagged
 :data:`SKIPPED_IN_TRAINING` (:func:`training_copy`): cells that only read runs already asked
 for, to draw a figure or judge a claim (a t-SNE map, a toy example, the claims table). Their
 work would be discarded with the executed notebooks, and the render after the pass executes them
-anyway. A tagged cell must not request a run, a stored analysis or a measurement, nor define a
-name an untagged cell reads (``tests/test_training_copy.py`` reads every chapter for such names, and
+anyway. A tagged cell must not ask for a run, a stored analysis, a stored table or a measurement,
+nor define a name an untagged cell reads (``tests/test_training_copy.py`` reads every chapter for such names, and
 ``tests/test_notebooks.py`` renders each chapter, with training disabled, from the runs its
 copy trained).
 """
@@ -47,8 +47,8 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
 __all__ = [
-    "LaunchError", "WorkerFailed", "SKIPPED_IN_TRAINING", "training_copy", "worker_threads", "worker_env", "trained_runs",
-    "waited_seconds", "slowest_cells", "train_notebook",
+    "LaunchError", "WorkerFailed", "SKIPPED_IN_TRAINING", "training_copy", "worker_threads", "worker_env",
+    "trained_runs", "waited_seconds", "slowest_cells", "train_notebook",
 ]
 
 #: How often the launcher looks at its processes (seconds).
@@ -116,8 +116,10 @@ def waited_seconds(executed: NotebookNode) -> float:
 
 def training_copy(notebook: Path, folder: Path) -> Path:
     """Write ``notebook`` without its cells tagged :data:`SKIPPED_IN_TRAINING` to
-    ``folder/<name>``; each kept cell records its index in ``notebook`` (which
-    :func:`slowest_cells` reports). Returns the copy's path."""
+    ``folder/<name>`` (``folder`` is made if missing); each kept cell records its index in
+    ``notebook``, which :func:`slowest_cells` reports (papermill's injected parameters cell,
+    new in the executed copy, keeps its index there: no cell before it is ever tagged). Returns
+    the copy's path."""
     import nbformat
 
     nb = nbformat.read(notebook, as_version=4)
@@ -128,6 +130,7 @@ def training_copy(notebook: Path, folder: Path) -> Path:
         cell.metadata[_SOURCE_CELL] = i
         kept.append(cell)
     nb.cells = kept
+    folder.mkdir(parents=True, exist_ok=True)
     copy = folder / notebook.name
     nbformat.write(nb, copy)
     return copy
@@ -165,9 +168,10 @@ def train_notebook(
     say: Callable[[str], None] = print,
 ) -> list[list[str]]:
     """Execute ``notebook`` (its :func:`training_copy`) in ``processes`` processes at once, shard
-    ``i`` in process ``i`` (see the module docstring), with the parameters ``profile``, ``retrain=True`` when ``retrain``
-    and the notebook has that parameter, and ``parameters`` (name, value as papermill's ``-p``
-    reads it). Says the wall time and the runs each process trained; returns those runs.
+    ``i`` in process ``i`` (see the module docstring), with the parameters ``profile``,
+    ``retrain=True`` when ``retrain`` and the notebook has that parameter, and ``parameters``
+    (name, value as papermill's ``-p`` reads it). Says the wall time and the runs each process
+    trained; returns those runs.
 
     Raises:
         LaunchError: no notebook at ``notebook``, or ``processes < 1``.
@@ -187,7 +191,7 @@ def train_notebook(
     with tempfile.TemporaryDirectory(prefix="dmlnb-train-") as tmp:
         folder = Path(tmp)
         abort = folder / "abort"
-        copy = training_copy(notebook, folder)
+        copy = training_copy(notebook, folder / "copy")  # beside the workers' outputs, whatever its name
         workers = []
         try:
             for i in range(processes):

@@ -99,25 +99,34 @@ def test_stored_tables_keep_reported_and_reproduced_apart(path):
                     source_dataset(label)  # raises when the label names no dataset
 
 
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """``{path under folder: (size, modification time in ns)}`` of every file below ``folder``."""
+    return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
+            for f in folder.rglob("*") if f.is_file()}
+
+
 @pytest.mark.notebook
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs_at_smoke_profile_with_papermill(path, tmp_path, monkeypatch):
     """As ``make book TRAIN=1`` makes a chapter: a training pass (``python -m dmlnb train``, one
-    process, the chapter without its ``skip-in-training`` cells) trains its runs, then the whole
-    chapter renders from them with training disabled, so a run that only a skipped cell asks for
-    fails the render."""
+    process, the chapter without its ``skip-in-training`` cells) makes its runs, analyses and
+    tables, then the whole chapter renders from them with training disabled and writes nothing
+    under ``results``: a run that only a skipped cell asks for fails the render, and an analysis
+    or table that only a skipped cell asks for shows as a file the render wrote."""
     papermill = pytest.importorskip("papermill")
     from dmlnb.launch import train_notebook
 
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)  # the parameter itself must select smoke
     results = str(tmp_path / "results")
     train_notebook(path, 1, "smoke", parameters=[("results_dir", results)], say=lambda _: None)
+    made = _files(tmp_path / "results")
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     out = tmp_path / path.name
     papermill.execute_notebook(
         str(path), str(out), parameters={"profile": "smoke", "results_dir": results},
         kernel_name="python3", cwd=str(path.parent), progress_bar=False,
     )
+    assert _files(tmp_path / "results") == made, "the render wrote under results/ what the training pass did not make"
     nb = nbformat.read(out, as_version=4)
     assert nb.metadata["papermill"]["parameters"]["profile"] == "smoke"
     records = sorted((tmp_path / "results").rglob("record.json"))

@@ -1,9 +1,10 @@
 """A training pass (``python -m dmlnb train``) executes a copy of the chapter without its cells
 tagged ``skip-in-training`` (:func:`dmlnb.launch.training_copy`): the copy keeps every other cell
 in order, a tagged cell is not executed, the launcher names cells by their index in the chapter,
-and no untagged cell of a chapter reads a name that only tagged cells define. (That the copy
-trains every run a chapter reads is checked by rendering each chapter at the smoke profile, with
-training disabled, from the runs its copy trained: ``tests/test_notebooks.py``.)"""
+and no untagged cell of a chapter reads a name that only tagged cells define (names only: an
+object a tagged cell changes in place is not seen). That the copy makes every run, analysis and
+table a chapter reads is checked by rendering each chapter at the smoke profile, with training
+disabled, from what its copy made: ``tests/test_notebooks.py``."""
 
 from __future__ import annotations
 
@@ -21,18 +22,21 @@ TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
 CHAPTERS = sorted((REPO / "notebooks").glob("*.ipynb"))
 _COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+_FUNCTIONS = (ast.FunctionDef, ast.AsyncFunctionDef)
 
 
 def _local_names(node: ast.AST) -> set[str]:
-    """Names bound inside ``node``'s own scope: a comprehension's targets, a function's arguments
-    and assignments, a lambda's arguments."""
+    """Names bound inside ``node``'s own scope: a comprehension's targets, a function's arguments,
+    assignments and imports, a lambda's arguments."""
     if isinstance(node, _COMPREHENSIONS):
         return {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
-    if isinstance(node, (ast.Lambda, ast.FunctionDef)):
+    if isinstance(node, (ast.Lambda, *_FUNCTIONS)):
         a = node.args
         names = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
-        if isinstance(node, ast.FunctionDef):
+        if isinstance(node, _FUNCTIONS):
             names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+            names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(node)
+                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
         return names
     return set()
 
@@ -50,13 +54,13 @@ def cell_names(source: str) -> tuple[set[str], set[str]]:
                 defined.update([] if inner else [node.id])
             elif node.id not in local:
                 read.add(node.id)
-        elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not inner:
+        elif isinstance(node, (*_FUNCTIONS, ast.ClassDef)) and not inner:
             defined.add(node.name)
-        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+        elif isinstance(node, (ast.Import, ast.ImportFrom)) and not inner:
             defined.update((a.asname or a.name).split(".")[0] for a in node.names)
         bound = _local_names(node)
         for child in ast.iter_child_nodes(node):
-            visit(child, local | bound, inner or bool(bound) or isinstance(node, _COMPREHENSIONS))
+            visit(child, local | bound, inner or isinstance(node, (*_COMPREHENSIONS, *_FUNCTIONS, ast.Lambda)))
 
     visit(tree, set(), False)
     return defined, read
@@ -90,6 +94,8 @@ def test_the_reader_finds_a_name_only_a_skipped_cell_defines():
     assert names_read_from_skipped_cells(nb) == {}
     nb.cells[0].metadata["tags"] = [SKIPPED_IN_TRAINING]
     assert names_read_from_skipped_cells(nb) == {1: {"figure"}, 2: {"runs"}}
+    assert cell_names("def g():\n    import os\n    x = os.sep\n    return x\nasync def h():\n    y = 1") == (
+        {"g", "h"}, set())
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
@@ -102,7 +108,8 @@ def test_no_cell_of_a_training_pass_reads_what_only_a_skipped_cell_defines(path)
 
 
 def test_the_copy_keeps_every_untagged_cell_in_order(tmp_path):
-    nb = nbformat.read(parameters_notebook(tmp_path / "chapter.ipynb", "x = 1", "a = 1", "b = 2", "c = 3"), as_version=4)
+    path = parameters_notebook(tmp_path / "chapter.ipynb", "x = 1", "a = 1", "b = 2", "c = 3")
+    nb = nbformat.read(path, as_version=4)
     nb.cells[2].metadata["tags"] = [SKIPPED_IN_TRAINING]
     nbformat.write(nb, tmp_path / "chapter.ipynb")
     (tmp_path / "pass").mkdir()
@@ -116,7 +123,8 @@ def test_the_copy_keeps_every_untagged_cell_in_order(tmp_path):
 
 
 def test_a_training_pass_does_not_execute_a_tagged_cell(tmp_path, monkeypatch):
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(REPO), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]))
+    paths = [str(REPO), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the kernel imports this checkout and fabricated
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     root = tmp_path / "runs"
     path = parameters_notebook(
