@@ -12,6 +12,13 @@ The kernel runs on the CPU (``CUDA_VISIBLE_DEVICES`` empty): the stored book was
 CPU. On an H100 (2026-11-22) chapters 00, 02 and 03 re-rendered with other numbers: what a
 chapter computes at render time runs on the kernel's device (the cause was not established: the
 run's failure summary was cut off), so a GPU render is not promised the CPU's digits.
+
+Nor is a CPU that rounds otherwise than the one that made the records
+(:func:`committed.rounds_as_committed`): there, the numbers of the cells that compute at render
+time what no record holds (:data:`COMPUTED_AT_RENDER`: chapter 02's toy, trained at every render,
+and the claims that quote it) may differ by one unit in their last printed digit (an AVX-512
+Intel Xeon printed 0.98 for one of the toy's 0.99 on 2026-11-28); every other number must still
+be equal.
 """
 
 from __future__ import annotations
@@ -22,10 +29,23 @@ import re
 from pathlib import Path
 
 import pytest
+from committed import rounds_as_committed
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 WALL_TIME = re.compile(r"(?:notebook (?:time|ran in)|wall time of this notebook:) \d+ s", re.IGNORECASE)
+#: chapter -> text in the source of the cells whose numbers are computed at render time, not read
+#: from a record (see the module docstring)
+COMPUTED_AT_RENDER = {"02_facility_location": ("run_toy(", "toy_table")}
+
+
+def last_digit_apart(want: str, got: str) -> bool:
+    """Whether two printed numbers are equal or one unit of the last printed digit apart, printed
+    with the same number of decimals ("0.99" and "0.98": yes; "0.99" and "0.97", "1" and "1.0": no)."""
+    decimals = lambda text: len(text.split(".")[1]) if "." in text else 0  # noqa: E731
+    if decimals(want) != decimals(got) or "e" in want.lower() + got.lower():
+        return want == got
+    return abs(round((float(want) - float(got)) * 10 ** decimals(want))) <= 1
 
 
 def cell_numbers(notebook: dict) -> list[tuple[int, list[str]]]:
@@ -70,8 +90,20 @@ def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(stem: str, t
     papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters={"profile": "default"},
                                kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
     fresh = json.loads((tmp_path / "out.ipynb").read_text())
+    loose = set() if rounds_as_committed() else {
+        i for i, cell in enumerate(stored["cells"])
+        if any(text in "".join(cell["source"]) for text in COMPUTED_AT_RENDER.get(stem, ()))}
     for (i, want), (_, got) in zip(cell_numbers(stored), cell_numbers(fresh)):
+        if i in loose and len(want) == len(got) and all(last_digit_apart(w, g) for w, g in zip(want, got)):
+            continue
         assert got == want, (
             f"{stem} cell {i}: the re-render's numbers differ from the stored ones, first at "
             f"{next(((w, g) for w, g in zip(want, got) if w != g), (len(want), len(got)))}"
         )
+
+
+def test_last_digit_apart_allows_one_unit_of_the_last_printed_digit_only():
+    assert last_digit_apart("0.99", "0.98") and last_digit_apart("12.5", "12.4") and last_digit_apart("3", "4")
+    assert last_digit_apart("0.99", "0.99") and last_digit_apart("-0.01", "0.00")
+    assert not last_digit_apart("0.99", "0.97") and not last_digit_apart("1", "1.0")
+    assert last_digit_apart("0.99", "1.00") and not last_digit_apart("1e-3", "2e-3")

@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from committed import rounds_as_committed
 
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
@@ -346,7 +347,14 @@ def test_rebuilt_networks_reproduce_the_committed_initial_rows():
     """The digits setting's committed default-profile runs: each seed's network rebuilt at
     initialisation (no training) evaluates to its record's Initial row exactly. Rebuilt in NCHW
     instead of the training loop's channels_last it did not (near-tied neighbours flipped: R@2
-    73.3 against 72.6 on seed 0)."""
+    73.3 against 72.6 on seed 0). Checked on a CPU that rounds as the one that made the records
+    (:func:`committed.rounds_as_committed`): elsewhere the same near ties flip by rounding alone."""
+    same = rounds_as_committed()
+    if same is None:
+        pytest.skip("needs the default profile's data (Omniglot under DMLNB_DATA) to ask how this CPU rounds")
+    if not same:
+        pytest.skip("this CPU rounds otherwise than the one that made the committed records "
+                    "(the protocol chapter's untrained-network floor differs): exact reproduction is not expected")
     st = ssx.settings_for("default")["digits"]
     for seed in st.seeds:
         record = RunRecord.load(RESULTS / "05_ssdml" / "default" / f"{st.name}-ours-seed{seed}" / "record.json")
