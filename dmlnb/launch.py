@@ -20,9 +20,9 @@ A training pass executes a copy of the notebook without its cells tagged
 for, to draw a figure or judge a claim (a t-SNE map, a toy example, the claims table). Their
 work would be discarded with the executed notebooks, and the render after the pass executes them
 anyway. A tagged cell must not ask for a run, a stored analysis, a stored table or a measurement,
-nor define a name an untagged cell reads (``tests/test_training_copy.py`` reads every chapter for such names, and
-``tests/test_notebooks.py`` renders each chapter, with training disabled, from the runs its
-copy trained).
+nor define a name an untagged cell reads (``tests/test_training_copy.py`` reads every chapter for
+such names, and ``tests/test_notebooks.py`` renders each chapter, with training disabled, from
+what its copy made and checks that the render wrote nothing).
 """
 
 from __future__ import annotations
