@@ -1,0 +1,239 @@
+"""Methods as registered factories, and run specifications derived from them.
+
+A *method* is a named factory: a class or function whose keyword arguments are the method's
+hyper-parameters. :func:`register` adds one to the registry; :func:`call` binds it to values and
+gives a :class:`MethodCall`, whose :attr:`~MethodCall.spec` (name, version and *every* argument,
+defaults included) enters the run's fingerprint (:func:`dmlnb.records.run_fingerprint`). So a
+changed hyper-parameter always changes the fingerprint and the run trains again instead of
+reloading an old record: nothing about a method is typed twice.
+
+A factory's parameters named in :data:`CONTEXT` (``num_classes``, ``embedding_dim``,
+``centroids``) are not hyper-parameters: the run supplies them from its data and configuration
+(which the configuration half of the fingerprint already covers), through
+:meth:`MethodCall.build`. Every other parameter is a hyper-parameter and must have a JSON-able
+value.
+
+A method carries a ``version``: the test suite trains every registered method for a few steps
+on a fabricated batch and compares its losses with stored values
+(``tests/data/method_values.json``); when a code change moves them, the test asks to bump the
+method's version, which changes the fingerprint of every run that uses it.
+
+Example::
+
+    loss_call = call("triplet", margin=0.2, mining="semihard")
+    loss_call.spec   # {"name": "triplet", "version": 1, "args": {"margin": 0.2, ...all args}}
+    loss = loss_call.build(num_classes=100, embedding_dim=64)
+
+The library registers every loss class (:mod:`dmlnb.losses.methods`, on import of
+:mod:`dmlnb.losses`); a reader registers a new
+one the same way (``register("my-loss", MyLoss)``) and names it in a chapter.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["CONTEXT", "Method", "MethodCall", "register", "call", "registered", "unregister", "method",
+           "from_spec"]
+
+#: Factory parameters that the run supplies (from its data and configuration) rather than the
+#: method's hyper-parameters: they are not part of :attr:`MethodCall.spec`.
+CONTEXT: tuple[str, ...] = ("num_classes", "embedding_dim", "centroids")
+
+_REQUIRED = inspect.Parameter.empty
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered method: its ``name``, ``factory``, ``version``, the ``context`` parameters
+    the run supplies, and every hyper-parameter with its default (``defaults``; a required one
+    maps to :data:`inspect.Parameter.empty`)."""
+
+    name: str
+    factory: Callable[..., Any]
+    version: int
+    context: tuple[str, ...]
+    defaults: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def summary(self) -> str:
+        """The first line of the factory's docstring."""
+        doc = inspect.getdoc(self.factory) or ""
+        return doc.splitlines()[0] if doc else ""
+
+
+_REGISTRY: dict[str, Method] = {}
+
+
+def _parameters(factory: Callable[..., Any]) -> list[inspect.Parameter]:
+    target = factory.__init__ if inspect.isclass(factory) else factory  # type: ignore[misc]
+    params = list(inspect.signature(target).parameters.values())
+    return params[1:] if inspect.isclass(factory) else params  # drop ``self``
+
+
+def register(name: str, factory: Callable[..., Any], *, version: int = 1,
+             replace: bool = False) -> Method:
+    """Register ``factory`` (a class or function) as the method ``name``.
+
+    Its parameters named in :data:`CONTEXT` are supplied by the run; every other one is a
+    hyper-parameter. ``*args``/``**kwargs`` are refused: a hyper-parameter the registry cannot
+    see could not enter the fingerprint.
+
+    Raises:
+        ValueError: ``name`` is taken (pass ``replace=True`` to redefine it, e.g. in a
+            notebook), ``version`` < 1, or the factory takes ``*args``/``**kwargs``.
+    """
+    if name in _REGISTRY and not replace:
+        raise ValueError(f"method {name!r} is registered already ({_REGISTRY[name].factory!r}); "
+                         "choose another name or pass replace=True")
+    if not isinstance(version, int) or version < 1:
+        raise ValueError(f"version must be an int >= 1, got {version!r}")
+    context: list[str] = []
+    defaults: dict[str, Any] = {}
+    for p in _parameters(factory):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise ValueError(f"{factory!r} takes *{p.name}: list every hyper-parameter of method "
+                             f"{name!r} as a named parameter, so each enters the fingerprint")
+        if p.name in CONTEXT:
+            context.append(p.name)
+        else:
+            defaults[p.name] = p.default
+    _REGISTRY[name] = Method(name, factory, version, tuple(context), defaults)
+    return _REGISTRY[name]
+
+
+def method(name: str, *, version: int = 1) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorator form of :func:`register`: ``@method("my-loss")`` over a class or function."""
+
+    def decorate(factory: Callable[..., Any]) -> Callable[..., Any]:
+        register(name, factory, version=version)
+        return factory
+
+    return decorate
+
+
+def unregister(name: str) -> None:
+    """Remove the method ``name`` from the registry (a notebook's or a test's own method).
+
+    Raises:
+        ValueError: no method ``name`` is registered.
+    """
+    _lookup(name)
+    del _REGISTRY[name]
+
+
+def registered() -> dict[str, Method]:
+    """Every registered method by name (the library's losses are registered by importing
+    :mod:`dmlnb.losses`)."""
+    return dict(_REGISTRY)
+
+
+def _lookup(name: str) -> Method:
+    methods = registered()
+    if name not in methods:
+        raise ValueError(f"unknown method {name!r}; choose one of {sorted(methods)} (import "
+                         "dmlnb.losses first) or register it with dmlnb.methods.register")
+    return methods[name]
+
+
+def _check_json(name: str, key: str, value: Any) -> Any:
+    """``value`` as the fingerprint stores it (tuples as lists), or an error naming the
+    argument: a value that JSON cannot hold exactly could not tell two runs apart."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError(f"method {name!r}: argument {key}={value!r} is not a finite number")
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError):
+        raise ValueError(f"method {name!r}: argument {key}={value!r} ({type(value).__name__}) is "
+                         "not JSON (numbers, strings, booleans, None, lists, dicts): pass a "
+                         "plain value, and build tensors inside the factory") from None
+    return json.loads(text)
+
+
+@dataclass(frozen=True)
+class MethodCall:
+    """A method bound to every hyper-parameter's value (``args``, defaults included)."""
+
+    method: Method
+    args: Mapping[str, Any]
+
+    @property
+    def name(self) -> str:
+        return self.method.name
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """``{"name", "version", "args"}``: what the run's specification stores of the method
+        (JSON; the args sorted by name)."""
+        return {"name": self.method.name, "version": self.method.version,
+                "args": {k: self.args[k] for k in sorted(self.args)}}
+
+    def replace(self, **changes: Any) -> MethodCall:
+        """The same method with some hyper-parameters changed."""
+        return call(self.method.name, **{**self.args, **changes})
+
+    def build(self, **context: Any) -> Any:
+        """The factory called with the run's ``context`` (the method's :data:`CONTEXT`
+        parameters; others given are ignored) and the hyper-parameters. A module it returns is
+        tagged with :attr:`spec` (``method_spec``), which :func:`dmlnb.training.train` checks
+        against the run's specification.
+
+        Raises:
+            ValueError: a context parameter the method needs is missing.
+        """
+        missing = [c for c in self.method.context if c not in context]
+        if missing:
+            raise ValueError(f"method {self.name!r} needs {missing} from the run; pass them to build()")
+        built = self.method.factory(**{c: context[c] for c in self.method.context}, **self.args)
+        try:
+            built.method_spec = self.spec
+        except AttributeError:  # a factory result that takes no attributes is returned untagged
+            pass
+        return built
+
+    def __str__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in sorted(self.args.items()))
+        return f"{self.method.name}({args})"
+
+
+def call(name: str, /, **args: Any) -> MethodCall:
+    """The registered method ``name`` with ``args``; every hyper-parameter not given takes its
+    default.
+
+    Raises:
+        ValueError: an unknown method or argument, a required argument missing, a context
+            parameter given as a hyper-parameter, or a value JSON cannot hold.
+    """
+    m = _lookup(name)
+    unknown = sorted(set(args) - set(m.defaults))
+    if unknown:
+        given_context = [k for k in unknown if k in CONTEXT]
+        if given_context:
+            raise ValueError(f"method {name!r}: {given_context} come from the run, not the call; "
+                             "pass them to MethodCall.build()")
+        raise ValueError(f"method {name!r} has no argument {unknown}; its arguments are "
+                         f"{sorted(m.defaults)}")
+    bound = {k: args.get(k, default) for k, default in m.defaults.items()}
+    missing = sorted(k for k, v in bound.items() if v is _REQUIRED)
+    if missing:
+        raise ValueError(f"method {name!r} needs {missing}: pass them to call()")
+    return MethodCall(m, {k: _check_json(name, k, v) for k, v in bound.items()})
+
+
+def from_spec(spec: Mapping[str, Any]) -> MethodCall:
+    """The :class:`MethodCall` a stored ``spec`` (:attr:`MethodCall.spec`) describes.
+
+    Raises:
+        ValueError: the method is unknown, or its version is not the registered one (the code
+            moved since: the run would not compute what was stored).
+    """
+    made = call(spec["name"], **spec["args"])
+    if made.method.version != spec["version"]:
+        raise ValueError(f"method {spec['name']!r} is at version {made.method.version}, the spec "
+                         f"names version {spec['version']}: its code changed since")
+    return made

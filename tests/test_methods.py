@@ -1,0 +1,142 @@
+"""The method registry (:mod:`dmlnb.methods`): every hyper-parameter enters the fingerprint, bad
+calls are refused with the fix, and each registered method still computes its stored values."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+import torch
+
+from dmlnb.losses import TripletLoss
+from dmlnb.methods import CONTEXT, call, from_spec, method, register, registered, unregister
+from dmlnb.records import run_fingerprint
+from method_values import EXAMPLE_ARGS, agrees, method_values, stored
+
+CONFIG = {"epochs": 1, "seed": 0}
+METHODS = sorted(registered())
+
+
+def _changed(value: Any) -> Any:
+    """Another value of the same kind as ``value``."""
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, float):
+        return value * 2.0 + 0.5
+    if isinstance(value, str):
+        return value + "-other"
+    if value is None:
+        return 1
+    if isinstance(value, list):
+        return [*value, 0]
+    raise AssertionError(f"no other value for {value!r}")
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_every_argument_changes_the_fingerprint(name: str) -> None:
+    base = call(name, **EXAMPLE_ARGS.get(name, {}))
+    before = run_fingerprint(CONFIG, {"factory": base.spec})
+    assert set(base.spec["args"]) == set(registered()[name].defaults)  # every argument, defaults included
+    for key, value in base.args.items():
+        changed = base.spec
+        changed["args"][key] = _changed(value)
+        assert run_fingerprint(CONFIG, {"factory": changed}) != before, (name, key)
+        assert changed["args"] != base.spec["args"]
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_version_enters_the_fingerprint(name: str) -> None:
+    spec = call(name, **EXAMPLE_ARGS.get(name, {})).spec
+    bumped = {**spec, "version": spec["version"] + 1}
+    assert run_fingerprint(CONFIG, {"factory": bumped}) != run_fingerprint(CONFIG, {"factory": spec})
+
+
+@pytest.mark.parametrize("name", METHODS)
+def test_method_still_computes_its_stored_values(name: str) -> None:
+    m = registered()[name]
+    new = {"version": m.version, "values": method_values(m)}
+    old = stored().get(name)
+    assert old is not None, f"no stored values for method {name!r}: run python tests/method_values.py --update"
+    assert agrees(new, old), (
+        f"method {name!r} computes other values than stored at version {old['version']} "
+        f"({new['values']} against {old['values']}): bump the method's version (register(..., "
+        "version=...)), then store its values with python tests/method_values.py --update")
+
+
+def test_method_values_are_deterministic() -> None:
+    m = registered()["margin"]  # samples its negatives: seeded
+    assert method_values(m) == method_values(m)
+
+
+def test_stored_values_name_only_registered_methods() -> None:
+    assert set(stored()) <= set(METHODS), "remove the stored values of methods no longer registered"
+
+
+def test_spec_holds_every_argument_and_builds_what_it_says() -> None:
+    c = call("triplet", margin=0.3, mining="hard")
+    assert c.spec == {"name": "triplet", "version": 1, "args": {
+        "distance": "euclidean", "margin": 0.3, "mining": "hard", "normalize": True, "reduction": "nonzero"}}
+    loss = c.build(num_classes=3, embedding_dim=4)
+    assert isinstance(loss, TripletLoss) and loss.margin == 0.3 and loss.mining == "hard"
+    assert loss.method_spec == c.spec
+    assert json.loads(json.dumps(c.spec)) == c.spec
+    assert from_spec(c.spec).args == c.args
+    assert c.replace(margin=0.5).args["margin"] == 0.5 and c.args["margin"] == 0.3
+
+
+def test_context_comes_from_the_run_not_the_spec() -> None:
+    c = call("soft-triple", centers_per_class=2)
+    assert not set(c.spec["args"]) & set(CONTEXT)
+    loss = c.build(num_classes=5, embedding_dim=6, centroids=None)
+    assert (loss.num_classes, loss.embedding_dim, loss.centers_per_class) == (5, 6, 2)
+    with pytest.raises(ValueError, match=r"needs \['embedding_dim'\]"):
+        c.build(num_classes=5)
+    with pytest.raises(ValueError, match="come from the run"):
+        call("soft-triple", num_classes=5)
+
+
+def test_bad_calls_name_the_fix() -> None:
+    with pytest.raises(ValueError, match="unknown method 'tripplet'"):
+        call("tripplet")
+    with pytest.raises(ValueError, match=r"has no argument \['margn'\]"):
+        call("triplet", margn=0.1)
+    with pytest.raises(ValueError, match=r"needs \['name'\]"):
+        call("easy-positive")
+    with pytest.raises(ValueError, match="not JSON"):
+        call("triplet", margin=torch.tensor(0.2))
+    with pytest.raises(ValueError, match="not a finite number"):
+        call("triplet", margin=float("nan"))
+    with pytest.raises(ValueError, match="version 1, the spec names version 7"):
+        from_spec({**call("triplet").spec, "version": 7})
+
+
+def test_register_refuses_hidden_arguments_and_taken_names() -> None:
+    def hidden(embedding_dim: int, **kwargs: Any) -> None:
+        return None
+
+    with pytest.raises(ValueError, match=r"takes \*kwargs"):
+        register("test-hidden", hidden)
+    with pytest.raises(ValueError, match="registered already"):
+        register("triplet", TripletLoss)
+    with pytest.raises(ValueError, match="version must be"):
+        register("test-version", TripletLoss, version=0)
+
+
+def test_a_reader_registers_a_method_and_its_arguments_enter_the_spec() -> None:
+    @method("test-scaled-triplet", version=2)
+    def scaled(*, margin: float = 0.1, scale: float = 2.0) -> TripletLoss:
+        """A triplet loss with its margin scaled."""
+        return TripletLoss(margin=margin * scale)
+
+    try:
+        c = call("test-scaled-triplet", scale=3.0)
+        assert c.spec == {"name": "test-scaled-triplet", "version": 2, "args": {"margin": 0.1, "scale": 3.0}}
+        assert abs(c.build().margin - 0.3) < 1e-12
+        assert registered()["test-scaled-triplet"].summary == "A triplet loss with its margin scaled."
+    finally:
+        unregister("test-scaled-triplet")
+    with pytest.raises(ValueError, match="unknown method"):
+        call("test-scaled-triplet")
