@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["CONTEXT", "Method", "MethodCall", "register", "call", "registered", "unregister", "method",
-           "from_spec"]
+           "from_spec", "check_built", "SPEC_KEY"]
 
 #: Factory parameters that the run supplies (from its data and configuration) rather than the
 #: method's hyper-parameters: they are not part of :attr:`MethodCall.spec`.
@@ -223,6 +223,30 @@ def call(name: str, /, **args: Any) -> MethodCall:
     if missing:
         raise ValueError(f"method {name!r} needs {missing}: pass them to call()")
     return MethodCall(m, {k: _check_json(name, k, v) for k, v in bound.items()})
+
+
+#: The key of a run's specification that holds its method's :attr:`MethodCall.spec`.
+SPEC_KEY = "factory"
+
+
+def check_built(loss: Any, run_spec: Mapping[str, Any] | None) -> None:
+    """When the run's specification names a method (``run_spec["factory"]``), check that
+    ``loss`` or a module inside it (a wrapper's) was built by that very call
+    (:meth:`MethodCall.build` tags it): the loss that trains is the one the fingerprint names.
+
+    Raises:
+        ValueError: no module of ``loss`` was built by the named method call.
+    """
+    wanted = (run_spec or {}).get(SPEC_KEY)
+    if wanted is None:
+        return
+    modules = loss.modules() if hasattr(loss, "modules") else [loss]
+    built = [getattr(m, "method_spec", None) for m in modules]
+    if wanted not in built:
+        found = [b for b in built if b is not None]
+        raise ValueError(f"the run's specification names method {wanted} but the loss was built by "
+                         f"{found or 'no registered method'}: build it with "
+                         "dmlnb.methods.from_spec(spec['factory']).build(...)")
 
 
 def from_spec(spec: Mapping[str, Any]) -> MethodCall:

@@ -59,6 +59,7 @@ from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.prefetch import prefetch
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
+from dmlnb.methods import check_built
 from dmlnb.profiles import OPTIMIZERS, TrainConfig
 from dmlnb.records import RunRecord, environment_info, utc_now
 from dmlnb.samplers import stream_generator
@@ -467,9 +468,12 @@ def train(
     Raises:
         ValueError: ``config.select_on == "validation"`` for a run that evaluates (``eval_set``)
             without a ``val_set`` (a run without evaluation selects nothing), a ``val_set``
-            without an ``eval_set``, or an empty set (and the errors of the checks it makes).
+            without an ``eval_set``, an empty set, or a ``loss_fn`` not built by the method
+            ``spec["factory"]`` names (:func:`dmlnb.methods.check_built`), and the errors of
+            the checks it makes.
     """
     labels = check_dataset_labels(train_set, "train_set", allow_unlabelled)
+    check_built(loss_fn, spec)
     _check_not_empty(eval_set, "eval_set", "pass None for no evaluation")
     _check_not_empty(gallery_set, "gallery_set", "pass None for no evaluation")
     _check_not_empty(val_set, "val_set", "pass None for no validation split")

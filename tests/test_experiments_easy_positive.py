@@ -162,13 +162,17 @@ def test_epshn_runs_the_papers_strict_rule_and_the_inclusive_one_in_folders_of_i
     assert study.semihard == "strict"
     assert ep.build_loss("EPSHN", 5, 8, study).semihard == "strict" and ep.build_loss("EPSHN", 5, 8).semihard == "strict"
     runner = ep.Runner(study, tmp_path)
-    assert runner.spec("EPSHN") == {"method": "EPSHN", "semihard": "strict"}
-    assert runner.spec("EPHN") == {"method": "EPHN"}  # no semi-hard negative
+    strict = runner.spec("EPSHN")
+    assert strict == {"method": "EPSHN", "semihard": "strict", "factory": ep.loss_method("EPSHN", study).spec}
+    assert strict["factory"]["args"]["semihard"] == "strict"
+    assert runner.spec("EPHN") == {"method": "EPHN", "factory": ep.loss_method("EPHN").spec}  # no semi-hard negative
     inclusive = study.other_semihard()
     assert inclusive.semihard == "inclusive" and inclusive.other_semihard() == study
     assert ep.build_loss("EPSHN", 5, 8, inclusive).semihard == "inclusive"
     other = runner.with_study(inclusive)
-    assert other.spec("EPSHN") == {"method": "EPSHN", "semihard": "inclusive"}
+    assert other.spec("EPSHN")["semihard"] == "inclusive"
+    assert other.spec("EPSHN")["factory"]["args"]["semihard"] == "inclusive"
+    assert other.spec("EPHN") == runner.spec("EPHN")  # the rule enters EPSHN's fingerprint only
     assert other.results is runner.results and other.root == runner.root  # one memo, one folder
     cfg = ep.run_config(study.config, "EPSHN", 16, 0, study)
     assert ep.run_name(cfg, "EPSHN", study) == "omniglot-small-convnet-d64-EPSHN-n16-seed0"

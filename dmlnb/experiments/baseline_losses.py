@@ -1,35 +1,37 @@
-"""The baseline losses that several chapters compare with, built in one place with the settings of
-their papers, so that every chapter trains the same baseline:
+"""The baseline losses that several chapters compare with, as registered methods
+(:mod:`dmlnb.methods`) with the settings of their papers, so that every chapter trains the same
+baseline and names it the same way in its runs' fingerprints:
 
-* :func:`semihard_triplet_loss`: FaceNet's semi-hard triplet loss (Schroff et al., CVPR 2015);
-* :func:`lifted_structure_loss`: the lifted structured loss (Oh Song et al., CVPR 2016);
-* :func:`npair_loss`: the N-pair loss with its L2 penalty (Sohn, NeurIPS 2016).
+* :func:`semihard_triplet`: FaceNet's semi-hard triplet loss (Schroff et al., CVPR 2015);
+* :func:`lifted_structure`: the lifted structured loss (Oh Song et al., CVPR 2016);
+* :func:`npair`: the N-pair loss with its L2 penalty (Sohn, NeurIPS 2016).
 
-Each call builds a fresh module. The losses take embeddings ``(B, D)`` and labels ``(B,)`` and
-return a scalar.
+Each returns a :class:`~dmlnb.methods.MethodCall`; ``.build()`` makes a fresh loss, which takes
+embeddings ``(B, D)`` and labels ``(B,)`` and returns a scalar.
 """
 
 from __future__ import annotations
 
-from dmlnb.losses import LiftedStructureLoss, NPairLoss, TripletLoss
+import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
+from dmlnb.methods import MethodCall, call
 
-__all__ = ["semihard_triplet_loss", "lifted_structure_loss", "npair_loss"]
+__all__ = ["semihard_triplet", "lifted_structure", "npair"]
 
 
-def semihard_triplet_loss() -> TripletLoss:
+def semihard_triplet() -> MethodCall:
     """FaceNet's rule: margin 0.2 on squared Euclidean distances, each positive pair's
     semi-hard negative, mean over the positive pairs."""
-    return TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean")
+    return call("triplet", margin=0.2, mining="semihard", distance="squared", reduction="mean")
 
 
-def lifted_structure_loss(normalize: bool = True) -> LiftedStructureLoss:
+def lifted_structure(normalize: bool = True) -> MethodCall:
     """Negative margin 1 (the paper's); ``normalize``: L2-normalise the embeddings first."""
-    return LiftedStructureLoss(neg_margin=1.0, normalize=normalize)
+    return call("lifted", neg_margin=1.0, normalize=normalize)
 
 
-def npair_loss(normalize: bool = False, pairs: str = "first", penalty: str = "squared") -> NPairLoss:
+def npair(normalize: bool = False, pairs: str = "first", penalty: str = "squared") -> MethodCall:
     """Sohn's setting: an L2 penalty of 0.02 on the embeddings, which are unnormalised unless
     ``normalize``; ``pairs``: Sohn's one pair per class (``"first"``) or every positive pair
     (``"all"``, the facility-location paper's Eq. 3); ``penalty``: on the squared norms
     (``"squared"``, Sohn's) or on the norms (``"norm"``, Eq. 3), see :class:`~dmlnb.losses.NPairLoss`."""
-    return NPairLoss(l2_reg=0.02, normalize=normalize, pairs=pairs, penalty=penalty)
+    return call("npair", l2_reg=0.02, normalize=normalize, pairs=pairs, penalty=penalty)

@@ -49,7 +49,7 @@ from torch import Tensor, nn
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings, evaluate
-from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
+from dmlnb.experiments.baseline_losses import lifted_structure, npair, semihard_triplet
 from dmlnb.experiments.settings import profile_settings, validation_holdout, with_validation
 from dmlnb.hooks import Hook
 from dmlnb.losses import (
@@ -67,6 +67,7 @@ from dmlnb.losses.discriminative import (
     kmeans_sphere_centroids,
     onehot_centroids,
 )
+from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.models import EmbeddingNet, build_model
 from dmlnb.pairs import euclidean_distance, l2_normalize
 from dmlnb.profiles import TrainConfig, make_config
@@ -441,8 +442,29 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config
 
 
-# The baselines as every chapter builds them (:mod:`dmlnb.experiments.baseline_losses`).
-_SHARED_BASELINES = {"semihard": semihard_triplet_loss, "lifted": lifted_structure_loss, "npair": npair_loss}
+def loss_method(
+    method: str,
+    clustering_gamma: float = CLUSTERING_GAMMA,
+    clustering_refinement: str = CLUSTERING_REFINEMENT,
+) -> MethodCall:
+    """The registered method (:mod:`dmlnb.methods`) of ``method`` (see :data:`IMPLEMENTATION`),
+    part of its runs' fingerprints; the baselines as every chapter builds them
+    (:mod:`dmlnb.experiments.baseline_losses`). ``clustering_gamma`` and
+    ``clustering_refinement``: the clustering baseline's margin multiplier and form of
+    Algorithm 2 (see :data:`CLUSTERING_GAMMA`)."""
+    calls = {
+        "softmax": lambda: call("normalized-softmax", temperature=0.05),
+        "semihard": semihard_triplet,
+        "lifted": lifted_structure,
+        "npair": npair,
+        "clustering": lambda: call("facility-location", margin_multiplier=clustering_gamma,
+                                   refinement=clustering_refinement),
+        "proxy": lambda: call("proxy-nca", scale=9.0),
+        "discriminative": lambda: call("discriminative"),
+    }
+    if method not in calls:
+        raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
+    return calls[method]()
 
 
 def build_loss(
@@ -453,22 +475,12 @@ def build_loss(
     clustering_gamma: float = CLUSTERING_GAMMA,
     clustering_refinement: str = CLUSTERING_REFINEMENT,
 ) -> nn.Module:
-    """The loss of ``method`` (see :data:`IMPLEMENTATION`); seeded by the caller.
-    ``clustering_gamma`` and ``clustering_refinement``: the clustering baseline's margin
-    multiplier and form of Algorithm 2 (see :data:`CLUSTERING_GAMMA`)."""
-    if method == "softmax":
-        return NormalizedSoftmaxLoss(num_classes, embedding_dim, temperature=0.05)
-    if method in _SHARED_BASELINES:
-        return _SHARED_BASELINES[method]()
-    if method == "clustering":
-        return FacilityLocationLoss(margin_multiplier=clustering_gamma, refinement=clustering_refinement)
-    if method == "proxy":
-        return ProxyNCALoss(num_classes, embedding_dim, scale=9.0)
-    if method == "discriminative":
-        if centroids is None:
-            centroids = onehot_centroids(num_classes, num_classes)
-        return DiscriminativeLoss(centroids)
-    raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
+    """The loss of ``method`` (:func:`loss_method`); seeded by the caller. The discriminative
+    loss's ``centroids`` default to one-hot ones."""
+    if method == "discriminative" and centroids is None:
+        centroids = onehot_centroids(num_classes, num_classes)
+    return loss_method(method, clustering_gamma, clustering_refinement).build(
+        num_classes=num_classes, embedding_dim=embedding_dim, centroids=centroids)
 
 
 # --------------------------------------------------------------------------- lemma tracking
@@ -529,6 +541,8 @@ def _spec(method: str, centroids: str, arch: str | None, track: bool, settings: 
     return {
         "method": method,
         "loss": loss,
+        "factory": loss_method(method, settings.get("clustering_gamma", CLUSTERING_GAMMA),
+                               settings.get("clustering_refinement", CLUSTERING_REFINEMENT)).spec,
         "centroids": centroids if method == "discriminative" else None,
         "arch": arch,
         "track_lemma": bool(track),
@@ -583,9 +597,8 @@ def run_method(
     def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
         nonlocal tracker
         model = build_network(method, cfg, splits.input_shape, num_classes, arch=arch)  # seeded
-        loss = build_loss(method, num_classes, cfg.embedding_dim, centroids=cents,
-                          clustering_gamma=settings.get("clustering_gamma", CLUSTERING_GAMMA),
-                          clustering_refinement=settings.get("clustering_refinement", CLUSTERING_REFINEMENT))
+        loss = from_spec(spec["factory"]).build(num_classes=num_classes, embedding_dim=cfg.embedding_dim,
+                                                centroids=cents)
         hooks: list[Hook] = []
         if track:
             tracker = LemmaTracker(balanced_subset(splits.train, seed=cfg.seed), cents,  # type: ignore[arg-type]
@@ -783,10 +796,10 @@ def timing_losses(num_classes: int, dim: int, device: str | torch.device = "cpu"
     disc = DiscriminativeLoss(_random_centroids(num_classes, dim)).to(device)
     softmax = NormalizedSoftmaxLoss(num_classes, dim).to(device)
     proxy = ProxyNCALoss(num_classes, dim, scale=9.0).to(device)
-    semihard = semihard_triplet_loss()
+    semihard = semihard_triplet().build()
     batch_all = TripletLoss(margin=0.2, mining="all")
-    lifted = lifted_structure_loss()
-    npair = npair_loss()
+    lifted = lifted_structure().build()
+    npair_pairs = npair().build()
     clustering = FacilityLocationLoss(margin_multiplier=CLUSTERING_GAMMA, refinement=CLUSTERING_REFINEMENT)
 
     def backward(loss: nn.Module) -> Callable[[Tensor, Tensor], None]:
@@ -798,7 +811,7 @@ def timing_losses(num_classes: int, dim: int, device: str | torch.device = "cpu"
         "discriminative": backward(disc),
         "softmax": backward(softmax),
         "triplet+proxy": backward(proxy),
-        "N-pair": backward(npair),
+        "N-pair": backward(npair_pairs),
         "lifted structure": backward(lifted),
         "triplet semi-hard": backward(semihard),
         "triplet all (sorted)": backward(batch_all),

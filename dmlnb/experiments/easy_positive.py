@@ -51,6 +51,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
 from dmlnb.analysis import (
     nearest_reference_similarity,
     nearest_same_and_other,
@@ -61,20 +62,18 @@ from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments.settings import validation_holdout, with_validation
-from dmlnb.losses import ProxyNCALoss, TripletLoss, easy_positive_loss
 from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
+from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord, as_json, write_json_atomic
-from dmlnb.run_analysis import missing_reason, quantiles, rounded, save_analysis, stored_analysis
 from dmlnb.reported import reported_table
-from dmlnb.runs import SHARD_ENV, current_shard, made_by_sibling, train_or_reload
 from dmlnb.reporting import (
+    COLLAPSE_BAND,
     Claim,
     Verdict,
+    collapsed,
     compare,
     compare_to_threshold,
-    COLLAPSE_BAND,
-    collapsed,
     format_mean_std,
     group_verdict,
     interior_optimum,
@@ -86,6 +85,14 @@ from dmlnb.reporting import (
     summarize_runs,
     unless_degenerate,
 )
+from dmlnb.run_analysis import (
+    missing_reason,
+    quantiles,
+    rounded,
+    save_analysis,
+    stored_analysis,
+)
+from dmlnb.runs import SHARD_ENV, current_shard, made_by_sibling, train_or_reload
 from dmlnb.selection import both_ways_verdicts, selection_gain_text
 from dmlnb.training import precision_description
 
@@ -412,8 +419,9 @@ def canonical_method(method: str, n: int) -> str:
     return "N-pair" if n == 2 and method in ("EP", "HP", "BA") else method
 
 
-def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study | None = None) -> nn.Module:
-    """The loss of ``method`` (see the module docstring).
+def loss_method(method: str, study: Study | None = None) -> MethodCall:
+    """The registered method (:mod:`dmlnb.methods`) of ``method``, part of its runs'
+    fingerprints (see the module docstring).
 
     * mining variants: :func:`dmlnb.losses.easy_positive_loss` (NCA, temperature 0.1), EPSHN
       with the semi-hard rule ``study.semihard`` (default ``"strict"``, the paper's);
@@ -424,18 +432,22 @@ def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study |
     * ``"Proxy-NCA"``: :class:`dmlnb.losses.ProxyNCALoss` with ``num_classes`` proxies and scale
       ``study.proxy_scale`` (9, i.e. embeddings and proxies of norm 3).
     """
-    study_margin = study.triplet_margin if study is not None else 0.2
-    study_scale = study.proxy_scale if study is not None else 9.0
-    semihard = study.semihard if study is not None else Study.semihard
-    if method in VARIANTS:
-        return easy_positive_loss(method, semihard=semihard)
+    design = study if study is not None else Study  # the class holds the defaults
+    if method in VARIANTS:  # the semi-hard rule is an argument only where it is read (EPSHN)
+        return call("easy-positive", name=method,
+                    **({"semihard": design.semihard} if _uses_semihard(method) else {}))
     if method == "N-pair":
-        return easy_positive_loss("EP")
+        return call("easy-positive", name="EP")
     if method == "triplet":
-        return TripletLoss(margin=study_margin, mining="semihard")
+        return call("triplet", margin=design.triplet_margin, mining="semihard")
     if method == "Proxy-NCA":
-        return ProxyNCALoss(num_classes, embedding_dim, scale=study_scale)
+        return call("proxy-nca", scale=design.proxy_scale)
     raise ValueError(f"unknown method {method!r}; choose one of {list(_ALL_METHODS)}")
+
+
+def build_loss(method: str, num_classes: int, embedding_dim: int, study: Study | None = None) -> nn.Module:
+    """The loss of ``method`` (:func:`loss_method`)."""
+    return loss_method(method, study).build(num_classes=num_classes, embedding_dim=embedding_dim)
 
 
 def run_config(base: TrainConfig, method: str, n: int, seed: int, study: Study | None = None) -> TrainConfig:
@@ -681,8 +693,9 @@ class Runner:
         return other
 
     def spec(self, method: str) -> dict[str, Any]:
-        """The method specification of a run (:mod:`dmlnb.runs`): the method and the study
-        settings its loss reads (EPSHN: its semi-hard rule)."""
+        """The method specification of a run (:mod:`dmlnb.runs`): the method, the study
+        settings its loss reads (EPSHN: its semi-hard rule) and its registered method with every
+        argument (:func:`loss_method`)."""
         spec: dict[str, Any] = {"method": method}
         if _uses_semihard(method):
             spec["semihard"] = self.study.semihard
@@ -690,6 +703,7 @@ class Runner:
             spec["triplet_margin"] = self.study.triplet_margin
         if method == "Proxy-NCA":
             spec["proxy_scale"] = self.study.proxy_scale
+        spec["factory"] = loss_method(method, self.study).spec
         return spec
 
     def run(self, config: TrainConfig, method: str, analyse: bool = False, retrain: bool | None = None) -> RunResult:
@@ -715,9 +729,11 @@ class Runner:
 
             def train(resume: bool) -> tuple[RunRecord, nn.Module]:
                 torch.manual_seed(config.seed)  # learnable loss parameters (proxies) are seeded too
-                loss = build_loss(method, splits.num_train_classes, config.embedding_dim, self.study)
+                spec = self.spec(method)
+                loss = from_spec(spec["factory"]).build(num_classes=splits.num_train_classes,
+                                                        embedding_dim=config.embedding_dim)
                 model, record = fit(config, loss, splits=splits, run_dir=self.root / name, resume=resume,
-                                    progress=self.progress, name=name, spec=self.spec(method))
+                                    progress=self.progress, name=name, spec=spec)
                 return record, model
 
             done = train_or_reload(name, self.root / name, config, self.spec(method), train, retrain=retrain)

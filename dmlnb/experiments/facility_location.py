@@ -47,14 +47,15 @@ from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data.base import DatasetSplits
 from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.evaluation import compute_embeddings, evaluate, nmi_clustering
-from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
+from dmlnb.experiments.baseline_losses import lifted_structure, npair, semihard_triplet
 from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.hooks import Hook
-from dmlnb.losses import FacilityLocationLoss, MarginDecayHook, TripletLoss
+from dmlnb.losses import MarginDecayHook
 from dmlnb.losses.facility_location import (
     REFINEMENTS, InsideLossHook, augmented_objective, cluster_assignment, loss_augmented_inference, nmi_from_assignment,
 )
 from dmlnb.losses.npair import PAIRINGS, PENALTIES
+from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
@@ -451,20 +452,26 @@ def method_config(method: str, config: TrainConfig) -> TrainConfig:
     return config.replace(normalize=method in ("triplet", "clustering"))
 
 
-def build_loss(method: str, study: Study) -> nn.Module:
-    """The loss of ``method`` in ``study`` (:func:`loss_description`): the clustering loss with
-    ``study``'s initial margin multiplier and form of Algorithm 2, the N-pairs baseline with
-    ``study``'s pairs and penalty."""
+def loss_method(method: str, study: Study) -> MethodCall:
+    """The registered method (:mod:`dmlnb.methods`) that ``method`` trains in ``study``
+    (:func:`loss_description`): the clustering loss with ``study``'s initial margin multiplier
+    and form of Algorithm 2, the N-pairs baseline with ``study``'s pairs and penalty. Its spec is
+    part of every run's fingerprint."""
     if method == "triplet":
-        return semihard_triplet_loss()
+        return semihard_triplet()
     if method == "lifted":
-        return lifted_structure_loss(normalize=False)
+        return lifted_structure(normalize=False)
     if method == "npair":
-        return npair_loss(pairs=study.npair_pairs, penalty=study.npair_penalty)
+        return npair(pairs=study.npair_pairs, penalty=study.npair_penalty)
     if method == "clustering":
-        return FacilityLocationLoss(margin_multiplier=study.gamma, pam_passes=5, normalize=True,
-                                    refinement=study.refinement)
+        return call("facility-location", margin_multiplier=study.gamma, pam_passes=5, normalize=True,
+                    refinement=study.refinement)
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
+
+
+def build_loss(method: str, study: Study) -> nn.Module:
+    """The loss of ``method`` in ``study``, built by :func:`loss_method`."""
+    return loss_method(method, study).build()
 
 
 # ----------------------------------------------------------------------------------------------
@@ -554,10 +561,12 @@ def run_name(table: TableSpec, method: str, seed: int, study: Study) -> str:
 
 
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
-    """A run's method specification: table, method, :func:`loss_description`, batch composition,
+    """A run's method specification: table, method, :func:`loss_description`, the registered
+    method (:func:`loss_method`), batch composition,
     :meth:`Study.settings`, whether it stores a t-SNE map and the forms it trains (:func:`_forms`)."""
     return json.loads(json.dumps({
         "table": table.table, "method": method, "loss": loss_description(method, study),
+        "factory": loss_method(method, study).spec,
         "class_ratio": table.class_ratio, "classes_per_batch": table.classes_per_batch,
         **study.settings(), "tsne": tsne, **_forms(method, study),
     }))
@@ -618,7 +627,7 @@ def run_method(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = build_loss(method, study)
+        loss = from_spec(spec["factory"]).build()
         labels = torch.as_tensor(splits.train.labels)
         sampler = ClassRatioSampler(labels, cfg.batch_size, classes_per_batch=table.classes_per_batch,
                                     seed=cfg.seed, num_batches=cfg.steps_per_epoch)
@@ -793,15 +802,16 @@ def toy_loss(name: str) -> nn.Module:
     margin multiplier :data:`TOY_GAMMA`, no decay, Algorithm 2 as listed). The paper's forms are
     :data:`PAPER_FORMS`; the toy is computed when the chapter renders (no run record)."""
     losses = {
-        "triplet semi-hard": semihard_triplet_loss,
-        "lifted structure": lambda: lifted_structure_loss(normalize=True),
-        "N-pairs": lambda: npair_loss(normalize=True, pairs=PAPER_FORMS["pairs"], penalty=PAPER_FORMS["penalty"]),
-        "triplet all": lambda: TripletLoss(margin=0.2, mining="all", distance="squared"),
-        "clustering": lambda: FacilityLocationLoss(margin_multiplier=TOY_GAMMA, refinement=PAPER_FORMS["refinement"]),
+        "triplet semi-hard": semihard_triplet(),
+        "lifted structure": lifted_structure(normalize=True),
+        "N-pairs": npair(normalize=True, pairs=PAPER_FORMS["pairs"], penalty=PAPER_FORMS["penalty"]),
+        "triplet all": call("triplet", margin=0.2, mining="all", distance="squared"),
+        "clustering": call("facility-location", margin_multiplier=TOY_GAMMA,
+                           refinement=PAPER_FORMS["refinement"]),
     }
     if name not in losses:
         raise ValueError(f"unknown toy loss {name!r}; choose one of {list(losses)}")
-    return losses[name]()
+    return losses[name].build()
 
 
 def train_toy(name: str, steps: int = 300, lr: float = 0.02, points: tuple[Tensor, Tensor, Tensor] | None = None) -> dict[str, Any]:

@@ -7,7 +7,8 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   :func:`experiment_settings`: the training configuration and the design (seeds, ``rho``,
   ``lambda``, the ``M`` and ``lambda`` grids, the HNCM regime) per profile;
 * :data:`LOSSES`, :data:`TABLE2_LOSSES` and :func:`build_loss`: the integrated losses with the
-  settings of their papers (:data:`IMPLEMENTATION` says what each trains);
+  settings of their papers as registered methods (:data:`LOSS_METHODS`, :func:`implementation`
+  says what each trains);
 * :data:`PAIR_MODE`, :func:`pair_mode` and :func:`profs_loss`: the PROFS variants' losses restricted
   to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.representative_pairs.RepresentativePairs`);
 * :func:`build_components`: the batch sampler and hooks of one variant, ``plain`` (class-balanced
@@ -55,17 +56,10 @@ import torch
 from torch import Tensor, nn
 from torch.utils.data import Sampler
 
-from dmlnb.experiments.baseline_losses import lifted_structure_loss, npair_loss, semihard_triplet_loss
+from dmlnb.experiments.baseline_losses import lifted_structure, npair, semihard_triplet
 from dmlnb.experiments.settings import profile_settings, validation_holdout, with_validation
 from dmlnb.hooks import Hook
-from dmlnb.losses import (
-    AngularLoss,
-    ContrastiveLoss,
-    MarginLoss,
-    MultiSimilarityLoss,
-    SoftTripleLoss,
-    TripletLoss,
-)
+from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
@@ -101,7 +95,9 @@ from dmlnb.training import precision_description, train
 __all__ = [
     "LOSSES",
     "TABLE2_LOSSES",
-    "IMPLEMENTATION",
+    "LOSS_METHODS",
+    "implementation",
+    "loss_method",
     "VARIANTS",
     "PRESETS",
     "SETTINGS",
@@ -177,22 +173,45 @@ LOSSES: dict[str, str] = {
 TABLE2_LOSSES: dict[str, str] = {"Margin": "margin-dw", "SoftTriple": "softtriple"}
 VARIANTS: tuple[str, ...] = ("plain", "PROFS", "PROFS-HNCM")
 
-#: What each key trains (shown in the notebook).
-IMPLEMENTATION: dict[str, str] = {
-    "contrastive-hard": "ContrastiveLoss(mining='hard', squared_hinge, margin 1, mean): Eq. 3.2 on each "
-                        "anchor's hardest positive and hardest negative",
-    "triplet-semihard": "TripletLoss(semihard, squared distance, margin 0.2, mean): FaceNet, Eq. 3.3",
-    "triplet-hard": "TripletLoss(hard, squared distance, margin 0.2, mean): batch-hard, Eq. 3.3",
-    "lifted": "LiftedStructureLoss(neg_margin 1)",
-    "npair": "NPairLoss(l2_reg 0.02) on unnormalised embeddings (Sohn's setting)",
-    "angular": "AngularLoss(alpha 40 degrees)",
-    "margin-hard": "Eq. 3.4 on batch-hard pairs with beta fixed at 1.2, margin 0.2: "
-                   "ContrastiveLoss(hard, pos_margin 1.0, neg_margin 1.4), non-zero mean",
-    "ms": "MultiSimilarityLoss(alpha 2, beta 50, base 0.5) with its miner (epsilon 0.1)",
-    "margin-dw": "MarginLoss(distance-weighted sampling, learnable beta 1.2, margin 0.2)",
-    "softtriple": "SoftTripleLoss(K 10, lambda 20, gamma 0.1, tau 0.2, delta 0.01), centres at their own rate "
-                  "(the paper profile: 1e-2, as its code; otherwise 10x the network's)",
+#: What each key trains: a registered method (:mod:`dmlnb.methods`) with the settings of its
+#: paper (Sec. 5.3). A run's fingerprint holds its method's name, version and every argument,
+#: so a changed setting here trains the runs again. :func:`build_loss` builds from these.
+LOSS_METHODS: dict[str, MethodCall] = {
+    "contrastive-hard": call("contrastive", neg_margin=1.0, squared_hinge=True, mining="hard",
+                             reduction="mean"),
+    "triplet-semihard": semihard_triplet(),
+    "triplet-hard": call("triplet", margin=0.2, mining="hard", distance="squared", reduction="mean"),
+    "lifted": lifted_structure(),
+    "npair": npair(),
+    "angular": call("angular", alpha_degrees=40.0),
+    # Wu et al.'s terms [d - beta + alpha]_+ and [beta + alpha - d]_+ on the pairs of the
+    # contrastive loss's hard mining (Sec. 5.3), beta fixed at its initial 1.2, alpha 0.2.
+    "margin-hard": call("contrastive", pos_margin=1.0, neg_margin=1.4, mining="hard", reduction="nonzero"),
+    "ms": call("multi-similarity"),
+    "margin-dw": call("margin", margin=0.2, beta=1.2, learn_beta=True, sampling="distance_weighted"),
+    "softtriple": call("soft-triple"),
 }
+
+#: What each key's method means in the paper's terms (its settings are :data:`LOSS_METHODS`').
+_MEANING: dict[str, str] = {
+    "contrastive-hard": "Eq. 3.2 on each anchor's hardest positive and hardest negative",
+    "triplet-semihard": "FaceNet, Eq. 3.3",
+    "triplet-hard": "batch-hard, Eq. 3.3",
+    "npair": "Sohn's setting, unnormalised embeddings",
+    "margin-hard": "Eq. 3.4 on batch-hard pairs, beta fixed at 1.2, margin 0.2",
+    "ms": "with its miner",
+    "margin-dw": "Eq. 3.4, distance-weighted sampling, learnable beta",
+    "softtriple": "centres at their own rate (the paper profile: 1e-2, as its code; otherwise 10x "
+                  "the network's)",
+}
+
+
+def implementation() -> dict[str, str]:
+    """What each key trains, for the notebook: its method call (from :data:`LOSS_METHODS`, so
+    never out of date) and what it means in the paper's terms."""
+    return {key: f"{c}" + (f": {_MEANING[key]}" if key in _MEANING else "")
+            for key, c in LOSS_METHODS.items()}
+
 
 # ----------------------------------------------------------------------------------------------
 # Presets
@@ -250,7 +269,7 @@ PRESETS: dict[str, dict[str, Any]] = {
 #:
 #: * Margin (Wu et al. 2017, MXNet ``example/gluon/embedding_learning``): ResNet-50, ``batch-k 5``
 #:   images per class (batch 125 = 25 classes x 5, the multiple of 5 nearest the paper's 128 from
-#:   below), margin 0.2, beta 1.2 learnable (:data:`IMPLEMENTATION`);
+#:   below), margin 0.2, beta 1.2 learnable (:data:`LOSS_METHODS`);
 #: * SoftTriple (Qian et al. 2019, ``idstcv/SoftTriple``): BN-Inception, which dmlnb does not
 #:   provide (GoogLeNet V1, the nearest), K 10, lambda 20, gamma 0.1, tau 0.2, delta 0.01, the
 #:   centres at their own rate 1e-2 (``--centerlr``).
@@ -387,31 +406,16 @@ def table2_config(config: TrainConfig, row: str, settings: Mapping[str, Any]) ->
 
 
 def build_loss(key: str, num_classes: int, embedding_dim: int) -> nn.Module:
-    """The loss of ``key`` (a value of :data:`LOSSES` or :data:`TABLE2_LOSSES`), see
-    :data:`IMPLEMENTATION`. Seeded by the caller (SoftTriple's centres are drawn here)."""
-    if key == "contrastive-hard":
-        return ContrastiveLoss(neg_margin=1.0, squared_hinge=True, mining="hard", reduction="mean")
-    if key == "triplet-semihard":
-        return semihard_triplet_loss()
-    if key == "triplet-hard":
-        return TripletLoss(margin=0.2, mining="hard", distance="squared", reduction="mean")
-    if key == "lifted":
-        return lifted_structure_loss()
-    if key == "npair":
-        return npair_loss()
-    if key == "angular":
-        return AngularLoss(alpha_degrees=40.0)
-    if key == "margin-hard":
-        # Wu et al.'s terms [d - beta + alpha]_+ and [beta + alpha - d]_+ on the pairs of the
-        # contrastive loss's hard mining (Sec. 5.3), beta fixed at its initial 1.2, alpha 0.2.
-        return ContrastiveLoss(pos_margin=1.0, neg_margin=1.4, mining="hard", reduction="nonzero")
-    if key == "ms":
-        return MultiSimilarityLoss()
-    if key == "margin-dw":
-        return MarginLoss(margin=0.2, beta=1.2, learn_beta=True, sampling="distance_weighted")
-    if key == "softtriple":
-        return SoftTripleLoss(num_classes, embedding_dim)
-    raise ValueError(f"unknown loss {key!r}; choose one of {[*LOSSES.values(), *TABLE2_LOSSES.values()]}")
+    """The loss of ``key`` (a value of :data:`LOSSES` or :data:`TABLE2_LOSSES`): its method of
+    :data:`LOSS_METHODS`. Seeded by the caller (SoftTriple's centres are drawn here)."""
+    return loss_method(key).build(num_classes=num_classes, embedding_dim=embedding_dim)
+
+
+def loss_method(key: str) -> MethodCall:
+    """The method call of loss ``key`` (:data:`LOSS_METHODS`)."""
+    if key not in LOSS_METHODS:
+        raise ValueError(f"unknown loss {key!r}; choose one of {list(LOSS_METHODS)}")
+    return LOSS_METHODS[key]
 
 
 #: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.representative_pairs.RepresentativePairs`):
@@ -599,8 +603,8 @@ def run_name(key: str, variant: str, config: TrainConfig, period: int | None, la
 
 def _spec(key: str, variant: str, period: int | None, lam: float | None, proximal_params: str = "all",
           pairs: str | None = None, hncm_mode: str = "greedy") -> dict[str, Any]:
-    spec = {"loss": key, "variant": variant, "period": period, "lam": lam,
-            "proximal_params": proximal_params if variant != "plain" else "all"}
+    spec = {"loss": key, "factory": loss_method(key).spec, "variant": variant, "period": period,
+            "lam": lam, "proximal_params": proximal_params if variant != "plain" else "all"}
     mode = pair_mode(key, variant, pairs)
     if mode != "all":  # "all" trains the loss unchanged: its records stay valid
         spec["pairs"] = mode
@@ -689,7 +693,8 @@ def run_variant(
         torch.manual_seed(cfg.seed)
         model = build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=cfg.normalize,
                             pretrained=cfg.pretrained, width=cfg.width)
-        loss = profs_loss(key, variant, build_loss(key, num_classes, cfg.embedding_dim), cfg, ident.pairs)
+        base = from_spec(ident.spec["factory"]).build(num_classes=num_classes, embedding_dim=cfg.embedding_dim)
+        loss = profs_loss(key, variant, base, cfg, ident.pairs)
         sampler, hooks = build_components(key, variant, model, loss, labels, cfg, ident.period or 1, ident.lam or 0.0,
                                           proximal_params, ident.hncm_mode)
         timed.append(sampler)

@@ -30,16 +30,17 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
+import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
-from dmlnb.losses.softmax import NormalizedSoftmaxLoss
+from dmlnb.methods import call
 from dmlnb.models import build_model, configured_model, in_training_format
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
-from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
+from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
 
@@ -91,11 +92,13 @@ def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: s
     folder). The loss's class weights are drawn after seeding with ``config.seed``, so a run
     does not depend on what the notebook ran before it."""
     run_dir = Path(run_dir)
-    spec = {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed"}
+    loss_call = call("normalized-softmax", temperature=float(temperature))
+    spec = {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed",
+            "factory": loss_call.spec}
 
     def train(resume: bool) -> tuple[RunRecord, nn.Module]:
         torch.manual_seed(config.seed)
-        loss = NormalizedSoftmaxLoss(splits.num_train_classes, config.embedding_dim, temperature=temperature)
+        loss = loss_call.build(num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim)
         model, record = fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True, resume=resume,
                             spec=spec)
         return record, model

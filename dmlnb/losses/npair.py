@@ -115,7 +115,7 @@ class NPairLoss(MetricLoss):
     ``f = 0`` is taken as 0). Eq. 3 as written is ``pairs="all", penalty="norm"``. A batch
     without a positive pair gives 0 (and no penalty).
 
-    The book's chapters build it through :func:`dmlnb.experiments.baseline_losses.npair_loss`:
+    The book's chapters build it through :func:`dmlnb.experiments.baseline_losses.npair`:
     PROFS trains ``"first"`` on paired batches (two images per class: Sohn's loss) and the
     discriminative-loss chapter ``"first"`` on eight per class, where two images of each class
     enter the loss; the facility-location chapter trains its paper's Eq. 3, ``pairs="all",

@@ -1,0 +1,106 @@
+"""One-off migration: give the committed run records the method specifications the chapters now
+derive from registered methods (:mod:`dmlnb.methods`), without retraining anything.
+
+    python tools/migrate_factory_specs.py [--check] [RESULTS_DIR]
+
+Until the method registry, a chapter's run specification named its loss by a chapter key
+(``{"loss": "contrastive-hard", ...}``) while the loss's settings were typed in code, outside
+the fingerprint. Now each chapter adds ``"factory"``: the registered method's name, version and
+every argument (:attr:`dmlnb.methods.MethodCall.spec`), built from the same call that builds
+the loss. The calls reproduce what each key built before (the same class and arguments; the
+tests train each registered method against stored values), so a committed record describes the
+run the chapter would train today; this script adds its ``"factory"`` entry and its new
+fingerprint (:func:`dmlnb.records.run_fingerprint`). Every other byte of the record stays.
+A record that already has the entry is left as it is; ``--check`` only counts what it would
+change and exits 1 when anything is left to migrate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from dmlnb.experiments import discriminative, easy_positive, facility_location, profs
+from dmlnb.methods import SPEC_KEY, call
+from dmlnb.records import RunRecord, read_json, run_fingerprint, write_json_atomic
+
+ROOT = Path(__file__).resolve().parents[1] / "results"
+
+
+
+def _easy_positive(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Chapter 01: the old specification names the study settings its loss reads."""
+    design = SimpleNamespace(semihard=spec.get("semihard", easy_positive.Study.semihard),
+                             triplet_margin=spec.get("triplet_margin"), proxy_scale=spec.get("proxy_scale"))
+    return easy_positive.loss_method(spec["method"], design).spec  # type: ignore[arg-type]
+
+
+def _facility_location(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Chapter 02: the study's settings the loss reads are in the old specification."""
+    study = SimpleNamespace(gamma=spec["gamma"], refinement=spec.get("refinement"),
+                            npair_pairs=spec.get("pairs"), npair_penalty=spec.get("penalty"))
+    return facility_location.loss_method(spec["method"], study).spec  # type: ignore[arg-type]
+
+
+def _discriminative(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Chapter 03: a clustering run's gamma and refinement are in its old ``"loss"`` text
+    (:func:`~dmlnb.experiments.discriminative.clustering_implementation`, checked both ways)."""
+    if spec["method"] != "clustering":
+        return discriminative.loss_method(spec["method"]).spec
+    found = re.fullmatch(r"FacilityLocationLoss\(margin multiplier ([0-9.]+), 5 PAM passes, "
+                         r"refinement (\w+)\)", spec["loss"])
+    if found is None:
+        raise ValueError(f"unexpected clustering loss text {spec['loss']!r}")
+    gamma, refinement = float(found[1]), found[2]
+    if discriminative.clustering_implementation(gamma, refinement) != spec["loss"]:
+        raise ValueError(f"{spec['loss']!r} does not round-trip")
+    return discriminative.loss_method("clustering", gamma, refinement).spec
+
+
+#: Per chapter folder: the method spec of a record's old specification.
+FACTORIES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "00_protocol": lambda spec: call("normalized-softmax", temperature=spec["temperature"]).spec,
+    "01_easy_positive": _easy_positive,
+    "02_facility_location": _facility_location,
+    "03_discriminative": _discriminative,
+    "04_profs": lambda spec: profs.loss_method(spec["loss"]).spec,
+}
+
+
+def migrate(root: Path, write: bool = True) -> dict[str, int]:
+    """Add the ``"factory"`` entry to every record under ``root/<chapter>/`` of
+    :data:`FACTORIES` that lacks one; returns how many records each chapter changed."""
+    changed: dict[str, int] = {}
+    for chapter, factory in FACTORIES.items():
+        changed[chapter] = 0
+        for path in sorted((root / chapter).glob("*/*/record.json")):
+            data = read_json(path)
+            spec = data.get("spec")
+            if spec is None or SPEC_KEY in spec:
+                continue
+            data["spec"] = {**spec, SPEC_KEY: factory(spec)}
+            data["fingerprint"] = run_fingerprint(RunRecord.load(path).config, data["spec"])
+            changed[chapter] += 1
+            if write:
+                write_json_atomic(path, data)
+    return changed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("results", nargs="?", type=Path, default=ROOT, help="the results folder")
+    parser.add_argument("--check", action="store_true", help="count, write nothing")
+    args = parser.parse_args(argv)
+    changed = migrate(args.results, write=not args.check)
+    for chapter, count in changed.items():
+        print(f"{chapter}: {count} records {'to migrate' if args.check else 'migrated'}")
+    return 1 if args.check and any(changed.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
