@@ -24,8 +24,29 @@ Example::
     loss_call.spec   # {"name": "triplet", "version": 1, "args": {"margin": 0.2, ...all args}}
     loss = loss_call.build(num_classes=100, embedding_dim=64)
 
-The library registers every loss class (:mod:`dmlnb.losses.methods`, on import of
-:mod:`dmlnb.losses`); a reader registers a new
+Every loss class of :mod:`dmlnb.losses` is registered here, as it is: its constructor's
+arguments are the method's hyper-parameters (where a constructor takes an object, e.g. a miner,
+a small factory beside the class exposes the choice as a plain argument instead):
+
+==========================  ==========================================================
+method                      factory
+==========================  ==========================================================
+``"contrastive"``           :class:`~dmlnb.losses.ContrastiveLoss`
+``"triplet"``               :class:`~dmlnb.losses.TripletLoss`
+``"lifted"``                :class:`~dmlnb.losses.LiftedStructureLoss`
+``"npair"``                 :class:`~dmlnb.losses.NPairLoss`
+``"angular"``               :class:`~dmlnb.losses.AngularLoss`
+``"margin"``                :func:`margin_loss` (:class:`~dmlnb.losses.MarginLoss`)
+``"multi-similarity"``      :class:`~dmlnb.losses.MultiSimilarityLoss`
+``"soft-triple"``           :class:`~dmlnb.losses.SoftTripleLoss`
+``"proxy-nca"``             :class:`~dmlnb.losses.ProxyNCALoss`
+``"normalized-softmax"``    :class:`~dmlnb.losses.NormalizedSoftmaxLoss`
+``"easy-positive"``         :func:`~dmlnb.losses.easy_positive_loss` (the paper's variants)
+``"facility-location"``     :class:`~dmlnb.losses.FacilityLocationLoss`
+``"discriminative"``        :class:`~dmlnb.losses.DiscriminativeLoss` (centroids from the run)
+==========================  ==========================================================
+
+A reader registers a new
 one the same way (``register("my-loss", MyLoss)``) and names it in a chapter.
 """
 
@@ -38,8 +59,33 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["CONTEXT", "Method", "MethodCall", "register", "call", "registered", "unregister", "method",
-           "from_spec", "check_built", "SPEC_KEY"]
+from dmlnb.losses.angular import AngularLoss
+from dmlnb.losses.contrastive import ContrastiveLoss
+from dmlnb.losses.discriminative import DiscriminativeLoss
+from dmlnb.losses.easy_positive import easy_positive_loss
+from dmlnb.losses.facility_location import FacilityLocationLoss
+from dmlnb.losses.lifted import LiftedStructureLoss
+from dmlnb.losses.margin import margin_loss
+from dmlnb.losses.multi_similarity import MultiSimilarityLoss
+from dmlnb.losses.npair import NPairLoss
+from dmlnb.losses.proxy_nca import ProxyNCALoss
+from dmlnb.losses.soft_triple import SoftTripleLoss
+from dmlnb.losses.softmax import NormalizedSoftmaxLoss
+from dmlnb.losses.triplet import TripletLoss
+
+__all__ = [
+    "CONTEXT",
+    "Method",
+    "MethodCall",
+    "register",
+    "call",
+    "registered",
+    "unregister",
+    "method",
+    "from_spec",
+    "check_built",
+    "SPEC_KEY",
+]
 
 #: Factory parameters that the run supplies (from its data and configuration) rather than the
 #: method's hyper-parameters: they are not part of :attr:`MethodCall.spec`.
@@ -76,8 +122,9 @@ def _parameters(factory: Callable[..., Any]) -> list[inspect.Parameter]:
     return params[1:] if inspect.isclass(factory) else params  # drop ``self``
 
 
-def register(name: str, factory: Callable[..., Any], *, version: int = 1,
-             replace: bool = False) -> Method:
+def register(
+    name: str, factory: Callable[..., Any], *, version: int = 1, replace: bool = False
+) -> Method:
     """Register ``factory`` (a class or function) as the method ``name``.
 
     Its parameters named in :data:`CONTEXT` are supplied by the run; every other one is a
@@ -89,16 +136,20 @@ def register(name: str, factory: Callable[..., Any], *, version: int = 1,
             notebook), ``version`` < 1, or the factory takes ``*args``/``**kwargs``.
     """
     if name in _REGISTRY and not replace:
-        raise ValueError(f"method {name!r} is registered already ({_REGISTRY[name].factory!r}); "
-                         "choose another name or pass replace=True")
+        raise ValueError(
+            f"method {name!r} is registered already ({_REGISTRY[name].factory!r}); "
+            "choose another name or pass replace=True"
+        )
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"version must be an int >= 1, got {version!r}")
     context: list[str] = []
     defaults: dict[str, Any] = {}
     for p in _parameters(factory):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise ValueError(f"{factory!r} takes *{p.name}: list every hyper-parameter of method "
-                             f"{name!r} as a named parameter, so each enters the fingerprint")
+            raise ValueError(
+                f"{factory!r} takes *{p.name}: list every hyper-parameter of method "
+                f"{name!r} as a named parameter, so each enters the fingerprint"
+            )
         if p.name in CONTEXT:
             context.append(p.name)
         else:
@@ -128,16 +179,17 @@ def unregister(name: str) -> None:
 
 
 def registered() -> dict[str, Method]:
-    """Every registered method by name (the library's losses are registered by importing
-    :mod:`dmlnb.losses`)."""
+    """Every registered method by name: the library's losses and any a reader registered."""
     return dict(_REGISTRY)
 
 
 def _lookup(name: str) -> Method:
     methods = registered()
     if name not in methods:
-        raise ValueError(f"unknown method {name!r}; choose one of {sorted(methods)} (import "
-                         "dmlnb.losses first) or register it with dmlnb.methods.register")
+        raise ValueError(
+            f"unknown method {name!r}; choose one of {sorted(methods)} or register it with "
+            "dmlnb.methods.register"
+        )
     return methods[name]
 
 
@@ -149,9 +201,11 @@ def _check_json(name: str, key: str, value: Any) -> Any:
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        raise ValueError(f"method {name!r}: argument {key}={value!r} ({type(value).__name__}) is "
-                         "not JSON (numbers, strings, booleans, None, lists, dicts): pass a "
-                         "plain value, and build tensors inside the factory") from None
+        raise ValueError(
+            f"method {name!r}: argument {key}={value!r} ({type(value).__name__}) is "
+            "not JSON (numbers, strings, booleans, None, lists, dicts): pass a "
+            "plain value, and build tensors inside the factory"
+        ) from None
     return json.loads(text)
 
 
@@ -170,8 +224,11 @@ class MethodCall:
     def spec(self) -> dict[str, Any]:
         """``{"name", "version", "args"}``: what the run's specification stores of the method
         (JSON; the args sorted by name)."""
-        return {"name": self.method.name, "version": self.method.version,
-                "args": {k: self.args[k] for k in sorted(self.args)}}
+        return {
+            "name": self.method.name,
+            "version": self.method.version,
+            "args": {k: self.args[k] for k in sorted(self.args)},
+        }
 
     def replace(self, **changes: Any) -> MethodCall:
         """The same method with some hyper-parameters changed."""
@@ -188,7 +245,9 @@ class MethodCall:
         """
         missing = [c for c in self.method.context if c not in context]
         if missing:
-            raise ValueError(f"method {self.name!r} needs {missing} from the run; pass them to build()")
+            raise ValueError(
+                f"method {self.name!r} needs {missing} from the run; pass them to build()"
+            )
         built = self.method.factory(**{c: context[c] for c in self.method.context}, **self.args)
         try:
             built.method_spec = self.spec
@@ -214,10 +273,13 @@ def call(name: str, /, **args: Any) -> MethodCall:
     if unknown:
         given_context = [k for k in unknown if k in CONTEXT]
         if given_context:
-            raise ValueError(f"method {name!r}: {given_context} come from the run, not the call; "
-                             "pass them to MethodCall.build()")
-        raise ValueError(f"method {name!r} has no argument {unknown}; its arguments are "
-                         f"{sorted(m.defaults)}")
+            raise ValueError(
+                f"method {name!r}: {given_context} come from the run, not the call; "
+                "pass them to MethodCall.build()"
+            )
+        raise ValueError(
+            f"method {name!r} has no argument {unknown}; its arguments are {sorted(m.defaults)}"
+        )
     bound = {k: args.get(k, default) for k, default in m.defaults.items()}
     missing = sorted(k for k, v in bound.items() if v is _REQUIRED)
     if missing:
@@ -244,9 +306,11 @@ def check_built(loss: Any, run_spec: Mapping[str, Any] | None) -> None:
     built = [getattr(m, "method_spec", None) for m in modules]
     if wanted not in built:
         found = [b for b in built if b is not None]
-        raise ValueError(f"the run's specification names method {wanted} but the loss was built by "
-                         f"{found or 'no registered method'}: build it with "
-                         "dmlnb.methods.from_spec(spec['factory']).build(...)")
+        raise ValueError(
+            f"the run's specification names method {wanted} but the loss was built by "
+            f"{found or 'no registered method'}: build it with "
+            "dmlnb.methods.from_spec(spec['factory']).build(...)"
+        )
 
 
 def from_spec(spec: Mapping[str, Any]) -> MethodCall:
@@ -258,6 +322,24 @@ def from_spec(spec: Mapping[str, Any]) -> MethodCall:
     """
     made = call(spec["name"], **spec["args"])
     if made.method.version != spec["version"]:
-        raise ValueError(f"method {spec['name']!r} is at version {made.method.version}, the spec "
-                         f"names version {spec['version']}: its code changed since")
+        raise ValueError(
+            f"method {spec['name']!r} is at version {made.method.version}, the spec "
+            f"names version {spec['version']}: its code changed since"
+        )
     return made
+
+
+# The library's losses (see the module docstring).
+register("contrastive", ContrastiveLoss)
+register("triplet", TripletLoss)
+register("lifted", LiftedStructureLoss)
+register("npair", NPairLoss)
+register("angular", AngularLoss)
+register("margin", margin_loss)
+register("multi-similarity", MultiSimilarityLoss)
+register("soft-triple", SoftTripleLoss)
+register("proxy-nca", ProxyNCALoss)
+register("normalized-softmax", NormalizedSoftmaxLoss)
+register("easy-positive", easy_positive_loss)
+register("facility-location", FacilityLocationLoss)
+register("discriminative", DiscriminativeLoss)

@@ -20,7 +20,6 @@ from typing import Any
 import torch
 from torch import nn
 
-import dmlnb.losses  # noqa: F401  (registers the library's methods)
 from dmlnb.losses.discriminative import onehot_centroids
 from dmlnb.methods import Method, call, registered
 
@@ -41,7 +40,8 @@ def method_values(method: Method) -> list[float]:
     labels = torch.arange(CLASSES).repeat_interleave(PER_CLASS)  # (B,)
     model = nn.Linear(16, DIM)
     loss = call(method.name, **EXAMPLE_ARGS.get(method.name, {})).build(
-        num_classes=CLASSES, embedding_dim=DIM, centroids=onehot_centroids(CLASSES, DIM))
+        num_classes=CLASSES, embedding_dim=DIM, centroids=onehot_centroids(CLASSES, DIM)
+    )
     params = [*model.parameters(), *loss.parameters()]
     optimiser = torch.optim.SGD(params, lr=0.1)
     values = []
@@ -57,9 +57,12 @@ def method_values(method: Method) -> list[float]:
 def agrees(new: dict[str, Any], old: dict[str, Any] | None) -> bool:
     """Whether a method's ``new`` values agree with its ``old`` stored row: the same version and
     values within 1e-4 relative (another CPU's kernels round otherwise in the last digits)."""
-    return (old is not None and old["version"] == new["version"]
-            and len(old["values"]) == len(new["values"])
-            and all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(new["values"], old["values"])))
+    return (
+        old is not None
+        and old["version"] == new["version"]
+        and len(old["values"]) == len(new["values"])
+        and all(abs(a - b) <= 1e-4 * max(1.0, abs(b)) for a, b in zip(new["values"], old["values"]))
+    )
 
 
 def stored() -> dict[str, dict[str, Any]]:
@@ -71,8 +74,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--update", action="store_true", help="store every method's values")
     args = parser.parse_args(argv)
-    table = {name: {"version": m.version, "values": method_values(m)}
-             for name, m in sorted(registered().items())}
+    table = {
+        name: {"version": m.version, "values": method_values(m)}
+        for name, m in sorted(registered().items())
+    }
     if args.update:
         STORED.parent.mkdir(parents=True, exist_ok=True)
         STORED.write_text(json.dumps(table, indent=1) + "\n")

@@ -21,12 +21,20 @@ RESULTS = Path(__file__).resolve().parents[1] / "results" / "04_profs" / "defaul
 
 
 def _committed_contrastive_run() -> X.RunIdentity:
-    config, settings = X.experiment_config("default", validation=True), X.experiment_settings("default")
-    return next(r for r in X.chapter_runs(config, settings, 109)
-                if r.key == "contrastive-hard" and r.variant == "plain")
+    config, settings = (
+        X.experiment_config("default", validation=True),
+        X.experiment_settings("default"),
+    )
+    return next(
+        r
+        for r in X.chapter_runs(config, settings, 109)
+        if r.key == "contrastive-hard" and r.variant == "plain"
+    )
 
 
-def test_a_changed_loss_argument_stales_the_committed_record(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_changed_loss_argument_stales_the_committed_record(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """The issue's example: Contrastive-Hard's ``neg_margin`` 1.0 -> 0.3 used to reload the old
     record silently. Now its committed record no longer matches and the run would train."""
     before = _committed_contrastive_run()
@@ -52,7 +60,9 @@ def test_every_chapter_loss_key_builds_what_its_spec_names() -> None:
 def _tiny() -> tuple[InMemoryDataset, object]:
     torch.manual_seed(0)
     data = InMemoryDataset(torch.randn(16, 1, 4, 4), torch.arange(4).repeat_interleave(4))
-    return data, make_config("smoke", {"epochs": 1, "embedding_dim": 8, "batch_size": 8, "m_per_class": 2})
+    return data, make_config(
+        "smoke", {"epochs": 1, "embedding_dim": 8, "batch_size": 8, "m_per_class": 2}
+    )
 
 
 def test_training_refuses_a_loss_the_specification_does_not_name() -> None:

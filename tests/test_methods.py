@@ -8,11 +8,19 @@ from typing import Any
 
 import pytest
 import torch
+from method_values import EXAMPLE_ARGS, agrees, method_values, stored
 
 from dmlnb.losses import TripletLoss
-from dmlnb.methods import CONTEXT, call, from_spec, method, register, registered, unregister
+from dmlnb.methods import (
+    CONTEXT,
+    call,
+    from_spec,
+    method,
+    register,
+    registered,
+    unregister,
+)
 from dmlnb.records import run_fingerprint
-from method_values import EXAMPLE_ARGS, agrees, method_values, stored
 
 CONFIG = {"epochs": 1, "seed": 0}
 METHODS = sorted(registered())
@@ -39,7 +47,9 @@ def _changed(value: Any) -> Any:
 def test_every_argument_changes_the_fingerprint(name: str) -> None:
     base = call(name, **EXAMPLE_ARGS.get(name, {}))
     before = run_fingerprint(CONFIG, {"factory": base.spec})
-    assert set(base.spec["args"]) == set(registered()[name].defaults)  # every argument, defaults included
+    assert set(base.spec["args"]) == set(
+        registered()[name].defaults
+    )  # every argument, defaults included
     for key, value in base.args.items():
         changed = base.spec
         changed["args"][key] = _changed(value)
@@ -51,7 +61,9 @@ def test_every_argument_changes_the_fingerprint(name: str) -> None:
 def test_version_enters_the_fingerprint(name: str) -> None:
     spec = call(name, **EXAMPLE_ARGS.get(name, {})).spec
     bumped = {**spec, "version": spec["version"] + 1}
-    assert run_fingerprint(CONFIG, {"factory": bumped}) != run_fingerprint(CONFIG, {"factory": spec})
+    assert run_fingerprint(CONFIG, {"factory": bumped}) != run_fingerprint(
+        CONFIG, {"factory": spec}
+    )
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -59,11 +71,14 @@ def test_method_still_computes_its_stored_values(name: str) -> None:
     m = registered()[name]
     new = {"version": m.version, "values": method_values(m)}
     old = stored().get(name)
-    assert old is not None, f"no stored values for method {name!r}: run python tests/method_values.py --update"
+    assert old is not None, (
+        f"no stored values for method {name!r}: run python tests/method_values.py --update"
+    )
     assert agrees(new, old), (
         f"method {name!r} computes other values than stored at version {old['version']} "
         f"({new['values']} against {old['values']}): bump the method's version (register(..., "
-        "version=...)), then store its values with python tests/method_values.py --update")
+        "version=...)), then store its values with python tests/method_values.py --update"
+    )
 
 
 def test_method_values_are_deterministic() -> None:
@@ -77,8 +92,17 @@ def test_stored_values_name_only_registered_methods() -> None:
 
 def test_spec_holds_every_argument_and_builds_what_it_says() -> None:
     c = call("triplet", margin=0.3, mining="hard")
-    assert c.spec == {"name": "triplet", "version": 1, "args": {
-        "distance": "euclidean", "margin": 0.3, "mining": "hard", "normalize": True, "reduction": "nonzero"}}
+    assert c.spec == {
+        "name": "triplet",
+        "version": 1,
+        "args": {
+            "distance": "euclidean",
+            "margin": 0.3,
+            "mining": "hard",
+            "normalize": True,
+            "reduction": "nonzero",
+        },
+    }
     loss = c.build(num_classes=3, embedding_dim=4)
     assert isinstance(loss, TripletLoss) and loss.margin == 0.3 and loss.mining == "hard"
     assert loss.method_spec == c.spec
@@ -133,9 +157,15 @@ def test_a_reader_registers_a_method_and_its_arguments_enter_the_spec() -> None:
 
     try:
         c = call("test-scaled-triplet", scale=3.0)
-        assert c.spec == {"name": "test-scaled-triplet", "version": 2, "args": {"margin": 0.1, "scale": 3.0}}
+        assert c.spec == {
+            "name": "test-scaled-triplet",
+            "version": 2,
+            "args": {"margin": 0.1, "scale": 3.0},
+        }
         assert abs(c.build().margin - 0.3) < 1e-12
-        assert registered()["test-scaled-triplet"].summary == "A triplet loss with its margin scaled."
+        assert (
+            registered()["test-scaled-triplet"].summary == "A triplet loss with its margin scaled."
+        )
     finally:
         unregister("test-scaled-triplet")
     with pytest.raises(ValueError, match="unknown method"):

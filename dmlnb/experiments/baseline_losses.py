@@ -12,7 +12,6 @@ embeddings ``(B, D)`` and labels ``(B,)`` and returns a scalar.
 
 from __future__ import annotations
 
-import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
 from dmlnb.methods import MethodCall, call
 
 __all__ = ["semihard_triplet", "lifted_structure", "npair"]
@@ -33,5 +32,6 @@ def npair(normalize: bool = False, pairs: str = "first", penalty: str = "squared
     """Sohn's setting: an L2 penalty of 0.02 on the embeddings, which are unnormalised unless
     ``normalize``; ``pairs``: Sohn's one pair per class (``"first"``) or every positive pair
     (``"all"``, the facility-location paper's Eq. 3); ``penalty``: on the squared norms
-    (``"squared"``, Sohn's) or on the norms (``"norm"``, Eq. 3), see :class:`~dmlnb.losses.NPairLoss`."""
+    (``"squared"``, Sohn's) or on the norms (``"norm"``, Eq. 3), see
+    :class:`~dmlnb.losses.NPairLoss`."""
     return call("npair", l2_reg=0.02, normalize=normalize, pairs=pairs, penalty=penalty)

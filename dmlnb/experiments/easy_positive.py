@@ -51,7 +51,6 @@ import pandas as pd
 import torch
 from torch import nn
 
-import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
 from dmlnb.analysis import (
     nearest_reference_similarity,
     nearest_same_and_other,

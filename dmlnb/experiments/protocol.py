@@ -30,7 +30,6 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-import dmlnb.losses  # noqa: F401  (registers the library's losses as methods)
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn

@@ -38,7 +38,6 @@ from dmlnb.losses.proxy_nca import ProxyNCALoss
 from dmlnb.losses.soft_triple import SoftTripleLoss
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
 from dmlnb.losses.triplet import TripletLoss
-from dmlnb.losses import methods  # noqa: F401  (registers every loss as a method)
 
 __all__ = [
     "MetricLoss",

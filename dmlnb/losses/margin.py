@@ -12,7 +12,7 @@ from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.checks import check_square
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
-__all__ = ["MarginLoss", "DistanceWeightedMiner"]
+__all__ = ["MarginLoss", "DistanceWeightedMiner", "margin_loss"]
 
 _SAMPLINGS = ("distance_weighted", "all_pairs", "all_triplets")
 
@@ -263,3 +263,26 @@ class MarginLoss(MetricLoss):
         if self.num_classes is None:
             return self.beta.expand(labels.shape[0])[:, None]
         return self.beta[labels][:, None]
+
+
+def margin_loss(
+    num_classes: int,
+    *,
+    margin: float = 0.2,
+    beta: float = 1.2,
+    learn_beta: bool = True,
+    per_class_beta: bool = False,
+    nu: float = 0.0,
+    sampling: str = "distance_weighted",
+) -> MarginLoss:
+    """Wu et al.'s margin loss (:class:`~dmlnb.losses.MarginLoss`) with its own distance-weighted
+    miner; ``per_class_beta``: one learned ``beta`` per training class (``num_classes`` from the
+    run) instead of one for all."""
+    return MarginLoss(
+        margin=margin,
+        beta=beta,
+        learn_beta=learn_beta,
+        num_classes=num_classes if per_class_beta else None,
+        nu=nu,
+        sampling=sampling,
+    )  # type: ignore[arg-type]

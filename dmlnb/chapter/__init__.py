@@ -1,0 +1,59 @@
+"""The chapter layer: a chapter's runs and claims declared as data, trained or reloaded, and
+judged by one layer (:mod:`dmlnb.chapter.runset`, :mod:`dmlnb.chapter.claims`).
+
+A chapter is a few declarations and three calls::
+
+    from dmlnb.chapter import RunGroup, train_runs, ClaimSpec, Beats, Side, evaluate
+    from dmlnb.methods import call
+
+    GROUPS = {"table1": RunGroup({"triplet": call("triplet", mining="semihard"),
+                                  "contrastive": call("contrastive")}, seeds=(0, 1, 2))}
+    CLAIMS = [ClaimSpec("triplet-beats-contrastive", "The triplet loss beats the contrastive loss",
+                        Beats(Side("table1", "triplet"), Side("table1", "contrastive"),
+                              paired=True),
+                        where="Table 1")]
+
+    runs = train_runs(GROUPS, config, results_dir)    # trains what is missing, reloads the rest
+    judged = evaluate(CLAIMS, runs)                   # the book's one rule, claim by claim
+    write_claims_json(results_dir, judged, chapter="toy", profile="smoke")
+"""
+
+from dmlnb.chapter.claims import (
+    CLAIMS_FILE,
+    REASONS,
+    AboveThreshold,
+    Beats,
+    BeatsEvery,
+    ClaimSpec,
+    Custom,
+    InteriorOptimum,
+    JudgedClaim,
+    Side,
+    Untestable,
+    claims_frame,
+    evaluate,
+    write_claims_json,
+)
+from dmlnb.chapter.runset import RunGroup, RunSet, RunSpec, run_spec, train_runs
+
+__all__ = [
+    "RunGroup",
+    "RunSet",
+    "RunSpec",
+    "run_spec",
+    "train_runs",
+    "ClaimSpec",
+    "Side",
+    "Beats",
+    "BeatsEvery",
+    "AboveThreshold",
+    "InteriorOptimum",
+    "Untestable",
+    "Custom",
+    "JudgedClaim",
+    "REASONS",
+    "CLAIMS_FILE",
+    "evaluate",
+    "claims_frame",
+    "write_claims_json",
+]

@@ -1,0 +1,311 @@
+"""A chapter's claims declared as data and judged by one function.
+
+A claim is a :class:`ClaimSpec`: the paper's words and where they stand (or ``origin="ours"``
+for a measurement of the chapter's own), and its *test*, one of a small vocabulary:
+
+* :class:`Beats`: one side beats another on a metric (paired by seed when the sides share their
+  seeds by design, :func:`dmlnb.reporting.paired_differences`; else
+  :func:`dmlnb.reporting.compare`);
+* :class:`BeatsEvery`: one side beats each of several (:func:`dmlnb.reporting.all_of`);
+* :class:`AboveThreshold`: a side's metric beats a threshold
+  (:func:`dmlnb.reporting.compare_to_threshold`);
+* :class:`InteriorOptimum`: a sweep (one side per swept value) peaks inside
+  (:func:`dmlnb.reporting.interior_optimum`);
+* :class:`Untestable`: this scale cannot test it, with a typed reason (:data:`REASONS`) and the
+  scale that would;
+* :class:`Custom`: what the vocabulary cannot say (a lemma's trace, a timing slope): a function
+  of the runs that returns a :class:`~dmlnb.reporting.Verdict` from the rule.
+
+:func:`evaluate` judges every claim into a :class:`JudgedClaim`, always through the book's one
+rule; :func:`write_claims_json` writes them to ``results/<chapter>/<profile>/claims.json``, which
+the front page and the tests read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, Union
+
+import pandas as pd
+
+from dmlnb.chapter.runset import RunSet
+from dmlnb.records import write_json_atomic
+from dmlnb.reporting import (
+    Claim,
+    Verdict,
+    all_of,
+    claims_table,
+    compare,
+    compare_to_threshold,
+    interior_optimum,
+    not_tested,
+    paired_differences,
+    verdict_category,
+)
+
+__all__ = [
+    "REASONS",
+    "Side",
+    "Beats",
+    "BeatsEvery",
+    "AboveThreshold",
+    "InteriorOptimum",
+    "Untestable",
+    "Custom",
+    "ClaimSpec",
+    "JudgedClaim",
+    "evaluate",
+    "claims_frame",
+    "write_claims_json",
+    "CLAIMS_FILE",
+]
+
+#: Why a claim cannot be tested at a scale: it needs the paper's datasets (or backbone), a GPU's
+#: budget, or it cannot be tested by any run (a statement about other work, a definition).
+REASONS = ("needs-paper-data", "needs-gpu", "structurally-untestable")
+CLAIMS_FILE = "claims.json"
+
+
+@dataclass(frozen=True)
+class Side:
+    """The runs of method ``label`` in ``group`` (:class:`~dmlnb.chapter.runset.RunSet`)."""
+
+    group: str
+    label: str
+
+    def __str__(self) -> str:
+        return f"{self.label} ({self.group})"
+
+
+@dataclass(frozen=True)
+class Beats:
+    """``better`` beats ``worse`` on ``metric`` (``paired``: seed by seed, for sides that share
+    their seeds by design)."""
+
+    better: Side
+    worse: Side
+    metric: str = "R@1"
+    paired: bool = False
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class BeatsEvery:
+    """``better`` beats each side of ``worse`` on ``metric``."""
+
+    better: Side
+    worse: tuple[Side, ...]
+    metric: str = "R@1"
+    paired: bool = False
+
+
+@dataclass(frozen=True)
+class AboveThreshold:
+    """``side``'s ``metric`` is above ``threshold`` (below it when not ``higher_is_better``)."""
+
+    side: Side
+    threshold: float
+    metric: str = "R@1"
+    higher_is_better: bool = True
+
+
+@dataclass(frozen=True)
+class InteriorOptimum:
+    """The sweep ``points`` (swept value -> side) has its optimum inside, on ``metric``."""
+
+    points: Mapping[float, Side]
+    metric: str = "R@1"
+
+
+@dataclass(frozen=True)
+class Untestable:
+    """This scale cannot test the claim: ``reason`` (one of :data:`REASONS`), ``why`` in words and
+    the ``scale`` that would test it (e.g. ``"the paper profile on CUB-200-2011"``)."""
+
+    reason: Literal["needs-paper-data", "needs-gpu", "structurally-untestable"]
+    why: str
+    scale: str
+
+    def __post_init__(self) -> None:
+        if self.reason not in REASONS:
+            raise ValueError(f"reason must be one of {REASONS}, got {self.reason!r}")
+
+
+@dataclass(frozen=True)
+class Custom:
+    """``judge(runs) -> Verdict`` (from the rule's functions), for what the vocabulary cannot
+    say; its docstring's first line is the evidence shown."""
+
+    judge: Callable[[RunSet], Verdict]
+
+
+Test = Union[Beats, BeatsEvery, AboveThreshold, InteriorOptimum, Untestable, Custom]
+
+
+@dataclass(frozen=True)
+class ClaimSpec:
+    """One claim: an ``id`` (its anchor in the chapter), the ``text``, where it stands in the
+    paper (``where``: section, table or figure; empty for ours), whose it is (``origin``), the
+    paper's evidence in words and the ``test``."""
+
+    id: str
+    text: str
+    test: Test
+    where: str = ""
+    origin: Literal["paper", "ours"] = "paper"
+    paper_evidence: str = "—"
+
+    def __post_init__(self) -> None:
+        if self.origin not in ("paper", "ours"):
+            raise ValueError(f"origin must be 'paper' or 'ours', got {self.origin!r}")
+        if self.origin == "paper" and not self.where:
+            raise ValueError(
+                f"claim {self.id!r}: say where the paper makes it (where='Sec. 4, Table 1')"
+            )
+
+
+@dataclass(frozen=True)
+class JudgedClaim:
+    """A claim with the verdict the rule computed and what the verdict rests on (``evidence``)."""
+
+    spec: ClaimSpec
+    verdict: Verdict
+    evidence: str
+
+    @property
+    def reason(self) -> str | None:
+        """The typed reason of an untestable claim, else ``None``."""
+        return self.spec.test.reason if isinstance(self.spec.test, Untestable) else None
+
+
+def _pair(runs: RunSet, a: Side, b: Side, metric: str) -> tuple[list[float], list[float]]:
+    seeds = runs.seeds(a.group, a.label)
+    other = runs.seeds(b.group, b.label)
+    if seeds != other:
+        raise ValueError(
+            f"a paired test needs the same seeds on both sides: {a} has {seeds}, {b} has {other}"
+        )
+    return runs.values(a.group, a.label, metric, seeds), runs.values(
+        b.group, b.label, metric, seeds
+    )
+
+
+def _beats(
+    runs: RunSet, better: Side, worse: Side, metric: str, paired: bool, higher: bool
+) -> Verdict:
+    scale, unit = (100.0, " pts") if metric.startswith("R@") else (1.0, "")
+    if paired:
+        a, b = _pair(runs, better, worse, metric)
+        a, b = (a, b) if higher else (b, a)
+        return paired_differences(a, b, scale=scale, unit=unit)
+    return compare(
+        runs.values(better.group, better.label, metric),
+        runs.values(worse.group, worse.label, metric),
+        higher,
+        scale=scale,
+        unit=unit,
+    )
+
+
+def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
+    """The verdict of one test and the evidence it rests on, in words."""
+    if isinstance(test, Untestable):
+        return not_tested(
+            f"{test.reason}: {test.why}; would be tested at {test.scale}"
+        ), "not run: " + test.reason
+    if isinstance(test, Beats):
+        how = "paired by seed" if test.paired else "unpaired"
+        v = _beats(runs, test.better, test.worse, test.metric, test.paired, test.higher_is_better)
+        return v, f"{test.metric}: {test.better} vs {test.worse}, {how}"
+    if isinstance(test, BeatsEvery):
+        parts = {
+            str(w): _beats(runs, test.better, w, test.metric, test.paired, True) for w in test.worse
+        }
+        return all_of(
+            parts, "comparisons"
+        ), f"{test.metric}: {test.better} vs each of {', '.join(parts)}"
+    if isinstance(test, AboveThreshold):
+        scale, unit = (100.0, " pts") if test.metric.startswith("R@") else (1.0, "")
+        v = compare_to_threshold(
+            runs.values(test.side.group, test.side.label, test.metric),
+            test.threshold,
+            test.higher_is_better,
+            scale=scale,
+            unit=unit,
+        )
+        return v, f"{test.metric} of {test.side} against {test.threshold:g}"
+    if isinstance(test, InteriorOptimum):
+        points = {k: runs.values(s.group, s.label, test.metric) for k, s in test.points.items()}
+        v, _ = interior_optimum(points)
+        return v, f"{test.metric} over {len(points)} swept values"
+    if isinstance(test, Custom):
+        v = test.judge(runs)
+        if not isinstance(v, Verdict):
+            raise TypeError(
+                f"{test.judge!r} returned a {type(v).__name__}; return a Verdict from the rule"
+            )
+        doc = (getattr(test.judge, "__doc__", None) or "").strip()
+        return v, doc.splitlines()[0] if doc else getattr(test.judge, "__name__", repr(test.judge))
+    raise TypeError(f"unknown test {test!r}")
+
+
+def evaluate(claims: Sequence[ClaimSpec], runs: RunSet) -> list[JudgedClaim]:
+    """Every claim judged by the book's rule on ``runs``, in order.
+
+    Raises:
+        ValueError: two claims share an ``id``.
+    """
+    ids = [c.id for c in claims]
+    if len(set(ids)) != len(ids):
+        raise ValueError(
+            f"claim ids must be unique, got {sorted(i for i in ids if ids.count(i) > 1)} twice"
+        )
+    return [JudgedClaim(c, *_judge(c.test, runs)) for c in claims]
+
+
+def claims_frame(judged: Sequence[JudgedClaim]) -> pd.DataFrame:
+    """The claims table every chapter shows (:func:`dmlnb.reporting.claims_table`), with where
+    each claim stands in the paper."""
+    frame = claims_table(
+        [Claim(j.spec.text, j.spec.paper_evidence, j.evidence, j.verdict) for j in judged]
+    )
+    frame.insert(1, "where", [j.spec.where or "ours" for j in judged])
+    return frame
+
+
+def _number(x: float) -> float | None:
+    return float(x) if math.isfinite(x) else None
+
+
+def write_claims_json(
+    folder: str | Path, judged: Sequence[JudgedClaim], *, chapter: str, profile: str
+) -> Path:
+    """Write ``folder/claims.json`` atomically: per claim its id (the anchor), text, origin,
+    where, verdict and its category, effect, interval, runs per side and the typed reason of an
+    untestable claim. Returns the file's path."""
+    rows: list[dict[str, Any]] = []
+    for j in judged:
+        v = j.verdict
+        rows.append(
+            {
+                "id": j.spec.id,
+                "claim": j.spec.text,
+                "origin": j.spec.origin,
+                "where": j.spec.where,
+                "verdict": str(v),
+                "category": verdict_category(v),
+                "effect": _number(v.effect),
+                "interval": [_number(v.low), _number(v.high)],
+                "runs_per_side": list(v.n),
+                "note": v.note,
+                "reason": j.reason,
+                "evidence": j.evidence,
+            }
+        )
+    path = Path(folder) / CLAIMS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(path, {"chapter": chapter, "profile": profile, "claims": rows})
+    return path

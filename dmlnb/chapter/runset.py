@@ -1,0 +1,230 @@
+"""A chapter's runs declared as data and trained or reloaded by one function.
+
+A chapter declares its runs once, as :class:`RunGroup` values (methods x seeds, with the
+configuration changes the group makes), and :func:`train_runs` trains, resumes or reloads every
+run through the run layer (:func:`dmlnb.runs.train_or_reload`, so shards and training disabled
+work as for every chapter). Each run's specification is derived from its method call
+(``{"factory": MethodCall.spec}``), never typed, so a changed argument trains the run again.
+One result type, :class:`RunSet`, answers "the per-seed values of this method in this group".
+
+A run two groups declare alike (the same method call, seed and configuration) is one run: it
+has one folder and trains once (a shared baseline). Two declarations that would share a folder
+but not a fingerprint are refused.
+
+Example::
+
+    groups = {"table1": RunGroup({"triplet": call("triplet", mining="semihard"),
+                                  "contrastive": call("contrastive")}, seeds=(0, 1, 2))}
+    runs = train_runs(groups, config, results / "default")
+    runs.values("table1", "triplet", "R@1")   # [R@1 of seed 0, 1, 2] at each run's best epoch
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import torch
+from torch import nn
+
+from dmlnb.data import load_dataset
+from dmlnb.methods import MethodCall, from_spec
+from dmlnb.profiles import TrainConfig
+from dmlnb.records import RunRecord, run_fingerprint
+from dmlnb.runs import Run, train_or_reload
+from dmlnb.training import fit
+
+__all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One declared run: the ``label`` its chapter gives the method, the method ``call``, the
+    ``seed`` and the configuration ``changes`` (e.g. ``{"m_per_class": 2}``)."""
+
+    label: str
+    call: MethodCall
+    seed: int
+    changes: tuple[tuple[str, Any], ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The run's folder: ``"<label>[-<key><value>...]-seed<seed>"``."""
+        tag = "".join(f"-{k}{v}" for k, v in self.changes)
+        return f"{self.label}{tag}-seed{self.seed}".replace(" ", "_").replace("/", "_")
+
+    def config(self, base: TrainConfig) -> TrainConfig:
+        """``base`` with this run's changes and seed."""
+        return base.replace(**dict(self.changes), seed=int(self.seed))
+
+
+def run_spec(call: MethodCall) -> dict[str, Any]:
+    """The method specification of a run of ``call`` (:mod:`dmlnb.runs`): the method's name,
+    version and every argument."""
+    return {"factory": call.spec}
+
+
+@dataclass(frozen=True)
+class RunGroup:
+    """Methods x seeds: every method of ``methods`` (label -> call) with every seed of
+    ``seeds``, under the configuration ``changes`` the group makes."""
+
+    methods: Mapping[str, MethodCall]
+    seeds: Sequence[int]
+    changes: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.methods:
+            raise ValueError("a RunGroup needs at least one method: methods={'label': call(...)}")
+        if len(set(self.seeds)) != len(self.seeds) or not self.seeds:
+            raise ValueError(f"seeds must be distinct and at least one, got {list(self.seeds)}")
+
+    def runs(self) -> list[RunSpec]:
+        """Every run of the group, method by method, seed by seed."""
+        changes = tuple(sorted(self.changes.items()))
+        return [
+            RunSpec(label, c, int(seed), changes)
+            for label, c in self.methods.items()
+            for seed in self.seeds
+        ]
+
+
+@dataclass
+class RunSet:
+    """The chapter's runs by group: ``runs[group][(label, seed)]`` is a :class:`dmlnb.runs.Run`."""
+
+    runs: dict[str, dict[tuple[str, int], Run]]
+
+    def _group(self, group: str) -> dict[tuple[str, int], Run]:
+        if group not in self.runs:
+            raise KeyError(f"no group {group!r}; the groups are {sorted(self.runs)}")
+        return self.runs[group]
+
+    def seeds(self, group: str, label: str) -> list[int]:
+        """The seeds of ``label`` in ``group``, in order."""
+        found = sorted(s for (lab, s) in self._group(group) if lab == label)
+        if not found:
+            labels = sorted({lab for lab, _ in self._group(group)})
+            raise KeyError(f"group {group!r} has no method {label!r}; its methods are {labels}")
+        return found
+
+    def values(
+        self, group: str, label: str, metric: str, seeds: Sequence[int] | None = None
+    ) -> list[float]:
+        """``metric`` of each run of ``label`` in ``group`` at its best epoch (its
+        configuration's selection), in the order of ``seeds`` (default: every seed, sorted)."""
+        runs = self._group(group)
+        return [
+            float(runs[(label, s)].metrics[metric])
+            for s in (seeds if seeds is not None else self.seeds(group, label))
+        ]
+
+    def records(self, group: str | None = None) -> list[RunRecord]:
+        """The records of ``group``'s runs (default: every run once)."""
+        groups = [group] if group is not None else list(self.runs)
+        seen: dict[int, RunRecord] = {}
+        for g in groups:
+            for run in self._group(g).values():
+                seen.setdefault(id(run), run.record)
+        return list(seen.values())
+
+    @property
+    def trained(self) -> int:
+        """How many distinct runs were trained now (the others were reloaded)."""
+        return len({id(r) for g in self.runs.values() for r in g.values() if r.trained})
+
+    def frame(self, metric: str) -> pd.DataFrame:
+        """One row per (group, method, seed): ``group, method, seed, <metric>``."""
+        rows = [
+            {"group": g, "method": lab, "seed": s, metric: float(run.metrics[metric])}
+            for g, runs in self.runs.items()
+            for (lab, s), run in sorted(runs.items())
+        ]
+        return pd.DataFrame(rows, columns=["group", "method", "seed", metric])
+
+
+def train_runs(
+    groups: Mapping[str, RunGroup],
+    config: TrainConfig,
+    results_dir: str | Path | None,
+    *,
+    splits: Any = None,
+    data_root: str | Path | None = None,
+    retrain: bool = False,
+    say: Callable[[str], None] = print,
+) -> RunSet:
+    """Train, resume or reload every run of ``groups`` on ``config`` (each run's changes and seed
+    applied), each in ``results_dir / RunSpec.name`` (``None``: in memory, nothing stored).
+
+    The dataset (``config.dataset``) is loaded once, and only when a run trains (``splits``
+    passes one already loaded). A run declared by several groups trains once. A method whose
+    factory needs ``centroids`` from the run is not trained here (its chapter builds them).
+
+    Raises:
+        ValueError: two declared runs share a folder but not a fingerprint (give one a label of
+            its own).
+    """
+    loaded: list[Any] = [splits] if splits is not None else []
+
+    def data() -> Any:
+        if not loaded:
+            loaded.append(load_dataset(config.dataset, root=data_root, **config.dataset_options))
+        return loaded[0]
+
+    made: dict[str, tuple[str, Run]] = {}
+    out: dict[str, dict[tuple[str, int], Run]] = {}
+    for group, declared in groups.items():
+        out[group] = {}
+        for spec in declared.runs():
+            cfg, method_spec = spec.config(config), run_spec(spec.call)
+            fingerprint = run_fingerprint(cfg, method_spec)
+            if spec.name in made and made[spec.name][0] != fingerprint:
+                raise ValueError(
+                    f"run {spec.name!r} of group {group!r} is declared twice with different "
+                    "methods or configurations; give one a label of its own"
+                )
+            if spec.name not in made:
+                folder = Path(results_dir) / spec.name if results_dir is not None else None
+                made[spec.name] = (
+                    fingerprint,
+                    _train_one(spec, cfg, method_spec, folder, data, retrain, say),
+                )
+            out[group][(spec.label, spec.seed)] = made[spec.name][1]
+    return RunSet(out)
+
+
+def _train_one(
+    spec: RunSpec,
+    config: TrainConfig,
+    method_spec: dict[str, Any],
+    folder: Path | None,
+    data: Callable[[], Any],
+    retrain: bool,
+    say: Callable[[str], None],
+) -> Run:
+    """One run through :func:`dmlnb.runs.train_or_reload`: the network the configuration names
+    and the loss built from the specification's method (seeded with the run's seed)."""
+
+    def train(resume: bool) -> tuple[RunRecord, nn.Module]:
+        splits = data()
+        torch.manual_seed(
+            config.seed
+        )  # learnable loss parameters (proxies, centres) are seeded too
+        loss = from_spec(method_spec["factory"]).build(
+            num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim
+        )
+        model, record = fit(
+            config,
+            loss,
+            splits=splits,
+            run_dir=folder,
+            resume=resume,
+            name=spec.name,
+            spec=method_spec,
+        )
+        return record, model
+
+    return train_or_reload(spec.name, folder, config, method_spec, train, retrain=retrain, say=say)

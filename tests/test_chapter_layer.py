@@ -1,0 +1,233 @@
+"""The chapter layer (:mod:`dmlnb.chapter`): runs declared as data are trained once and then
+reloaded, a reader's change to a method retrains only its runs, claims declared as data are
+judged by the book's rule and exported to claims.json, and a toy chapter (``toy_chapter.py``,
+``data/toy_chapter.ipynb``) goes through all of it as a sixth paper would."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+
+import papermill as pm
+import pytest
+import toy_chapter as toy
+
+from dmlnb.chapter import (
+    AboveThreshold,
+    Beats,
+    BeatsEvery,
+    ClaimSpec,
+    Custom,
+    InteriorOptimum,
+    RunGroup,
+    RunSet,
+    Side,
+    Untestable,
+    claims_frame,
+    evaluate,
+    train_runs,
+    write_claims_json,
+)
+from dmlnb.methods import call
+from dmlnb.reporting import compare
+
+HERE = Path(__file__).resolve().parent
+
+
+def _runs(values: dict[str, list[float]], group: str = "g") -> RunSet:
+    """A run set of fabricated results: ``label -> R@1 per seed``."""
+    runs = {
+        (label, seed): SimpleNamespace(metrics={"R@1": v}, trained=False, record=None)
+        for label, vs in values.items()
+        for seed, v in enumerate(vs)
+    }
+    return RunSet({group: runs})  # type: ignore[dict-item]
+
+
+def test_beats_paired_and_unpaired_follow_the_rule() -> None:
+    runs = _runs({"a": [0.60, 0.62, 0.61, 0.63], "b": [0.50, 0.53, 0.52, 0.51]})
+    unpaired, paired, reverse = evaluate(
+        [
+            ClaimSpec("u", "a beats b", Beats(Side("g", "a"), Side("g", "b")), where="T1"),
+            ClaimSpec(
+                "p", "a beats b", Beats(Side("g", "a"), Side("g", "b"), paired=True), where="T1"
+            ),
+            ClaimSpec(
+                "r", "b beats a", Beats(Side("g", "b"), Side("g", "a"), paired=True), where="T1"
+            ),
+        ],
+        runs,
+    )
+    assert (
+        str(unpaired.verdict) == str(paired.verdict) == "holds"
+        and str(reverse.verdict) == "does not hold"
+    )
+    assert unpaired.verdict.n == (4, 4) and paired.verdict.n == (4,)
+    assert math.isclose(
+        unpaired.verdict.effect, compare([0.60, 0.62, 0.61, 0.63], [0.50, 0.53, 0.52, 0.51]).effect
+    )
+    assert math.isclose(paired.verdict.effect, 0.10)  # mean of 0.10, 0.09, 0.09, 0.12
+
+
+def test_every_threshold_optimum_untestable_and_custom() -> None:
+    runs = _runs(
+        {
+            "a": [0.6, 0.61, 0.62],
+            "b": [0.5, 0.52, 0.51],
+            "c": [0.7, 0.71, 0.72],
+            "lo": [0.1, 0.11, 0.12],
+            "hi": [0.2, 0.21, 0.22],
+        }
+    )
+    judged = evaluate(
+        [
+            ClaimSpec(
+                "every",
+                "a beats b and c",
+                BeatsEvery(Side("g", "a"), (Side("g", "b"), Side("g", "c"))),
+                where="T",
+            ),
+            ClaimSpec("thr", "a is above 0.55", AboveThreshold(Side("g", "a"), 0.55), where="T"),
+            ClaimSpec(
+                "opt",
+                "the sweep peaks inside",
+                InteriorOptimum({1.0: Side("g", "lo"), 2.0: Side("g", "c"), 3.0: Side("g", "hi")}),
+                where="F3",
+            ),
+            ClaimSpec(
+                "big",
+                "holds on SOP",
+                Untestable("needs-gpu", "ResNet-50 for 100 epochs", "an H100"),
+                where="S5",
+            ),
+            ClaimSpec(
+                "ours",
+                "a beats lo",
+                Custom(lambda r: compare(r.values("g", "a", "R@1"), r.values("g", "lo", "R@1"))),
+                origin="ours",
+            ),
+        ],
+        runs,
+    )
+    verdicts = {j.spec.id: str(j.verdict) for j in judged}
+    assert verdicts["every"].startswith("does not hold") and verdicts["thr"] == "holds"
+    assert verdicts["opt"] == "holds" and verdicts["ours"] == "holds"
+    assert verdicts["big"] == "not tested at this scale" and judged[3].reason == "needs-gpu"
+    assert "would be tested at an H100" in judged[3].verdict.note
+    frame = claims_frame(judged)
+    assert list(frame["where"]) == ["T", "T", "F3", "S5", "ours"] and len(frame) == 5
+
+
+def test_bad_declarations_name_the_fix() -> None:
+    with pytest.raises(ValueError, match="reason must be one of"):
+        Untestable("too-hard", "x", "y")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="say where the paper makes it"):
+        ClaimSpec("x", "a claim", Untestable("needs-gpu", "x", "y"))
+    with pytest.raises(ValueError, match="seeds must be distinct"):
+        RunGroup({"a": call("triplet")}, seeds=(0, 0))
+    runs = _runs({"a": [0.6, 0.61, 0.62], "b": [0.5, 0.52]})
+    with pytest.raises(ValueError, match="same seeds on both sides"):
+        evaluate(
+            [
+                ClaimSpec(
+                    "p", "a beats b", Beats(Side("g", "a"), Side("g", "b"), paired=True), where="T"
+                )
+            ],
+            runs,
+        )
+    with pytest.raises(ValueError, match="claim ids must be unique"):
+        claim = ClaimSpec("p", "a beats b", Beats(Side("g", "a"), Side("g", "b")), where="T")
+        evaluate([claim, claim], runs)
+    with pytest.raises(KeyError, match="has no method 'z'"):
+        runs.values("g", "z", "R@1")
+
+
+def test_runs_train_once_reload_and_follow_their_methods(tmp_path: Path) -> None:
+    config = toy.config("smoke").replace(epochs=1, steps_per_epoch=2, eval_metrics=("recall",))
+    shared = {"triplet": toy.METHODS["triplet"]}
+    groups = {
+        "losses": RunGroup(toy.METHODS, seeds=(0, 1)),
+        "baseline": RunGroup(shared, seeds=(1,)),
+    }
+    first = train_runs(groups, config, tmp_path, say=lambda _: None)
+    assert (
+        first.trained == 4
+    )  # the baseline's run is the losses group's triplet seed 1: trained once
+    assert first.runs["baseline"][("triplet", 1)] is first.runs["losses"][("triplet", 1)]
+    again = train_runs(groups, config, tmp_path, say=lambda _: None)
+    assert again.trained == 0 and again.values("losses", "triplet", "R@1") == first.values(
+        "losses", "triplet", "R@1"
+    )
+    record = json.loads((tmp_path / "triplet-seed0" / "record.json").read_text())
+    assert record["spec"] == {"factory": toy.METHODS["triplet"].spec}
+    said: list[str] = []
+    changed = train_runs(
+        {
+            "losses": RunGroup(
+                toy.groups({"triplet": {"margin": 0.1}})["losses"].methods, seeds=(0, 1)
+            )
+        },
+        config,
+        tmp_path,
+        say=said.append,
+    )
+    assert changed.trained == 2 and all("fingerprint changed" in s for s in said) and len(said) == 2
+    clash = {
+        "a": RunGroup({"triplet": call("triplet")}, seeds=(0,)),
+        "b": RunGroup({"triplet": call("triplet", margin=0.5)}, seeds=(0,)),
+    }
+    with pytest.raises(ValueError, match="declared twice"):
+        train_runs(clash, config, tmp_path / "clash", say=lambda _: None)
+
+
+def test_claims_json_holds_every_claim_with_its_evidence(tmp_path: Path) -> None:
+    runs = _runs({"triplet": [0.6, 0.62, 0.61], "contrastive": [0.5, 0.52, 0.51]}, group="losses")
+    path = write_claims_json(tmp_path, evaluate(toy.CLAIMS, runs), chapter="toy", profile="smoke")
+    data = json.loads(path.read_text())
+    assert data["chapter"] == "toy" and [c["id"] for c in data["claims"]] == [
+        c.id for c in toy.CLAIMS
+    ]
+    first, second = data["claims"]
+    assert (
+        first["category"] == "holds" and first["runs_per_side"] == [3] and first["reason"] is None
+    )
+    assert first["interval"][0] > 0 and math.isclose(first["effect"], 0.1)
+    assert (
+        second["category"] == "not tested at this scale" and second["reason"] == "needs-paper-data"
+    )
+    assert second["effect"] is None and second["interval"] == [None, None]
+
+
+def test_the_toy_chapter_trains_judges_exports_and_renders(tmp_path: Path) -> None:
+    """A sixth paper's chapter: its spec (toy_chapter.py, under 60 lines) and a short notebook."""
+    assert len((HERE / "toy_chapter.py").read_text().splitlines()) <= 60
+    out = tmp_path / "toy.ipynb"
+    params = {"profile": "smoke", "results": str(tmp_path / "results")}
+    pm.execute_notebook(
+        HERE / "data" / "toy_chapter.ipynb",
+        out,
+        parameters=params,
+        cwd=str(HERE),
+        kernel_name="python3",
+        progress_bar=False,
+    )
+    text = out.read_text()
+    assert "6 runs trained now" in text and "triplet-beats-contrastive" not in text
+    claims = json.loads((tmp_path / "results" / "smoke" / "claims.json").read_text())["claims"]
+    assert [c["id"] for c in claims] == ["triplet-beats-contrastive", "holds-at-scale"]
+    assert claims[0]["runs_per_side"] == [3] and claims[0]["category"] in (
+        "holds",
+        "does not hold",
+        "inconclusive",
+    )
+    pm.execute_notebook(
+        HERE / "data" / "toy_chapter.ipynb",
+        out,
+        cwd=str(HERE),
+        kernel_name="python3",
+        parameters={**params, "changes": {"triplet": {"margin": 0.1}}},
+        progress_bar=False,
+    )
+    assert "3 runs trained now" in out.read_text()  # the changed method's runs only
