@@ -22,17 +22,24 @@ from torch import nn
 
 from dmlnb.losses.discriminative import onehot_centroids
 from dmlnb.methods import Method, call, registered
+from dmlnb.ssdml import PartitionObjective  # registers the SSDML objectives too
 
 STORED = Path(__file__).resolve().parent / "data" / "method_values.json"
 
 #: Arguments a method needs beyond its defaults (a required argument) to be trained here.
-EXAMPLE_ARGS: dict[str, dict[str, Any]] = {"easy-positive": {"name": "EPHN"}}
+EXAMPLE_ARGS: dict[str, dict[str, Any]] = {
+    "easy-positive": {"name": "EPHN"},
+    "ssdml-labelled": {"loss": "triplet"},
+    "ssdml-angular": {"k": 3},
+    **{name: {"k": 3} for name in ("lrml", "isdml", "apllr", "apit")},
+}
 
 CLASSES, PER_CLASS, DIM, STEPS = 4, 4, 8, 3
+LR = 1e-3  # small enough that no method diverges in three steps (the values stay comparable)
 
 
 def method_values(method: Method) -> list[float]:
-    """The loss of ``method`` at each of :data:`STEPS` SGD steps (lr 0.1) of a seeded linear
+    """The loss of ``method`` at each of :data:`STEPS` SGD steps (lr :data:`LR`) of a seeded linear
     embedding (16 -> 8) on a fabricated batch of 4 classes x 4 images: the values move when
     the method's forward or backward pass computes something else."""
     torch.manual_seed(0)
@@ -43,15 +50,25 @@ def method_values(method: Method) -> list[float]:
         num_classes=CLASSES, embedding_dim=DIM, centroids=onehot_centroids(CLASSES, DIM)
     )
     params = [*model.parameters(), *loss.parameters()]
-    optimiser = torch.optim.SGD(params, lr=0.1)
+    optimiser = torch.optim.SGD(params, lr=LR)
     values = []
     for _ in range(STEPS):
         optimiser.zero_grad()
-        value = loss(model(x), labels)
+        value = _step(loss, model(x), labels)
         value.backward()
         optimiser.step()
         values.append(float(value.detach()))
     return values
+
+
+def _step(loss: nn.Module, z: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The loss of one step: a batch loss on ``z`` ``(B, D)``; an SSDML objective (Algorithm 1)
+    on the partition ``z`` with the last class unlabelled, over every unit it prepares."""
+    if not isinstance(loss, PartitionObjective):
+        return loss(z, labels)
+    partial = torch.where(labels == CLASSES - 1, -1, labels)  # (B,), -1: unlabelled
+    units = loss.prepare(z.detach(), partial)  # (U, unit_size)
+    return loss.unit_loss(z[units], torch.arange(units.shape[0]))
 
 
 def agrees(new: dict[str, Any], old: dict[str, Any] | None) -> bool:

@@ -25,25 +25,31 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from dmlnb.experiments import discriminative, easy_positive, facility_location, profs
+from dmlnb.experiments import discriminative, easy_positive, facility_location, profs, ssdml
 from dmlnb.methods import SPEC_KEY, call
 from dmlnb.records import RunRecord, read_json, run_fingerprint, write_json_atomic
 
 ROOT = Path(__file__).resolve().parents[1] / "results"
 
 
-
 def _easy_positive(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Chapter 01: the old specification names the study settings its loss reads."""
-    design = SimpleNamespace(semihard=spec.get("semihard", easy_positive.Study.semihard),
-                             triplet_margin=spec.get("triplet_margin"), proxy_scale=spec.get("proxy_scale"))
+    design = SimpleNamespace(
+        semihard=spec.get("semihard", easy_positive.Study.semihard),
+        triplet_margin=spec.get("triplet_margin"),
+        proxy_scale=spec.get("proxy_scale"),
+    )
     return easy_positive.loss_method(spec["method"], design).spec  # type: ignore[arg-type]
 
 
 def _facility_location(spec: Mapping[str, Any]) -> dict[str, Any]:
     """Chapter 02: the study's settings the loss reads are in the old specification."""
-    study = SimpleNamespace(gamma=spec["gamma"], refinement=spec.get("refinement"),
-                            npair_pairs=spec.get("pairs"), npair_penalty=spec.get("penalty"))
+    study = SimpleNamespace(
+        gamma=spec["gamma"],
+        refinement=spec.get("refinement"),
+        npair_pairs=spec.get("pairs"),
+        npair_penalty=spec.get("penalty"),
+    )
     return facility_location.loss_method(spec["method"], study).spec  # type: ignore[arg-type]
 
 
@@ -52,14 +58,33 @@ def _discriminative(spec: Mapping[str, Any]) -> dict[str, Any]:
     (:func:`~dmlnb.experiments.discriminative.clustering_implementation`, checked both ways)."""
     if spec["method"] != "clustering":
         return discriminative.loss_method(spec["method"]).spec
-    found = re.fullmatch(r"FacilityLocationLoss\(margin multiplier ([0-9.]+), 5 PAM passes, "
-                         r"refinement (\w+)\)", spec["loss"])
+    found = re.fullmatch(
+        r"FacilityLocationLoss\(margin multiplier ([0-9.]+), 5 PAM passes, "
+        r"refinement (\w+)\)",
+        spec["loss"],
+    )
     if found is None:
         raise ValueError(f"unexpected clustering loss text {spec['loss']!r}")
     gamma, refinement = float(found[1]), found[2]
     if discriminative.clustering_implementation(gamma, refinement) != spec["loss"]:
         raise ValueError(f"{spec['loss']!r} does not round-trip")
     return discriminative.loss_method("clustering", gamma, refinement).spec
+
+
+def _ssdml(spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Chapter 05: the method's settings are under ``"method"`` (its mining only when not the
+    paper's, the baselines' arguments under ``"hyper"``)."""
+    m = spec["method"]
+    setting = SimpleNamespace(
+        metric_dim=m["metric_dim"],
+        alpha=m.get("alpha", 40.0),
+        k=m.get("k"),
+        gamma=m.get("gamma"),
+        propagation=m.get("propagation", "one-sided"),
+        negatives=m.get("negatives", "neighbourhood"),
+        baseline_hyper={m["method"]: m.get("hyper", {})},
+    )
+    return ssdml.objective_method(m["method"], setting, m.get("alpha")).spec  # type: ignore[arg-type]
 
 
 #: Per chapter folder: the method spec of a record's old specification.
@@ -69,6 +94,7 @@ FACTORIES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "02_facility_location": _facility_location,
     "03_discriminative": _discriminative,
     "04_profs": lambda spec: profs.loss_method(spec["loss"]).spec,
+    "05_ssdml": _ssdml,
 }
 
 

@@ -40,6 +40,7 @@ from dmlnb.data.base import InMemoryDataset, LabelledDataset, gather_images
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.evaluation import evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
+from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.models import build_model, in_training_format
 from dmlnb.plots import retrieval_grid, tsne
 from dmlnb.profiles import TrainConfig, make_config
@@ -52,11 +53,9 @@ from dmlnb.reporting import (
     every_pair_equivalent, group_verdict, not_tested, paired_differences, provenance_frame, provenance_text, qualify,
 )
 from dmlnb.selection import COLUMN_LABELS, both_ways_verdicts
+from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.algorithm import (PartitionSchedule, TrainingPool, embed, partition_indices, run_spec, train_ssdml,
                                    unlabelled_reached)
-from dmlnb.ssdml.angular import AngularSSDML
-from dmlnb.ssdml.base import PartitionObjective
-from dmlnb.ssdml.supervised import LabelledTriplets
 
 __all__ = [
     "METHODS",
@@ -535,21 +534,29 @@ class NormalizedFeatures(nn.Module):
         return F.normalize(self.trunk(x), dim=1)  # (B, F)
 
 
-def build_objective(method: str, setting: Setting, dim: int, alpha: float | None = None) -> PartitionObjective:
-    """The :class:`PartitionObjective` of ``method`` on ``dim``-dimensional ``z``."""
+def objective_method(method: str, setting: Setting, alpha: float | None = None) -> MethodCall:
+    """The registered method (:mod:`dmlnb.ssdml.methods`) that ``method`` trains in ``setting``,
+    with every argument; part of its runs' fingerprints. ``alpha`` (default ``setting.alpha``)
+    is an argument only of the methods whose objective reads it (the angular ones)."""
     alpha = setting.alpha if alpha is None else alpha
     if method in ("ours", "ours-noorth", "ours-outside"):
         negatives = "outside" if method == "ours-outside" else setting.negatives
-        return AngularSSDML(dim, setting.metric_dim, alpha_degrees=alpha, k=setting.k, gamma=setting.gamma,
-                            orthogonal=method != "ours-noorth", propagation=setting.propagation, negatives=negatives)
+        return call("ssdml-angular", metric_dim=setting.metric_dim, alpha_degrees=alpha, k=setting.k,
+                    gamma=setting.gamma, orthogonal=method != "ours-noorth",
+                    propagation=setting.propagation, negatives=negatives)
     if method in ("triplet", "angular"):
-        return LabelledTriplets(dim, setting.metric_dim, method, alpha_degrees=alpha,
-                                **setting.baseline_hyper.get(method, {}))
+        angle = {"alpha_degrees": alpha} if method == "angular" else {}
+        return call("ssdml-labelled", metric_dim=setting.metric_dim, loss=method, **angle,
+                    **setting.baseline_hyper.get(method, {}))
     if method in SEMI_SUPERVISED:
-        from dmlnb.ssdml.baselines import build_baseline
-
-        return build_baseline(method, dim, setting.metric_dim, **setting.baseline_hyper.get(method, {}))
+        return call(method, metric_dim=setting.metric_dim, **setting.baseline_hyper.get(method, {}))
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS.values())}")
+
+
+def build_objective(method: str, setting: Setting, dim: int, alpha: float | None = None) -> PartitionObjective:
+    """The :class:`PartitionObjective` of ``method`` on ``dim``-dimensional ``z``
+    (:func:`objective_method`)."""
+    return objective_method(method, setting, alpha).build(embedding_dim=dim)
 
 
 # --------------------------------------------------------------------------- diagnostics
@@ -836,7 +843,8 @@ def run_method(
         tsne_points = seed == setting.seeds[0] and method in ("ours", "ours-noorth") and alpha == setting.alpha
     cfg = setting.train_config(profile, seed, overrides)
     method_spec = _spec(method, setting, alpha)
-    spec = {**run_spec(setting.schedule, method_spec), "tsne": bool(tsne_points), "retrieval_queries": retrieval_queries}
+    spec = {**run_spec(setting.schedule, method_spec), "tsne": bool(tsne_points), "retrieval_queries": retrieval_queries,
+            "factory": objective_method(method, setting, alpha).spec}
     fingerprint = run_fingerprint(cfg, spec)
     same = [r for r in made if r.record.data["fingerprint"] == fingerprint]
     if same:
@@ -849,7 +857,7 @@ def run_method(
     def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
         torch.manual_seed(cfg.seed)
         network, dim = build_network(cfg, splits.input_shape)
-        objective = build_objective(method, setting, dim, alpha)
+        objective = from_spec(spec["factory"]).build(embedding_dim=dim)
         if setting.pretrain_epochs:
             _pretrain_softmax(network, dim, splits.train, splits.num_train_classes, cfg, setting.pretrain_epochs)
         supervised = method in ("triplet", "angular")

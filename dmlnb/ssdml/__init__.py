@@ -8,8 +8,10 @@
 * :mod:`dmlnb.ssdml.baselines`: the five deep semi-supervised baselines of Tables 1-2.
 * :mod:`dmlnb.ssdml.supervised`: the supervised baselines of Table 5 (labelled examples only).
 * :mod:`dmlnb.ssdml.algorithm`: Algorithm 1, alternation over random unlabelled partitions.
+* :mod:`dmlnb.ssdml.methods`: the objectives registered as methods (:mod:`dmlnb.methods`).
 """
 
+from dmlnb.ssdml import methods  # noqa: F401  (registers the objectives as methods)
 from dmlnb.ssdml.base import LinearMetric, PartitionObjective
 
 __all__ = ["LinearMetric", "PartitionObjective"]

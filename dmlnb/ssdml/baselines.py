@@ -25,7 +25,7 @@ from dmlnb.ssdml.isdml import DeepISDML
 from dmlnb.ssdml.lrml import DeepLRML
 from dmlnb.ssdml.seraph import DeepSERAPH
 
-__all__ = ["BASELINES", "build_baseline", "DeepLRML", "DeepSERAPH", "DeepISDML", "DeepAPLLR", "DeepAPIT"]
+__all__ = ["BASELINES", "build_baseline", "baseline_class", "DeepLRML", "DeepSERAPH", "DeepISDML", "DeepAPLLR", "DeepAPIT"]
 
 _CLASSES: dict[str, type[PartitionObjective]] = {
     "lrml": DeepLRML,
@@ -39,11 +39,16 @@ _CLASSES: dict[str, type[PartitionObjective]] = {
 BASELINES: tuple[str, ...] = tuple(_CLASSES)
 
 
+def baseline_class(name: str) -> type[PartitionObjective]:
+    """The class of the baseline ``name`` (one of :data:`BASELINES`, any case)."""
+    key = name.lower()
+    if key not in _CLASSES:
+        raise ValueError(f"unknown SSDML baseline {name!r}; valid names: {', '.join(BASELINES)}")
+    return _CLASSES[key]
+
+
 def build_baseline(name: str, dim: int, out_dim: int | None = None, **hyper: Any) -> PartitionObjective:
     """The baseline ``name`` on ``dim``-dimensional embeddings with a fresh (non-orthogonal)
     ``LinearMetric(dim, out_dim)`` (identity start; the baselines learn a full ``M``, so
     ``out_dim`` defaults to ``dim``); ``hyper`` goes to the class (see its docstring)."""
-    key = name.lower()
-    if key not in _CLASSES:
-        raise ValueError(f"unknown SSDML baseline {name!r}; valid names: {', '.join(BASELINES)}")
-    return _CLASSES[key](LinearMetric(dim, out_dim), **hyper)
+    return baseline_class(name)(LinearMetric(dim, out_dim), **hyper)
