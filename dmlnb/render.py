@@ -4,7 +4,7 @@
 papermill, its ``results_dir`` parameter pointing at ``FOLDER`` (the chapter's results folder,
 copied from the machine that trained: it holds ``P/<run>/record.json``, and for chapters that
 draw from trained weights ``checkpoint.pt`` / ``best.pt``), ``retrain=False`` where the notebook
-has that parameter, and training disabled (:data:`dmlnb.training.NO_TRAINING_ENV`): a run whose
+has that parameter, and training disabled (:data:`dmlnb.env.NO_TRAINING_ENV`): a run whose
 finished record is missing stops the render with an error naming the file, instead of training. A
 timing study whose stored table is missing or stale is measured here, on this machine, as in any
 execution (its few unstored training steps included: :func:`dmlnb.training.measuring`).
@@ -21,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
+from dmlnb.env import NO_TRAINING_ENV
 from dmlnb.profiles import PROFILE_ENV
-from dmlnb.training import NO_TRAINING_ENV
 
 __all__ = ["RenderError", "existing_notebook", "notebook_parameters", "render_call", "render", "build_parser", "main"]
 
