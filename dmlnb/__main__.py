@@ -1,10 +1,10 @@
-"""``python -m dmlnb``: the command line (see :mod:`dmlnb.render`; its ``train`` command is :mod:`dmlnb.launch`)."""
+"""``python -m dmlnb``: the command line (:mod:`dmlnb.cli`)."""
 
 from __future__ import annotations
 
 import sys
 
-from dmlnb.render import main
+from dmlnb.cli import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Mapping, Sequence
 
+from dmlnb.env import PROGRESS_ENV
 from dmlnb.profiles import PROFILE_ENV
 from dmlnb.records import write_text_atomic
 from dmlnb.render import existing_notebook, notebook_parameters
 from dmlnb.runs import SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_ENV, SHARD_SINCE_ENV
-from dmlnb.training import PROGRESS_ENV
 
 if TYPE_CHECKING:
     from nbformat import NotebookNode

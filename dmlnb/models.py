@@ -18,14 +18,13 @@ the embedding.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-if TYPE_CHECKING:
-    from dmlnb.profiles import TrainConfig
+from dmlnb.profiles import MODELS, TrainConfig
 
 __all__ = [
     "EmbeddingNet", "ConvNet", "SSDMLMnistNet", "SSDMLCifarNet", "build_model", "configured_model", "in_training_format",
@@ -172,12 +171,9 @@ def _torchvision_trunk(name: str, pretrained: bool) -> tuple[nn.Module, int]:
     return net, feature_dim
 
 
-_MODELS = ("convnet", "ssdml-mnist", "ssdml-cifar", "googlenet", "resnet18", "resnet50", "vgg16")
-
-
 def available_models() -> list[str]:
-    """Names accepted by :func:`build_model`."""
-    return list(_MODELS)
+    """Names accepted by :func:`build_model` (:data:`dmlnb.profiles.MODELS`)."""
+    return list(MODELS)
 
 
 def build_model(
@@ -209,7 +205,7 @@ def build_model(
     return EmbeddingNet(trunk, feature_dim, embedding_dim, normalize=normalize, bias=bias)
 
 
-def configured_model(config: "TrainConfig", input_shape: tuple[int, int, int]) -> EmbeddingNet:
+def configured_model(config: TrainConfig, input_shape: tuple[int, int, int]) -> EmbeddingNet:
     """The model a run of ``config`` trains, as :func:`dmlnb.training.fit` builds it: its
     ``model``, ``embedding_dim``, ``normalize``, ``pretrained`` and ``width``, for inputs
     ``(C, H, W)``, initialised after ``torch.manual_seed(config.seed)`` (load a checkpoint's
@@ -223,7 +219,7 @@ def configured_model(config: "TrainConfig", input_shape: tuple[int, int, int]) -
     return in_training_format(model, config)
 
 
-def in_training_format(model: nn.Module, config: "TrainConfig") -> nn.Module:
+def in_training_format(model: nn.Module, config: TrainConfig) -> nn.Module:
     """``model`` in the memory format :func:`dmlnb.training.train` gives it for ``config``
     (channels_last when ``config.channels_last``), converted in place and returned.
 

@@ -24,7 +24,8 @@ from typing import Any
 __all__ = [
     "PROFILE_ENV",
     "TrainConfig", "PROFILES", "make_config", "available_profiles", "resolve_profile", "Rule",
-    "CONFIG_RULES", "PARAMETER_RULES", "OPTIMIZERS", "SELECT_ON", "check_parameters", "evaluation_names",
+    "CONFIG_RULES", "PARAMETER_RULES", "MODELS", "OPTIMIZERS", "SELECT_ON", "check_parameters",
+    "evaluation_names",
 ]
 
 
@@ -121,6 +122,9 @@ def available_profiles() -> list[str]:
 # ----------------------------------------------------------------------------------------------
 # What a value may be: one declarative rule per config key and per notebook parameter
 # ----------------------------------------------------------------------------------------------
+
+#: Networks :func:`dmlnb.models.build_model` builds (:func:`dmlnb.models.available_models`).
+MODELS = ("convnet", "ssdml-mnist", "ssdml-cifar", "googlenet", "resnet18", "resnet50", "vgg16")
 
 #: Optimisers :func:`dmlnb.training.build_optimizer` builds.
 OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
@@ -281,12 +285,6 @@ def _datasets() -> list[str]:
     return available_datasets()
 
 
-def _models() -> list[str]:
-    from dmlnb.models import available_models
-
-    return available_models()
-
-
 def _metric_names() -> tuple[str, ...]:
     from dmlnb.evaluation import METRIC_NAMES
 
@@ -304,7 +302,7 @@ def _device(name: str) -> bool:
 CONFIG_RULES: dict[str, Rule] = {
     "dataset": Rule("str", choices=_datasets),
     "dataset_options": Rule("dict", example='{"image_size": 224}'),
-    "model": Rule("str", choices=_models),
+    "model": Rule("str", choices=MODELS),
     "pretrained": Rule("bool"),
     "embedding_dim": _count(),
     "normalize": Rule("bool"),

@@ -18,7 +18,7 @@ Both, and the fingerprint, are stored in the run's ``record.json``. Then :func:`
   is this launch's and is reloaded, so a run that several sections of a chapter ask for (one
   table's run that is also a step of an ablation) trains once; the same holds for stored
   measurements and tables. With training disabled
-  (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.training.TrainingDisabledError` with the
+  (``DMLNB_NO_TRAINING=1``) that raises :class:`~dmlnb.env.TrainingDisabledError` with the
   same reason.
 
 Measurements that are not training runs (timing studies) are stored the same way:
@@ -84,6 +84,7 @@ import pandas as pd
 import torch
 from torch import nn
 
+from dmlnb.env import TrainingDisabledError
 from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
 
 __all__ = [
@@ -335,8 +336,6 @@ def train_or_reload(
     Raises:
         ShardError: waiting for another shard's run stopped (that shard failed, or the timeout).
     """
-    from dmlnb.training import TrainingDisabledError
-
     spec = as_json(dict(spec))
     folder = Path(run_dir) if run_dir is not None else None
     shard = current_shard() if folder is not None else None

@@ -57,6 +57,7 @@ from dmlnb.checks import DeferredChecks, deferred_checks
 from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.prefetch import prefetch
+from dmlnb.env import NO_TRAINING_ENV, TrainingDisabledError, show_progress
 from dmlnb.evaluation import compute_embeddings, evaluate
 from dmlnb.hooks import Hook, TrainState
 from dmlnb.methods import check_built
@@ -79,25 +80,8 @@ __all__ = [
     "check_dataset_labels",
     "LossMeter",
     "PhaseClock",
-    "PROGRESS_ENV",
     "show_progress",
 ]
-
-NO_TRAINING_ENV = "DMLNB_NO_TRAINING"
-"""Environment variable: ``"1"`` makes every run that is not finished in its folder raise."""
-PROGRESS_ENV = "DMLNB_PROGRESS"
-"""Set to ``0`` to hide the training progress bars by default (``make notebooks`` does, so that
-executed notebooks store no progress-bar fragments)."""
-
-
-def show_progress(progress: bool | None) -> bool:
-    """``progress`` when given, else ``True`` unless the environment sets ``DMLNB_PROGRESS=0``."""
-    return progress if progress is not None else os.environ.get(PROGRESS_ENV, "1") != "0"
-
-
-class TrainingDisabledError(RuntimeError):
-    """A run would train while training is disabled (``DMLNB_NO_TRAINING=1``)."""
-
 
 _MEASURING: ContextVar[bool] = ContextVar("dmlnb_measuring", default=False)
 

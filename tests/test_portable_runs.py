@@ -404,7 +404,7 @@ def _runs(tmp_path, profile="default"):
 
 
 def test_render_builds_the_papermill_call(tmp_path, calls):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     runs = _runs(tmp_path, "smoke")
     nb = REPO / "notebooks" / "02_facility_location.ipynb"
@@ -417,7 +417,7 @@ def test_render_builds_the_papermill_call(tmp_path, calls):
 
 
 def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, calls, monkeypatch):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     monkeypatch.setenv("DMLNB_PROFILE", "smoke")  # as `make test` leaves it: it would win in the kernel
     runs = _runs(tmp_path, "default")
@@ -427,7 +427,7 @@ def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, cal
 
 
 def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, monkeypatch):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     runs = tmp_path / "runs"
     (runs / "default").mkdir(parents=True)
@@ -449,7 +449,7 @@ def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, m
     ],
 )
 def test_render_names_a_wrong_runs_folder(tmp_path, calls, capsys, layout, message):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     runs = tmp_path / "results"
     if layout == "no-profile-folder":
@@ -464,7 +464,7 @@ def test_render_names_a_wrong_runs_folder(tmp_path, calls, capsys, layout, messa
 
 
 def test_render_refuses_a_notebook_without_results_dir(tmp_path, calls, capsys):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     parameters_notebook(tmp_path / "x.ipynb", 'profile = "default"')
     (tmp_path / "runs" / "default").mkdir(parents=True)
@@ -475,7 +475,7 @@ def test_render_refuses_a_notebook_without_results_dir(tmp_path, calls, capsys):
 def test_render_reports_the_failing_cell_and_its_error(tmp_path, monkeypatch, capsys):
     import papermill
 
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     def failing(**kwargs):
         raise papermill.PapermillExecutionError(7, 7, "fit(...)", "TrainingDisabledError",
@@ -500,7 +500,7 @@ def test_render_reports_the_failing_cell_and_its_error(tmp_path, monkeypatch, ca
     ],
 )
 def test_cli_arguments(argv, code, text, capsys):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     with pytest.raises(SystemExit) as exit_:
         main(argv)

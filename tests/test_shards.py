@@ -552,7 +552,7 @@ def test_a_launch_with_retrain_trains_a_run_asked_for_twice_once(tmp_path, monke
 
 
 def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, monkeypatch, capsys):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     for key, value in _env(OMP_NUM_THREADS="2").items():
         monkeypatch.setenv(key, value)
@@ -582,7 +582,7 @@ for k in range(2):  # shard 0 trains r0, then waits for r1, which shard 1 never 
 
 
 def test_the_launcher_refuses_a_missing_notebook_and_no_processes(tmp_path, capsys):
-    from dmlnb.render import main
+    from dmlnb.cli import main
 
     assert main(["train", str(tmp_path / "none.ipynb")]) == 2
     assert "no notebook at" in capsys.readouterr().err

@@ -242,7 +242,7 @@ def test_loss_meter_reads_back_every_k_steps_and_names_the_first_bad_step():
 
 
 def test_progress_bars_follow_the_argument_else_the_environment(monkeypatch):
-    from dmlnb.training import PROGRESS_ENV, show_progress
+    from dmlnb.env import PROGRESS_ENV, show_progress
 
     monkeypatch.delenv(PROGRESS_ENV, raising=False)
     assert show_progress(None) and not show_progress(False)

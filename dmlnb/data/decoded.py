@@ -37,6 +37,7 @@ from torch.utils.data import DataLoader, Dataset
 
 from dmlnb.data.base import decode_image
 from dmlnb.data.cache import atomic_path, cache_dir, cache_path, files_fingerprint
+from dmlnb.env import show_progress
 
 __all__ = ["DecodedImages", "decoded_images", "default_cache_size", "decode_resized"]
 
@@ -182,7 +183,7 @@ def decoded_images(
         name: readable part of the file name (e.g. ``"cub200-train"``).
         workers: decoding processes; default one per available CPU core, at most one per 64
             images (none for small sets: decoded in this process).
-        progress: show a tqdm bar while building (default: :func:`dmlnb.training.show_progress`).
+        progress: show a tqdm bar while building (default: :func:`dmlnb.env.show_progress`).
 
     Raises:
         FileNotFoundError: an image file is missing (names it).
@@ -211,10 +212,7 @@ def decoded_images(
     if workers is None:
         cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
         workers = min(cores, n // _IMAGES_PER_WORKER)
-    if progress is None:
-        from dmlnb.training import show_progress  # at call time: dmlnb.training imports dmlnb.data
-
-        progress = show_progress(None)
+    progress = show_progress(progress)
     try:
         with atomic_path(images) as tmp_images:
             job = _DecodeJob(root, rel_paths, size, tmp_images)

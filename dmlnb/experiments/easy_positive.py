@@ -635,7 +635,7 @@ class Runner:
       or from another training, are the weights (``best.pt``) loaded, and only when they are
       gone too is the run trained again (checkpoints are not versioned; records and analyses
       are). With training disabled (``DMLNB_NO_TRAINING=1``) that raises
-      :class:`~dmlnb.training.TrainingDisabledError` naming the run and the missing analysis.
+      :class:`~dmlnb.env.TrainingDisabledError` naming the run and the missing analysis.
     * ``retrain=True``: every run is trained from scratch (an existing checkpoint is ignored);
       a stored analysis is still reused when the new training reproduces the record exactly
       (:meth:`dmlnb.records.RunRecord.outcome`).
@@ -776,7 +776,7 @@ class Runner:
         """The best-epoch model of a run, from ``best.pt``. When the weights are gone the run is
         trained again and ``result`` takes the new record (with its statistics recomputed if the
         old one held them) and is marked ``trained``; with training disabled that raises
-        :class:`~dmlnb.training.TrainingDisabledError` naming the run and ``why`` the weights are
+        :class:`~dmlnb.env.TrainingDisabledError` naming the run and ``why`` the weights are
         needed."""
         from dmlnb.training import check_training_allowed
 

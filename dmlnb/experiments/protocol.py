@@ -87,7 +87,7 @@ def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: s
     """The normalised-softmax run of ``config`` in ``run_dir`` through the run layer
     (:func:`dmlnb.runs.train_or_reload`): its finished record when its fingerprint matches, else
     trained now with :func:`dmlnb.training.fit` (evaluated before the first step too; with
-    training disabled that raises :class:`~dmlnb.training.TrainingDisabledError` naming the
+    training disabled that raises :class:`~dmlnb.env.TrainingDisabledError` naming the
     folder). The loss's class weights are drawn after seeding with ``config.seed``, so a run
     does not depend on what the notebook ran before it."""
     run_dir = Path(run_dir)
@@ -156,7 +156,7 @@ def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tu
 def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
     """The network at the end of training (``checkpoint.pt``); when those weights are gone the run
     is trained again (``run`` takes the new record and is marked trained), or, with training
-    disabled, :class:`~dmlnb.training.TrainingDisabledError` says ``why`` they are needed."""
+    disabled, :class:`~dmlnb.env.TrainingDisabledError` says ``why`` they are needed."""
     path = run.run_dir / "checkpoint.pt"
     if path.exists():
         model = configured_model(run.config, splits.input_shape)

@@ -351,7 +351,7 @@ def train_ssdml(
             written).
         resume: continue from ``run_dir``'s checkpoint when it holds the same run.
         eval_at_start: evaluate before training (history row ``epoch == 0``, the "Initial" row).
-        progress: tqdm bar over steps (``None``: :func:`dmlnb.training.show_progress`).
+        progress: tqdm bar over steps (``None``: :func:`dmlnb.env.show_progress`).
         name: the record's name.
         diagnose: ``diagnose(units (U, s), pool_indices (N,)) -> dict`` added to the first history
             row of each partition (e.g. the purity of mined triplets against hidden labels).
