@@ -18,42 +18,8 @@ A chapter is a few declarations and three calls::
     write_claims_json(results_dir, judged, chapter="toy", profile="smoke")
 """
 
-from dmlnb.chapter.claims import (
-    CLAIMS_FILE,
-    REASONS,
-    AboveThreshold,
-    Beats,
-    BeatsEvery,
-    ClaimSpec,
-    Custom,
-    InteriorOptimum,
-    JudgedClaim,
-    Side,
-    Untestable,
-    claims_frame,
-    evaluate,
-    write_claims_json,
-)
-from dmlnb.chapter.runset import RunGroup, RunSet, RunSpec, run_spec, train_runs
+from dmlnb.chapter import claims, runset
+from dmlnb.chapter.claims import *  # noqa: F403  (the declarations, evaluate, claims.json)
+from dmlnb.chapter.runset import *  # noqa: F403  (run groups, train_runs, RunSet)
 
-__all__ = [
-    "RunGroup",
-    "RunSet",
-    "RunSpec",
-    "run_spec",
-    "train_runs",
-    "ClaimSpec",
-    "Side",
-    "Beats",
-    "BeatsEvery",
-    "AboveThreshold",
-    "InteriorOptimum",
-    "Untestable",
-    "Custom",
-    "JudgedClaim",
-    "REASONS",
-    "CLAIMS_FILE",
-    "evaluate",
-    "claims_frame",
-    "write_claims_json",
-]
+__all__ = [*runset.__all__, *claims.__all__]
