@@ -316,7 +316,7 @@ def test_protocol_records_reload_with_the_chapters_validation_split(no_training)
     folder = RESULTS / "00_protocol" / "default"
     for seed in (0, 1, 2):
         assert reuse_reason(folder / f"softmax-seed{seed}", config.replace(seed=seed),
-                            {"loss": "NormalizedSoftmaxLoss", "temperature": 0.05, "loss_seed": "config.seed"})[0] == ""
+                            protocol.softmax_spec(0.05))[0] == ""
         assert not protocol.softmax_run(config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}").trained
 
 

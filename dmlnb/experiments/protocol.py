@@ -34,7 +34,7 @@ from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
-from dmlnb.methods import call
+from dmlnb.methods import call, from_spec
 from dmlnb.models import build_model, configured_model, in_training_format
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
@@ -43,7 +43,7 @@ from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
 
-__all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
+__all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "softmax_spec", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
            "view_indices", "embedding_views", "BOOK_OPTIMISM_COLUMNS", "book_optimism"]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
@@ -82,6 +82,13 @@ class SoftmaxRun:
     trained: bool = False
 
 
+def softmax_spec(temperature: float) -> dict[str, Any]:
+    """The method specification of a normalised-softmax run (:mod:`dmlnb.runs`): the registered
+    method with every argument, the class weights drawn after seeding with the run's seed."""
+    return {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed",
+            "factory": call("normalized-softmax", temperature=float(temperature)).spec}
+
+
 def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path,
                 retrain: bool = False) -> SoftmaxRun:
     """The normalised-softmax run of ``config`` in ``run_dir`` through the run layer
@@ -91,13 +98,12 @@ def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: s
     folder). The loss's class weights are drawn after seeding with ``config.seed``, so a run
     does not depend on what the notebook ran before it."""
     run_dir = Path(run_dir)
-    loss_call = call("normalized-softmax", temperature=float(temperature))
-    spec = {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed",
-            "factory": loss_call.spec}
+    spec = softmax_spec(temperature)
 
     def train(resume: bool) -> tuple[RunRecord, nn.Module]:
         torch.manual_seed(config.seed)
-        loss = loss_call.build(num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim)
+        loss = from_spec(spec["factory"]).build(num_classes=splits.num_train_classes,
+                                                embedding_dim=config.embedding_dim)
         model, record = fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True, resume=resume,
                             spec=spec)
         return record, model
