@@ -33,19 +33,29 @@ DEFAULT_CLASSES = sorted({136, *(classes for _, classes in PAPER_TRAIN_SETS.valu
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--classes", type=int, nargs="+", default=DEFAULT_CLASSES, help="numbers of classes L")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--classes", type=int, nargs="+", default=DEFAULT_CLASSES, help="numbers of classes L"
+    )
     parser.add_argument("--dim", type=int, default=512, help="embedding size D (the paper: 512)")
-    parser.add_argument("--classes-per-batch", type=int, default=64, help="C (the paper: 128 / 2 = 64)")
+    parser.add_argument(
+        "--classes-per-batch", type=int, default=64, help="C (the paper: 128 / 2 = 64)"
+    )
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args(argv)
     small = [n for n in args.classes if n < args.classes_per_batch]
     if small:
-        parser.error(f"--classes {small} hold fewer classes than --classes-per-batch {args.classes_per_batch}")
+        parser.error(
+            f"--classes {small} hold fewer classes than --classes-per-batch {args.classes_per_batch}"
+        )
     table = hncm_pick_cost(args.classes, args.dim, args.classes_per_batch, repeats=args.repeats)
     table["greedy / scan"] = table["HNCM ms"] / table["HNCM scan ms"]
-    print(f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of {args.repeats} draws; "
-          f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(
+        f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of {args.repeats} draws; "
+        f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return table
 

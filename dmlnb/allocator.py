@@ -71,4 +71,6 @@ def keep_freed_memory(limit: int = KEPT_BYTES) -> bool:
     libc = _glibc()
     if libc is None:
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, limit)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, limit))
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, limit)) and bool(
+        libc.mallopt(_M_TRIM_THRESHOLD, limit)
+    )

@@ -27,7 +27,13 @@ from torch import Tensor, nn
 from dmlnb.profiles import MODELS, TrainConfig
 
 __all__ = [
-    "EmbeddingNet", "ConvNet", "SSDMLMnistNet", "SSDMLCifarNet", "build_model", "configured_model", "in_training_format",
+    "EmbeddingNet",
+    "ConvNet",
+    "SSDMLMnistNet",
+    "SSDMLCifarNet",
+    "build_model",
+    "configured_model",
+    "in_training_format",
     "available_models",
 ]
 
@@ -75,9 +81,12 @@ class SSDMLMnistNet(nn.Module):
     def __init__(self, in_channels: int = 1) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, 20, 5), nn.MaxPool2d(2),  # 28 -> 24 -> 12
-            nn.Conv2d(20, 50, 5), nn.MaxPool2d(2),  # 12 -> 8 -> 4
-            nn.Conv2d(50, 500, 4), nn.ReLU(inplace=True),  # 4 -> 1
+            nn.Conv2d(in_channels, 20, 5),
+            nn.MaxPool2d(2),  # 28 -> 24 -> 12
+            nn.Conv2d(20, 50, 5),
+            nn.MaxPool2d(2),  # 12 -> 8 -> 4
+            nn.Conv2d(50, 500, 4),
+            nn.ReLU(inplace=True),  # 4 -> 1
         )
         self.fc = nn.Linear(500, 128)
 
@@ -95,10 +104,17 @@ class SSDMLCifarNet(nn.Module):
     def __init__(self, in_channels: int = 3) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(inplace=True),  # 16
-            nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),  # 8
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),  # 4
-            nn.Conv2d(64, 64, 4), nn.ReLU(inplace=True),  # 1
+            nn.Conv2d(in_channels, 32, 5, padding=2),
+            nn.MaxPool2d(2),
+            nn.ReLU(inplace=True),  # 16
+            nn.Conv2d(32, 32, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),  # 8
+            nn.Conv2d(32, 64, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),  # 4
+            nn.Conv2d(64, 64, 4),
+            nn.ReLU(inplace=True),  # 1
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -213,8 +229,12 @@ def configured_model(config: TrainConfig, input_shape: tuple[int, int, int]) -> 
     when ``config.channels_last`` (as :func:`dmlnb.training.train` trains it on a CPU or GPU)."""
     torch.manual_seed(config.seed)
     model = build_model(
-        config.model, input_shape, config.embedding_dim, normalize=config.normalize,
-        pretrained=config.pretrained, width=config.width,
+        config.model,
+        input_shape,
+        config.embedding_dim,
+        normalize=config.normalize,
+        pretrained=config.pretrained,
+        width=config.width,
     )
     return in_training_format(model, config)
 

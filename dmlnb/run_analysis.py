@@ -26,7 +26,14 @@ from torch import Tensor
 
 from dmlnb.records import RunRecord, as_json, read_json, write_json_atomic
 
-__all__ = ["ANALYSIS_FILE", "stored_analysis", "missing_reason", "save_analysis", "rounded", "quantiles"]
+__all__ = [
+    "ANALYSIS_FILE",
+    "stored_analysis",
+    "missing_reason",
+    "save_analysis",
+    "rounded",
+    "quantiles",
+]
 
 ANALYSIS_FILE = "analysis.json"
 """The file of a run folder holding the analyses of its weights (committed with ``record.json``;
@@ -39,7 +46,9 @@ def _array(values: Tensor | np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def _lookup(run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord) -> tuple[Any, str]:
+def _lookup(
+    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord
+) -> tuple[Any, str]:
     """``(values, "")`` of the usable entry ``name``, else ``(None, why it is not usable)``."""
     path = Path(run_dir) / ANALYSIS_FILE
     if not path.exists():
@@ -48,10 +57,15 @@ def _lookup(run_dir: str | Path, name: str, settings: Mapping[str, Any], record:
     if entry is None:
         return None, f"{path} holds no analysis {name!r}"
     if entry.get("settings") != as_json(settings):
-        return None, f"{path} holds analysis {name!r} made with other settings ({entry.get('settings')})"
+        return (
+            None,
+            f"{path} holds analysis {name!r} made with other settings ({entry.get('settings')})",
+        )
     if entry.get("run") != record.outcome():
-        return None, (f"{path} holds analysis {name!r} of another training of the run (fingerprint "
-                      f"{entry.get('run')}, the record's is {record.outcome()})")
+        return None, (
+            f"{path} holds analysis {name!r} of another training of the run (fingerprint "
+            f"{entry.get('run')}, the record's is {record.outcome()})"
+        )
     return entry["values"], ""
 
 
@@ -63,14 +77,20 @@ def stored_analysis(
     return _lookup(run_dir, name, settings, record)[0]
 
 
-def missing_reason(run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord) -> str:
+def missing_reason(
+    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord
+) -> str:
     """Why :func:`stored_analysis` finds nothing usable (``""`` when it does): the file or the
     entry is missing, its settings differ, or it belongs to another training of the run."""
     return _lookup(run_dir, name, settings, record)[1]
 
 
 def save_analysis(
-    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord, values: Mapping[str, Any]
+    run_dir: str | Path,
+    name: str,
+    settings: Mapping[str, Any],
+    record: RunRecord,
+    values: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Store ``values`` (JSON-ready: lists, numbers, strings) as analysis ``name`` of the run in
     ``run_dir``, computed with ``settings`` from the training of ``record``; the other analyses

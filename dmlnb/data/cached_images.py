@@ -81,12 +81,20 @@ class CachedImageDataset(LabelledDataset):
         if resize is not None:
             check_square_crop(image_size, resize, padding)
         elif padding != 0:
-            raise ValueError(f"padding={padding!r} pads the square crops only; set resize too, or padding=0")
+            raise ValueError(
+                f"padding={padding!r} pads the square crops only; set resize too, or padding=0"
+            )
         self.images = images
-        self.rows = torch.arange(len(images)) if rows is None else torch.as_tensor(rows, dtype=torch.long).cpu()
+        self.rows = (
+            torch.arange(len(images))
+            if rows is None
+            else torch.as_tensor(rows, dtype=torch.long).cpu()
+        )
         labels = torch.as_tensor(labels)
         if labels.dim() != 1 or labels.shape[0] != self.rows.shape[0]:
-            raise ValueError(f"labels must have shape ({self.rows.shape[0]},), got {tuple(labels.shape)}")
+            raise ValueError(
+                f"labels must have shape ({self.rows.shape[0]},), got {tuple(labels.shape)}"
+            )
         if labels.dtype.is_floating_point or labels.dtype == torch.bool:
             raise TypeError(f"labels must be an integer tensor, got dtype {labels.dtype}")
         self.labels = labels.long().cpu()
@@ -125,12 +133,16 @@ class CachedImageDataset(LabelledDataset):
         n = self.rows.shape[0]
         idx = torch.as_tensor(indices, dtype=torch.long).cpu().reshape(-1)  # (B,)
         if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
-            raise IndexError(f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got {idx.tolist()[:8]}")
+            raise IndexError(
+                f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got {idx.tolist()[:8]}"
+            )
         target = torch.device(device) if device is not None else torch.device("cpu")
         rows = self.rows[idx]  # (B,)
         sizes = self.images.sizes[rows]  # (B, 2)
         if self.resize is not None and self.train:
-            boxes = square_crop_boxes(sizes, self.image_size, self.resize, self.padding, generator)  # (B, 4)
+            boxes = square_crop_boxes(
+                sizes, self.image_size, self.resize, self.padding, generator
+            )  # (B, 4)
             flips = horizontal_flips(len(rows), generator)  # (B,)
         elif self.resize is not None:
             boxes, flips = square_centre_boxes(sizes, self.image_size, self.resize), None  # (B, 4)
@@ -141,16 +153,29 @@ class CachedImageDataset(LabelledDataset):
             boxes, flips = centre_crop_boxes(sizes, self.image_size), None  # (B, 4)
         theta = crop_theta(sizes, boxes, flips)  # (B, 2, 3)
         side = self.images.size
-        buffer = torch.empty((len(rows), 3, side, side), dtype=torch.uint8, pin_memory=target.type == "cuda")
+        buffer = torch.empty(
+            (len(rows), 3, side, side), dtype=torch.uint8, pin_memory=target.type == "cuda"
+        )
         pixels = to_device(self.images.read(rows, out=buffer), target)  # (B, 3, S, S) uint8
         padding_mode = "border" if self.resize is None else "zeros"  # the square crops pad black
-        x = crop_batch(pixels, to_device(theta, target), self.image_size, padding_mode=padding_mode)  # (B, 3, size, size)
+        x = crop_batch(
+            pixels, to_device(theta, target), self.image_size, padding_mode=padding_mode
+        )  # (B, 3, size, size)
         return x, to_device(self.labels[idx], target)
 
-    def _like(self, labels: Tensor | Sequence[int], rows: Tensor, train: bool) -> CachedImageDataset:
+    def _like(
+        self, labels: Tensor | Sequence[int], rows: Tensor, train: bool
+    ) -> CachedImageDataset:
         """A dataset of the same cache and crops with other labels, rows or train flag."""
-        return CachedImageDataset(self.images, labels, self.image_size, train=train, rows=rows,
-                                  resize=self.resize, padding=self.padding)
+        return CachedImageDataset(
+            self.images,
+            labels,
+            self.image_size,
+            train=train,
+            rows=rows,
+            resize=self.resize,
+            padding=self.padding,
+        )
 
     def subset(self, indices: Tensor | Sequence[int]) -> CachedImageDataset:
         """A new dataset holding the items ``indices`` (same cache, crop and labels)."""

@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 import torch.nn.functional as F
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
+from torch import Tensor, nn
 
-from dmlnb.losses.base import MetricLoss
 from dmlnb.checks import check_batch
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.hooks import Hook, TrainState
+from dmlnb.losses.base import MetricLoss
 from dmlnb.models import EmbeddingNet
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
 
@@ -366,7 +366,9 @@ class LemmaTracker(Hook):
     The work happens outside the timed part of an epoch.
     """
 
-    def __init__(self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512) -> None:
+    def __init__(
+        self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512
+    ) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.dataset = dataset
@@ -376,8 +378,10 @@ class LemmaTracker(Hook):
         self.rows: list[dict[str, float]] = []
 
     def __repr__(self) -> str:
-        return (f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
-                f"every={self.every})")
+        return (
+            f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
+            f"every={self.every})"
+        )
 
     def measure(self, model: nn.Module) -> dict[str, float]:
         """Lemma 3.1's quantities for ``model``'s last layer on the tracked set."""
@@ -429,7 +433,9 @@ class BackboneLR(Hook):
     backbone and weight decay ``wd`` everywhere; resuming needs no extra state.
     """
 
-    def __init__(self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0
+    ) -> None:
         self.backbone = list(backbone)
         self.factor = float(factor)
         self.weight_decay = float(weight_decay)

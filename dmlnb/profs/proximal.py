@@ -93,7 +93,9 @@ class ProximalHook(Hook):
                     p.grad.add_(prox)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]}
+        return {
+            "anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         anchor = state["anchor"]
@@ -147,7 +149,9 @@ class LaggedProximalHook(ProximalHook):
         params: as :class:`ProximalHook` (``"backbone"``, ``"all"`` or a callable).
     """
 
-    def __init__(self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone") -> None:
+    def __init__(
+        self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone"
+    ) -> None:
         super().__init__(model, lam, period=1, params=params)
         self.previous: list[Tensor] | None = None  # theta at the start of the previous step
 
@@ -161,7 +165,9 @@ class LaggedProximalHook(ProximalHook):
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out["previous"] = None if self.previous is None else [a.detach().clone() for a in self.previous]
+        out["previous"] = (
+            None if self.previous is None else [a.detach().clone() for a in self.previous]
+        )
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

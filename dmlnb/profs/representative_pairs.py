@@ -74,7 +74,9 @@ class RepresentativePairs(MetricLoss):
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
     """
 
-    def __init__(self, inner: MetricLoss, samples_per_class: int, mode: Literal["anchored", "any", "all"]) -> None:
+    def __init__(
+        self, inner: MetricLoss, samples_per_class: int, mode: Literal["anchored", "any", "all"]
+    ) -> None:
         super().__init__()
         if not isinstance(inner, MetricLoss):
             raise TypeError(f"inner must be a MetricLoss, got {type(inner).__name__}")
@@ -95,7 +97,9 @@ class RepresentativePairs(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         B, m = labels.shape[0], self.samples_per_class
-        pair_filter = representative_pair_filter(B, m, self.mode, embeddings.device)  # (B, B) | None
+        pair_filter = representative_pair_filter(
+            B, m, self.mode, embeddings.device
+        )  # (B, B) | None
         groups = labels.view(B // m, m)  # (B/m, m)
         if not bool((groups == groups[:, :1]).all()):
             raise ValueError(

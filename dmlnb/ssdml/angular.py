@@ -20,7 +20,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.ssdml.base import LinearMetric, PartitionObjective
-from dmlnb.ssdml.graph import PROPAGATIONS, initial_affinity, knn_indices, propagated_affinity, transition_from_indices
+from dmlnb.ssdml.graph import (
+    PROPAGATIONS,
+    initial_affinity,
+    knn_indices,
+    propagated_affinity,
+    transition_from_indices,
+)
 from dmlnb.ssdml.mining import NEGATIVES, neighbourhood_triplets
 
 __all__ = ["AngularSSDML", "smooth_angular_loss"]
@@ -107,6 +113,8 @@ class AngularSSDML(PartitionObjective):
         return smooth_angular_loss(self.metric, z, self.alpha_degrees)
 
     def extra_repr(self) -> str:
-        return (f"alpha={self.alpha_degrees}, k={self.k}, gamma={self.gamma}, "
-                f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}, "
-                f"propagation={self.propagation}, negatives={self.negatives}")
+        return (
+            f"alpha={self.alpha_degrees}, k={self.k}, gamma={self.gamma}, "
+            f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}, "
+            f"propagation={self.propagation}, negatives={self.negatives}"
+        )

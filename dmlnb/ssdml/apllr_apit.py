@@ -74,8 +74,13 @@ def llr_prior(z: Tensor, labels: Tensor, shrinkage: float = 0.1, floor: float = 
 
 
 def itml_prior(
-    z: Tensor, labels: Tensor, slack: float = 1.0, percentiles: tuple[float, float] = (5.0, 95.0),
-    max_sweeps: int = 10, tol: float = 1e-3, max_constraints: int | None = 5000,
+    z: Tensor,
+    labels: Tensor,
+    slack: float = 1.0,
+    percentiles: tuple[float, float] = (5.0, 95.0),
+    max_sweeps: int = 10,
+    tol: float = 1e-3,
+    max_constraints: int | None = 5000,
 ) -> Tensor:
     """The information-theoretic prior: ITML (Davis et al. 2007) ``(d, d)`` float64,
 
@@ -227,12 +232,19 @@ class DeepAPLLR(PriorAffinityObjective):
     """
 
     def __init__(
-        self, metric: LinearMetric, lam: float = 1.0, k: int = 10, gamma: float = 0.99,
-        shrinkage: float = 0.1, floor: float = 1e-3,
+        self,
+        metric: LinearMetric,
+        lam: float = 1.0,
+        k: int = 10,
+        gamma: float = 0.99,
+        shrinkage: float = 0.1,
+        floor: float = 1e-3,
     ) -> None:
         super().__init__(metric, lam=lam, k=k, gamma=gamma)
         if not 0.0 < shrinkage <= 1.0 or not 0.0 < floor <= 1.0:
-            raise ValueError(f"need 0 < shrinkage <= 1 and 0 < floor <= 1, got {shrinkage}, {floor}")
+            raise ValueError(
+                f"need 0 < shrinkage <= 1 and 0 < floor <= 1, got {shrinkage}, {floor}"
+            )
         self.shrinkage, self.floor = shrinkage, floor
 
     def prior(self, z: Tensor, labels: Tensor) -> Tensor:
@@ -250,8 +262,14 @@ class DeepAPIT(PriorAffinityObjective):
     """
 
     def __init__(
-        self, metric: LinearMetric, lam: float = 1.0, k: int = 10, gamma: float = 0.99,
-        slack: float = 1.0, max_sweeps: int = 10, max_constraints: int | None = 5000,
+        self,
+        metric: LinearMetric,
+        lam: float = 1.0,
+        k: int = 10,
+        gamma: float = 0.99,
+        slack: float = 1.0,
+        max_sweeps: int = 10,
+        max_constraints: int | None = 5000,
     ) -> None:
         super().__init__(metric, lam=lam, k=k, gamma=gamma)
         if slack <= 0 or max_sweeps < 1:
@@ -260,5 +278,9 @@ class DeepAPIT(PriorAffinityObjective):
 
     def prior(self, z: Tensor, labels: Tensor) -> Tensor:
         return itml_prior(
-            z, labels, slack=self.slack, max_sweeps=self.max_sweeps, max_constraints=self.max_constraints
+            z,
+            labels,
+            slack=self.slack,
+            max_sweeps=self.max_sweeps,
+            max_constraints=self.max_constraints,
         )

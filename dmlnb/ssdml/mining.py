@@ -28,8 +28,12 @@ __all__ = ["NEGATIVES", "neighbourhood_triplets"]
 NEGATIVES = ("neighbourhood", "outside")
 
 
-def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neighbourhood",
-                           generator: torch.Generator | None = None) -> Tensor:
+def neighbourhood_triplets(
+    W: Tensor,
+    neighbours: Tensor,
+    negatives: str = "neighbourhood",
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """Triplets ``(N ⌊k/2⌋, 3)`` long ``(anchor, positive, negative)`` indices.
 
     Args:
@@ -55,8 +59,10 @@ def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neig
         raise ValueError(f"mining needs k >= 2 neighbours (one positive, one negative), got k={k}")
     half = k // 2
     if negatives == "outside" and n - k - 1 < half:
-        raise ValueError(f"negatives='outside' needs N - k - 1 >= k // 2 points outside each neighbourhood; "
-                         f"N = {n}, k = {k}: use a smaller k or a larger partition")
+        raise ValueError(
+            f"negatives='outside' needs N - k - 1 >= k // 2 points outside each neighbourhood; "
+            f"N = {n}, k = {k}: use a smaller k or a larger partition"
+        )
     affinity = W.gather(1, neighbours)  # (N, k) W(z_a, neighbour)
     order = torch.sort(affinity, dim=1, descending=True, stable=True).indices  # (N, k)
     ranked = neighbours.gather(1, order)  # (N, k) N_W(z_a)
@@ -65,8 +71,10 @@ def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neig
         scores = torch.rand(n, n, generator=generator).to(W.device)  # (N, N) uniform draw order
         inside = torch.zeros(n, n, dtype=torch.bool, device=W.device).scatter_(1, neighbours, True)
         inside.diagonal().fill_(True)
-        negative_idx = scores.masked_fill(inside, -1.0).topk(half, dim=1).indices  # (N, k/2) outside N_k ∪ {a}
+        negative_idx = (
+            scores.masked_fill(inside, -1.0).topk(half, dim=1).indices
+        )  # (N, k/2) outside N_k ∪ {a}
     else:
-        negative_idx = ranked[:, k - half:]  # (N, k/2)
+        negative_idx = ranked[:, k - half :]  # (N, k/2)
     anchors = torch.arange(n, device=W.device)[:, None].expand(n, half)  # (N, k/2)
     return torch.stack([anchors, positives, negative_idx], dim=2).reshape(n * half, 3)  # (N k/2, 3)
