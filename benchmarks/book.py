@@ -563,7 +563,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     parser.add_argument(
         "--compile",
         action="store_true",
-        help="with --measure, also time the bare loop compiled by torch.compile (needs a C++ compiler)",
+        help="with --measure, also time the bare loop compiled by torch.compile (needs a C++ "
+        "compiler)",
     )
     parser.add_argument(
         "--convolutions",
@@ -615,7 +616,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if args.measure:
         say(
             f"\nthe default profile's step on this CPU ({args.steps} steps of 128 timed per way; "
-            f"median of {args.repeats} rounds; torch {torch.__version__}, {torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):"
+            f"median of {args.repeats} rounds; torch {torch.__version__}, "
+            f"{torch.get_num_threads()} threads, {time.strftime('%Y-%m-%d')}):"
         )
         say(
             step_table(args.steps, args.repeats, args.compile).to_string(
@@ -625,13 +627,15 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if args.convolutions:
         convolutions = convolution_table(repeats=args.repeats)
         say(
-            f"\nthe default network's convolutions, batch 128, channels_last, one thread, on this CPU ({cpu_name()}; "
-            f"median of {args.repeats} calls; torch {torch.__version__}, {time.strftime('%Y-%m-%d')}):"
+            "\nthe default network's convolutions, batch 128, channels_last, one thread, on this "
+            f"CPU ({cpu_name()}; median of {args.repeats} calls; torch {torch.__version__}, "
+            f"{time.strftime('%Y-%m-%d')}):"
         )
         say(convolutions.to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
         say(
-            f"the passes above sum to {convolutions['ms'].sum():.0f} ms (the direct convolutions); "
-            f"a step of dmlnb.train on one thread ({args.steps} steps timed) takes {one_thread_step_ms(args.steps):.0f} ms"
+            f"the passes above sum to {convolutions['ms'].sum():.0f} ms (the direct "
+            f"convolutions); a step of dmlnb.train on one thread ({args.steps} steps timed) takes "
+            f"{one_thread_step_ms(args.steps):.0f} ms"
         )
     if args.out is not None:
         args.out.write_text(

@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     if args.count_ops:
         for name, c in count_ops().items():
             print(
-                f"one call at B=128, C=32, {name}: {c.ops} ATen operators, {c.kernels} launching kernels, {c.reads} host reads"
+                f"one call at B=128, C=32, {name}: {c.ops} ATen operators, {c.kernels} launching "
+                f"kernels, {c.reads} host reads"
             )
     table = run(device, args.batch_sizes, args.per_class, args.repeats)
     name = (
@@ -172,7 +173,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         else f"CPU, {torch.get_num_threads()} threads"
     )
     print(
-        f"loss_augmented_inference, median of {args.repeats} runs, device: {name}, torch {torch.__version__}"
+        f"loss_augmented_inference, median of {args.repeats} runs, device: {name}, torch "
+        f"{torch.__version__}"
     )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return table

@@ -48,13 +48,14 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     small = [n for n in args.classes if n < args.classes_per_batch]
     if small:
         parser.error(
-            f"--classes {small} hold fewer classes than --classes-per-batch {args.classes_per_batch}"
+            f"--classes {small} hold fewer classes than --classes-per-batch "
+            f"{args.classes_per_batch}"
         )
     table = hncm_pick_cost(args.classes, args.dim, args.classes_per_batch, repeats=args.repeats)
     table["greedy / scan"] = table["HNCM ms"] / table["HNCM scan ms"]
     print(
-        f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of {args.repeats} draws; "
-        f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}"
+        f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of "
+        f"{args.repeats} draws; CPU, {torch.get_num_threads()} threads, torch {torch.__version__}"
     )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return table

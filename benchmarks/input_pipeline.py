@@ -258,8 +258,8 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
         device = resolve_device(args.device)
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
         print(
-            f"{args.images} images {args.width}x{args.height} -> {args.image_size}px, batch {args.batch_size}, "
-            f"{name}, {os.cpu_count()} cores, torch {torch.__version__}",
+            f"{args.images} images {args.width}x{args.height} -> {args.image_size}px, batch "
+            f"{args.batch_size}, {name}, {os.cpu_count()} cores, torch {torch.__version__}",
             flush=True,
         )
         table = run(args, root)

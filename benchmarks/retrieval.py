@@ -109,7 +109,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("PML's AccuracyCalculator needs faiss: pip install faiss-cpu")
     table = run(args.n, args.dim, args.classes, args.repeats)
     print(
-        f"N={args.n} D={args.dim} classes={args.classes} threads={args.threads} torch {torch.__version__}"
+        f"N={args.n} D={args.dim} classes={args.classes} threads={args.threads} torch "
+        f"{torch.__version__}"
     )
     print(table.to_string(float_format=lambda v: f"{v:.3f}"))
     if args.out:

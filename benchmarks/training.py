@@ -393,8 +393,9 @@ def main(argv: list[str] | None = None) -> str:
             compile_model=not args.no_compile,
         )
         _show(
-            f"Training img/s, in-memory input (batch {args.batch}, {args.image_size}x{args.image_size}, "
-            "bf16 autocast + channels_last on CUDA, triplet semi-hard loss)",
+            f"Training img/s, in-memory input (batch {args.batch}, "
+            f"{args.image_size}x{args.image_size}, bf16 autocast + channels_last on CUDA, triplet "
+            "semi-hard loss)",
             in_memory,
             out,
         )
@@ -409,16 +410,16 @@ def main(argv: list[str] | None = None) -> str:
     if "inference" in args.parts:
         sizes = [16, 32] if args.quick else [64, 128, 256, 512]
         _show(
-            f"Facility-location loss-augmented inference, ms (greedy + 5 PAM passes, 4 images per class, "
-            f"median of {args.repeats})",
+            "Facility-location loss-augmented inference, ms (greedy + 5 PAM passes, 4 images per "
+            f"class, median of {args.repeats})",
             inference_table(device, sizes, 4, args.repeats),
             out,
         )
     if "losses" in args.parts:
         sizes, dims = ([16], [8]) if args.quick else ([128, 512], [128, 512])
         _show(
-            f"Losses, forward+backward ms beside PML (median of {args.repeats}; ours with value checks "
-            "deferred as in the training loop)",
+            f"Losses, forward+backward ms beside PML (median of {args.repeats}; ours with value "
+            "checks deferred as in the training loop)",
             loss_benchmark.run(device, sizes, dims, args.repeats, deferred=True),
             out,
         )

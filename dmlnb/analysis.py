@@ -43,7 +43,8 @@ __all__ = [
 def _check(embeddings: Tensor, labels: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
         raise ValueError(
-            f"embeddings must be a 2-D tensor (N, D), got {getattr(embeddings, 'shape', type(embeddings))}"
+            "embeddings must be a 2-D tensor (N, D), got "
+            f"{getattr(embeddings, 'shape', type(embeddings))}"
         )
     if embeddings.shape[0] == 0:
         raise ValueError("embeddings are empty (0 rows)")

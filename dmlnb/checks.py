@@ -91,9 +91,9 @@ def check_embeddings(
                 f"width {dim}; embed both with the same model"
             )
         raise ValueError(
-            f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has "
-            f"embedding_dim={dim}; build {owner} for width {d} (the model's output size: its "
-            f"embedding_dim, or centroids with {d} columns) or project the features to {dim} dimensions"
+            f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has embedding_dim={dim}; "
+            f"build {owner} for width {d} (the model's output size: its embedding_dim, or "
+            f"centroids with {d} columns) or project the features to {dim} dimensions"
         )
 
 

@@ -73,7 +73,8 @@ _TAIL_LINES = 15
 
 SKIPPED_IN_TRAINING = "skip-in-training"
 """Tag of a notebook cell that a training pass does not execute (see the module docstring)."""
-_SOURCE_CELL = "dmlnb_source_cell"  # a copy's cell metadata: the cell's index in the notebook it was copied from
+# a copy's cell metadata: the cell's index in the notebook it was copied from
+_SOURCE_CELL = "dmlnb_source_cell"
 
 
 class LaunchError(ValueError):
@@ -226,14 +227,16 @@ def train_notebook(
     notebook = existing_notebook(notebook, LaunchError)
     if processes < 1:
         raise LaunchError(
-            f"--processes {processes}: pass 1 or more (1 executes the notebook once, without shards)"
+            f"--processes {processes}: pass 1 or more (1 executes the notebook once, without "
+            "shards)"
         )
     arguments = ["-p", "profile", profile]
     if retrain and "retrain" in notebook_parameters(notebook):
         arguments += ["-p", "retrain", "True"]
     elif retrain:
         say(
-            f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their records match"
+            f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their "
+            "records match"
         )
     for name, value in parameters:
         arguments += ["-p", name, value]
@@ -283,8 +286,9 @@ def train_notebook(
                             f"worker {worker.index} of {processes} failed (exit status {code})\n",
                         )
                         raise WorkerFailed(
-                            f"worker {worker.index} of {processes} ({notebook.name}, profile {profile}) failed "
-                            f"with exit status {code}; the others were stopped. The end of its log:\n{worker.tail()}"
+                            f"worker {worker.index} of {processes} ({notebook.name}, profile "
+                            f"{profile}) failed with exit status {code}; the others were stopped. "
+                            f"The end of its log:\n{worker.tail()}"
                         )
         finally:
             for worker in workers:
@@ -306,8 +310,9 @@ def train_notebook(
     counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
     idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))
     say(
-        f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
-        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for siblings: {idle}"
+        f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes "
+        f"of {worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for "
+        f"siblings: {idle}"
     )
     for i, cells in enumerate(slowest):
         say(f"worker {i}'s slowest cells: " + ", ".join(f"{k} ({t:.0f} s)" for k, t in cells))

@@ -715,7 +715,8 @@ def plot_thumbnails(
         raise ValueError(f"xy must be (N, 2), got shape {xy.shape}")
     if imgs.ndim != 4 or imgs.shape[0] != xy.shape[0] or imgs.shape[1] not in (1, 3):
         raise ValueError(
-            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape {imgs.shape}"
+            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape "
+            f"{imgs.shape}"
         )
     if not 0.0 < thumb_fraction <= 1.0:
         raise ValueError(f"thumb_fraction must be in (0, 1], got {thumb_fraction}")

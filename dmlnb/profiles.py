@@ -227,7 +227,10 @@ class Rule:
             if self.low is not None:
                 text += f" {'>' if self.above else '>='} {self.low:g}"
             if self.high is not None:
-                text += f"{' and' if self.low is not None else ''} {'<' if self.below else '<='} {self.high:g}"
+                text += (
+                    f"{' and' if self.low is not None else ''} {'<' if self.below else '<='} "
+                    f"{self.high:g}"
+                )
             if self.test is not None:
                 text += f" ({self.test[1]})"
         if self.optional:
@@ -306,7 +309,8 @@ class Rule:
             return dict(value)
         if self.choices is not None and value not in self._choices():
             raise ValueError(
-                f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of {list(self._choices())}"
+                f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of "
+                f"{list(self._choices())}"
             )
         if not self._range_ok(value):
             raise ValueError(f"{what} must be {self.allowed()}; got {value!r}")

@@ -189,9 +189,9 @@ def _check(
         shown = repr(value)
         problem = f"is {shown[:60] + '...' if len(shown) > 60 else shown} ({type(value).__name__})"
     raise RecordError(
-        f"run record {source}: field {field!r} {problem}, expected {wanted}; the file is damaged or "
-        "was not written by dmlnb's training loop: copy it again from the machine that made it, or "
-        "delete it to retrain the run"
+        f"run record {source}: field {field!r} {problem}, expected {wanted}; the file is damaged "
+        "or was not written by dmlnb's training loop: copy it again from the machine that made "
+        "it, or delete it to retrain the run"
     )
 
 
@@ -539,7 +539,8 @@ class RunRecord:
             raw = read_json(path)
         except json.JSONDecodeError as err:
             raise RecordError(
-                f"run record {path} is not valid JSON ({err}); copy it again or delete it to retrain"
+                f"run record {path} is not valid JSON ({err}); copy it again or delete it to "
+                "retrain"
             ) from None
         return cls.from_data(raw, str(path), path)
 
@@ -609,13 +610,14 @@ class RunRecord:
         metrics, val_metrics = row.get("metrics"), row.get("val_metrics")
         if val_metrics and not metrics:
             raise ValueError(
-                f"epoch {row['epoch']} has validation metrics but no test metrics; a run with a validation "
-                "split evaluates both (pass an eval_set with the val_set)"
+                f"epoch {row['epoch']} has validation metrics but no test metrics; a run with a "
+                "validation split evaluates both (pass an eval_set with the val_set)"
             )
         if metrics and not val_metrics and select_on == "validation":
             raise ValueError(
-                f"epoch {row['epoch']} has no validation metrics to select on (select_on='validation'); "
-                "evaluate a validation split (val_set=) or select on 'test'"
+                f"epoch {row['epoch']} has no validation metrics to select on "
+                "(select_on='validation'); evaluate a validation split (val_set=) or select on "
+                "'test'"
             )
         self.data["history"].append(row)
         if self.data.get("segments"):

@@ -224,8 +224,8 @@ def reported_vs_reproduced(
             raise ValueError(f"{label!r} is given as {kind}, but its label says otherwise")
         if frame.columns.nlevels != 1:
             raise ValueError(
-                f"{label!r}: the frame has {frame.columns.nlevels} column levels; give one frame (one block) "
-                "per dataset, with the metrics as its columns"
+                f"{label!r}: the frame has {frame.columns.nlevels} column levels; give one frame "
+                "(one block) per dataset, with the metrics as its columns"
             )
         for axis in ("rows", "columns"):
             for name in _labels(frame, axis):
@@ -504,9 +504,9 @@ def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
         return verdict
     m = len(list(sizes))
     why = (
-        f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat slope{'s' if len(short) > 1 else ''} "
-        "through two sizes only: a line through two points cannot check the curve's shape, so the band decides "
-        "neither way"
+        f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat "
+        f"slope{'s' if len(short) > 1 else ''} through two sizes only: a line through two points "
+        "cannot check the curve's shape, so the band decides neither way"
     )
     text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
     note = why + (f"; {verdict.note}" if verdict.note else "")
@@ -736,8 +736,9 @@ class Claim:
     def __post_init__(self) -> None:
         if not isinstance(self.verdict, Verdict):
             raise TypeError(
-                f"claim {self.claim!r}: verdict {self.verdict!r} is a {type(self.verdict).__name__}; "
-                "verdicts come from the rule (dmlnb.reporting.compare and friends), never typed"
+                f"claim {self.claim!r}: verdict {self.verdict!r} is a "
+                f"{type(self.verdict).__name__}; verdicts come from the rule "
+                "(dmlnb.reporting.compare and friends), never typed"
             )
 
 
@@ -1060,8 +1061,10 @@ def every_pair_equivalent(
     note = f"effect: {name}; {head}"
     if halves and min(halves) >= margin:
         note += (
-            f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} with "
-            f'{min(min(p[1].n) for p in pairs)} runs per value) exceed the margin, so "holds" is unreachable '
+            f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} "
+            "with "
+            f'{min(min(p[1].n) for p in pairs)} runs per value) exceed the margin, so "holds" is '
+            "unreachable "
             "at this scale"
         )
     elif d.note:
@@ -1195,8 +1198,8 @@ def provenance_text(frame: pd.DataFrame) -> str:
         f"{clean} without" + ("" if changed else f" uncommitted changes to {GIT_SCOPE}/")
         if clean
         else "",
-        f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; theirs also "
-        "counted the run records and notebooks the book's runs rewrite)"
+        f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; "
+        "theirs also counted the run records and notebooks the book's runs rewrite)"
         if unknown
         else "",
     ]

@@ -207,9 +207,9 @@ class Shard:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ShardError(
-                    f"shard {self} waited {self.timeout:g} s for {what} ({reason}); is its shard still "
-                    f"running? Raise {SHARD_TIMEOUT_ENV} (seconds) for longer runs, or unset {SHARD_ENV} "
-                    "to run everything in this process"
+                    f"shard {self} waited {self.timeout:g} s for {what} ({reason}); is its shard "
+                    f"still running? Raise {SHARD_TIMEOUT_ENV} (seconds) for longer runs, or "
+                    f"unset {SHARD_ENV} to run everything in this process"
                 )
             time.sleep(min(POLL_SECONDS, left))
             reason = pending()
@@ -254,14 +254,15 @@ def current_shard() -> Shard | None:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
     if match is None or not int(match[1]) < int(match[2]):
         raise ValueError(
-            f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' and '1/2' "
-            "for two processes), or unset it to train every run in this process"
+            f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' "
+            "and '1/2' for two processes), or unset it to train every run in this process"
         )
     claims = os.environ.get(SHARD_CLAIMS_ENV, "")
     if claims == "":
         raise ValueError(
-            f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every shard of the launch "
-            "shares (python -m dmlnb train does), where the shards claim the runs they train"
+            f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every "
+            "shard of the launch shares (python -m dmlnb train does), where the shards claim the "
+            "runs they train"
         )
     since = _launch_start()
     timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")

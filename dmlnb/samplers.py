@@ -206,8 +206,9 @@ class ClassBatchSampler(Sampler[list[int]]):
         same for equal samplers, so a run record (its ``components``) names the sampler, not an
         object's address in memory."""
         return (
-            f"{type(self).__name__}(batch_size={self.batch_size}, classes_per_batch={self.classes_per_batch}, "
-            f"seed={self.seed}, num_batches={self.num_batches})"
+            f"{type(self).__name__}(batch_size={self.batch_size}, "
+            f"classes_per_batch={self.classes_per_batch}, seed={self.seed}, "
+            f"num_batches={self.num_batches})"
         )
 
     def set_epoch(self, epoch: int) -> None:

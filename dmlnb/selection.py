@@ -102,8 +102,8 @@ def optimism_text(records: Iterable["RunRecord"], metric: str = "R@1") -> str:
         return ""
     e = optimism_summary(frame, scale=100.0, unit=" pts").loc["all", "verdict"].evidence()
     return (
-        f"; choosing on the test classes instead would add {e['effect']} {e['90% interval']} {metric} "
-        f"({len(frame)} runs)"
+        f"; choosing on the test classes instead would add {e['effect']} {e['90% interval']} "
+        f"{metric} ({len(frame)} runs)"
     )
 
 
@@ -175,15 +175,16 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
         name = record.data["name"]
         if test["metric"] != metric or val["metric"] != metric:
             raise ValueError(
-                f"run {name!r} selected its epochs on {test['metric']!r}, not {metric!r}: the optimism is only "
-                f"defined for the selection metric; pass metric={test['metric']!r}"
+                f"run {name!r} selected its epochs on {test['metric']!r}, not {metric!r}: the "
+                "optimism is only defined for the selection metric; pass "
+                f"metric={test['metric']!r}"
             )
         at_test, at_val = float(test["metrics"][metric]), float(val["metrics"][metric])
         if at_test < at_val:
             raise ValueError(
-                f"run {name!r}: the test-selected epoch {test['epoch']} has {metric} {at_test} below the "
-                f"validation-selected epoch {val['epoch']}'s {at_val}; the record's selections are damaged: "
-                "copy it again or retrain the run"
+                f"run {name!r}: the test-selected epoch {test['epoch']} has {metric} {at_test} "
+                f"below the validation-selected epoch {val['epoch']}'s {at_val}; the record's "
+                "selections are damaged: copy it again or retrain the run"
             )
         rows.append(
             {
@@ -288,10 +289,11 @@ def selected_metrics(record: "RunRecord", basis: str) -> dict[str, float]:
     if basis == record.selected_on and record.best is not None:
         return record.best["metrics"]
     raise ValueError(
-        f"run {record.data['name']!r} has no epoch selected on the {basis} classes (it selected on "
-        f"{record.selected_on!r}{'' if record.best is not None else ' and was never evaluated'}): train it with "
-        "a validation split (a chapter's validation= switch, or dataset_options={'validation': 0.2}), or "
-        "report it as selected on the test classes"
+        f"run {record.data['name']!r} has no epoch selected on the {basis} classes (it selected "
+        "on "
+        f"{record.selected_on!r}{'' if record.best is not None else ' and was never evaluated'}): "
+        "train it with a validation split (a chapter's validation= switch, or "
+        f"dataset_options={{'validation': 0.2}}), or report it as selected on the test classes"
     )
 
 
@@ -520,8 +522,8 @@ def both_ways_text(frame: pd.DataFrame) -> str:
         f"{len(changed)} of {len(recomputed)} recomputed verdicts change under the papers' protocol"
         + (": " + "; ".join(changed["claim"]) if len(changed) else "")
         + (
-            f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept weights and "
-            f"{'are' if kept != 1 else 'is'} not recomputed"
+            f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept "
+            f"weights and {'are' if kept != 1 else 'is'} not recomputed"
             if kept
             else ""
         )

@@ -117,9 +117,10 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
         if _MEASURING.get():
             return
         raise TrainingDisabledError(
-            f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
-            "would be trained by a run without run_dir, which has no record to reload: give the run a "
-            "run_dir holding its finished record, or unset DMLNB_NO_TRAINING to train it here"
+            f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but "
+            f"{what} would be trained by a run without run_dir, which has no record to reload: "
+            "give the run a run_dir holding its finished record, or unset DMLNB_NO_TRAINING to "
+            "train it here"
         )
     record, ckpt = run_dir / "record.json", run_dir / "checkpoint.pt"
     if not record.exists() and not ckpt.exists():
@@ -130,8 +131,9 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
         where = f"{ckpt} holds an unfinished run"
     raise TrainingDisabledError(
         f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
-        f"would be trained: {where}. Copy that run folder (record.json, analysis.json, checkpoint.pt, best.pt) "
-        "from the machine that trained it into --runs, or render without --runs to train here"
+        f"would be trained: {where}. Copy that run folder (record.json, analysis.json, "
+        "checkpoint.pt, best.pt) from the machine that trained it into --runs, or render without "
+        "--runs to train here"
     )
 
 
@@ -172,7 +174,8 @@ def build_optimizer(
         if not isinstance(head, nn.Module):
             raise ValueError(
                 f"head_lr_scale={config.head_lr_scale:g} needs model.head (an nn.Module, as "
-                f"dmlnb.models.EmbeddingNet has), {type(model).__name__} has none; use head_lr_scale=1.0"
+                f"dmlnb.models.EmbeddingNet has), {type(model).__name__} has none; use "
+                "head_lr_scale=1.0"
             )
         in_head = {id(p) for p in head.parameters()}
         groups = [
@@ -281,8 +284,8 @@ def precision_description(config: TrainConfig) -> str:
     if not config.amp:
         return "float32 on every device (amp off)"
     return (
-        "bf16 autocast on a CUDA GPU (fp16 with a gradient scaler where bf16 is unsupported), float32 on a CPU "
-        "(amp on; the loss and the evaluation in float32)"
+        "bf16 autocast on a CUDA GPU (fp16 with a gradient scaler where bf16 is unsupported), "
+        "float32 on a CPU (amp on; the loss and the evaluation in float32)"
     )
 
 
@@ -435,8 +438,8 @@ class LossMeter:
             self.checks.raise_for(int(read[2]))  # a bad batch's own error comes first
         if first_bad >= 0:
             raise FloatingPointError(
-                f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning rate "
-                "(config key 'lr') or set grad_clip"
+                f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning "
+                "rate (config key 'lr') or set grad_clip"
             )
         return out
 
@@ -512,8 +515,8 @@ def train(
         )
     if val_set is not None and eval_set is None:
         raise ValueError(
-            "val_set is given without an eval_set: a run selected on the validation classes reports "
-            "the test classes at that epoch; pass the test set as eval_set"
+            "val_set is given without an eval_set: a run selected on the validation classes "
+            "reports the test classes at that epoch; pass the test set as eval_set"
         )
     device = resolve_device(config.device)
     if device.type == "cpu":
@@ -570,8 +573,8 @@ def train(
             "fingerprint"
         ) != record.data.get("fingerprint"):
             raise ValueError(
-                f"{run_dir} holds a run with a different configuration or method specification; pass a new run_dir, "
-                "or resume=False to overwrite it"
+                f"{run_dir} holds a run with a different configuration or method specification; "
+                "pass a new run_dir, or resume=False to overwrite it"
             )
         model.load_state_dict(ckpt["model"])
         loss_fn.load_state_dict(ckpt["loss"])
@@ -581,8 +584,9 @@ def train(
             scaler.load_state_dict(ckpt["scaler"])
         if len(ckpt["hooks"]) != len(hooks) and int(ckpt["epoch"]) < config.epochs:
             raise ValueError(
-                f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has {len(hooks)} "
-                f"({[type(h).__name__ for h in hooks]}); pass the same hooks, or a new run_dir"
+                f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has "
+                f"{len(hooks)} ({[type(h).__name__ for h in hooks]}); pass the same hooks, or a "
+                "new run_dir"
             )
         for hook, hook_state in zip(hooks, ckpt["hooks"]):
             hook.load_state_dict(hook_state)
@@ -629,8 +633,9 @@ def train(
     ):  # type: ignore[arg-type]
         raise ValueError(
             f"{type(sampler).__name__} counts {len(sampler)} steps per epoch but "  # type: ignore[arg-type]
-            f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the loop's; "
-            "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
+            f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the "
+            "loop's; leave steps_per_epoch unset or build the sampler with "
+            "num_batches=steps_per_epoch"
         )
     total = steps_per_epoch * config.epochs
     bar = tqdm(
@@ -806,7 +811,8 @@ def check_dataset_labels(dataset: Dataset, name: str, allow_unlabelled: bool = F
     labels = torch.as_tensor(dataset.labels)  # type: ignore[attr-defined]
     if labels.dim() != 1 or len(labels) != len(dataset):  # type: ignore[arg-type]
         raise ValueError(
-            f"{name}.labels has shape {tuple(labels.shape)} but {name} holds {len(dataset)} examples; "  # type: ignore[arg-type]
+            f"{name}.labels has shape {tuple(labels.shape)} but {name} holds {len(dataset)} "
+            "examples; "  # type: ignore[arg-type]
             "give one class id per example"
         )
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:

@@ -768,8 +768,9 @@ def test_chapter_claims_go_through_the_rule() -> None:
     assert by("Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax") == HOLDS
     assert by("Table 3") == HOLDS
     most = by(
-        "Sec. 4.4: 'Under Recall@K metric, the Discriminative improves over most of methods that are based on "
-        "triplet, (e.g., Semi-hard [27]) or generalization of triplet (e.g., N-pair [33], Triplet+Global [14])'"
+        "Sec. 4.4: 'Under Recall@K metric, the Discriminative improves over most of methods that "
+        "are based on triplet, (e.g., Semi-hard [27]) or generalization of triplet (e.g., N-pair "
+        "[33], Triplet+Global [14])'"
     )
     assert most == HOLDS and "4 of 5" in most.note  # all but semi-hard
     assert by("... 'e.g., Semi-hard'") == FAILS and by("... 'e.g., N-pair'") == HOLDS
@@ -905,8 +906,8 @@ def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_sourc
         "at C = D = 100, one draw (seed 0): min 1.172 / max 1.670"
     )
     assert (
-        "the generator's draws differ (seeds 0-4: 0.498, 0.439, 0.443, 0.468, 0.404, seed 4 more evenly "
-        "spread than the paper's)" in effect["K-means centroids"]
+        "the generator's draws differ (seeds 0-4: 0.498, 0.439, 0.443, 0.468, 0.404, seed 4 more "
+        "evenly spread than the paper's)" in effect["K-means centroids"]
     )
     assert (
         "NMI's k-means clusters the same L2-normalised embeddings"
@@ -1167,8 +1168,8 @@ def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> 
 def test_a_variant_whose_batch_needs_more_classes_is_left_out_and_says_why() -> None:
     on, off = X.experiment_config("default", validation=True), X.experiment_config("default")
     assert X.variant_unfit("1 image per class", on, 109) == (
-        "not measured: a batch of 128 images, 1 per class, needs 128 training classes and 109 remain after the "
-        "validation classes are held out"
+        "not measured: a batch of 128 images, 1 per class, needs 128 training classes and 109 "
+        "remain after the validation classes are held out"
     )
     assert (
         X.variant_unfit("1 image per class", off, 136) == ""
@@ -1343,7 +1344,8 @@ def test_the_code_version_row_reads_the_commits_and_git() -> None:
 
     frame = pd.DataFrame({"commit": ["c1" * 20, "c1" * 20], "dirty": [True, False]})
     assert X.code_version_text(frame).startswith(
-        f"2 run records from 1 commit ({'c1' * 5}): 1 with uncommitted changes to dmlnb/, 1 without; a record is reloaded"
+        f"2 run records from 1 commit ({'c1' * 5}): 1 with uncommitted changes to dmlnb/, 1 "
+        "without; a record is reloaded"
     )
     assert (
         X.code_changes(["0" * 40, "1" * 40]) is None

@@ -905,13 +905,15 @@ def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
     v = _verdicts(claims)
     assert (
         v[
-            "EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"
+            "EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
+            "drops beyond it"
         ]
         == HOLDS
     )
     assert (
         v[
-            "EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"
+            "EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
+            "drops beyond it"
         ]
         == FAILS
     )
@@ -1148,8 +1150,8 @@ def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_pr
     assert row[protocol_column("verdict", "validation")] == "holds"
     text = both_ways_text(frame.reset_index())
     assert text == (
-        "1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim reads "
-        "the kept weights and is not recomputed"
+        "1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim "
+        "reads the kept weights and is not recomputed"
     )
     # the three claims of Figures 2, 3 and 5 are the ones build_claims makes from the kept weights
     names = [c.claim for c in ep.build_claims(_fabricated_inputs())]

@@ -440,7 +440,8 @@ def test_claims_verdicts_follow_the_numbers():
     ).startswith("does not hold: an update of the listing can lower A")
     assert (
         v[
-            "The loss-augmented inference does not add much overhead on top of the gradient computation"
+            "The loss-augmented inference does not add much overhead on top of the gradient "
+            "computation"
         ]
         == "not tested at this scale"
     )

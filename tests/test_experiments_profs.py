@@ -349,7 +349,8 @@ def test_build_claims_from_fabricated_seeds():
     )
     assert (
         v[
-            "No significant increase or decrease in the convergence rate owing to re-utilization of the class samples"
+            "No significant increase or decrease in the convergence rate owing to re-utilization "
+            "of the class samples"
         ]
         == FAILS
     )
@@ -358,13 +359,15 @@ def test_build_claims_from_fabricated_seeds():
     assert v["lambda"] == FAILS  # the largest value beats every interior one
     assert (
         v[
-            "PROFS with the contrastive and triplet losses is competitive with the superior Margin loss"
+            "PROFS with the contrastive and triplet losses is competitive with the superior "
+            "Margin loss"
         ]
         == NOT_TESTED
     )
     assert (
         v[
-            "Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes than CARS196 and CUB-200-2011"
+            "Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes "
+            "than CARS196 and CUB-200-2011"
         ]
         == NOT_TESTED
     )

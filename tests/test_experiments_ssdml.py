@@ -224,7 +224,9 @@ def test_claims_verdicts_on_fabricated_seeds():
     assert verdicts == {
         "Ours beats the deep SSDML baselines": "holds",
         # a proxy partly implied by the constraint: the "holds" names what it measured
-        "Orthogonality keeps a higher effective rank of the test embedding": f"holds: {ssx.EFFECTIVE_RANK_PROXY}",
+        "Orthogonality keeps a higher effective rank of the test embedding": (
+            f"holds: {ssx.EFFECTIVE_RANK_PROXY}"
+        ),
         # NMI is equal with and without orthogonality in the fabricated runs: not every metric improves
         "Orthogonality improves every metric": "inconclusive",
         "Unlabelled data helps over supervised-only training with the same labels": "holds",
@@ -450,9 +452,9 @@ def test_over_initial_metric_steps_and_provenance():
     clean = _record_run(3, 0.5, 0.5, commit="0123456789", dirty=False)
     changed = _record_run(4, 0.5, 0.5, commit="0123456789", dirty=True, scope="dmlnb")
     assert ssx.provenance(gain + gain[:1] + [clean, changed]) == (
-        "5 run records from 2 commits (abc1234def, 0123456789): 1 with uncommitted changes to dmlnb/, 1 without, "
-        "3 unknown (made before records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records "
-        "and notebooks the book's runs rewrite)"
+        "5 run records from 2 commits (abc1234def, 0123456789): 1 with uncommitted changes to "
+        "dmlnb/, 1 without, 3 unknown (made before records scoped their git 'dirty' flag to "
+        "dmlnb/; theirs also counted the run records and notebooks the book's runs rewrite)"
     )
 
 
@@ -477,12 +479,13 @@ def test_rebuilt_networks_reproduce_the_committed_initial_rows():
     same = rounds_as_committed()
     if same is None:
         pytest.skip(
-            "needs the default profile's data (Omniglot under DMLNB_DATA) to ask how this CPU rounds"
+            "needs the default profile's data (Omniglot under DMLNB_DATA) to ask how this CPU "
+            "rounds"
         )
     if not same:
         pytest.skip(
-            "this CPU rounds otherwise than the one that made the committed records "
-            "(the protocol chapter's untrained-network floor differs): exact reproduction is not expected"
+            "this CPU rounds otherwise than the one that made the committed records (the protocol "
+            "chapter's untrained-network floor differs): exact reproduction is not expected"
         )
     st = ssx.settings_for("default")["digits"]
     for seed in st.seeds:

@@ -464,7 +464,8 @@ def test_the_papers_refinement_is_the_default_and_full_an_option():
     x, labels = random_batch(gen, 24, 6, spread=1.0)
     assert FacilityLocationLoss().refinement == "paper"
     assert repr(FacilityLocationLoss()) == (
-        "FacilityLocationLoss(margin_multiplier=1.0, pam_passes=5, normalize=True, refinement='paper')"
+        "FacilityLocationLoss(margin_multiplier=1.0, pam_passes=5, normalize=True, "
+        "refinement='paper')"
     )  # run records keep it
     assert "refinement='full'" in repr(FacilityLocationLoss(refinement="full"))
     dist = euclidean_distance(F.normalize(x, dim=1))

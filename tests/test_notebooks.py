@@ -56,7 +56,8 @@ def test_notebook_imports_its_chapter_module_under_its_alias(path):
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     imports = re.findall(r"from dmlnb\.experiments import (\w+)(?: as (\w+))?", code)
     assert not re.search(r"from dmlnb\.experiments\.\w+ import|import dmlnb\.experiments", code), (
-        f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import <module> as <alias>`"
+        f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import "
+        "<module> as <alias>`"
     )
     chapter = path.stem.split("_", 1)[1]
     assert imports == [(chapter, CHAPTER_ALIASES[chapter])], f"{path.name} imports {imports}"

@@ -409,9 +409,9 @@ def test_provenance_frame_one_row_per_record():
         "train seconds",
     ]
     assert provenance_text(frame) == (
-        "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 unknown (made before "
-        "records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records and notebooks the "
-        "book's runs rewrite)"
+        "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 "
+        "unknown (made before records scoped their git 'dirty' flag to dmlnb/; theirs also "
+        "counted the run records and notebooks the book's runs rewrite)"
     )
     assert provenance_text(frame.iloc[4:]) == (
         "1 run record from 1 commit (abc123): 1 without uncommitted changes to dmlnb/"

@@ -155,7 +155,8 @@ def test_the_gain_of_keeping_the_selected_epoch_in_words_names_the_selection():
     # runs selected in both places: each count named
     mixed = selection_gain_text(both + records[:1])
     assert mixed.startswith(
-        "selected minus last epoch R@1 (validation-selected in 3 runs, test-selected in 1 run), 4 runs: "
+        "selected minus last epoch R@1 (validation-selected in 3 runs, test-selected in 1 run), 4 "
+        "runs: "
     )
     assert selection_gain_text([]) == ""
 

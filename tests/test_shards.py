@@ -348,7 +348,8 @@ def test_a_shard_waits_for_a_siblings_run_and_stops_when_the_abort_file_appears(
         run.record.best
     assert time.monotonic() - t0 >= 0.3  # it waited until the file appeared
     assert said == [
-        f"shard 1/2 waits for run r0 (shard 0/2 trains it): no record at {tmp_path / 'r0' / 'record.json'}"
+        "shard 1/2 waits for run r0 (shard 0/2 trains it): no record at "
+        f"{tmp_path / 'r0' / 'record.json'}"
     ]
 
 
@@ -645,8 +646,9 @@ def test_the_launcher_trains_each_run_in_one_process_and_retrains_on_request(tmp
     assert sorted(trained[0] + trained[1]) == ["r0", "r1", "r2", "r3"]  # each run by one process
     line = next(x for x in said if x.startswith("trained chapter.ipynb (profile smoke) in "))
     assert re.search(
-        rf" s with 2 processes of 1 thread\(s\) each; runs trained: {len(trained[0])} by worker 0, "
-        rf"{len(trained[1])} by worker 1; waited for siblings: \d+ s by worker 0, \d+ s by worker 1$",
+        rf" s with 2 processes of 1 thread\(s\) each; runs trained: {len(trained[0])} by worker "
+        rf"0, {len(trained[1])} by worker 1; waited for siblings: \d+ s by worker 0, \d+ s by "
+        r"worker 1$",
         line,
     )
     assert [x.split(":")[0] for x in said[-2:]] == [

@@ -134,7 +134,8 @@ class CachedImageDataset(LabelledDataset):
         idx = torch.as_tensor(indices, dtype=torch.long).cpu().reshape(-1)  # (B,)
         if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
             raise IndexError(
-                f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got {idx.tolist()[:8]}"
+                f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got "
+                f"{idx.tolist()[:8]}"
             )
         target = torch.device(device) if device is not None else torch.device("cpu")
         rows = self.rows[idx]  # (B,)

@@ -85,13 +85,15 @@ def crop_description(image_size: int, resize: int | None = None, padding: int = 
     if resize is not None:
         padded = f", padded by {padding} px on each side," if padding else ","
         return (
-            f"train: resized to {resize} x {resize}{padded} a random {image_size} x {image_size} crop and a random "
-            f"horizontal flip; test: resized to {resize} x {resize}, centre crop {image_size} x {image_size}"
+            f"train: resized to {resize} x {resize}{padded} a random {image_size} x {image_size} "
+            f"crop and a random horizontal flip; test: resized to {resize} x {resize}, centre "
+            f"crop {image_size} x {image_size}"
         )
     return (
-        f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, aspect "
-        f"{CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, and a random horizontal "
-        f"flip; test: the short side resized to {test_resize(image_size)}, centre crop {image_size} x {image_size}"
+        f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, "
+        f"aspect {CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, "
+        "and a random horizontal flip; test: the short side resized to "
+        f"{test_resize(image_size)}, centre crop {image_size} x {image_size}"
     )
 
 
@@ -293,7 +295,8 @@ def crop_batch(
         raise ValueError(f"padding_mode must be 'border' or 'zeros', got {padding_mode!r}")
     if pixels.dim() != 4 or theta.shape != (pixels.shape[0], 2, 3):
         raise ValueError(
-            f"pixels must be (B, C, H, W) and theta (B, 2, 3); got {tuple(pixels.shape)} and {tuple(theta.shape)}"
+            f"pixels must be (B, C, H, W) and theta (B, 2, 3); got {tuple(pixels.shape)} and "
+            f"{tuple(theta.shape)}"
         )
     b, c = pixels.shape[:2]
     grid = F.affine_grid(

@@ -80,7 +80,8 @@ class DecodedImages:
             or self.pixels.shape[:2] != expected
         ):
             raise ValueError(
-                f"{file} holds {self.pixels.dtype} {self.pixels.shape}, not ({expected[0]}, 3, S, S) uint8"
+                f"{file} holds {self.pixels.dtype} {self.pixels.shape}, not ({expected[0]}, 3, S, "
+                "S) uint8"
             )
         if tuple(sizes.shape) != (len(self), 2) or (len(self) and int(sizes.min()) < 1):
             raise ValueError(

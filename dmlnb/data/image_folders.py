@@ -120,7 +120,8 @@ def _check_crops(image_size: int, resize: int | None, padding: int) -> None:
         check_square_crop(image_size, resize, padding)
     elif padding != 0:
         raise ValueError(
-            f"dataset option padding={padding!r} pads the square crops only; set resize too, or padding=0"
+            f"dataset option padding={padding!r} pads the square crops only; set resize too, or "
+            "padding=0"
         )
 
 
@@ -314,8 +315,8 @@ INSHOP = _Benchmark(
 HOTELS = _Benchmark(
     "hotels50k",
     "Hotels-50K",
-    "https://github.com/GWUvision/Hotels-50K (training images fetched by input/download_train.py into images/train; "
-    "the test images of test.tar.gz unpacked in images/)",
+    "https://github.com/GWUvision/Hotels-50K (training images fetched by input/download_train.py "
+    "into images/train; the test images of test.tar.gz unpacked in images/)",
     "<root>/Hotels-50K/images/train/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg and "
     "<root>/Hotels-50K/images/test/unoccluded/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg",
 )
@@ -481,8 +482,9 @@ def _hotel_images(folder: Path) -> tuple[list[str], list[int]]:
         parts = path.relative_to(folder).parts
         if len(parts) < 3 or not parts[1].isdigit():
             raise ValueError(
-                f"hotels50k: {path} is not at <chain_id>/<hotel_id>/.../<image_id>.jpg under {folder} (the hotel id, "
-                f"the second folder, must be an integer); expected layout: {HOTELS.layout}"
+                f"hotels50k: {path} is not at <chain_id>/<hotel_id>/.../<image_id>.jpg under "
+                f"{folder} (the hotel id, the second folder, must be an integer); expected "
+                f"layout: {HOTELS.layout}"
             )
         rel.append(path.relative_to(folder).as_posix())
         hotels.append(int(parts[1]))
@@ -534,9 +536,10 @@ def load_hotels50k(
     unseen = sorted(set(test_ids) - set(train_ids))
     if unseen:
         raise ValueError(
-            f"hotels50k: {len(unseen)} test hotel(s) have no training image under {train_dir} (e.g. {unseen[:5]}); "
-            "the training images are the gallery of every test query, so download the training images of those "
-            "hotels (input/download_train.py) or remove their test images"
+            f"hotels50k: {len(unseen)} test hotel(s) have no training image under {train_dir} "
+            f"(e.g. {unseen[:5]}); the training images are the gallery of every test query, so "
+            "download the training images of those hotels (input/download_train.py) or remove "
+            "their test images"
         )
     # one dataset, test images first: its training part is `train`, its evaluation view `test`
     every, originals = HOTELS.split(

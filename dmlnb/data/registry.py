@@ -119,9 +119,9 @@ def load_dataset(
         )
     if validation is None and (validation_seed != 0 or validation_fold is not None):
         raise ValueError(
-            f"dataset {name!r}: validation_seed={validation_seed!r} / validation_fold={validation_fold!r} "
-            "choose a validation split but validation is None; pass validation=<fraction or class "
-            "count>, e.g. validation=0.2"
+            f"dataset {name!r}: validation_seed={validation_seed!r} / "
+            f"validation_fold={validation_fold!r} choose a validation split but validation is "
+            "None; pass validation=<fraction or class count>, e.g. validation=0.2"
         )
     splits = loader(data_root(root), **options)
     if validation is None:

@@ -85,8 +85,9 @@ def validation_classes(
         if folds < 2:
             raise ValueError(
                 f"validation={classes!r} of {num_classes} training classes makes {folds} fold(s) "
-                f"(round(1 / {fraction:.3g})); class-disjoint folds need at least 2, i.e. a fraction "
-                "of at most 2/3 of the classes (or such a count), e.g. validation=0.25 for 4 folds"
+                f"(round(1 / {fraction:.3g})); class-disjoint folds need at least 2, i.e. a "
+                "fraction of at most 2/3 of the classes (or such a count), e.g. validation=0.25 "
+                "for 4 folds"
             )
         if not 0 <= fold < folds:
             raise ValueError(
@@ -135,7 +136,8 @@ def hold_out_classes(
     if splits.validation is not None:
         raise ValueError(
             f"{splits.name}: the splits already hold a validation split ({len(splits.validation)} "
-            "images); hold out classes once, from the splits load_dataset returns without validation="
+            "images); hold out classes once, from the splits load_dataset returns without "
+            "validation="
         )
     names = splits.class_names or {}
     shared = sorted(set(names.get("train", ())) & set(names.get("test", ())))

@@ -246,7 +246,10 @@ def clustering_implementation(
 ) -> str:
     """What a clustering run trains, as its run specification says it:
     ``"FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)"``."""
-    return f"FacilityLocationLoss(margin multiplier {float(gamma):g}, 5 PAM passes, refinement {refinement})"
+    return (
+        f"FacilityLocationLoss(margin multiplier {float(gamma):g}, 5 PAM passes, refinement "
+        f"{refinement})"
+    )
 
 
 # What each implemented row trains (shown in the notebook).
@@ -255,8 +258,8 @@ IMPLEMENTATION: dict[str, str] = {
     "Semi-hard": "TripletLoss(semihard, squared distance, margin 0.2, mean): FaceNet / TF rule",
     "Lifted structure": "LiftedStructureLoss(neg_margin 1)",
     "N-pair": "NPairLoss(l2_reg 0.02), unnormalised embeddings (Sohn's setting)",
-    "Clustering": "FacilityLocationLoss(5 PAM passes, Algorithm 2 as listed), margin multiplier constant, chosen on "
-    "the validation classes (clustering_search)",
+    "Clustering": "FacilityLocationLoss(5 PAM passes, Algorithm 2 as listed), margin multiplier "
+    "constant, chosen on the validation classes (clustering_search)",
     "Triplet+proxy": "ProxyNCALoss(scale 9, positive proxy excluded), one proxy per class",
     "Discriminative": "DiscriminativeLoss(one-hot centroids) at the last layer, FC(D) -> FC(C)",
 }
@@ -861,14 +864,15 @@ class ClusteringSearch:
         """How gamma was chosen, in words."""
         if not self.searched:
             return (
-                f"gamma = {self.chosen:g}, the profile's clustering_gamma: not searched, the runs have no validation "
-                "split to choose it on"
+                f"gamma = {self.chosen:g}, the profile's clustering_gamma: not searched, the runs "
+                "have no validation split to choose it on"
             )
         seeds = len(next(iter(self.runs.values())))
         return (
-            f"gamma = {self.chosen:g}, chosen on the validation classes from {{{', '.join(f'{g:g}' for g in self.runs)}}}: "
-            f"the highest mean validation R@1 over {seeds} seed{'s' if seeds > 1 else ''} per value, every value with "
-            "the same epochs and evaluations"
+            f"gamma = {self.chosen:g}, chosen on the validation classes from "
+            f"{{{', '.join(f'{g:g}' for g in self.runs)}}}: the highest mean validation R@1 over "
+            f"{seeds} seed{'s' if seeds > 1 else ''} per value, every value with the same epochs "
+            "and evaluations"
         )
 
     def effect_text(self) -> str:
@@ -883,8 +887,9 @@ class ClusteringSearch:
                 v = compare(chosen, [r.best_metrics["R@1"] for r in runs], scale=100, unit=" pts")
                 e = v.evidence()
                 parts.append(
-                    f"test R@1 of gamma {self.chosen:g} minus {gamma:g}: {e['effect']} {e['90% interval']} "
-                    f"({e['runs per side']} runs; 'the chosen value is better': {v})"
+                    f"test R@1 of gamma {self.chosen:g} minus {gamma:g}: {e['effect']} "
+                    f"{e['90% interval']} ({e['runs per side']} runs; 'the chosen value is "
+                    f"better': {v})"
                 )
         return "; ".join(parts)
 
@@ -917,7 +922,8 @@ def clustering_search(
     )
     if not gammas or len(set(gammas)) != len(gammas):
         raise ValueError(
-            f"clustering_gammas={settings['clustering_gammas']!r} must list distinct values, e.g. (1.0, 10.0)"
+            f"clustering_gammas={settings['clustering_gammas']!r} must list distinct values, e.g. "
+            "(1.0, 10.0)"
         )
     runs = {
         g: [
@@ -1244,7 +1250,8 @@ def whole_set_ratios(
     in_all = timed.loc[["discriminative", against]].eq(repeats).all()
     if not in_all.any():
         raise ValueError(
-            f"no N at which the discriminative loss and {against!r} were timed in all {repeats} repeats"
+            f"no N at which the discriminative loss and {against!r} were timed in all {repeats} "
+            "repeats"
         )
     n = int(in_all[in_all].index.max())
     return n, ms[n] / ms.loc["discriminative", n]
@@ -1480,8 +1487,9 @@ def _sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> str:
     return (
         f" ({', '.join(map(str, v))} sizes fitted"
         + (
-            f"; {'every' if two == len(v) else f'{two} of {len(v)}'} repeat slope{'s' if two > 1 else ''} through two "
-            "sizes only: a line through two points, the curve's shape unchecked"
+            f"; {'every' if two == len(v) else f'{two} of {len(v)}'} repeat "
+            f"slope{'s' if two > 1 else ''} through two sizes only: a line through two points, "
+            "the curve's shape unchecked"
             if two
             else ""
         )
@@ -1498,8 +1506,8 @@ MAX_EPS = 4.0
 #: Why Table 2's layer comparison cannot hold on these runs (:func:`dmlnb.reporting.biased_toward_claim`).
 LAYER_SELECTION_BIAS = (
     "each run's epoch was chosen by the second-to-last layer's Recall@1 (on the classes the run "
-    "selects on), and the records hold no last-layer score at any other epoch, so the layers cannot "
-    "be compared at a neutral epoch"
+    "selects on), and the records hold no last-layer score at any other epoch, so the layers "
+    "cannot be compared at a neutral epoch"
 )
 
 
@@ -1546,13 +1554,14 @@ def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
         "Table 1: clustering costs O(N Y^3): linear in N",
         "Table 1",
         "dmlnb's facility-location loss, one pass over the whole set, runs in time linear in N",
-        f"log-log slope in N per timing repeat: {', '.join(f'{x:.2f}' for x in values) or 'none'}"
-        f"{_sizes(ev.slopes, 'clustering', 'N')}; the order {LINEAR_ORDER:g} counts as the band ({low:g}, {high:g}), ours",
+        "log-log slope in N per timing repeat: "
+        f"{', '.join(f'{x:.2f}' for x in values) or 'none'}{_sizes(ev.slopes, 'clustering', 'N')}; "
+        f"the order {LINEAR_ORDER:g} counts as the band ({low:g}, {high:g}), ours",
         values,
         LINEAR_ORDER,
-        "dmlnb times its facility-location loss over the whole set as one batch (Algorithm 1 as listed scores each "
-        "candidate over all N points: O(Y N^2) per pass), while the cited cost is that of training, in mini-batches "
-        "of a fixed size",
+        "dmlnb times its facility-location loss over the whole set as one batch (Algorithm 1 as "
+        "listed scores each candidate over all N points: O(Y N^2) per pass), while the cited cost "
+        "is that of training, in mini-batches of a fixed size",
         sizes=_fit_sizes(ev.slopes, "clustering", "N"),
     )
     return paper, ours
@@ -1596,8 +1605,9 @@ def triplet_family_text(ev: ClaimEvidence) -> str:
         if str(v) != HOLDS and not any(str(x) == FAILS for x in parts[row].values())
     ]
     return (
-        f"ahead at every K of: {', '.join(ahead) or 'none'}; behind: {'; '.join(behind) or 'none'}; "
-        f"neither ahead at every K nor behind at any K: {', '.join(undecided) or 'none'}"
+        f"ahead at every K of: {', '.join(ahead) or 'none'}; behind: "
+        f"{'; '.join(behind) or 'none'}; neither ahead at every K nor behind at any K: "
+        f"{', '.join(undecided) or 'none'}"
     )
 
 
@@ -1645,8 +1655,9 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     ) -> str:
         low, high = order_band(order)
         return (
-            f"log-log slope in {axis}{at} per timing repeat: {slopes_text(values)}{_sizes(ev.slopes, loss, axis)}; "
-            f"the order {order:g} counts as the band ({low:g}, {high:g}), ours"
+            f"log-log slope in {axis}{at} per timing repeat: "
+            f"{slopes_text(values)}{_sizes(ev.slopes, loss, axis)}; the order {order:g} counts as "
+            f"the band ({low:g}, {high:g}), ours"
         )
 
     def slope_claim(
@@ -1667,16 +1678,18 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
 
     claims = [
         Claim(
-            "the bound tightens as training proceeds (Sec. 3.1: eps shrinks as samples approach their centroids)",
+            "the bound tightens as training proceeds (Sec. 3.1: eps shrinks as samples approach "
+            "their centroids)",
             "argued, not measured",
             f"bound per triplet {np.mean(bound0):.3f} -> {np.mean(bound1):.3f} ("
             + ("above" if vacuous else "not always above")
             + f" the trivial {TRIVIAL_GAP_PER_TRIPLET:.0f} at both ends"
             + (": vacuous" if vacuous else "")
-            + f"), eps {np.mean(eps0):.3f} -> {np.mean(eps1):.3f} of at most {MAX_EPS:.0f}; per run: decrease "
-            f"of the bound per triplet from before training to the last tracked epoch vs 0 (one-hot runs: "
-            f"{len(bound0)}): first against last, not a fall at every step (it rises between two consecutive "
-            f"tracked points in {bound_rises} of {bound_runs} runs)",
+            + f"), eps {np.mean(eps0):.3f} -> {np.mean(eps1):.3f} of at most {MAX_EPS:.0f}; per "
+            "run: decrease of the bound per triplet from before training to the last tracked "
+            f"epoch vs 0 (one-hot runs: {len(bound0)}): first against last, not a fall at every "
+            f"step (it rises between two consecutive tracked points in {bound_rises} of "
+            f"{bound_runs} runs)",
             qualify(
                 tightens,
                 "it falls from the first to the last tracked point, but stays vacuous (above the "
@@ -1687,41 +1700,45 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             else tightens,
         ),
         Claim(
-            "L_d approaches L_t as training proceeds (Sec. 1: the difference 'tends to zero ... as the training "
-            "process progresses')",
+            "L_d approaches L_t as training proceeds (Sec. 1: the difference 'tends to zero ... "
+            "as the training process progresses')",
             "argued, not measured",
-            f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f} ({100 * np.mean(gap1 / gap0):.1f}% of its "
-            f"start); tested is a proxy: per run, the decrease of the gap from before training to the last tracked "
-            f"epoch vs 0 (one-hot runs: {len(gap0)}); that it tends to zero, its limit, is not tested",
+            f"gap per triplet {np.mean(gap0):.3f} -> {np.mean(gap1):.3f} "
+            f"({100 * np.mean(gap1 / gap0):.1f}% of its start); tested is a proxy: per run, the "
+            "decrease of the gap from before training to the last tracked epoch vs 0 (one-hot "
+            f"runs: {len(gap0)}); that it tends to zero, its limit, is not tested",
             gap_verdict(gap0, gap1),
         ),
         Claim(
             "Table 2: the second-to-last layer gives better Recall@K than the last layer",
             "R@1 "
             + ", ".join(
-                f"{t2.loc['second-to-last layer', (d, 'R@1')]:.2f} vs {t2.loc['last layer', (d, 'R@1')]:.2f} ({d})"
+                f"{t2.loc['second-to-last layer', (d, 'R@1')]:.2f} vs "
+                f"{t2.loc['last layer', (d, 'R@1')]:.2f} ({d})"
                 for d in ("CUB-200-2011", "CAR196")
             )
             + "; better at every K on both",
-            f"paired per run (penultimate - last), {len(ev.layers['R@1'][0])} runs (one-hot and K-means), at "
-            f"{', '.join(layer_ks)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs {mean(ev.layers['R@1'][1]):.1f}; the best "
-            "epoch is chosen by the penultimate layer (biased toward the claim)",
+            f"paired per run (penultimate - last), {len(ev.layers['R@1'][0])} runs (one-hot and "
+            f"K-means), at {', '.join(layer_ks)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs "
+            f"{mean(ev.layers['R@1'][1]):.1f}; the best epoch is chosen by the penultimate layer "
+            "(biased toward the claim)",
             layer_verdict({k: ev.layers[k] for k in layer_ks}),
         ),
         Claim(
             "Table 3 / Sec. 4.3: one-hot and K-means centroids show 'not a significant difference'",
-            f"R@1 {cub3.loc['one-hot', 'R@1']:.2f} vs {cub3.loc['K-means', 'R@1']:.2f} (CUB); R@1 differences "
+            f"R@1 {cub3.loc['one-hot', 'R@1']:.2f} vs {cub3.loc['K-means', 'R@1']:.2f} (CUB); R@1 "
+            "differences "
             + ", ".join(f"{v:.2f} ({d})" for d, v in margins.items())
             + f"; margin: the smaller, {alike_margin():.2f} pts",
-            f"R@1 {mean(disc['R@1']):.1f} vs {mean(ev.kmeans_r1):.1f} ({len(disc['R@1'])} / {len(ev.kmeans_r1)} seeds); "
-            "effect = one-hot - K-means",
+            f"R@1 {mean(disc['R@1']):.1f} vs {mean(ev.kmeans_r1):.1f} ({len(disc['R@1'])} / "
+            f"{len(ev.kmeans_r1)} seeds); effect = one-hot - K-means",
             equivalent(disc["R@1"], ev.kmeans_r1, alike_margin() / 100, **pts),
         ),
         Claim(
-            "Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax (T = 0.05) at every measure "
-            f"({', '.join(measures)}) on one dataset (the paper: 'Discriminative improves over Softmax by a large "
-            "margin for all measures on both datasets'; 'large margin' and the second dataset are not tested, and "
-            "its softmax is a plain one)",
+            "Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax (T = 0.05) "
+            f"at every measure ({', '.join(measures)}) on one dataset (the paper: 'Discriminative "
+            "improves over Softmax by a large margin for all measures on both datasets'; 'large "
+            "margin' and the second dataset are not tested, and its softmax is a plain one)",
             "Tables 4-5: R@1 "
             + ", ".join(
                 f"{t.loc['Discriminative', 'R@1'] - t.loc['SoftMax', 'R@1']:+.2f} ({d})"
@@ -1732,18 +1749,20 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             softmax_v,
         ),
         Claim(
-            "Sec. 4.4: 'Under Recall@K metric, the Discriminative improves over most of methods that are based on "
-            "triplet, (e.g., Semi-hard [27]) or generalization of triplet (e.g., N-pair [33], Triplet+Global [14])'",
+            "Sec. 4.4: 'Under Recall@K metric, the Discriminative improves over most of methods "
+            "that are based on triplet, (e.g., Semi-hard [27]) or generalization of triplet "
+            "(e.g., N-pair [33], Triplet+Global [14])'",
             "Tables 4-5: R@1 above "
             + ", ".join(
-                f"{sum(t.loc['Discriminative', 'R@1'] > t.loc[r, 'R@1'] for r in TRIPLET_FAMILY)} of "
-                f"{len(TRIPLET_FAMILY)} ({d})"
+                f"{sum(t.loc['Discriminative', 'R@1'] > t.loc[r, 'R@1'] for r in TRIPLET_FAMILY)} "
+                f"of {len(TRIPLET_FAMILY)} ({d})"
                 for t, d in ((t4, "CUB"), (t5, "CAR196"))
             )
             + " implemented here",
-            f"each of the {len(TRIPLET_FAMILY)} triplet-based methods ({', '.join(TRIPLET_FAMILY)}) counts when R@K "
-            f"is better at every K; counting {' and '.join(TRIPLET_FAMILY_ADDED)} as triplet-based is this "
-            f"chapter's choice (the paper's examples: {', '.join(PAPER_TRIPLET_EXAMPLES)}, Triplet+Global); without "
+            f"each of the {len(TRIPLET_FAMILY)} triplet-based methods "
+            f"({', '.join(TRIPLET_FAMILY)}) counts when R@K is better at every K; counting "
+            f"{' and '.join(TRIPLET_FAMILY_ADDED)} as triplet-based is this chapter's choice (the "
+            f"paper's examples: {', '.join(PAPER_TRIPLET_EXAMPLES)}, Triplet+Global); without "
             f"them: {named} ({named.note})",
             most_of(per_method, "methods"),
         ),
@@ -1772,18 +1791,20 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             "Tables 4-5",
             "see the Sec. 4.4 rows",
             not_tested(
-                "the paper gives no threshold for 'competitive'; its Sec. 4.4 claim above is the tested form"
+                "the paper gives no threshold for 'competitive'; its Sec. 4.4 claim above is the "
+                "tested form"
             ),
         ),
         Claim(
             "Table 7: training is 'one order of magnitude faster' than semi-hard and smart mining",
-            f"{rep7['Discriminative']:.0f} vs {rep7['Semi-hard']:.0f} min (semi-hard, CUB), each method in its own default "
-            "configuration",
+            f"{rep7['Discriminative']:.0f} vs {rep7['Semi-hard']:.0f} min (semi-hard, CUB), each "
+            "method in its own default configuration",
             "not measured",
             not_tested(
-                f"every method trains the same {ev.epochs} epochs here, {100 * ev.last_epoch_share:.0f}% of the runs "
-                "peak at the last one, and the run records were trained at different times under different "
-                "loads; see the same-cell step timing among our measurements"
+                f"every method trains the same {ev.epochs} epochs here, "
+                f"{100 * ev.last_epoch_share:.0f}% of the runs peak at the last one, and the run "
+                "records were trained at different times under different loads; see the "
+                "same-cell step timing among our measurements"
             ),
         ),
         Claim(
@@ -1847,7 +1868,8 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
                 *vgg_claim,
                 "not run",
                 not_tested(
-                    "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper profile only"
+                    "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper "
+                    "profile only"
                 ),
             )
         )
@@ -1891,17 +1913,18 @@ def our_measurements(ev: ClaimEvidence) -> list[Claim]:
         Claim(
             "our implementation satisfies Lemma 3.1 (a theorem) at every tracked point",
             "proof (Appendix)",
-            f"{len(lemma)} tracked points of {lemma.groupby(['centroids', 'seed']).ngroups} runs (one-hot and K-means); "
-            "points of one run are not independent: this checks the code, not the paper",
+            f"{len(lemma)} tracked points of {lemma.groupby(['centroids', 'seed']).ngroups} runs "
+            "(one-hot and K-means); points of one run are not independent: this checks the code, "
+            "not the paper",
             holds_for_every(holds_at.tolist(), "tracked points"),
         ),
         Claim(
-            "same trunk, batches and process (the discriminative network adds its FC(C) layer): a step with the "
-            "discriminative loss is faster than with semi-hard",
+            "same trunk, batches and process (the discriminative network adds its FC(C) layer): a "
+            "step with the discriminative loss is faster than with semi-hard",
             "—",
             "semi-hard / discriminative seconds per step, per interleaved repeat: "
-            f"{', '.join(f'{r:.2f}' for r in ratio)}; the seconds compared as independent samples (Welch), not "
-            "paired by repeat",
+            f"{', '.join(f'{r:.2f}' for r in ratio)}; the seconds compared as independent samples "
+            "(Welch), not paired by repeat",
             compare(
                 st["discriminative"].tolist(),
                 st["semihard"].tolist(),
@@ -1911,13 +1934,15 @@ def our_measurements(ev: ClaimEvidence) -> list[Claim]:
             ),
         ),
         Claim(
-            f"... and by {ORDER_OF_MAGNITUDE:.0f}x or more (our threshold: Table 7's order of magnitude)",
+            f"... and by {ORDER_OF_MAGNITUDE:.0f}x or more (our threshold: Table 7's order of "
+            "magnitude)",
             "—",
             "the same per-repeat ratios",
             compare_to_threshold(ratio, ORDER_OF_MAGNITUDE, unit="x"),
         ),
         Claim(
-            f"the network, not the loss, dominates a discriminative step (loss share below {LOSS_SHARE_LIMIT:.0%}, ours)",
+            "the network, not the loss, dominates a discriminative step (loss share below "
+            f"{LOSS_SHARE_LIMIT:.0%}, ours)",
             "—",
             "loss-only forward + backward / whole step, per repeat: "
             + ", ".join(f"{v:.3f}" for v in share.get_group("discriminative")),
@@ -1990,8 +2015,8 @@ def variant_unfit(name: str, config: TrainConfig, num_classes: int) -> str:
     if per_batch <= num_classes:
         return ""
     return (
-        f"not measured: a batch of {cfg.batch_size} images, {cfg.m_per_class} per class, needs {per_batch} training "
-        f"classes and {num_classes} remain"
+        f"not measured: a batch of {cfg.batch_size} images, {cfg.m_per_class} per class, needs "
+        f"{per_batch} training classes and {num_classes} remain"
         + (" after the validation classes are held out" if config.select_on == "validation" else "")
     )
 
@@ -2150,16 +2175,18 @@ def deviations_table(
         v = compare([r.best_metrics["R@1"] for r in runs], base_r1, scale=100, unit=" pts")
         e = v.evidence()
         return (
-            f"R@1 {100 * np.mean([r.best_metrics['R@1'] for r in runs]):.1f} vs {100 * np.mean(base_r1):.1f}: "
-            f"{e['effect']} {e['90% interval']} ({e['runs per side']} runs; 'the variant is better': {v})"
+            f"R@1 {100 * np.mean([r.best_metrics['R@1'] for r in runs]):.1f} vs "
+            f"{100 * np.mean(base_r1):.1f}: {e['effect']} {e['90% interval']} "
+            f"({e['runs per side']} runs; 'the variant is better': {v})"
         )
 
     records = [r.record for r in every_run]
     if any(r.selected_on == "validation" for r in records):
         selection = (
-            f"{validation_classes} of the {(num_classes or 0) + validation_classes} training classes held out "
-            f"as validation classes (training on the other {num_classes}); each run keeps its best epoch by "
-            "Recall@1 on the validation classes and the test classes are measured at that epoch"
+            f"{validation_classes} of the {(num_classes or 0) + validation_classes} training "
+            f"classes held out as validation classes (training on the other {num_classes}); each "
+            "run keeps its best epoch by Recall@1 on the validation classes and the test classes "
+            "are measured at that epoch"
         )
     else:
         selection = (
@@ -2182,8 +2209,8 @@ def deviations_table(
             f"differ (seeds {min(spreads)}-{max(spreads)}: "
             + ", ".join(f"{v:.3f}" for v in spreads.values())
             + (
-                f", seed{'s' if len(more_even) > 1 else ''} {', '.join(map(str, more_even))} more evenly spread "
-                "than the paper's"
+                f", seed{'s' if len(more_even) > 1 else ''} {', '.join(map(str, more_even))} more "
+                "evenly spread than the paper's"
                 if more_even
                 else ""
             )
@@ -2201,8 +2228,8 @@ def deviations_table(
             ("; " if stats else "")
             + "in the trained runs ("
             + (f"C = {num_classes}, " if num_classes else "")
-            + f"{len(trained)} runs): min {t['min']:.3f} / max {t['max']:.3f} / std {t['std']:.3f}: "
-            f"kappa_max - kappa_min {t['max'] - t['min']:.3f}"
+            + f"{len(trained)} runs): min {t['min']:.3f} / max {t['max']:.3f} / std "
+            f"{t['std']:.3f}: kappa_max - kappa_min {t['max'] - t['min']:.3f}"
         )
     # Table 2 on the paper's one-hot runs only, judged as the claim is (layer_verdict: every K, paired, biased)
     onehot_pairs = layer_pairs([r for r in base if r.extras.get("last_layer")])
@@ -2224,15 +2251,16 @@ def deviations_table(
         )
         k_name, _, why = shown.partition(" (")
         table2_runs = (
-            f"one-hot runs only, second-to-last minus last layer (paired, {len(onehot_pairs['R@1'][0])} runs): "
-            f"R@1 {r1['effect']} {r1['90% interval']}; at every K (the claim), weakest "
-            f"{k_name + ' ' if k_name else ''}{e['effect']} {e['90% interval']}{' (' + why if why else ''}: "
-            f"{onehot_v} (each run's epoch was chosen by the second-to-last layer: the rule for a selection "
-            "biased toward the claim)"
+            "one-hot runs only, second-to-last minus last layer (paired, "
+            f"{len(onehot_pairs['R@1'][0])} runs): R@1 {r1['effect']} {r1['90% interval']}; at "
+            f"every K (the claim), weakest {k_name + ' ' if k_name else ''}{e['effect']} "
+            f"{e['90% interval']}{' (' + why if why else ''}: {onehot_v} (each run's epoch was "
+            "chosen by the second-to-last layer: the rule for a selection biased toward the "
+            "claim)"
         )
     opt = f"{config.optimizer} at lr {config.lr:g}" + (
-        ", whose weight decay is an L2 term added to the gradient before Adam's per-parameter scaling (coupled, not "
-        "AdamW's decoupled decay)"
+        ", whose weight decay is an L2 term added to the gradient before Adam's per-parameter "
+        "scaling (coupled, not AdamW's decoupled decay)"
         if config.optimizer == "adam"
         else ""
     )
@@ -2240,10 +2268,11 @@ def deviations_table(
     size_text = f" at {image_size}x{image_size} pixels" if image_size else ""
     if timing:
         timing_here = (
-            f"one pass of each loss over a whole set of N random {timing['dim']}-d embeddings as a single batch per "
-            f"size (forward + backward; forward only for the enumerated all-triplet sum), no network, on "
-            f"{timing_device}: N up to {max(timing['n_values'])} (C = {timing['c_fixed']}), C up to "
-            f"{max(timing['c_values'])} (N = {timing['n_fixed']}), "
+            f"one pass of each loss over a whole set of N random {timing['dim']}-d embeddings as "
+            "a single batch per size (forward + backward; forward only for the enumerated "
+            f"all-triplet sum), no network, on {timing_device}: N up to {max(timing['n_values'])} "
+            f"(C = {timing['c_fixed']}), C up to {max(timing['c_values'])} (N = "
+            f"{timing['n_fixed']}), "
             + "".join(f"{name} to N = {size}, " for name, size in timing["largest"].items())
             + (
                 f"the enumerated sum's own C sweep at N = {timing['naive_c']['n_fixed']}, C = "
@@ -2252,13 +2281,14 @@ def deviations_table(
                 if timing.get("naive_c")
                 else ""
             )
-            + f"the same sizes on every machine; each timing the fastest of {timing['repeats']} passes after a "
-            f"warm-up, with {TIMING_THREADS} torch thread(s)"
+            + f"the same sizes on every machine; each timing the fastest of {timing['repeats']} "
+            f"passes after a warm-up, with {TIMING_THREADS} torch thread(s)"
             + (f", the study repeated {timing_repeats} times" if timing_repeats else "")
-            + f"; the discriminative loss's C sweep at a fixed D = {timing['dim']} with random unit centroids "
-            "(C may exceed D; the paper's one-hot centroids have D = C); the enumerated all-triplet sum is "
-            "the hinged triplet loss with margin 0.2, where Eq. 1-2's simplified L_t has neither hinge nor "
-            "margin (the order of its cost is the same)"
+            + f"; the discriminative loss's C sweep at a fixed D = {timing['dim']} with random "
+            "unit centroids (C may exceed D; the paper's one-hot centroids have D = C); the "
+            "enumerated all-triplet sum is the hinged triplet loss with margin 0.2, where Eq. "
+            "1-2's simplified L_t has neither hinge nor margin (the order of its cost is the "
+            "same)"
         )
     else:
         timing_here = "not timed at this profile"
@@ -2271,8 +2301,9 @@ def deviations_table(
     code_row = code_version_text(provenance_frame(listed.values()))
     pairs_per_batch = config.batch_size // config.m_per_class
     trains = (
-        f"this execution trains {config.dataset}; the paper profile trains {PAPER_DATASETS[PRESETS['paper']['dataset']]} and, "
-        "with overrides={'dataset': 'cars196'}, CAR196 in a run set of its own (Tables 2, 3, 5 and 8, 3 seeds)"
+        f"this execution trains {config.dataset}; the paper profile trains "
+        f"{PAPER_DATASETS[PRESETS['paper']['dataset']]} and, with overrides={{'dataset': "
+        f"'cars196'}}, CAR196 in a run set of its own (Tables 2, 3, 5 and 8, 3 seeds)"
     )
     rows = [
         (
@@ -2285,9 +2316,10 @@ def deviations_table(
         (
             "retrieval distance",
             "l2 distance (Sec. 3: 'We use l2 distance in this work')",
-            "cosine similarity at both layers (each embedding L2-normalised, then ranked): the order of the l2 distance "
-            "between normalised embeddings, not between the layers' raw outputs; NMI's k-means clusters the same "
-            "L2-normalised embeddings (dmlnb.evaluation.evaluate, metric='cosine')",
+            "cosine similarity at both layers (each embedding L2-normalised, then ranked): the "
+            "order of the l2 distance between normalised embeddings, not between the layers' raw "
+            "outputs; NMI's k-means clusters the same L2-normalised embeddings "
+            "(dmlnb.evaluation.evaluate, metric='cosine')",
             not_measured,
         ),
         (
@@ -2298,52 +2330,59 @@ def deviations_table(
         ),
         (
             "embedding size D",
-            "256 for the discriminative loss; the Semi-hard, Lifted structure, N-pair and Clustering "
-            "rows of Tables 4-5 are Song et al. 2017's (Tables 1-2 there, the same numbers), trained at d = 64",
+            "256 for the discriminative loss; the Semi-hard, Lifted structure, N-pair and "
+            "Clustering rows of Tables 4-5 are Song et al. 2017's (Tables 1-2 there, the same "
+            "numbers), trained at d = 64",
             f"{config.embedding_dim} for every method",
             effect("D=256"),
         ),
         (
             "optimiser and schedule",
             "optimiser not named; 'an initial learning rate of 0.1' for the two new layers, "
-            "decreased 'by a factor of 2 every 5 epochs', the GoogLeNet layers at a ten times smaller rate (Sec. 4.2)",
+            "decreased 'by a factor of 2 every 5 epochs', the GoogLeNet layers at a ten times "
+            "smaller rate (Sec. 4.2)",
             (
-                f"{config.optimizer} with momentum {config.momentum:g} (our choice), the paper's learning rates and schedule"
+                f"{config.optimizer} with momentum {config.momentum:g} (our choice), the paper's "
+                "learning rates and schedule"
                 if profile == "paper"
-                else f"{config.optimizer}, lr {config.lr:g}, constant, the same lr everywhere; the paper profile uses SGD with "
-                "momentum 0.9, our choice"
+                else f"{config.optimizer}, lr {config.lr:g}, constant, the same lr everywhere; "
+                "the paper profile uses SGD with momentum 0.9, our choice"
             ),
             not_measured,
         ),
         (
             "network heads",
             "backbone, then FC(256) and FC(C); the loss on the last layer, the embedding the "
-            "second-to-last (Sec. 4.2); the baselines' rows are results reported elsewhere (Sec. 4.4): the Semi-hard, "
-            "Lifted structure, N-pair and Clustering rows are Song et al. 2017's, with their networks (d = 64)",
-            f"the discriminative network has two new layers, FC({config.embedding_dim}) then FC(C), the baselines one, "
-            f"FC({config.embedding_dim}) after the same backbone: every method embeds at a {config.embedding_dim}-d layer, "
-            "but the discriminative loss trains one more layer",
+            "second-to-last (Sec. 4.2); the baselines' rows are results reported elsewhere (Sec. "
+            "4.4): the Semi-hard, Lifted structure, N-pair and Clustering rows are Song et al. "
+            "2017's, with their networks (d = 64)",
+            f"the discriminative network has two new layers, FC({config.embedding_dim}) then "
+            f"FC(C), the baselines one, FC({config.embedding_dim}) after the same backbone: every "
+            f"method embeds at a {config.embedding_dim}-d layer, but the discriminative loss "
+            "trains one more layer",
             not_measured,
         ),
         (
             "N-pair baseline",
-            "Sohn's N-pair loss; the row's numbers are Song et al. 2017's (d = 64), though it cites "
-            "Sohn",
-            f"NPairLoss on the first pair of each class in the batch: with {config.m_per_class} images per class, "
-            f"{2 * pairs_per_batch} of the {config.batch_size} images of a batch ({pairs_per_batch} classes x 2) enter "
-            "the loss, the others only its L2 penalty",
+            "Sohn's N-pair loss; the row's numbers are Song et al. 2017's (d = 64), though it "
+            "cites Sohn",
+            f"NPairLoss on the first pair of each class in the batch: with {config.m_per_class} "
+            f"images per class, {2 * pairs_per_batch} of the {config.batch_size} images of a "
+            f"batch ({pairs_per_batch} classes x 2) enter the loss, the others only its L2 penalty",
             not_measured,
         ),
         (
             "weight decay",
             "5e-4, with the learning rate 0.1 of the new layers (Sec. 4.2)",
-            f"0; the variant that measures the paper's 5e-4 trains with {opt}, not at the paper's learning rate",
+            f"0; the variant that measures the paper's 5e-4 trains with {opt}, not at the paper's "
+            "learning rate",
             effect("weight decay 5e-4"),
         ),
         (
             "epochs",
             "up to 40",
-            f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% of the runs peak at the last)",
+            f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% "
+            "of the runs peak at the last)",
             not_measured,
         ),
         (
@@ -2357,7 +2396,8 @@ def deviations_table(
         (
             "batches",
             "128 images, composition not stated",
-            f"{config.batch_size} images, {config.m_per_class} per class ({config.batch_size // config.m_per_class} classes)",
+            f"{config.batch_size} images, {config.m_per_class} per class "
+            f"({config.batch_size // config.m_per_class} classes)",
             effect("1 image per class"),
         ),
         (
@@ -2368,11 +2408,13 @@ def deviations_table(
         ),
         (
             "baselines",
-            "results reported elsewhere (Sec. 4.4: methods 'that have reported results' on the two "
-            "datasets), each in its own configuration; each row cites its method's paper, but the Semi-hard, Lifted "
-            "structure, N-pair and Clustering rows of Tables 4-5 are Song et al. 2017's numbers (their Tables 1-2, the "
-            "same values; embedding d = 64, against the discriminative loss's D = 256)",
-            "retrained here with dmlnb's losses under one protocol; softmax is a cosine softmax (T = 0.05), not a plain one",
+            "results reported elsewhere (Sec. 4.4: methods 'that have reported results' on the "
+            "two datasets), each in its own configuration; each row cites its method's paper, but "
+            "the Semi-hard, Lifted structure, N-pair and Clustering rows of Tables 4-5 are Song "
+            "et al. 2017's numbers (their Tables 1-2, the same values; embedding d = 64, against "
+            "the discriminative loss's D = 256)",
+            "retrained here with dmlnb's losses under one protocol; softmax is a cosine softmax "
+            "(T = 0.05), not a plain one",
             not_measured,
         ),
         (
@@ -2402,23 +2444,24 @@ def deviations_table(
             "not stated",
             "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
             not_measured
-            + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased toward it)",
+            + " (no per-epoch last-layer scores): the claim cannot hold on these runs (biased "
+            "toward it)",
         ),
         (
             "Table 2 runs",
-            "one-hot centroids ('These results are based on the one-hot centroid generation strategy', "
-            "Sec. 4.3)",
+            "one-hot centroids ('These results are based on the one-hot centroid generation "
+            "strategy', Sec. 4.3)",
             "the claim pools the one-hot and the K-means runs",
             table2_runs,
         ),
         (
             "Table 1 timing",
-            "the cost of one epoch of each loss over a training set of N samples and C classes, as an "
-            "order of growth (Table 1; not timed)",
+            "the cost of one epoch of each loss over a training set of N samples and C classes, "
+            "as an order of growth (Table 1; not timed)",
             timing_here,
             not_measured
-            + " (the study times a loss's pass over a set, not an epoch of training; the same-cell step "
-            "timing times training steps)",
+            + " (the study times a loss's pass over a set, not an epoch of training; the "
+            "same-cell step timing times training steps)",
         ),
         (
             "K-means centroids",
@@ -2515,21 +2558,24 @@ def code_version_text(provenance: pd.DataFrame) -> str:
                     else "dmlnb/losses is unchanged"
                 )
                 + (
-                    f"; of the chapter's other training and evaluation code, {', '.join(rest)} changed"
+                    f"; of the chapter's other training and evaluation code, {', '.join(rest)} "
+                    "changed"
                     if rest
                     else ", and so is the chapter's other training and evaluation code ("
                     + ", ".join(p for p in CHAPTER_CODE if p != "dmlnb/losses")
                     + ")"
                 )
                 + (
-                    f"; elsewhere in dmlnb {len(others)} file{'s' if len(others) > 1 else ''} changed ({', '.join(others)})"
+                    f"; elsewhere in dmlnb {len(others)} file{'s' if len(others) > 1 else ''} "
+                    f"changed ({', '.join(others)})"
                     if others
                     else "; nothing else in dmlnb changed"
                 )
             )
     return (
         text
-        + "; a record is reloaded when its configuration and method specification match, whatever its commit"
+        + "; a record is reloaded when its configuration and method specification match, whatever "
+        "its commit"
     )
 
 

@@ -326,15 +326,15 @@ class Study:
             + (
                 f"seeds {list(self.seeds)} at every group size"
                 if self.grid_seeds == self.seeds
-                else f"seeds {list(self.seeds)} at n = {self.key_group_size} (and N-pair, n = 2), seed(s) "
-                f"{list(self.grid_seeds)} elsewhere"
+                else f"seeds {list(self.seeds)} at n = {self.key_group_size} (and N-pair, n = 2), "
+                f"seed(s) {list(self.grid_seeds)} elsewhere"
             )
             + f"; Table 1 on {len(self.table1)} (dataset, backbone) cell(s) with seeds "
-            f"{list(self.table1_seeds)}; EPSHN with the {self.semihard} semi-hard rule, the {other} one beside it at "
-            f"n = {self.key_group_size} with seeds {list(self.seeds)}; "
+            f"{list(self.table1_seeds)}; EPSHN with the {self.semihard} semi-hard rule, the "
+            f"{other} one beside it at n = {self.key_group_size} with seeds {list(self.seeds)}; "
             + (
-                f"every run keeps its best epoch on validation classes held out of the training classes "
-                f"(validation={holdout!r})"
+                "every run keeps its best epoch on validation classes held out of the training "
+                f"classes (validation={holdout!r})"
                 if holdout is not None
                 else "every run keeps its best epoch on the test classes (the papers' protocol)"
             )
@@ -804,8 +804,8 @@ class Runner:
         sharing this runner's memo and loaded datasets (run names differ where studies do)."""
         if study.profile != self.study.profile:
             raise ValueError(
-                f"a runner of profile {self.study.profile!r} cannot share its folder with a study of "
-                f"profile {study.profile!r}; make a Runner of its own"
+                f"a runner of profile {self.study.profile!r} cannot share its folder with a study "
+                f"of profile {study.profile!r}; make a Runner of its own"
             )
         other = Runner(study, self.root.parent, self.retrain, self.data_root, self.progress)
         other.results, other._splits = self.results, self._splits
@@ -1215,8 +1215,14 @@ def _group_size_claims(
     from the smallest to the key n, easy against hard); the optimum at n = 16 of the paper's grid."""
     grid = sorted(recall["EP"])
     lo = grid[0]
-    sec61 = "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): 'an increase in performance for all the Easy Positive approaches'"
-    sec61_hp = "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): '... and a decrease for the hard positive approaches'"
+    sec61 = (
+        "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): 'an increase in performance for all the "
+        "Easy Positive approaches'"
+    )
+    sec61_hp = (
+        "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): '... and a decrease for the hard "
+        "positive approaches'"
+    )
     out = []
     for m in (*_EASY, "HP", "HPHN"):
         rises = m in _EASY
@@ -1225,7 +1231,8 @@ def _group_size_claims(
         bad = [f"{m} n = {n}" for n in (lo, key) if (canonical_method(m, n), n) in collapsed]
         out.append(
             Claim(
-                f"{m} {'improves' if rises else 'degrades'} as the group size grows (n = {lo} -> {key})",
+                f"{m} {'improves' if rises else 'degrades'} as the group size grows (n = {lo} -> "
+                f"{key})",
                 sec61 if rises else sec61_hp,
                 f"R@1 (%): {low_name} {_pct(recall[m][lo])} -> n = {key} {_pct(recall[m][key])}"
                 + _collapsed_note(collapsed, [(m, lo), (m, key)]),
@@ -1246,17 +1253,24 @@ def _group_size_claims(
     )
     out.append(
         Claim(
-            f"The contrast: every easy-positive variant gains more R@1 from n = {lo} to n = {key} than HP and HPHN",
-            "Sec. 6.1: the easiest positive becomes more similar and the hardest less similar as n grows, "
-            "so easy-positive approaches rise while hard-positive approaches fall",
+            f"The contrast: every easy-positive variant gains more R@1 from n = {lo} to n = {key} "
+            "than HP and HPHN",
+            "Sec. 6.1: the easiest positive becomes more similar and the hardest less similar as "
+            "n grows, so easy-positive approaches rise while hard-positive approaches fall",
             "change of R@1 per seed (points): "
             + ", ".join(f"{m} {100 * float(np.mean(change[m])):+.1f}" for m in change)
             + _collapsed_note(collapsed, [(m, n) for m in change for n in (lo, key)]),
             v,
         )
     )
-    claim = "Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"
-    evidence = "Sec. 6.1 (drops for most methods when n > 16) and Sec. 6.3 (the optimal group size is 16 on CUB and Cars)"
+    claim = (
+        "Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops "
+        "beyond it"
+    )
+    evidence = (
+        "Sec. 6.1 (drops for most methods when n > 16) and Sec. 6.3 (the optimal group "
+        "size is 16 on CUB and Cars)"
+    )
     if 16 in grid and grid[-1] > 16:
         for m in _EASY:
             bad = [n for n in grid if (canonical_method(m, n), n) in collapsed]
@@ -1276,8 +1290,9 @@ def _group_size_claims(
                 evidence,
                 f"group sizes tried: {grid}",
                 not_tested(
-                    f"our grid stops at n = {grid[-1]} (a training class has {images_per_class} images), so n = 16 "
-                    "cannot be an interior value; the interior-optimum verdicts of our own grid are in the Figure 4 section"
+                    f"our grid stops at n = {grid[-1]} (a training class has {images_per_class} "
+                    "images), so n = 16 cannot be an interior value; the interior-optimum "
+                    "verdicts of our own grid are in the Figure 4 section"
                 ),
             )
         )
@@ -1331,7 +1346,8 @@ def our_measurement_claims(
     out.append(
         Claim(
             f"{', '.join(_EASY)} at n = {key} beat N-pair (n = {lo}) in R@1",
-            "Figs 2, 3, 5 and Table 1 compare EP variants at n = 16 with N-pair; no R@1 of this pair on Cars/ResNet-18 is stated",
+            "Figs 2, 3, 5 and Table 1 compare EP variants at n = 16 with N-pair; no R@1 of this "
+            "pair on Cars/ResNet-18 is stated",
             f"R@1 (%): N-pair {_pct(npair)}, "
             + ", ".join(f"{m} {_pct(recall[m][key])}" for m in _EASY)
             + _collapsed_note(col, [(m, key) for m in _EASY]),
@@ -1341,8 +1357,10 @@ def our_measurement_claims(
     out.append(
         Claim(
             f"BA degrades as the group size grows (n = {lo} -> {key})",
-            "implied by Sec. 6.1: N-pair is 'the best version of Batch All and Hard Positive (group size=2)'",
-            f"R@1 (%): n = {lo} (N-pair) {_pct(recall['BA'][lo])} -> n = {key} {_pct(recall['BA'][key])}",
+            "implied by Sec. 6.1: N-pair is 'the best version of Batch All and Hard Positive "
+            "(group size=2)'",
+            f"R@1 (%): n = {lo} (N-pair) {_pct(recall['BA'][lo])} -> n = {key} "
+            f"{_pct(recall['BA'][key])}",
             unless_degenerate(
                 compare(recall["BA"][lo], recall["BA"][key], **_PTS),
                 _collapsed_sides(col, {"BA": (lo, key)}),
@@ -1435,8 +1453,10 @@ def semihard_claims(
 
     return [
         Claim(
-            f"EPSHN with the strict semi-hard rule beats the inclusive rule at n = {key} in {metric}",
-            "none: the paper defines the strict rule (Sec. 3.1), the authors' code runs the inclusive one",
+            f"EPSHN with the strict semi-hard rule beats the inclusive rule at n = {key} in "
+            f"{metric}",
+            "none: the paper defines the strict rule (Sec. 3.1), the authors' code runs the "
+            "inclusive one",
             f"{metric} (%): strict {_pct(strict[metric])}, inclusive {_pct(inclusive[metric])}"
             + (f"; {alike}" if same else "")
             + (f"; rests on collapsed runs (loss at ln 2): {', '.join(bad)}" if bad else ""),
@@ -1496,7 +1516,8 @@ def _embedding_claims(
     specs = [
         (
             KEPT_WEIGHTS_CLAIMS[0],
-            "Figure 2: BA, N-pair and HP pile same-class similarities near 1; EP variants spread them",
+            "Figure 2: BA, N-pair and HP pile same-class similarities near 1; EP variants spread "
+            "them",
             "median same-class training similarity",
             lambda m: col(m, "train_same_class_median"),
             {},
@@ -1512,7 +1533,8 @@ def _embedding_claims(
         ),
         (
             KEPT_WEIGHTS_CLAIMS[2],
-            "Figure 5: N-pair is near perfect on training data but not on test data; EP train and test look alike",
+            "Figure 5: N-pair is near perfect on training data but not on test data; EP train and "
+            "test look alike",
             "NN accuracy train - test (points)",
             gap,
             _PTS,
@@ -1562,9 +1584,9 @@ def _paper_table_claims(inputs: ClaimInputs) -> list[Claim]:
                 + ", ".join(f"{m} {_pct(res[m])}" for m in TABLE1_METHODS)
                 + f" ({seeds} seeds)"
                 + (
-                    f"; {', '.join(low)} {'is' if len(low) == 1 else 'are'} far below every other method (mean "
-                    "R@1 below the lowest other by more than the others' range): an untuned baseline, so its "
-                    "pair is not tested (see the deviations)"
+                    f"; {', '.join(low)} {'is' if len(low) == 1 else 'are'} far below every other "
+                    "method (mean R@1 below the lowest other by more than the others' range): an "
+                    "untuned baseline, so its pair is not tested (see the deviations)"
                     if low
                     else ""
                 ),
@@ -1577,7 +1599,8 @@ def _paper_table_claims(inputs: ClaimInputs) -> list[Claim]:
         best, wins = rest.idxmax(), bool(ours > rest.max())
         paper2 = f"Table 2: EPSHN512 {ours:.1f} vs {best} {rest[best]:.1f}"
         beaten = [
-            f"{k} ({REPORTED_TABLE2.loc[r, (ds, k)]:.1f} vs {REPORTED_TABLE2.loc['EPSHN512', (ds, k)]:.1f}, {r})"
+            f"{k} ({REPORTED_TABLE2.loc[r, (ds, k)]:.1f} vs "
+            f"{REPORTED_TABLE2.loc['EPSHN512', (ds, k)]:.1f}, {r})"
             for k in REPORTED_TABLE2[ds].columns
             if k != "R@1"
             for r in [REPORTED_TABLE2[(ds, k)].drop(index="EPSHN512").idxmax()]
@@ -1585,11 +1608,17 @@ def _paper_table_claims(inputs: ClaimInputs) -> list[Claim]:
         ]
         if beaten:
             paper2 += "; at " + ", ".join(beaten) + " another method is higher"
-        claim = f"EPSHN512 (ResNet-50) {'has the best' if wins else 'does not have the best'} R@1 on {ds} in Table 2"
+        claim = (
+            f"EPSHN512 (ResNet-50) {'has the best' if wins else 'does not have the best'} R@1 "
+            f"on {ds} in Table 2"
+        )
         runs = inputs.table2.get(ds, ())
         if runs:
             verdict = compare_to_threshold(runs, rest.max() / 100, higher_is_better=wins, **_PTS)
-            evidence = f"our R@1 (%): {_pct(runs)} over {len(runs)} run(s), against the best other reported"
+            evidence = (
+                f"our R@1 (%): {_pct(runs)} over {len(runs)} run(s), against the best "
+                "other reported"
+            )
         else:
             verdict = not_tested(_paper_reason(inputs))
             evidence = "not run"
@@ -1599,10 +1628,12 @@ def _paper_table_claims(inputs: ClaimInputs) -> list[Claim]:
     runs = inputs.table3
     out.append(
         Claim(
-            f"EPSHN256 doubles batch all's Hotels-50K R@1 (reported: {t3['EPSHN256'] / ba:.1f} times)",
-            f"Table 3: R@1 {t3['EPSHN256']:.1f} vs {ba:.1f} (batch all: the Hotels-50K authors' ResNet-50); Sec. 6.3: "
-            "'doubles the accuracy of their original approach'",
-            f"our R@1 (%): {_pct(runs)} over {len(runs)} run(s), against twice batch all's reported {ba:.1f}"
+            f"EPSHN256 doubles batch all's Hotels-50K R@1 (reported: {t3['EPSHN256'] / ba:.1f} "
+            "times)",
+            f"Table 3: R@1 {t3['EPSHN256']:.1f} vs {ba:.1f} (batch all: the Hotels-50K authors' "
+            "ResNet-50); Sec. 6.3: 'doubles the accuracy of their original approach'",
+            f"our R@1 (%): {_pct(runs)} over {len(runs)} run(s), against twice batch all's "
+            f"reported {ba:.1f}"
             if runs
             else "not run",
             compare_to_threshold(runs, 2 * ba / 100, **_PTS)
@@ -1808,8 +1839,8 @@ def paper_side_by_side(
     ks = [k for k in reported.columns if k in metrics]
     ours = pd.DataFrame({k: [f"{100 * metrics[k]:.1f}"] for k in ks}, index=[row])
     label = (
-        f"reproduced ({config.dataset}, {config.model}, {config.embedding_dim}-d, n = {config.m_per_class}, "
-        f"{runs} run{'s' if runs > 1 else ''})"
+        f"reproduced ({config.dataset}, {config.model}, {config.embedding_dim}-d, n = "
+        f"{config.m_per_class}, {runs} run{'s' if runs > 1 else ''})"
     )
     return reported_vs_reproduced(
         {
@@ -2082,13 +2113,13 @@ def drop_rule_effect(curves: pd.DataFrame, drop: pd.DataFrame, not_measured: str
     if len(both):
         same = int((a.loc[both] == b.loc[both]).all(axis=1).sum())
         out += (
-            f"; the records of EPHN and HPHN at n = 2 have the same training loss at every epoch in {same} of "
-            f"{len(both)} seeds"
+            "; the records of EPHN and HPHN at n = 2 have the same training loss at every epoch "
+            f"in {same} of {len(both)} seeds"
         )
     others = "EPHN's other seeds, " if seed is not None and len(set(a.index) - {seed}) else ""
     return (
-        out
-        + f"; terms dropped for {others}EPSHN at n = 2 (the same rule) and at every n > 2: {not_measured}"
+        out + f"; terms dropped for {others}EPSHN at n = 2 (the same rule) and at every n > 2: "
+        f"{not_measured}"
     )
 
 
@@ -2108,9 +2139,10 @@ def last_epoch_fall(curves: pd.DataFrame) -> str:
     by = fall.groupby(live["run"]).median()
     none = sorted(set(curves["run"]) - set(by.index))
     return (
-        f"not converged: from epoch {len(cols) - 1} to {len(cols)} the loss of the {len(live)} non-collapsed "
-        f"runs (of {len(curves)}) still fell by {fall.median():.0f}% (median; {fall.min():.0f}% to "
-        f"{fall.max():.0f}%; per method, the median over its non-collapsed runs: "
+        f"not converged: from epoch {len(cols) - 1} to {len(cols)} the loss of the {len(live)} "
+        f"non-collapsed runs (of {len(curves)}) still fell by {fall.median():.0f}% (median; "
+        f"{fall.min():.0f}% to {fall.max():.0f}%; per method, the median over its non-collapsed "
+        "runs: "
         + ", ".join(f"{k} {v:.0f}%" for k, v in by.items())
         + (f"; {', '.join(none)}: none, every run collapsed" if none else "")
         + ")"
@@ -2147,17 +2179,19 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
     val = splits.validation
     if val is not None:
         selection = (
-            f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its best epoch by "
-            f"Recall@1 on {val.num_classes} validation classes ({len(val)} images) held out of the "
-            f"{val.num_classes + splits.train.num_classes} training classes (validation={holdout!r}), so "
-            f"training uses {splits.train.num_classes} classes ({len(splits.train)} images); the test classes "
-            "are measured at that epoch, and the best epoch on the test classes (the book's name for it: the "
-            "papers' protocol) is shown beside it"
+            f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its "
+            f"best epoch by Recall@1 on {val.num_classes} validation classes ({len(val)} images) "
+            f"held out of the {val.num_classes + splits.train.num_classes} training classes "
+            f"(validation={holdout!r}), so training uses {splits.train.num_classes} classes "
+            f"({len(splits.train)} images); the test classes are measured at that epoch, and the "
+            "best epoch on the test classes (the book's name for it: the papers' protocol) is "
+            "shown beside it"
         )
     else:
         selection = (
-            f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its best epoch by "
-            "Recall@1 on the test classes it reports (the papers' protocol: optimistic)"
+            f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its "
+            "best epoch by Recall@1 on the test classes it reports (the papers' protocol: "
+            "optimistic)"
         )
     paper_holdout = paper.config.dataset_options.get("validation")
     paper_seeds = f"{len(paper.paper_seeds)} run{'s' if len(paper.paper_seeds) != 1 else ''}"
@@ -2184,8 +2218,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "optimiser (paper profile)",
             "SGD (Sec. 5.1); momentum and weight decay not stated",
-            f"{paper.config.optimizer}, momentum {paper.config.momentum:g}, weight decay {paper.config.weight_decay:g}: the "
-            "authors' code's settings; lr as the paper's, divided by 10 after epochs "
+            f"{paper.config.optimizer}, momentum {paper.config.momentum:g}, weight decay "
+            f"{paper.config.weight_decay:g}: the authors' code's settings; lr as the paper's, "
+            "divided by 10 after epochs "
             + " and ".join(f"{m:g}" for m in paper.config.lr_milestones),
             nm,
         ),
@@ -2213,8 +2248,8 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "data and network",
             "Cars196 photographs at 256 px, ImageNet-pretrained ResNet-18 (Sec. 6.1)",
-            f"{cfg.dataset}: 28x28 greyscale characters, {cfg.model} (width {cfg.width}) trained from scratch, "
-            f"{cfg.embedding_dim}-d",
+            f"{cfg.dataset}: 28x28 greyscale characters, {cfg.model} (width {cfg.width}) trained "
+            f"from scratch, {cfg.embedding_dim}-d",
             nm,
         ),
         (
@@ -2224,7 +2259,8 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
             + (
                 f"{len(study.seeds)} seeds at every n"
                 if study.seeds == study.grid_seeds
-                else f"{len(study.seeds)} seeds at n = {study.key_group_size} and for N-pair, {len(study.grid_seeds)} at the other n"
+                else f"{len(study.seeds)} seeds at n = {study.key_group_size} and for N-pair, "
+                f"{len(study.grid_seeds)} at the other n"
             )
             + (f" (a training class has {images_per_class} images)" if images_per_class else ""),
             "the n = 16 optimum and the drop beyond it cannot be tested"
@@ -2235,14 +2271,15 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
             "classes smaller than n",
             "a class with fewer than n images gives all of them and the batch is filled with "
             "further classes; the last class gets only the room left (Sec. 5.1)",
-            "dmlnb.samplers.MPerClassSampler: such a class gives all its images plus duplicates drawn from them with "
-            "replacement up to n (as the authors' sampler pads every class), so every batch holds "
-            f"{cfg.batch_size} / n classes of n images; at the paper profile this applies wherever a training class "
-            "has fewer than n images: SOP, In-Shop and Hotels-50K at n = 4 (the paper's smallest training classes: 2, "
-            "1 and 2 images, Sec. 5.2) and any Cars196 class smaller than Figure 4's n = 32 or 64",
+            "dmlnb.samplers.MPerClassSampler: such a class gives all its images plus duplicates "
+            "drawn from them with replacement up to n (as the authors' sampler pads every "
+            f"class), so every batch holds {cfg.batch_size} / n classes of n images; at the paper "
+            "profile this applies wherever a training class has fewer than n images: SOP, "
+            "In-Shop and Hotels-50K at n = 4 (the paper's smallest training classes: 2, 1 and 2 "
+            "images, Sec. 5.2) and any Cars196 class smaller than Figure 4's n = 32 or 64",
             (
-                f"never applied at the {study.profile} profile: its smallest training class has {smallest} images, its "
-                f"largest n is {largest_n}"
+                f"never applied at the {study.profile} profile: its smallest training class has "
+                f"{smallest} images, its largest n is {largest_n}"
             )
             if smallest is not None and smallest >= largest_n
             else nm,
@@ -2250,19 +2287,20 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "collapse of single-negative runs",
             "not reported",
-            f"{n_coll} of {len(curves)} Figure 4 runs stay within 2.5% of ln 2 (S_ap = S_an) over the last two epochs, "
-            "the book's collapse criterion (dmlnb.reporting.collapsed): "
+            f"{n_coll} of {len(curves)} Figure 4 runs stay within 2.5% of ln 2 (S_ap = S_an) over "
+            "the last two epochs, the book's collapse criterion (dmlnb.reporting.collapsed): "
             + ", ".join(f"{m} n = {n}" for m, n in groups),
-            "a collapsed embedding cannot test the paper's mechanism: every comparison with a collapsed side is not "
-            "tested at this scale (dmlnb.reporting.unless_degenerate), and claims made of such comparisons count them "
-            "as untested parts",
+            "a collapsed embedding cannot test the paper's mechanism: every comparison with a "
+            "collapsed side is not tested at this scale (dmlnb.reporting.unless_degenerate), and "
+            "claims made of such comparisons count them as untested parts",
         ),
         (
             "drop rule (authors' code)",
             "not in the paper; Sec. 6.1: EPHN = HPHN at n = 2; an anchor without a "
             "semi-hard negative: not stated",
-            "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not; an EPSHN anchor with no "
-            "semi-hard negative (none less similar than its easy positive) gets no term",
+            "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not; an EPSHN "
+            "anchor with no semi-hard negative (none less similar than its easy positive) gets no "
+            "term",
             drop_rule_effect(curves, drop, nm),
         ),
         (
@@ -2282,8 +2320,9 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
             "CUB and Cars196, each with GoogLeNet, ResNet-18 and ResNet-50, 64-d (Table 1)",
             f"{len(study.table1)} cell(s): "
             + ", ".join(f"{c.dataset} / {c.model}, {c.embedding_dim}-d" for c in study.table1)
-            + "; a cell the paper did not run is shown beside the paper's two cells with all four methods (CUB / GoogLeNet, "
-            "CAR / GoogLeNet), each in its own columns: other data, so only the ranking of the methods compares",
+            + "; a cell the paper did not run is shown beside the paper's two cells with all four "
+            "methods (CUB / GoogLeNet, CAR / GoogLeNet), each in its own columns: other data, so "
+            "only the ranking of the methods compares",
             nm,
         ),
         (
@@ -2300,44 +2339,49 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
             "Table 3 (Hotels-50K)",
             "EPSHN256 against batch all, ResNet-50, batch 128, n = 4 (Table 3, Sec. 5.1, 6.3); "
             "learning rate not stated",
-            f"the paper profile only, {paper_seeds} of EPSHN ({t3.model}, {t3.embedding_dim}-d, batch {t3.batch_size}, "
-            f"n = {t3.m_per_class}, lr {t3.lr:g}: the paper's rate for Cars, SOP and In-Shop) when a GPU and the data "
-            "are present, test images queried against the training images (Sec. 5.2); batch all's numbers are the "
-            "Hotels-50K authors', not rerun"
+            f"the paper profile only, {paper_seeds} of EPSHN ({t3.model}, {t3.embedding_dim}-d, "
+            f"batch {t3.batch_size}, n = {t3.m_per_class}, lr {t3.lr:g}: the paper's rate for "
+            "Cars, SOP and In-Shop) when a GPU and the data are present, test images queried "
+            "against the training images (Sec. 5.2); batch all's numbers are the Hotels-50K "
+            "authors', not rerun"
             + ("" if study.table3 else f"; not run at the {study.profile} profile"),
             nm,
         ),
         (
             "Table 1 baselines",
-            "settings not given in the paper; N-pair: Sec. 2.2 writes Sohn's (2016) loss as NCA on "
-            "the unit sphere, Sec. 5.1 sets the NCA temperature to 0.1 in all cases, and Sec. 6.1 equates N-pair with EP, "
-            "HP and BA at n = 2; which N-pair form gave Table 1's row is not stated",
-            f"N-pair: the EP loss at n = 2 (NCA, temperature {nca.temperature:g}, L2-normalised embeddings), the paper's "
-            "Sec. 6.1 reading, not Sohn's (2016) loss with an L2 penalty on unnormalised embeddings; triplet: semi-hard, "
-            f"margin {study.triplet_margin:g}; Proxy-NCA: scale {study.proxy_scale:g}, proxies at "
+            "settings not given in the paper; N-pair: Sec. 2.2 writes Sohn's (2016) loss as NCA "
+            "on the unit sphere, Sec. 5.1 sets the NCA temperature to 0.1 in all cases, and Sec. "
+            "6.1 equates N-pair with EP, HP and BA at n = 2; which N-pair form gave Table 1's row "
+            "is not stated",
+            f"N-pair: the EP loss at n = 2 (NCA, temperature {nca.temperature:g}, L2-normalised "
+            "embeddings), the paper's Sec. 6.1 reading, not Sohn's (2016) loss with an L2 "
+            "penalty on unnormalised embeddings; triplet: semi-hard, margin "
+            f"{study.triplet_margin:g}; Proxy-NCA: scale {study.proxy_scale:g}, proxies at "
             f"{study.proxy_lr_factor:g}x the lr; neither triplet nor Proxy-NCA tuned",
             _table1_baselines_effect(runner) or nm,
         ),
         (
             "Table 1 group size",
             "not stated (Sec. 6.2, Table 1)",
-            f"EPSHN, triplet and Proxy-NCA at n = {key} (the key comparison's batches, {cfg.batch_size // key} classes of "
-            f"{key}), N-pair at n = 2",
+            f"EPSHN, triplet and Proxy-NCA at n = {key} (the key comparison's batches, "
+            f"{cfg.batch_size // key} classes of {key}), N-pair at n = 2",
             nm,
         ),
         (
             "Batch All loss",
-            "Figure 1(b) and Sec. 6.1 describe batch all (every positive and every negative) but give "
-            "no formula",
-            "ours: one NCA term per (anchor, positive) pair with all the anchor's negatives, averaged over the pairs",
+            "Figure 1(b) and Sec. 6.1 describe batch all (every positive and every negative) but "
+            "give no formula",
+            "ours: one NCA term per (anchor, positive) pair with all the anchor's negatives, "
+            "averaged over the pairs",
             nm,
         ),
         (
             "Figure 5 measure",
             "Figure 5: the nearest same-class against the nearest other-class similarity of every "
             "training and every test image, compared by eye (no number)",
-            "the same scatter, drawn; the claim is judged on a stand-in of ours: nearest-neighbour accuracy on the "
-            "training set minus on the test set (a smaller drop: generalises better)",
+            "the same scatter, drawn; the claim is judged on a stand-in of ours: "
+            "nearest-neighbour accuracy on the training set minus on the test set (a smaller "
+            "drop: generalises better)",
             nm,
         ),
         (
@@ -2349,18 +2393,19 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "model selection (paper profile)",
             "not stated (40 epochs)",
-            f"evaluated every {paper.config.eval_every} of {paper.config.epochs} epochs, each run keeping its best "
-            f"epoch by Recall@1 on the {paper.config.select_on} classes"
+            f"evaluated every {paper.config.eval_every} of {paper.config.epochs} epochs, each run "
+            f"keeping its best epoch by Recall@1 on the {paper.config.select_on} classes"
             + (" (optimistic)" if paper.config.select_on == "test" else "")
             + (
-                f", which it holds out of the training classes (validation={paper_holdout!r}): Figure 4's, Table 1's and "
-                f"Table 2's runs train on {_kept_classes(paper_holdout)} of the paper's training classes (the paper on all "
-                "of them)"
+                f", which it holds out of the training classes (validation={paper_holdout!r}): "
+                "Figure 4's, Table 1's and Table 2's runs train on "
+                f"{_kept_classes(paper_holdout)} of the paper's training classes (the paper on "
+                "all of them)"
                 if paper_holdout is not None
                 else ""
             )
-            + f"; Table 3's Hotels-50K runs on the {t3.select_on} images (optimistic): their test hotels are training "
-            "hotels, so no class-disjoint validation split exists",
+            + f"; Table 3's Hotels-50K runs on the {t3.select_on} images (optimistic): their test "
+            "hotels are training hotels, so no class-disjoint validation split exists",
             nm,
         ),
         (
@@ -2372,7 +2417,8 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "statistics",
             "no seeds or tests reported",
-            "Welch test treats seeds as independent although both sides of a pair share each seed's init and batches",
+            "Welch test treats seeds as independent although both sides of a pair share each "
+            "seed's init and batches",
             nm,
         ),
         (
@@ -2386,7 +2432,8 @@ def deviations(runner: Runner, curves: pd.DataFrame, drop: pd.DataFrame) -> pd.D
         (
             "timings",
             "not reported",
-            f"per-run training time {prov['train seconds'][0]:.0f} s to {prov['train seconds'][1]:.0f} s on a shared CPU",
+            f"per-run training time {prov['train seconds'][0]:.0f} s to "
+            f"{prov['train seconds'][1]:.0f} s on a shared CPU",
             "no timing is compared in this chapter",
         ),
     ]
@@ -2433,11 +2480,12 @@ def _table1_baselines_effect(runner: Runner) -> str:
             rest = {k: 100 * float(np.mean(v)) for k, v in res.items() if k != m}
             nearest = min(rest, key=rest.get)
             parts.append(
-                f"{cell}: {m} R@1 {100 * float(np.mean(res[m])):.1f} ± {100 * float(np.std(res[m], ddof=1)):.1f}, "
-                f"{rest[nearest] - 100 * float(np.mean(res[m])):.1f} points below the next lowest ({nearest}, "
-                f"{rest[nearest]:.1f}) and far below every other method: an untuned baseline, so the pair "
-                f"'EPSHN beats {m}' rests on our settings, not on the method, and is not tested (Table 1's "
-                "claim counts it as an untested part)"
+                f"{cell}: {m} R@1 {100 * float(np.mean(res[m])):.1f} ± "
+                f"{100 * float(np.std(res[m], ddof=1)):.1f}, "
+                f"{rest[nearest] - 100 * float(np.mean(res[m])):.1f} points below the next lowest "
+                f"({nearest}, {rest[nearest]:.1f}) and far below every other method: an untuned "
+                f"baseline, so the pair 'EPSHN beats {m}' rests on our settings, not on the "
+                "method, and is not tested (Table 1's claim counts it as an untested part)"
             )
     return "; ".join(parts)
 

@@ -161,18 +161,19 @@ ROW_NAMES: dict[str, str] = {
 FORMS: dict[str, dict[str, str]] = {
     "pairs": {
         "all": "every positive pair of the batch against every image of another class (Eq. 3)",
-        "first": "Sohn's N-pair-mc on one pair per class (the first two images of each class in the batch), each "
-        "anchor's softmax over the other pairs' positives (not Eq. 3)",
+        "first": "Sohn's N-pair-mc on one pair per class (the first two images of each class in "
+        "the batch), each anchor's softmax over the other pairs' positives (not Eq. 3)",
     },
     "penalty": {
         "norm": "plus lambda / m times the sum of the unsquared norms ||f(X_i)|| (Eq. 3)",
-        "squared": "plus lambda times the mean squared norm of the batch's embeddings (Sohn's; not Eq. 3)",
+        "squared": "plus lambda times the mean squared norm of the batch's embeddings (Sohn's; "
+        "not Eq. 3)",
     },
     "refinement": {
-        "paper": "Algorithm 2 as listed (each cluster's medoid replaced by its member with the best "
-        "F(X_cluster, {j}) + gamma Delta, clusters reassigned once per pass, 5 passes)",
-        "full": "the variant of Algorithm 2 (each swap scored by the full objective A, clusters reassigned after "
-        "every swap, a swap only when A strictly rises; not the paper's listing)",
+        "paper": "Algorithm 2 as listed (each cluster's medoid replaced by its member with the "
+        "best F(X_cluster, {j}) + gamma Delta, clusters reassigned once per pass, 5 passes)",
+        "full": "the variant of Algorithm 2 (each swap scored by the full objective A, clusters "
+        "reassigned after every swap, a swap only when A strictly rises; not the paper's listing)",
     },
 }
 
@@ -189,21 +190,23 @@ def loss_description(method: str, study: "Study") -> str:
     Algorithm 2 in words (:data:`FORMS`)."""
     if method == "triplet":
         return (
-            "TripletLoss(semihard, squared distance, margin 0.2, mean over positive pairs), L2-normalised "
-            "embeddings (Eq. 1, FaceNet's rule with the farthest-negative fallback)"
+            "TripletLoss(semihard, squared distance, margin 0.2, mean over positive pairs), "
+            "L2-normalised embeddings (Eq. 1, FaceNet's rule with the farthest-negative fallback)"
         )
     if method == "lifted":
         return "LiftedStructureLoss(neg_margin 1), unnormalised embeddings (Eq. 2)"
     if method == "npair":
         return (
-            f"NPairLoss(l2_reg 0.02, pairs {study.npair_pairs!r}, penalty {study.npair_penalty!r}), unnormalised "
-            f"embeddings: {FORMS['pairs'][study.npair_pairs]}, {FORMS['penalty'][study.npair_penalty]}"
+            f"NPairLoss(l2_reg 0.02, pairs {study.npair_pairs!r}, penalty "
+            f"{study.npair_penalty!r}), unnormalised embeddings: "
+            f"{FORMS['pairs'][study.npair_pairs]}, {FORMS['penalty'][study.npair_penalty]}"
         )
     if method == "clustering":
         return (
-            f"FacilityLocationLoss(margin multiplier gamma, 5 PAM passes, refinement {study.refinement!r}), "
-            "L2-normalised embeddings (Eq. 6), gamma decayed by 0.94 per decay period (MarginDecayHook): "
-            f"greedy Algorithm 1, then {FORMS['refinement'][study.refinement]}"
+            "FacilityLocationLoss(margin multiplier gamma, 5 PAM passes, refinement "
+            f"{study.refinement!r}), L2-normalised embeddings (Eq. 6), gamma decayed by 0.94 per "
+            "decay period (MarginDecayHook): greedy Algorithm 1, then "
+            f"{FORMS['refinement'][study.refinement]}"
         )
     raise ValueError(f"unknown method {method!r}; choose one of {list(METHODS)}")
 
@@ -433,7 +436,8 @@ class Study:
             parts.append(
                 f"{t.table}: {c.dataset}, {c.model}{' (ImageNet)' if c.pretrained else ''} -> "
                 f"{c.embedding_dim}-d, batch {c.batch_size} with C/m = {t.class_ratio} "
-                f"({t.classes_per_batch} classes), {c.optimizer} lr {c.lr:g}, {c.epochs} epochs of {steps}{seeds}"
+                f"({t.classes_per_batch} classes), {c.optimizer} lr {c.lr:g}, {c.epochs} epochs "
+                f"of {steps}{seeds}"
             )
         decay = "one epoch" if self.decay_steps is None else f"{self.decay_steps} steps"
         return (
@@ -441,23 +445,24 @@ class Study:
             + "; ".join(parts)
             + f"; methods {list(METHODS)}, seeds {list(self.seeds)}; margin multiplier "
             f"{self.gamma:g} decayed by {self.decay_rate} every {decay}"
-            + f"; clustering loss with refinement {self.refinement!r}, N-pairs with pairs {self.npair_pairs!r} and "
-            f"penalty {self.npair_penalty!r}"
+            + f"; clustering loss with refinement {self.refinement!r}, N-pairs with pairs "
+            f"{self.npair_pairs!r} and penalty {self.npair_penalty!r}"
             + (
-                f"; ablation: clustering loss with gamma {[float(g) for g in self.gamma_ablation]} at the same "
-                "seeds"
+                "; ablation: clustering loss with gamma "
+                f"{[float(g) for g in self.gamma_ablation]} at the same seeds"
                 if self.gamma_ablation
                 else ""
             )
             + (
-                f"; clustering loss with refinement {list(self.refinements)} at {self.tables[0].table}'s setting and "
-                "the same seeds"
+                f"; clustering loss with refinement {list(self.refinements)} at "
+                f"{self.tables[0].table}'s setting and the same seeds"
                 if self.refinements
                 else ""
             )
             + (
-                f"; N-pairs on paired batches ({self.paired.config.batch_size} = {self.paired.classes_per_batch} "
-                f"classes x 2) at {self.paired.table}'s setting and the same seeds"
+                f"; N-pairs on paired batches ({self.paired.config.batch_size} = "
+                f"{self.paired.classes_per_batch} classes x 2) at {self.paired.table}'s setting "
+                "and the same seeds"
                 if self.paired
                 else ""
             )
@@ -634,10 +639,10 @@ class MethodRun:
         best, kept = self.record.best, kept_selection(self.record)
         if best is not None and kept is not None and best["epoch"] != kept["epoch"]:
             raise ValueError(
-                f"run {self.record.data['name']!r} is shown at epoch {best['epoch']}, but its metrics with the "
-                f"geometric NMI were computed at the kept epoch {kept['epoch']} (selected on "
-                f"{self.record.selected_on}); compare the protocols on the records' metrics "
-                "(dmlnb.selection.main_comparison)"
+                f"run {self.record.data['name']!r} is shown at epoch {best['epoch']}, but its "
+                f"metrics with the geometric NMI were computed at the kept epoch {kept['epoch']} "
+                f"(selected on {self.record.selected_on}); compare the protocols on the records' "
+                "metrics (dmlnb.selection.main_comparison)"
             )
         return self.extras["metrics_geometric"]
 
@@ -1565,9 +1570,10 @@ def lemma1_verdict(frame: pd.DataFrame) -> Verdict:
 #: How the paper trains and which iteration it reports (Sec. 4.1 and the tables' captions): a
 #: fixed iteration, no selection.
 PAPER_TRAINING_LENGTH = (
-    "a fixed iteration, no selection: 'The training procedure for all the methods converged at 10k iterations for "
-    "the CUB200-2011 and at 20k iterations for the Cars196 and the Stanford online products datasets' (Sec. 4.1); "
-    "Tables 1-3 report each method '@10k' or '@20k iterations'"
+    "a fixed iteration, no selection: 'The training procedure for all the methods converged at "
+    "10k iterations for the CUB200-2011 and at 20k iterations for the Cars196 and the Stanford "
+    "online products datasets' (Sec. 4.1); Tables 1-3 report each method '@10k' or '@20k "
+    "iterations'"
 )
 
 
@@ -1615,9 +1621,11 @@ def deviations(
         add(
             "scale and data",
             "ImageNet-pretrained Inception-BN fine-tuned on CUB-200-2011, Cars196, SOP; random "
-            "227 x 227 crops with horizontal mirroring for training, one centre crop for testing (Sec. 3.5)",
-            f"{t1.config.model if t1 else '—'} from scratch on {t1.config.dataset if t1 else '—'} (28 x 28), one CPU "
-            "thread; no augmentation (the images are used as stored, in training and testing)",
+            "227 x 227 crops with horizontal mirroring for training, one centre crop for testing "
+            "(Sec. 3.5)",
+            f"{t1.config.model if t1 else '—'} from scratch on {t1.config.dataset if t1 else '—'} "
+            "(28 x 28), one CPU thread; no augmentation (the images are used as stored, in "
+            "training and testing)",
         )
         if t1 is not None:
             c = t1.config
@@ -1628,8 +1636,8 @@ def deviations(
             evaluations = -(-c.epochs // c.eval_every)  # the last epoch is always evaluated
             held = (
                 f" and on {splits.validation.num_classes} validation classes held out of the "
-                f"{splits.validation.num_classes + splits.train.num_classes} training classes (training on "
-                f"{splits.train.num_classes})"
+                f"{splits.validation.num_classes + splits.train.num_classes} training classes "
+                f"(training on {splits.train.num_classes})"
                 if splits is not None and splits.validation is not None
                 else ""
             )
@@ -1639,19 +1647,22 @@ def deviations(
                 (
                     f"{c.epochs} epochs of {c.steps_per_epoch} steps"
                     if c.steps_per_epoch
-                    else f"{c.epochs} epochs of one pass ({len(all_runs[0].extras.get('inside', {}).get('step', [])) // c.epochs}"
-                    " steps each)"
+                    else f"{c.epochs} epochs of one pass "
+                    f"({len(all_runs[0].extras.get('inside', {}).get('step', [])) // c.epochs} "
+                    "steps each)"
                     if all_runs
                     else f"{c.epochs} epochs"
                 )
-                + f", evaluated every {c.eval_every} epochs ({evaluations} evaluations per run, the epochs a protocol "
-                f"chooses from) on the test classes{held}; "
+                + f", evaluated every {c.eval_every} epochs ({evaluations} evaluations per run, "
+                f"the epochs a protocol chooses from) on the test classes{held}; "
                 + (
-                    "the best evaluated epoch by Recall@1 on the same test classes that are reported (optimistic: a "
-                    "selection on the test set, which the paper does not make)"
+                    "the best evaluated epoch by Recall@1 on the same test classes that are "
+                    "reported (optimistic: a selection on the test set, which the paper does not "
+                    "make)"
                     if split == "test"
-                    else "the best evaluated epoch by Recall@1 on validation classes held out of training, the test classes "
-                    "measured at it; the papers' protocol (the best epoch on the test classes) is shown beside it"
+                    else "the best evaluated epoch by Recall@1 on validation classes held out of "
+                    "training, the test classes measured at it; the papers' protocol (the best "
+                    "epoch on the test classes) is shown beside it"
                 ),
                 f"the best epoch is the last evaluated one in {sum(last)} of {len(last)} runs"
                 + (
@@ -1664,30 +1675,31 @@ def deviations(
         add(
             "Table 2 (Cars196)",
             "Cars196, C/m = 0.25, 20k iterations",
-            f"no analogue at the {profile} profile (Table 1's analogue already has Table 2's batch composition, "
-            "C/m = 0.25); only the paper profile runs Cars196",
+            f"no analogue at the {profile} profile (Table 1's analogue already has Table 2's "
+            "batch composition, C/m = 0.25); only the paper profile runs Cars196",
         )
         add(
             "Table 3 analogue",
             "SOP: about 5 images per class, 11,316 test classes, C/m = 0.75",
-            "the same Omniglot test set as Table 1 (20 drawings per class, 106 classes), trained with C/m = 0.75: "
-            "only SOP's batch composition is copied",
+            "the same Omniglot test set as Table 1 (20 drawings per class, 106 classes), trained "
+            "with C/m = 0.75: only SOP's batch composition is copied",
             _saturation_text(runs, nm),
         )
     main_label = f"refinement {study.refinement!r}"
     add(
         "PAM refinement (Algorithm 2)",
-        "line 4 scores each candidate medoid by its cluster's F(X_cluster, {j}) + gamma Delta; clusters are "
-        "reassigned once per pass; T = 5 passes",
-        f"every clustering run of the tables: {FORMS['refinement'][study.refinement]} ({main_label})"
+        "line 4 scores each candidate medoid by its cluster's F(X_cluster, {j}) + gamma Delta; "
+        "clusters are reassigned once per pass; T = 5 passes",
+        f"every clustering run of the tables: {FORMS['refinement'][study.refinement]} "
+        f"({main_label})"
         + "".join(
-            f"; {FORMS['refinement'][a]} (refinement {a!r}) trained beside it at {study.tables[0].table}'s "
-            "setting and seeds"
+            f"; {FORMS['refinement'][a]} (refinement {a!r}) trained beside it at "
+            f"{study.tables[0].table}'s setting and seeds"
             for a in study.refinements
         )
         + (
-            "; the listing's line 4 does not maximise A, so an update can lower it, against Lemma 1's proof (see "
-            "the claims)"
+            "; the listing's line 4 does not maximise A, so an update can lower it, against Lemma "
+            "1's proof (see the claims)"
             if study.refinement == "paper"
             else ""
         ),
@@ -1723,8 +1735,9 @@ def deviations(
     add(
         "margin multiplier gamma",
         "initial value and decay steps not stated; decay rate 0.94",
-        f"gamma_0 = {study.gamma:g} (our choice, compared with 1 by an ablation measured on the test classes), decayed "
-        f"by {study.decay_rate} every epoch ({steps if steps else '?'} steps){span}",
+        f"gamma_0 = {study.gamma:g} (our choice, compared with 1 by an ablation measured on the "
+        f"test classes), decayed by {study.decay_rate} every epoch ({steps if steps else '?'} "
+        f"steps){span}",
         f"{t1.table}: "
         + comparison_text(
             variant_comparison(
@@ -1740,19 +1753,20 @@ def deviations(
     add(
         "baseline tuning",
         "not stated",
-        "untuned: lr 1e-3 for all methods, triplet margin 0.2, lifted margin 1, N-pairs lambda 0.02; only the "
-        "clustering loss's gamma was compared on the test classes",
+        "untuned: lr 1e-3 for all methods, triplet margin 0.2, lifted margin 1, N-pairs lambda "
+        "0.02; only the clustering loss's gamma was compared on the test classes",
     )
     add(
         "N-pairs loss (Eq. 3)",
-        "a softmax for every positive pair (i, j) of the batch, S_ij against S_ik for every k of another class, "
-        "plus lambda / m times the sum of the unsquared norms ||f(X_i)||; lambda not stated",
+        "a softmax for every positive pair (i, j) of the batch, S_ij against S_ik for every k of "
+        "another class, plus lambda / m times the sum of the unsquared norms ||f(X_i)||; lambda "
+        "not stated",
         loss_description("npair", study)
         + "; lambda = 0.02 (our choice, Sohn's common value)"
         + (
             "".join(
-                f"; at C/m = {t.class_ratio:g} {_pair_use(t)[1]} of {t.config.batch_size} images enter only the "
-                "penalty"
+                f"; at C/m = {t.class_ratio:g} {_pair_use(t)[1]} of {t.config.batch_size} images "
+                "enter only the penalty"
                 for t in study.tables
             )
             if study.npair_pairs == "first"
@@ -1764,13 +1778,15 @@ def deviations(
         "C/m stated only for the clustering loss",
         "every method trains on the clustering loss's C/m sampler: "
         + "; ".join(
-            f"at C/m = {t.class_ratio:g}, {t.classes_per_batch} classes per batch, {_pair_use(t)[2]} of them "
-            f"with one image, leaving the pair losses {_pair_use(t)[0]} positive pairs"
+            f"at C/m = {t.class_ratio:g}, {t.classes_per_batch} classes per batch, "
+            f"{_pair_use(t)[2]} of them with one image, leaving the pair losses {_pair_use(t)[0]} "
+            "positive pairs"
             for t in study.tables
         )
         + (
-            f"; N-pairs also on paired batches as Sohn's loss was made for ({_composition(study.paired)}, "
-            f"C/m = {study.paired.class_ratio:g}) at {study.paired.table}'s setting and seeds"
+            "; N-pairs also on paired batches as Sohn's loss was made for "
+            f"({_composition(study.paired)}, C/m = {study.paired.class_ratio:g}) at "
+            f"{study.paired.table}'s setting and seeds"
             if study.paired
             else ""
         ),
@@ -1788,9 +1804,10 @@ def deviations(
     add(
         "batch sampling",
         "'we simply sample m (batch size) examples and labels at random', guarding against "
-        "pathological batches by keeping the number of distinct classes C 'within a reasonable range' (Sec. 3.5)",
-        "ClassRatioSampler: exactly C = round(C/m x m) classes in every batch, each with m // C or m // C + 1 "
-        "images: "
+        "pathological batches by keeping the number of distinct classes C 'within a reasonable "
+        "range' (Sec. 3.5)",
+        "ClassRatioSampler: exactly C = round(C/m x m) classes in every batch, each with m // C "
+        "or m // C + 1 images: "
         + "; ".join(
             f"at C/m = {t.class_ratio:g}, {t.classes_per_batch} classes, " + _composition(t)
             for t in study.tables
@@ -1799,8 +1816,8 @@ def deviations(
     add(
         "evaluation of unnormalised baselines",
         "not stated",
-        "cosine neighbours and k-means on L2-normalised embeddings for every method, although lifted structure and "
-        "N-pairs train unnormalised",
+        "cosine neighbours and k-means on L2-normalised embeddings for every method, although "
+        "lifted structure and N-pairs train unnormalised",
     )
     toy_labels = toy_points()[1]
     t1_move = (
@@ -1811,12 +1828,12 @@ def deviations(
     add(
         "Figure 2 / 3 toy",
         "an illustration (2-D embedding, no training details)",
-        "free points on the unit circle, every loss on L2-normalised points (lifted structure and N-pairs too), "
-        f"N-pairs and Algorithm 2 in the paper's forms (Eq. 3: every positive pair, the penalty on the norms; "
-        "Algorithm 2 as listed), "
-        f"300 full-batch Adam steps; clustering loss with gamma = {TOY_GAMMA:g} and no decay: one misplaced point of the "
-        f"toy's {len(toy_labels)} costs 1 - NMI = {labels_one_move(toy_labels):.4f}, so gamma = {TOY_GAMMA:g} asks a "
-        f"margin of {TOY_GAMMA * labels_one_move(toy_labels):.3f} per point"
+        "free points on the unit circle, every loss on L2-normalised points (lifted structure "
+        "and N-pairs too), N-pairs and Algorithm 2 in the paper's forms (Eq. 3: every positive "
+        "pair, the penalty on the norms; Algorithm 2 as listed), 300 full-batch Adam steps; "
+        f"clustering loss with gamma = {TOY_GAMMA:g} and no decay: one misplaced point of the "
+        f"toy's {len(toy_labels)} costs 1 - NMI = {labels_one_move(toy_labels):.4f}, so gamma = "
+        f"{TOY_GAMMA:g} asks a margin of {TOY_GAMMA * labels_one_move(toy_labels):.3f} per point"
         + (
             f", about what gamma_0 = {study.gamma:g} asks in a batch of {t1.config.batch_size} "
             f"({study.gamma:g} x {t1_move:.4f} = {study.gamma * t1_move:.3f})"
@@ -1831,11 +1848,13 @@ def deviations(
         "backbone (paper profile)",
         "Inception with batch normalisation (Inception-BN, Ioffe & Szegedy 2015), "
         "ImageNet-pretrained",
-        f"torchvision's {p1.model} (Inception v1, the closest backbone dmlnb has) with a batch normalisation after "
-        "every convolution, ImageNet-pretrained. It differs from Inception-BN in each module's '5 x 5' branch (one "
-        "3 x 3 convolution, a known torchvision quirk, where Inception-BN stacks two 3 x 3), in having two 28 x 28 "
-        "modules (3a, 3b) where Inception-BN has three (3a-3c), in max-pooling between stages where Inception-BN "
-        "reduces the resolution inside modules 3c and 4e, and in its ImageNet weights",
+        f"torchvision's {p1.model} (Inception v1, the closest backbone dmlnb has) with a batch "
+        "normalisation after every convolution, ImageNet-pretrained. It differs from "
+        "Inception-BN in each module's '5 x 5' branch (one 3 x 3 convolution, a known "
+        "torchvision quirk, where Inception-BN stacks two 3 x 3), in having two 28 x 28 modules "
+        "(3a, 3b) where Inception-BN has three (3a-3c), in max-pooling between stages where "
+        "Inception-BN reduces the resolution inside modules 3c and 4e, and in its ImageNet "
+        "weights",
     )
     add(
         "learning rate (paper profile)",
@@ -1845,7 +1864,8 @@ def deviations(
     add(
         "seeds (paper profile)",
         "not stated",
-        f"{len(paper.seeds)} seed{'s' if len(paper.seeds) > 1 else ''} ({', '.join(map(str, paper.seeds))}) per table"
+        f"{len(paper.seeds)} seed{'s' if len(paper.seeds) > 1 else ''} "
+        f"({', '.join(map(str, paper.seeds))}) per table"
         + (
             ": with one run per side no comparison holds or fails by the book's rule"
             if len(paper.seeds) < 3
@@ -1854,15 +1874,16 @@ def deviations(
     )
     add(
         "augmentation (paper profile)",
-        "images resized to 256 x 256, random 227 x 227 crops and horizontal mirroring; one centre crop for testing",
+        "images resized to 256 x 256, random 227 x 227 crops and horizontal mirroring; one centre "
+        "crop for testing",
         crop_description(*crop_options(p1.dataset_options)),
     )
     add("numeric precision (paper profile)", "not stated", precision_description(p1))
     add(
         "timings",
         "TensorFlow (the paper names no device)",
-        "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged at different "
-        "machine loads, so no timing is compared across runs",
+        "PyTorch on one CPU thread of a shared 2-core machine; the runs' step times were logged "
+        "at different machine loads, so no timing is compared across runs",
     )
     add(
         "provenance of the runs",
@@ -1908,8 +1929,8 @@ def _saturation_text(runs: Mapping[str, Mapping[str, Sequence[MethodRun]]], nm: 
 
 
 _PAPER_34 = (
-    "Sec. 3.4: 'The running time of the algorithm is O(|Y|^3 |V|) ... linear in the size of the minibatch, "
-    "and hence does not add much overhead on top of the gradient computation'"
+    "Sec. 3.4: 'The running time of the algorithm is O(|Y|^3 |V|) ... linear in the size of the "
+    "minibatch, and hence does not add much overhead on top of the gradient computation'"
 )
 
 
@@ -1928,9 +1949,9 @@ def _algorithm1_claim(scaling: pd.DataFrame) -> Claim:
     return Claim(
         "Algorithm 1 (greedy inference) runs in time linear in the batch size |V| at fixed |Y|",
         _PAPER_34,
-        f"dmlnb's greedy inference, Algorithm 1 as listed (every candidate scored over the whole batch, "
-        f"O(|Y| |V|^2) per pass, as the authors' cluster_loss computes it), timed in one cell, |Y| = "
-        f"{int(scaling['clusters'].iloc[0])}, 64-d: median "
+        "dmlnb's greedy inference, Algorithm 1 as listed (every candidate scored over the whole "
+        "batch, O(|Y| |V|^2) per pass, as the authors' cluster_loss computes it), timed in one "
+        f"cell, |Y| = {int(scaling['clusters'].iloc[0])}, 64-d: median "
         + ", ".join(f"|V| = {v}: {t:.3f} s" for v, t in med.items())
         + f"; exponent (least-squares slope of log time on log |V|, {len(med)} sizes) per repeat "
         + ", ".join(f"{x:.2f}" for x in slopes),
@@ -2029,10 +2050,11 @@ def claims(
             m = margins.loc[table]
             out.append(
                 Claim(
-                    f"{table}: the clustering loss gives a higher NMI and Recall@K than triplet semi-hard, lifted structure "
-                    "and N-pairs",
-                    f"{table} ({REPORTED_SETTING[table].split(',')[0]}): margin over the best baseline {m['margin'].min():+.1f} to "
-                    f"{m['margin'].max():+.1f} points across {', '.join(m.index)}",
+                    f"{table}: the clustering loss gives a higher NMI and Recall@K than triplet "
+                    "semi-hard, lifted structure and N-pairs",
+                    f"{table} ({REPORTED_SETTING[table].split(',')[0]}): margin over the best "
+                    f"baseline {m['margin'].min():+.1f} to {m['margin'].max():+.1f} points across "
+                    f"{', '.join(m.index)}",
                     "—",
                     not_tested(reason),
                 )
@@ -2059,8 +2081,8 @@ def claims(
             )
             out.append(
                 Claim(
-                    f"{table}{analogue}: the clustering loss gives a higher {metric} than triplet semi-hard, lifted structure "
-                    "and N-pairs",
+                    f"{table}{analogue}: the clustering loss gives a higher {metric} than triplet "
+                    "semi-hard, lifted structure and N-pairs",
                     paper,
                     f"{metric} (%, mean over seeds): "
                     + ", ".join(f"{ROW_NAMES[m]} {100 * v:.1f}" for m, v in means.items())
@@ -2081,13 +2103,15 @@ def claims(
         for metric in ("NMI", "R@1"):
             out.append(
                 Claim(
-                    f"Sec. 3.5: the choice of C/m ({ra:g} vs {rb:g}) does not lead to significant changes in the clustering "
-                    f"loss's {metric}",
-                    "Sec. 3.5: 'We tried three different settings C/m = {0.25, 0.50, 0.75} and the choice of the ratio did "
-                    "not lead to significant changes in the experimental results' (no numbers)",
+                    f"Sec. 3.5: the choice of C/m ({ra:g} vs {rb:g}) does not lead to significant "
+                    f"changes in the clustering loss's {metric}",
+                    "Sec. 3.5: 'We tried three different settings C/m = {0.25, 0.50, 0.75} and "
+                    "the choice of the ratio did not lead to significant changes in the "
+                    "experimental results' (no numbers)",
                     f"clustering loss, same data and test set: {metric} at C/m = {ra:g} "
-                    f"{100 * np.mean(_values(a, metric, recorded)):.1f}, at {rb:g} {100 * np.mean(_values(b, metric, recorded)):.1f} "
-                    f"(%, mean over seeds); effect = C/m {ra:g} minus {rb:g}",
+                    f"{100 * np.mean(_values(a, metric, recorded)):.1f}, at {rb:g} "
+                    f"{100 * np.mean(_values(b, metric, recorded)):.1f} (%, mean over seeds); "
+                    f"effect = C/m {ra:g} minus {rb:g}",
                     no_difference(
                         {
                             f"C/m {ra:g} vs {rb:g}": compare(
@@ -2118,13 +2142,14 @@ def claims(
     )
     out.append(
         Claim(
-            "The loss-augmented inference does not add much overhead on top of the gradient computation",
+            "The loss-augmented inference does not add much overhead on top of the gradient "
+            "computation",
             _PAPER_34 + " (no number given)",
             share_text,
             not_tested(
-                "the paper's reference is Inception-BN's gradient computation (device not named); here the network "
-                "is a 4-block CNN on one CPU thread, so the share measures another ratio, and the runs' shares were "
-                "logged at different machine loads"
+                "the paper's reference is Inception-BN's gradient computation (device not named); "
+                "here the network is a 4-block CNN on one CPU thread, so the share measures "
+                "another ratio, and the runs' shares were logged at different machine loads"
             ),
         )
     )
@@ -2135,12 +2160,14 @@ def claims(
     lowered = traced[traced["updates lowering A"] > 0]
     out.append(
         Claim(
-            "Algorithm 2 as listed increases the objective A monotonically, at every update (Lemma 1)",
-            "Lemma 1: 'Algorithm 2 monotonically increases the objective function A(S)'; the proof: each update keeps "
-            "the medoid or takes the member that maximises A",
-            f"every update of the listing traced on {len(traced)} batches (the 2-D counterexample of our search and "
-            f"{len(traced) - 1} random L2-normalised batches of 16 to 64 points): A falls at "
-            f"{int(traced['updates lowering A'].sum())} of {int(traced['updates'].sum())} updates"
+            "Algorithm 2 as listed increases the objective A monotonically, at every update "
+            "(Lemma 1)",
+            "Lemma 1: 'Algorithm 2 monotonically increases the objective function A(S)'; the "
+            "proof: each update keeps the medoid or takes the member that maximises A",
+            f"every update of the listing traced on {len(traced)} batches (the 2-D counterexample "
+            f"of our search and {len(traced) - 1} random L2-normalised batches of 16 to 64 "
+            f"points): A falls at {int(traced['updates lowering A'].sum())} of "
+            f"{int(traced['updates'].sum())} updates"
             + (
                 " ("
                 + "; ".join(
@@ -2152,34 +2179,39 @@ def claims(
                 if len(lowered)
                 else ""
             )
-            + f", {int(traced['passes ending below their start'].sum())} of {int(traced['passes'].sum())} passes end below "
-            "their start. The runs' logs (refined minus greedy A, once per step, after all passes): "
+            + f", {int(traced['passes ending below their start'].sum())} of "
+            f"{int(traced['passes'].sum())} passes end below their start. The runs' logs (refined "
+            "minus greedy A, once per step, after all passes): "
             + (
                 "; ".join(
-                    f"refinement {a!r}: {int(p['ended below greedy'])} of {int(p['steps'])} steps below the greedy "
-                    f"start ({int(p['runs'])} runs)"
+                    f"refinement {a!r}: {int(p['ended below greedy'])} of {int(p['steps'])} steps "
+                    f"below the greedy start ({int(p['runs'])} runs)"
                     for a, p in pam.iterrows()
                 )
                 if len(pam)
                 else "—"
             )
-            + "; not a test: for metric distances no pass of the listing ends below its start (a proof, "
-            "dmlnb.losses.facility_location), and the variant 'full' swaps only when A rises",
+            + "; not a test: for metric distances no pass of the listing ends below its start (a "
+            "proof, dmlnb.losses.facility_location), and the variant 'full' swaps only when A "
+            "rises",
             lemma1_verdict(traced),
         )
     )
     out.append(
         Claim(
             "The clustering loss slightly underperforms without L2 normalisation of the embedding",
-            "Sec. 3.5: 'The model slightly underperformed when we omitted the embedding normalization' (no numbers)",
+            "Sec. 3.5: 'The model slightly underperformed when we omitted the embedding "
+            "normalization' (no numbers)",
             "—",
             not_tested("no run of the clustering loss without normalisation at this profile"),
         )
     )
     out.append(
         Claim(
-            "Algorithm 2 from a random initialisation works less well than from the greedy solution",
-            "Sec. 3.5: 'it didn't work as well as initializing the algorithm with the greedy solution' (no numbers)",
+            "Algorithm 2 from a random initialisation works less well than from the greedy "
+            "solution",
+            "Sec. 3.5: 'it didn't work as well as initializing the algorithm with the greedy "
+            "solution' (no numbers)",
             "—",
             not_tested("no run with a random initialisation at this profile"),
         )
@@ -2192,8 +2224,8 @@ def claims(
         ev = (
             f"{name}: angle between the class-0 groups after training per seed "
             + ", ".join(f"{v:.0f}°" for v in gaps)
-            + f"; nearest neighbour of the same class {f['nn_accuracy'].mean():.2f} (mean); largest loss over the steps "
-            + ", ".join(f"{v:.3g}" for v in f["max_loss"])
+            + f"; nearest neighbour of the same class {f['nn_accuracy'].mean():.2f} (mean); "
+            "largest loss over the steps " + ", ".join(f"{v:.3g}" for v in f["max_loss"])
         )
         if (f["max_loss"] == 0).all():
             verdict = not_tested(
@@ -2204,9 +2236,11 @@ def claims(
             verdict = compare_to_threshold(gaps, MERGE_DEGREES, higher_is_better=True, unit="°")
         out.append(
             Claim(
-                f"Figure 2: in its layout a local loss cannot merge a class split by other classes -- {name} (in the "
-                f"toy: its two groups end at least {MERGE_DEGREES:g}° apart, our threshold)",
-                "Figure 2: 'Example failure mode for local metric learning methods ... the purple clusters can't be merged'",
+                "Figure 2: in its layout a local loss cannot merge a class split by other "
+                f"classes -- {name} (in the toy: its two groups end at least {MERGE_DEGREES:g}° "
+                "apart, our threshold)",
+                "Figure 2: 'Example failure mode for local metric learning methods ... the purple "
+                "clusters can't be merged'",
                 ev,
                 verdict,
             )
@@ -2218,13 +2252,13 @@ def claims(
         ]
         out.append(
             Claim(
-                f"Figure 3: the clustering loss merges the split class (in the toy: its two groups end less than "
-                f"{MERGE_DEGREES:g}° apart, our threshold)",
+                "Figure 3: the clustering loss merges the split class (in the toy: its two "
+                f"groups end less than {MERGE_DEGREES:g}° apart, our threshold)",
                 "Figure 3 (illustration)",
                 "angle between the class-0 groups after training, per seed: "
                 + ", ".join(f"{v:.0f}°" for v in clustering["gap_degrees"])
-                + f"; nearest neighbour of the same class {clustering['nn_accuracy'].mean():.2f} (mean); gamma = {TOY_GAMMA:g}, "
-                "no decay"
+                + f"; nearest neighbour of the same class {clustering['nn_accuracy'].mean():.2f} "
+                f"(mean); gamma = {TOY_GAMMA:g}, no decay"
                 + "".join(
                     f"; {n} (not a loss of the paper) ends at "
                     + ", ".join(f"{v:.0f}°" for v in g["gap_degrees"])

@@ -235,31 +235,31 @@ _SMALL_BASELINES = {"k": 10}
 _SERAPH = {"max_unlabelled_pairs": 5000}
 # Deviations shared by every setting of the default and paper profiles (see dmlnb.ssdml.algorithm).
 _SHARED_DEVIATIONS = (
-    "; metric step (θ fixed): one pass of Adam mini-batches over the partition's units on L, kept orthogonal "
-    "by torch's orthogonal parametrisation, instead of Manopt's conjugate gradient (10 iterations); Eq. (3) "
-    "averaged, not summed, over a mini-batch; the best evaluation is chosen on held-out validation classes on "
-    "the class-disjoint settings with validation= on, else on the test set (the paper tunes its hyper-parameters "
-    'on 15% of the examples of each training class and chooses "the best model" without saying on what)'
-    "; the five deep baselines are reformulated for mini-batches; where the setting has validation classes, one "
-    "key hyper-parameter of each (LRML and ISDML γ_D, SERAPH η, APLLR and APIT λ, the triplet margin) takes "
-    "the value chosen on them (BASELINE_SEARCH: 3 values, 1 seed each), while ours keeps the paper's k, γ and α "
-    "unsearched; the values below are those before any search: every baseline learns a rank-l M = L Lᵀ (not a "
-    "full d x d M) and "
-    "keeps graph terms on kNN edges only; LRML γ_S = γ_D = 0.01 rescaled by the total graph affinity Ω, "
-    "log|M| ≥ 0 enforced as an equality; ISDML with a normalised Laplacian; SERAPH on 5,000 sampled "
-    "unlabelled pairs per partition, μ = |P|/|U|, η = 1, λ = 1; LRML's and ISDML's heat-kernel kNN affinities "
-    "with the bandwidth σ² = the mean squared distance to the k nearest neighbours (the paper gives none); "
-    "APLLR's prior by KISSME with covariance shrinkage, APIT's by ITML (5th / 95th percentile bounds, slack 1, "
-    "at most 5,000 sampled labelled constraints, at most 10 sweeps), each learned close to its prior by the "
-    "LogDet divergence (see dmlnb.ssdml.baselines)"
+    "; metric step (θ fixed): one pass of Adam mini-batches over the partition's units on L, kept "
+    "orthogonal by torch's orthogonal parametrisation, instead of Manopt's conjugate gradient (10 "
+    "iterations); Eq. (3) averaged, not summed, over a mini-batch; the best evaluation is chosen "
+    "on held-out validation classes on the class-disjoint settings with validation= on, else on "
+    "the test set (the paper tunes its hyper-parameters on 15% of the examples of each training "
+    'class and chooses "the best model" without saying on what); the five deep baselines are '
+    "reformulated for mini-batches; where the setting has validation classes, one key "
+    "hyper-parameter of each (LRML and ISDML γ_D, SERAPH η, APLLR and APIT λ, the triplet margin) "
+    "takes the value chosen on them (BASELINE_SEARCH: 3 values, 1 seed each), while ours keeps "
+    "the paper's k, γ and α unsearched; the values below are those before any search: every "
+    "baseline learns a rank-l M = L Lᵀ (not a full d x d M) and keeps graph terms on kNN edges "
+    "only; LRML γ_S = γ_D = 0.01 rescaled by the total graph affinity Ω, log|M| ≥ 0 enforced as "
+    "an equality; ISDML with a normalised Laplacian; SERAPH on 5,000 sampled unlabelled pairs per "
+    "partition, μ = |P|/|U|, η = 1, λ = 1; LRML's and ISDML's heat-kernel kNN affinities with the "
+    "bandwidth σ² = the mean squared distance to the k nearest neighbours (the paper gives none); "
+    "APLLR's prior by KISSME with covariance shrinkage, APIT's by ITML (5th / 95th percentile "
+    "bounds, slack 1, at most 5,000 sampled labelled constraints, at most 10 sweeps), each "
+    "learned close to its prior by the LogDet divergence (see dmlnb.ssdml.baselines)"
 )
 _CPU_DEVIATIONS = (
-    "; lr 1e-3 instead of the paper's 1e-4 (a few epochs from scratch); 200 units per mini-batch instead of "
-    "100 triplets; the supervised baselines of Table 5 use an unconstrained L (ours is orthogonal), a "
-    "triplet margin (not given by the paper) of 0.2 before any search, one uniformly drawn negative per "
-    "labelled positive pair "
-    "and their own number of units per epoch (printed below); their 'angular' loss is Eq. (3), not Wang et "
-    "al.'s"
+    "; lr 1e-3 instead of the paper's 1e-4 (a few epochs from scratch); 200 units per mini-batch "
+    "instead of 100 triplets; the supervised baselines of Table 5 use an unconstrained L (ours is "
+    "orthogonal), a triplet margin (not given by the paper) of 0.2 before any search, one "
+    "uniformly drawn negative per labelled positive pair and their own number of units per epoch "
+    "(printed below); their 'angular' loss is Eq. (3), not Wang et al.'s"
 )
 # The training options shared by the CPU settings (smoke and default profiles: a small CNN from
 # scratch) and by the paper's settings; each setting adds its dataset, network and epochs.
@@ -326,8 +326,8 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 eval_every=1,
             ),
             baseline_hyper={"lrml": _SMALL_BASELINES},
-            note="sklearn digits split by class (train 0-4, test 5-9), 4-block CNN, 2 epochs: a plumbing check of "
-            "the class-disjoint protocol, not a result",
+            note="sklearn digits split by class (train 0-4, test 5-9), 4-block CNN, 2 epochs: a "
+            "plumbing check of the class-disjoint protocol, not a result",
         ),
     },
     # Two settings, each the analogue of one of the paper's protocols.
@@ -347,16 +347,15 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 _DEFAULT_TRAINING, dataset="digits", dataset_options={"split": "samples"}, epochs=8
             ),
             baseline_hyper={"seraph": _SERAPH},
-            note="sklearn digits (8x8) instead of MNIST; 4-block CNN (width 32, d = 64, l = 32) instead "
-            "of the paper's MNIST network (it needs 28x28 inputs); 8 epochs in 4 partitions of 400 "
-            "unlabelled digits instead of 50 epochs in partitions of 9k; each sweep over a fresh shuffle of the "
-            "unlabelled pool takes as many whole chunks of 400 as fit and skips the rest, so part of the pool "
-            "is never seen (counts below); every method trains on at most "
-            "2,500 units per partition (the units each method mined and used are printed below from the "
-            "run records); the same ten classes in train and test with width 32, which is not the protocol "
-            "page's digits smoke split (classes 0-4 / 5-9) nor its 64-channel default network"
-            + _CPU_DEVIATIONS
-            + _SHARED_DEVIATIONS,
+            note="sklearn digits (8x8) instead of MNIST; 4-block CNN (width 32, d = 64, l = 32) "
+            "instead of the paper's MNIST network (it needs 28x28 inputs); 8 epochs in 4 "
+            "partitions of 400 unlabelled digits instead of 50 epochs in partitions of 9k; each "
+            "sweep over a fresh shuffle of the unlabelled pool takes as many whole chunks of 400 "
+            "as fit and skips the rest, so part of the pool is never seen (counts below); every "
+            "method trains on at most 2,500 units per partition (the units each method mined and "
+            "used are printed below from the run records); the same ten classes in train and test "
+            "with width 32, which is not the protocol page's digits smoke split (classes 0-4 / "
+            "5-9) nor its 64-channel default network" + _CPU_DEVIATIONS + _SHARED_DEVIATIONS,
         ),
         # The CUB / Cars protocol: class-disjoint, 5 labelled per training character, test on
         # unseen alphabets.
@@ -377,15 +376,15 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 epochs=4,
             ),
             baseline_hyper={"seraph": _SERAPH},
-            note="Omniglot small (28x28, 136 training characters, 106 unseen test characters) instead of "
-            "CUB / Cars; with validation= on, 27 of the 136 characters are held out as validation classes "
-            "(runs train on the other 109: 545 labelled and 1,635 unlabelled drawings); 4-block CNN from "
-            "scratch instead of ImageNet GoogLeNet + R-MAC; 4 epochs in "
-            "2 partitions of 700 unlabelled drawings, so part of the unlabelled pool is never seen (counts "
-            "below); d = 64, l = 32 where the paper's CUB / Cars metric is 128-d; k = 10 and α = 40° (the "
-            "paper's MNIST values) where its class-disjoint protocol uses "
-            "k = 50 and α = 45°; every method, ours included, trains on at most 3,500 of the units it "
-            "mines per partition (counts below)" + _CPU_DEVIATIONS + _SHARED_DEVIATIONS,
+            note="Omniglot small (28x28, 136 training characters, 106 unseen test characters) "
+            "instead of CUB / Cars; with validation= on, 27 of the 136 characters are held out as "
+            "validation classes (runs train on the other 109: 545 labelled and 1,635 unlabelled "
+            "drawings); 4-block CNN from scratch instead of ImageNet GoogLeNet + R-MAC; 4 epochs "
+            "in 2 partitions of 700 unlabelled drawings, so part of the unlabelled pool is never "
+            "seen (counts below); d = 64, l = 32 where the paper's CUB / Cars metric is 128-d; k "
+            "= 10 and α = 40° (the paper's MNIST values) where its class-disjoint protocol uses k "
+            "= 50 and α = 45°; every method, ours included, trains on at most 3,500 of the units "
+            "it mines per partition (counts below)" + _CPU_DEVIATIONS + _SHARED_DEVIATIONS,
         ),
     },
     # The paper's configurations (Implementation details); need a GPU.
@@ -410,9 +409,11 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 epochs=50,
                 num_workers=0,
             ),
-            note="the paper's network, k = 10, γ = 0.99, α = 40°, lr 1e-4 (the paper's initial rate, kept constant: "
-            "the paper gives no schedule), 9k-unlabelled partitions, 10 epochs each, 50 epochs, 100 triplets "
-            "per batch; " + _SGD + "; L starts at the identity on the first l "
+            note="the paper's network, k = 10, γ = 0.99, α = 40°, lr 1e-4 (the paper's initial "
+            "rate, kept constant: the paper gives no schedule), 9k-unlabelled partitions, 10 "
+            "epochs each, 50 epochs, 100 triplets per batch; "
+            + _SGD
+            + "; L starts at the identity on the first l "
             "coordinates (the paper does not say)" + _SHARED_DEVIATIONS,
         ),
         "fashion-mnist": Setting(
@@ -450,8 +451,9 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 embedding_dim=64,
                 epochs=50,
             ),
-            note="the paper's CIFAR network, 100 labelled per class, 30 epochs of softmax pre-training on the "
-            "labelled images, then 50 epochs of Algorithm 1; otherwise as MNIST",
+            note="the paper's CIFAR network, 100 labelled per class, 30 epochs of softmax "
+            "pre-training on the labelled images, then 50 epochs of Algorithm 1; otherwise as "
+            "MNIST",
         ),
         "cub200": Setting(
             name="CUB-200",
@@ -473,17 +475,18 @@ PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {
                 epochs=200,
                 num_workers=8,
             ),
-            note="ImageNet GoogLeNet, 5 labelled per class, k = 50, α = 45°, 128-d metric, whole training set "
-            "(no partitions), 200 epochs; global average pooling of GoogLeNet instead of R-MAC over "
-            "three scales (not implemented), L2-normalised and fed to L with no layer between (the paper: "
-            "R-MAC → L); inputs at 224 px (the paper: R-MAC aggregated over input scales 512, 512/√2 and 256); "
-            "lr 1e-4, constant (the book's choice: the paper gives no learning rate for CUB / Cars); "
+            note="ImageNet GoogLeNet, 5 labelled per class, k = 50, α = 45°, 128-d metric, whole "
+            "training set (no partitions), 200 epochs; global average pooling of GoogLeNet "
+            "instead of R-MAC over three scales (not implemented), L2-normalised and fed to L "
+            "with no layer between (the paper: R-MAC → L); inputs at 224 px (the paper: R-MAC "
+            "aggregated over input scales 512, 512/√2 and 256); lr 1e-4, constant (the book's "
+            "choice: the paper gives no learning rate for CUB / Cars); "
             + _SGD
-            + "; L starts at the identity on the first l coordinates (the paper does not say); mining runs over "
-            "the whole training set (with validation= on, the classes left after a fifth of the training "
-            "classes are held out as validation classes), as the paper's mined-triplet counts imply it did too "
-            "(the worked example), although it also says it holds 15% of each class out for validation"
-            + _SHARED_DEVIATIONS,
+            + "; L starts at the identity on the first l coordinates (the paper does not say); "
+            "mining runs over the whole training set (with validation= on, the classes left after "
+            "a fifth of the training classes are held out as validation classes), as the paper's "
+            "mined-triplet counts imply it did too (the worked example), although it also says it "
+            "holds 15% of each class out for validation" + _SHARED_DEVIATIONS,
         ),
         "cars196": Setting(
             name="Cars-196",
@@ -517,71 +520,78 @@ _NOT_MEASURED = "not measured at this scale"
 # chapter prints it as its deviations table; "measured" entries name the table that measures it.
 DEVIATIONS: list[dict[str, str]] = [
     {
-        "deviation": "model selection: with validation= on, the class-disjoint settings (Omniglot-small, CUB-200, "
-        "Cars-196) hold out a fifth of their training classes (27 of Omniglot-small's 136: the runs train "
-        "on 109) and choose each run's best epoch on them; the paper tunes its hyper-parameters on 15% "
-        'of the examples of each training class and chooses "the best model" without saying on what; '
-        "the same-class settings (digits, MNIST, Fashion-MNIST, CIFAR-10) have no class-disjoint "
-        "validation split and keep choosing it on the test set",
+        "deviation": "model selection: with validation= on, the class-disjoint settings "
+        "(Omniglot-small, CUB-200, Cars-196) hold out a fifth of their training classes (27 of "
+        "Omniglot-small's 136: the runs train on 109) and choose each run's best epoch on them; "
+        "the paper tunes its hyper-parameters on 15% of the examples of each training class and "
+        'chooses "the best model" without saying on what; the same-class settings (digits, '
+        "MNIST, Fashion-MNIST, CIFAR-10) have no class-disjoint validation split and keep "
+        "choosing it on the test set",
         "applies to": "all",
         "effect": "measured: the selection-gain table and the main comparison under both protocols",
     },
     {
-        "deviation": 'the "Initial" row (Tables 1-2, the initialisation claims, the diagnosis table) evaluates the '
-        "seeded network at initialisation through L at its start, i.e. the first l of the d coordinates "
-        "of its L2-normalised output z, with Euclidean distances; the paper does not say how its Initial "
-        "row is measured",
+        "deviation": 'the "Initial" row (Tables 1-2, the initialisation claims, the diagnosis '
+        "table) evaluates the seeded network at initialisation through L at its start, i.e. the "
+        "first l of the d coordinates of its L2-normalised output z, with Euclidean distances; "
+        "the paper does not say how its Initial row is measured",
         "applies to": "all",
-        "effect": "measured: after Table 2, the same networks evaluated on the first l and on all d coordinates",
+        "effect": "measured: after Table 2, the same networks evaluated on the first l and on all "
+        "d coordinates",
     },
     {
-        "deviation": "small datasets (sklearn digits, Omniglot-small), a 4-block CNN from scratch, 4-8 epochs",
+        "deviation": "small datasets (sklearn digits, Omniglot-small), a 4-block CNN from "
+        "scratch, 4-8 epochs",
         "applies to": "default",
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "d = 64, l = 32 on both settings (the paper: 128 → 64 on MNIST, a 128-d metric on CUB / Cars)",
+        "deviation": "d = 64, l = 32 on both settings (the paper: 128 → 64 on MNIST, a 128-d "
+        "metric on CUB / Cars)",
         "applies to": "default",
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "lr 1e-3 (the paper: an initial rate of 1e-4 on MNIST, Fashion-MNIST and CIFAR-10), constant; "
-        "200 units per mini-batch (the paper: 100 triplets)",
+        "deviation": "lr 1e-3 (the paper: an initial rate of 1e-4 on MNIST, Fashion-MNIST and "
+        "CIFAR-10), constant; 200 units per mini-batch (the paper: 100 triplets)",
         "applies to": "default",
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "lr 1e-4 held constant: the paper's initial rate on MNIST, Fashion-MNIST and CIFAR-10 (its "
-        "schedule is not given), the book's choice on CUB / Cars (the paper gives no rate there)",
+        "deviation": "lr 1e-4 held constant: the paper's initial rate on MNIST, Fashion-MNIST and "
+        "CIFAR-10 (its schedule is not given), the book's choice on CUB / Cars (the paper gives "
+        "no rate there)",
         "applies to": "paper",
         "effect": "not run (needs a GPU)",
     },
     {
-        "deviation": "Omniglot-small: k = 10, α = 40° (the paper's class-disjoint protocol: k = 50, α = 45°)",
+        "deviation": "Omniglot-small: k = 10, α = 40° (the paper's class-disjoint protocol: k = "
+        "50, α = 45°)",
         "applies to": "default (omniglot-small)",
-        "effect": "mining on fixed features measured: the diagnosis's k = 50 against k = 10 (right triplets); "
-        "α = 45° and retrieval with k = 50 not measured on this setting",
+        "effect": "mining on fixed features measured: the diagnosis's k = 50 against k = 10 "
+        "(right triplets); α = 45° and retrieval with k = 50 not measured on this setting",
     },
     {
-        "deviation": "ties in the propagated affinities (the paper does not say how they fall): the worked example "
-        "rounds W to 9 decimals, so that pairs equal up to float noise keep the kNN order; the runs and "
-        "the mining diagnosis mine on W as solved (float32), where such near-ties fall by rounding",
+        "deviation": "ties in the propagated affinities (the paper does not say how they fall): "
+        "the worked example rounds W to 9 decimals, so that pairs equal up to float noise keep "
+        "the kNN order; the runs and the mining diagnosis mine on W as solved (float32), where "
+        "such near-ties fall by rounding",
         "applies to": "every profile",
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "partitions reach only part of the unlabelled pool: a sweep takes as many whole partitions as "
-        "fit in a fresh shuffle of the pool and skips the rest (digits; Omniglot-small's runs make one "
-        "sweep, of 2 partitions of 700 drawings: the unseen drawings are counted below); each method "
-        "trains on at most a fixed number of units per partition (ours on fewer than it mines on "
-        "Omniglot-small)",
+        "deviation": "partitions reach only part of the unlabelled pool: a sweep takes as many "
+        "whole partitions as fit in a fresh shuffle of the pool and skips the rest (digits; "
+        "Omniglot-small's runs make one sweep, of 2 partitions of 700 drawings: the unseen "
+        "drawings are counted below); each method trains on at most a fixed number of units per "
+        "partition (ours on fewer than it mines on Omniglot-small)",
         "applies to": "default",
         "effect": "counts, replayed from each run's seed and partitions: the units table; "
         "effect " + _NOT_MEASURED,
     },
     {
-        "deviation": "digits: the same classes in train and test, width 32 (not the protocol page's class-disjoint "
-        "digits smoke split nor its 64-channel default network)",
+        "deviation": "digits: the same classes in train and test, width 32 (not the protocol "
+        "page's class-disjoint digits smoke split nor its 64-channel default network)",
         "applies to": "default (digits)",
         "effect": _NOT_MEASURED + " (the analogue of the paper's MNIST protocol)",
     },
@@ -597,8 +607,9 @@ DEVIATIONS: list[dict[str, str]] = [
         "effect": "not run (needs a GPU)",
     },
     {
-        "deviation": "metric step: one pass of Adam mini-batches on L kept orthogonal by torch's parametrisation "
-        "(the paper: Manopt conjugate gradient, 10 iterations); Eq. (3) averaged, not summed",
+        "deviation": "metric step: one pass of Adam mini-batches on L kept orthogonal by torch's "
+        "parametrisation (the paper: Manopt conjugate gradient, 10 iterations); Eq. (3) averaged, "
+        "not summed",
         "applies to": "all",
         "effect": "steps on L: printed under Table 4; effect " + _NOT_MEASURED,
     },
@@ -608,66 +619,71 @@ DEVIATIONS: list[dict[str, str]] = [
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "GoogLeNet: global average pooling + L2 before L, inputs at 224 px (the paper: R-MAC aggregated "
-        "over input scales 512, 512/√2 and 256 → L); no layer between the pooled features and L, as in the "
-        "paper (the randomly initialised FC(1024 → 1024) an earlier version put there is removed)",
+        "deviation": "GoogLeNet: global average pooling + L2 before L, inputs at 224 px (the "
+        "paper: R-MAC aggregated over input scales 512, 512/√2 and 256 → L); no layer between the "
+        "pooled features and L, as in the paper (the randomly initialised FC(1024 → 1024) an "
+        "earlier version put there is removed)",
         "applies to": "paper (CUB-200, Cars-196)",
         "effect": "not run (needs a GPU)",
     },
     {
-        "deviation": "the five deep baselines reformulated for mini-batches; with validation= on, one key "
-        "hyper-parameter of each (and the triplet baseline's margin) chosen on the validation classes of "
-        "the class-disjoint settings (BASELINE_SEARCH, one seed per value, the setting's epochs; the "
-        "chosen value's seed-0 run in the main comparison is the search's winning run itself, the same "
-        "fingerprint, trained once), while ours keeps the paper's k, γ, α unsearched; the values below elsewhere: "
-        "rank-l M = L Lᵀ, graph terms on kNN edges; LRML γ_S = γ_D = 0.01 rescaled by Ω, log|M| ≥ 0 "
-        "as an equality; LRML and ISDML heat-kernel affinities with bandwidth σ² = the mean squared kNN "
-        "distance (the paper gives none); ISDML normalised Laplacian; SERAPH 5,000 sampled unlabelled "
-        "pairs, μ = |P|/|U|, η = 1, λ = 1; APLLR a KISSME prior with shrinkage, APIT an ITML prior (5th / "
-        "95th percentile bounds, slack 1, at most 5,000 labelled constraints, at most 10 sweeps), both "
-        "kept close to their prior by the LogDet divergence, λ = 1",
+        "deviation": "the five deep baselines reformulated for mini-batches; with validation= on, "
+        "one key hyper-parameter of each (and the triplet baseline's margin) chosen on the "
+        "validation classes of the class-disjoint settings (BASELINE_SEARCH, one seed per value, "
+        "the setting's epochs; the chosen value's seed-0 run in the main comparison is the "
+        "search's winning run itself, the same fingerprint, trained once), while ours keeps the "
+        "paper's k, γ, α unsearched; the values below elsewhere: rank-l M = L Lᵀ, graph terms on "
+        "kNN edges; LRML γ_S = γ_D = 0.01 rescaled by Ω, log|M| ≥ 0 as an equality; LRML and "
+        "ISDML heat-kernel affinities with bandwidth σ² = the mean squared kNN distance (the "
+        "paper gives none); ISDML normalised Laplacian; SERAPH 5,000 sampled unlabelled pairs, μ "
+        "= |P|/|U|, η = 1, λ = 1; APLLR a KISSME prior with shrinkage, APIT an ITML prior (5th / "
+        "95th percentile bounds, slack 1, at most 5,000 labelled constraints, at most 10 sweeps), "
+        "both kept close to their prior by the LogDet divergence, λ = 1",
         "applies to": "all",
         "effect": _NOT_MEASURED + "; every baseline comparison depends on them",
     },
     {
-        "deviation": "Table 5 baselines: unconstrained L, a triplet margin (not in the paper) of 0.2 on the same-class "
-        "settings and chosen on the validation classes of the class-disjoint ones (BASELINE_SEARCH), "
-        "their own units per epoch; every ordered labelled positive pair gets one negative drawn "
-        "uniformly at random per partition",
+        "deviation": "Table 5 baselines: unconstrained L, a triplet margin (not in the paper) of "
+        "0.2 on the same-class settings and chosen on the validation classes of the "
+        "class-disjoint ones (BASELINE_SEARCH), their own units per epoch; every ordered labelled "
+        "positive pair gets one negative drawn uniformly at random per partition",
         "applies to": "all",
         "effect": "units: the units table; effect " + _NOT_MEASURED,
     },
     {
-        "deviation": "Table 5's \"Angular (labelled only)\" is this chapter's Eq. (3), softplus of m_i with one "
-        "negative on the unnormalised Lᵀz, not Wang et al.'s angular loss (a hinge in its triplet form, "
-        "and an N-pair form over a batch's negatives)",
+        "deviation": "Table 5's \"Angular (labelled only)\" is this chapter's Eq. (3), softplus "
+        "of m_i with one negative on the unnormalised Lᵀz, not Wang et al.'s angular loss (a "
+        "hinge in its triplet form, and an N-pair form over a batch's negatives)",
         "applies to": "all",
         "effect": _NOT_MEASURED + "; the row is the proposed loss on the labelled part",
     },
     {
-        "deviation": 'the row "Ours, negatives outside N_k" mines its negatives uniformly outside the anchor\'s kNN '
-        "neighbourhood instead of the paper's lower-affinity half of it: the diagnosis's alternative, "
-        "shown beside the paper's mining, not a reading of the paper",
+        "deviation": 'the row "Ours, negatives outside N_k" mines its negatives uniformly '
+        "outside the anchor's kNN neighbourhood instead of the paper's lower-affinity half of "
+        "it: the diagnosis's alternative, shown beside the paper's mining, not a reading of the "
+        "paper",
         "applies to": "default",
         "effect": "mining quality: the diagnosis section; retrieval: its row in Tables 1-2",
     },
     {
-        "deviation": "Table 3 (five unsupervised methods on CUB-200 / Cars-196) is not reproduced: none of Exemplar, "
-        "RotationNet, NCE, DeepCluster and Synthetic is implemented in dmlnb (each is its own paper), and "
-        "its only row this chapter trains, Ours, is Table 2's, whose paper-profile network lacks R-MAC",
+        "deviation": "Table 3 (five unsupervised methods on CUB-200 / Cars-196) is not "
+        "reproduced: none of Exemplar, RotationNet, NCE, DeepCluster and Synthetic is implemented "
+        "in dmlnb (each is its own paper), and its only row this chapter trains, Ours, is Table "
+        "2's, whose paper-profile network lacks R-MAC",
         "applies to": "paper",
         "effect": "out of scope; Table 3 is shown as reported",
     },
     {
-        "deviation": "evaluation: Recall@K and k-means on the learned Lᵀz (unnormalised) with Euclidean distances; "
-        "the paper says only that it evaluates the test embeddings (the book's other chapters use cosine "
-        "similarity)",
+        "deviation": "evaluation: Recall@K and k-means on the learned Lᵀz (unnormalised) with "
+        "Euclidean distances; the paper says only that it evaluates the test embeddings (the "
+        "book's other chapters use cosine similarity)",
         "applies to": "all",
         "effect": _NOT_MEASURED,
     },
     {
-        "deviation": "t-SNE: the left panel embeds the untrained network's whole z (d-dimensional), not the first l "
-        "coordinates the Initial row evaluates; the trained panels embed Lᵀz (l-dimensional)",
+        "deviation": "t-SNE: the left panel embeds the untrained network's whole z "
+        "(d-dimensional), not the first l coordinates the Initial row evaluates; the trained "
+        "panels embed Lᵀz (l-dimensional)",
         "applies to": "all",
         "effect": "the left panel is not the embedding the Initial row measures",
     },
@@ -1126,8 +1142,8 @@ def below_floor_sentence(verdicts: pd.DataFrame, metrics: Sequence[str] = ("R@1"
             col = verdicts[(floor, m)]
             below = list(col.index[col == "below"])
             parts.append(
-                f"{m} below {floor.removeprefix('vs ')} (chapter 00): {len(below)} of {len(col)} rows"
-                + (f" ({', '.join(below)})" if below else "")
+                f"{m} below {floor.removeprefix('vs ')} (chapter 00): {len(below)} of {len(col)} "
+                "rows" + (f" ({', '.join(below)})" if below else "")
             )
     return "; ".join(parts) + "."
 
@@ -1387,9 +1403,9 @@ def run_baseline_search(
     setting = settings_for(profile, validation)[key]
     if setting.validation is None:
         raise ValueError(
-            f"setting {key!r} at the {profile} profile has no validation split (validation="
-            f"{validation!r}; same-class settings have none): the search chooses on validation classes "
-            "only; pass validation=True on a class-disjoint setting"
+            f"setting {key!r} at the {profile} profile has no validation split "
+            f"(validation={validation!r}; same-class settings have none): the search chooses on "
+            "validation classes only; pass validation=True on a class-disjoint setting"
         )
     seed = setting.seeds[0]
     splits = load_splits(setting, setting.train_config(profile, seed, overrides), seed, data_root)
@@ -1464,31 +1480,35 @@ def search_table(
 #: docstrings in dmlnb.ssdml hold the details): ``{method: (implemented, deviations)}``.
 BASELINE_NOTES: dict[str, tuple[str, str]] = {
     "lrml": (
-        "DeepLRML: mean similar / dissimilar labelled distances against the heat-kernel kNN Laplacian, "
-        "M = L Lᵀ, log|M| = 0 by rescaling",
-        "γ_S, γ_D relative to the graph's total affinity Ω; log|M| ≥ 0 as "
-        "an equality; SGD on L and θ instead of an SDP; kernel bandwidth the mean squared kNN distance",
+        "DeepLRML: mean similar / dissimilar labelled distances against the heat-kernel kNN "
+        "Laplacian, M = L Lᵀ, log|M| = 0 by rescaling",
+        "γ_S, γ_D relative to the graph's total affinity Ω; log|M| ≥ 0 as an equality; SGD on L "
+        "and θ instead of an SDP; kernel bandwidth the mean squared kNN distance",
     ),
     "seraph": (
         "DeepSERAPH: labelled-pair NLL + μ × unlabelled-pair entropy + λ Tr(M)",
-        "unlabelled pairs sampled per partition (max_unlabelled_pairs), μ = |P|/|U| by default; SGD instead of "
-        "the original's EM-like updates",
+        "unlabelled pairs sampled per partition (max_unlabelled_pairs), μ = |P|/|U| by default; "
+        "SGD instead of the original's EM-like updates",
     ),
     "isdml": (
         "DeepISDML: LRML with the density-adapted Laplacian ρ̄ D^-1/2 W D^-1/2",
-        "the SSDML paper's one-line description implemented, not Ying et al.'s Riemannian optimisation",
+        "the SSDML paper's one-line description implemented, not Ying et al.'s Riemannian "
+        "optimisation",
     ),
     "apllr": (
-        "DeepAPLLR: LogDet divergence to a KISSME prior + λ × Laplacian of the propagated affinities",
-        "covariance shrinkage and an eigenvalue floor on the prior; SGD instead of the closed form; Laplacian on "
-        "kNN edges and labelled pairs only",
+        "DeepAPLLR: LogDet divergence to a KISSME prior + λ × Laplacian of the propagated "
+        "affinities",
+        "covariance shrinkage and an eigenvalue floor on the prior; SGD instead of the closed "
+        "form; Laplacian on kNN edges and labelled pairs only",
     ),
     "apit": (
         "DeepAPIT: LogDet divergence to an ITML prior + λ × Laplacian of the propagated affinities",
-        "ITML with 5th / 95th percentile bounds, slack 1, at most 5,000 constraints, 10 sweeps; as APLLR otherwise",
+        "ITML with 5th / 95th percentile bounds, slack 1, at most 5,000 constraints, 10 sweeps; "
+        "as APLLR otherwise",
     ),
     "triplet": (
-        "LabelledTriplets('triplet'): hinge on squared distances, one random negative per labelled positive pair",
+        "LabelledTriplets('triplet'): hinge on squared distances, one random negative per "
+        "labelled positive pair",
         "margin not given by the paper; unconstrained L",
     ),
     "angular": (
@@ -1644,8 +1664,8 @@ def reported_leader_sentence(table: str, method: str = "Ours") -> str:
             f"{m} on {d} ({', '.join(f'{k} {v:.1f}' for k, v in above.items())} vs {r[method]:.1f})"
         )
     return (
-        f"Reported ({datasets}): {method} is best in {len(lead) - len(losses)} of {len(lead)} columns; "
-        f"not on {'; '.join(parts)}."
+        f"Reported ({datasets}): {method} is best in {len(lead) - len(losses)} of {len(lead)} "
+        f"columns; not on {'; '.join(parts)}."
     )
 
 
@@ -1660,12 +1680,14 @@ def reported_orthogonality_sentence(metrics: Sequence[str] = ("R@1", "NMI")) -> 
     t4, drops = REPORTED["table4"], reported_orthogonality_drops()
     every = bool((drops > 0).all().all())
     out = [
-        f"Reported: without orthogonality {'every' if every else 'not every'} metric is lower on every dataset"
+        f"Reported: without orthogonality {'every' if every else 'not every'} metric is lower on "
+        "every dataset"
     ]
     for m in metrics:
         d = drops[m].idxmax()
         out.append(
-            f"the largest {m} drop is on {d} ({t4.at[(d, 'w/ orth'), m]:.1f} → {t4.at[(d, 'w/o orth'), m]:.1f})"
+            f"the largest {m} drop is on {d} ({t4.at[(d, 'w/ orth'), m]:.1f} → "
+            f"{t4.at[(d, 'w/o orth'), m]:.1f})"
         )
     return "; ".join(out) + "."
 
@@ -1687,7 +1709,8 @@ def reported_alpha_sentence(metrics: Sequence[str] = ("NMI", "R@1")) -> str:
     return (
         f"Reported (Fig. 2 middle, Cars-196, α = {', '.join(f'{a:g}°' for a in t.index)}): "
         + "; ".join(parts)
-        + f'; the paper calls this "fairly stable in the range {t.index.min():g}°-{t.index.max():g}°".'
+        + '; the paper calls this "fairly stable in the range '
+        f'{t.index.min():g}°-{t.index.max():g}°".'
     )
 
 
@@ -1737,18 +1760,20 @@ def _reported_over_initial(metrics: Sequence[str]) -> str:
 def _untested(settings: Mapping[str, Setting]) -> list[Claim]:
     """The claims this chapter cannot test, with the reason computed from the settings."""
     runs_here = "; ".join(
-        f"{st.name}: {st.config['epochs']} epochs in {-(-st.config['epochs'] // st.epochs_per_partition)} partitions"
+        f"{st.name}: {st.config['epochs']} epochs in "
+        f"{-(-st.config['epochs'] // st.epochs_per_partition)} partitions"
         for st in settings.values()
     )
     t3 = REPORTED["table3"]
     return [
         Claim(
             "The objective decreases steadily during training (Fig. 2 left)",
-            f"Fig. 2 (left, Cars-196): the loss over the first {REPORTED_CONVERGENCE_EPOCHS} epochs, whole training set",
+            f"Fig. 2 (left, Cars-196): the loss over the first {REPORTED_CONVERGENCE_EPOCHS} "
+            "epochs, whole training set",
             "loss per epoch plotted (Figure 2, left, reproduced)",
             not_tested(
-                f"{runs_here}, triplets re-mined per partition, against {REPORTED_CONVERGENCE_EPOCHS} "
-                "epochs on one set in the paper"
+                f"{runs_here}, triplets re-mined per partition, against "
+                f"{REPORTED_CONVERGENCE_EPOCHS} epochs on one set in the paper"
             ),
         ),
         Claim(
@@ -1756,7 +1781,8 @@ def _untested(settings: Mapping[str, Setting]) -> list[Claim]:
             reported_leader_sentence("table3"),
             "—",
             not_tested(
-                f"none of the {len(t3.index.drop('Ours'))} unsupervised methods is reimplemented here"
+                f"none of the {len(t3.index.drop('Ours'))} unsupervised methods is reimplemented "
+                "here"
             ),
         ),
     ]
@@ -1779,13 +1805,13 @@ def initial_selection_bias(setting: Setting, protocol: str | None = None) -> str
     while the network at initialisation is evaluated once."""
     if setting.validation is None:
         return (
-            "each run's epoch is its best test evaluation (no validation split), against one evaluation at "
-            "initialisation"
+            "each run's epoch is its best test evaluation (no validation split), against one "
+            "evaluation at initialisation"
         )
     if protocol == "test":
         return (
-            "each run's epoch is its best test evaluation (the papers' protocol), against one evaluation at "
-            "initialisation"
+            "each run's epoch is its best test evaluation (the papers' protocol), against one "
+            "evaluation at initialisation"
         )
     return None
 
@@ -1815,8 +1841,8 @@ def _searched(
     if not parts:
         return "", untouched
     return (
-        "; searched on the validation classes (1 seed per value; the chosen value's first seed is the search's "
-        "winning run): " + ", ".join(parts)
+        "; searched on the validation classes (1 seed per value; the chosen value's first seed is "
+        "the search's winning run): " + ", ".join(parts)
     ), untouched
 
 
@@ -1908,7 +1934,8 @@ def claims(
             bias = initial_selection_bias(st, protocol)
             out.append(
                 Claim(
-                    f"Ours improves on the network at initialisation ({st.name}, {', '.join(init_metrics)})",
+                    f"Ours improves on the network at initialisation ({st.name}, "
+                    f"{', '.join(init_metrics)})",
                     _reported_over_initial(init_metrics),
                     "; ".join(
                         f"{m} ours {_fmt(_per_seed(by_method['ours'], m))} vs initial "
@@ -1926,12 +1953,13 @@ def claims(
             t4_sets = ", ".join(t4.index)
             out.append(
                 Claim(
-                    f"Orthogonality keeps a higher effective rank of the test embedding ({st.name})",
-                    f"Table 4 ({t4_sets}): w/ orth higher in {int((t4 > 0).sum().sum())} of {t4.size} cells; Fig. 2 "
-                    "(right, t-SNE, MNIST and CIFAR-10); the paper argues that orthogonality avoids a collapse, "
-                    "which it does not measure",
-                    f"effective rank (of l = {st.metric_dim}) w/ orth {_fmt(er['ours'], 1.0)} vs w/o "
-                    f"{_fmt(er['ours-noorth'], 1.0)}",
+                    "Orthogonality keeps a higher effective rank of the test embedding "
+                    f"({st.name})",
+                    f"Table 4 ({t4_sets}): w/ orth higher in {int((t4 > 0).sum().sum())} of "
+                    f"{t4.size} cells; Fig. 2 (right, t-SNE, MNIST and CIFAR-10); the paper "
+                    "argues that orthogonality avoids a collapse, which it does not measure",
+                    f"effective rank (of l = {st.metric_dim}) w/ orth {_fmt(er['ours'], 1.0)} vs "
+                    f"w/o {_fmt(er['ours-noorth'], 1.0)}",
                     _proxy(compare(er["ours"], er["ours-noorth"]), EFFECTIVE_RANK_PROXY),
                 )
             )
@@ -1950,8 +1978,9 @@ def claims(
             out.append(
                 Claim(
                     f"Orthogonality improves every metric ({st.name}, {', '.join(shown)})",
-                    f"Table 4: {'every' if every else 'not every'} metric lower without orthogonality on "
-                    f"{', '.join(t4.index.get_level_values(0).unique())}; {metric} w/ minus w/o: "
+                    f"Table 4: {'every' if every else 'not every'} metric lower without "
+                    f"orthogonality on {', '.join(t4.index.get_level_values(0).unique())}; "
+                    f"{metric} w/ minus w/o: "
                     + ", ".join(f"{d} {v:+.1f}" for d, v in t4[metric].items()),
                     "; ".join(
                         f"{m} w/ {_fmt(_per_seed(by_method['ours'], m))} vs w/o "
@@ -1967,9 +1996,10 @@ def claims(
         )
         out.append(
             Claim(
-                f"Unlabelled data helps over supervised-only training with the same labels ({st.name}, {metric})",
-                f"Table 5 (CUB-200): ours {t5.at['Ours', metric]:.1f} vs triplet {t5.at['Triplet', metric]:.1f} / "
-                f"angular {t5.at['Angular', metric]:.1f}",
+                "Unlabelled data helps over supervised-only training with the same labels "
+                f"({st.name}, {metric})",
+                f"Table 5 (CUB-200): ours {t5.at['Ours', metric]:.1f} vs triplet "
+                f"{t5.at['Triplet', metric]:.1f} / angular {t5.at['Angular', metric]:.1f}",
                 f"ours {_fmt(ours)}; "
                 + ", ".join(
                     f"{NAMES[m]} {_fmt(_per_seed(by_method[m], metric))} ({v})"
@@ -1983,10 +2013,13 @@ def claims(
     lo, hi = t_alpha.index.min(), t_alpha.index.max()
     paper_alpha = (
         f'Fig. 2 (middle, Cars-196): "fairly stable in the range {lo:g}°-{hi:g}°"; {metric} '
-        f"{t_alpha[metric].min():.1f}-{t_alpha[metric].max():.1f}, a spread of {100 * margin:.1f} pts "
-        "(the margin)"
+        f"{t_alpha[metric].min():.1f}-{t_alpha[metric].max():.1f}, a spread of {100 * margin:.1f} "
+        "pts (the margin)"
     )
-    claim = f"α is insensitive in {lo:g}°-{hi:g}° (every pair of angles within ±{100 * margin:.1f} pts {metric})"
+    claim = (
+        f"α is insensitive in {lo:g}°-{hi:g}° (every pair of angles within "
+        f"±{100 * margin:.1f} pts {metric})"
+    )
     if not alpha_runs or alpha_key is None:
         out.append(
             Claim(claim, paper_alpha, "no α sweep run", not_tested("no α sweep at this profile"))
@@ -2243,8 +2276,8 @@ MINING_VARIANTS: dict[str, dict[str, Any]] = {
 MINING_QUESTIONS: list[tuple[str, str, str, str]] = [
     *[
         (
-            f"W sorts the neighbourhood better than chance (k = {k}): more positives of the anchor's class, and as "
-            "many more negatives of another class",
+            f"W sorts the neighbourhood better than chance (k = {k}): more positives of the "
+            "anchor's class, and as many more negatives of another class",
             "pos_same",
             f"W{' (paper)' if k == 10 else ''}, k = {k}",
             f"random W (chance), k = {k}",
@@ -2258,8 +2291,8 @@ MINING_QUESTIONS: list[tuple[str, str, str, str]] = [
         "W (paper), k = 10",
     ),
     (
-        "the two-sided propagation sorts better than the paper's: more positives of the anchor's class, and as many "
-        "more negatives of another class",
+        "the two-sided propagation sorts better than the paper's: more positives of the anchor's "
+        "class, and as many more negatives of another class",
         "pos_same",
         "two-sided W, k = 10",
         "W (paper), k = 10",
@@ -2327,8 +2360,8 @@ def partition_features(
     elif source == "softmax on every training label (oracle)":
         if not isinstance(pool.dataset, InMemoryDataset):
             raise ValueError(
-                f"feature source {source!r} needs an in-memory dataset, not {type(pool.dataset).__name__}; "
-                "leave it out of the sources at this profile"
+                f"feature source {source!r} needs an in-memory dataset, not "
+                f"{type(pool.dataset).__name__}; leave it out of the sources at this profile"
             )
         targets = torch.cat([splits.train.labels.cpu(), splits.unlabelled_targets.cpu()])  # type: ignore[union-attr]
         oracle = InMemoryDataset(pool.dataset.images, targets)

@@ -1073,7 +1073,10 @@ class MarginDecayHook(Hook):
         self.initial = state["initial"]
 
     def __repr__(self) -> str:
-        return f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, staircase={self.staircase})"
+        return (
+            f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, "
+            f"staircase={self.staircase})"
+        )
 
 
 # --------------------------------------------------------------------------- diagnostics

@@ -122,8 +122,9 @@ def _select(model: nn.Module, params: str | ParamSelector) -> list[nn.Parameter]
             if isinstance(backbone, nn.Module):
                 return list(backbone.parameters())
         raise ValueError(
-            f"params='backbone' needs model.trunk or model.backbone (an nn.Module), "
-            f"{type(model).__name__} has neither; pass params='all' or a callable model -> parameters"
+            "params='backbone' needs model.trunk or model.backbone (an nn.Module), "
+            f"{type(model).__name__} has neither; pass params='all' or a callable model -> "
+            "parameters"
         )
     raise ValueError(f"params must be 'backbone', 'all' or a callable, got {params!r}")
 

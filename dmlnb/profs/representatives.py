@@ -394,8 +394,9 @@ class CenterRepresentatives(Hook):
         classes = sampler.classes
         if int(classes.min()) < 0 or int(classes.max()) >= int(loss.num_classes):
             raise ValueError(
-                f"the sampler's labels span [{int(classes.min())}, {int(classes.max())}], the loss "
-                f"has centres for classes [0, {int(loss.num_classes)}); build both from one label set"
+                f"the sampler's labels span [{int(classes.min())}, {int(classes.max())}], the "
+                f"loss has centres for classes [0, {int(loss.num_classes)}); build both from one "
+                "label set"
             )
         self.sampler, self.loss = sampler, loss
 

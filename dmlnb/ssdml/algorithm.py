@@ -283,8 +283,9 @@ class PartitionUnits(Hook):
         )  # (U, s)
         if units.dim() != 2 or units.shape[1] != self.objective.unit_size or len(units) == 0:
             raise ValueError(
-                f"{type(self.objective).__name__}.prepare returned units of shape {tuple(units.shape)}; "
-                f"expected a non-empty (U, {self.objective.unit_size}) index tensor"
+                f"{type(self.objective).__name__}.prepare returned units of shape "
+                f"{tuple(units.shape)}; expected a non-empty (U, {self.objective.unit_size}) "
+                "index tensor"
             )
         used = torch.arange(len(units))  # (U',) the unit rows trained on
         if self.schedule.max_units is not None and len(units) > self.schedule.max_units:
@@ -427,8 +428,8 @@ def train_ssdml(
     check_dataset_labels(labelled, "labelled")
     if config.steps_per_epoch is not None:
         raise ValueError(
-            f"config.steps_per_epoch is {config.steps_per_epoch}; an Algorithm 1 epoch is one pass over "
-            "the partition's units: pass config.replace(steps_per_epoch=None)"
+            f"config.steps_per_epoch is {config.steps_per_epoch}; an Algorithm 1 epoch is one "
+            "pass over the partition's units: pass config.replace(steps_per_epoch=None)"
         )
     pool = TrainingPool(labelled, unlabelled)
     if len(pool.labels) < 2:

@@ -75,7 +75,8 @@ def mining_quality(
         )
     if bool((targets < 0).any()):
         raise ValueError(
-            "targets must hold every row's hidden class (>= 0); pass the unlabelled rows' true classes"
+            "targets must hold every row's hidden class (>= 0); pass the unlabelled rows' true "
+            "classes"
         )
     if affinity not in AFFINITIES:
         raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")

@@ -50,7 +50,8 @@ def neighbourhood_triplets(
         raise ValueError(f"W must be (N, N), got shape {tuple(W.shape)}")
     if neighbours.dim() != 2 or neighbours.shape[0] != W.shape[0]:
         raise ValueError(
-            f"neighbours must be (N, k) with N = {W.shape[0]} rows, got shape {tuple(neighbours.shape)}"
+            f"neighbours must be (N, k) with N = {W.shape[0]} rows, got shape "
+            f"{tuple(neighbours.shape)}"
         )
     if negatives not in NEGATIVES:
         raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
