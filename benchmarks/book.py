@@ -2,16 +2,17 @@
 
     python benchmarks/book.py                     # the committed default-profile records
     python benchmarks/book.py --profile smoke --results /path/to/results
-    python benchmarks/book.py --measure --out benchmarks/results/book_cpu.txt   # also time a step here
+    python benchmarks/book.py --measure --out benchmarks/results/book_cpu.txt
+                                                  # also time a step here
     python benchmarks/book.py --convolutions --out benchmarks/results/book_convolutions_cpu.txt
 
 One row per chapter: runs, epochs trained, images processed, training and evaluation seconds as
 the records measured them (on the machines and thread counts that trained them, named in the
-``threads`` column), and the total, and ``outside %``: the share of the training steps' time spent outside the
-model's forward and backward pass (sampler and batch gather, hooks, loss, optimiser step,
-bookkeeping), from the per-phase seconds (:class:`dmlnb.training.PhaseClock`) that runs trained
-on the CPU record. A second table splits the steps' time into those phases per chapter, so the
-next hotspot is visible. Records written before the loop timed its phases leave both empty
+``threads`` column), and the total, and ``outside %``: the share of the training steps' time spent
+outside the model's forward and backward pass (sampler and batch gather, hooks, loss, optimiser
+step, bookkeeping), from the per-phase seconds (:class:`dmlnb.training.PhaseClock`) that runs
+trained on the CPU record. A second table splits the steps' time into those phases per chapter, so
+the next hotspot is visible. Records written before the loop timed its phases leave both empty
 ("-"). Images count only the epochs whose record holds img/s (the SSDML algorithm's own runs
 record none). This is the cost of regenerating the chapter with ``retrain=True`` on a machine
 like the one that made the records; re-rendering from the records costs none of it.
@@ -22,11 +23,11 @@ process: a bare PyTorch loop with the model in the default (NCHW) and in the cha
 memory format with glibc's default allocation, the channels_last loop with freed memory kept for
 reuse (:mod:`dmlnb.allocator`; with ``--compile`` also compiled by ``torch.compile``: inductor,
 which needs a C++ compiler), the same with each block's ReLU before its max-pool (the
-literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first), the same with the 14x14
-convolution computed by NNPACK's fast transform where torch has NNPACK (fewer multiplications, other
-rounding: what that would save a step, :func:`fast_transform_layers`), ``dmlnb.train`` as the book runs it, and two independent runs side
-by side in two processes of one thread each (what the launcher does with a chapter's runs), next
-to one run on all threads.
+literature's order, which :class:`dmlnb.models.ConvNet` computes bit for bit with the pool first),
+the same with the 14x14 convolution computed by NNPACK's fast transform where torch has NNPACK
+(fewer multiplications, other rounding: what that would save a step, :func:`fast_transform_layers`),
+``dmlnb.train`` as the book runs it, and two independent runs side by side in two processes of one
+thread each (what the launcher does with a chapter's runs), next to one run on all threads.
 
 ``--convolutions`` times each pass the step makes through each convolution of the network, on
 one thread, against this CPU's float32 matrix multiply (:func:`convolution_table`), and the whole
@@ -125,7 +126,7 @@ def phase_shares(table: pd.DataFrame) -> pd.DataFrame:
     return (100 * phases.div(timed, axis=0))[timed > 0]
 
 
-# ------------------------------------------------------------------------------ the step, measured here
+# -------------------------------------------------------------------------- the step, measured here
 
 
 def _step_setup(channels_last: bool, steps: int):  # noqa: ANN202
@@ -166,8 +167,9 @@ def relu_before_pool(net: torch.nn.Module) -> None:
 class _FastTransformConvolution(torch.autograd.Function):
     """A stride-1 "same" 3x3 convolution without bias whose forward pass and input gradient are
     NNPACK's fast transform (on NCHW copies, converted back to channels_last) and whose weight
-    gradient is the direct one (``torch.ops.aten.convolution_backward``): :func:`convolution_table`'s
-    NNPACK column inside a whole step. It rounds differently from the direct convolution."""
+    gradient is the direct one (``torch.ops.aten.convolution_backward``):
+    :func:`convolution_table`'s NNPACK column inside a whole step. It rounds differently from the
+    direct convolution."""
 
     @staticmethod
     def forward(ctx, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:  # noqa: ANN001
@@ -368,7 +370,7 @@ def step_table(steps: int, repeats: int = 1, compiled: bool = False) -> pd.DataF
     return pd.DataFrame(rows, columns=["way", "threads", "img/s", "min", "max"])
 
 
-# ------------------------------------------------------------------------------ the convolutions, against the CPU
+# ---------------------------------------------------------------- the convolutions, against the CPU
 
 
 def matmul_gflops(size: int = 1024, repeats: int = 5) -> float:

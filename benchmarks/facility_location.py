@@ -39,7 +39,8 @@ _HOST_READS = {
     "unique_consecutive",
     "is_nonzero",
 }
-# Operators that allocate or make a CPU scalar without launching a kernel (views are found by is_view).
+# Operators that allocate or make a CPU scalar without launching a kernel (views
+# are found by is_view).
 _NO_KERNEL = {
     "empty",
     "new_empty",
@@ -70,8 +71,8 @@ class _OpCounter(TorchDispatchMode):
 def batch(
     b: int, per_class: int, device: torch.device, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(dist (B, B) float32, labels (B,))``: ``per_class`` unit embeddings around each of ``B / m``
-    random centres."""
+    """``(dist (B, B) float32, labels (B,))``: ``per_class`` unit embeddings around each of
+    ``B / m`` random centres."""
     gen = torch.Generator().manual_seed(seed)
     labels = torch.arange(b // per_class).repeat_interleave(per_class)  # (B,)
     centres = torch.randn(b // per_class, 128, generator=gen)  # (C, 128)

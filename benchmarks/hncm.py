@@ -10,8 +10,8 @@ memory ``L`` random ``D``-dimensional representatives, draws one batch of ``C`` 
 of ``--repeats`` draws, in milliseconds, for each rule:
 
 * ``uniform ms``: ``C`` classes uniformly (PROFS without HNCM);
-* ``HNCM ms``: the greedy chain (``hncm_mode="greedy"``, the default profile's runs): ``C - 1`` scans
-  of the ``(L, D)`` memory, ``O(C L D)``;
+* ``HNCM ms``: the greedy chain (``hncm_mode="greedy"``, the default profile's runs): ``C - 1``
+  scans of the ``(L, D)`` memory, ``O(C L D)``;
 * ``HNCM scan ms``: one scan (``hncm_mode="scan"``, the paper's ``O(L)``, Sec. 4.2): the ``C - 1``
   classes nearest to a uniformly drawn one, ``O(L D)``.
 
@@ -28,7 +28,8 @@ import torch
 
 from dmlnb.experiments.profs import PAPER_TRAIN_SETS, hncm_pick_cost
 
-#: The chapter's number of classes (Omniglot-small's 136), CUB's, Cars196's and SOP's training classes.
+#: The chapter's number of classes (Omniglot-small's 136), CUB's, Cars196's and
+#: SOP's training classes.
 DEFAULT_CLASSES = sorted({136, *(classes for _, classes in PAPER_TRAIN_SETS.values())})
 
 

@@ -1,7 +1,7 @@
 """Input-pipeline throughput from JPEG files: PIL + DataLoader workers vs the decoded cache
 cropped on batches (:mod:`dmlnb.data.cached_images`), and the training steps each one feeds.
 
-    python benchmarks/input_pipeline.py                  # 3,200 JPEGs of 500x375, ResNet-50, batch 128
+    python benchmarks/input_pipeline.py           # 3,200 JPEGs of 500x375, ResNet-50, batch 128
     python benchmarks/input_pipeline.py --images 48 --width 60 --height 45 --image-size 32 \\
         --batch-size 8 --steps 2 --workers 0 --model convnet          # seconds on a CPU
 
@@ -118,7 +118,8 @@ def loader_rate(
 
 
 def cached_rate(dataset, batch_size: int, steps: int, device: torch.device) -> tuple[float, float]:
-    """Cached batches alone (``get_batch`` on ``device``, prefetched one ahead), after one warm-up batch."""
+    """Cached batches alone (``get_batch`` on ``device``, prefetched one ahead), after
+    one warm-up batch."""
     g = torch.Generator().manual_seed(0)
     index = [torch.randint(0, len(dataset), (batch_size,), generator=g) for _ in range(steps + 1)]
 

@@ -1,14 +1,14 @@
 """Evaluation time of dmlnb next to pytorch-metric-learning's AccuracyCalculator (faiss inside).
 
-    python benchmarks/retrieval.py                       # 1 thread, N = 20,000 x D = 128, 5,000 classes
+    python benchmarks/retrieval.py                # 1 thread, N = 20,000 x D = 128, 5,000 classes
     python benchmarks/retrieval.py --n 5000 --classes 1000 --threads 2 --out results.csv
 
 Both sides get the same embeddings in one process; PML ranks by L2 distance, so it gets them
 L2-normalised, where its order is our cosine order. Rows: Recall@1 + MAP@R (one neighbour search
 on each side; PML with ``k="max_bin_count"``, as MAP@R needs), and k-means + NMI (one cluster per
 class). The value columns show what each side computed and "agree" whether the retrieval metrics
-match (only then do their times compare like with like); NMI differs by the k-means initialisation (different seeds).
-Median of ``--repeats`` runs after one warm-up.
+match (only then do their times compare like with like); NMI differs by the k-means initialisation
+(different seeds). Median of ``--repeats`` runs after one warm-up.
 """
 
 from __future__ import annotations
@@ -37,7 +37,8 @@ def _median_seconds(fn: Callable[[], object], repeats: int) -> tuple[float, obje
 
 
 def embeddings(n: int, dim: int, classes: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``n`` points ``(n, dim)`` in ``classes`` Gaussian classes of equal size, and their labels ``(n,)``."""
+    """``n`` points ``(n, dim)`` in ``classes`` Gaussian classes of equal size, and
+    their labels ``(n,)``."""
     g = torch.Generator().manual_seed(seed)
     if n % classes:
         raise ValueError(f"n={n} must be a multiple of classes={classes} (equal class sizes)")

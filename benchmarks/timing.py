@@ -1,4 +1,5 @@
-"""Wall-clock timing shared by the benchmark scripts beside this one (``from timing import ...``)."""
+"""Wall-clock timing shared by the benchmark scripts beside this one
+(``from timing import ...``)."""
 
 from __future__ import annotations
 

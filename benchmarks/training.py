@@ -1,8 +1,9 @@
 """Paper-profile training speed on one device, next to a bare-PyTorch loop and PML.
 
-    python benchmarks/training.py                        # the first CUDA device, else the CPU (small sizes)
+    python benchmarks/training.py             # the first CUDA device, else the CPU (small sizes)
     python benchmarks/training.py --out benchmarks/results/training_h100.txt
-    python benchmarks/training.py --quick --device cpu   # tiny sizes: checks the script runs (CI does)
+    python benchmarks/training.py --quick --device cpu
+                                              # tiny sizes: checks the script runs (CI does)
 
 Prints, for one device:
 
@@ -60,7 +61,8 @@ from dmlnb.samplers import MPerClassSampler
 
 
 def _synthetic_set(n: int, size: int, classes: int, device: torch.device) -> InMemoryDataset:
-    """``n`` random normalised images ``(n, 3, size, size)`` of ``classes`` classes, on ``device``."""
+    """``n`` random normalised images ``(n, 3, size, size)`` of ``classes``
+    classes, on ``device``."""
     g = torch.Generator().manual_seed(0)
     images = torch.randn(n, 3, size, size, generator=g).to(device)  # (n, 3, S, S)
     return InMemoryDataset(images, torch.arange(n) % classes)
@@ -289,7 +291,8 @@ def inference_table(
 ) -> pd.DataFrame:
     """Table 3: ms of one loss-augmented inference (greedy + 5 PAM passes, ``refinement="full"``,
     the form with the static-shape path and CUDA graphs) at ``m`` images per
-    class (``benchmarks/facility_location.py``'s batches), on ``device`` and on this machine's CPU."""
+    class (``benchmarks/facility_location.py``'s batches), on ``device`` and on
+    this machine's CPU."""
     rows = []
     for b in batch_sizes:
         dist, y = fl_benchmark.batch(b, m, torch.device("cpu"))  # (B, B), (B,)

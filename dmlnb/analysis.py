@@ -1,4 +1,5 @@
-"""How an embedding uses its space: the similarity statistics behind Easy Positive's Figures 2, 3, 5.
+"""How an embedding uses its space: the similarity statistics behind Easy
+Positive's Figures 2, 3, 5.
 
 Xuan, Stylianou & Pless (WACV 2020) argue that pulling every image towards *all* (or the
 hardest) same-class images over-clusters the training data, and that the resulting embedding maps

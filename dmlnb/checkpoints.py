@@ -146,7 +146,8 @@ def _damaged(path: Path, err: BaseException) -> CheckpointError:
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:
-    """``{"rng_cpu": ByteTensor, "rng_cuda": ByteTensor | None}`` of this process, for a checkpoint."""
+    """``{"rng_cpu": ByteTensor, "rng_cuda": ByteTensor | None}`` of this process,
+    for a checkpoint."""
     return {
         "rng_cpu": torch.get_rng_state(),
         "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,

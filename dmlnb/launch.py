@@ -103,9 +103,9 @@ def worker_env(
     environ: Mapping[str, str] = os.environ,
 ) -> dict[str, str]:
     """The environment of process ``index`` of ``processes``: ``environ`` with the launch's start
-    time (with ``retrain`` a record written since is this launch's: :func:`dmlnb.runs.train_or_reload`
-    reloads it), its shard, the abort file and the claims folder the shards share (none of the three
-    when ``processes == 1``), its threads
+    time (with ``retrain`` a record written since is this launch's:
+    :func:`dmlnb.runs.train_or_reload` reloads it), its shard, the abort file and the claims folder
+    the shards share (none of the three when ``processes == 1``), its threads
     (:func:`worker_threads`), no progress bars and ``DMLNB_PROFILE=profile`` (a
     ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
     env = {

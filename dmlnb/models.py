@@ -9,7 +9,8 @@ the embedding.
 (Do et al., Table 2) evaluates beside the last layer. Trunks:
 
 * ``convnet``: the 4-block (conv3x3-BN-ReLU-maxpool) 64-channel network of the few-shot /
-  Omniglot literature, pooling only while the feature map is at least 2x2 so it also fits 8x8 digits.
+  Omniglot literature, pooling only while the feature map is at least 2x2 so it
+  also fits 8x8 digits.
 * ``ssdml-mnist`` / ``ssdml-cifar``: the MNIST and CIFAR-10 networks of Dutta et al. (AAAI 2021),
   whose 128-d / 64-d L2-normalised output feeds their metric layer ``L``.
 * ``googlenet``, ``resnet18``, ``resnet50``, ``vgg16``: torchvision backbones, ImageNet weights
@@ -246,5 +247,6 @@ def in_training_format(model: nn.Module, config: TrainConfig) -> nn.Module:
     A network evaluated outside the loop (reloaded weights, a network at initialisation) then
     embeds exactly as the loop's evaluations do: convolutions in another memory format round
     differently, enough to flip near-tied neighbours (the SSDML chapter's networks at
-    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row on digits, seed 0)."""
+    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row
+    on digits, seed 0)."""
     return model.to(memory_format=torch.channels_last) if config.channels_last else model

@@ -42,7 +42,8 @@ __all__ = [
 
 
 MAX_FIGURE_PX = 1000
-"""Widest PNG a notebook stores: about the book's column, so no figure is scaled down in the page."""
+"""Widest PNG a notebook stores: about the book's column, so no figure is scaled
+down in the page."""
 
 
 def figure_png(fig: Figure, dpi: float | None = None, max_px: int = MAX_FIGURE_PX) -> bytes:
@@ -103,7 +104,8 @@ def _error_bars(rows: pd.DataFrame) -> np.ndarray:
 def tsne(
     x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1
 ) -> np.ndarray:
-    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA initialisation) -> ``(N, 2)``."""
+    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA
+    initialisation) -> ``(N, 2)``."""
     from openTSNE import TSNE
 
     data = _numpy(x).astype(np.float64)
@@ -283,10 +285,11 @@ def plot_bound_tracking(
     """Lemma 3.1 during training (Do et al. 2019), per triplet (every quantity divided by ``H``).
 
     ``frame`` is a DataFrame with columns ``epoch``, ``seed``, ``L_t/H``, ``L_d/H``, ``gap/H``,
-    ``bound/H``, ``eps`` and ``eps_mean`` (e.g. :func:`dmlnb.experiments.discriminative.lemma_frame`);
-    lines show the mean over seeds, bands the min-max range. Left: the two losses; middle: the
-    gap ``L_d - L_t`` and the bound ``H (kappa_max - kappa_min + 3 eps)`` (log scale); right:
-    ``eps = 2 max_i |x_i - c_{y_i}|`` and its mean-based analogue.
+    ``bound/H``, ``eps`` and ``eps_mean`` (e.g.
+    :func:`dmlnb.experiments.discriminative.lemma_frame`); lines show the mean over seeds, bands the
+    min-max range. Left: the two losses; middle: the gap ``L_d - L_t`` and the bound
+    ``H (kappa_max - kappa_min + 3 eps)`` (log scale); right: ``eps = 2 max_i |x_i - c_{y_i}|`` and
+    its mean-based analogue.
     """
     import pandas as pd
 

@@ -7,8 +7,8 @@
 
 A profile is a set of :class:`TrainConfig` field values. Notebooks layer their own presets on top
 (``presets={"paper": {"dataset": "cars196"}}``) and a reader's overrides on top of that;
-:func:`make_config` validates every key, type and range (:data:`CONFIG_RULES`), so a typo fails loudly
-instead of being ignored; :func:`check_parameters` does the same for a notebook's parameters.
+:func:`make_config` validates every key, type and range (:data:`CONFIG_RULES`), so a typo fails
+loudly instead of being ignored; :func:`check_parameters` does the same for a notebook's parameters.
 """
 
 from __future__ import annotations
@@ -102,7 +102,8 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-#: The environment variable that overrides a notebook's ``profile`` parameter (:func:`resolve_profile`).
+#: The environment variable that overrides a notebook's ``profile`` parameter
+#: (:func:`resolve_profile`).
 PROFILE_ENV = "DMLNB_PROFILE"
 
 PROFILES: dict[str, dict[str, Any]] = {
@@ -471,7 +472,8 @@ _CROSS_CHECKS: tuple[tuple[Callable[[TrainConfig], bool], Callable[[TrainConfig]
 def _check_values(
     values: Mapping[str, Any], rules: Mapping[str, Rule], what: str
 ) -> dict[str, Any]:
-    """``values`` checked by ``rules`` (unknown names raise :class:`KeyError` listing the valid ones)."""
+    """``values`` checked by ``rules`` (unknown names raise :class:`KeyError`
+    listing the valid ones)."""
     unknown = sorted(set(values) - set(rules), key=str)
     if unknown:
         raise KeyError(f"unknown {what}(s) {unknown}; valid keys are: {', '.join(rules)}")

@@ -405,9 +405,10 @@ def _jsonable(obj: Any) -> Any:
 
 
 #: What a record's git ``dirty`` flag covers (its ``scope``): the package's own files, ``dmlnb/``,
-#: tracked and untracked (ignored files aside). Records made before the scope was recorded name none;
-#: their flag covered every tracked file of the tree, the committed run records and the rendered
-#: notebooks included, which the book's own runs and renders rewrite (:func:`package_changed`).
+#: tracked and untracked (ignored files aside). Records made before the scope was recorded name
+#: none; their flag covered every tracked file of the tree, the committed run records and the
+#: rendered notebooks included, which the book's own runs and renders rewrite
+#: (:func:`package_changed`).
 GIT_SCOPE = "dmlnb"
 
 #: At most this many changed files are listed in a record's git ``changed``.
@@ -424,7 +425,8 @@ def git_state(here: Path | None = None) -> dict[str, Any]:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
         ).stdout.strip()
-        status = subprocess.run(  # pathspec "." from the package's folder: dmlnb/ only; paths come from the root
+        # pathspec "." from the package's folder: dmlnb/ only; paths come from the root
+        status = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=normal", "--", "."],
             cwd=here,
             capture_output=True,
@@ -665,11 +667,11 @@ class RunRecord:
         epoch, its loss, test metrics and (when evaluated) validation metrics (timings, i.e.
         ``*_seconds`` entries, dates and the environment left out; the keys added to the
         configuration after outcomes were first stored, ``select_on``, ``betas`` and
-        ``head_lr_scale``, left out at their defaults, so runs made before them keep their outcome). Two trainings of one
-        configuration share it when they reproduce each other exactly; an analysis of the weights
-        stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained
-        again to other numbers is analysed again. (What the run *is*, before training, is
-        :func:`run_fingerprint`.)"""
+        ``head_lr_scale``, left out at their defaults, so runs made before them keep their outcome).
+        Two trainings of one configuration share it when they reproduce each other exactly; an
+        analysis of the weights stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it,
+        so a run trained again to other numbers is analysed again. (What the run *is*, before
+        training, is :func:`run_fingerprint`.)"""
 
         def timeless(values: dict[str, Any] | None) -> dict[str, Any]:
             return {k: v for k, v in (values or {}).items() if not k.endswith("_seconds")}

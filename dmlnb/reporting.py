@@ -170,7 +170,8 @@ def source_dataset(label: str) -> str:
     (``"reported (CUB-200-2011, GoogLeNet)"`` -> ``"CUB-200-2011"``).
 
     Raises:
-        ValueError: the label is not ``"reported (<dataset>...)"`` or ``"reproduced (<dataset>...)"``.
+        ValueError: the label is not ``"reported (<dataset>...)"`` or
+            ``"reproduced (<dataset>...)"``.
     """
     m = _SOURCE_LABEL.match(label)
     if m is None:
@@ -309,7 +310,8 @@ class Verdict(str):
         return obj
 
     def evidence(self) -> dict[str, str]:
-        """The columns a claims table shows: effect, interval and runs per side (``"—"`` if none)."""
+        """The columns a claims table shows: effect, interval and runs per side
+        (``"—"`` if none)."""
         fmt = lambda v: f"{v * self.scale:+.3g}" if math.isfinite(v) else "—"  # noqa: E731
         effect = fmt(self.effect) + (self.unit if math.isfinite(self.effect) else "")
         interval = f"[{fmt(self.low)}, {fmt(self.high)}]" if math.isfinite(self.low) else "—"
@@ -495,8 +497,8 @@ MIN_FIT_SIZES = 3
 def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
     """A band claim (:func:`compare_to_band`) on per-repeat slopes, ``sizes`` the
     number of sizes each repeat's slope was fitted on: when a repeat rests on fewer than
-    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between or
-    beyond them), the claim is decided neither way: "holds" and "does not hold" become
+    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between
+    or beyond them), the claim is decided neither way: "holds" and "does not hold" become
     "inconclusive", with the reason first in the note (the effect and interval kept). Otherwise, or
     without sizes (unknown), ``verdict`` unchanged."""
     short = [k for k in sizes if k < MIN_FIT_SIZES]
@@ -620,7 +622,8 @@ def qualify(verdict: Verdict, what: str) -> Verdict:
 def verdict_category(verdict: Verdict | str) -> str:
     """The category a verdict is counted in: the text before ``":"`` (``"does not hold: 1 of 3
     pairs hold"`` is ``"does not hold"``), except that a qualified hold (:func:`qualify`,
-    ``"holds: the bound falls, but stays vacuous"``) is :data:`QUALIFIED_HOLDS`, not a plain hold."""
+    ``"holds: the bound falls, but stays vacuous"``) is :data:`QUALIFIED_HOLDS`,
+    not a plain hold."""
     head, qualified, _ = str(verdict).partition(":")
     return QUALIFIED_HOLDS if head == HOLDS and qualified else head
 
@@ -781,12 +784,12 @@ def implementation_claims(
     sizes: Sequence[int] = (),
 ) -> tuple[Claim, Claim]:
     """The rule for a paper's complexity claim timed on code that is not what the claim describes
-    (another algorithm, or the algorithm used another way; ``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
-    same order, tested on the code that ran, is a separate measurement of ours: the per-repeat
-    log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`), undecided
-    when a repeat's slope rests on too few of ``sizes`` (the sizes each repeat was fitted on,
-    :func:`shape_unchecked`). Returns ``(the paper's claim, our measurement)``; ``our_evidence``
-    states the slopes and sizes."""
+    (another algorithm, or the algorithm used another way; ``why`` says how it differs): the paper's
+    claim is not tested (``why`` is the reason), and the same order, tested on the code that ran, is
+    a separate measurement of ours: the per-repeat log-log ``slopes`` within :func:`order_band` of
+    ``order`` (:func:`compare_to_band`), undecided when a repeat's slope rests on too few of
+    ``sizes`` (the sizes each repeat was fitted on, :func:`shape_unchecked`). Returns
+    ``(the paper's claim, our measurement)``; ``our_evidence`` states the slopes and sizes."""
     low, high = order_band(order)
     paper = Claim(
         paper_claim,

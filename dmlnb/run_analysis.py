@@ -1,4 +1,5 @@
-"""Analyses of a run's trained weights, stored next to its record so a chapter re-renders without them.
+"""Analyses of a run's trained weights, stored next to its record so a chapter
+re-renders without them.
 
 Weights (``checkpoint.pt``, ``best.pt``) are not versioned; records are. What a chapter draws
 from a trained model (per-point similarities, t-SNE coordinates, retrieval neighbours) is
@@ -111,7 +112,8 @@ def quantiles(values: Tensor | np.ndarray, count: int, decimals: int) -> list[fl
     """``count`` evenly spaced quantiles (levels ``0, 1 / (count - 1), ..., 1``, linear
     interpolation) of the finite entries of ``values`` ``(N,)``, rounded to ``decimals``: a
     distribution in ``count`` numbers. They keep its minimum, maximum and (``count`` odd) median,
-    and a histogram of them puts in every bin the sample's fraction to within about ``1 / count``."""
+    and a histogram of them puts in every bin the sample's fraction to within
+    about ``1 / count``."""
     if count < 2:
         raise ValueError(f"count must be >= 2 (the minimum and the maximum), got {count}")
     a = _array(values).ravel()

@@ -121,7 +121,8 @@ MEASUREMENT = "measurement.json"
 RECORD = "record.json"
 
 SHARD_ENV = "DMLNB_SHARD"
-"""Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the module docstring)."""
+"""Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the
+module docstring)."""
 SHARD_CLAIMS_ENV = "DMLNB_SHARD_CLAIMS"
 """Environment variable: the folder the shards of one launch share; a claim (:meth:`Shard.claim`)
 is a file there naming the shard that owns a run."""
@@ -545,9 +546,9 @@ def stored_measurement(
     """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
     ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
     with the same ``settings`` and :data:`TIMING_THREADS` threads (unless ``retrain``, which a
-    launch applies once: see the module docstring); otherwise ``make()`` measures it now with :data:`TIMING_THREADS` torch threads (restored
-    after; the reason is said) and it is written atomically. ``folder=None`` measures the same
-    way without storing.
+    launch applies once: see the module docstring); otherwise ``make()`` measures it now with
+    :data:`TIMING_THREADS` torch threads (restored after; the reason is said) and it is written
+    atomically. ``folder=None`` measures the same way without storing.
 
     A training configuration among the stored settings' values is compared as a record's is:
     the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value

@@ -1,4 +1,5 @@
-"""Model selection: where a run's best epoch is chosen, and what choosing it on the test classes adds.
+"""Model selection: where a run's best epoch is chosen, and what choosing it on
+the test classes adds.
 
 The papers the book reproduces report each run at its best epoch on the test classes
 (``TrainConfig.select_on="test"``); Musgrave et al. (2020, "A Metric Learning Reality Check")
@@ -113,8 +114,8 @@ def selection_gain_text(records: Iterable["RunRecord"], metric: str = "R@1") -> 
     ``"validation-selected minus last epoch R@1, 24 runs: +0.297 pts [+0.0542, +0.539]"`` (the mean
     of :func:`dmlnb.reporting.best_minus_last` with its 90% interval by the book's rule; runs that
     selected in both places: ``"selected minus last epoch R@1 (validation-selected in 21 runs,
-    test-selected in 3 runs), 24 runs: ..."``), followed by :func:`optimism_text` when the records have
-    a validation split; ``""`` when no record has an evaluation. The gain is ``>= 0`` by
+    test-selected in 3 runs), 24 runs: ..."``), followed by :func:`optimism_text` when the records
+    have a validation split; ``""`` when no record has an evaluation. The gain is ``>= 0`` by
     construction where the epoch is chosen on the test classes: that selection is optimistic by
     at least this much."""
     records = list(records)

@@ -2,8 +2,8 @@
 
 ``train(model, loss_fn, train_set, eval_set, config)`` runs ``config.epochs`` epochs of batches
 from a batch sampler (default: :class:`dmlnb.samplers.MPerClassSampler`), evaluates every
-``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the papers
-report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
+``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the
+papers report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
 
 Where the best epoch is chosen is ``config.select_on``: ``"test"`` (the papers' protocol: the
 best epoch on the test classes, an optimistic estimate) or ``"validation"`` (on classes held out
@@ -391,7 +391,8 @@ class LossMeter:
         )  # first non-finite step
         self.last = torch.zeros((), dtype=dtype, device=device)
         self.images, self.pending = 0, 0
-        #: Value checks of the losses, deferred to this meter's reads when it reads every k > 1 steps.
+        #: Value checks of the losses, deferred to this meter's reads when it
+        #: reads every k > 1 steps.
         self.checks = DeferredChecks(device) if self.every > 1 else None
 
     def deferring(self) -> contextlib.AbstractContextManager:
@@ -415,7 +416,8 @@ class LossMeter:
         return self.pending >= self.every
 
     def read(self, epoch: int) -> float:
-        """The last step's loss (one host read); raises ``FloatingPointError`` on a non-finite one."""
+        """The last step's loss (one host read); raises ``FloatingPointError`` on
+        a non-finite one."""
         return self._read(epoch, self.last)
 
     def epoch_mean(self, epoch: int) -> float:
@@ -469,7 +471,8 @@ def train(
 
     Args:
         model: maps images ``(B, C, H, W)`` to embeddings ``(B, D)``; moved to the device in place.
-        loss_fn: ``loss_fn(embeddings (B, D), labels (B,)) -> scalar``; its parameters are optimised.
+        loss_fn: ``loss_fn(embeddings (B, D), labels (B,)) -> scalar``; its
+            parameters are optimised.
         train_set: a :class:`dmlnb.data.LabelledDataset` (``labels`` attribute, ``(x, y)`` items).
         eval_set: evaluated every ``config.eval_every`` epochs (``None``: no evaluation).
         config: the resolved :class:`dmlnb.profiles.TrainConfig`.
@@ -481,7 +484,8 @@ def train(
         resume: continue from ``run_dir``'s checkpoint when one exists (a finished run is loaded,
             not retrained).
         eval_at_start: also evaluate before the first step (history row with ``epoch == 0``).
-        progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see :func:`show_progress`).
+        progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see
+            :func:`show_progress`).
         name: run name stored in the record (default: the folder name or ``"run"``).
         spec: the method specification stored in the record with its
             :func:`~dmlnb.records.run_fingerprint` (:mod:`dmlnb.runs` passes it); a checkpoint

@@ -1,8 +1,8 @@
 """Fabricated inputs shared by the tests (import as ``from fabricated import ...``): tiny dataset
 trees for the `paper` paths, a tiny semi-supervised set, a hook that simulates a killed process,
-a model's parameters as one vector, a notebook with a parameters cell, a run record evaluated on test and validation classes, and
-fake runs of the run layer (a record written at once; also imported by the subprocesses of
-``tests/test_shards.py``)."""
+a model's parameters as one vector, a notebook with a parameters cell, a run record evaluated on
+test and validation classes, and fake runs of the run layer (a record written at once; also imported
+by the subprocesses of ``tests/test_shards.py``)."""
 
 import os
 from collections.abc import Callable, Sequence
@@ -38,7 +38,8 @@ def flat_params(model: nn.Module) -> torch.Tensor:
 
 
 def ssdml_data(seed: int = 0) -> tuple[InMemoryDataset, InMemoryDataset, InMemoryDataset]:
-    """``(labelled (9 images), unlabelled (51, labels -1), test (30))`` of 3 classes of 1x4x4 images."""
+    """``(labelled (9 images), unlabelled (51, labels -1), test (30))`` of 3
+    classes of 1x4x4 images."""
     g = torch.Generator().manual_seed(seed)
     y = torch.arange(3).repeat_interleave(20)  # 3 classes x 20
     x = torch.randn(60, 1, 4, 4, generator=g) + y[:, None, None, None].float()

@@ -22,8 +22,10 @@ MMAPPED_GROWTH = """
 import ctypes, sys, torch
 from dmlnb.allocator import keep_freed_memory
 class Info(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost",
+    )]
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
 accepted = keep_freed_memory() if sys.argv[1] == "keep" else None

@@ -43,7 +43,8 @@ COMPUTED_AT_RENDER = {"02_facility_location": ("run_toy(", "toy_table")}
 
 def last_digit_apart(want: str, got: str) -> bool:
     """Whether two printed numbers are equal or one unit of the last printed digit apart, printed
-    with the same number of decimals ("0.99" and "0.98": yes; "0.99" and "0.97", "1" and "1.0": no)."""
+    with the same number of decimals ("0.99" and "0.98": yes; "0.99" and "0.97",
+    "1" and "1.0": no)."""
     decimals = lambda text: len(text.split(".")[1]) if "." in text else 0  # noqa: E731
     if decimals(want) != decimals(got) or "e" in want.lower() + got.lower():
         return want == got
@@ -89,9 +90,9 @@ def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the stored book is a CPU render
-    monkeypatch.setenv(
-        "OMP_NUM_THREADS", "2"
-    )  # ... on two threads (`make`'s default): numbers computed at render time, e.g. chapter 05's networks at initialisation, move with the thread count
+    # ... on two threads (`make`'s default): numbers computed at render time, e.g. chapter 05's
+    # networks at initialisation, move with the thread count
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     source = NOTEBOOKS / f"{stem}.ipynb"
     stored = json.loads(source.read_text())
     assert (

@@ -159,7 +159,8 @@ def _fabricated_cars(
 
 def test_the_paper_profiles_car196_runs_train_on_fabricated_inputs(tmp_path) -> None:
     """Tables 2 and 5 (one-hot, lemma tracked), 3 (K-means) and 8 (VGG-16) at the paper profile on a
-    fabricated CAR196 with validation classes held out: the paper's network, heads and hooks, one step."""
+    fabricated CAR196 with validation classes held out: the paper's network, heads
+    and hooks, one step."""
     from dmlnb.data import load_dataset
 
     _fabricated_cars(tmp_path)
@@ -658,7 +659,8 @@ def test_margins_come_from_the_papers_tables() -> None:
 
 def _evidence(seeds: int = 3, counterexample: bool = False, vgg: bool = False) -> "X.ClaimEvidence":
     """Fabricated per-seed numbers: semi-hard far ahead of everything, the discriminative loss
-    just ahead of the other triplet losses and the softmax, a shrinking bound, linear / cubic slopes."""
+    just ahead of the other triplet losses and the softmax, a shrinking bound,
+    linear / cubic slopes."""
     rng = np.random.default_rng(0)
     base = {
         "SoftMax": 0.45,
@@ -823,7 +825,8 @@ def test_complexity_claims_are_judged_in_a_two_sided_band_and_the_vacuous_bound_
     cubic = claims["Table 1: the naive triplet loss over all triplets costs O(N^3 / C): cubic in N"]
     assert cubic.verdict == FAILS and cubic.verdict.note == "above 3.5: outside the band (2.5, 3.5)"
     assert claims["... and falls as 1 / C"].verdict == FAILS
-    # the same slopes through two sizes per repeat: the evidence says so, and the band decides neither way
+    # the same slopes through two sizes per repeat: the evidence says so, and the
+    # band decides neither way
     slopes["sizes fitted in N"] = 2
     cubic = next(c for c in X.chapter_claims(ev) if c.claim == cubic.claim)
     assert "every repeat slopes through two sizes only" in cubic.our_evidence
@@ -1210,7 +1213,8 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
     for seed in range(3):
         d = 0.01 * seed
         for row, method in X.METHODS.items():
-            # the discriminative loss is behind at the validation-selected epoch 1, ahead at the test-selected 2
+            # the discriminative loss is behind at the validation-selected epoch 1, ahead
+            # at the test-selected 2
             runs[row, seed] = (
                 run(method, seed, [0.50 + d, 0.90 + d], {**layer, "lemma": lemma})
                 if row == "Discriminative"
@@ -1249,7 +1253,8 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
         )
 
 
-# --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the wording, run names -----
+# --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the
+# wording, run names -----
 def _layer_runs(gaps: list[float], last: float = 0.40) -> list[X.MethodRun]:
     """Discriminative runs whose kept (validation-selected) epoch scores ``last + gap`` at the
     second-to-last layer and ``last`` at the last one (R@1 only)."""
@@ -1497,8 +1502,8 @@ def test_runs_are_named_by_their_folder_and_listed_by_run_set(
     assert (
         run.record.data["name"] == "discriminative-D256-seed0" and X.run_label(run) == folder.name
     )
-    # a record stored under the old name (variants named like the one-hot runs) reloads: the name is not
-    # in the fingerprint; training is disabled, so a mismatch would raise instead of training
+    # a record stored under the old name (variants named like the one-hot runs) reloads: the name is
+    # not in the fingerprint; training is disabled, so a mismatch would raise instead of training
     stored = json.loads((folder / "record.json").read_text())
     stored["name"] = "discriminative-onehot-seed0"
     (folder / "record.json").write_text(json.dumps(stored))

@@ -71,7 +71,8 @@ def test_default_design_and_run_count():
     t1 = study.table1_runs()
     assert sorted({m for _, m in t1}) == ["Proxy-NCA", "triplet"] and len(t1) == 6
     assert all(cfg.m_per_class == 16 for cfg, _ in t1)
-    # the semi-hard rule comparison: EPSHN inclusive at n = 16 with the 3 key seeds, in folders of its own
+    # the semi-hard rule comparison: EPSHN inclusive at n = 16 with the 3 key seeds,
+    # in folders of its own
     semi = study.semihard_runs()
     other = study.other_semihard()
     assert [(m, cfg.m_per_class, cfg.seed) for cfg, m in semi] == [
@@ -82,7 +83,8 @@ def test_default_design_and_run_count():
 
 
 def test_smoke_preset_fits_the_smoke_validation_hold_out():
-    """3 digits classes remain after the smoke hold-out: every smoke batch holds at most 3 classes."""
+    """3 digits classes remain after the smoke hold-out: every smoke batch holds
+    at most 3 classes."""
     study = ep.make_study("smoke", validation=True)
     c = study.config
     assert (c.batch_size, study.group_sizes, study.key_group_size, c.eval_every) == (
@@ -138,7 +140,8 @@ def test_paper_profile_matches_the_paper():
         hotels.m_per_class,
     ) == ("hotels50k", "resnet50", 256, 128, 4)
     assert hotels.eval_ks == (1, 10, 100) and study.paper_seeds == (0, 1, 2)
-    # with the switch on, Tables 1 and 2 select on validation classes; Hotels-50K (same hotels) on the test images
+    # with the switch on, Tables 1 and 2 select on validation classes; Hotels-50K (same
+    # hotels) on the test images
     on = ep.make_study("paper", validation=True)
     assert on.table2[0].select_on == "validation" and on.table3[0].select_on == "test"
 
@@ -547,7 +550,7 @@ def test_chapter_plots_label_everything():
     plt.close("all")
 
 
-# ------------------------------------------------------------------------------ claims (fabricated per-seed numbers)
+# ------------------------------------------------------------- claims (fabricated per-seed numbers)
 
 
 def _fabricated_inputs(ep_rises: bool = True, seeds: int = 3, **changes) -> ep.ClaimInputs:
@@ -614,7 +617,8 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     assert v["HPHN degrades as the group size grows (n = 2 -> 16)"] == HOLDS
     contrast = next(c for c in claims if c.claim.startswith("The contrast"))
     assert str(contrast.verdict) == HOLDS and "collapsed" not in contrast.our_evidence
-    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not among the paper's claims
+    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not
+    # among the paper's claims
     assert not any(
         c.claim.startswith("Easy-positive mining") or "beat HP, HPHN, BA" in c.claim for c in claims
     )
@@ -818,7 +822,8 @@ def test_the_last_epochs_fall_is_of_non_collapsed_runs_only_per_method_too():
     assert text.startswith(
         "not converged: from epoch 1 to 2 the loss of the 5 non-collapsed runs (of 11) still fell"
     )
-    # EPHN: the median of its non-collapsed runs (30%, 40%), not of all five (its collapsed n = 2 runs fall 0%)
+    # EPHN: the median of its non-collapsed runs (30%, 40%), not of all five (its
+    # collapsed n = 2 runs fall 0%)
     assert "EP 10%, EPHN 35%" in text and "EPHN 0%" not in text
     # HPHN has no non-collapsed run: no figure, named as such
     assert "HPHN 0%" not in text and text.endswith("; HPHN: none, every run collapsed)")
@@ -859,7 +864,8 @@ def test_deviations_say_what_was_measured(monkeypatch):
     dev = ep.deviations(runner, curves, drop)["measured effect"]
     # the training length's per-method figures come from the same non-collapsed runs as the median
     assert "EPHN 35%" in dev["training length"] and "HPHN: none" in dev["training length"]
-    # the drop rule: one rerun of one seed measured; the records compare EPHN and HPHN per seed; EPSHN not measured
+    # the drop rule: one rerun of one seed measured; the records compare EPHN and HPHN per
+    # seed; EPSHN not measured
     rule = dev["drop rule (authors' code)"]
     assert rule.startswith(
         "measured in one rerun, EPHN at n = 2 with seed 0: the rule dropped 0 of 128 terms"
@@ -869,7 +875,8 @@ def test_deviations_say_what_was_measured(monkeypatch):
         "EPHN's other seeds, EPSHN at n = 2 (the same rule) and at every n > 2: not measured"
         in rule
     )
-    # the sampler pads a class smaller than n; it never does at the default profile (20 images, n <= 16)
+    # the sampler pads a class smaller than n; it never does at the default profile
+    # (20 images, n <= 16)
     assert dev["classes smaller than n"].startswith("never applied at the default profile")
     here = ep.deviations(runner, curves, drop)["here"]
     assert "duplicates" in here["classes smaller than n"]
@@ -1019,7 +1026,8 @@ def test_an_untuned_baseline_never_counts_as_held_in_table1():
         for c in ep.build_claims(_fabricated_inputs(table1={cell: res}))
         if c.claim.startswith("EPSHN beats")
     )
-    # EPSHN beats all three by the numbers, but the untuned pair is not a test: the claim cannot hold
+    # EPSHN beats all three by the numbers, but the untuned pair is not a test:
+    # the claim cannot hold
     assert claim.verdict == INCONCLUSIVE and claim.verdict.note.endswith(
         "of 3 pairs: 2 hold, 1 not tested"
     )
@@ -1053,9 +1061,9 @@ def test_an_untuned_baseline_never_counts_as_held_in_table1():
 
 
 def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
-    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected on
-    validation; the inclusive runs copy the strict ones' histories except for the seeds in ``alter``
-    (their last training loss changed)."""
+    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected
+    on validation; the inclusive runs copy the strict ones' histories except for the seeds in
+    ``alter`` (their last training loss changed)."""
     config = ep.make_study("smoke").config
     runs = {}
     for rule in rules:
@@ -1113,7 +1121,8 @@ def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_pr
     from dmlnb.reporting import Claim, compare
     from dmlnb.selection import protocol_column
 
-    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9); theirs: 0.7 either way
+    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9);
+    # theirs: 0.7 either way
     ours = [
         selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0]
         for i in range(3)

@@ -1,4 +1,5 @@
-"""Tests of the facility-location chapter's experiment glue (dmlnb.experiments.facility_location)."""
+"""Tests of the facility-location chapter's experiment glue
+(dmlnb.experiments.facility_location)."""
 
 import math
 
@@ -153,7 +154,8 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
 
 
 def test_every_profile_builds_its_variants_and_the_smoke_batches_fit_three_classes():
-    """The smoke hold-out leaves 3 of digits' 5 training classes: every smoke batch has at most 3."""
+    """The smoke hold-out leaves 3 of digits' 5 training classes: every smoke
+    batch has at most 3."""
     smoke = fl.make_study("smoke", validation=True)
     (t1,), paired = smoke.tables, smoke.paired
     assert (t1.config.batch_size, t1.classes_per_batch) == (
@@ -342,7 +344,8 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     assert len(names) == (
         2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1
     ) * len(study.seeds)
-    # the rule needs 3 runs per side: both tables, the gamma ablation, the variants and the toy run every seed
+    # the rule needs 3 runs per side: both tables, the gamma ablation, the variants and
+    # the toy run every seed
     assert (
         study.seeds_for(t1) == study.seeds_for(t3) == study.seeds_for(study.paired) == study.seeds
     )
@@ -433,8 +436,9 @@ def test_claims_verdicts_follow_the_numbers():
     assert [c.claim.split(":")[0] for c in untested] == ["Table 2", "Table 3"]
     assert "+1.2 to +4.2 points" in untested[0].paper_evidence  # from the transcribed Table 2
     v = {k.split(" (")[0]: x for k, x in _by_claim(out).items()}
-    # Lemma 1 is judged on the traced updates of the listing, with or without runs: the counterexample
-    # refutes it; the overhead is not tested here; the Figure 2 claim is judged per paper local loss
+    # Lemma 1 is judged on the traced updates of the listing, with or without runs: the
+    # counterexample refutes it; the overhead is not tested here; the Figure 2 claim is judged
+    # per paper local loss
     assert str(
         v["Algorithm 2 as listed increases the objective A monotonically, at every update"]
     ).startswith("does not hold: an update of the listing can lower A")
@@ -457,7 +461,8 @@ def test_claims_verdicts_follow_the_numbers():
     )
     assert fig2["lifted structure"] == "does not hold" and fig2["N-pairs"] == "holds"
     fig3 = [c for c in out if c.claim.startswith("Figure 3")][0]
-    # lifted structure merges the split class at every seed too: the verdict says the contrast is not shown
+    # lifted structure merges the split class at every seed too: the verdict says the
+    # contrast is not shown
     assert fig3.verdict == (
         "holds: lifted structure merges it too, so the toy does not show the contrast with the "
         "local losses"
@@ -467,7 +472,8 @@ def test_claims_verdicts_follow_the_numbers():
     assert all(
         "(in the toy:" in c.claim for c in out if c.claim.startswith(("Figure 2", "Figure 3"))
     )
-    # no paper local loss merges it: Figure 3's verdict stands unqualified (triplet all is not the paper's)
+    # no paper local loss merges it: Figure 3's verdict stands unqualified (triplet
+    # all is not the paper's)
     apart = {**_TOY_OK, "lifted structure": [90.0, 95.0, 100.0]}
     (fig3,) = [
         c for c in fl.claims(runs, [t1], _toy(apart), "default") if c.claim.startswith("Figure 3")
@@ -528,8 +534,8 @@ def test_claims_scaling_and_the_paper_profile():
     ]
     assert c.verdict == "inconclusive"
     assert fl.scaling_slopes(linear) == pytest.approx([1.0] * 3)
-    # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the traced
-    # updates of the listing, which need no run
+    # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the
+    # traced updates of the listing, which need no run
     out = fl.claims({}, fl.make_study("paper").tables, _toy({}), "paper")
     on_runs = [c for c in out if "(Lemma 1)" not in c.claim]
     assert len(on_runs) == len(out) - 1
@@ -745,8 +751,8 @@ def test_logged_steps_are_counted_per_form_and_are_not_the_lemma_1_test():
 
 
 def test_lemma_1_is_judged_on_every_update_of_the_listing():
-    # the loop traces the runs' algorithm: the same medoids as refinement="paper", A at the start of the trace
-    # equal to the greedy's, and on the counterexample the third update lowers A
+    # the loop traces the runs' algorithm: the same medoids as refinement="paper", A at the start of
+    # the trace equal to the greedy's, and on the counterexample the third update lowers A
     pts = torch.tensor(fl.LEMMA1_POINTS, dtype=torch.float64)
     dist, labels = torch.cdist(pts, pts), torch.tensor(fl.LEMMA1_LABELS)
     medoids, trace, starts = fl.listing_trace(dist, labels, fl.LEMMA1_GAMMA, passes=2)
@@ -783,13 +789,15 @@ def test_lemma_1_is_judged_on_every_update_of_the_listing():
         == "does not hold: an update of the listing can lower A; no pass ends below its start"
     )
     assert verdict.note == f"1 of {int(frame['updates'].sum())} updates fail"
-    # without the counterexample, the random batches alone: no update lowers A, and the lemma holds there
+    # without the counterexample, the random batches alone: no update lowers A, and
+    # the lemma holds there
     assert fl.lemma1_verdict(frame.iloc[1:]) == "holds"
     assert fl.lemma1_verdict(frame.iloc[:0]) == "not tested at this scale"
 
 
 def test_paired_npairs_and_the_variant_of_algorithm_2_run_at_the_smoke_profile(tmp_path):
-    """The smoke paths of the runs beside the tables, with the smoke hold-out (3 training classes)."""
+    """The smoke paths of the runs beside the tables, with the smoke hold-out (3
+    training classes)."""
     study = fl.make_study(
         "smoke", {"steps_per_epoch": 2, "epochs": 1, "eval_every": 1}, validation=True
     )

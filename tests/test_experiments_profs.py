@@ -77,7 +77,8 @@ def test_paper_profile_is_the_papers_protocol():
         2,
     )
     assert (cfg.optimizer, cfg.lr, cfg.epochs, cfg.dataset) == ("adam", 1e-5, 100, "cub200")
-    # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x; no decay, no schedule
+    # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x;
+    # no decay, no schedule
     assert (cfg.betas, cfg.head_lr_scale, cfg.weight_decay, cfg.lr_milestones) == (
         (0.9, 0.99),
         10.0,
@@ -85,7 +86,8 @@ def test_paper_profile_is_the_papers_protocol():
         (),
     )
     assert X.experiment_config("paper", {"dataset": "sop"}).betas == (0.9, 0.99)
-    # the runs shown train with the paper's moments and one learning rate (no pretrained trunk); smoke keeps torch's Adam
+    # the runs shown train with the paper's moments and one learning rate (no pretrained trunk);
+    # smoke keeps torch's Adam
     assert (X.experiment_config("default").betas, X.experiment_config("default").head_lr_scale) == (
         (0.9, 0.99),
         1.0,
@@ -1073,8 +1075,8 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
 
 
 def test_epochs_for_at_least_100_projections():
-    """E = ceil(100 M / S): the default profile (omniglot-small, 2720 images of 136 classes) needs 62
-    epochs at M = 13 (batch 128, 21 steps) and 60 at M = 51 (batch 32, 85 steps); the paper's CUB
+    """E = ceil(100 M / S): the default profile (omniglot-small, 2720 images of 136 classes) needs
+    62 epochs at M = 13 (batch 128, 21 steps) and 60 at M = 51 (batch 32, 85 steps); the paper's CUB
     runs (M = 10, 45 steps) would need 23 of their 100."""
     cfg = X.experiment_config("default")
     assert X.MIN_PROJECTIONS == 100

@@ -227,7 +227,8 @@ def test_claims_verdicts_on_fabricated_seeds():
         "Orthogonality keeps a higher effective rank of the test embedding": (
             f"holds: {ssx.EFFECTIVE_RANK_PROXY}"
         ),
-        # NMI is equal with and without orthogonality in the fabricated runs: not every metric improves
+        # NMI is equal with and without orthogonality in the fabricated runs: not
+        # every metric improves
         "Orthogonality improves every metric": "inconclusive",
         "Unlabelled data helps over supervised-only training with the same labels": "holds",
         "α is insensitive in 35°-55°": "holds",
@@ -335,8 +336,8 @@ def test_reported_evidence_names_its_datasets():
 
 
 def test_unit_counts_replay_the_partitions_each_run_drew():
-    """ "Never seen" comes from the partitions a record ran, replayed with its seed: digits draws two
-    chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
+    """ "Never seen" comes from the partitions a record ran, replayed with its seed: digits draws
+    two chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
     from dmlnb.ssdml.algorithm import unlabelled_reached
 
     settings = ssx.settings_for("default")
@@ -687,7 +688,8 @@ def test_baseline_claims_name_the_search_and_the_failures_it_did_not_touch():
     assert base.verdict.startswith("does not hold")
     assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base.our_evidence
     assert "Deep-SERAPH eta = 2;" in base.our_evidence
-    # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do not rest on the search
+    # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do
+    # not rest on the search
     assert base.our_evidence.endswith(
         "left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT"
     )

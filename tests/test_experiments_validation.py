@@ -51,7 +51,8 @@ VAL, TEST = protocol_column("R@1", "validation"), protocol_column("R@1", "test")
 
 
 def _check_validated(record):
-    """A run selected on the validation classes, with both selections and per-epoch validation metrics."""
+    """A run selected on the validation classes, with both selections and per-epoch
+    validation metrics."""
     assert (
         record.config["select_on"] == "validation"
         and record.config["dataset_options"]["validation"] == 2
@@ -63,7 +64,8 @@ def _check_validated(record):
 
 
 def _validated(runs):
-    """``{method: [records]}`` of a chapter's ``{method: [runs]}``, each checked by :func:`_check_validated`."""
+    """``{method: [records]}`` of a chapter's ``{method: [runs]}``, each checked by
+    :func:`_check_validated`."""
     records = {method: [r.record for r in rs] for method, rs in runs.items()}
     for rs in records.values():
         for record in rs:
@@ -73,7 +75,8 @@ def _validated(runs):
 
 @pytest.fixture(scope="module")
 def book(tmp_path_factory):
-    """Every wired chapter's tiny runs with validation on, in a results tree of the book's layout."""
+    """Every wired chapter's tiny runs with validation on, in a results tree of
+    the book's layout."""
     root = tmp_path_factory.mktemp("results")
     seeds, out = (0, 1), {"root": root}
     cfg = protocol.chapter_config("smoke", {**TINY, "batch_size": 24}, validation=True)
@@ -365,7 +368,8 @@ def test_ssdml_holds_out_before_the_labelled_draw_and_keeps_test_selection_on_sa
     assert (
         ssdml.settings_for("default")["omniglot"] == ssdml.PROFILE_SETTINGS["default"]["omniglot"]
     )
-    # a class-disjoint digits setting: the validation classes are in neither the labelled nor the unlabelled part
+    # a class-disjoint digits setting: the validation classes are in neither the labelled
+    # nor the unlabelled part
     setting = replace(
         smoke["digits"],
         validation=2,
@@ -548,7 +552,8 @@ def test_easy_positive_records_reload_at_the_notebook_defaults(no_training):
 
 
 def _facility_location_runs(study):
-    """Every run the facility-location notebook asks for at ``study``: ``[(table, method, seed, variant)]``."""
+    """Every run the facility-location notebook asks for at ``study``:
+    ``[(table, method, seed, variant)]``."""
     t1 = study.tables[0]
     runs = [
         (t, m, s, study)
@@ -638,7 +643,8 @@ def test_the_discriminative_notebook_selects_on_validation_with_the_searched_clu
         1.0: "FacilityLocationLoss(margin multiplier 1, 5 PAM passes, refinement paper)",
         10.0: "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)",
     }
-    # 109 of Omniglot-small's 136 training classes remain: the one-image-per-class variant is left out
+    # 109 of Omniglot-small's 136 training classes remain: the one-image-per-class
+    # variant is left out
     assert discriminative.variant_unfit("1 image per class", config, 109).endswith(
         "109 remain after the validation classes are held out"
     )
@@ -690,7 +696,8 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
 def test_profs_records_reload_at_the_notebooks_defaults(no_training):
     """Every run the chapter's notebook asks for at the default profile with ``validation=True``
     (Tables 1 and 2 of the rows it trains, the component ablation; the sweeps, the regime and the
-    backbone-only runs are not run at this profile) reloads, and those are all the committed records."""
+    backbone-only runs are not run at this profile) reloads, and those are all the
+    committed records."""
     config = profs.experiment_config("default", validation=True)
     settings = profs.experiment_settings("default")
     splits, folder = (

@@ -497,10 +497,10 @@ def test_the_papers_refinement_is_the_default_and_full_an_option():
 
 def test_lemma_1_for_the_paper_refinement_is_measured():
     """Lemma 1 (A never falls) holds for refinement="full" by construction; the listed
-    Algorithm 2 (the default) scores an update with the within-cluster F and a y_PAM fixed for the pass, so A
-    may fall. Measured here, not asserted: on random batches, how often A falls at an update (the
-    float64 loop of the listing) and how often the refined set ends below the greedy one (the
-    implementation, training-like sizes). Asserted: a batch where an update lowers A, and what
+    Algorithm 2 (the default) scores an update with the within-cluster F and a y_PAM fixed for the
+    pass, so A may fall. Measured here, not asserted: on random batches, how often A falls at an
+    update (the float64 loop of the listing) and how often the refined set ends below the greedy one
+    (the implementation, training-like sizes). Asserted: a batch where an update lowers A, and what
     _paper_pass proves, that no update takes A below its value at the start of the pass."""
 
     def falls(trace: list[float], per_pass: int) -> tuple[int, int]:
@@ -583,10 +583,10 @@ def test_exhaustive_inference_matches_loop_enumeration():
         exhaustive_inference(dist, labels, 1.5, max_subsets=10)
 
 
-# Measured for refinement="full" (B = 10, C = 3, gamma in {0.5, 2}): with the seed below greedy + PAM reaches the
-# exact optimum in 28/30 batches for both spreads, greedy alone in 12/30 (clustered, noise 0.3)
-# and 16/30 (unstructured, noise 10). Over 100 other batches per setting the rate was 96% and
-# 73%; the unstructured threshold is set at that broader estimate.
+# Measured for refinement="full" (B = 10, C = 3, gamma in {0.5, 2}): with the seed below greedy +
+# PAM reaches the exact optimum in 28/30 batches for both spreads, greedy alone in 12/30 (clustered,
+# noise 0.3) and 16/30 (unstructured, noise 10). Over 100 other batches per setting the rate was 96%
+# and 73%; the unstructured threshold is set at that broader estimate.
 @pytest.mark.parametrize(("spread", "threshold"), [(0.3, 0.90), (10.0, 0.70)])
 def test_greedy_pam_finds_the_exhaustive_optimum_often(spread, threshold):
     gen = torch.Generator().manual_seed(7)

@@ -159,7 +159,8 @@ def test_default_is_sohns_first_pair_per_class():
 
 @pytest.mark.parametrize("pairs", ["first", "all"])
 def test_eq_3_penalty_is_lambda_over_m_times_the_sum_of_the_norms(pairs):
-    """Song et al.'s Eq. 3: lambda / m * sum_i ||f(X_i)||_2 (unsquared), Sohn's: the mean squared norm."""
+    """Song et al.'s Eq. 3: lambda / m * sum_i ||f(X_i)||_2 (unsquared), Sohn's: the
+    mean squared norm."""
     x, y = clustered_batch(3, n_classes=4, per_class=4, dim=6, noise=0.7)
     x = 3.0 * x  # norms far from 1, where the two penalties differ
     bare = NPairLoss(l2_reg=0.0, pairs=pairs)(x, y)

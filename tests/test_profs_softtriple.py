@@ -107,7 +107,7 @@ def test_lagged_state_round_trip_and_zero_lambda():
         LaggedProximalHook(model, -1.0, params="all")
 
 
-# ---------------------------------------------------------------------------- centres as representatives
+# ----------------------------------------------------------------------- centres as representatives
 def test_center_representatives_are_normalised_mean_directions():
     torch.manual_seed(3)
     loss = SoftTripleLoss(num_classes=7, embedding_dim=5, centers_per_class=3)

@@ -351,7 +351,8 @@ def test_every_pair_equivalent():
     near = {40.0: ref, 35.0: [0.611, 0.613, 0.609], 55.0: [0.609, 0.611, 0.607]}
     v, table = every_pair_equivalent(near, margin, value_unit="°")
     assert v == HOLDS and len(table) == 3 and set(table["equivalent"]) == {HOLDS}
-    # one value far below the others: two pairs differ, and the effect is that pair's plain difference
+    # one value far below the others: two pairs differ, and the effect is that
+    # pair's plain difference
     far = {**near, 55.0: [0.55, 0.552, 0.548]}
     v, table = every_pair_equivalent(far, margin, scale=100, unit=" pts", value_unit="°")
     assert v == FAILS and "2 of 3 pairs differ" in v.note and v.note.startswith("effect: 55° − 35°")
@@ -365,7 +366,8 @@ def test_every_pair_equivalent():
     # two values beyond the margin of each other but not of a middle one: the extreme pair decides
     drift = {35.0: [0.700, 0.702, 0.698], 45.0: [0.650, 0.652, 0.648], 55.0: [0.600, 0.602, 0.598]}
     assert every_pair_equivalent(drift, margin)[0] == FAILS
-    # noisy runs: every half-width exceeds the margin, so "holds" is unreachable and the note says so
+    # noisy runs: every half-width exceeds the margin, so "holds" is unreachable
+    # and the note says so
     v = every_pair_equivalent({40.0: [0.58, 0.61, 0.64], 35.0: [0.57, 0.62, 0.63]}, margin)[0]
     assert v == INCONCLUSIVE and "unreachable" in v.note
     # a mean difference inside the margin is not enough on one run per value

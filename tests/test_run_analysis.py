@@ -22,7 +22,8 @@ from dmlnb.run_analysis import (
 
 
 def _record(loss: float = 1.0, seconds: float = 2.0, lr: float = 1e-3) -> RunRecord:
-    """A finished one-epoch record of the smoke configuration with the given loss, timings and lr."""
+    """A finished one-epoch record of the smoke configuration with the given
+    loss, timings and lr."""
     config = make_config("smoke", {"lr": lr}).to_dict()
     record = RunRecord.new("run", config, {}, {"device": "cpu"})
     record.add_epoch(

@@ -132,7 +132,8 @@ def test_the_optimism_in_words():
 
 
 def test_the_gain_of_keeping_the_selected_epoch_in_words_names_the_selection():
-    # test-selected runs (no validation split): test-selected minus last, the rule's interval, no optimism clause
+    # test-selected runs (no validation split): test-selected minus last, the rule's
+    # interval, no optimism clause
     records = [
         selected_record([0.5, 0.8, 0.7], None, name=f"a{i}")[0] for i in range(3)
     ]  # best 0.8, last 0.7
@@ -142,8 +143,8 @@ def test_the_gain_of_keeping_the_selected_epoch_in_words_names_the_selection():
         == f"test-selected minus last epoch R@1, 3 runs: {e['effect']} {e['90% interval']}"
     )
     assert e["effect"] == "+10 pts"
-    # validation-selected runs: the epoch the validation classes chose (epoch 2: test 0.7) minus the last (0.75),
-    # never called "best", and the optimism of test-set selection follows
+    # validation-selected runs: the epoch the validation classes chose (epoch 2: test 0.7) minus the
+    # last (0.75), never called "best", and the optimism of test-set selection follows
     both = [selected_record(TEST_R1, VAL_R1, "validation", name=f"b{i}")[0] for i in range(3)]
     e = compare_to_threshold([0.7 - 0.75] * 3, 0.0, scale=100, unit=" pts").evidence()
     text = selection_gain_text(both)
@@ -178,7 +179,8 @@ VAL_COL, TEST_COL = protocol_column("R@1", "validation"), protocol_column("R@1",
 
 
 def _runs(test_curves, val_curves, name):
-    """One record per (test, validation) curve pair, selected on validation, named ``name0``, ``name1``..."""
+    """One record per (test, validation) curve pair, selected on validation, named
+    ``name0``, ``name1``..."""
     pairs = enumerate(zip(test_curves, val_curves))
     return [selected_record(t, v, "validation", name=f"{name}{i}")[0] for i, (t, v) in pairs]
 
@@ -220,7 +222,8 @@ def test_selected_metrics_and_a_block_showing_the_other_protocol():
 
 
 def test_both_ways_table_and_main_comparison_agree_with_the_records():
-    # ours: the test classes peak late, the validation classes early; theirs: both agree on the last epoch
+    # ours: the test classes peak late, the validation classes early; theirs: both
+    # agree on the last epoch
     ours = _runs([[0.5, 0.6, 0.9]] * 3, [[0.8, 0.5, 0.4]] * 3, "ours")
     theirs = _runs([[0.5, 0.6, 0.7 + 0.01 * i] for i in range(3)], [[0.5, 0.6, 0.7]] * 3, "theirs")
     papers = [selected_record([0.5, 0.6], None, "test", name=f"p{i}")[0] for i in range(3)]
@@ -237,7 +240,8 @@ def test_both_ways_table_and_main_comparison_agree_with_the_records():
     frame = main_comparison({"ours": ours, "theirs": theirs, "papers": papers}, "ours")
     beats = {b: protocol_column("ours beats it", b) for b in ("validation", "test")}
     assert frame.loc["ours", beats["validation"]] == "—"
-    # on the validation-selected epochs ours loses; the papers' protocol says it wins: the flag says so
+    # on the validation-selected epochs ours loses; the papers' protocol says it
+    # wins: the flag says so
     theirs_row = frame.loc["theirs"]
     assert (
         theirs_row[beats["validation"]] == "does not hold" and theirs_row[beats["test"]] == "holds"

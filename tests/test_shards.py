@@ -102,7 +102,9 @@ import dmlnb.runs
 from dmlnb.runs import stored_measurement
 dmlnb.runs.POLL_SECONDS = 0.05
 folder = Path(sys.argv[1])
-make = lambda: pd.DataFrame({"marker_seen": [(folder / ".waiting-1").exists()], "pid": [os.getpid()]})
+make = lambda: pd.DataFrame(
+    {"marker_seen": [(folder / ".waiting-1").exists()], "pid": [os.getpid()]}
+)
 frame = stored_measurement(folder, make, settings={"sizes": [1, 2]})
 print("RESULT " + json.dumps({"rows": frame.to_dict("records"), "pid": os.getpid()}), flush=True)
 """
@@ -120,7 +122,9 @@ def make(name):
     time.sleep(1.5)  # long enough that the sibling claims the other table meanwhile
     return pd.DataFrame({"name": [name], "pid": [os.getpid()]})
 
-frames = stored_tables({name: Table(folder / name, lambda name=name: make(name), {"table": name}) for name in "ab"})
+frames = stored_tables(
+    {name: Table(folder / name, lambda name=name: make(name), {"table": name}) for name in "ab"}
+)
 print("RESULT " + json.dumps({k: f.to_dict("records") for k, f in frames.items()}), flush=True)
 print(f"PID {os.getpid()}")
 """
@@ -138,11 +142,16 @@ from dmlnb.training import fit
 dmlnb.runs.POLL_SECONDS = 0.1
 root, splits = Path(sys.argv[1]), load_dataset("digits")
 for seed in (0, 1):
-    config, spec = make_config("smoke", {"epochs": 2, "device": "cpu", "seed": seed}), {"loss": "triplet"}
+    config, spec = (
+        make_config("smoke", {"epochs": 2, "device": "cpu", "seed": seed}),
+        {"loss": "triplet"},
+    )
 
     def train(resume):
-        model, record = fit(config, TripletLoss(margin=0.2), splits=splits, run_dir=root / f"r{seed}", resume=resume,
-                            progress=False, spec=spec)
+        model, record = fit(
+            config, TripletLoss(margin=0.2), splits=splits, run_dir=root / f"r{seed}",
+            resume=resume, progress=False, spec=spec,
+        )
         return record, model
 
     run = train_or_reload(f"r{seed}", root / f"r{seed}", config, spec, train)
@@ -456,7 +465,8 @@ def test_two_shards_train_every_run_once_and_both_end_with_every_record(tmp_path
 
 
 def test_a_shard_busy_with_a_long_run_leaves_the_next_runs_to_its_sibling(tmp_path):
-    # run 0 takes 3 s, runs 1-4 a moment: the shard that claims run 0 trains only it, the other the rest
+    # run 0 takes 3 s, runs 1-4 a moment: the shard that claims run 0 trains only
+    # it, the other the rest
     outs = _run_shards(_script(tmp_path, ONE_LONG_RUN), tmp_path / "runs", 2)
     by = _trainers(outs, 5)
     assert by[1:] == [1 - by[0]] * 4, outs
@@ -631,7 +641,10 @@ import dmlnb.runs
 dmlnb.runs.POLL_SECONDS = 0.05
 env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "DMLNB_PROGRESS", "DMLNB_PROFILE")}
 for k in range(4):
-    fake_run(Path(root), k, retrain=retrain, extras={"profile": profile, "threads": torch.get_num_threads(), **env})
+    fake_run(
+        Path(root), k, retrain=retrain,
+        extras={"profile": profile, "threads": torch.get_num_threads(), **env},
+    )
 """
 
 
@@ -683,7 +696,8 @@ def test_a_launch_with_retrain_trains_a_run_asked_for_twice_once(tmp_path, monke
 
     for key, value in _env(OMP_NUM_THREADS="2").items():
         monkeypatch.setenv(key, value)
-    # r1 and r2 asked for again later in the notebook, as a chapter's ablation asks for a table's run
+    # r1 and r2 asked for again later in the notebook, as a chapter's ablation
+    # asks for a table's run
     nb = _notebook(
         tmp_path / "chapter.ipynb",
         LAUNCHED + "for k in (1, 2):\n    fake_run(Path(root), k, retrain=retrain, "

@@ -57,7 +57,8 @@ def test_partitions_sweep_the_unlabelled_pool():
 
 
 class _Augmented(torch.utils.data.Dataset):
-    """A file-backed stand-in: items are ``base + 1`` (an augmentation) unless made for evaluation."""
+    """A file-backed stand-in: items are ``base + 1`` (an augmentation) unless
+    made for evaluation."""
 
     def __init__(self, base, shift=1.0):
         self.base, self.shift, self.labels = base, shift, base.labels

@@ -8,7 +8,8 @@ from scripts import benchmark_script
 
 @pytest.fixture
 def training_script(monkeypatch):
-    """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark owns that fixture)."""
+    """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark
+    owns that fixture)."""
     return benchmark_script("training", monkeypatch)
 
 
@@ -39,7 +40,8 @@ def test_quick_run_prints_the_training_inference_and_loss_tables(training_script
 def test_loss_script_counts_operators_only_and_ours_dispatch_at_most_pmls(training_script, capsys):
     """Issue #16, item 6: at B = 128 each loss's GPU time is its operator dispatches, so every
     loss with a PML counterpart dispatches at most as many operators as PML's, forward and
-    backward, value checks deferred (the counts do not depend on B or D; B = 32 keeps this quick)."""
+    backward, value checks deferred (the counts do not depend on B or D; B = 32
+    keeps this quick)."""
     table = training_script.loss_benchmark.main(
         ["--ops-only", "--device", "cpu", "--batch-sizes", "32", "--dims", "16"]
     )

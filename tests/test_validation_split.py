@@ -57,7 +57,8 @@ def test_the_validation_classes_come_from_training_and_are_disjoint_from_both_si
     assert set(names["train"]) | set(names["validation"]) == set(digits.class_names["train"])
     assert not set(names["train"]) & set(names["validation"])
     assert not (set(names["train"]) | set(names["validation"])) & set(names["test"])
-    # every image goes to the side of its class, in order, labelled 0..C'-1 / 0..V-1 by that side's names
+    # every image goes to the side of its class, in order, labelled 0..C'-1 / 0..V-1
+    # by that side's names
     before = _names(digits.train, digits.class_names["train"])  # (N,)
     held = torch.tensor([n in names["validation"] for n in before])  # (N,)
     assert torch.equal(split.validation.images, digits.train.images[held])

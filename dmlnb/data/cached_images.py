@@ -12,16 +12,17 @@ a GPU), copies them to the device and crops, resizes, flips and normalises the w
 ``grid_sample`` there; the random boxes come from a ``torch.Generator`` the caller passes, so a
 training loop can make batch ``t`` of epoch ``e`` a function of ``(seed, e, t)``.
 
-How the crops differ from torchvision's PIL pipeline (:func:`dmlnb.data.image_folders.image_transforms`):
-the box is resampled from the ``S x S`` cache (itself an antialiased bicubic resize of the whole
-image, aspect ratio squashed), not from the original pixels, with a bilinear ``grid_sample``
-without antialiasing (torchvision resizes the crop with an antialiased bilinear filter). The
-boxes have exactly torchvision's distribution. On natural images the two differ by a mean
-absolute error of about 4 grey levels of 255 on detailed photographs and under 1 on smooth ones
-(``tests/test_cached_images.py`` asserts the bounds). The square crops on a cache of side
-``resize`` (the loaders' default for them) copy cache pixels, so they differ from torchvision's
-``Resize((resize, resize))`` + ``RandomCrop`` / ``CenterCrop`` only by the resize filter (the
-cache's bicubic against Resize's bilinear): about 1.6 grey levels on a detailed photograph.
+How the crops differ from torchvision's PIL pipeline
+(:func:`dmlnb.data.image_folders.image_transforms`): the box is resampled from the ``S x S`` cache
+(itself an antialiased bicubic resize of the whole image, aspect ratio squashed), not from the
+original pixels, with a bilinear ``grid_sample`` without antialiasing (torchvision resizes the crop
+with an antialiased bilinear filter). The boxes have exactly torchvision's distribution. On natural
+images the two differ by a mean absolute error of about 4 grey levels of 255 on detailed photographs
+and under 1 on smooth ones (``tests/test_cached_images.py`` asserts the bounds). The square crops on
+a cache of side ``resize`` (the loaders' default for them) copy cache pixels, so they differ from
+torchvision's ``Resize((resize, resize))`` + ``RandomCrop`` / ``CenterCrop`` only by the resize
+filter (the cache's bicubic against Resize's bilinear): about 1.6 grey levels on a
+detailed photograph.
 """
 
 from __future__ import annotations

@@ -62,7 +62,8 @@ _ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 
 def test_resize(image_size: int) -> int:
-    """The short side the test transform resizes to before its centre crop: ``round(size * 256 / 224)``."""
+    """The short side the test transform resizes to before its centre crop:
+    ``round(size * 256 / 224)``."""
     return round(image_size * 256 / 224)
 
 
@@ -240,7 +241,8 @@ def square_centre_boxes(sizes: Tensor, image_size: int, resize: int) -> Tensor:
 
 
 def horizontal_flips(n: int, generator: torch.Generator | None = None) -> Tensor:
-    """``(n,)`` bool, each ``True`` with probability 1/2 (``RandomHorizontalFlip``'s ``rand < 0.5``)."""
+    """``(n,)`` bool, each ``True`` with probability 1/2 (``RandomHorizontalFlip``'s
+    ``rand < 0.5``)."""
     return torch.rand(n, generator=generator) < 0.5
 
 
@@ -250,8 +252,8 @@ def crop_theta(sizes: Tensor, boxes: Tensor, flips: Tensor | None = None) -> Ten
     ``(width, height)``) from any resampling of the whole image, mirrored where ``flips[b]``.
 
     Output pixel ``p`` of ``s`` (normalised ``u = (2p + 1) / s - 1``) is the original coordinate
-    ``x0 + (p + 1/2) w / s``, i.e. the normalised input coordinate ``(w / W) u + (2 x0 + w) / W - 1``;
-    a flip negates the slope.
+    ``x0 + (p + 1/2) w / s``, i.e. the normalised input coordinate
+    ``(w / W) u + (2 x0 + w) / W - 1``; a flip negates the slope.
     """
     wh = _check_sizes(sizes)  # (B, 2)
     if boxes.shape != (wh.shape[0], 4):
@@ -280,7 +282,8 @@ def crop_batch(
     """Crop, resize and flip every image of a batch in one op and normalise it.
 
     Args:
-        pixels: ``(B, C, S, S')`` uint8 (0-255) or float images (0-1 scale times 255), on any device.
+        pixels: ``(B, C, S, S')`` uint8 (0-255) or float images (0-1 scale times
+            255), on any device.
         theta: ``(B, 2, 3)`` from :func:`crop_theta`, on the same device.
         size: output side.
         mean, std: per-channel normalisation of ``pixels / 255``.

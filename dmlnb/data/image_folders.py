@@ -176,7 +176,8 @@ class _Row:
         return self.fields[column]
 
     def integer(self, column: int, what: str) -> int:
-        """Field ``column`` as an int; a ``ValueError`` naming the file, the line and the value if not."""
+        """Field ``column`` as an int; a ``ValueError`` naming the file, the line and
+        the value if not."""
         try:
             return int(self.fields[column])
         except ValueError:
@@ -474,9 +475,10 @@ def load_inshop(
 
 
 def _hotel_images(folder: Path) -> tuple[list[str], list[int]]:
-    """The ``.jpg`` files under ``folder/<chain_id>/<hotel_id>/...`` (any depth below the hotel, e.g.
-    the ``<data_source>`` level), sorted, as paths relative to ``folder`` and their hotel ids (the
-    second folder level). A ``ValueError`` names a file outside that layout or a non-integer id."""
+    """The ``.jpg`` files under ``folder/<chain_id>/<hotel_id>/...`` (any depth below the hotel,
+    e.g. the ``<data_source>`` level), sorted, as paths relative to ``folder`` and their hotel ids
+    (the second folder level). A ``ValueError`` names a file outside that layout or
+    a non-integer id."""
     rel, hotels = [], []
     for path in sorted(folder.rglob("*.jpg")):
         parts = path.relative_to(folder).parts

@@ -3,8 +3,8 @@
 A loader is a function ``loader(root: Path, *, option=default, ...) -> DatasetSplits``
 registered under a name with :func:`register_dataset`. :func:`load_dataset` resolves the data
 root, checks the options against the loader's keyword arguments and calls it; the options of
-:data:`SPLIT_OPTIONS` (a class-disjoint validation split, :func:`dmlnb.data.validation.hold_out_classes`)
-it applies itself, to every dataset.
+:data:`SPLIT_OPTIONS` (a class-disjoint validation split,
+:func:`dmlnb.data.validation.hold_out_classes`) it applies itself, to every dataset.
 """
 
 from __future__ import annotations

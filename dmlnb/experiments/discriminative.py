@@ -28,9 +28,9 @@ calls together:
   (the chapter's own), judged by the book's rule (:mod:`dmlnb.reporting`), with the margin
   :func:`alike_margin` read from the paper's Table 3;
 * :func:`claims_both_ways`: the paper's claims with every run at the epoch each protocol selects;
-* :func:`deviation_runs`, :func:`variant_unfit`, :func:`deviations_table` and :func:`run_provenance`:
-  every deviation from the paper, measured where a variant fits the training classes, and the
-  code versions of the run records.
+* :func:`deviation_runs`, :func:`variant_unfit`, :func:`deviations_table` and
+  :func:`run_provenance`: every deviation from the paper, measured where a variant fits the training
+  classes, and the code versions of the run records.
 """
 
 from __future__ import annotations
@@ -215,9 +215,10 @@ KMEANS_DRAW_SEEDS = (0, 1, 2, 3, 4)
 def kmeans_draws(
     seeds: Sequence[int] = KMEANS_DRAW_SEEDS, size: int = 100
 ) -> dict[int, dict[str, float]]:
-    """Per seed, the distance statistics (:func:`~dmlnb.losses.discriminative.centroid_distance_stats`)
-    of one draw of :func:`~dmlnb.losses.discriminative.kmeans_sphere_centroids` with
-    ``C = D = size`` (the paper's Table 3 setting; no data, about 0.7 s a draw on one CPU thread)."""
+    """Per seed, the distance statistics
+    (:func:`~dmlnb.losses.discriminative.centroid_distance_stats`) of one draw of
+    :func:`~dmlnb.losses.discriminative.kmeans_sphere_centroids` with ``C = D = size`` (the paper's
+    Table 3 setting; no data, about 0.7 s a draw on one CPU thread)."""
     return {
         seed: centroid_distance_stats(kmeans_sphere_centroids(size, size, seed=seed))
         for seed in seeds
@@ -334,9 +335,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=5),
         # 768 and 1536 between the powers of two, and C up to 2048, so that the slopes of the losses
-        # timed only to a smaller N (`largest`: the enumerated sum, clustering) and the linear losses'
-        # slope in C rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES); a pass of each
-        # of those at its largest N took 0.7-4.4 s on the 2-core CPUs of
+        # timed only to a smaller N (`largest`: the enumerated sum, clustering) and the linear
+        # losses' slope in C rest on at least 3 sizes above the per-call floor (MIN_FIT_SIZES); a
+        # pass of each of those at its largest N took 0.7-4.4 s on the 2-core CPUs of
         # benchmarks/results/book_retrain_cpu.txt
         timing=dict(
             n_values=(256, 512, 768, 1024, 1536, 2048, 4096, 8192, 16384, 32768),
@@ -369,10 +370,10 @@ SETTINGS: dict[str, dict[str, Any]] = {
         clustering_refinement=CLUSTERING_REFINEMENT,
         step_timing=dict(steps=5, repeats=3),
         # `largest` from the losses' orders of growth, for one GPU; not yet measured on one. The
-        # (N, N) losses stop where an (N, N) float32 matrix takes about 1 GiB. Clustering stops at the
-        # third size, the fewest a slope may rest on (MIN_FIT_SIZES): its loss took 28 ms at B = 512
-        # on an H100 (benchmarks/results/training_h100.txt), and its O(C N (N + C)) inference would
-        # make a pass at N = 4000, C = 100 about 40 times that
+        # (N, N) losses stop where an (N, N) float32 matrix takes about 1 GiB. Clustering stops at
+        # the third size, the fewest a slope may rest on (MIN_FIT_SIZES): its loss took 28 ms at B =
+        # 512 on an H100 (benchmarks/results/training_h100.txt), and its O(C N (N + C)) inference
+        # would make a pass at N = 4000, C = 100 about 40 times that
         timing=dict(
             n_values=(1000, 2000, 4000, 8000, 16000, 32000, 64000, 128000),
             c_fixed=100,
@@ -520,9 +521,9 @@ def build_network(
     """The seeded network of ``method`` (a key of :data:`METHODS` values).
 
     ``discriminative``: :class:`CentroidNet` (backbone -> FC(``embedding_dim``) -> FC(C)).
-    Other methods: :func:`dmlnb.models.build_model` (backbone -> FC(``embedding_dim``), L2-normalised
-    when ``config.normalize``). ``arch`` replaces ``config.model`` (``"vgg16"``: the paper's
-    max-pooled conv5 variant, Sec. 4.5).
+    Other methods: :func:`dmlnb.models.build_model` (backbone -> FC(``embedding_dim``),
+    L2-normalised when ``config.normalize``). ``arch`` replaces ``config.model`` (``"vgg16"``: the
+    paper's max-pooled conv5 variant, Sec. 4.5).
     """
     torch.manual_seed(config.seed)
     if method == "discriminative":
@@ -705,10 +706,10 @@ def run_method(
 ) -> MethodRun:
     """Train ``method`` once (seed ``config.seed``) or reload its finished record.
 
-    Through the run layer (:func:`dmlnb.runs.train_or_reload`): a finished ``run_dir/record.json`` of the
-    same configuration and method specification (loss, centroids, architecture, tracking) is
-    reloaded unless ``retrain``. The run is named by its folder (``run_dir.name``; the name is not part
-    of the fingerprint). Otherwise the run trains (resuming an interrupted run of the same
+    Through the run layer (:func:`dmlnb.runs.train_or_reload`): a finished ``run_dir/record.json``
+    of the same configuration and method specification (loss, centroids, architecture, tracking) is
+    reloaded unless ``retrain``. The run is named by its folder (``run_dir.name``; the name is not
+    part of the fingerprint). Otherwise the run trains (resuming an interrupted run of the same
     fingerprint; with a validation split, ``splits.validation``, every evaluation measures it too
     and the best epoch is the one ``cfg.select_on`` names) and its record gets ``extras``:
 
@@ -729,8 +730,9 @@ def run_method(
         else None
     )
     tracker: LemmaTracker | None = None
-    # the run's name is its folder's (a variant's runs are named by their own folder, not lumped with the
-    # one-hot runs); the name is not part of the fingerprint, so a record stored under another name reloads
+    # the run's name is its folder's (a variant's runs are named by their own folder, not lumped
+    # with the one-hot runs); the name is not part of the fingerprint, so a record stored under
+    # another name reloads
     name = (
         run_dir.name
         if run_dir is not None
@@ -808,7 +810,8 @@ def run_method(
 
 
 def clustering_run_name(gamma: float, seed: int) -> str:
-    """The run folder of a clustering run at margin multiplier ``gamma``: ``"clustering-g10-seed0"``."""
+    """The run folder of a clustering run at margin multiplier ``gamma``:
+    ``"clustering-g10-seed0"``."""
     return f"clustering-g{float(gamma):g}-seed{seed}"
 
 
@@ -840,8 +843,8 @@ class ClusteringSearch:
         return found[0]
 
     def frame(self) -> pd.DataFrame:
-        """One row per gamma: ``runs``, the validation R@1 the choice reads and the test R@1, both at
-        each run's validation-selected epoch (``"mean ± std"`` in %), and ``chosen``. Without a
+        """One row per gamma: ``runs``, the validation R@1 the choice reads and the test R@1, both
+        at each run's validation-selected epoch (``"mean ± std"`` in %), and ``chosen``. Without a
         validation split only the test R@1 at each run's kept epoch."""
         rows = {}
         for gamma, runs in self.runs.items():
@@ -1085,11 +1088,12 @@ def loss_pass_timing(
 
     Two sweeps: ``N`` grows with ``C = c_fixed`` classes (``N / C`` samples each), and ``C`` grows
     with ``N = n_fixed`` (not the losses of :data:`N_SWEEP_ONLY`). Random ``(N, D)`` embeddings,
-    ``D = dim``; every timing the fastest of ``repeats`` passes after one warm-up. ``largest[loss]``:
-    the largest ``N`` that loss is timed at (in the ``C`` sweep too, whose ``N`` is ``n_fixed``); a
-    loss not named there is timed at every size. The sizes and passes timed are thus fixed, the same on every machine, and a slower
-    machine only takes longer (a limit in seconds would time the slow losses at fewer sizes there,
-    and their slopes would rest on fewer points).
+    ``D = dim``; every timing the fastest of ``repeats`` passes after one warm-up.
+    ``largest[loss]``: the largest ``N`` that loss is timed at (in the ``C`` sweep too, whose ``N``
+    is ``n_fixed``); a loss not named there is timed at every size. The sizes and passes timed are
+    thus fixed, the same on every machine, and a slower machine only takes longer (a limit in
+    seconds would time the slow losses at fewer sizes there, and their slopes would
+    rest on fewer points).
 
     Returns a frame with columns ``sweep`` ("N" or "C"), ``loss``, ``N``, ``C``, ``seconds``.
     """
@@ -1356,7 +1360,8 @@ class ClaimEvidence:
     every side), gathered by :func:`claim_evidence`.
 
     Attributes:
-        metrics: paper row name -> metric -> value (fraction) of each one-hot seed at its best epoch.
+        metrics: paper row name -> metric -> value (fraction) of each one-hot
+            seed at its best epoch.
         layers: Table 2 pairs, every discriminative run (one-hot and K-means centroids): metric ->
             (second-to-last layer values, last layer values), the same runs in the same order.
         kmeans_r1: Recall@1 of the discriminative runs with K-means centroids.
@@ -1503,7 +1508,8 @@ TRIVIAL_GAP_PER_TRIPLET = 8.0
 MAX_EPS = 4.0
 
 
-#: Why Table 2's layer comparison cannot hold on these runs (:func:`dmlnb.reporting.biased_toward_claim`).
+#: Why Table 2's layer comparison cannot hold on these runs
+#: (:func:`dmlnb.reporting.biased_toward_claim`).
 LAYER_SELECTION_BIAS = (
     "each run's epoch was chosen by the second-to-last layer's Recall@1 (on the classes the run "
     "selects on), and the records hold no last-layer score at any other epoch, so the layers "
@@ -1542,12 +1548,12 @@ def _fit_sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> list[int]:
 
 
 def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
-    """Table 1's "clustering costs O(N Y^3): linear in N" and its timing on dmlnb's facility-location
-    loss (:func:`~dmlnb.reporting.implementation_claims`): dmlnb runs the loss-augmented inference
-    (greedy, then PAM) over the whole set as one batch, each greedy step scoring every candidate
-    over the whole set as Algorithm 1 is listed, where the cited cost is that of training in
-    mini-batches, so the timing is not a test of the cited cost; it is our measurement of dmlnb's
-    code against the claimed order."""
+    """Table 1's "clustering costs O(N Y^3): linear in N" and its timing on dmlnb's
+    facility-location loss (:func:`~dmlnb.reporting.implementation_claims`): dmlnb runs the
+    loss-augmented inference (greedy, then PAM) over the whole set as one batch, each greedy step
+    scoring every candidate over the whole set as Algorithm 1 is listed, where the cited cost is
+    that of training in mini-batches, so the timing is not a test of the cited cost; it is our
+    measurement of dmlnb's code against the claimed order."""
     values = _slope(ev.slopes, "clustering", "slope in N")
     low, high = order_band(LINEAR_ORDER)
     paper, ours = implementation_claims(
@@ -1666,7 +1672,8 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
         """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
         :func:`~dmlnb.reporting.order_band` of the claimed ``order``
         (:func:`~dmlnb.reporting.compare_to_band`), decided only when every repeat's slope rests on
-        at least :data:`~dmlnb.reporting.MIN_FIT_SIZES` sizes (:func:`~dmlnb.reporting.shape_unchecked`)."""
+        at least :data:`~dmlnb.reporting.MIN_FIT_SIZES` sizes
+        (:func:`~dmlnb.reporting.shape_unchecked`)."""
         return Claim(
             claim,
             "Table 1",
@@ -2159,12 +2166,13 @@ def deviations_table(
     ``every_run``; the clustering baseline's gamma from ``clustering``,
     :func:`clustering_search`), else "not measured at the <profile> profile". ``kmeans``: per seed,
     the distance statistics of a draw of K-means centroids at C = D = 100 (:func:`kmeans_draws`):
-    the first shown beside the paper's Table 3, the spreads of all of them after it. ``num_classes``: the
-    training classes C of the runs (named beside their K-means centroids' distance statistics);
-    ``validation_classes``: the training classes held out as validation classes; ``timing``: the
-    profile's ``settings["timing"]`` of the Table 1 timing study, run on ``timing_device`` with
-    ``timing_repeats`` repeats. The code-version row reads the commits of the records (``every_run``
-    and ``variants``) and, where git can, what changed between them (:func:`code_changes`)."""
+    the first shown beside the paper's Table 3, the spreads of all of them after it.
+    ``num_classes``: the training classes C of the runs (named beside their K-means centroids'
+    distance statistics); ``validation_classes``: the training classes held out as validation
+    classes; ``timing``: the profile's ``settings["timing"]`` of the Table 1 timing study, run on
+    ``timing_device`` with ``timing_repeats`` repeats. The code-version row reads the commits of the
+    records (``every_run`` and ``variants``) and, where git can, what changed between them
+    (:func:`code_changes`)."""
     base_r1 = [r.best_metrics["R@1"] for r in base]
     not_measured = f"not measured at the {profile} profile"
 
@@ -2231,7 +2239,8 @@ def deviations_table(
             + f"{len(trained)} runs): min {t['min']:.3f} / max {t['max']:.3f} / std "
             f"{t['std']:.3f}: kappa_max - kappa_min {t['max'] - t['min']:.3f}"
         )
-    # Table 2 on the paper's one-hot runs only, judged as the claim is (layer_verdict: every K, paired, biased)
+    # Table 2 on the paper's one-hot runs only, judged as the claim is (layer_verdict:
+    # every K, paired, biased)
     onehot_pairs = layer_pairs([r for r in base if r.extras.get("last_layer")])
     onehot_v = layer_verdict(onehot_pairs) if onehot_pairs else None
     table2_runs = not_measured

@@ -293,7 +293,8 @@ class Study:
     table1_seeds: tuple[int, ...]
     table2: tuple[TrainConfig, ...] = ()
     #: Table 3's Hotels-50K run(s) (paper profile); their test hotels are training hotels, so they
-    #: select on the test images whatever the ``validation`` switch (no class-disjoint split exists).
+    #: select on the test images whatever the ``validation`` switch (no
+    #: class-disjoint split exists).
     table3: tuple[TrainConfig, ...] = ()
     #: the seeds of every run of Tables 2 and 3
     paper_seeds: tuple[int, ...] = ()
@@ -1133,9 +1134,10 @@ class ClaimInputs:
     * ``profile`` and ``paper_status``: :func:`paper_run_status` of the paper profile's Table 2
       and Table 3 runs; ``table2``: Table 2 column (``"CUB"``...) -> our EPSHN Recall@1 per run,
       and ``table3``: our EPSHN256 Hotels-50K Recall@1 per run, if run;
-    * ``semihard``: EPSHN at the key group size under each semi-hard rule (:func:`semihard_comparison`):
-      rule -> metric -> value per seed, ``semihard_collapsed``: the rules with a collapsed run, and
-      ``semihard_same``: the seeds whose two runs trained alike (:func:`identical_histories`).
+    * ``semihard``: EPSHN at the key group size under each semi-hard rule
+      (:func:`semihard_comparison`): rule -> metric -> value per seed, ``semihard_collapsed``: the
+      rules with a collapsed run, and ``semihard_same``: the seeds whose two runs trained alike
+      (:func:`identical_histories`).
     """
 
     recall: Mapping[str, Mapping[int, Sequence[float]]]
@@ -1212,7 +1214,8 @@ def _group_size_claims(
 ) -> list[Claim]:
     """Figure 4 and Sec. 6.1: "an increase in performance for all the Easy Positive approaches and
     a decrease for the hard positive approaches" as n grows; the contrast itself (per-seed change
-    from the smallest to the key n, easy against hard); the optimum at n = 16 of the paper's grid."""
+    from the smallest to the key n, easy against hard); the optimum at n = 16 of
+    the paper's grid."""
     grid = sorted(recall["EP"])
     lo = grid[0]
     sec61 = (
@@ -1373,7 +1376,8 @@ def our_measurement_claims(
     )
 
 
-#: How the chapter names EPSHN's two semi-hard rules (:data:`dmlnb.losses.easy_positive.SEMIHARD_RULES`).
+#: How the chapter names EPSHN's two semi-hard rules
+#: (:data:`dmlnb.losses.easy_positive.SEMIHARD_RULES`).
 SEMIHARD_LABELS: dict[str, str] = {
     "strict": "strict, S_an < S_ap (the paper, Sec. 3.1)",
     "inclusive": "inclusive, S_an <= S_ap (the authors' code)",
@@ -1655,8 +1659,9 @@ def _table1_verdict(
 ) -> tuple[Verdict, pd.DataFrame]:
     """ "EPSHN beats every other method" of one Table 1 cell (``res``: method -> R@1 per seed) by
     :func:`dmlnb.reporting.group_verdict`, with the table of pairs. A pair is not tested when its
-    side is degenerate: every pair when EPSHN's runs collapsed (:data:`COLLAPSED`), else a pair whose
-    baseline is untuned (:func:`untuned_baselines`, :data:`UNTUNED`), which never counts as held."""
+    side is degenerate: every pair when EPSHN's runs collapsed (:data:`COLLAPSED`), else a pair
+    whose baseline is untuned (:func:`untuned_baselines`, :data:`UNTUNED`), which
+    never counts as held."""
     others = {m: res[m] for m in TABLE1_METHODS if m != "EPSHN"}
     bad, what = _collapsed_sides(collapsed, {"EPSHN": (key,)}), COLLAPSED
     if not bad:
@@ -1793,7 +1798,8 @@ _BACKBONES = {"googlenet": "GoogLeNet", "resnet18": "ResNet-18", "resnet50": "Re
 
 def reported_table1(dataset: str, model: str) -> dict[str, pd.DataFrame]:
     """The paper's Table 1 cells to show beside our ``dataset`` / ``model`` cell, each under its
-    label ``"reported (<dataset>, <backbone>, 64-d)"`` (:func:`dmlnb.reporting.reported_vs_reproduced`).
+    label ``"reported (<dataset>, <backbone>, 64-d)"``
+    (:func:`dmlnb.reporting.reported_vs_reproduced`).
 
     The cell of the same dataset and backbone when the paper has it; otherwise (a dataset or
     backbone the paper did not use) the two cells that report all four methods,
@@ -1903,9 +1909,9 @@ COLLAPSED = "collapsed runs (training loss at ln 2: S_ap = S_an)"
 
 def loss_curves(runner: Runner) -> pd.DataFrame:
     """Training loss per epoch of every distinct Figure 4 run, from the records: one row per
-    (run, n, seed), columns ``epoch 1..E``, plus ``collapsed`` — a single-negative variant (one negative
-    per term, so ``S_ap = S_an`` for every anchor gives exactly ``ln 2``) collapsed by the book's
-    criterion (:func:`is_collapsed`)."""
+    (run, n, seed), columns ``epoch 1..E``, plus ``collapsed`` — a single-negative variant (one
+    negative per term, so ``S_ap = S_an`` for every anchor gives exactly ``ln 2``) collapsed by the
+    book's criterion (:func:`is_collapsed`)."""
     study = runner.study
     rows, seen = [], set()
     for m in MINING_METHODS:
@@ -1939,11 +1945,13 @@ def near_ln2(curves: pd.DataFrame, band: float = COLLAPSE_BAND) -> list[str]:
     """In words, per (run, n) of a single-negative variant (EPHN, EPSHN, HPHN: ln 2 is their loss at
     S_ap = S_an) in :func:`loss_curves` whose mean training loss over seeds comes within ``band``
     (a share of ln 2, the book's collapse band) of ln 2 at some epoch: at which epochs, the mean
-    loss of every epoch, how many seeds are collapsed, and, when a seed's own loss stays within ``band`` of ln 2 from some epoch to the last, that
-    epoch per seed (``—`` for a seed whose last epoch is outside), e.g. ``"EPHN n = 4: within 2.5%
-    of ln 2 at epoch 2 only (mean over 3 seeds: 0.712, 0.688, 0.673, 0.586, 0.483); 0 of 3 seeds
-    collapsed"`` or ``"HPHN n = 8: ...; 3 of 3 seeds collapsed; per seed (0, 1, 2), within it from
-    epoch 3, 2, 2 to the last"``."""
+    loss of every epoch, how many seeds are collapsed, and, when a seed's own loss stays within
+    ``band`` of ln 2 from some epoch to the last, that epoch per seed (``—`` for a seed whose last
+    epoch is outside), e.g.
+    ``"EPHN n = 4: within 2.5% of ln 2 at epoch 2 only (mean over 3 seeds: 0.712, 0.688, 0.673,
+    0.586, 0.483); 0 of 3 seeds collapsed"`` or
+    ``"HPHN n = 8: ...; 3 of 3 seeds collapsed; per seed (0, 1, 2), within it from epoch 3, 2,
+    2 to the last"``."""
     cols = [c for c in curves.columns if c.startswith("epoch ")]
     out = []
     for (run, n), f in curves.groupby(["run", "n"], sort=True):
@@ -2460,8 +2468,8 @@ def table1_recall(runner: Runner) -> dict[str, dict[str, list[float]]]:
 
 
 def untuned_baselines(recall: Mapping[str, Sequence[float]], tuned: str = "EPSHN") -> list[str]:
-    """The baselines of one Table 1 cell (``recall``: method -> R@1 per seed) whose mean R@1 is below
-    every other method's by more than the spread of the methods above it (their range): an
+    """The baselines of one Table 1 cell (``recall``: method -> R@1 per seed) whose mean R@1 is
+    below every other method's by more than the spread of the methods above it (their range): an
     untuned setting far below the rest, e.g. ``["Proxy-NCA"]``; ``tuned`` is never listed."""
     means = {m: float(np.mean(v)) for m, v in recall.items()}
     out = []

@@ -11,21 +11,22 @@ together:
 * :func:`build_loss` / :func:`method_config` / :func:`loss_description`: the four compared losses
   with the paper's settings and forms (triplet with semi-hard mining, lifted structure, N-pairs as
   Eq. 3, the clustering loss with Algorithm 2 as listed; the variants as options, :data:`FORMS`);
-* :func:`run_method`: one training run with the batches of :class:`dmlnb.samplers.ClassRatioSampler`,
-  whose record (with the per-step log of :class:`~dmlnb.losses.facility_location.InsideLossHook`,
-  the paper's geometric NMI and, optionally, a t-SNE map of the test embedding) is saved and
-  reloaded without retraining; :func:`study_variant` for the runs beside the tables;
+* :func:`run_method`: one training run with the batches of
+  :class:`dmlnb.samplers.ClassRatioSampler`, whose record (with the per-step log of
+  :class:`~dmlnb.losses.facility_location.InsideLossHook`, the paper's geometric NMI and,
+  optionally, a t-SNE map of the test embedding) is saved and reloaded without retraining;
+  :func:`study_variant` for the runs beside the tables;
 * :func:`inside_loss_frame` / :func:`inside_loss_summary`: the logged diagnostics as tables;
 * the Figure 2 toy (:func:`toy_points`, :func:`train_toy`, :func:`toy_summary`, :func:`run_toy`,
   :func:`toy_frame`): free 2-D points on the unit circle, one class split in two groups by other
   classes, trained directly (no network) with local losses and with the clustering loss, from
   several seeded layouts;
 * the verdicts (:func:`compare_methods`, :func:`comparison_table`, :func:`variant_comparison`,
-  :func:`lemma1_verdict` on :func:`lemma1_per_update`, :func:`claims`), all by the book's rule, and under both protocols
-  (:func:`main_comparisons`, :func:`both_ways_claims`), the in-cell timing of the inference
-  (:func:`inference_scaling`), what Algorithm 2 adds per table and form (:func:`pam_by_table`),
-  the deviations from the paper (:func:`deviations`), in :mod:`dmlnb.reporting`, and the paper's
-  own margins (:func:`reported_margins`);
+  :func:`lemma1_verdict` on :func:`lemma1_per_update`, :func:`claims`), all by the book's rule, and
+  under both protocols (:func:`main_comparisons`, :func:`both_ways_claims`), the in-cell timing of
+  the inference (:func:`inference_scaling`), what Algorithm 2 adds per table and form
+  (:func:`pam_by_table`), the deviations from the paper (:func:`deviations`), in
+  :mod:`dmlnb.reporting`, and the paper's own margins (:func:`reported_margins`);
 * :data:`REPORTED`: the paper's Tables 1-3 (NMI and Recall@K in %), for "reported" columns only.
 """
 
@@ -698,7 +699,8 @@ def run_name(table: TableSpec, method: str, seed: int, study: Study) -> str:
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
     """A run's method specification: table, method, :func:`loss_description`, the registered
     method (:func:`loss_method`), batch composition,
-    :meth:`Study.settings`, whether it stores a t-SNE map and the forms it trains (:func:`_forms`)."""
+    :meth:`Study.settings`, whether it stores a t-SNE map and the forms it trains
+    (:func:`_forms`)."""
     return json.loads(
         json.dumps(
             {
@@ -760,12 +762,13 @@ def run_method(
 
     Batches come from :class:`dmlnb.samplers.ClassRatioSampler` (``C / m`` of the table, seeded
     by ``seed``), identical for every method of a seed. The clustering loss's margin multiplier
-    decays by :class:`dmlnb.losses.MarginDecayHook`; :class:`~dmlnb.losses.facility_location.InsideLossHook` logs every run. After
-    training, the best-epoch model is evaluated once more with the geometric-mean NMI of the
-    paper (Eq. 9; the training loop's evaluation uses the arithmetic mean) and, for the methods
-    in ``study.tsne_methods`` at the first seed, a t-SNE map of the test embedding is stored.
-    With a validation split (``splits.validation``, a study made with ``validation=``) every
-    evaluation measures it too and the best epoch is the one it selects (``cfg.select_on``).
+    decays by :class:`dmlnb.losses.MarginDecayHook`;
+    :class:`~dmlnb.losses.facility_location.InsideLossHook` logs every run. After training, the
+    best-epoch model is evaluated once more with the geometric-mean NMI of the paper (Eq. 9; the
+    training loop's evaluation uses the arithmetic mean) and, for the methods in
+    ``study.tsne_methods`` at the first seed, a t-SNE map of the test embedding is stored. With a
+    validation split (``splits.validation``, a study made with ``validation=``) every evaluation
+    measures it too and the best epoch is the one it selects (``cfg.select_on``).
 
     With ``retrain=False`` a finished ``record.json`` made with the same configuration and method
     settings is reloaded instead.
@@ -860,9 +863,9 @@ def study_variant(study: Study, **changes: Any) -> Study:
 
 
 def inside_loss_frame(runs: Sequence[MethodRun]) -> pd.DataFrame:
-    """The :class:`~dmlnb.losses.facility_location.InsideLossHook` logs of ``runs`` as one frame: columns ``method``, ``seed``
-    and the logged columns; for the clustering loss also ``pam_gain = refined - greedy`` and
-    ``inference_share = inference_s / step_s``."""
+    """The :class:`~dmlnb.losses.facility_location.InsideLossHook` logs of ``runs`` as one frame:
+    columns ``method``, ``seed`` and the logged columns; for the clustering loss also
+    ``pam_gain = refined - greedy`` and ``inference_share = inference_s / step_s``."""
     frames = []
     for run in runs:
         log = run.extras.get("inside") or {}
@@ -1073,8 +1076,8 @@ def toy_summary(
     points: Tensor, labels: Tensor, groups: Tensor, split_class: int = 0
 ) -> dict[str, float]:
     """How split the toy's ``split_class`` is: ``gap_degrees`` (angle between the mean
-    directions of its two groups), ``merged`` (gap below :data:`MERGE_DEGREES`), ``nn_accuracy`` (fraction
-    of points whose nearest other point has their class)."""
+    directions of its two groups), ``merged`` (gap below :data:`MERGE_DEGREES`), ``nn_accuracy``
+    (fraction of points whose nearest other point has their class)."""
     x = torch.nn.functional.normalize(points.double(), dim=1)  # (N, 2)
     own = torch.unique(groups[labels == split_class])
     if own.numel() != 2:
@@ -1897,9 +1900,10 @@ def deviations(
 
 
 def _pair_use(table: TableSpec) -> tuple[int, int, int]:
-    """For the pair losses on ``table``'s batches (:class:`~dmlnb.samplers.ClassRatioSampler`: ``B mod C``
-    classes with ``B // C + 1`` images, the others ``B // C``): the positive pairs of a batch, the
-    images outside the one pair per class the N-pairs loss takes, and the classes of one image."""
+    """For the pair losses on ``table``'s batches (:class:`~dmlnb.samplers.ClassRatioSampler`:
+    ``B mod C`` classes with ``B // C + 1`` images, the others ``B // C``): the positive pairs of a
+    batch, the images outside the one pair per class the N-pairs loss takes, and the
+    classes of one image."""
     b, c = table.config.batch_size, table.classes_per_batch
     per, extra = divmod(b, c)
     pairs = extra * math.comb(per + 1, 2) + (c - extra) * math.comb(per, 2)
@@ -2021,7 +2025,8 @@ def claims(
     * Sec. 3.5: the choice of ``C / m`` does not change the results significantly (clustering
       loss at the two ratios the profile runs, :func:`~dmlnb.reporting.no_difference`);
     * Sec. 3.4: Algorithm 1 is linear in the batch size, judged on the timing of dmlnb's inference,
-      which computes the listing (:func:`_algorithm1_claim`), and it adds little overhead (not tested: see the reason);
+      which computes the listing (:func:`_algorithm1_claim`), and it adds little overhead (not
+      tested: see the reason);
     * Lemma 1 (Algorithm 2 increases ``A`` monotonically, at every update as its proof argues):
       every update of Algorithm 2 as listed traced on :func:`lemma1_batches`
       (:func:`lemma1_per_update`, :func:`lemma1_verdict`; ``lemma1`` replaces the trace); what the
@@ -2029,8 +2034,8 @@ def claims(
       metric distances) and the variant ``"full"`` (monotone by construction) are quoted in the
       evidence, not tested;
     * Sec. 3.5: normalisation helps, greedy initialisation beats random: not tested (no such runs);
-    * Figure 2, local losses can fail: per paper local loss of the toy, its split-class groups end at
-      least :data:`MERGE_DEGREES` apart (:func:`~dmlnb.reporting.compare_to_threshold` over
+    * Figure 2, local losses can fail: per paper local loss of the toy, its split-class groups end
+      at least :data:`MERGE_DEGREES` apart (:func:`~dmlnb.reporting.compare_to_threshold` over
       the seeds; a loss that is zero at every step moves nothing and is "not tested");
     * Figure 3, the clustering loss merges the split class (angles below :data:`MERGE_DEGREES`);
       where the paper's local losses merge it too at every seed, the verdict says so (Figure 3's

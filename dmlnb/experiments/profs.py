@@ -10,11 +10,13 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   settings of their papers as registered methods (:data:`LOSS_METHODS`, :func:`implementation`
   says what each trains);
 * :data:`PAIR_MODE`, :func:`pair_mode` and :func:`profs_loss`: the PROFS variants' losses restricted
-  to the pairs of the class representatives (Sec. 5.3, :class:`~dmlnb.profs.representative_pairs.RepresentativePairs`);
+  to the pairs of the class representatives (Sec. 5.3,
+  :class:`~dmlnb.profs.representative_pairs.RepresentativePairs`);
 * :func:`build_components`: the batch sampler and hooks of one variant, ``plain`` (class-balanced
-  batches of ``I`` images per class), ``PROFS`` (:class:`~dmlnb.profs.representatives.RepresentativeSampler` with
-  ``M`` from ``rho`` and :class:`~dmlnb.profs.proximal.ProximalHook`) or ``PROFS-HNCM`` (the same with hard
-  negative class mining); SoftTriple gets its adaptation (every iteration a subproblem,
+  batches of ``I`` images per class), ``PROFS``
+  (:class:`~dmlnb.profs.representatives.RepresentativeSampler` with ``M`` from ``rho`` and
+  :class:`~dmlnb.profs.proximal.ProximalHook`) or ``PROFS-HNCM`` (the same with hard negative class
+  mining); SoftTriple gets its adaptation (every iteration a subproblem,
   :class:`~dmlnb.profs.proximal.LaggedProximalHook`; cluster centres as representatives,
   :class:`~dmlnb.profs.representatives.CenterRepresentatives`);
 * :class:`TimedSampler`: measures the seconds a sampler spends building batches and in its hook
@@ -27,9 +29,10 @@ Everything ``notebooks/04_profs.ipynb`` runs, so that its cells only wire calls 
   (representatives, pair restriction, proximal term), each step judged against the one before;
 * :func:`hncm_pick_cost`: the cost of one HNCM batch (greedy chain and one scan) as the number of
   classes grows;
-* :func:`gain_frame`, :func:`comparisons_table`, :func:`sweep_verdicts`, :func:`comparisons_both_ways`:
-  the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s one rule (``compare``,
-  ``interior_optimum``, ``compare_to_threshold``, ``all_of`` over the losses, ``no_difference``);
+* :func:`gain_frame`, :func:`comparisons_table`, :func:`sweep_verdicts`,
+  :func:`comparisons_both_ways`: the per-loss gains and every verdict, by :mod:`dmlnb.reporting`'s
+  one rule (``compare``, ``interior_optimum``, ``compare_to_threshold``, ``all_of`` over the
+  losses, ``no_difference``);
 * :func:`paper_projections`, :func:`projection_reason`: projections per run, the paper's and
   ours, and why the claims that rest on many projections are not tested at a small scale;
   :func:`epochs_for_projections`: the epochs a run needs for :data:`MIN_PROJECTIONS`;
@@ -275,7 +278,8 @@ def _paper(dataset: str, model: str = "googlenet") -> dict[str, Any]:
 
 #: TrainConfig presets layered over :data:`dmlnb.profiles.PROFILES`.
 PRESETS: dict[str, dict[str, Any]] = {
-    # digits: 5 training classes (3 with 2 held out for validation); batches of 3 classes x 2 images.
+    # digits: 5 training classes (3 with 2 held out for validation); batches of
+    # 3 classes x 2 images.
     "smoke": dict(
         batch_size=6,
         m_per_class=2,
@@ -326,7 +330,8 @@ TABLE2_SETUPS: dict[str, dict[str, Any]] = {
 }
 
 #: The losses whose pairs PROFS restricts to those anchored at a representative (Sec. 5.3), which
-#: halves their anchors: the component ablation separates that from the batches and the proximal term.
+#: halves their anchors: the component ablation separates that from the batches
+#: and the proximal term.
 _COMPONENT_LOSSES = ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
 
 #: The design per profile (not TrainConfig fields): ``seeds`` of Tables 1 and 2, ``rho`` and
@@ -347,7 +352,8 @@ _COMPONENT_LOSSES = ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
 #: in the book's hour: Table 1 for the contrastive and triplet losses (hard pairs), the component
 #: ablation on the contrastive loss, and SoftTriple (a projection per step, so 6 epochs are 102
 #: projections); the sweeps, the other losses and the HNCM regime, which would each need as many
-#: long runs again, run at the paper profile only (the chapter says which claims that leaves untested).
+#: long runs again, run at the paper profile only (the chapter says which claims
+#: that leaves untested).
 SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,),
@@ -524,7 +530,8 @@ def loss_method(key: str) -> MethodCall:
     return LOSS_METHODS[key]
 
 
-#: Sec. 5.3, how the PROFS variants restrict each loss's pairs (:class:`~dmlnb.profs.representative_pairs.RepresentativePairs`):
+#: Sec. 5.3, how the PROFS variants restrict each loss's pairs
+#: (:class:`~dmlnb.profs.representative_pairs.RepresentativePairs`):
 #:
 #: * ``"anchored"``, pairs anchored at a class representative: contrastive, triplet and Margin,
 #:   "each class representative should have the same number of its corresponding positive pairs
@@ -619,7 +626,8 @@ def loss_config(key: str, config: TrainConfig) -> TrainConfig:
 
 
 def period_for(config: TrainConfig, num_classes: int, rho: float) -> int:
-    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)`` (:func:`dmlnb.profs.representatives.projection_period`)."""
+    """``M = ceil(rho / p(y))``, ``p(y) = B / (I L)``
+    (:func:`dmlnb.profs.representatives.projection_period`)."""
     return projection_period(rho, config.batch_size, config.m_per_class, num_classes)
 
 
@@ -644,8 +652,9 @@ def build_components(
       renews the representatives every step and the proximal term is
       :class:`~dmlnb.profs.proximal.LaggedProximalHook` (``period`` is ignored).
     * ``PROFS-HNCM``: the same with hard negative class mining, picking classes by ``hncm_mode``
-      (``"greedy"`` or the paper's ``O(L)`` ``"scan"``, :data:`~dmlnb.profs.representatives.HNCM_MODES`;
-      the other variants ignore it); for SoftTriple the cluster centres are the representatives
+      (``"greedy"`` or the paper's ``O(L)`` ``"scan"``,
+      :data:`~dmlnb.profs.representatives.HNCM_MODES`; the other variants ignore it); for SoftTriple
+      the cluster centres are the representatives
       (:class:`~dmlnb.profs.representatives.CenterRepresentatives`).
 
     The sampler is wrapped in a :class:`TimedSampler` (it measures the bookkeeping time).
@@ -770,7 +779,8 @@ class RunIdentity:
     """What one run is before it trains: its folder ``name``, the configuration it trains
     (``config``, :func:`loss_config` applied), its method specification ``spec`` (with ``config``
     its fingerprint, :func:`dmlnb.records.run_fingerprint`), ``M`` (``period``, ``None`` for
-    plain runs), ``lam`` (``None`` for plain runs), its pair restriction ``pairs`` and ``hncm_mode``."""
+    plain runs), ``lam`` (``None`` for plain runs), its pair restriction ``pairs``
+    and ``hncm_mode``."""
 
     key: str
     variant: str
@@ -945,7 +955,8 @@ def run_variant(
 #:
 #: * ``"representatives"``: PROFS's batches (one representative per class kept ``M`` steps, as the
 #:   first of its group) with every pair of the loss and no proximal term;
-#: * ``"+ pair restriction"``: the pairs restricted to those anchored at a representative (Sec. 5.3);
+#: * ``"+ pair restriction"``: the pairs restricted to those anchored at a
+#:   representative (Sec. 5.3);
 #: * ``"+ proximal term"``: ``lambda/2 ||theta - theta_k||^2`` added: Table 1's PROFS run.
 COMPONENT_STEPS: dict[str, dict[str, Any]] = {
     "representatives": {"pairs": "all", "lam": 0.0},
@@ -988,7 +999,8 @@ def chapter_runs(
     (:func:`component_runs`); each once (a run several sections share is listed once).
 
     Args:
-        config: the chapter's :func:`experiment_config`; ``settings``: its :func:`experiment_settings`.
+        config: the chapter's :func:`experiment_config`; ``settings``: its
+            :func:`experiment_settings`.
         num_classes: the training classes ``L`` of ``config.dataset`` (``M`` depends on it).
     """
     rho, lam, mode = settings["rho"], settings["lam"], settings.get("hncm_mode", "greedy")
@@ -1190,7 +1202,8 @@ def comparisons_table(gains: pd.DataFrame) -> pd.DataFrame:
 
 def sweep_frame(points: Mapping[str, Mapping[float, Sequence[float]]], name: str) -> pd.DataFrame:
     """A sweep (loss -> swept value -> per-seed results, fractions) as rows ``loss``, ``name``,
-    ``mean`` and ``std`` (%, std NaN for one seed) and ``seeds``, for :func:`dmlnb.plots.plot_sweep`."""
+    ``mean`` and ``std`` (%, std NaN for one seed) and ``seeds``, for
+    :func:`dmlnb.plots.plot_sweep`."""
     return pd.DataFrame(
         [
             {
@@ -1214,8 +1227,8 @@ def sweep_verdicts(
 ) -> tuple[Verdict, dict[str, Verdict], pd.DataFrame]:
     """Verdicts on "the sweep has an interior optimum" for each loss of ``points`` (loss -> swept
     value -> per-seed results), each by :func:`dmlnb.reporting.interior_optimum`, and on "for
-    every loss" (:func:`~dmlnb.reporting.all_of` over the losses). Returns that verdict, the per-loss verdicts and the table of
-    every interior value against both ends, per loss."""
+    every loss" (:func:`~dmlnb.reporting.all_of` over the losses). Returns that verdict, the
+    per-loss verdicts and the table of every interior value against both ends, per loss."""
     per_loss, tables = {}, []
     for loss, pts in points.items():
         per_loss[loss], table = interior_optimum(pts, scale=scale, unit=unit)
@@ -1246,7 +1259,8 @@ def step_times(
     Each repeat trains each variant for ``steps`` steps from the same seed with
     :func:`dmlnb.training.train` (no evaluation): the whole step, sampler, HNCM's scan, forward,
     backward, the proximal hook (anchor copies every ``M`` steps, ``lambda (theta - theta_k)`` every
-    step) and the optimiser. Stored at ``path`` and reloaded (:func:`dmlnb.runs.stored_measurement`)."""
+    step) and the optimiser. Stored at ``path`` and reloaded
+    (:func:`dmlnb.runs.stored_measurement`)."""
 
     def make() -> pd.DataFrame:
         cfg = loss_config(key, config).replace(epochs=1, steps_per_epoch=steps)  # no evaluation
@@ -1319,10 +1333,11 @@ def cached_pick_cost(
 
 
 def paper_projections(rho: float = REPORTED_RHO) -> pd.DataFrame:
-    """The paper's runs per dataset: training images and classes ``L`` (Sec. 5.1), ``p(y) = B / (I L)``,
-    ``M``, training steps (``epochs * floor(N / B)``) and projections per run (steps / M), from its batch
-    and epochs (Sec. 5.2) and ``I = 2``, ``rho = 6`` (Sec. 5.4.1). ``I = 2`` is the M ablation's; Table 1
-    follows each baseline's number of positives, so its counts are our estimate."""
+    """The paper's runs per dataset: training images and classes ``L`` (Sec. 5.1),
+    ``p(y) = B / (I L)``, ``M``, training steps (``epochs * floor(N / B)``) and projections per run
+    (steps / M), from its batch and epochs (Sec. 5.2) and ``I = 2``, ``rho = 6`` (Sec. 5.4.1).
+    ``I = 2`` is the M ablation's; Table 1 follows each baseline's number of positives, so its
+    counts are our estimate."""
     rows = []
     for name, (images, classes) in PAPER_TRAIN_SETS.items():
         period = projection_period(rho, PAPER_BATCH, PAPER_I, classes)
@@ -1391,8 +1406,8 @@ def epochs_for_projections(
 
 
 def projection_reason(steps: int, period: int, paper: pd.DataFrame | None = None) -> str | None:
-    """Why the paper's claims on PROFS's gains cannot be tested by runs of ``steps`` steps with ``M =
-    period``, or ``None`` when a run makes at least as many projections as the paper's fewest.
+    """Why the paper's claims on PROFS's gains cannot be tested by runs of ``steps`` steps with
+    ``M = period``, or ``None`` when a run makes at least as many projections as the paper's fewest.
 
     The cut-off is the range of the paper's own evidence: every number of Tables 1-2 comes from a
     run of 100 epochs at ``rho = 6`` (:func:`paper_projections`: 44 projections on SOP, 450 on CUB,
@@ -1552,7 +1567,8 @@ def deviations_table(
     )
     betas = tuple(config.betas) if config.betas else (0.9, 0.999)
     size = config.dataset_options.get("image_size", "?")
-    # SoftTriple's centres learn at their own rate (loss_config); settings=None: the paper profile's setups
+    # SoftTriple's centres learn at their own rate (loss_config); settings=None: the
+    # paper profile's setups
     soft = (
         loss_config(
             "softtriple",
@@ -1925,7 +1941,8 @@ def build_claims(
             the classes a Table 1 batch holds.
         components: the component ablation (:func:`component_steps`: loss -> step -> runs); its
             ``lambda = 0`` step against the full PROFS run tests "lambda = 0 over-fits" where the
-            lambda sweep is not run, and each step against the one before is one of our measurements.
+            lambda sweep is not run, and each step against the one before is one
+            of our measurements.
     """
     reason = projection_reason(steps, period)
     proj = steps / period
@@ -2289,8 +2306,8 @@ def build_claims(
                 )
             )
     measured += component_claims(components or {})
-    # Sec. 5.4's cause, re-used class samples, alone: the component ablation's representative batches
-    # (no pair restriction, no proximal term) against plain after the same early steps.
+    # Sec. 5.4's cause, re-used class samples, alone: the component ablation's representative
+    # batches (no pair restriction, no proximal term) against plain after the same early steps.
     for row, st in (components or {}).items():
         if "representatives" in st:
             vc = unless_degenerate(

@@ -279,9 +279,9 @@ def book_optimism(
     results_dir: str | Path, profile: str = "default"
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The optimism of test-set selection over every run of the book: every ``record.json`` under
-    ``results_dir/<chapter>/<profile>/`` of a finished run (:func:`dmlnb.selection.selection_optimism`:
-    the test metric at the test-selected epoch minus at the validation-selected one, >= 0, on each
-    run's own selection metric).
+    ``results_dir/<chapter>/<profile>/`` of a finished run
+    (:func:`dmlnb.selection.selection_optimism`: the test metric at the test-selected epoch minus at
+    the validation-selected one, >= 0, on each run's own selection metric).
 
     Args:
         results_dir: the book's results folder (one folder per chapter, e.g. ``results/``).

@@ -169,7 +169,8 @@ class Setting:
         config: :class:`~dmlnb.profiles.TrainConfig` values (dataset, network, optimiser, total
             ``epochs``, ``batch_size`` = units per mini-batch, evaluation cadence).
         labelled_per_class: labelled training examples per class (the rest is unlabelled).
-        partition_size, epochs_per_partition, metric_epochs, max_units: the :class:`PartitionSchedule`.
+        partition_size, epochs_per_partition, metric_epochs, max_units: the
+            :class:`PartitionSchedule`.
         metric_dim: ``l``, the output size of ``L``.
         k, gamma, alpha: kNN size, propagation weight and angle of Eq. (3).
         seeds: seeds of the main comparison.
@@ -718,7 +719,8 @@ REPORTED: dict[str, pd.DataFrame] = {
     **{f"table{k}": reported_table(f"ssdml_table{k}") for k in range(1, 6)},
     "alpha": reported_table("ssdml_figure2_alpha"),
 }
-# Figure 2 (left): the epochs of the convergence curve the paper shows (Cars-196, whole training set).
+# Figure 2 (left): the epochs of the convergence curve the paper shows (Cars-196,
+# whole training set).
 REPORTED_CONVERGENCE_EPOCHS = 100
 
 
@@ -746,7 +748,8 @@ def build_network(config: TrainConfig, input_shape: tuple[int, int, int]) -> tup
     small CNN of the CPU profiles it is backbone -> FC(``embedding_dim``) -> L2 (as the paper's
     MNIST network's FC(500 x 128) -> L2). The network is in the memory format the training loop
     gives it (:func:`dmlnb.models.in_training_format`), so one evaluated without training (the
-    network at initialisation, the mining diagnosis's features) embeds as the runs' evaluations do."""
+    network at initialisation, the mining diagnosis's features) embeds as the
+    runs' evaluations do."""
     model = build_model(
         config.model,
         input_shape,
@@ -1607,7 +1610,7 @@ def results_frame(
     return out
 
 
-# --------------------------------------------------------------------------- the paper's statements, computed
+# ----------------------------------------------------------------- the paper's statements, computed
 
 
 def reported_leaders(
@@ -1793,16 +1796,17 @@ def _untested(settings: Mapping[str, Setting]) -> list[Claim]:
 EFFECTIVE_RANK_PROXY = (
     "on Lᵀz, which an orthogonal L cannot shrink by construction; the network's z is not measured"
 )
-#: The first words of the effective-rank claim (read from the kept weights: no protocol recomputes it).
+#: The first words of the effective-rank claim (read from the kept weights: no
+#: protocol recomputes it).
 _EFFECTIVE_RANK_CLAIM = "Orthogonality keeps a higher effective rank"
 
 
 def initial_selection_bias(setting: Setting, protocol: str | None = None) -> str | None:
     """Why a "beats its network at initialisation" comparison on ``setting`` is selected toward
     the claim (:func:`dmlnb.reporting.biased_toward_claim`), or ``None`` when it is not: each run's
-    epoch is its best test evaluation when the setting has no validation split (``setting.validation``
-    ``None``) or when the records are shown at their test-selected epochs (``protocol="test"``),
-    while the network at initialisation is evaluated once."""
+    epoch is its best test evaluation when the setting has no validation split
+    (``setting.validation`` ``None``) or when the records are shown at their test-selected epochs
+    (``protocol="test"``), while the network at initialisation is evaluated once."""
     if setting.validation is None:
         return (
             "each run's epoch is its best test evaluation (no validation split), against one "
@@ -1860,7 +1864,8 @@ def claims(
 
     Args:
         runs: ``{setting key: {method key: [runs per seed]}}`` (:func:`run_setting`); a run is
-            anything with ``best`` (metrics, fractions) and ``extras["spectrum"]["effective_rank"]``.
+            anything with ``best`` (metrics, fractions) and
+            ``extras["spectrum"]["effective_rank"]``.
         settings: the settings of ``runs`` (names, ``l``, ``α``, epochs), as before any search.
         alpha_runs: ``{α: [runs per seed]}`` of :func:`run_alpha_grid` on setting ``alpha_key``;
             ``None``: the α claim is not tested.
@@ -1873,20 +1878,21 @@ def claims(
 
     Rules beyond :func:`~dmlnb.reporting.compare`: "ours improves on its network at initialisation"
     compares each run with its own network at initialisation
-    (:func:`~dmlnb.reporting.paired_differences`), and is selected toward the claim where each run's epoch is its best test evaluation
-    (:func:`initial_selection_bias`, :func:`~dmlnb.reporting.biased_toward_claim`: a "holds" becomes
-    inconclusive, a failure stands); a "holds" of the effective-rank claim is qualified by what it
-    measures (:data:`EFFECTIVE_RANK_PROXY`, :func:`~dmlnb.reporting.qualify`).
+    (:func:`~dmlnb.reporting.paired_differences`), and is selected toward the claim where each run's
+    epoch is its best test evaluation (:func:`initial_selection_bias`,
+    :func:`~dmlnb.reporting.biased_toward_claim`: a "holds" becomes inconclusive, a failure stands);
+    a "holds" of the effective-rank claim is qualified by what it measures
+    (:data:`EFFECTIVE_RANK_PROXY`, :func:`~dmlnb.reporting.qualify`).
 
     Per setting: ours beats the five deep SSDML baselines (:func:`~dmlnb.reporting.group_verdict`
     over the baselines that ran; the claim names how many ran, the note the pair whose effect is
     shown); ours improves on the network at initialisation in Recall@1 and NMI
-    (:func:`~dmlnb.reporting.all_of` over one :func:`~dmlnb.reporting.paired_differences` per metric,
-    the first deciding metric shown; runs need ``initial`` metrics); orthogonality keeps a higher effective
-    rank (``compare``; with ``Lᵀ L = I`` no direction of ``z`` is shrunk, so this partly follows from the
-    constraint itself) and every metric (``all_of``); ours beats the supervised
-    triplet / angular baselines (``group_verdict``). Then α is stable over the swept range
-    (:func:`~dmlnb.reporting.every_pair_equivalent`, every pair of angles within
+    (:func:`~dmlnb.reporting.all_of` over one :func:`~dmlnb.reporting.paired_differences` per
+    metric, the first deciding metric shown; runs need ``initial`` metrics); orthogonality keeps a
+    higher effective rank (``compare``; with ``Lᵀ L = I`` no direction of ``z`` is shrunk, so this
+    partly follows from the constraint itself) and every metric (``all_of``); ours beats the
+    supervised triplet / angular baselines (``group_verdict``). Then α is stable over the swept
+    range (:func:`~dmlnb.reporting.every_pair_equivalent`, every pair of angles within
     :func:`alpha_margin`), and the claims this scale cannot test
     (:func:`~dmlnb.reporting.not_tested`, the reason computed from the settings).
     """
@@ -2041,7 +2047,8 @@ def claims(
 
 
 def _proxy(verdict: Verdict, what: str) -> Verdict:
-    """A "holds" qualified by what it measured (:func:`~dmlnb.reporting.qualify`); any other verdict as is."""
+    """A "holds" qualified by what it measured (:func:`~dmlnb.reporting.qualify`); any
+    other verdict as is."""
     return qualify(verdict, what) if str(verdict) == HOLDS else verdict
 
 
@@ -2155,8 +2162,8 @@ def metric_steps(
     settings: Mapping[str, Setting],
     methods: Sequence[str] = ("ours", "ours-noorth"),
 ) -> pd.DataFrame:
-    """Per (setting, method): the Adam steps on ``L`` with ``θ`` fixed (the metric step of Algorithm 1;
-    ``L`` is frozen while the network learns), ``metric_epochs`` passes of ``⌈units used /
+    """Per (setting, method): the Adam steps on ``L`` with ``θ`` fixed (the metric step of Algorithm
+    1; ``L`` is frozen while the network learns), ``metric_epochs`` passes of ``⌈units used /
     batch_size⌉`` mini-batches per partition, from the records' ``units_used`` (min-max over
     partitions and seeds), and their total over a run (min-max over seeds), with the metric's
     learning rate."""
@@ -2190,7 +2197,8 @@ def metric_steps(
 
 def provenance(runs: Sequence[MethodRun]) -> str:
     """Which code made the distinct records among ``runs`` (by fingerprint: the α grid shares its
-    runs at the setting's own α with the main comparison): :func:`~dmlnb.reporting.provenance_text`."""
+    runs at the setting's own α with the main comparison):
+    :func:`~dmlnb.reporting.provenance_text`."""
     records = {r.record.data["fingerprint"]: r.record for r in runs}
     return provenance_text(provenance_frame(records.values()))
 
@@ -2246,7 +2254,7 @@ def purity_chance(targets: Tensor) -> float:
     return float((p * p).sum())
 
 
-# --------------------------------------------------------------------------- mining on fixed features
+# ------------------------------------------------------------------------- mining on fixed features
 
 #: The fixed features the mining diagnosis builds its graphs on (:func:`partition_features`).
 FEATURE_SOURCES = (

@@ -96,7 +96,8 @@ def kmeans_sphere_centroids(
     The paper does not give ``n_points``. The distance statistics of these centroids at
     ``C = D = 100`` vary with the draw, so one draw does not settle whether they differ from its
     Table 3's: the discriminative chapter prints seed 0's beside the paper's and the spread
-    ``kappa_max - kappa_min`` of several draws (:func:`dmlnb.experiments.discriminative.kmeans_draws`).
+    ``kappa_max - kappa_min`` of several draws
+    (:func:`dmlnb.experiments.discriminative.kmeans_draws`).
 
     Returns ``(C, D)`` float32 unit vectors; deterministic given ``seed``.
     """
@@ -320,8 +321,9 @@ class CentroidNet(nn.Module):
     In training mode :meth:`forward` returns the last, ``C``-dimensional layer (the discriminative
     loss L2-normalises it and compares it with the fixed centroids); in eval mode it returns the
     layer named by :attr:`eval_layer`: ``"penultimate"`` (the ``D``-dimensional FC output, the
-    embedding the paper evaluates, Table 2) or ``"last"``. :func:`dmlnb.evaluation.compute_embeddings`
-    switches to eval mode, so the training loop evaluates the penultimate layer.
+    embedding the paper evaluates, Table 2) or ``"last"``.
+    :func:`dmlnb.evaluation.compute_embeddings` switches to eval mode, so the training loop
+    evaluates the penultimate layer.
 
     ``net`` is an :class:`~dmlnb.models.EmbeddingNet` whose trunk is ``backbone -> FC(D)`` and
     whose head is ``FC(D -> C)``: ``net.features(x)`` is the penultimate layer.

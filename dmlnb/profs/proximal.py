@@ -2,7 +2,8 @@
 keeps the ``M`` steps of one approximate projection near its starting point ``theta_k``.
 
 * :class:`ProximalHook`: the term's gradient, added after ``backward``, ``theta_k`` renewed every
-  ``M`` steps with the representatives (:class:`~dmlnb.profs.representatives.RepresentativeSampler`);
+  ``M`` steps with the representatives
+  (:class:`~dmlnb.profs.representatives.RepresentativeSampler`);
 * :class:`LaggedProximalHook`: SoftTriple's adaptation (Sec. 5.3), every iteration a subproblem.
 """
 

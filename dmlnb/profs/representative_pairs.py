@@ -61,10 +61,11 @@ class RepresentativePairs(MetricLoss):
       terms between the non-representative samples": pairs with a representative at either end;
     * ``"all"`` (N-pair, angular): "No adaptation is performed": the inner loss unchanged.
 
-    The batch must be in :class:`~dmlnb.profs.representatives.RepresentativeSampler`'s layout: ``B`` a multiple of
-    ``m = samples_per_class``, contiguous groups of ``m`` same-class rows, the representative
-    first (row ``i`` is a representative iff ``i % m == 0``); the labels are checked. The filter
-    (:func:`representative_pair_filter`) goes to ``inner(embeddings, labels, pair_filter=...)``.
+    The batch must be in :class:`~dmlnb.profs.representatives.RepresentativeSampler`'s layout: ``B``
+    a multiple of ``m = samples_per_class``, contiguous groups of ``m`` same-class rows, the
+    representative first (row ``i`` is a representative iff ``i % m == 0``); the labels are checked.
+    The filter (:func:`representative_pair_filter`) goes to
+    ``inner(embeddings, labels, pair_filter=...)``.
 
     Args:
         inner: the loss; for ``"anchored"`` / ``"any"`` one that supports ``pair_filter``.

@@ -324,7 +324,8 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
     def _scan_classes(self, keys: Tensor) -> Tensor:
         """HNCM by one scan (``hncm_mode="scan"``): ``c_0`` = the smallest key, then the ``C - 1``
         classes whose stored embeddings are nearest to ``c_0``'s, nearest first; classes without a
-        comparable embedding after them, by their keys. ``keys`` ``(L,)`` uniform; returns ``(C,)``."""
+        comparable embedding after them, by their keys. ``keys`` ``(L,)`` uniform;
+        returns ``(C,)``."""
         memory, known = self.memory, self.known  # (L, D), (L,)
         keys = keys.to(memory.device)
         first = keys.argmin()  # uniform first class

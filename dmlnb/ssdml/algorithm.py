@@ -201,8 +201,9 @@ class UnitLoss(nn.Module):
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """``embeddings (M, d)`` of the batch's distinct images -> scalar."""
-        # index_select, not embeddings[inverse]: its backward (index_add) sums in a fixed order, where
-        # advanced indexing scatters with a parallel accumulate that varied between runs on 2 threads
+        # index_select, not embeddings[inverse]: its backward (index_add) sums in a fixed order,
+        # where advanced indexing scatters with a parallel accumulate that varied
+        # between runs on 2 threads
         z = embeddings.index_select(0, self.inverse.flatten()).view(
             *self.inverse.shape, -1
         )  # (b, s, d)
@@ -276,7 +277,8 @@ class PartitionUnits(Hook):
         self.order = self.used[torch.randperm(len(self.used), generator=gen).to(self.device)]  # type: ignore[index]
 
     def _build(self, p: int, part: Tensor, z: Tensor) -> None:
-        """Units of partition ``p`` (pool indices ``part`` ``(N,)``) from its embedding ``z`` ``(N, d)``."""
+        """Units of partition ``p`` (pool indices ``part`` ``(N,)``) from its embedding
+        ``z`` ``(N, d)``."""
         self.part = part
         units = self.objective.prepare(z, self.pool.labels[self.part].to(self.device)).to(
             self.device

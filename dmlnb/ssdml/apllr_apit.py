@@ -55,8 +55,8 @@ def llr_prior(z: Tensor, labels: Tensor, shrinkage: float = 0.1, floor: float = 
 
     Deviation: KISSME estimates the two covariances in a PCA subspace where they are invertible;
     the differences of ``N_L`` labelled examples span at most ``N_L − 1`` dimensions (99 < ``d =
-    128`` in the paper), so both are singular and are shrunk toward the scaled identity instead (a small ridge would make
-    ``M0`` measure almost only the directions no labelled difference spans).
+    128`` in the paper), so both are singular and are shrunk toward the scaled identity instead (a
+    small ridge would make ``M0`` measure almost only the directions no labelled difference spans).
     """
     z = z.detach().double()
     same, diff = labelled_pair_masks(labels)  # (N, N) each
@@ -92,9 +92,9 @@ def itml_prior(
     distances of all labelled pairs. The constraints are the labelled pairs; above
     ``max_constraints`` a random subset (torch's global generator, so seeded) of that many is used,
     up to half of it similar pairs (ITML itself trains on a random sample of ``O(c²)``
-    constraints; with many classes a uniform sample would hold almost no similar pair). Solved by ITML's cyclic Bregman projections (Davis et al.
-    2007, Algorithm 1, with slack ``γ``): for constraint ``(i, j)``, ``v = z_i − z_j``,
-    ``p = vᵀ M v``, ``δ = ±1`` (similar / dissimilar),
+    constraints; with many classes a uniform sample would hold almost no similar pair). Solved by
+    ITML's cyclic Bregman projections (Davis et al. 2007, Algorithm 1, with slack ``γ``): for
+    constraint ``(i, j)``, ``v = z_i − z_j``, ``p = vᵀ M v``, ``δ = ±1`` (similar / dissimilar),
     ``α = min(λ_ij, δ γ/(γ+1) (1/p − 1/ξ_ij))``, ``β = δα / (1 − δαp)``,
     ``ξ_ij ← γ ξ_ij / (γ + δ α ξ_ij)``, ``λ_ij ← λ_ij − α``, ``M ← M + β M v vᵀ M``,
     sweeping the constraints in order until the relative change of ``λ`` is below ``tol`` or

@@ -45,7 +45,8 @@ __all__ = [
     "propagated_affinity",
 ]
 
-#: The two readings of the paper's affinity propagation (module docstring); the first is the default.
+#: The two readings of the paper's affinity propagation (module docstring); the
+#: first is the default.
 PROPAGATIONS = ("one-sided", "two-sided")
 
 #: ``solver="auto"`` uses conjugate gradients above this many nodes when ``Q`` is symmetric.
@@ -74,7 +75,8 @@ def knn_indices(z: Tensor, k: int) -> Tensor:
 
 
 def transition_from_indices(idx: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """``Q`` ``(N, N)`` with ``Q_ij = 1/k`` for each of the ``k`` neighbours ``idx[i]`` ``(N, k)``."""
+    """``Q`` ``(N, N)`` with ``Q_ij = 1/k`` for each of the ``k`` neighbours
+    ``idx[i]`` ``(N, k)``."""
     n, k = idx.shape
     Q = torch.zeros(n, n, dtype=dtype, device=idx.device)  # (N, N)
     return Q.scatter_(1, idx, 1.0 / k)

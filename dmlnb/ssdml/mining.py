@@ -2,8 +2,9 @@
 using Affinity Propagation", Fig. 1b).
 
 For an anchor ``z_a`` with kNN neighbourhood ``N_k(z_a)``, sort the neighbours by their propagated
-affinity ``W(z_a, ·)`` in descending order, ``N_W(z_a) = {z⁺_1, ..., z⁺_{k/2}, z⁻_{k/2+1}, ..., z⁻_k}``,
-and pair the i-th most affine with the i-th of the second half:
+affinity ``W(z_a, ·)`` in descending order,
+``N_W(z_a) = {z⁺_1, ..., z⁺_{k/2}, z⁻_{k/2+1}, ..., z⁻_k}``, and pair the i-th most affine with the
+i-th of the second half:
 
     (z_a, z⁺_1, z⁻_{k/2+1}), (z_a, z⁺_2, z⁻_{k/2+2}), ..., (z_a, z⁺_{k/2}, z⁻_k).
 

@@ -22,7 +22,8 @@ def pair_entropy(t: Tensor) -> Tensor:
 class DeepSERAPH(PartitionObjective):
     """Deep-SERAPH, Eq. (1) of Dutta et al. (2021) trained by Algorithm 1:
 
-        min_M  − Σ_{(i,j) ∈ P} log p_ij(y_ij) − μ Σ_{(i,j) ∈ U} Σ_{y=±1} p_ij(y) log p_ij(y) + λ Tr(M),
+        min_M  − Σ_{(i,j) ∈ P} log p_ij(y_ij) − μ Σ_{(i,j) ∈ U} Σ_{y=±1} p_ij(y) log p_ij(y)
+               + λ Tr(M),
 
         p_ij(y) = 1 / (1 + exp(y (δ²_M(z_i, z_j) − η))),
 
