@@ -1,6 +1,7 @@
 # dmlnb — two commands do everything on a fresh machine:
 #   make book   create the environment, execute every notebook (papermill, default profile), build the HTML book
-#   make test   create the environment, run the unit tests and the notebook tests (smoke profile)
+#   make test   create the environment, lint (ruff check, ruff format --check), run the unit tests
+#               and the notebook tests (smoke profile)
 
 PYTHON  ?= python3
 VENV    ?= .venv
@@ -43,7 +44,7 @@ ENV_STAMP := $(VENV)/.dmlnb-env
 
 help:
 	@echo "make book   # environment + run notebooks (PROFILE=$(PROFILE), RETRAIN=1 to retrain every run or TRAIN=1 to train missing ones first, in PROCESSES=$(PROCESSES) processes) + HTML book in _build/html"
-	@echo "make test   # environment + pytest (unit tests, notebooks at the smoke profile via papermill and nbval)"
+	@echo "make test   # environment + ruff (lint, format check) + pytest (unit tests, notebooks at the smoke profile via papermill and nbval)"
 
 env: $(ENV_STAMP)
 
@@ -54,6 +55,7 @@ $(ENV_STAMP): pyproject.toml
 	touch $@
 
 test: env
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
 	DMLNB_PROFILE=smoke $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider
 
 notebooks: env

@@ -31,9 +31,25 @@ from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.pairs import euclidean_distance, l2_normalize
 
 # ATen operators whose result the host must wait for.
-_HOST_READS = {"_local_scalar_dense", "nonzero", "_unique2", "unique_dim", "unique_consecutive", "is_nonzero"}
-# Operators that allocate or make a CPU scalar without launching a kernel (views are found by is_view).
-_NO_KERNEL = {"empty", "new_empty", "empty_like", "empty_strided", "lift_fresh", "scalar_tensor", "_local_scalar_dense"}
+_HOST_READS = {
+    "_local_scalar_dense",
+    "nonzero",
+    "_unique2",
+    "unique_dim",
+    "unique_consecutive",
+    "is_nonzero",
+}
+# Operators that allocate or make a CPU scalar without launching a kernel (views
+# are found by is_view).
+_NO_KERNEL = {
+    "empty",
+    "new_empty",
+    "empty_like",
+    "empty_strided",
+    "lift_fresh",
+    "scalar_tensor",
+    "_local_scalar_dense",
+}
 
 
 class _OpCounter(TorchDispatchMode):
@@ -52,9 +68,11 @@ class _OpCounter(TorchDispatchMode):
         return func(*args, **(kwargs or {}))
 
 
-def batch(b: int, per_class: int, device: torch.device, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(dist (B, B) float32, labels (B,))``: ``per_class`` unit embeddings around each of ``B / m``
-    random centres."""
+def batch(
+    b: int, per_class: int, device: torch.device, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(dist (B, B) float32, labels (B,))``: ``per_class`` unit embeddings around each of
+    ``B / m`` random centres."""
     gen = torch.Generator().manual_seed(seed)
     labels = torch.arange(b // per_class).repeat_interleave(per_class)  # (B,)
     centres = torch.randn(b // per_class, 128, generator=gen)  # (C, 128)
@@ -68,8 +86,12 @@ def count_ops(b: int = 128, per_class: int = 4) -> dict[str, _OpCounter]:
     ``static_shapes=True`` on the same batch, the proxy for its kernel launches."""
     dist, labels = batch(b, per_class, torch.device("cpu"))
     calls = {
-        "loss_augmented_inference (CPU path)": lambda: loss_augmented_inference(dist, labels, 1.0, refinement="full"),
-        "static-shape path (CUDA's)": lambda: loss_augmented_inference(dist, labels, 1.0, static_shapes=True, refinement="full"),
+        "loss_augmented_inference (CPU path)": lambda: loss_augmented_inference(
+            dist, labels, 1.0, refinement="full"
+        ),
+        "static-shape path (CUDA's)": lambda: loss_augmented_inference(
+            dist, labels, 1.0, static_shapes=True, refinement="full"
+        ),
     }
     counts = {}
     with torch.no_grad():
@@ -87,39 +109,74 @@ def call_ops(dist: torch.Tensor, labels: torch.Tensor, static_shapes: bool) -> _
     with torch.no_grad():
         loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes, refinement="full")
         with _OpCounter() as counter:
-            loss_augmented_inference(dist, labels, 1.0, static_shapes=static_shapes, refinement="full")
+            loss_augmented_inference(
+                dist, labels, 1.0, static_shapes=static_shapes, refinement="full"
+            )
     return counter
 
 
-def run(device: torch.device, batch_sizes: list[int], per_class: list[int], repeats: int) -> pd.DataFrame:
+def run(
+    device: torch.device, batch_sizes: list[int], per_class: list[int], repeats: int
+) -> pd.DataFrame:
     rows = []
     for m in per_class:
         for b in batch_sizes:
             dist, labels = batch(b, m, device)
             _, stats = loss_augmented_inference(dist, labels, 1.0, refinement="full")
-            ms = median_ms(lambda: loss_augmented_inference(dist, labels, 1.0, refinement="full"), device, repeats, slow_seconds=math.inf)
+            ms = median_ms(
+                lambda: loss_augmented_inference(dist, labels, 1.0, refinement="full"),
+                device,
+                repeats,
+                slow_seconds=math.inf,
+            )
             ops = call_ops(dist, labels, static_shapes=device.type == "cuda")
-            rows.append({"B": b, "m": m, "C": b // m, "ms": ms, "pam_swaps": int(stats["pam_swaps"]),
-                         "ops": ops.ops, "kernels": ops.kernels, "reads": ops.reads})
+            rows.append(
+                {
+                    "B": b,
+                    "m": m,
+                    "C": b // m,
+                    "ms": ms,
+                    "pam_swaps": int(stats["pam_swaps"]),
+                    "ops": ops.ops,
+                    "kernels": ops.kernels,
+                    "reads": ops.reads,
+                }
+            )
             print(f"  B={b} m={m}: {ms:.2f} ms, {ops.kernels} kernels", flush=True)
     return pd.DataFrame(rows)
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[64, 128, 256, 512])
     parser.add_argument("--per-class", type=int, nargs="+", default=[4, 8])
     parser.add_argument("--repeats", type=int, default=20)
-    parser.add_argument("--count-ops", action="store_true", help="also count the ATen operators of both paths at B=128")
+    parser.add_argument(
+        "--count-ops",
+        action="store_true",
+        help="also count the ATen operators of both paths at B=128",
+    )
     args = parser.parse_args(argv)
     device = torch.device(args.device)
     if args.count_ops:
         for name, c in count_ops().items():
-            print(f"one call at B=128, C=32, {name}: {c.ops} ATen operators, {c.kernels} launching kernels, {c.reads} host reads")
+            print(
+                f"one call at B=128, C=32, {name}: {c.ops} ATen operators, {c.kernels} launching "
+                f"kernels, {c.reads} host reads"
+            )
     table = run(device, args.batch_sizes, args.per_class, args.repeats)
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
-    print(f"loss_augmented_inference, median of {args.repeats} runs, device: {name}, torch {torch.__version__}")
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU, {torch.get_num_threads()} threads"
+    )
+    print(
+        f"loss_augmented_inference, median of {args.repeats} runs, device: {name}, torch "
+        f"{torch.__version__}"
+    )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     return table
 

@@ -10,8 +10,8 @@ memory ``L`` random ``D``-dimensional representatives, draws one batch of ``C`` 
 of ``--repeats`` draws, in milliseconds, for each rule:
 
 * ``uniform ms``: ``C`` classes uniformly (PROFS without HNCM);
-* ``HNCM ms``: the greedy chain (``hncm_mode="greedy"``, the default profile's runs): ``C - 1`` scans
-  of the ``(L, D)`` memory, ``O(C L D)``;
+* ``HNCM ms``: the greedy chain (``hncm_mode="greedy"``, the default profile's runs): ``C - 1``
+  scans of the ``(L, D)`` memory, ``O(C L D)``;
 * ``HNCM scan ms``: one scan (``hncm_mode="scan"``, the paper's ``O(L)``, Sec. 4.2): the ``C - 1``
   classes nearest to a uniformly drawn one, ``O(L D)``.
 
@@ -28,24 +28,36 @@ import torch
 
 from dmlnb.experiments.profs import PAPER_TRAIN_SETS, hncm_pick_cost
 
-#: The chapter's number of classes (Omniglot-small's 136), CUB's, Cars196's and SOP's training classes.
+#: The chapter's number of classes (Omniglot-small's 136), CUB's, Cars196's and
+#: SOP's training classes.
 DEFAULT_CLASSES = sorted({136, *(classes for _, classes in PAPER_TRAIN_SETS.values())})
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--classes", type=int, nargs="+", default=DEFAULT_CLASSES, help="numbers of classes L")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--classes", type=int, nargs="+", default=DEFAULT_CLASSES, help="numbers of classes L"
+    )
     parser.add_argument("--dim", type=int, default=512, help="embedding size D (the paper: 512)")
-    parser.add_argument("--classes-per-batch", type=int, default=64, help="C (the paper: 128 / 2 = 64)")
+    parser.add_argument(
+        "--classes-per-batch", type=int, default=64, help="C (the paper: 128 / 2 = 64)"
+    )
     parser.add_argument("--repeats", type=int, default=10)
     args = parser.parse_args(argv)
     small = [n for n in args.classes if n < args.classes_per_batch]
     if small:
-        parser.error(f"--classes {small} hold fewer classes than --classes-per-batch {args.classes_per_batch}")
+        parser.error(
+            f"--classes {small} hold fewer classes than --classes-per-batch "
+            f"{args.classes_per_batch}"
+        )
     table = hncm_pick_cost(args.classes, args.dim, args.classes_per_batch, repeats=args.repeats)
     table["greedy / scan"] = table["HNCM ms"] / table["HNCM scan ms"]
-    print(f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of {args.repeats} draws; "
-          f"CPU, {torch.get_num_threads()} threads, torch {torch.__version__}")
+    print(
+        f"one batch of {args.classes_per_batch} classes, D = {args.dim}, fastest of "
+        f"{args.repeats} draws; CPU, {torch.get_num_threads()} threads, torch {torch.__version__}"
+    )
     print(table.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     return table
 

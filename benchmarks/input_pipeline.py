@@ -1,7 +1,7 @@
 """Input-pipeline throughput from JPEG files: PIL + DataLoader workers vs the decoded cache
 cropped on batches (:mod:`dmlnb.data.cached_images`), and the training steps each one feeds.
 
-    python benchmarks/input_pipeline.py                  # 3,200 JPEGs of 500x375, ResNet-50, batch 128
+    python benchmarks/input_pipeline.py           # 3,200 JPEGs of 500x375, ResNet-50, batch 128
     python benchmarks/input_pipeline.py --images 48 --width 60 --height 45 --image-size 32 \\
         --batch-size 8 --steps 2 --workers 0 --model convnet          # seconds on a CPU
 
@@ -51,7 +51,9 @@ def smooth_image(seed: int, width: int, height: int) -> Image.Image:
     JPEG of it has a realistic size and decode cost."""
     g = torch.Generator().manual_seed(seed)
     coarse = torch.rand(1, 3, height // 25 + 2, width // 25 + 2, generator=g)  # (1, 3, h, w)
-    x = F.interpolate(coarse, size=(height, width), mode="bicubic", align_corners=False)  # (1, 3, H, W)
+    x = F.interpolate(
+        coarse, size=(height, width), mode="bicubic", align_corners=False
+    )  # (1, 3, H, W)
     x = (x + 0.05 * torch.randn(x.shape, generator=g)).clamp(0, 1)
     return Image.fromarray((x[0].permute(1, 2, 0) * 255).round().to(torch.uint8).numpy())
 
@@ -78,7 +80,9 @@ def fabricate_cub(root: Path, n: int, width: int, height: int, processes: int) -
         for job in jobs:
             _write_jpeg(job)
     (folder / "images.txt").write_text("".join(f"{k + 1} {r}\n" for k, r in enumerate(rel)))
-    (folder / "image_class_labels.txt").write_text("".join(f"{k + 1} {c}\n" for k, c in enumerate(classes)))
+    (folder / "image_class_labels.txt").write_text(
+        "".join(f"{k + 1} {c}\n" for k, c in enumerate(classes))
+    )
 
 
 def _rate(run: Callable[[], int], device: torch.device) -> tuple[float, float]:
@@ -95,8 +99,14 @@ def loader_rate(
     dataset: LabelledDataset, batch_size: int, steps: int, workers: int, device: torch.device
 ) -> tuple[float, float]:
     """PIL + DataLoader batches alone: timed from the first batch (worker start-up excluded)."""
-    loader = DataLoader(dataset, batch_size=batch_size, shuffle=True, num_workers=workers,
-                        pin_memory=device.type == "cuda", drop_last=True)
+    loader = DataLoader(
+        dataset,
+        batch_size=batch_size,
+        shuffle=True,
+        num_workers=workers,
+        pin_memory=device.type == "cuda",
+        drop_last=True,
+    )
     batches = iter(loader)
     next(batches)
     steps = min(steps, len(loader) - 1)
@@ -108,7 +118,8 @@ def loader_rate(
 
 
 def cached_rate(dataset, batch_size: int, steps: int, device: torch.device) -> tuple[float, float]:
-    """Cached batches alone (``get_batch`` on ``device``, prefetched one ahead), after one warm-up batch."""
+    """Cached batches alone (``get_batch`` on ``device``, prefetched one ahead), after
+    one warm-up batch."""
     g = torch.Generator().manual_seed(0)
     index = [torch.randint(0, len(dataset), (batch_size,), generator=g) for _ in range(steps + 1)]
 
@@ -119,13 +130,26 @@ def cached_rate(dataset, batch_size: int, steps: int, device: torch.device) -> t
     return _rate(lambda: sum(len(x) for x in prefetch(load, index[1:], device)), device)
 
 
-def train_rate(dataset: LabelledDataset, args: argparse.Namespace, workers: int) -> tuple[float, float]:
+def train_rate(
+    dataset: LabelledDataset, args: argparse.Namespace, workers: int
+) -> tuple[float, float]:
     """Images per second and seconds of the second of two ``--steps``-step epochs of ``train``."""
-    config = make_config(None, {
-        "model": args.model, "embedding_dim": 512, "batch_size": args.batch_size, "m_per_class": 4,
-        "steps_per_epoch": args.steps, "epochs": 2, "lr": 1e-5, "device": args.device,
-        "num_workers": workers, "amp": True, "channels_last": True,
-    })
+    config = make_config(
+        None,
+        {
+            "model": args.model,
+            "embedding_dim": 512,
+            "batch_size": args.batch_size,
+            "m_per_class": 4,
+            "steps_per_epoch": args.steps,
+            "epochs": 2,
+            "lr": 1e-5,
+            "device": args.device,
+            "num_workers": workers,
+            "amp": True,
+            "channels_last": True,
+        },
+    )
     torch.manual_seed(0)
     model = build_model(args.model, dataset.input_shape, 512, normalize=True, width=16)
     record = train(model, MultiSimilarityLoss(), dataset, None, config, progress=False)
@@ -148,7 +172,10 @@ def run(args: argparse.Namespace, root: Path) -> pd.DataFrame:
     t0 = time.perf_counter()
     fabricate_cub(root, args.images, args.width, args.height, min(cores, 16, args.images // 64))
     seconds = time.perf_counter() - t0
-    print(f"fabricated {args.images} JPEGs of {args.width}x{args.height} in {seconds:.1f} s", flush=True)
+    print(
+        f"fabricated {args.images} JPEGs of {args.width}x{args.height} in {seconds:.1f} s",
+        flush=True,
+    )
     options = {"image_size": args.image_size}
     if args.cache_size is not None:
         options["cache_size"] = args.cache_size
@@ -173,31 +200,56 @@ def run(args: argparse.Namespace, root: Path) -> pd.DataFrame:
     memory = torch.randn(1024, *cached.train.input_shape, generator=g).to(device)  # (1024, 3, s, s)
     labels = torch.arange(256).repeat_interleave(4)  # (1024,): 256 classes of 4
     train_memory, seconds = train_rate(InMemoryDataset(memory, labels), args, 0)
-    add(f"train {args.model}: in-memory tensor on {device.type}", train_memory, seconds, "reference")
+    add(
+        f"train {args.model}: in-memory tensor on {device.type}", train_memory, seconds, "reference"
+    )
     del memory
     rate, seconds = train_rate(cached.train, args, 0)
-    add(f"train {args.model}: cached JPEG files", rate, seconds, f"{rate / train_memory:.0%} of in-memory")
+    add(
+        f"train {args.model}: cached JPEG files",
+        rate,
+        seconds,
+        f"{rate / train_memory:.0%} of in-memory",
+    )
     workers = max(args.workers)
     rate, seconds = train_rate(pil.train, args, workers)
-    add(f"train {args.model}: PIL + DataLoader, {workers} workers", rate, seconds,
-        f"{rate / train_memory:.0%} of in-memory")
+    add(
+        f"train {args.model}: PIL + DataLoader, {workers} workers",
+        rate,
+        seconds,
+        f"{rate / train_memory:.0%} of in-memory",
+    )
     return pd.DataFrame(rows).set_index("measurement")
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--images", type=int, default=3200, help="training JPEGs to fabricate")
     parser.add_argument("--width", type=int, default=500)
     parser.add_argument("--height", type=int, default=375)
     parser.add_argument("--image-size", type=int, default=224)
-    parser.add_argument("--cache-size", type=int, default=None, help="cache side (default round(size * 288 / 224))")
+    parser.add_argument(
+        "--cache-size", type=int, default=None, help="cache side (default round(size * 288 / 224))"
+    )
     parser.add_argument("--batch-size", type=int, default=128)
-    parser.add_argument("--steps", type=int, default=30, help="timed batches / training steps per measurement")
-    parser.add_argument("--workers", type=lambda s: [int(w) for w in s.split(",")], default=[8, 14],
-                        help="comma-separated DataLoader worker counts for the PIL path")
-    parser.add_argument("--model", default="resnet50", help="a dmlnb.models.build_model name (convnet for a CPU)")
+    parser.add_argument(
+        "--steps", type=int, default=30, help="timed batches / training steps per measurement"
+    )
+    parser.add_argument(
+        "--workers",
+        type=lambda s: [int(w) for w in s.split(",")],
+        default=[8, 14],
+        help="comma-separated DataLoader worker counts for the PIL path",
+    )
+    parser.add_argument(
+        "--model", default="resnet50", help="a dmlnb.models.build_model name (convnet for a CPU)"
+    )
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--root", type=Path, default=None, help="where to fabricate (default: a temporary folder)")
+    parser.add_argument(
+        "--root", type=Path, default=None, help="where to fabricate (default: a temporary folder)"
+    )
     parser.add_argument("--out", default=None, help="also write the table as CSV")
     args = parser.parse_args(argv)
     root = args.root or Path(tempfile.mkdtemp(prefix="dmlnb-input-"))
@@ -206,8 +258,11 @@ def main(argv: list[str] | None = None) -> pd.DataFrame:
     try:
         device = resolve_device(args.device)
         name = torch.cuda.get_device_name(device) if device.type == "cuda" else "CPU"
-        print(f"{args.images} images {args.width}x{args.height} -> {args.image_size}px, batch {args.batch_size}, "
-              f"{name}, {os.cpu_count()} cores, torch {torch.__version__}", flush=True)
+        print(
+            f"{args.images} images {args.width}x{args.height} -> {args.image_size}px, batch "
+            f"{args.batch_size}, {name}, {os.cpu_count()} cores, torch {torch.__version__}",
+            flush=True,
+        )
         table = run(args, root)
     finally:
         if cache is None:

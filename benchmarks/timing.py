@@ -1,4 +1,5 @@
-"""Wall-clock timing shared by the benchmark scripts beside this one (``from timing import ...``)."""
+"""Wall-clock timing shared by the benchmark scripts beside this one
+(``from timing import ...``)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,9 @@ def seconds(fn: Callable[[], object], device: torch.device) -> float:
     return time.perf_counter() - t0
 
 
-def median_ms(fn: Callable[[], object], device: torch.device, repeats: int, slow_seconds: float = 2.0) -> float:
+def median_ms(
+    fn: Callable[[], object], device: torch.device, repeats: int, slow_seconds: float = 2.0
+) -> float:
     """Median milliseconds of ``fn`` over ``repeats`` runs after 3 warm-ups; a call slower than
     ``slow_seconds`` is timed once (its cost dwarfs warm-up effects)."""
     if seconds(fn, device) > slow_seconds:

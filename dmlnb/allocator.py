@@ -65,10 +65,12 @@ def keep_freed_memory(limit: int = KEPT_BYTES) -> bool:
     """
     if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= _INT_MAX:
         raise ValueError(
-            f"limit must be an int of bytes in [1, {_INT_MAX}] (mallopt takes a C int), got {limit!r}; "
-            f"the default is {KEPT_BYTES} (1 GiB)"
+            f"limit must be an int of bytes in [1, {_INT_MAX}] (mallopt takes a C int), got "
+            f"{limit!r}; the default is {KEPT_BYTES} (1 GiB)"
         )
     libc = _glibc()
     if libc is None:
         return False
-    return bool(libc.mallopt(_M_MMAP_THRESHOLD, limit)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, limit))
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, limit)) and bool(
+        libc.mallopt(_M_TRIM_THRESHOLD, limit)
+    )

@@ -1,4 +1,5 @@
-"""How an embedding uses its space: the similarity statistics behind Easy Positive's Figures 2, 3, 5.
+"""How an embedding uses its space: the similarity statistics behind Easy
+Positive's Figures 2, 3, 5.
 
 Xuan, Stylianou & Pless (WACV 2020) argue that pulling every image towards *all* (or the
 hardest) same-class images over-clusters the training data, and that the resulting embedding maps
@@ -42,7 +43,10 @@ __all__ = [
 
 def _check(embeddings: Tensor, labels: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
     if not isinstance(embeddings, Tensor) or embeddings.dim() != 2:
-        raise ValueError(f"embeddings must be a 2-D tensor (N, D), got {getattr(embeddings, 'shape', type(embeddings))}")
+        raise ValueError(
+            "embeddings must be a 2-D tensor (N, D), got "
+            f"{getattr(embeddings, 'shape', type(embeddings))}"
+        )
     if embeddings.shape[0] == 0:
         raise ValueError("embeddings are empty (0 rows)")
     if not torch.isfinite(embeddings).all():
@@ -146,7 +150,9 @@ class NearestSameOther:
         return float(self.correct.double().mean())
 
 
-def nearest_same_and_other(embeddings: Tensor, labels: Tensor, chunk_size: int = 1024) -> NearestSameOther:
+def nearest_same_and_other(
+    embeddings: Tensor, labels: Tensor, chunk_size: int = 1024
+) -> NearestSameOther:
     """For each point, the cosine similarity of its nearest same-class point (itself excluded)
     and of its nearest other-class point, within the same set (Easy Positive, Figure 5).
 

@@ -41,7 +41,18 @@ RUN_FILES = ("record.json", "analysis.json", "checkpoint.pt", "best.pt")
 """The files a run folder holds (``analysis.json``: :mod:`dmlnb.run_analysis`); their temporary
 files are ``.<name>.<random>.tmp``."""
 
-_SCALARS = (int, float, complex, str, bytes, bool, type(None), torch.dtype, torch.device, torch.Size)
+_SCALARS = (
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bool,
+    type(None),
+    torch.dtype,
+    torch.device,
+    torch.Size,
+)
 
 
 class CheckpointError(ValueError):
@@ -63,7 +74,9 @@ def check_plain(obj: Any, where: str) -> None:
         if kind in (dict, OrderedDict, Counter):
             for key, item in value.items():
                 if type(key) not in (int, str, float, bool, type(None)):
-                    raise CheckpointError(f"{at} has a key of type {type(key).__name__}; use str or int keys")
+                    raise CheckpointError(
+                        f"{at} has a key of type {type(key).__name__}; use str or int keys"
+                    )
                 stack.append((item, f"{at}[{key!r}]"))
             continue
         if kind in (list, tuple):
@@ -118,7 +131,9 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     except (RuntimeError, EOFError, OSError, ValueError) as err:
         raise _damaged(path, err) from None
     if not isinstance(ckpt, dict):
-        raise CheckpointError(f"{path} holds a {type(ckpt).__name__}, not a checkpoint dict; delete it")
+        raise CheckpointError(
+            f"{path} holds a {type(ckpt).__name__}, not a checkpoint dict; delete it"
+        )
     return ckpt
 
 
@@ -131,19 +146,24 @@ def _damaged(path: Path, err: BaseException) -> CheckpointError:
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:
-    """``{"rng_cpu": ByteTensor, "rng_cuda": ByteTensor | None}`` of this process, for a checkpoint."""
+    """``{"rng_cpu": ByteTensor, "rng_cuda": ByteTensor | None}`` of this process,
+    for a checkpoint."""
     return {
         "rng_cpu": torch.get_rng_state(),
         "rng_cuda": torch.cuda.get_rng_state(device) if device.type == "cuda" else None,
     }
 
 
-def restore_rng_state(ckpt: dict[str, Any], device: torch.device, path: str | Path = "checkpoint") -> None:
+def restore_rng_state(
+    ckpt: dict[str, Any], device: torch.device, path: str | Path = "checkpoint"
+) -> None:
     """Restore the RNG states :func:`rng_state` saved: the CPU one always (as a CPU
     ``ByteTensor``), the CUDA one only when resuming on CUDA from a CUDA-made checkpoint."""
     cpu = ckpt.get("rng_cpu")
     if not isinstance(cpu, torch.Tensor):
-        raise CheckpointError(f"{path} has no 'rng_cpu' tensor; it was not written by dmlnb's training loop")
+        raise CheckpointError(
+            f"{path} has no 'rng_cpu' tensor; it was not written by dmlnb's training loop"
+        )
     torch.set_rng_state(cpu.detach().to("cpu", torch.uint8))
     cuda = ckpt.get("rng_cuda")
     if device.type == "cuda" and isinstance(cuda, torch.Tensor):

@@ -91,9 +91,9 @@ def check_embeddings(
                 f"width {dim}; embed both with the same model"
             )
         raise ValueError(
-            f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has "
-            f"embedding_dim={dim}; build {owner} for width {d} (the model's output size: its "
-            f"embedding_dim, or centroids with {d} columns) or project the features to {dim} dimensions"
+            f"{name} have width {d} (shape {tuple(x.shape)}) but {owner} has embedding_dim={dim}; "
+            f"build {owner} for width {d} (the model's output size: its embedding_dim, or "
+            f"centroids with {d} columns) or project the features to {dim} dimensions"
         )
 
 
@@ -176,10 +176,18 @@ def check_values(
         worst = worst.clamp_max(0)  # () what the embeddings' 0 does otherwise
     deferred = _DEFERRED.get()  # worst: 0 iff every check passes (non-zero or NaN otherwise)
     if deferred is not None:
-        deferred.add(worst, lambda: check_values(
-            kept, labels, num_classes=num_classes, allow_unlabelled=allow_unlabelled,
-            name=name, label_name=label_name, what=what,
-        ))
+        deferred.add(
+            worst,
+            lambda: check_values(
+                kept,
+                labels,
+                num_classes=num_classes,
+                allow_unlabelled=allow_unlabelled,
+                name=name,
+                label_name=label_name,
+                what=what,
+            ),
+        )
         return
     if not bool(worst != 0):  # the one read; NaN != 0
         return
@@ -281,8 +289,12 @@ class DeferredChecks:
         device, so a caller can read it together with other values (:meth:`raise_for`)."""
         if not self._kept:
             return torch.full((), -1, dtype=torch.long, device=self.device)
-        flags = torch.stack([f.to(self.device) for f, _, _ in self._kept]) != 0  # (K,) bool; NaN != 0
-        steps = torch.tensor([s for _, s, _ in self._kept]).to(self.device, non_blocking=True)  # (K,)
+        flags = (
+            torch.stack([f.to(self.device) for f, _, _ in self._kept]) != 0
+        )  # (K,) bool; NaN != 0
+        steps = torch.tensor([s for _, s, _ in self._kept]).to(
+            self.device, non_blocking=True
+        )  # (K,)
         return torch.where(flags.any(), steps[flags.to(torch.uint8).argmax()], -1)  # first failing
 
     def raise_for(self, first_bad: int) -> None:

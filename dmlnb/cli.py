@@ -26,8 +26,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The ``python -m dmlnb`` argument parser."""
     parser = argparse.ArgumentParser(
         prog="python -m dmlnb",
-        description=("dmlnb command line: re-render a chapter of the book from copied run "
-                     "records, or train a chapter's runs in several processes."),
+        description=(
+            "dmlnb command line: re-render a chapter of the book from copied run "
+            "records, or train a chapter's runs in several processes."
+        ),
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
@@ -42,24 +44,36 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
-    sub.add_argument("--runs", type=Path, required=True,
-                     help="the chapter's results folder copied from the machine that trained "
-                          "(holds PROFILE/<run>/record.json), e.g. "
-                          "/copied/results/02_facility_location")
-    sub.add_argument("--profile", default="default",
-                     help="profile the records were made with (default: %(default)s)")
-    sub.add_argument("-o", "--output", type=Path, required=True,
-                     help="where to write the executed notebook")
-    sub.add_argument("--data-root", type=Path, default=None,
-                     help="dataset folder (default: the notebook's, i.e. $DMLNB_DATA or "
-                          "~/.cache/dmlnb)")
+    sub.add_argument(
+        "--runs",
+        type=Path,
+        required=True,
+        help="the chapter's results folder copied from the machine that trained "
+        "(holds PROFILE/<run>/record.json), e.g. "
+        "/copied/results/02_facility_location",
+    )
+    sub.add_argument(
+        "--profile",
+        default="default",
+        help="profile the records were made with (default: %(default)s)",
+    )
+    sub.add_argument(
+        "-o", "--output", type=Path, required=True, help="where to write the executed notebook"
+    )
+    sub.add_argument(
+        "--data-root",
+        type=Path,
+        default=None,
+        help="dataset folder (default: the notebook's, i.e. $DMLNB_DATA or ~/.cache/dmlnb)",
+    )
     sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
-    sub.add_argument("--log-output", action="store_true",
-                     help="echo the cells' output while running")
+    sub.add_argument(
+        "--log-output", action="store_true", help="echo the cells' output while running"
+    )
     sub = commands.add_parser(
         "train",
         help="train a chapter's runs in several processes (shards), then discard the executed "
-             "notebooks",
+        "notebooks",
         description=(
             "Execute NOTEBOOK in --processes processes at once with papermill, process i being "
             "shard i of the run layer (DMLNB_SHARD=i/N): each run is trained by the process that "
@@ -71,18 +85,32 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
-    sub.add_argument("--processes", type=int, default=2,
-                     help="processes (shards) at once (default: %(default)s; 1 executes the "
-                          "notebook once, without shards)")
-    sub.add_argument("--profile", default="default",
-                     help="the notebook's profile parameter (default: %(default)s)")
-    sub.add_argument("--retrain", action="store_true",
-                     help="pass retrain=True (to notebooks that have that parameter): train "
-                          "every run again")
-    sub.add_argument("-p", "--parameter", nargs=2, action="append", default=[],
-                     metavar=("NAME", "VALUE"),
-                     help="another notebook parameter, read as papermill's -p reads it "
-                          "(repeatable)")
+    sub.add_argument(
+        "--processes",
+        type=int,
+        default=2,
+        help="processes (shards) at once (default: %(default)s; 1 executes the "
+        "notebook once, without shards)",
+    )
+    sub.add_argument(
+        "--profile",
+        default="default",
+        help="the notebook's profile parameter (default: %(default)s)",
+    )
+    sub.add_argument(
+        "--retrain",
+        action="store_true",
+        help="pass retrain=True (to notebooks that have that parameter): train every run again",
+    )
+    sub.add_argument(
+        "-p",
+        "--parameter",
+        nargs=2,
+        action="append",
+        default=[],
+        metavar=("NAME", "VALUE"),
+        help="another notebook parameter, read as papermill's -p reads it (repeatable)",
+    )
     sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
     return parser
 
@@ -94,21 +122,36 @@ def main(argv: Sequence[str] | None = None) -> int:
         import papermill
 
         try:
-            out = render(args.notebook, args.runs, args.profile, args.output,
-                         data_root=args.data_root, kernel=args.kernel, log_output=args.log_output)
+            out = render(
+                args.notebook,
+                args.runs,
+                args.profile,
+                args.output,
+                data_root=args.data_root,
+                kernel=args.kernel,
+                log_output=args.log_output,
+            )
         except RenderError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
         except papermill.PapermillExecutionError as err:
-            print(f"error: {args.notebook} failed in cell {err.exec_count}: {err.ename}: "
-                  f"{err.evalue}\n(the partly executed notebook is in {args.output})",
-                  file=sys.stderr)
+            print(
+                f"error: {args.notebook} failed in cell {err.exec_count}: {err.ename}: "
+                f"{err.evalue}\n(the partly executed notebook is in {args.output})",
+                file=sys.stderr,
+            )
             return 1
         print(f"rendered {args.notebook} from {args.runs} ({args.profile}) -> {out}")
     elif args.command == "train":
         try:
-            train_notebook(args.notebook, args.processes, args.profile, retrain=args.retrain,
-                           parameters=[tuple(p) for p in args.parameter], kernel=args.kernel)
+            train_notebook(
+                args.notebook,
+                args.processes,
+                args.profile,
+                retrain=args.retrain,
+                parameters=[tuple(p) for p in args.parameter],
+                kernel=args.kernel,
+            )
         except LaunchError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2

@@ -30,8 +30,8 @@ from typing import Any, Literal
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 import torch.nn.functional as F
+from torch import Tensor, nn
 from torch.utils.data import DataLoader
 
 from dmlnb.allocator import keep_freed_memory
@@ -123,8 +123,12 @@ def _batches(
 ) -> Iterator[tuple[Tensor, Tensor]]:
     """Yield ``(images (B, C, H, W), labels (B,))`` in dataset order."""
     n = len(dataset)
-    if isinstance(dataset, CachedImageDataset):  # cropped on the device, the next batch read meanwhile
-        chunks = [torch.arange(start, min(start + batch_size, n)) for start in range(0, n, batch_size)]
+    if isinstance(
+        dataset, CachedImageDataset
+    ):  # cropped on the device, the next batch read meanwhile
+        chunks = [
+            torch.arange(start, min(start + batch_size, n)) for start in range(0, n, batch_size)
+        ]
         yield from prefetch(lambda _, idx: dataset.get_batch(idx, device=device), chunks, device)
         return
     if hasattr(dataset, "get_batch"):  # in-memory fast path: one indexing op per batch
@@ -266,7 +270,9 @@ def _rowwise_matmul(a: Tensor, b: Tensor, out: Tensor | None = None) -> Tensor:
     bt = b.T  # (D, G) view
     full = c - c % _MATMUL_ROWS
     for start in range(0, full, _MATMUL_ROWS):
-        torch.mm(a[start : start + _MATMUL_ROWS], bt, out=out[start : start + _MATMUL_ROWS])  # (256, G)
+        torch.mm(
+            a[start : start + _MATMUL_ROWS], bt, out=out[start : start + _MATMUL_ROWS]
+        )  # (256, G)
     if full < c:
         block = F.pad(a[full:], (0, 0, 0, _MATMUL_ROWS - (c - full)))  # (256, D)
         out[full:] = (block @ bt)[: c - full]  # (rows, G)
@@ -311,12 +317,18 @@ def _knn_chunks(
     squared = query.new_empty(rows_max, gallery.shape[0]) if metric == "euclidean" else None
     for start in range(0, query.shape[0], chunk_size):
         q = query[start : start + chunk_size]  # (c, D)
-        key = _rowwise_matmul(q, gallery, out=products[: q.shape[0]])  # (c, G) q.g, larger is nearer for cosine
+        key = _rowwise_matmul(
+            q, gallery, out=products[: q.shape[0]]
+        )  # (c, G) q.g, larger is nearer for cosine
         if metric == "euclidean":
             assert squared is not None
             q_sq_c = q_sq[start : start + chunk_size, None]  # (c, 1)
-            dist = torch.add(q_sq_c, g_sq[None, :], out=squared[: q.shape[0]])  # (c, G) |q|^2 + |g|^2
-            key = dist.sub_(key, alpha=2.0).clamp_min_(0.0).neg_()  # (c, G) -|q - g|^2 (2 q.g is exact)
+            dist = torch.add(
+                q_sq_c, g_sq[None, :], out=squared[: q.shape[0]]
+            )  # (c, G) |q|^2 + |g|^2
+            key = (
+                dist.sub_(key, alpha=2.0).clamp_min_(0.0).neg_()
+            )  # (c, G) -|q - g|^2 (2 q.g is exact)
         if first_copy is not None:
             key = key[:, first_copy]  # (c, G) duplicates bit-identical
         if exclude_self:
@@ -716,7 +728,9 @@ def kmeans(
     scale = power_of_two_scale(x)  # () a power of two near max |x|
     if 2.0**-20 <= float(scale) <= 2.0**20:
         scale = torch.ones_like(scale)  # ordinary data: run on x itself
-    x = (x / scale).float()  # (N, D) exact: huge / tiny finite values neither overflow nor underflow
+    x = (
+        x / scale
+    ).float()  # (N, D) exact: huge / tiny finite values neither overflow nor underflow
     generator = torch.Generator().manual_seed(seed)
     init = x[torch.randperm(n, generator=generator)[:k].to(x.device)]  # (k, D)
     if backend == "faiss" or (backend == "auto" and _faiss_available()):

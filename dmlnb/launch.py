@@ -47,21 +47,34 @@ if TYPE_CHECKING:
     from nbformat import NotebookNode
 
 __all__ = [
-    "LaunchError", "WorkerFailed", "SKIPPED_IN_TRAINING", "training_copy", "worker_threads", "worker_env",
-    "trained_runs", "waited_seconds", "slowest_cells", "train_notebook",
+    "LaunchError",
+    "WorkerFailed",
+    "SKIPPED_IN_TRAINING",
+    "training_copy",
+    "worker_threads",
+    "worker_env",
+    "trained_runs",
+    "waited_seconds",
+    "slowest_cells",
+    "train_notebook",
 ]
 
 #: How often the launcher looks at its processes (seconds).
 POLL_SECONDS = 0.5
 
-_TRAINING_LINE = re.compile(r"^training (.+?): ", re.MULTILINE)  # said by dmlnb.runs.train_or_reload
-_WAITED_LINE = re.compile(r"^shard \d+/\d+ waited ([0-9.]+) s for ", re.MULTILINE)  # said by dmlnb.runs.Shard.wait
+_TRAINING_LINE = re.compile(
+    r"^training (.+?): ", re.MULTILINE
+)  # said by dmlnb.runs.train_or_reload
+_WAITED_LINE = re.compile(
+    r"^shard \d+/\d+ waited ([0-9.]+) s for ", re.MULTILINE
+)  # said by dmlnb.runs.Shard.wait
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _TAIL_LINES = 15
 
 SKIPPED_IN_TRAINING = "skip-in-training"
 """Tag of a notebook cell that a training pass does not execute (see the module docstring)."""
-_SOURCE_CELL = "dmlnb_source_cell"  # a copy's cell metadata: the cell's index in the notebook it was copied from
+# a copy's cell metadata: the cell's index in the notebook it was copied from
+_SOURCE_CELL = "dmlnb_source_cell"
 
 
 class LaunchError(ValueError):
@@ -80,26 +93,54 @@ def worker_threads(processes: int, environ: Mapping[str, str] = os.environ) -> i
     return max(1, total // processes)
 
 
-def worker_env(index: int, processes: int, profile: str, abort: Path, claims: Path, since: float,
-               environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+def worker_env(
+    index: int,
+    processes: int,
+    profile: str,
+    abort: Path,
+    claims: Path,
+    since: float,
+    environ: Mapping[str, str] = os.environ,
+) -> dict[str, str]:
     """The environment of process ``index`` of ``processes``: ``environ`` with the launch's start
-    time (with ``retrain`` a record written since is this launch's: :func:`dmlnb.runs.train_or_reload`
-    reloads it), its shard, the abort file and the claims folder the shards share (none of the three
-    when ``processes == 1``), its threads
+    time (with ``retrain`` a record written since is this launch's:
+    :func:`dmlnb.runs.train_or_reload` reloads it), its shard, the abort file and the claims folder
+    the shards share (none of the three when ``processes == 1``), its threads
     (:func:`worker_threads`), no progress bars and ``DMLNB_PROFILE=profile`` (a
     ``DMLNB_PROFILE`` left in the shell would otherwise override the notebook's parameter)."""
-    env = {k: v for k, v in environ.items() if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_SINCE_ENV)}
-    env.update({"OMP_NUM_THREADS": str(worker_threads(processes, environ)), PROGRESS_ENV: "0",
-                PROFILE_ENV: profile, SHARD_SINCE_ENV: repr(since)})
+    env = {
+        k: v
+        for k, v in environ.items()
+        if k not in (SHARD_ENV, SHARD_ABORT_ENV, SHARD_CLAIMS_ENV, SHARD_SINCE_ENV)
+    }
+    env.update(
+        {
+            "OMP_NUM_THREADS": str(worker_threads(processes, environ)),
+            PROGRESS_ENV: "0",
+            PROFILE_ENV: profile,
+            SHARD_SINCE_ENV: repr(since),
+        }
+    )
     if processes > 1:
-        env.update({SHARD_ENV: f"{index}/{processes}", SHARD_ABORT_ENV: str(abort), SHARD_CLAIMS_ENV: str(claims)})
+        env.update(
+            {
+                SHARD_ENV: f"{index}/{processes}",
+                SHARD_ABORT_ENV: str(abort),
+                SHARD_CLAIMS_ENV: str(claims),
+            }
+        )
     return env
 
 
 def _printed(executed: NotebookNode) -> str:
     """What an executed notebook printed (its stream outputs), in order."""
-    return "".join(out.get("text", "") for cell in executed.cells if cell.cell_type == "code"
-                   for out in cell.get("outputs", []) if out.get("output_type") == "stream")
+    return "".join(
+        out.get("text", "")
+        for cell in executed.cells
+        if cell.cell_type == "code"
+        for out in cell.get("outputs", [])
+        if out.get("output_type") == "stream"
+    )
 
 
 def trained_runs(executed: NotebookNode) -> list[str]:
@@ -140,8 +181,14 @@ def slowest_cells(executed: NotebookNode, count: int = 3) -> list[tuple[int, flo
     """The ``count`` code cells an executed notebook spent longest in, as ``(cell index,
     seconds)``, longest first (papermill's per-cell ``duration``; cells without one are skipped).
     A cell of a :func:`training_copy` is named by its index in the notebook it was copied from."""
-    timed = [(int(c.metadata.get(_SOURCE_CELL, i)), float(c.metadata.get("papermill", {}).get("duration") or 0.0))
-             for i, c in enumerate(executed.cells) if c.cell_type == "code"]
+    timed = [
+        (
+            int(c.metadata.get(_SOURCE_CELL, i)),
+            float(c.metadata.get("papermill", {}).get("duration") or 0.0),
+        )
+        for i, c in enumerate(executed.cells)
+        if c.cell_type == "code"
+    ]
     return sorted((t for t in timed if t[1] > 0), key=lambda t: -t[1])[:count]
 
 
@@ -179,28 +226,51 @@ def train_notebook(
     """
     notebook = existing_notebook(notebook, LaunchError)
     if processes < 1:
-        raise LaunchError(f"--processes {processes}: pass 1 or more (1 executes the notebook once, without shards)")
+        raise LaunchError(
+            f"--processes {processes}: pass 1 or more (1 executes the notebook once, without "
+            "shards)"
+        )
     arguments = ["-p", "profile", profile]
     if retrain and "retrain" in notebook_parameters(notebook):
         arguments += ["-p", "retrain", "True"]
     elif retrain:
-        say(f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their records match")
+        say(
+            f"{notebook.name} has no `retrain` parameter: its runs are reloaded where their "
+            "records match"
+        )
     for name, value in parameters:
         arguments += ["-p", name, value]
     since = time.time()
     with tempfile.TemporaryDirectory(prefix="dmlnb-train-") as tmp:
         folder = Path(tmp)
         abort = folder / "abort"
-        copy = training_copy(notebook, folder / "copy")  # beside the workers' outputs, whatever its name
+        copy = training_copy(
+            notebook, folder / "copy"
+        )  # beside the workers' outputs, whatever its name
         workers = []
         try:
             for i in range(processes):
                 output, log = folder / f"worker-{i}.ipynb", folder / f"worker-{i}.log"
-                command = [sys.executable, "-m", "papermill", str(copy), str(output), "-k", kernel,
-                           "--cwd", str(notebook.parent), "--no-progress-bar", *arguments]
+                command = [
+                    sys.executable,
+                    "-m",
+                    "papermill",
+                    str(copy),
+                    str(output),
+                    "-k",
+                    kernel,
+                    "--cwd",
+                    str(notebook.parent),
+                    "--no-progress-bar",
+                    *arguments,
+                ]
                 with open(log, "wb") as sink:
-                    process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT,
-                                               env=worker_env(i, processes, profile, abort, folder / "claims", since))
+                    process = subprocess.Popen(
+                        command,
+                        stdout=sink,
+                        stderr=subprocess.STDOUT,
+                        env=worker_env(i, processes, profile, abort, folder / "claims", since),
+                    )
                 workers.append(_Worker(i, process, output, log))
             running = list(workers)
             while running:
@@ -211,10 +281,14 @@ def train_notebook(
                         continue
                     running.remove(worker)
                     if code != 0:
-                        write_text_atomic(abort, f"worker {worker.index} of {processes} failed (exit status {code})\n")
+                        write_text_atomic(
+                            abort,
+                            f"worker {worker.index} of {processes} failed (exit status {code})\n",
+                        )
                         raise WorkerFailed(
-                            f"worker {worker.index} of {processes} ({notebook.name}, profile {profile}) failed "
-                            f"with exit status {code}; the others were stopped. The end of its log:\n{worker.tail()}"
+                            f"worker {worker.index} of {processes} ({notebook.name}, profile "
+                            f"{profile}) failed with exit status {code}; the others were stopped. "
+                            f"The end of its log:\n{worker.tail()}"
                         )
         finally:
             for worker in workers:
@@ -235,8 +309,11 @@ def train_notebook(
     wall = time.time() - since
     counts = ", ".join(f"{len(names)} by worker {i}" for i, names in enumerate(trained))
     idle = ", ".join(f"{s:.0f} s by worker {i}" for i, s in enumerate(waited))
-    say(f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes of "
-        f"{worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for siblings: {idle}")
+    say(
+        f"trained {notebook.name} (profile {profile}) in {wall:.0f} s with {processes} processes "
+        f"of {worker_threads(processes)} thread(s) each; runs trained: {counts}; waited for "
+        f"siblings: {idle}"
+    )
     for i, cells in enumerate(slowest):
         say(f"worker {i}'s slowest cells: " + ", ".join(f"{k} ({t:.0f} s)" for k, t in cells))
     return trained

@@ -9,7 +9,8 @@ the embedding.
 (Do et al., Table 2) evaluates beside the last layer. Trunks:
 
 * ``convnet``: the 4-block (conv3x3-BN-ReLU-maxpool) 64-channel network of the few-shot /
-  Omniglot literature, pooling only while the feature map is at least 2x2 so it also fits 8x8 digits.
+  Omniglot literature, pooling only while the feature map is at least 2x2 so it
+  also fits 8x8 digits.
 * ``ssdml-mnist`` / ``ssdml-cifar``: the MNIST and CIFAR-10 networks of Dutta et al. (AAAI 2021),
   whose 128-d / 64-d L2-normalised output feeds their metric layer ``L``.
 * ``googlenet``, ``resnet18``, ``resnet50``, ``vgg16``: torchvision backbones, ImageNet weights
@@ -27,7 +28,13 @@ from torch import Tensor, nn
 from dmlnb.profiles import MODELS, TrainConfig
 
 __all__ = [
-    "EmbeddingNet", "ConvNet", "SSDMLMnistNet", "SSDMLCifarNet", "build_model", "configured_model", "in_training_format",
+    "EmbeddingNet",
+    "ConvNet",
+    "SSDMLMnistNet",
+    "SSDMLCifarNet",
+    "build_model",
+    "configured_model",
+    "in_training_format",
     "available_models",
 ]
 
@@ -75,9 +82,12 @@ class SSDMLMnistNet(nn.Module):
     def __init__(self, in_channels: int = 1) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, 20, 5), nn.MaxPool2d(2),  # 28 -> 24 -> 12
-            nn.Conv2d(20, 50, 5), nn.MaxPool2d(2),  # 12 -> 8 -> 4
-            nn.Conv2d(50, 500, 4), nn.ReLU(inplace=True),  # 4 -> 1
+            nn.Conv2d(in_channels, 20, 5),
+            nn.MaxPool2d(2),  # 28 -> 24 -> 12
+            nn.Conv2d(20, 50, 5),
+            nn.MaxPool2d(2),  # 12 -> 8 -> 4
+            nn.Conv2d(50, 500, 4),
+            nn.ReLU(inplace=True),  # 4 -> 1
         )
         self.fc = nn.Linear(500, 128)
 
@@ -95,10 +105,17 @@ class SSDMLCifarNet(nn.Module):
     def __init__(self, in_channels: int = 3) -> None:
         super().__init__()
         self.body = nn.Sequential(
-            nn.Conv2d(in_channels, 32, 5, padding=2), nn.MaxPool2d(2), nn.ReLU(inplace=True),  # 16
-            nn.Conv2d(32, 32, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),  # 8
-            nn.Conv2d(32, 64, 5, padding=2), nn.ReLU(inplace=True), nn.AvgPool2d(2),  # 4
-            nn.Conv2d(64, 64, 4), nn.ReLU(inplace=True),  # 1
+            nn.Conv2d(in_channels, 32, 5, padding=2),
+            nn.MaxPool2d(2),
+            nn.ReLU(inplace=True),  # 16
+            nn.Conv2d(32, 32, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),  # 8
+            nn.Conv2d(32, 64, 5, padding=2),
+            nn.ReLU(inplace=True),
+            nn.AvgPool2d(2),  # 4
+            nn.Conv2d(64, 64, 4),
+            nn.ReLU(inplace=True),  # 1
         )
 
     def forward(self, x: Tensor) -> Tensor:
@@ -213,8 +230,12 @@ def configured_model(config: TrainConfig, input_shape: tuple[int, int, int]) -> 
     when ``config.channels_last`` (as :func:`dmlnb.training.train` trains it on a CPU or GPU)."""
     torch.manual_seed(config.seed)
     model = build_model(
-        config.model, input_shape, config.embedding_dim, normalize=config.normalize,
-        pretrained=config.pretrained, width=config.width,
+        config.model,
+        input_shape,
+        config.embedding_dim,
+        normalize=config.normalize,
+        pretrained=config.pretrained,
+        width=config.width,
     )
     return in_training_format(model, config)
 
@@ -226,5 +247,6 @@ def in_training_format(model: nn.Module, config: TrainConfig) -> nn.Module:
     A network evaluated outside the loop (reloaded weights, a network at initialisation) then
     embeds exactly as the loop's evaluations do: convolutions in another memory format round
     differently, enough to flip near-tied neighbours (the SSDML chapter's networks at
-    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row on digits, seed 0)."""
+    initialisation, rebuilt in NCHW, were 0.7 pts of R@2 off their runs' Initial row
+    on digits, seed 0)."""
     return model.to(memory_format=torch.channels_last) if config.channels_last else model

@@ -42,7 +42,8 @@ __all__ = [
 
 
 MAX_FIGURE_PX = 1000
-"""Widest PNG a notebook stores: about the book's column, so no figure is scaled down in the page."""
+"""Widest PNG a notebook stores: about the book's column, so no figure is scaled
+down in the page."""
 
 
 def figure_png(fig: Figure, dpi: float | None = None, max_px: int = MAX_FIGURE_PX) -> bytes:
@@ -100,13 +101,22 @@ def _error_bars(rows: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(std), std, 0.0)
 
 
-def tsne(x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1) -> np.ndarray:
-    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA initialisation) -> ``(N, 2)``."""
+def tsne(
+    x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1
+) -> np.ndarray:
+    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA
+    initialisation) -> ``(N, 2)``."""
     from openTSNE import TSNE
 
     data = _numpy(x).astype(np.float64)
     perplexity = min(perplexity, max(2.0, (len(data) - 1) / 3))
-    emb = TSNE(perplexity=perplexity, metric="cosine", initialization="pca", random_state=seed, n_jobs=n_jobs).fit(data)
+    emb = TSNE(
+        perplexity=perplexity,
+        metric="cosine",
+        initialization="pca",
+        random_state=seed,
+        n_jobs=n_jobs,
+    ).fit(data)
     return np.asarray(emb)
 
 
@@ -127,7 +137,13 @@ def tsne_with_reference(
 
     ref = _numpy(reference).astype(np.float64)
     perplexity = min(perplexity, max(2.0, (len(ref) - 1) / 3))
-    emb = TSNE(perplexity=perplexity, metric="cosine", initialization="pca", random_state=seed, n_jobs=n_jobs).fit(ref)
+    emb = TSNE(
+        perplexity=perplexity,
+        metric="cosine",
+        initialization="pca",
+        random_state=seed,
+        n_jobs=n_jobs,
+    ).fit(ref)
     ref_2d = np.array(emb, copy=True)
     new_2d = np.asarray(emb.transform(_numpy(new).astype(np.float64)))
     return ref_2d, new_2d
@@ -152,16 +168,34 @@ def plot_embedding_2d(
     for i, c in enumerate(classes):
         sel = lab == c
         ax.scatter(
-            xy[sel, 0], xy[sel, 1], s=size, alpha=alpha, marker=marker, color=cmap(i % cmap.N),
-            label=f"{label_prefix}{c}" if i < max_legend else None, rasterized=True,
+            xy[sel, 0],
+            xy[sel, 1],
+            s=size,
+            alpha=alpha,
+            marker=marker,
+            color=cmap(i % cmap.N),
+            label=f"{label_prefix}{c}" if i < max_legend else None,
+            rasterized=True,
         )
     ax.set_title(title)
     ax.set_xlabel("t-SNE 1")
     ax.set_ylabel("t-SNE 2")
     handles, names = ax.get_legend_handles_labels()
     if handles:
-        shown = f"{len(handles)} of {len(classes)} classes shown" if len(classes) > len(handles) else f"{len(classes)} classes"
-        ax.legend(handles, names, fontsize="x-small", markerscale=2, loc="best", title=shown, title_fontsize="x-small")
+        shown = (
+            f"{len(handles)} of {len(classes)} classes shown"
+            if len(classes) > len(handles)
+            else f"{len(classes)} classes"
+        )
+        ax.legend(
+            handles,
+            names,
+            fontsize="x-small",
+            markerscale=2,
+            loc="best",
+            title=shown,
+            title_fontsize="x-small",
+        )
     return ax
 
 
@@ -251,10 +285,11 @@ def plot_bound_tracking(
     """Lemma 3.1 during training (Do et al. 2019), per triplet (every quantity divided by ``H``).
 
     ``frame`` is a DataFrame with columns ``epoch``, ``seed``, ``L_t/H``, ``L_d/H``, ``gap/H``,
-    ``bound/H``, ``eps`` and ``eps_mean`` (e.g. :func:`dmlnb.experiments.discriminative.lemma_frame`);
-    lines show the mean over seeds, bands the min-max range. Left: the two losses; middle: the
-    gap ``L_d - L_t`` and the bound ``H (kappa_max - kappa_min + 3 eps)`` (log scale); right:
-    ``eps = 2 max_i |x_i - c_{y_i}|`` and its mean-based analogue.
+    ``bound/H``, ``eps`` and ``eps_mean`` (e.g.
+    :func:`dmlnb.experiments.discriminative.lemma_frame`); lines show the mean over seeds, bands the
+    min-max range. Left: the two losses; middle: the gap ``L_d - L_t`` and the bound
+    ``H (kappa_max - kappa_min + 3 eps)`` (log scale); right: ``eps = 2 max_i |x_i - c_{y_i}|`` and
+    its mean-based analogue.
     """
     import pandas as pd
 
@@ -263,20 +298,39 @@ def plot_bound_tracking(
         fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
     fig = axes[0].figure
     panels = [
-        (axes[0], [("L_t/H", "$L_t / H$ (triplet loss)"), ("L_d/H", "$L_d / H$ (discriminative)")],
-         "loss per triplet", "losses", False),
-        (axes[1], [("gap/H", "$(L_d - L_t) / H$"), ("bound/H", "bound $/ H$")],
-         "per triplet (log scale)", "gap and Lemma 3.1 bound", True),
-        (axes[2], [("eps", r"$\epsilon = 2 \max_i \|x_i - c_{y_i}\|$"),
-                   ("eps_mean", r"$2\,\mathrm{mean}_i \|x_i - c_{y_i}\|$")],
-         "distance", r"$\epsilon$ of the lemma", False),
+        (
+            axes[0],
+            [("L_t/H", "$L_t / H$ (triplet loss)"), ("L_d/H", "$L_d / H$ (discriminative)")],
+            "loss per triplet",
+            "losses",
+            False,
+        ),
+        (
+            axes[1],
+            [("gap/H", "$(L_d - L_t) / H$"), ("bound/H", "bound $/ H$")],
+            "per triplet (log scale)",
+            "gap and Lemma 3.1 bound",
+            True,
+        ),
+        (
+            axes[2],
+            [
+                ("eps", r"$\epsilon = 2 \max_i \|x_i - c_{y_i}\|$"),
+                ("eps_mean", r"$2\,\mathrm{mean}_i \|x_i - c_{y_i}\|$"),
+            ],
+            "distance",
+            r"$\epsilon$ of the lemma",
+            False,
+        ),
     ]
     for ax, series, ylabel, panel_title, log in panels:
         for col, label in series:
             grp = df.groupby("epoch")[col]
             mean, lo, hi = grp.mean(), grp.min(), grp.max()
             line = ax.plot(mean.index, mean.values, marker="o", ms=3, label=label)[0]
-            ax.fill_between(mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0)
+            ax.fill_between(
+                mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0
+            )
         if log:
             ax.set_yscale("log")
         ax.set_xlabel("epoch")
@@ -308,13 +362,24 @@ def plot_loglog_timing(
     ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
     for name, grp in df.groupby("loss", sort=False):
         grp = grp.sort_values(x)
-        label = name if slopes is None or name not in slopes or not np.isfinite(slopes[name]) else f"{name} (slope {slopes[name]:.2f})"
+        label = (
+            name
+            if slopes is None or name not in slopes or not np.isfinite(slopes[name])
+            else f"{name} (slope {slopes[name]:.2f})"
+        )
         ax.plot(grp[x], grp["seconds"], marker="o", ms=3, label=label)
     xs = np.sort(df[x].unique()).astype(float)
     if len(xs) > 1:
         y0 = df[df[x] == xs[0]]["seconds"].min()
         for power, style in ((1, ":"), (2, "--")):
-            ax.plot(xs, y0 * (xs / xs[0]) ** power, color="grey", ls=style, lw=1, label=f"slope {power} guide")
+            ax.plot(
+                xs,
+                y0 * (xs / xs[0]) ** power,
+                color="grey",
+                ls=style,
+                lw=1,
+                label=f"slope {power} guide",
+            )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.xaxis.set_minor_formatter(plt.NullFormatter())
@@ -348,8 +413,15 @@ def plot_group_size(
     ax = ax if ax is not None else plt.subplots(figsize=(6, 4))[1]
     for name, grp in df.groupby("method", sort=False):
         grp = grp.sort_values("n")
-        ax.errorbar(grp["n"], grp["mean"], yerr=_error_bars(grp), marker="o", ms=4, capsize=3,
-                    label=str(name))
+        ax.errorbar(
+            grp["n"],
+            grp["mean"],
+            yerr=_error_bars(grp),
+            marker="o",
+            ms=4,
+            capsize=3,
+            label=str(name),
+        )
     ns = np.sort(df["n"].unique())
     ax.set_xscale("log", base=2)
     ax.set_xticks(ns)
@@ -380,8 +452,15 @@ def plot_similarity_distributions(
     for name, v in arrays.items():
         if not v.size:
             continue
-        _, _, patches = ax.hist(v, bins=bins, range=value_range, density=True, histtype="step", lw=1.5,
-                                label=f"{name} (median {np.median(v):.2f})")
+        _, _, patches = ax.hist(
+            v,
+            bins=bins,
+            range=value_range,
+            density=True,
+            histtype="step",
+            lw=1.5,
+            label=f"{name} (median {np.median(v):.2f})",
+        )
         ax.axvline(np.median(v), color=patches[0].get_edgecolor(), ls="--", lw=1)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("density")
@@ -406,10 +485,24 @@ def plot_same_vs_other(
     ok = np.isfinite(s) & np.isfinite(o)
     s, o = s[ok], o[ok]
     good = s > o
-    ax.scatter(s[good], o[good], s=size, color="tab:blue", alpha=0.5, rasterized=True,
-               label=f"below y = x: correct ({100 * good.mean():.1f}%)")
-    ax.scatter(s[~good], o[~good], s=size, color="tab:red", alpha=0.5, rasterized=True,
-               label=f"above: wrong ({100 * (~good).mean():.1f}%)")
+    ax.scatter(
+        s[good],
+        o[good],
+        s=size,
+        color="tab:blue",
+        alpha=0.5,
+        rasterized=True,
+        label=f"below y = x: correct ({100 * good.mean():.1f}%)",
+    )
+    ax.scatter(
+        s[~good],
+        o[~good],
+        s=size,
+        color="tab:red",
+        alpha=0.5,
+        rasterized=True,
+        label=f"above: wrong ({100 * (~good).mean():.1f}%)",
+    )
     if lims is None:
         lo = float(min(s.min(), o.min())) if s.size else 0.0
         lims = (np.floor(lo * 10) / 10, 1.0)
@@ -436,10 +529,24 @@ def plot_reference_overlay(
     """A 2-D map with the reference points in red and the new points (e.g. placed by
     :func:`tsne_with_reference`) in blue, as in Xuan et al.'s Figure 6."""
     ax = ax if ax is not None else plt.subplots(figsize=(5, 5))[1]
-    ax.scatter(reference_2d[:, 0], reference_2d[:, 1], s=size, color="tab:red", alpha=0.6,
-               rasterized=True, label=f"{reference_label} ({len(reference_2d)})")
-    ax.scatter(new_2d[:, 0], new_2d[:, 1], s=size, color="tab:blue", alpha=0.6, rasterized=True,
-               label=f"{new_label} ({len(new_2d)})")
+    ax.scatter(
+        reference_2d[:, 0],
+        reference_2d[:, 1],
+        s=size,
+        color="tab:red",
+        alpha=0.6,
+        rasterized=True,
+        label=f"{reference_label} ({len(reference_2d)})",
+    )
+    ax.scatter(
+        new_2d[:, 0],
+        new_2d[:, 1],
+        s=size,
+        color="tab:blue",
+        alpha=0.6,
+        rasterized=True,
+        label=f"{new_label} ({len(new_2d)})",
+    )
     ax.set_xlabel("t-SNE 1")
     ax.set_ylabel("t-SNE 2")
     ax.set_title(title)
@@ -453,7 +560,11 @@ def plot_reference_overlay(
 
 
 def plot_grouped_bars(
-    frame: "object", group: str, variant: str, ax: Axes | None = None, ylabel: str = "Recall@1 (%)",
+    frame: "object",
+    group: str,
+    variant: str,
+    ax: Axes | None = None,
+    ylabel: str = "Recall@1 (%)",
     title: str = "",
 ) -> Axes:
     """Bars of ``mean`` (error bar ``std`` where finite) per ``group`` (x) and ``variant`` (colour).
@@ -469,8 +580,14 @@ def plot_grouped_bars(
     width = 0.8 / len(variants)
     for i, v in enumerate(variants):
         sub = df[df[variant] == v].set_index(group).reindex(groups)
-        ax.bar(np.arange(len(groups)) + (i - (len(variants) - 1) / 2) * width, sub["mean"], width,
-               yerr=_error_bars(sub), capsize=2, label=str(v))
+        ax.bar(
+            np.arange(len(groups)) + (i - (len(variants) - 1) / 2) * width,
+            sub["mean"],
+            width,
+            yerr=_error_bars(sub),
+            capsize=2,
+            label=str(v),
+        )
     ax.set_xticks(np.arange(len(groups)))
     ax.set_xticklabels(groups, rotation=20, ha="right", fontsize="small")
     ax.set_ylabel(ylabel)
@@ -480,9 +597,15 @@ def plot_grouped_bars(
 
 
 def plot_sweep(
-    frame: "object", x: str, group: str, ax: Axes | None = None,
-    marks: "Mapping[str, float] | None" = None, xscale: str = "log", xlabel: str | None = None,
-    ylabel: str = "Recall@1 (%)", title: str = "",
+    frame: "object",
+    x: str,
+    group: str,
+    ax: Axes | None = None,
+    marks: "Mapping[str, float] | None" = None,
+    xscale: str = "log",
+    xlabel: str | None = None,
+    ylabel: str = "Recall@1 (%)",
+    title: str = "",
 ) -> Axes:
     """``mean`` against ``x``, one line per ``group`` (error bars ``std`` where finite).
 
@@ -497,8 +620,16 @@ def plot_sweep(
     for i, (name, grp) in enumerate(df.groupby(group, sort=False)):
         grp = grp.sort_values(x)
         color = f"C{i}"
-        ax.errorbar(grp[x], grp["mean"], yerr=_error_bars(grp), marker="o", ms=4, capsize=3, color=color,
-                    label=str(name))
+        ax.errorbar(
+            grp[x],
+            grp["mean"],
+            yerr=_error_bars(grp),
+            marker="o",
+            ms=4,
+            capsize=3,
+            color=color,
+            label=str(name),
+        )
         if marks and name in marks:
             at = grp[grp[x] == marks[name]]
             ax.plot(at[x], at["mean"], marker="o", ms=12, mfc="none", mec=color, mew=2, ls="none")
@@ -587,7 +718,8 @@ def plot_thumbnails(
         raise ValueError(f"xy must be (N, 2), got shape {xy.shape}")
     if imgs.ndim != 4 or imgs.shape[0] != xy.shape[0] or imgs.shape[1] not in (1, 3):
         raise ValueError(
-            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape {imgs.shape}"
+            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape "
+            f"{imgs.shape}"
         )
     if not 0.0 < thumb_fraction <= 1.0:
         raise ValueError(f"thumb_fraction must be in (0, 1], got {thumb_fraction}")
@@ -607,17 +739,32 @@ def plot_thumbnails(
     for i in keep:
         box = OffsetImage(_display_image(imgs[i]), cmap="gray", zoom=zoom, interpolation="nearest")
         props = dict(edgecolor=colour[lab[i]] if lab is not None else "0.4", linewidth=1.0)
-        ax.add_artist(AnnotationBbox(box, (xy[i, 0], xy[i, 1]), frameon=True, pad=0.05, bboxprops=props))
+        ax.add_artist(
+            AnnotationBbox(box, (xy[i, 0], xy[i, 1]), frameon=True, pad=0.05, bboxprops=props)
+        )
     pad = 0.03 * extent
     ax.set_xlim(xy[:, 0].min() - pad, xy[:, 0].max() + pad)
     ax.set_ylim(xy[:, 1].min() - pad, xy[:, 1].max() + pad)
     ax.set_title(title)
     ax.set_xlabel("t-SNE 1")
     ax.set_ylabel("t-SNE 2")
-    ax.legend(handles=[plt.Line2D([], [], ls="", marker="s", mfc="white", mec="0.3",
-                                  label=f"{len(keep)} images drawn" + (", frame colour = class" if lab is not None else "")),
-                       plt.Line2D([], [], ls="", marker=".", color="0.7", label=f"all {len(xy)} points")],
-              fontsize="x-small", loc="upper right")
+    ax.legend(
+        handles=[
+            plt.Line2D(
+                [],
+                [],
+                ls="",
+                marker="s",
+                mfc="white",
+                mec="0.3",
+                label=f"{len(keep)} images drawn"
+                + (", frame colour = class" if lab is not None else ""),
+            ),
+            plt.Line2D([], [], ls="", marker=".", color="0.7", label=f"all {len(xy)} points"),
+        ],
+        fontsize="x-small",
+        loc="upper right",
+    )
     ax.thumbnail_indices = keep  # type: ignore[attr-defined]
     return ax
 
@@ -647,7 +794,12 @@ def plot_step_curves(
         fig, axes = plt.subplots(1, len(panels), figsize=(4.4 * len(panels), 3.5), squeeze=False)
         axes = axes[0]
     fig = axes[0].figure
-    styles = ("-", "--", ":", "-.")  # series of one panel differ in line style, so coinciding curves stay visible
+    styles = (
+        "-",
+        "--",
+        ":",
+        "-.",
+    )  # series of one panel differ in line style, so coinciding curves stay visible
     for ax, (series, ylabel, panel_title, log) in zip(axes, panels):
         for k, (col, label) in enumerate(series):
             if col not in df:
@@ -657,9 +809,17 @@ def plot_step_curves(
                 per_seed = per_seed.rolling(max(1, smooth), center=True, min_periods=1).mean()
                 mean, lo, hi = per_seed.mean(axis=1), per_seed.min(axis=1), per_seed.max(axis=1)
                 tag = label if df[hue].nunique() == 1 else f"{label}, {name}"
-                line = ax.plot(mean.index, mean.values, lw=1.2 + 0.6 * (k == 0), ls=styles[k % len(styles)],
-                               zorder=3 + len(series) - k, label=tag)[0]
-                ax.fill_between(mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0)
+                line = ax.plot(
+                    mean.index,
+                    mean.values,
+                    lw=1.2 + 0.6 * (k == 0),
+                    ls=styles[k % len(styles)],
+                    zorder=3 + len(series) - k,
+                    label=tag,
+                )[0]
+                ax.fill_between(
+                    mean.index, lo.values, hi.values, color=line.get_color(), alpha=0.2, lw=0
+                )
         if log:
             ax.set_yscale("log")
         ax.set_xlabel(x)

@@ -7,8 +7,8 @@
 
 A profile is a set of :class:`TrainConfig` field values. Notebooks layer their own presets on top
 (``presets={"paper": {"dataset": "cars196"}}``) and a reader's overrides on top of that;
-:func:`make_config` validates every key, type and range (:data:`CONFIG_RULES`), so a typo fails loudly
-instead of being ignored; :func:`check_parameters` does the same for a notebook's parameters.
+:func:`make_config` validates every key, type and range (:data:`CONFIG_RULES`), so a typo fails
+loudly instead of being ignored; :func:`check_parameters` does the same for a notebook's parameters.
 """
 
 from __future__ import annotations
@@ -23,8 +23,18 @@ from typing import Any
 
 __all__ = [
     "PROFILE_ENV",
-    "TrainConfig", "PROFILES", "make_config", "available_profiles", "resolve_profile", "Rule",
-    "CONFIG_RULES", "PARAMETER_RULES", "MODELS", "OPTIMIZERS", "SELECT_ON", "check_parameters",
+    "TrainConfig",
+    "PROFILES",
+    "make_config",
+    "available_profiles",
+    "resolve_profile",
+    "Rule",
+    "CONFIG_RULES",
+    "PARAMETER_RULES",
+    "MODELS",
+    "OPTIMIZERS",
+    "SELECT_ON",
+    "check_parameters",
     "evaluation_names",
 ]
 
@@ -92,25 +102,48 @@ class TrainConfig:
         return dataclasses.asdict(self)
 
 
-#: The environment variable that overrides a notebook's ``profile`` parameter (:func:`resolve_profile`).
+#: The environment variable that overrides a notebook's ``profile`` parameter
+#: (:func:`resolve_profile`).
 PROFILE_ENV = "DMLNB_PROFILE"
 
 PROFILES: dict[str, dict[str, Any]] = {
     "smoke": dict(
-        dataset="digits", model="convnet", width=16, embedding_dim=16, batch_size=24,
-        m_per_class=8, steps_per_epoch=6, epochs=2, lr=3e-3,
+        dataset="digits",
+        model="convnet",
+        width=16,
+        embedding_dim=16,
+        batch_size=24,
+        m_per_class=8,
+        steps_per_epoch=6,
+        epochs=2,
+        lr=3e-3,
     ),
     "default": dict(
-        dataset="omniglot-small", dataset_options={"image_size": 28}, model="convnet",
-        embedding_dim=64, batch_size=128, m_per_class=8, epochs=15, lr=1e-3,
+        dataset="omniglot-small",
+        dataset_options={"image_size": 28},
+        model="convnet",
+        embedding_dim=64,
+        batch_size=128,
+        m_per_class=8,
+        epochs=15,
+        lr=1e-3,
         # on a 2-core CPU a forward pass of 128 test images runs faster per image than one of 512
         # (the small network's activations stay in cache)
         eval_batch_size=128,
     ),
     "paper": dict(
-        dataset="cub200", dataset_options={"image_size": 224}, model="resnet50", pretrained=True,
-        embedding_dim=512, batch_size=128, m_per_class=4, epochs=100, lr=1e-5,
-        weight_decay=1e-4, num_workers=8, eval_every=5,
+        dataset="cub200",
+        dataset_options={"image_size": 224},
+        model="resnet50",
+        pretrained=True,
+        embedding_dim=512,
+        batch_size=128,
+        m_per_class=4,
+        epochs=100,
+        lr=1e-5,
+        weight_decay=1e-4,
+        num_workers=8,
+        eval_every=5,
     ),
 }
 
@@ -133,9 +166,16 @@ OPTIMIZERS = ("adam", "adamw", "sgd", "rmsprop")
 #: the test classes (the papers' protocol, optimistic).
 SELECT_ON = ("validation", "test")
 
-_KIND_NAMES = {"int": "an int", "float": "a number", "str": "a string", "bool": "True or False",
-               "dict": "a dict", "path": "a path (str)", "seq": "a list",
-               "holdout": "True / False, a fraction of the training classes in (0, 1) or a class count >= 1"}
+_KIND_NAMES = {
+    "int": "an int",
+    "float": "a number",
+    "str": "a string",
+    "bool": "True or False",
+    "dict": "a dict",
+    "path": "a path (str)",
+    "seq": "a list",
+    "holdout": "True / False, a fraction of the training classes in (0, 1) or a class count >= 1",
+}
 _PLURAL = {"int": "ints", "float": "numbers", "str": "strings"}
 
 
@@ -178,7 +218,9 @@ class Rule:
         if self.kind == "seq":
             item = self.item.allowed(plural=True) if self.item is not None else "values"
             words = "non-empty " * self.nonempty + "distinct " * self.distinct
-            text = f"a {words}list of {item}" + (f" ({self.test[1]})" if self.test is not None else "")
+            text = f"a {words}list of {item}" + (
+                f" ({self.test[1]})" if self.test is not None else ""
+            )
         elif self.choices is not None:
             text = f"{'names from' if plural else 'one of'} {list(self._choices())}"
         else:
@@ -186,7 +228,10 @@ class Rule:
             if self.low is not None:
                 text += f" {'>' if self.above else '>='} {self.low:g}"
             if self.high is not None:
-                text += f"{' and' if self.low is not None else ''} {'<' if self.below else '<='} {self.high:g}"
+                text += (
+                    f"{' and' if self.low is not None else ''} {'<' if self.below else '<='} "
+                    f"{self.high:g}"
+                )
             if self.test is not None:
                 text += f" ({self.test[1]})"
         if self.optional:
@@ -211,7 +256,9 @@ class Rule:
 
     def _range_ok(self, value: Any) -> bool:
         if self.kind == "holdout":
-            return isinstance(value, bool) or (value >= 1 if isinstance(value, int) else 0.0 < value < 1.0)
+            return isinstance(value, bool) or (
+                value >= 1 if isinstance(value, int) else 0.0 < value < 1.0
+            )
         if self.kind == "float" and not math.isfinite(value):
             return False
         if self.kind == "path" and not str(value):
@@ -238,16 +285,22 @@ class Rule:
             return None
         if not self._type_ok(value):
             got = f"{type(value).__name__} {value!r}"
-            raise TypeError(f"{what} must be {self.allowed()}; got {got}{self._hint(kind, name, value)}")
+            raise TypeError(
+                f"{what} must be {self.allowed()}; got {got}{self._hint(kind, name, value)}"
+            )
         if self.kind == "seq":
             items = tuple(value)
             if self.item is not None:
                 try:
-                    items = tuple(self.item.check(kind, f"{name}[{i}]", v) for i, v in enumerate(value))
+                    items = tuple(
+                        self.item.check(kind, f"{name}[{i}]", v) for i, v in enumerate(value)
+                    )
                 except (TypeError, ValueError) as err:  # name the whole list, too
                     raise type(err)(f"{err} (in {what} = {value!r}: {self.allowed()})") from None
             if self.nonempty and not items:
-                raise ValueError(f"{what} must be {self.allowed()}; got an empty {type(value).__name__}")
+                raise ValueError(
+                    f"{what} must be {self.allowed()}; got an empty {type(value).__name__}"
+                )
             if self.distinct and len(set(items)) < len(items):
                 raise ValueError(f"{what} must be {self.allowed()}; got repeats in {value!r}")
             if self.test is not None and not self.test[0](items):
@@ -257,7 +310,8 @@ class Rule:
             return dict(value)
         if self.choices is not None and value not in self._choices():
             raise ValueError(
-                f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of {list(self._choices())}"
+                f"unknown {name.split('[')[0]} {value!r} ({what}); choose one of "
+                f"{list(self._choices())}"
             )
         if not self._range_ok(value):
             raise ValueError(f"{what} must be {self.allowed()}; got {value!r}")
@@ -265,7 +319,11 @@ class Rule:
 
     def _hint(self, kind: str, name: str, value: Any) -> str:
         """For papermill: ``-p`` passes a number or a word; lists and dicts need ``-y``."""
-        if kind == "notebook parameter" and self.kind in ("seq", "dict") and isinstance(value, (str, int, float)):
+        if (
+            kind == "notebook parameter"
+            and self.kind in ("seq", "dict")
+            and isinstance(value, (str, int, float))
+        ):
             example = self.example or ("[...]" if self.kind == "seq" else "{...}")
             return f" (with papermill pass lists and dicts as YAML: -y '{name}: {example}')"
         return ""
@@ -298,6 +356,7 @@ def _milestone(value: float) -> bool:
 def _device(name: str) -> bool:
     return re.fullmatch(r"auto|cpu|mps|cuda(:\d+)?", name) is not None
 
+
 #: The rule of every :class:`TrainConfig` field (:func:`make_config` applies them).
 CONFIG_RULES: dict[str, Rule] = {
     "dataset": Rule("str", choices=_datasets),
@@ -317,17 +376,24 @@ CONFIG_RULES: dict[str, Rule] = {
     "head_lr_scale": _number(above=True),
     "weight_decay": _number(),
     "momentum": _number(high=1.0, below=True),
-    "betas": Rule("seq", item=_number(high=1.0, below=True), test=(lambda b: len(b) == 2, "two of them: (beta1, beta2)"),
-                  example="(0.9, 0.99)"),
-    "lr_milestones": Rule("seq", item=_number(above=True, test=(_milestone, "fractions of the run < 1 or "
-                                                                   "whole epochs")),
-                          example="(0.5, 0.75) or (20, 30)"),
+    "betas": Rule(
+        "seq",
+        item=_number(high=1.0, below=True),
+        test=(lambda b: len(b) == 2, "two of them: (beta1, beta2)"),
+        example="(0.9, 0.99)",
+    ),
+    "lr_milestones": Rule(
+        "seq",
+        item=_number(above=True, test=(_milestone, "fractions of the run < 1 or whole epochs")),
+        example="(0.5, 0.75) or (20, 30)",
+    ),
     "lr_gamma": _number(above=True),
     "grad_clip": _number(above=True, optional=True),
     "eval_every": _count(),
     "eval_ks": Rule("seq", item=_count(), distinct=True, example="(1, 2, 4, 8)"),
-    "eval_metrics": Rule("seq", item=Rule("str", choices=_metric_names), distinct=True,
-                         example='("recall", "nmi")'),
+    "eval_metrics": Rule(
+        "seq", item=Rule("str", choices=_metric_names), distinct=True, example='("recall", "nmi")'
+    ),
     "select_metric": Rule("str", example='"R@1", "NMI", "F1" or "MAP@R"'),
     "select_on": Rule("str", choices=SELECT_ON),
     "eval_batch_size": _count(),
@@ -338,6 +404,7 @@ CONFIG_RULES: dict[str, Rule] = {
     "compile": Rule("bool"),
     "num_workers": _count(0),
 }
+
 
 def _grid(item: Rule, example: str) -> Rule:
     """None (the profile's grid) or a non-empty list of distinct values."""
@@ -377,21 +444,36 @@ def evaluation_names(eval_ks: Sequence[int], eval_metrics: Sequence[str]) -> lis
 
 #: Checks across fields: ``(predicate on the config, message)``.
 _CROSS_CHECKS: tuple[tuple[Callable[[TrainConfig], bool], Callable[[TrainConfig], str]], ...] = (
-    (lambda c: c.batch_size % c.m_per_class == 0,
-     lambda c: f"batch_size ({c.batch_size}) must be a multiple of m_per_class ({c.m_per_class}); "
-               f"change one of them"),
-    (lambda c: "recall" not in c.eval_metrics or len(c.eval_ks) > 0,
-     lambda c: "eval_ks must not be empty while eval_metrics asks for 'recall'; give Ks, "
-               "e.g. eval_ks=(1, 2, 4, 8)"),
-    (lambda c: c.select_metric in evaluation_names(c.eval_ks, c.eval_metrics),
-     lambda c: f"select_metric {c.select_metric!r} is not computed with eval_ks={c.eval_ks} and "
-               f"eval_metrics={c.eval_metrics}; choose one of "
-               f"{evaluation_names(c.eval_ks, c.eval_metrics)} or add its K / metric"),
+    (
+        lambda c: c.batch_size % c.m_per_class == 0,
+        lambda c: (
+            f"batch_size ({c.batch_size}) must be a multiple of m_per_class ({c.m_per_class}); "
+            f"change one of them"
+        ),
+    ),
+    (
+        lambda c: "recall" not in c.eval_metrics or len(c.eval_ks) > 0,
+        lambda c: (
+            "eval_ks must not be empty while eval_metrics asks for 'recall'; give Ks, "
+            "e.g. eval_ks=(1, 2, 4, 8)"
+        ),
+    ),
+    (
+        lambda c: c.select_metric in evaluation_names(c.eval_ks, c.eval_metrics),
+        lambda c: (
+            f"select_metric {c.select_metric!r} is not computed with eval_ks={c.eval_ks} and "
+            f"eval_metrics={c.eval_metrics}; choose one of "
+            f"{evaluation_names(c.eval_ks, c.eval_metrics)} or add its K / metric"
+        ),
+    ),
 )
 
 
-def _check_values(values: Mapping[str, Any], rules: Mapping[str, Rule], what: str) -> dict[str, Any]:
-    """``values`` checked by ``rules`` (unknown names raise :class:`KeyError` listing the valid ones)."""
+def _check_values(
+    values: Mapping[str, Any], rules: Mapping[str, Rule], what: str
+) -> dict[str, Any]:
+    """``values`` checked by ``rules`` (unknown names raise :class:`KeyError`
+    listing the valid ones)."""
     unknown = sorted(set(values) - set(rules), key=str)
     if unknown:
         raise KeyError(f"unknown {what}(s) {unknown}; valid keys are: {', '.join(rules)}")
@@ -403,7 +485,7 @@ def _as_mapping(overrides: Any, what: str) -> Mapping[str, Any]:
         return {}
     if not isinstance(overrides, Mapping):
         raise TypeError(
-            f"{what} must be a dict of TrainConfig fields, e.g. {{\"epochs\": 3}}; "
+            f'{what} must be a dict of TrainConfig fields, e.g. {{"epochs": 3}}; '
             f"got {type(overrides).__name__} {overrides!r}"
         )
     return overrides
@@ -424,11 +506,17 @@ def check_parameters(parameters: Mapping[str, Any], required: Sequence[str] = ()
     missing = sorted(set(required) - set(parameters))
     if missing:
         raise KeyError(f"required notebook parameter(s) {missing} not passed to check_parameters")
-    rules = {**PARAMETER_RULES, **{n: dataclasses.replace(PARAMETER_RULES[n], optional=False) for n in required}}
+    rules = {
+        **PARAMETER_RULES,
+        **{n: dataclasses.replace(PARAMETER_RULES[n], optional=False) for n in required},
+    }
     _check_values(parameters, rules, "notebook parameter")
     if "overrides" in parameters:
-        _check_values(_as_mapping(parameters["overrides"], "notebook parameter 'overrides'"),
-                      CONFIG_RULES, "config key")
+        _check_values(
+            _as_mapping(parameters["overrides"], "notebook parameter 'overrides'"),
+            CONFIG_RULES,
+            "config key",
+        )
 
 
 def make_config(

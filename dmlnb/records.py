@@ -107,12 +107,18 @@ def utc_now() -> str:
 SCHEMA_VERSION = 1
 
 #: TrainConfig keys added after records were first written -> the value runs made before had.
-CONFIG_KEYS_ADDED: dict[str, Any] = {"compile": False, "select_on": "test", "betas": (0.9, 0.999),
-                                     "head_lr_scale": 1.0}
+CONFIG_KEYS_ADDED: dict[str, Any] = {
+    "compile": False,
+    "select_on": "test",
+    "betas": (0.9, 0.999),
+    "head_lr_scale": 1.0,
+}
 
 #: Configuration keys :meth:`RunRecord.outcome` leaves out at these values: added after analyses
 #: were first tied to outcomes, so the outcomes of the runs made before stay what they were.
-_OUTCOME_OMITS: dict[str, Any] = {k: v for k, v in CONFIG_KEYS_ADDED.items() if k != "compile"}  # compile predates them
+_OUTCOME_OMITS: dict[str, Any] = {
+    k: v for k, v in CONFIG_KEYS_ADDED.items() if k != "compile"
+}  # compile predates them
 
 
 class RecordError(ValueError):
@@ -172,7 +178,9 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-def _check(ok: bool, source: str, field: str, wanted: str, value: Any, missing: bool = False) -> None:
+def _check(
+    ok: bool, source: str, field: str, wanted: str, value: Any, missing: bool = False
+) -> None:
     if ok:
         return
     if missing:
@@ -181,13 +189,15 @@ def _check(ok: bool, source: str, field: str, wanted: str, value: Any, missing: 
         shown = repr(value)
         problem = f"is {shown[:60] + '...' if len(shown) > 60 else shown} ({type(value).__name__})"
     raise RecordError(
-        f"run record {source}: field {field!r} {problem}, expected {wanted}; the file is damaged or "
-        "was not written by dmlnb's training loop: copy it again from the machine that made it, or "
-        "delete it to retrain the run"
+        f"run record {source}: field {field!r} {problem}, expected {wanted}; the file is damaged "
+        "or was not written by dmlnb's training loop: copy it again from the machine that made "
+        "it, or delete it to retrain the run"
     )
 
 
-def _check_fields(obj: dict[str, Any], spec: dict[str, tuple[Any, str]], source: str, prefix: str) -> None:
+def _check_fields(
+    obj: dict[str, Any], spec: dict[str, tuple[Any, str]], source: str, prefix: str
+) -> None:
     for key, (test, wanted) in spec.items():
         _check(key in obj, source, prefix + key, wanted, None, missing=True)
         _check(test(obj[key]), source, prefix + key, wanted, obj[key])
@@ -210,7 +220,10 @@ _RECORD_FIELDS: dict[str, tuple[Any, str]] = {
     "segments": (lambda v: isinstance(v, list) and len(v) > 0, "a non-empty list of segments"),
     "device_changed": (lambda v: isinstance(v, bool), "true or false"),
 }
-_METRICS = (lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()), "an object of numbers")
+_METRICS = (
+    lambda v: isinstance(v, dict) and all(_is_number(x) for x in v.values()),
+    "an object of numbers",
+)
 _OPTIONAL_METRICS = (lambda v: v is None or _METRICS[0](v), "null or an object of numbers")
 _ROW_FIELDS: dict[str, tuple[Any, str]] = {
     "epoch": _INT,
@@ -237,7 +250,9 @@ _SEGMENT_FIELDS: dict[str, tuple[Any, str]] = {"device": _STR, "from_epoch": _IN
 def _check_selection(selection: Any, source: str, field: str) -> None:
     _check(isinstance(selection, dict), source, field, "an object", selection)
     _check_fields(selection, _BEST_FIELDS, source, field + ".")
-    _check_fields(selection, {k: v for k, v in _BEST_OPTIONAL.items() if k in selection}, source, field + ".")
+    _check_fields(
+        selection, {k: v for k, v in _BEST_OPTIONAL.items() if k in selection}, source, field + "."
+    )
 
 
 def validate_record(data: Any, source: str = "<record>") -> None:
@@ -245,31 +260,60 @@ def validate_record(data: Any, source: str = "<record>") -> None:
     current-version record: every field the book's tables and claims read is checked (and the
     selections agree: ``best`` is the selection ``config["select_on"]`` names)."""
     _check(isinstance(data, dict), source, "<top level>", "a JSON object", data)
-    _check(data.get("schema_version") == SCHEMA_VERSION, source, "schema_version", str(SCHEMA_VERSION),
-           data.get("schema_version"), missing="schema_version" not in data)
+    _check(
+        data.get("schema_version") == SCHEMA_VERSION,
+        source,
+        "schema_version",
+        str(SCHEMA_VERSION),
+        data.get("schema_version"),
+        missing="schema_version" not in data,
+    )
     _check_fields(data, _RECORD_FIELDS, source, "")
     _check_fields(data["environment"], {"device": _STR}, source, "environment.")
     for i, row in enumerate(data["history"]):
         _check(isinstance(row, dict), source, f"history[{i}]", "an object", row)
         _check_fields(row, _ROW_FIELDS, source, f"history[{i}].")
-        _check_fields(row, {k: v for k, v in _ROW_OPTIONAL.items() if k in row}, source, f"history[{i}].")
+        _check_fields(
+            row, {k: v for k, v in _ROW_OPTIONAL.items() if k in row}, source, f"history[{i}]."
+        )
     best = data["best"]
     if best is not None:
         _check_selection(best, source, "best")
         wanted = data["config"].get("select_on", "test")
-        _check(best.get("selected_on", "test") == wanted, source, "best.selected_on",
-               f'"{wanted}" (the configuration\'s select_on)', best.get("selected_on", "test"))
+        _check(
+            best.get("selected_on", "test") == wanted,
+            source,
+            "best.selected_on",
+            f'"{wanted}" (the configuration\'s select_on)',
+            best.get("selected_on", "test"),
+        )
     if "selections" in data:
         selections = data["selections"]
-        _check(isinstance(selections, dict) and set(selections) <= set(SELECT_ON), source, "selections",
-               f"an object with keys among {list(SELECT_ON)}", selections)
+        _check(
+            isinstance(selections, dict) and set(selections) <= set(SELECT_ON),
+            source,
+            "selections",
+            f"an object with keys among {list(SELECT_ON)}",
+            selections,
+        )
         for basis, selection in selections.items():
             _check_selection(selection, source, f"selections.{basis}")
-            _check(selection.get("selected_on") == basis, source, f"selections.{basis}.selected_on",
-                   f'"{basis}"', selection.get("selected_on"), missing="selected_on" not in selection)
+            _check(
+                selection.get("selected_on") == basis,
+                source,
+                f"selections.{basis}.selected_on",
+                f'"{basis}"',
+                selection.get("selected_on"),
+                missing="selected_on" not in selection,
+            )
         if best is not None and best.get("selected_on", "test") in selections:
-            _check(best == selections[best.get("selected_on", "test")], source, "best",
-                   f"equal to selections.{best.get('selected_on', 'test')}", best)
+            _check(
+                best == selections[best.get("selected_on", "test")],
+                source,
+                "best",
+                f"equal to selections.{best.get('selected_on', 'test')}",
+                best,
+            )
     for i, segment in enumerate(data["segments"]):
         _check(isinstance(segment, dict), source, f"segments[{i}]", "an object", segment)
         _check_fields(segment, _SEGMENT_FIELDS, source, f"segments[{i}].")
@@ -302,12 +346,24 @@ def migrate_record(data: Any, source: str = "<record>") -> dict[str, Any]:
         last = max((e for e in epochs if isinstance(e, int) and not isinstance(e, bool)), default=0)
         out["schema_version"] = 1
         out["migrated_from"] = 0
-        if isinstance(out.get("environment"), dict):  # v0 checkpoints kept torch.__version__ (a str subclass)
-            out["environment"] = {k: str(v) if isinstance(v, str) else v for k, v in environment.items()}
-        out.setdefault("segments", [{
-            "device": environment.get("device"), "device_name": environment.get("device_name"),
-            "from_epoch": 0, "to_epoch": last, "started": out.get("started"),
-        }])
+        if isinstance(
+            out.get("environment"), dict
+        ):  # v0 checkpoints kept torch.__version__ (a str subclass)
+            out["environment"] = {
+                k: str(v) if isinstance(v, str) else v for k, v in environment.items()
+            }
+        out.setdefault(
+            "segments",
+            [
+                {
+                    "device": environment.get("device"),
+                    "device_name": environment.get("device_name"),
+                    "from_epoch": 0,
+                    "to_epoch": last,
+                    "started": out.get("started"),
+                }
+            ],
+        )
         out.setdefault("device_changed", False)
     config = out.get("config")
     filled = with_added_config_keys(config)
@@ -349,9 +405,10 @@ def _jsonable(obj: Any) -> Any:
 
 
 #: What a record's git ``dirty`` flag covers (its ``scope``): the package's own files, ``dmlnb/``,
-#: tracked and untracked (ignored files aside). Records made before the scope was recorded name none;
-#: their flag covered every tracked file of the tree, the committed run records and the rendered
-#: notebooks included, which the book's own runs and renders rewrite (:func:`package_changed`).
+#: tracked and untracked (ignored files aside). Records made before the scope was recorded name
+#: none; their flag covered every tracked file of the tree, the committed run records and the
+#: rendered notebooks included, which the book's own runs and renders rewrite
+#: (:func:`package_changed`).
 GIT_SCOPE = "dmlnb"
 
 #: At most this many changed files are listed in a record's git ``changed``.
@@ -368,16 +425,25 @@ def git_state(here: Path | None = None) -> dict[str, Any]:
         commit = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=here, capture_output=True, text=True, timeout=5
         ).stdout.strip()
-        status = subprocess.run(  # pathspec "." from the package's folder: dmlnb/ only; paths come from the root
+        # pathspec "." from the package's folder: dmlnb/ only; paths come from the root
+        status = subprocess.run(
             ["git", "status", "--porcelain", "--untracked-files=normal", "--", "."],
-            cwd=here, capture_output=True, text=True, timeout=5,
+            cwd=here,
+            capture_output=True,
+            text=True,
+            timeout=5,
         ).stdout
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": None, "scope": GIT_SCOPE}
     if not commit:
         return {"commit": None, "dirty": None, "scope": GIT_SCOPE}
     changed = sorted(line[3:] for line in status.splitlines() if line.strip())
-    return {"commit": commit, "dirty": bool(changed), "scope": GIT_SCOPE, "changed": changed[:GIT_CHANGED_LISTED]}
+    return {
+        "commit": commit,
+        "dirty": bool(changed),
+        "scope": GIT_SCOPE,
+        "changed": changed[:GIT_CHANGED_LISTED],
+    }
 
 
 def package_changed(git: dict[str, Any]) -> bool | None:
@@ -427,12 +493,22 @@ class RunRecord:
         self.path = path
 
     @classmethod
-    def new(cls, name: str, config: dict[str, Any], components: dict[str, Any], environment: dict[str, Any],
-            spec: dict[str, Any] | None = None) -> "RunRecord":
+    def new(
+        cls,
+        name: str,
+        config: dict[str, Any],
+        components: dict[str, Any],
+        environment: dict[str, Any],
+        spec: dict[str, Any] | None = None,
+    ) -> "RunRecord":
         """A running record; with ``spec`` (the method specification, see :func:`run_fingerprint`)
         it also stores ``spec`` and ``fingerprint``."""
         started = utc_now()
-        identity = {} if spec is None else {"spec": as_json(spec), "fingerprint": run_fingerprint(config, spec)}
+        identity = (
+            {}
+            if spec is None
+            else {"spec": as_json(spec), "fingerprint": run_fingerprint(config, spec)}
+        )
         return cls(
             {
                 "schema_version": SCHEMA_VERSION,
@@ -465,7 +541,8 @@ class RunRecord:
             raw = read_json(path)
         except json.JSONDecodeError as err:
             raise RecordError(
-                f"run record {path} is not valid JSON ({err}); copy it again or delete it to retrain"
+                f"run record {path} is not valid JSON ({err}); copy it again or delete it to "
+                "retrain"
             ) from None
         return cls.from_data(raw, str(path), path)
 
@@ -535,13 +612,14 @@ class RunRecord:
         metrics, val_metrics = row.get("metrics"), row.get("val_metrics")
         if val_metrics and not metrics:
             raise ValueError(
-                f"epoch {row['epoch']} has validation metrics but no test metrics; a run with a validation "
-                "split evaluates both (pass an eval_set with the val_set)"
+                f"epoch {row['epoch']} has validation metrics but no test metrics; a run with a "
+                "validation split evaluates both (pass an eval_set with the val_set)"
             )
         if metrics and not val_metrics and select_on == "validation":
             raise ValueError(
-                f"epoch {row['epoch']} has no validation metrics to select on (select_on='validation'); "
-                "evaluate a validation split (val_set=) or select on 'test'"
+                f"epoch {row['epoch']} has no validation metrics to select on "
+                "(select_on='validation'); evaluate a validation split (val_set=) or select on "
+                "'test'"
             )
         self.data["history"].append(row)
         if self.data.get("segments"):
@@ -550,10 +628,17 @@ class RunRecord:
             return False
         for values in (metrics, val_metrics or {}):
             if values and select_metric not in values:
-                raise KeyError(f"select_metric {select_metric!r} not among computed metrics {sorted(values)}")
+                raise KeyError(
+                    f"select_metric {select_metric!r} not among computed metrics {sorted(values)}"
+                )
         seconds = sum(r["train_seconds"] for r in self.data["history"])
-        chosen = {"epoch": row["epoch"], "metric": select_metric, "value": metrics[select_metric],
-                  "metrics": metrics, "seconds_to_best": seconds}
+        chosen = {
+            "epoch": row["epoch"],
+            "metric": select_metric,
+            "value": metrics[select_metric],
+            "metrics": metrics,
+            "seconds_to_best": seconds,
+        }
         if val_metrics:
             chosen.update(val_value=val_metrics[select_metric], val_metrics=val_metrics)
             selections = self.data.setdefault("selections", {})
@@ -582,19 +667,25 @@ class RunRecord:
         epoch, its loss, test metrics and (when evaluated) validation metrics (timings, i.e.
         ``*_seconds`` entries, dates and the environment left out; the keys added to the
         configuration after outcomes were first stored, ``select_on``, ``betas`` and
-        ``head_lr_scale``, left out at their defaults, so runs made before them keep their outcome). Two trainings of one
-        configuration share it when they reproduce each other exactly; an analysis of the weights
-        stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it, so a run trained
-        again to other numbers is analysed again. (What the run *is*, before training, is
-        :func:`run_fingerprint`.)"""
+        ``head_lr_scale``, left out at their defaults, so runs made before them keep their outcome).
+        Two trainings of one configuration share it when they reproduce each other exactly; an
+        analysis of the weights stored next to the record (:mod:`dmlnb.run_analysis`) is tied to it,
+        so a run trained again to other numbers is analysed again. (What the run *is*, before
+        training, is :func:`run_fingerprint`.)"""
+
         def timeless(values: dict[str, Any] | None) -> dict[str, Any]:
             return {k: v for k, v in (values or {}).items() if not k.endswith("_seconds")}
 
-        rows = [[row["epoch"], row["loss"], timeless(row.get("metrics"))]
-                + ([timeless(row["val_metrics"])] if row.get("val_metrics") is not None else [])
-                for row in self.data["history"]]
-        config = {k: v for k, v in self.data["config"].items()
-                  if k not in _OUTCOME_OMITS or as_json(v) != as_json(_OUTCOME_OMITS[k])}
+        rows = [
+            [row["epoch"], row["loss"], timeless(row.get("metrics"))]
+            + ([timeless(row["val_metrics"])] if row.get("val_metrics") is not None else [])
+            for row in self.data["history"]
+        ]
+        config = {
+            k: v
+            for k, v in self.data["config"].items()
+            if k not in _OUTCOME_OMITS or as_json(v) != as_json(_OUTCOME_OMITS[k])
+        }
         payload = json.dumps({"config": config, "history": rows}, sort_keys=True, default=_jsonable)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -635,7 +726,11 @@ class RunRecord:
         """Whether the best epoch is the last evaluated one (the selection metric was still
         rising, or flat, when training stopped)."""
         evaluated = self.evaluations()
-        return bool(evaluated) and self.best is not None and self.best["epoch"] == evaluated[-1]["epoch"]
+        return (
+            bool(evaluated)
+            and self.best is not None
+            and self.best["epoch"] == evaluated[-1]["epoch"]
+        )
 
     def history_frame(self) -> "Any":
         """Per-epoch history as a pandas DataFrame (test metrics flattened into columns, the
@@ -652,8 +747,12 @@ class RunRecord:
 
     def __repr__(self) -> str:
         best = self.best
-        summary = (f"best {best['metric']}={best['value']:.4f} @ epoch {best['epoch']} (selected on "
-                   f"{best.get('selected_on', 'test')})" if best else "no evaluation")
+        summary = (
+            f"best {best['metric']}={best['value']:.4f} @ epoch {best['epoch']} (selected on "
+            f"{best.get('selected_on', 'test')})"
+            if best
+            else "no evaluation"
+        )
         return f"RunRecord({self.data['name']!r}, {self.data['status']}, {summary})"
 
 

@@ -33,7 +33,9 @@ def existing_notebook(notebook: str | Path, error: type[ValueError]) -> Path:
     """``notebook`` resolved; ``error`` (the caller's) names it when no such file exists."""
     path = Path(notebook).resolve()
     if not path.is_file():
-        raise error(f"no notebook at {path}; pass a chapter, e.g. notebooks/02_facility_location.ipynb")
+        raise error(
+            f"no notebook at {path}; pass a chapter, e.g. notebooks/02_facility_location.ipynb"
+        )
     return path
 
 
@@ -57,7 +59,11 @@ def render_call(
     """The keyword arguments of ``papermill.execute_notebook`` that render ``notebook`` from the
     records in ``runs`` (checked: the notebook has a ``results_dir`` parameter and ``runs``
     holds a ``profile`` folder)."""
-    notebook, runs, output = existing_notebook(notebook, RenderError), Path(runs).resolve(), Path(output).resolve()
+    notebook, runs, output = (
+        existing_notebook(notebook, RenderError),
+        Path(runs).resolve(),
+        Path(output).resolve(),
+    )
     if output == notebook:
         raise RenderError(f"-o {output} is the notebook itself; write the render elsewhere")
     names = notebook_parameters(notebook)
@@ -67,10 +73,15 @@ def render_call(
             "only chapters that reload run records can be rendered from --runs"
         )
     if not runs.is_dir():
-        raise RenderError(f"--runs {runs} is not a folder; pass the copied results folder of the chapter")
+        raise RenderError(
+            f"--runs {runs} is not a folder; pass the copied results folder of the chapter"
+        )
     if not (runs / profile).is_dir():
-        hint = (f"; it looks like the {profile} folder itself: pass its parent {runs.parent}"
-                if runs.name == profile else "")
+        hint = (
+            f"; it looks like the {profile} folder itself: pass its parent {runs.parent}"
+            if runs.name == profile
+            else ""
+        )
         raise RenderError(
             f"--runs {runs} holds no {profile!r} folder: pass the chapter's results folder, which "
             f"holds one folder per profile (e.g. results/{notebook.stem}, holding {profile}/){hint}"
@@ -91,7 +102,9 @@ def render_call(
     }
 
 
-def render(notebook: str | Path, runs: str | Path, profile: str, output: str | Path, **options: Any) -> Path:
+def render(
+    notebook: str | Path, runs: str | Path, profile: str, output: str | Path, **options: Any
+) -> Path:
     """Render ``notebook`` from ``runs`` into ``output`` (see :func:`render_call`) with training
     disabled; returns ``output``.
 

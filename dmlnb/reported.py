@@ -52,7 +52,9 @@ def reported_names() -> list[str]:
 def _path(name: str) -> Path:
     path = REPORTED_DIR / f"{name}.csv"
     if not path.is_file():
-        raise KeyError(f"no reported table {name!r} in {REPORTED_DIR}; choose one of {reported_names()}")
+        raise KeyError(
+            f"no reported table {name!r} in {REPORTED_DIR}; choose one of {reported_names()}"
+        )
     return path
 
 
@@ -65,7 +67,9 @@ def _read(name: str) -> tuple[dict[str, str], list[list[str]]]:
             if not body and line.startswith("#"):
                 key, sep, value = line[1:].partition(":")
                 if not sep:
-                    raise ValueError(f"{name}.csv: header line {line.strip()!r} is not '# key: value'")
+                    raise ValueError(
+                        f"{name}.csv: header line {line.strip()!r} is not '# key: value'"
+                    )
                 meta[key.strip()] = value.strip()
             else:
                 body.append(line)
@@ -111,21 +115,31 @@ def reported_table(name: str) -> pd.DataFrame:
     index_names, column_names = _level_names(meta, "index"), _level_names(meta, "columns")
     n_index, n_header = len(index_names), len(column_names)
     if n_header < 1 or len(rows) < n_header:
-        raise ValueError(f"{name}.csv: '# columns:' must name at least one level, each a header row")
+        raise ValueError(
+            f"{name}.csv: '# columns:' must name at least one level, each a header row"
+        )
     header, data = rows[:n_header], rows[n_header:]
     width = len(header[0])
     bad = [i for i, r in enumerate(rows) if len(r) != width]
     if bad:
-        raise ValueError(f"{name}.csv: rows {bad} do not have the {width} cells of the first header row")
+        raise ValueError(
+            f"{name}.csv: rows {bad} do not have the {width} cells of the first header row"
+        )
     labels = [tuple(row[j] for row in header) for j in range(n_index, width)]
-    columns: pd.Index = (pd.MultiIndex.from_tuples(labels, names=column_names) if n_header > 1
-                         else pd.Index([label[0] for label in labels], name=column_names[0]))
+    columns: pd.Index = (
+        pd.MultiIndex.from_tuples(labels, names=column_names)
+        if n_header > 1
+        else pd.Index([label[0] for label in labels], name=column_names[0])
+    )
     if n_index == 0:
         index: pd.Index = pd.RangeIndex(len(data))
     else:
         levels = [_values([r[j] for r in data]) for j in range(n_index)]
-        index = (pd.MultiIndex.from_arrays(levels, names=index_names) if n_index > 1
-                 else pd.Index(levels[0], name=index_names[0]))
+        index = (
+            pd.MultiIndex.from_arrays(levels, names=index_names)
+            if n_index > 1
+            else pd.Index(levels[0], name=index_names[0])
+        )
     cells = {j: _values([r[n_index + j] for r in data]) for j in range(len(labels))}
     frame = pd.DataFrame(cells, index=index)
     frame.columns = columns

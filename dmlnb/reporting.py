@@ -67,14 +67,52 @@ if TYPE_CHECKING:
     from dmlnb.records import RunRecord
 
 __all__ = [
-    "summarize_runs", "format_mean_std", "reported_vs_reproduced", "source_dataset", "Verdict", "compare",
-    "compare_to_threshold", "holds_for_every", "paired_differences", "margin_tests", "equivalent",
-    "all_of", "most_of", "no_difference", "group_verdict", "every_pair_equivalent", "interior_optimum",
-    "not_tested", "Claim", "claims_table", "provenance_frame", "provenance_text", "provenance_groups",
-    "best_minus_last", "paper_run_status",
-    "HOLDS", "FAILS", "INCONCLUSIVE", "NOT_TESTED", "MIN_RUNS", "CONFIDENCE",
-    "compare_to_band", "order_band", "ORDER_HALF_WIDTH", "unless_degenerate", "implementation_claims",
-    "biased_toward_claim", "qualify", "collapsed", "COLLAPSE_BAND", "verdict_category", "verdict_counts", "count_line", "QUALIFIED_HOLDS", "shape_unchecked", "MIN_FIT_SIZES",
+    "summarize_runs",
+    "format_mean_std",
+    "reported_vs_reproduced",
+    "source_dataset",
+    "Verdict",
+    "compare",
+    "compare_to_threshold",
+    "holds_for_every",
+    "paired_differences",
+    "margin_tests",
+    "equivalent",
+    "all_of",
+    "most_of",
+    "no_difference",
+    "group_verdict",
+    "every_pair_equivalent",
+    "interior_optimum",
+    "not_tested",
+    "Claim",
+    "claims_table",
+    "provenance_frame",
+    "provenance_text",
+    "provenance_groups",
+    "best_minus_last",
+    "paper_run_status",
+    "HOLDS",
+    "FAILS",
+    "INCONCLUSIVE",
+    "NOT_TESTED",
+    "MIN_RUNS",
+    "CONFIDENCE",
+    "compare_to_band",
+    "order_band",
+    "ORDER_HALF_WIDTH",
+    "unless_degenerate",
+    "implementation_claims",
+    "biased_toward_claim",
+    "qualify",
+    "collapsed",
+    "COLLAPSE_BAND",
+    "verdict_category",
+    "verdict_counts",
+    "count_line",
+    "QUALIFIED_HOLDS",
+    "shape_unchecked",
+    "MIN_FIT_SIZES",
 ]
 
 
@@ -120,7 +158,9 @@ def format_mean_std(summary: pd.DataFrame, scale: float = 100.0, digits: int = 1
 
 
 #: A column label of :func:`reported_vs_reproduced`: the source, then the dataset first in brackets.
-_SOURCE_LABEL = re.compile(r"(?P<kind>reported|reproduced) \((?P<dataset>[^,;()]*[^,;()\s])\s*[,;)]")
+_SOURCE_LABEL = re.compile(
+    r"(?P<kind>reported|reproduced) \((?P<dataset>[^,;()]*[^,;()\s])\s*[,;)]"
+)
 _SOURCE_WORD = re.compile(r"\b(reported|reproduced)\b", re.IGNORECASE)
 
 
@@ -130,7 +170,8 @@ def source_dataset(label: str) -> str:
     (``"reported (CUB-200-2011, GoogLeNet)"`` -> ``"CUB-200-2011"``).
 
     Raises:
-        ValueError: the label is not ``"reported (<dataset>...)"`` or ``"reproduced (<dataset>...)"``.
+        ValueError: the label is not ``"reported (<dataset>...)"`` or
+            ``"reproduced (<dataset>...)"``.
     """
     m = _SOURCE_LABEL.match(label)
     if m is None:
@@ -170,8 +211,10 @@ def reported_vs_reproduced(
             label); a row or column label that names a source ("reported", "reproduced") or the
             dataset of any block (rows of another source or dataset in this block's columns).
     """
-    blocks = {**{k: ("reported", f) for k, f in reported.items()},
-              **{k: ("reproduced", f) for k, f in (reproduced or {}).items()}}
+    blocks = {
+        **{k: ("reported", f) for k, f in reported.items()},
+        **{k: ("reproduced", f) for k, f in (reproduced or {}).items()},
+    }
     if not blocks:
         raise ValueError("reported_vs_reproduced needs at least one frame")
     if len(blocks) < len(reported) + len(reproduced or {}):
@@ -182,25 +225,42 @@ def reported_vs_reproduced(
             raise ValueError(f"{label!r} is given as {kind}, but its label says otherwise")
         if frame.columns.nlevels != 1:
             raise ValueError(
-                f"{label!r}: the frame has {frame.columns.nlevels} column levels; give one frame (one block) "
-                "per dataset, with the metrics as its columns"
+                f"{label!r}: the frame has {frame.columns.nlevels} column levels; give one frame "
+                "(one block) per dataset, with the metrics as its columns"
             )
         for axis in ("rows", "columns"):
             for name in _labels(frame, axis):
                 if _SOURCE_WORD.search(name):
-                    raise ValueError(f"{label!r}: the {axis[:-1]} {name!r} names a source; it would share this "
-                                     "block's columns with numbers of another source")
+                    raise ValueError(
+                        f"{label!r}: the {axis[:-1]} {name!r} names a source; it would share this "
+                        "block's columns with numbers of another source"
+                    )
                 if name in datasets.values():
-                    raise ValueError(f"{label!r}: the {axis[:-1]} {name!r} names a dataset; give one block per "
-                                     "dataset, labelled with it")
-    order = list(rows) if rows is not None else list(dict.fromkeys(r for _, f in blocks.values() for r in f.index))
-    cols = {(label, m): frame[m].reindex(order) for label, (_, frame) in blocks.items() for m in frame.columns}
+                    raise ValueError(
+                        f"{label!r}: the {axis[:-1]} {name!r} names a dataset; give one block per "
+                        "dataset, labelled with it"
+                    )
+    order = (
+        list(rows)
+        if rows is not None
+        else list(dict.fromkeys(r for _, f in blocks.values() for r in f.index))
+    )
+    cols = {
+        (label, m): frame[m].reindex(order)
+        for label, (_, frame) in blocks.items()
+        for m in frame.columns
+    }
     table = pd.DataFrame(cols, index=pd.Index(order, name=None))
     table.columns = pd.MultiIndex.from_tuples(table.columns, names=["source", "metric"])
     return table.astype(object).where(table.notna(), "—")
 
 
-HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED = "holds", "does not hold", "inconclusive", "not tested at this scale"
+HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED = (
+    "holds",
+    "does not hold",
+    "inconclusive",
+    "not tested at this scale",
+)
 #: The category of a :func:`qualify`-ed "holds": what was tested is narrower than the claim, so a
 #: count of verdicts keeps it apart from the plain holds.
 QUALIFIED_HOLDS = "holds (qualified)"
@@ -228,21 +288,40 @@ class Verdict(str):
     unit: str
 
     def __new__(
-        cls, text: str, effect: float = math.nan, low: float = math.nan, high: float = math.nan,
-        n: tuple[int, ...] = (), note: str = "", scale: float = 1.0, unit: str = "",
+        cls,
+        text: str,
+        effect: float = math.nan,
+        low: float = math.nan,
+        high: float = math.nan,
+        n: tuple[int, ...] = (),
+        note: str = "",
+        scale: float = 1.0,
+        unit: str = "",
     ) -> "Verdict":
         obj = super().__new__(cls, text)
-        obj.effect, obj.low, obj.high, obj.n, obj.note = float(effect), float(low), float(high), tuple(n), note
+        obj.effect, obj.low, obj.high, obj.n, obj.note = (
+            float(effect),
+            float(low),
+            float(high),
+            tuple(n),
+            note,
+        )
         obj.scale, obj.unit = scale, unit
         return obj
 
     def evidence(self) -> dict[str, str]:
-        """The columns a claims table shows: effect, interval and runs per side (``"—"`` if none)."""
+        """The columns a claims table shows: effect, interval and runs per side
+        (``"—"`` if none)."""
         fmt = lambda v: f"{v * self.scale:+.3g}" if math.isfinite(v) else "—"  # noqa: E731
         effect = fmt(self.effect) + (self.unit if math.isfinite(self.effect) else "")
         interval = f"[{fmt(self.low)}, {fmt(self.high)}]" if math.isfinite(self.low) else "—"
         runs = " vs ".join(str(k) for k in self.n) if self.n else "—"
-        return {"effect": effect, "90% interval": interval, "runs per side": runs, "note": self.note}
+        return {
+            "effect": effect,
+            "90% interval": interval,
+            "runs per side": runs,
+            "note": self.note,
+        }
 
 
 def not_tested(reason: str) -> Verdict:
@@ -250,7 +329,9 @@ def not_tested(reason: str) -> Verdict:
     return Verdict(NOT_TESTED, note=reason)
 
 
-def _decide(effect: float, se: float, df: float, n: tuple[int, ...], scale: float, unit: str) -> Verdict:
+def _decide(
+    effect: float, se: float, df: float, n: tuple[int, ...], scale: float, unit: str
+) -> Verdict:
     """Apply the rule to an effect with standard error ``se`` and ``df`` degrees of freedom."""
     from scipy import stats
 
@@ -260,7 +341,9 @@ def _decide(effect: float, se: float, df: float, n: tuple[int, ...], scale: floa
         half = 0.0
     low, high = effect - half, effect + half
     if min(n) < MIN_RUNS:
-        return Verdict(INCONCLUSIVE, effect, low, high, n, f"fewer than {MIN_RUNS} runs per side", scale, unit)
+        return Verdict(
+            INCONCLUSIVE, effect, low, high, n, f"fewer than {MIN_RUNS} runs per side", scale, unit
+        )
     if low > 0:
         return Verdict(HOLDS, effect, low, high, n, "", scale, unit)
     if high < 0:
@@ -276,8 +359,12 @@ def _runs(values: Sequence[float]) -> np.ndarray:
 
 
 def compare(
-    a: Sequence[float], b: Sequence[float], higher_is_better: bool = True, *,
-    scale: float = 1.0, unit: str = "",
+    a: Sequence[float],
+    b: Sequence[float],
+    higher_is_better: bool = True,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
 ) -> Verdict:
     """The book's one rule for "A beats B", from per-run (per-seed) results.
 
@@ -301,7 +388,16 @@ def compare(
     vx = x.var(ddof=1) / x.size if x.size > 1 else math.nan
     vy = y.var(ddof=1) / y.size if y.size > 1 else math.nan
     if not (math.isfinite(vx) and math.isfinite(vy)):
-        return Verdict(INCONCLUSIVE, effect, math.nan, math.nan, n, f"fewer than {MIN_RUNS} runs per side", scale, unit)
+        return Verdict(
+            INCONCLUSIVE,
+            effect,
+            math.nan,
+            math.nan,
+            n,
+            f"fewer than {MIN_RUNS} runs per side",
+            scale,
+            unit,
+        )
     se = math.sqrt(vx + vy)
     df = (vx + vy) ** 2 / (vx**2 / (x.size - 1) + vy**2 / (y.size - 1)) if se > 0 else math.inf
     if se == 0 and effect == 0:
@@ -310,8 +406,12 @@ def compare(
 
 
 def compare_to_threshold(
-    values: Sequence[float], threshold: float, higher_is_better: bool = True, *,
-    scale: float = 1.0, unit: str = "",
+    values: Sequence[float],
+    threshold: float,
+    higher_is_better: bool = True,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
 ) -> Verdict:
     """The rule for a claim with its own threshold ("the overhead is below 1%", "the rank is
     above 20"): a one-sample t-test of ``mean(values) - threshold`` (negated when lower is
@@ -323,7 +423,9 @@ def compare_to_threshold(
         return not_tested("no runs")
     effect = (1.0 if higher_is_better else -1.0) * (float(x.mean()) - threshold)
     if x.size < 2:
-        return Verdict(INCONCLUSIVE, effect, math.nan, math.nan, n, f"fewer than {MIN_RUNS} runs", scale, unit)
+        return Verdict(
+            INCONCLUSIVE, effect, math.nan, math.nan, n, f"fewer than {MIN_RUNS} runs", scale, unit
+        )
     se = float(x.std(ddof=1)) / math.sqrt(x.size)
     if se == 0 and effect == 0:
         return Verdict(INCONCLUSIVE, 0.0, 0.0, 0.0, n, "exactly at the threshold", scale, unit)
@@ -342,7 +444,12 @@ def order_band(order: float, half_width: float = ORDER_HALF_WIDTH) -> tuple[floa
 
 
 def compare_to_band(
-    values: Sequence[float], low: float, high: float, *, scale: float = 1.0, unit: str = "",
+    values: Sequence[float],
+    low: float,
+    high: float,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
 ) -> Verdict:
     """The rule for a claim that a quantity lies within a band ``(low, high)`` (a measured order of
     growth within :func:`order_band` of the claimed one): the two one-sided tests of
@@ -360,7 +467,9 @@ def compare_to_band(
     above = compare_to_threshold(x, low, higher_is_better=True)
     below = compare_to_threshold(x, high, higher_is_better=False)
     mean = float(x.mean())
-    lo_i, hi_i = (above.low + low, above.high + low) if math.isfinite(above.low) else (math.nan, math.nan)
+    lo_i, hi_i = (
+        (above.low + low, above.high + low) if math.isfinite(above.low) else (math.nan, math.nan)
+    )
     band = f"band ({low * scale:g}, {high * scale:g}){unit}"
     texts = (str(above), str(below))
     if texts == (HOLDS, HOLDS):
@@ -369,9 +478,15 @@ def compare_to_band(
         edge = f"below {low * scale:g}" if str(above) == FAILS else f"above {high * scale:g}"
         return Verdict(FAILS, mean, lo_i, hi_i, n, f"{edge}{unit}: outside the {band}", scale, unit)
     if x.size < MIN_RUNS:
-        return Verdict(INCONCLUSIVE, mean, lo_i, hi_i, n, f"fewer than {MIN_RUNS} runs; {band}", scale, unit)
-    edges = " and ".join(f"{e * scale:g}{unit}" for e, t in ((low, above), (high, below)) if str(t) != HOLDS)
-    return Verdict(INCONCLUSIVE, mean, lo_i, hi_i, n, f"the interval crosses {edges} (the {band})", scale, unit)
+        return Verdict(
+            INCONCLUSIVE, mean, lo_i, hi_i, n, f"fewer than {MIN_RUNS} runs; {band}", scale, unit
+        )
+    edges = " and ".join(
+        f"{e * scale:g}{unit}" for e, t in ((low, above), (high, below)) if str(t) != HOLDS
+    )
+    return Verdict(
+        INCONCLUSIVE, mean, lo_i, hi_i, n, f"the interval crosses {edges} (the {band})", scale, unit
+    )
 
 
 #: Fewest sizes a repeat's log-log slope must rest on for a band claim to be decided
@@ -382,24 +497,40 @@ MIN_FIT_SIZES = 3
 def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
     """A band claim (:func:`compare_to_band`) on per-repeat slopes, ``sizes`` the
     number of sizes each repeat's slope was fitted on: when a repeat rests on fewer than
-    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between or
-    beyond them), the claim is decided neither way: "holds" and "does not hold" become
+    :data:`MIN_FIT_SIZES` (a line through two points, which cannot check the curve's shape between
+    or beyond them), the claim is decided neither way: "holds" and "does not hold" become
     "inconclusive", with the reason first in the note (the effect and interval kept). Otherwise, or
     without sizes (unknown), ``verdict`` unchanged."""
     short = [k for k in sizes if k < MIN_FIT_SIZES]
     if not short:
         return verdict
     m = len(list(sizes))
-    why = (f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat slope{'s' if len(short) > 1 else ''} "
-           "through two sizes only: a line through two points cannot check the curve's shape, so the band decides "
-           "neither way")
+    why = (
+        f"{'every' if len(short) == m else f'{len(short)} of {m}'} repeat "
+        f"slope{'s' if len(short) > 1 else ''} through two sizes only: a line through two points "
+        "cannot check the curve's shape, so the band decides neither way"
+    )
     text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
     note = why + (f"; {verdict.note}" if verdict.note else "")
-    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+    return Verdict(
+        text,
+        verdict.effect,
+        verdict.low,
+        verdict.high,
+        verdict.n,
+        note,
+        verdict.scale,
+        verdict.unit,
+    )
 
 
-def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "collapsed runs", *,
-                      keep_effect: bool = False) -> Verdict:
+def unless_degenerate(
+    verdict: Verdict,
+    degenerate: Iterable[str],
+    what: str = "collapsed runs",
+    *,
+    keep_effect: bool = False,
+) -> Verdict:
     """The rule for runs that cannot exercise a claim's mechanism: ``verdict`` unchanged when no
     compared side is ``degenerate``, else "not tested at this scale" with ``what`` and the
     degenerate sides in the note (``"collapsed runs: HPHN n = 2"``), whatever the numbers say.
@@ -410,7 +541,16 @@ def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "
         return verdict
     note = f"{what}: {', '.join(sides)}"
     if keep_effect:
-        return Verdict(NOT_TESTED, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+        return Verdict(
+            NOT_TESTED,
+            verdict.effect,
+            verdict.low,
+            verdict.high,
+            verdict.n,
+            note,
+            verdict.scale,
+            verdict.unit,
+        )
     return not_tested(note)
 
 
@@ -419,7 +559,9 @@ def unless_degenerate(verdict: Verdict, degenerate: Iterable[str], what: str = "
 COLLAPSE_BAND = 0.025
 
 
-def collapsed(losses: Sequence[float], level: float, band: float = COLLAPSE_BAND, last: int = 2) -> bool:
+def collapsed(
+    losses: Sequence[float], level: float, band: float = COLLAPSE_BAND, last: int = 2
+) -> bool:
     """The book's criterion for a collapsed run, whose sides :func:`unless_degenerate` sets aside:
     its training ``losses`` (one per epoch, in order) stay within ``band * |level|`` of ``level``
     over the ``last`` epochs, ``level`` being the loss of a collapsed embedding (every embedding
@@ -433,7 +575,9 @@ def collapsed(losses: Sequence[float], level: float, band: float = COLLAPSE_BAND
         ValueError: ``band`` is negative or ``last`` is below 1.
     """
     if band < 0 or last < 1:
-        raise ValueError(f"collapsed needs band >= 0 and last >= 1, got band={band!r}, last={last!r}")
+        raise ValueError(
+            f"collapsed needs band >= 0 and last >= 1, got band={band!r}, last={last!r}"
+        )
     tail = np.asarray(list(losses)[-last:], dtype=np.float64)  # (last,)
     return len(tail) == last and bool(np.all(np.abs(tail - level) <= band * abs(level)))
 
@@ -443,23 +587,43 @@ def biased_toward_claim(verdict: Verdict, why: str) -> Verdict:
     favours the claim: it cannot hold on them, so "holds" becomes "inconclusive" with ``why`` in the
     note (the effect and interval kept); any other verdict is kept (a failure despite the bias
     stands), with ``why`` appended to its note."""
-    note = f"selection biased toward the claim: {why}" + (f"; {verdict.note}" if verdict.note else "")
+    note = f"selection biased toward the claim: {why}" + (
+        f"; {verdict.note}" if verdict.note else ""
+    )
     text = INCONCLUSIVE if str(verdict) == HOLDS else str(verdict)
-    return Verdict(text, verdict.effect, verdict.low, verdict.high, verdict.n, note, verdict.scale, verdict.unit)
+    return Verdict(
+        text,
+        verdict.effect,
+        verdict.low,
+        verdict.high,
+        verdict.n,
+        note,
+        verdict.scale,
+        verdict.unit,
+    )
 
 
 def qualify(verdict: Verdict, what: str) -> Verdict:
     """``verdict`` with its text qualified by what was tested: ``"holds: the bound falls, but stays
     vacuous"``; the evidence is the verdict's, and so is the category (the text before ``":"``),
     except that a count keeps a qualified hold apart (:func:`verdict_category`)."""
-    return Verdict(f"{verdict}: {what}", verdict.effect, verdict.low, verdict.high, verdict.n, verdict.note,
-                   verdict.scale, verdict.unit)
+    return Verdict(
+        f"{verdict}: {what}",
+        verdict.effect,
+        verdict.low,
+        verdict.high,
+        verdict.n,
+        verdict.note,
+        verdict.scale,
+        verdict.unit,
+    )
 
 
 def verdict_category(verdict: Verdict | str) -> str:
     """The category a verdict is counted in: the text before ``":"`` (``"does not hold: 1 of 3
     pairs hold"`` is ``"does not hold"``), except that a qualified hold (:func:`qualify`,
-    ``"holds: the bound falls, but stays vacuous"``) is :data:`QUALIFIED_HOLDS`, not a plain hold."""
+    ``"holds: the bound falls, but stays vacuous"``) is :data:`QUALIFIED_HOLDS`,
+    not a plain hold."""
     head, qualified, _ = str(verdict).partition(":")
     return QUALIFIED_HOLDS if head == HOLDS and qualified else head
 
@@ -469,14 +633,21 @@ def verdict_counts(verdicts: Iterable[Verdict]) -> dict[str, int]:
     holds (qualified), does not hold, inconclusive, not tested; categories without a verdict are
     left out."""
     cats = [verdict_category(v) for v in verdicts]
-    return {c: cats.count(c) for c in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED) if c in cats}
+    return {
+        c: cats.count(c)
+        for c in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED)
+        if c in cats
+    }
 
 
 def count_line(verdicts: Iterable[Verdict]) -> str:
     """The verdicts counted by category (:func:`verdict_counts`) as the one line every chapter
     prints under its claims, e.g. ``"6 holds, 2 holds (qualified), 1 does not hold, 4
     inconclusive"``; ``"no verdicts"`` when there are none."""
-    return ", ".join(f"{n} {category}" for category, n in verdict_counts(verdicts).items()) or "no verdicts"
+    return (
+        ", ".join(f"{n} {category}" for category, n in verdict_counts(verdicts).items())
+        or "no verdicts"
+    )
 
 
 def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:
@@ -490,27 +661,40 @@ def holds_for_every(passed: Sequence[bool], cases: str = "cases") -> Verdict:
         return not_tested(f"no {cases} checked")
     share = float(ok.mean())
     if not ok.all():
-        return Verdict(FAILS, share, share, share, n, f"{int((~ok).sum())} of {ok.size} {cases} fail")
+        return Verdict(
+            FAILS, share, share, share, n, f"{int((~ok).sum())} of {ok.size} {cases} fail"
+        )
     if ok.size < MIN_RUNS:
-        return Verdict(INCONCLUSIVE, share, share, share, n, f"fewer than {MIN_RUNS} {cases} checked")
+        return Verdict(
+            INCONCLUSIVE, share, share, share, n, f"fewer than {MIN_RUNS} {cases} checked"
+        )
     return Verdict(HOLDS, share, share, share, n)
 
 
-def paired_differences(a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, unit: str = "") -> Verdict:
-    """"A beats B" on paired per-run values (the same run measured two ways, ``a[i]`` with
+def paired_differences(
+    a: Sequence[float], b: Sequence[float], *, scale: float = 1.0, unit: str = ""
+) -> Verdict:
+    """ "A beats B" on paired per-run values (the same run measured two ways, ``a[i]`` with
     ``b[i]``): the rule's one-sample test of the per-run differences ``a - b`` against 0
     (:func:`compare_to_threshold`)."""
     return compare_to_threshold([x - y for x, y in zip(a, b)], 0.0, scale=scale, unit=unit)
 
 
 def margin_tests(
-    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = "",
+    a: Sequence[float],
+    b: Sequence[float],
+    margin: float,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
 ) -> tuple[Verdict, Verdict]:
     """The two one-sided tests of "``d = mean(A) - mean(B)`` lies within ``±margin``", each by
     :func:`compare` on values shifted by the margin: ``d > -margin`` (``compare(A + margin, B)``)
     and ``d < margin`` (``compare(B, A - margin)``). Returns ``(above -margin, below +margin)``."""
     x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return compare(x + margin, y, scale=scale, unit=unit), compare(y, x - margin, scale=scale, unit=unit)
+    return compare(x + margin, y, scale=scale, unit=unit), compare(
+        y, x - margin, scale=scale, unit=unit
+    )
 
 
 def _within_margin(above: Verdict, below: Verdict) -> str:
@@ -555,41 +739,70 @@ class Claim:
     def __post_init__(self) -> None:
         if not isinstance(self.verdict, Verdict):
             raise TypeError(
-                f"claim {self.claim!r}: verdict {self.verdict!r} is a {type(self.verdict).__name__}; "
-                "verdicts come from the rule (dmlnb.reporting.compare and friends), never typed"
+                f"claim {self.claim!r}: verdict {self.verdict!r} is a "
+                f"{type(self.verdict).__name__}; verdicts come from the rule "
+                "(dmlnb.reporting.compare and friends), never typed"
             )
 
 
-CLAIM_COLUMNS = ["claim", "paper's evidence", "our evidence", "verdict", "effect", "90% interval", "runs per side", "note"]
+CLAIM_COLUMNS = [
+    "claim",
+    "paper's evidence",
+    "our evidence",
+    "verdict",
+    "effect",
+    "90% interval",
+    "runs per side",
+    "note",
+]
 
 
 def claims_table(claims: Sequence[Claim]) -> pd.DataFrame:
     """The claims as a DataFrame: claim / paper's evidence / our evidence / verdict, and the
     verdict's evidence (effect, 90% interval, runs per side, note)."""
     rows = [
-        {"claim": c.claim, "paper's evidence": c.paper_evidence, "our evidence": c.our_evidence,
-         "verdict": str(c.verdict), **c.verdict.evidence()}
+        {
+            "claim": c.claim,
+            "paper's evidence": c.paper_evidence,
+            "our evidence": c.our_evidence,
+            "verdict": str(c.verdict),
+            **c.verdict.evidence(),
+        }
         for c in claims
     ]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
 def implementation_claims(
-    paper_claim: str, paper_evidence: str, our_claim: str, our_evidence: str, slopes: Sequence[float],
-    order: float, why: str, sizes: Sequence[int] = (),
+    paper_claim: str,
+    paper_evidence: str,
+    our_claim: str,
+    our_evidence: str,
+    slopes: Sequence[float],
+    order: float,
+    why: str,
+    sizes: Sequence[int] = (),
 ) -> tuple[Claim, Claim]:
     """The rule for a paper's complexity claim timed on code that is not what the claim describes
-    (another algorithm, or the algorithm used another way; ``why`` says how it differs): the paper's claim is not tested (``why`` is the reason), and the
-    same order, tested on the code that ran, is a separate measurement of ours: the per-repeat
-    log-log ``slopes`` within :func:`order_band` of ``order`` (:func:`compare_to_band`), undecided
-    when a repeat's slope rests on too few of ``sizes`` (the sizes each repeat was fitted on,
-    :func:`shape_unchecked`). Returns ``(the paper's claim, our measurement)``; ``our_evidence``
-    states the slopes and sizes."""
+    (another algorithm, or the algorithm used another way; ``why`` says how it differs): the paper's
+    claim is not tested (``why`` is the reason), and the same order, tested on the code that ran, is
+    a separate measurement of ours: the per-repeat log-log ``slopes`` within :func:`order_band` of
+    ``order`` (:func:`compare_to_band`), undecided when a repeat's slope rests on too few of
+    ``sizes`` (the sizes each repeat was fitted on, :func:`shape_unchecked`). Returns
+    ``(the paper's claim, our measurement)``; ``our_evidence`` states the slopes and sizes."""
     low, high = order_band(order)
-    paper = Claim(paper_claim, paper_evidence, f"timed on dmlnb's implementation only: see '{our_claim}'",
-                  not_tested(f"the timed code is not what the claim describes: {why}"))
-    ours = Claim(our_claim, "— (the paper times no implementation)", our_evidence,
-                 shape_unchecked(compare_to_band(slopes, low, high), sizes))
+    paper = Claim(
+        paper_claim,
+        paper_evidence,
+        f"timed on dmlnb's implementation only: see '{our_claim}'",
+        not_tested(f"the timed code is not what the claim describes: {why}"),
+    )
+    ours = Claim(
+        our_claim,
+        "— (the paper times no implementation)",
+        our_evidence,
+        shape_unchecked(compare_to_band(slopes, low, high), sizes),
+    )
     return paper, ours
 
 
@@ -598,7 +811,10 @@ def _lowest_bound(v: Verdict) -> float:
 
 
 def all_of(
-    parts: Mapping[str, Verdict], what: str = "parts", *, shown: Literal["weakest", "first"] = "weakest",
+    parts: Mapping[str, Verdict],
+    what: str = "parts",
+    *,
+    shown: Literal["weakest", "first"] = "weakest",
     breakdown: bool = False,
 ) -> Verdict:
     """Verdict on a claim that is the conjunction of named parts, each judged by the rule (e.g.
@@ -628,7 +844,9 @@ def all_of(
         if m == 1:
             return next(iter(parts.values()))
         notes = list(dict.fromkeys(parts[k].note for k in untested if parts[k].note))
-        return not_tested(f"none of the {m} {what} tested" + (f": {'; '.join(notes)}" if notes else ""))
+        return not_tested(
+            f"none of the {m} {what} tested" + (f": {'; '.join(notes)}" if notes else "")
+        )
     tested = {k: v for k, v in parts.items() if texts[k] != NOT_TESTED}
     held = [k for k, t in texts.items() if t == HOLDS]
     failing = [k for k, t in texts.items() if t == FAILS]
@@ -638,27 +856,49 @@ def all_of(
     if failing:
         text = FAILS if not held else f"{FAILS}: {len(held)} of {m} {what} hold"
         name = failing[0] if shown == "first" else min(failing, key=lambda k: parts[k].high)
-        tally = f"{len(failing)} of {m} {what} do not hold" + (f": {', '.join(failing)}" if len(failing) > 1 else "") + skipped
+        tally = (
+            f"{len(failing)} of {m} {what} do not hold"
+            + (f": {', '.join(failing)}" if len(failing) > 1 else "")
+            + skipped
+        )
     elif len(held) == m:
-        text, name, tally = HOLDS, next(iter(parts)) if shown == "first" else weakest, f"all {m} {what} hold"
+        text, name, tally = (
+            HOLDS,
+            next(iter(parts)) if shown == "first" else weakest,
+            f"all {m} {what} hold",
+        )
     else:
         text = INCONCLUSIVE
-        name = next(k for k, t in texts.items() if t != HOLDS and t != NOT_TESTED) if shown == "first" and open_ else \
-            (next(iter(tested)) if shown == "first" else weakest)
+        name = (
+            next(k for k, t in texts.items() if t != HOLDS and t != NOT_TESTED)
+            if shown == "first" and open_
+            else (next(iter(tested)) if shown == "first" else weakest)
+        )
         tally = f"{len(held)} of {m} {what} hold, none fails" + skipped
     if breakdown:
-        rest = [f"{len(held)} hold{'s' if len(held) == 1 else ''}" if held else "",
-                f"{len(open_)} inconclusive" if open_ else "", f"{len(untested)} not tested" if untested else ""]
+        rest = [
+            f"{len(held)} hold{'s' if len(held) == 1 else ''}" if held else "",
+            f"{len(open_)} inconclusive" if open_ else "",
+            f"{len(untested)} not tested" if untested else "",
+        ]
         rest = ", ".join(r for r in rest if r)
         others = m - len(failing)
         if failing:
             tally = f"fails on {len(failing)} of {m} {what} ({', '.join(failing)})" + (
-                (f"; of the other {others}: {rest}" if others > 1 else f"; the other {rest.split(' ', 1)[1]}")
-                if rest else "")
+                (
+                    f"; of the other {others}: {rest}"
+                    if others > 1
+                    else f"; the other {rest.split(' ', 1)[1]}"
+                )
+                if rest
+                else ""
+            )
         else:
             tally = f"of {m} {what}: {rest}"
     v = parts[name]
-    note = v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
+    note = (
+        v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
+    )
     return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
 
 
@@ -676,8 +916,11 @@ def most_of(parts: Mapping[str, Verdict], what: str = "parts") -> Verdict:
     fails = m - k - open_
     text = HOLDS if k > m / 2 else FAILS if k + open_ <= m / 2 else INCONCLUSIVE
     held = ", ".join(name for name, v in parts.items() if str(v) == HOLDS) or "none"
-    note = f"{k} of {m} {what} hold ({held})" + (f", {fails} fail{'s' if fails == 1 else ''}" if fails else "") \
+    note = (
+        f"{k} of {m} {what} hold ({held})"
+        + (f", {fails} fail{'s' if fails == 1 else ''}" if fails else "")
         + (f", {open_} inconclusive" if open_ else "")
+    )
     return Verdict(text, n=(m,), note=note)
 
 
@@ -704,11 +947,14 @@ def no_difference(parts: Mapping[str, Verdict], what: str = "cases") -> Verdict:
     differ = [k for k, v in parts.items() if str(v) in (HOLDS, FAILS)]
     if differ:
         v = parts[max(differ, key=lambda k: min(abs(parts[k].low), abs(parts[k].high)))]
-        note = ("the interval of the difference excludes 0" if m == 1
-                else f"{len(differ)} of {m} {what} differ beyond the interval: {', '.join(differ)}")
+        note = (
+            "the interval of the difference excludes 0"
+            if m == 1
+            else f"{len(differ)} of {m} {what} differ beyond the interval: {', '.join(differ)}"
+        )
         return Verdict(FAILS, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
     v = parts[min(parts, key=lambda k: _lowest_bound(parts[k]))]
-    head = (v.note if m == 1 else f"none of {m} {what} differs beyond the interval")
+    head = v.note if m == 1 else f"none of {m} {what} differs beyond the interval"
     note = f"{head}; {_NO_MARGIN}" if head else _NO_MARGIN
     return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
 
@@ -738,7 +984,9 @@ def group_verdict(
             raw = compare(xa, xb, higher_is_better, scale=scale, unit=unit)
             v = unless_degenerate(raw, [s for s in (a, b) if s in bad], degenerate_what)
             pairs[f"{a} vs {b}"] = v
-            rows.append({"better": a, "worse": b, "verdict": str(v), **raw.evidence(), "note": v.note})
+            rows.append(
+                {"better": a, "worse": b, "verdict": str(v), **raw.evidence(), "note": v.note}
+            )
     table = pd.DataFrame(rows)
     if not pairs:
         return not_tested("no pairs"), table
@@ -746,7 +994,11 @@ def group_verdict(
 
 
 def every_pair_equivalent(
-    points: Mapping[float, Sequence[float]], margin: float, *, scale: float = 1.0, unit: str = "",
+    points: Mapping[float, Sequence[float]],
+    margin: float,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
     value_unit: str = "",
 ) -> tuple[Verdict, pd.DataFrame]:
     """Verdict on "the result does not depend on the swept value within the swept range": every
@@ -776,7 +1028,7 @@ def every_pair_equivalent(
         return not_tested("the sweep has fewer than two values"), pd.DataFrame()
     rows, pairs = [], []
     for i, a in enumerate(values):
-        for b in values[i + 1:]:
+        for b in values[i + 1 :]:
             diff = compare(points[b], points[a], scale=scale, unit=unit)
             above, below = margin_tests(points[b], points[a], margin, scale=scale, unit=unit)
             status = _within_margin(above, below)
@@ -784,33 +1036,53 @@ def every_pair_equivalent(
             name = f"{b:g}{value_unit} − {a:g}{value_unit}"
             pairs.append((name, diff, status, half))
             ev = diff.evidence()
-            rows.append({"pair": name, "difference": ev["effect"], "90% interval": ev["90% interval"],
-                         "half-width": f"{half * scale:.3g}{unit}" if np.isfinite(half) else "—",
-                         "runs per side": ev["runs per side"], f"above −{margin * scale:.3g}{unit}": str(above),
-                         f"below +{margin * scale:.3g}{unit}": str(below), "equivalent": status})
+            rows.append(
+                {
+                    "pair": name,
+                    "difference": ev["effect"],
+                    "90% interval": ev["90% interval"],
+                    "half-width": f"{half * scale:.3g}{unit}" if np.isfinite(half) else "—",
+                    "runs per side": ev["runs per side"],
+                    f"above −{margin * scale:.3g}{unit}": str(above),
+                    f"below +{margin * scale:.3g}{unit}": str(below),
+                    "equivalent": status,
+                }
+            )
     statuses = [p[2] for p in pairs]
     halves = [p[3] for p in pairs if np.isfinite(p[3])]
     bound = f"margin ±{margin * scale:.3g}{unit}"
     if FAILS in statuses:
         name, d, _, _ = max((p for p in pairs if p[2] == FAILS), key=lambda p: abs(p[1].effect))
-        text, head = FAILS, f"{statuses.count(FAILS)} of {len(pairs)} pairs differ beyond the {bound}"
+        text, head = (
+            FAILS,
+            f"{statuses.count(FAILS)} of {len(pairs)} pairs differ beyond the {bound}",
+        )
     else:
         name, d, _, _ = max(pairs, key=lambda p: abs(p[1].effect))
         text = HOLDS if all(t == HOLDS for t in statuses) else INCONCLUSIVE
         head = f"{statuses.count(HOLDS)} of {len(pairs)} pairs within the {bound}"
     note = f"effect: {name}; {head}"
     if halves and min(halves) >= margin:
-        note += (f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} with "
-                 f"{min(min(p[1].n) for p in pairs)} runs per value) exceed the margin, so \"holds\" is unreachable "
-                 "at this scale")
+        note += (
+            f"; the 90% half-widths ({min(halves) * scale:.3g}-{max(halves) * scale:.3g}{unit} "
+            "with "
+            f'{min(min(p[1].n) for p in pairs)} runs per value) exceed the margin, so "holds" is '
+            "unreachable "
+            "at this scale"
+        )
     elif d.note:
         note += f" ({d.note})"
     return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit), pd.DataFrame(rows)
 
 
 def interior_optimum(
-    points: Mapping[float, Sequence[float]], higher_is_better: bool = True, *,
-    scale: float = 1.0, unit: str = "", degenerate: Iterable[float] = (), degenerate_what: str = "collapsed runs",
+    points: Mapping[float, Sequence[float]],
+    higher_is_better: bool = True,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
+    degenerate: Iterable[float] = (),
+    degenerate_what: str = "collapsed runs",
 ) -> tuple[Verdict, pd.DataFrame]:
     """Verdict on "a sweep (M, λ, α, group size) has an interior optimum", from per-seed
     results at each swept value (sorted by value; the first and last are the ends).
@@ -836,22 +1108,51 @@ def interior_optimum(
     rows, versus = [], {}
     for k in interior:
         versus[k] = (judge(k, ends[0]), judge(k, ends[1]))
-        rows.append({"value": k, f"vs {ends[0]}": str(versus[k][0]), f"vs {ends[1]}": str(versus[k][1]),
-                     **weaker(versus[k]).evidence()})
+        rows.append(
+            {
+                "value": k,
+                f"vs {ends[0]}": str(versus[k][0]),
+                f"vs {ends[1]}": str(versus[k][1]),
+                **weaker(versus[k]).evidence(),
+            }
+        )
     table = pd.DataFrame(rows)
     winners = [k for k in interior if all(str(v) == HOLDS for v in versus[k])]
     if winners:
         k = max(winners, key=lambda k: sign * float(np.mean(points[k])))
         w = weaker(versus[k])
-        return judged(Verdict(HOLDS, w.effect, w.low, w.high, w.n, f"{k} beats both ends", scale, unit)), table
+        return judged(
+            Verdict(HOLDS, w.effect, w.low, w.high, w.n, f"{k} beats both ends", scale, unit)
+        ), table
     for e in ends:
         over = [judge(e, k) for k in interior]
         if all(str(v) == HOLDS for v in over):
             v = weaker(over)
-            return judged(Verdict(FAILS, -v.effect, -v.high, -v.low, v.n, f"the end {e} beats every interior value",
-                                  scale, unit)), table
+            return judged(
+                Verdict(
+                    FAILS,
+                    -v.effect,
+                    -v.high,
+                    -v.low,
+                    v.n,
+                    f"the end {e} beats every interior value",
+                    scale,
+                    unit,
+                )
+            ), table
     w = weaker(versus[max(interior, key=lambda k: sign * float(np.mean(points[k])))])
-    return judged(Verdict(INCONCLUSIVE, w.effect, w.low, w.high, w.n, "no interior value is shown to beat both ends", scale, unit)), table
+    return judged(
+        Verdict(
+            INCONCLUSIVE,
+            w.effect,
+            w.low,
+            w.high,
+            w.n,
+            "no interior value is shown to beat both ends",
+            scale,
+            unit,
+        )
+    ), table
 
 
 def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:
@@ -864,11 +1165,20 @@ def provenance_frame(records: Iterable["RunRecord"]) -> pd.DataFrame:
     for record in records:
         env = record.data.get("environment", {})
         git = env.get("git") or {}
-        rows.append({"run": record.data["name"], "commit": str(git.get("commit") or ""), "dirty": package_changed(git),
-                     "threads": env.get("threads"), "started": str(record.data.get("started") or ""),
-                     "finished": str(record.data.get("finished") or ""),
-                     "train seconds": float(record.data.get("total_train_seconds", math.nan))})
-    return pd.DataFrame(rows, columns=["run", "commit", "dirty", "threads", "started", "finished", "train seconds"])
+        rows.append(
+            {
+                "run": record.data["name"],
+                "commit": str(git.get("commit") or ""),
+                "dirty": package_changed(git),
+                "threads": env.get("threads"),
+                "started": str(record.data.get("started") or ""),
+                "finished": str(record.data.get("finished") or ""),
+                "train seconds": float(record.data.get("total_train_seconds", math.nan)),
+            }
+        )
+    return pd.DataFrame(
+        rows, columns=["run", "commit", "dirty", "threads", "started", "finished", "train seconds"]
+    )
 
 
 def provenance_text(frame: pd.DataFrame) -> str:
@@ -878,16 +1188,29 @@ def provenance_text(frame: pd.DataFrame) -> str:
     flag was scoped to the package: theirs also counted the tree's run records and notebooks)."""
     n = len(frame)
     commits = [c for c in dict.fromkeys(frame["commit"]) if c]
-    named = (f"{len(commits)} commit{'s' * (len(commits) != 1)} ({', '.join(c[:10] for c in commits)})"
-             if commits else "no commit")
+    named = (
+        f"{len(commits)} commit{'s' * (len(commits) != 1)} ({', '.join(c[:10] for c in commits)})"
+        if commits
+        else "no commit"
+    )
     dirty = frame["dirty"]
     changed, clean = int((dirty == True).sum()), int((dirty == False).sum())  # noqa: E712 (None: unknown)
     unknown = n - changed - clean
-    parts = [f"{changed} with uncommitted changes to {GIT_SCOPE}/" if changed else "",
-             f"{clean} without" + ("" if changed else f" uncommitted changes to {GIT_SCOPE}/") if clean else "",
-             f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; theirs also "
-             "counted the run records and notebooks the book's runs rewrite)" if unknown else ""]
-    return f"{n} run record{'s' * (n != 1)} from {named}: " + ", ".join(p for p in parts if p) if n else "no run records"
+    parts = [
+        f"{changed} with uncommitted changes to {GIT_SCOPE}/" if changed else "",
+        f"{clean} without" + ("" if changed else f" uncommitted changes to {GIT_SCOPE}/")
+        if clean
+        else "",
+        f"{unknown} unknown (made before records scoped their git 'dirty' flag to {GIT_SCOPE}/; "
+        "theirs also counted the run records and notebooks the book's runs rewrite)"
+        if unknown
+        else "",
+    ]
+    return (
+        f"{n} run record{'s' * (n != 1)} from {named}: " + ", ".join(p for p in parts if p)
+        if n
+        else "no run records"
+    )
 
 
 def provenance_groups(frame: pd.DataFrame, sets: Sequence[str] | None = None) -> pd.DataFrame:
@@ -895,15 +1218,30 @@ def provenance_groups(frame: pd.DataFrame, sets: Sequence[str] | None = None) ->
     the first and the last of them finished (UTC, to the minute); with ``sets`` (one name per row,
     e.g. the run without its seed) also ``run sets``, each set's runs in the group
     (``"a x3, b x1"``). ``package changed`` is ``True``, ``False`` or ``"unknown"``."""
-    df = pd.DataFrame({"commit": frame["commit"].replace("", "?").str[:10].to_numpy(),
-                       "package changed": ["unknown" if d is None or d != d else bool(d) for d in frame["dirty"]],
-                       "threads": ["?" if t is None or t != t else int(t) for t in frame["threads"]],
-                       "finished": frame["finished"].str[:16].str.replace("T", " ").to_numpy(),
-                       "set": list(sets) if sets is not None else [""] * len(frame)})
-    aggregates: dict[str, Any] = dict(runs=("finished", "size"), first=("finished", "min"), last=("finished", "max"))
+    df = pd.DataFrame(
+        {
+            "commit": frame["commit"].replace("", "?").str[:10].to_numpy(),
+            "package changed": [
+                "unknown" if d is None or d != d else bool(d) for d in frame["dirty"]
+            ],
+            "threads": ["?" if t is None or t != t else int(t) for t in frame["threads"]],
+            "finished": frame["finished"].str[:16].str.replace("T", " ").to_numpy(),
+            "set": list(sets) if sets is not None else [""] * len(frame),
+        }
+    )
+    aggregates: dict[str, Any] = dict(
+        runs=("finished", "size"), first=("finished", "min"), last=("finished", "max")
+    )
     if sets is not None:
-        aggregates["run sets"] = ("set", lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(v.value_counts().items())))
-    return df.groupby(["commit", "package changed", "threads"], sort=False).agg(**aggregates).reset_index()
+        aggregates["run sets"] = (
+            "set",
+            lambda v: ", ".join(f"{k} x{n}" for k, n in sorted(v.value_counts().items())),
+        )
+    return (
+        df.groupby(["commit", "package changed", "threads"], sort=False)
+        .agg(**aggregates)
+        .reset_index()
+    )
 
 
 def best_minus_last(records: Iterable["RunRecord"], metric: str = "R@1") -> list[float]:
@@ -919,7 +1257,9 @@ def best_minus_last(records: Iterable["RunRecord"], metric: str = "R@1") -> list
     return out
 
 
-def paper_run_status(configs: Sequence["TrainConfig"], data_root: str | Path | None = None) -> pd.DataFrame:
+def paper_run_status(
+    configs: Sequence["TrainConfig"], data_root: str | Path | None = None
+) -> pd.DataFrame:
     """Whether each run of Table 2 can be reproduced here: a CUDA GPU and the dataset's files.
 
     Returns one row per config: ``dataset``, ``gpu`` (bool), ``data`` ("found" or the first
@@ -935,5 +1275,7 @@ def paper_run_status(configs: Sequence["TrainConfig"], data_root: str | Path | N
             data = "found"
         except FileNotFoundError as err:
             data = str(err).splitlines()[0]
-        rows.append({"dataset": cfg.dataset, "gpu": gpu, "data": data, "runnable": gpu and data == "found"})
+        rows.append(
+            {"dataset": cfg.dataset, "gpu": gpu, "data": data, "runnable": gpu and data == "found"}
+        )
     return pd.DataFrame(rows, columns=["dataset", "gpu", "data", "runnable"])

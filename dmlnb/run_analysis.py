@@ -1,4 +1,5 @@
-"""Analyses of a run's trained weights, stored next to its record so a chapter re-renders without them.
+"""Analyses of a run's trained weights, stored next to its record so a chapter
+re-renders without them.
 
 Weights (``checkpoint.pt``, ``best.pt``) are not versioned; records are. What a chapter draws
 from a trained model (per-point similarities, t-SNE coordinates, retrieval neighbours) is
@@ -26,7 +27,14 @@ from torch import Tensor
 
 from dmlnb.records import RunRecord, as_json, read_json, write_json_atomic
 
-__all__ = ["ANALYSIS_FILE", "stored_analysis", "missing_reason", "save_analysis", "rounded", "quantiles"]
+__all__ = [
+    "ANALYSIS_FILE",
+    "stored_analysis",
+    "missing_reason",
+    "save_analysis",
+    "rounded",
+    "quantiles",
+]
 
 ANALYSIS_FILE = "analysis.json"
 """The file of a run folder holding the analyses of its weights (committed with ``record.json``;
@@ -39,7 +47,9 @@ def _array(values: Tensor | np.ndarray) -> np.ndarray:
     return a.astype(np.float64)
 
 
-def _lookup(run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord) -> tuple[Any, str]:
+def _lookup(
+    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord
+) -> tuple[Any, str]:
     """``(values, "")`` of the usable entry ``name``, else ``(None, why it is not usable)``."""
     path = Path(run_dir) / ANALYSIS_FILE
     if not path.exists():
@@ -48,10 +58,15 @@ def _lookup(run_dir: str | Path, name: str, settings: Mapping[str, Any], record:
     if entry is None:
         return None, f"{path} holds no analysis {name!r}"
     if entry.get("settings") != as_json(settings):
-        return None, f"{path} holds analysis {name!r} made with other settings ({entry.get('settings')})"
+        return (
+            None,
+            f"{path} holds analysis {name!r} made with other settings ({entry.get('settings')})",
+        )
     if entry.get("run") != record.outcome():
-        return None, (f"{path} holds analysis {name!r} of another training of the run (fingerprint "
-                      f"{entry.get('run')}, the record's is {record.outcome()})")
+        return None, (
+            f"{path} holds analysis {name!r} of another training of the run (fingerprint "
+            f"{entry.get('run')}, the record's is {record.outcome()})"
+        )
     return entry["values"], ""
 
 
@@ -63,14 +78,20 @@ def stored_analysis(
     return _lookup(run_dir, name, settings, record)[0]
 
 
-def missing_reason(run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord) -> str:
+def missing_reason(
+    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord
+) -> str:
     """Why :func:`stored_analysis` finds nothing usable (``""`` when it does): the file or the
     entry is missing, its settings differ, or it belongs to another training of the run."""
     return _lookup(run_dir, name, settings, record)[1]
 
 
 def save_analysis(
-    run_dir: str | Path, name: str, settings: Mapping[str, Any], record: RunRecord, values: Mapping[str, Any]
+    run_dir: str | Path,
+    name: str,
+    settings: Mapping[str, Any],
+    record: RunRecord,
+    values: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Store ``values`` (JSON-ready: lists, numbers, strings) as analysis ``name`` of the run in
     ``run_dir``, computed with ``settings`` from the training of ``record``; the other analyses
@@ -91,7 +112,8 @@ def quantiles(values: Tensor | np.ndarray, count: int, decimals: int) -> list[fl
     """``count`` evenly spaced quantiles (levels ``0, 1 / (count - 1), ..., 1``, linear
     interpolation) of the finite entries of ``values`` ``(N,)``, rounded to ``decimals``: a
     distribution in ``count`` numbers. They keep its minimum, maximum and (``count`` odd) median,
-    and a histogram of them puts in every bin the sample's fraction to within about ``1 / count``."""
+    and a histogram of them puts in every bin the sample's fraction to within
+    about ``1 / count``."""
     if count < 2:
         raise ValueError(f"count must be >= 2 (the minimum and the maximum), got {count}")
     a = _array(values).ravel()

@@ -85,11 +85,34 @@ import torch
 from torch import nn
 
 from dmlnb.env import TrainingDisabledError
-from dmlnb.records import RunRecord, as_json, read_json, run_fingerprint, with_added_config_keys, write_json_atomic
+from dmlnb.records import (
+    RunRecord,
+    as_json,
+    read_json,
+    run_fingerprint,
+    with_added_config_keys,
+    write_json_atomic,
+)
 
 __all__ = [
-    "Run", "train_or_reload", "reuse_reason", "stored_measurement", "TIMING_THREADS", "EVALUATION_THREADS", "Table", "stored_tables", "MEASUREMENT",
-    "Shard", "ShardError", "current_shard", "made_by_sibling", "SHARD_ENV", "SHARD_CLAIMS_ENV", "SHARD_ABORT_ENV", "SHARD_SINCE_ENV", "SHARD_TIMEOUT_ENV",
+    "Run",
+    "train_or_reload",
+    "reuse_reason",
+    "stored_measurement",
+    "TIMING_THREADS",
+    "EVALUATION_THREADS",
+    "Table",
+    "stored_tables",
+    "MEASUREMENT",
+    "Shard",
+    "ShardError",
+    "current_shard",
+    "made_by_sibling",
+    "SHARD_ENV",
+    "SHARD_CLAIMS_ENV",
+    "SHARD_ABORT_ENV",
+    "SHARD_SINCE_ENV",
+    "SHARD_TIMEOUT_ENV",
     "POLL_SECONDS",
 ]
 
@@ -98,7 +121,8 @@ MEASUREMENT = "measurement.json"
 RECORD = "record.json"
 
 SHARD_ENV = "DMLNB_SHARD"
-"""Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the module docstring)."""
+"""Environment variable ``"i/n"``: this process is shard ``i`` of ``n`` (see the
+module docstring)."""
 SHARD_CLAIMS_ENV = "DMLNB_SHARD_CLAIMS"
 """Environment variable: the folder the shards of one launch share; a claim (:meth:`Shard.claim`)
 is a file there naming the shard that owns a run."""
@@ -177,14 +201,16 @@ class Shard:
         deadline = start + self.timeout
         while reason != "":
             if self.abort is not None and self.abort.exists():
-                raise ShardError(f"shard {self} stopped waiting for {what}: a sibling shard failed "
-                                 f"({self.abort}: {self.abort.read_text().strip()})")
+                raise ShardError(
+                    f"shard {self} stopped waiting for {what}: a sibling shard failed "
+                    f"({self.abort}: {self.abort.read_text().strip()})"
+                )
             left = deadline - time.monotonic()
             if left <= 0:
                 raise ShardError(
-                    f"shard {self} waited {self.timeout:g} s for {what} ({reason}); is its shard still "
-                    f"running? Raise {SHARD_TIMEOUT_ENV} (seconds) for longer runs, or unset {SHARD_ENV} "
-                    "to run everything in this process"
+                    f"shard {self} waited {self.timeout:g} s for {what} ({reason}); is its shard "
+                    f"still running? Raise {SHARD_TIMEOUT_ENV} (seconds) for longer runs, or "
+                    f"unset {SHARD_ENV} to run everything in this process"
                 )
             time.sleep(min(POLL_SECONDS, left))
             reason = pending()
@@ -210,7 +236,9 @@ def _positive_seconds(name: str, value: str) -> float:
     except ValueError:
         seconds = -1.0
     if not seconds > 0:
-        raise ValueError(f"{name}={value!r} is not a number of seconds > 0; set one (e.g. 3600) or unset it")
+        raise ValueError(
+            f"{name}={value!r} is not a number of seconds > 0; set one (e.g. 3600) or unset it"
+        )
     return seconds
 
 
@@ -227,20 +255,23 @@ def current_shard() -> Shard | None:
     match = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", value)
     if match is None or not int(match[1]) < int(match[2]):
         raise ValueError(
-            f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' and '1/2' "
-            "for two processes), or unset it to train every run in this process"
+            f"{SHARD_ENV}={value!r} is not a shard: set it to 'i/n' with 0 <= i < n (e.g. '0/2' "
+            "and '1/2' for two processes), or unset it to train every run in this process"
         )
     claims = os.environ.get(SHARD_CLAIMS_ENV, "")
     if claims == "":
         raise ValueError(
-            f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every shard of the launch "
-            "shares (python -m dmlnb train does), where the shards claim the runs they train"
+            f"{SHARD_ENV}={value!r} but {SHARD_CLAIMS_ENV} is unset: set it to a folder every "
+            "shard of the launch shares (python -m dmlnb train does), where the shards claim the "
+            "runs they train"
         )
     since = _launch_start()
     timeout = os.environ.get(SHARD_TIMEOUT_ENV, "")
     abort = os.environ.get(SHARD_ABORT_ENV, "")
     return Shard(
-        index=int(match[1]), count=int(match[2]), claims=Path(claims),
+        index=int(match[1]),
+        count=int(match[2]),
+        claims=Path(claims),
         since=since if since is not None else _PROCESS_START,
         timeout=_positive_seconds(SHARD_TIMEOUT_ENV, timeout) if timeout else _DEFAULT_TIMEOUT,
         abort=Path(abort) if abort else None,
@@ -277,10 +308,14 @@ class Run:
 
 
 def _differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
-    return sorted(k for k in set(old) | set(new) if old.get(k, "<absent>") != new.get(k, "<absent>"))
+    return sorted(
+        k for k in set(old) | set(new) if old.get(k, "<absent>") != new.get(k, "<absent>")
+    )
 
 
-def reuse_reason(run_dir: Path, config: Any, spec: Mapping[str, Any]) -> tuple[str, RunRecord | None]:
+def reuse_reason(
+    run_dir: Path, config: Any, spec: Mapping[str, Any]
+) -> tuple[str, RunRecord | None]:
     """Why the run in ``run_dir`` cannot be reloaded as it is (``""`` when it can), and its
     record when one exists under the same fingerprint (finished or not: it may be resumed)."""
     path = run_dir / RECORD
@@ -294,13 +329,18 @@ def reuse_reason(run_dir: Path, config: Any, spec: Mapping[str, Any]) -> tuple[s
     if run_fingerprint(record.config, record.data["spec"]) != wanted:
         changed = _differences(record.config, as_json(config))
         changed_spec = _differences(record.data["spec"], as_json(spec))
-        return (f"its fingerprint changed (configuration keys {changed}, specification entries "
-                f"{changed_spec} differ from {path})"), None
+        return (
+            f"its fingerprint changed (configuration keys {changed}, specification entries "
+            f"{changed_spec} differ from {path})"
+        ), None
     if record.data["status"] != "finished":
         last = record.data["history"][-1]["epoch"] if record.data["history"] else 0
         return f"it was interrupted after epoch {last}: resuming", record
     if "extras" not in record.data:
-        return "its record is finished but holds no extras: computing them from its checkpoint", record
+        return (
+            "its record is finished but holds no extras: computing them from its checkpoint",
+            record,
+        )
     return "", record
 
 
@@ -342,9 +382,20 @@ def train_or_reload(
     if shard is not None and folder is not None:
         owner = shard.claim(str(folder.resolve()))
         if owner != shard.index:
-            return Run(name, _SiblingRecord(lambda: made_by_sibling(
-                shard, f"run {name} (shard {owner}/{shard.count} trains it)", folder / RECORD,
-                lambda: reuse_reason(folder, config, spec), retrain, say), folder / RECORD))
+            return Run(
+                name,
+                _SiblingRecord(
+                    lambda: made_by_sibling(
+                        shard,
+                        f"run {name} (shard {owner}/{shard.count} trains it)",
+                        folder / RECORD,
+                        lambda: reuse_reason(folder, config, spec),
+                        retrain,
+                        say,
+                    ),
+                    folder / RECORD,
+                ),
+            )
     if folder is None:
         reason, known = "no run folder", None
     elif _retrains(retrain, folder / RECORD):
@@ -360,7 +411,9 @@ def train_or_reload(
     except TrainingDisabledError as err:
         raise TrainingDisabledError(f"{err} [{name}: {reason}]") from None
     if record.data.get("fingerprint") != run_fingerprint(record.config, spec):
-        raise ValueError(f"the train function of {name!r} did not pass spec= to dmlnb.training.train")
+        raise ValueError(
+            f"the train function of {name!r} did not pass spec= to dmlnb.training.train"
+        )
     record.data["extras"] = as_json(dict(finish(record, model))) if finish is not None else {}
     if folder is not None:
         record.save(folder / RECORD)
@@ -414,8 +467,14 @@ class _SiblingExtras(Mapping):
         return len(self._extras())
 
 
-def made_by_sibling(shard: Shard, what: str, path: Path, check: Callable[[], tuple[str, Any]], retrain: bool,
-                    say: Callable[[str], None]) -> Any:
+def made_by_sibling(
+    shard: Shard,
+    what: str,
+    path: Path,
+    check: Callable[[], tuple[str, Any]],
+    retrain: bool,
+    say: Callable[[str], None],
+) -> Any:
     """What another shard makes at ``path`` (a run's record, a stored table, what a chapter
     stores of a sibling's run): waits (:meth:`Shard.wait`, said as ``what``) until ``check()``
     gives ``("", value)`` (else the reason it is not ready) and, with ``retrain``, ``path`` was
@@ -447,7 +506,9 @@ def _today_keys(settings: Any) -> Any:
     return {k: as_json(with_added_config_keys(v)) for k, v in settings.items()}
 
 
-def _stored_table(file: Path, wanted: Any, threads: int | None = None) -> tuple[str, dict[str, Any] | None]:
+def _stored_table(
+    file: Path, wanted: Any, threads: int | None = None
+) -> tuple[str, dict[str, Any] | None]:
     """``("", stored)`` when ``file`` holds a measurement made with the settings ``wanted`` (and,
     unless ``threads`` is ``None``, with ``threads`` torch threads), else ``(why not, None)``."""
     if not file.exists():
@@ -455,7 +516,10 @@ def _stored_table(file: Path, wanted: Any, threads: int | None = None) -> tuple[
     stored = read_json(file)
     had = _today_keys(stored.get("settings"))
     if had != wanted:
-        return f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)", None
+        return (
+            f"{file} was measured with other settings ({_differences(had or {}, wanted)} differ)",
+            None,
+        )
     if threads is not None and stored.get("threads") != threads:
         return f"{file} was measured with {stored.get('threads')} threads, not {threads}", None
     return "", stored
@@ -482,9 +546,9 @@ def stored_measurement(
     """A measured table (a timing study), stored as ``folder/measurement.json`` (``name``,
     ``settings``, when it was ``made``, ``threads``, ``rows``) and reloaded while it was made
     with the same ``settings`` and :data:`TIMING_THREADS` threads (unless ``retrain``, which a
-    launch applies once: see the module docstring); otherwise ``make()`` measures it now with :data:`TIMING_THREADS` torch threads (restored
-    after; the reason is said) and it is written atomically. ``folder=None`` measures the same
-    way without storing.
+    launch applies once: see the module docstring); otherwise ``make()`` measures it now with
+    :data:`TIMING_THREADS` torch threads (restored after; the reason is said) and it is written
+    atomically. ``folder=None`` measures the same way without storing.
 
     A training configuration among the stored settings' values is compared as a record's is:
     the :class:`~dmlnb.profiles.TrainConfig` keys added after it was stored count at the value
@@ -501,21 +565,38 @@ def stored_measurement(
     wanted = as_json(dict(settings))
     if file is None:
         return _with_threads(TIMING_THREADS, make)[0]
-    reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted, TIMING_THREADS)
+    reason, stored = (
+        ("retrain=True", None)
+        if _retrains(retrain, file)
+        else _stored_table(file, wanted, TIMING_THREADS)
+    )
     if stored is not None:
         return pd.DataFrame(stored["rows"])
     shard = current_shard()
     what = f"measurement {file.parent.name}"
-    markers = [file.parent / f".waiting-{i}" for i in range(1, shard.count)] if shard is not None else []
+    markers = (
+        [file.parent / f".waiting-{i}" for i in range(1, shard.count)] if shard is not None else []
+    )
     if shard is not None and shard.index != 0:
         write_json_atomic(markers[shard.index - 1], {"shard": str(shard), "waits for": what})
-        stored = made_by_sibling(shard, f"{what} (shard 0/{shard.count} measures it alone)", file,
-                                 lambda: _stored_table(file, wanted, TIMING_THREADS), retrain, say)
+        stored = made_by_sibling(
+            shard,
+            f"{what} (shard 0/{shard.count} measures it alone)",
+            file,
+            lambda: _stored_table(file, wanted, TIMING_THREADS),
+            retrain,
+            say,
+        )
         return pd.DataFrame(stored["rows"])
     if shard is not None:
+
         def others_idle() -> str:
             waiting = [m for m in markers if m.exists() and shard.is_fresh(m)]
-            return "" if len(waiting) == len(markers) else f"{len(waiting)} of the {len(markers)} other shards are idle"
+            return (
+                ""
+                if len(waiting) == len(markers)
+                else f"{len(waiting)} of the {len(markers)} other shards are idle"
+            )
 
         shard.wait(f"the other shards to be idle before {what}", others_idle, say)
     frame = _measure(file, wanted, make, reason, say, threads=TIMING_THREADS)
@@ -524,7 +605,9 @@ def stored_measurement(
     return frame
 
 
-def _with_threads(threads: int | None, make: Callable[[], pd.DataFrame]) -> tuple[pd.DataFrame, int]:
+def _with_threads(
+    threads: int | None, make: Callable[[], pd.DataFrame]
+) -> tuple[pd.DataFrame, int]:
     """``(make(), the threads it ran with)``, run with ``threads`` torch intra-op threads and the
     process's setting restored after (``None``: the process's own), inside
     :func:`dmlnb.training.measuring`: the unstored runs a measured table times train under
@@ -541,16 +624,29 @@ def _with_threads(threads: int | None, make: Callable[[], pd.DataFrame]) -> tupl
         torch.set_num_threads(before)
 
 
-def _measure(file: Path, wanted: Any, make: Callable[[], pd.DataFrame], reason: str,
-             say: Callable[[str], None], threads: int | None = None) -> pd.DataFrame:
+def _measure(
+    file: Path,
+    wanted: Any,
+    make: Callable[[], pd.DataFrame],
+    reason: str,
+    say: Callable[[str], None],
+    threads: int | None = None,
+) -> pd.DataFrame:
     """``make()`` (with ``threads`` torch threads, restored after; ``None``: the process's),
     said with ``reason`` and written atomically to ``file`` with the settings ``wanted`` and the
     threads it ran with (the form :func:`_stored_table` reads back)."""
     say(f"measuring {file.parent.name}: {reason}")
     frame, ran_with = _with_threads(threads, make)
-    write_json_atomic(file, {"name": file.parent.name, "settings": wanted,
-                             "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                             "threads": ran_with, "rows": frame.to_dict("records")})
+    write_json_atomic(
+        file,
+        {
+            "name": file.parent.name,
+            "settings": wanted,
+            "made": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "threads": ran_with,
+            "rows": frame.to_dict("records"),
+        },
+    )
     return frame
 
 
@@ -571,8 +667,9 @@ class Table:
 K = TypeVar("K")
 
 
-def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
-                  say: Callable[[str], None] = print) -> dict[K, pd.DataFrame]:
+def stored_tables(
+    tables: Mapping[K, Table], *, retrain: bool = False, say: Callable[[str], None] = print
+) -> dict[K, pd.DataFrame]:
     """Every table of ``tables``, reloaded or made and stored as :func:`stored_measurement` does
     (the same file, the same settings check), by key.
 
@@ -592,7 +689,11 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
             frames[key] = _with_threads(table.threads, table.make)[0]
             continue
         file, wanted = Path(table.folder) / MEASUREMENT, as_json(dict(table.settings))
-        reason, stored = ("retrain=True", None) if _retrains(retrain, file) else _stored_table(file, wanted, table.threads)
+        reason, stored = (
+            ("retrain=True", None)
+            if _retrains(retrain, file)
+            else _stored_table(file, wanted, table.threads)
+        )
         if stored is not None:
             frames[key] = pd.DataFrame(stored["rows"])
             continue
@@ -603,8 +704,13 @@ def stored_tables(tables: Mapping[K, Table], *, retrain: bool = False,
             frames[key] = _measure(file, wanted, table.make, reason, say, threads=table.threads)
     for key, (owner, file, wanted) in siblings.items():
         threads = tables[key].threads
-        stored = made_by_sibling(shard, f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
-                                 file, lambda file=file, wanted=wanted, threads=threads: _stored_table(file, wanted, threads),
-                                 retrain, say)
+        stored = made_by_sibling(
+            shard,
+            f"table {file.parent.name} (shard {owner}/{shard.count} makes it)",  # type: ignore[arg-type]
+            file,
+            lambda file=file, wanted=wanted, threads=threads: _stored_table(file, wanted, threads),
+            retrain,
+            say,
+        )
         frames[key] = pd.DataFrame(stored["rows"])
     return {key: frames[key] for key in tables}

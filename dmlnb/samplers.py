@@ -34,7 +34,12 @@ from torch.utils.data import Sampler
 from dmlnb.checks import check_labels, check_values
 
 __all__ = [
-    "ClassBatchSampler", "MPerClassSampler", "ClassRatioSampler", "ClassIndex", "epoch_length", "stream_generator",
+    "ClassBatchSampler",
+    "MPerClassSampler",
+    "ClassRatioSampler",
+    "ClassIndex",
+    "epoch_length",
+    "stream_generator",
 ]
 
 
@@ -166,8 +171,12 @@ class ClassBatchSampler(Sampler[list[int]]):
     """
 
     def __init__(
-        self, labels: Tensor | np.ndarray | Sequence[int], batch_size: int, classes_per_batch: int,
-        seed: int = 0, num_batches: int | None = None,
+        self,
+        labels: Tensor | np.ndarray | Sequence[int],
+        batch_size: int,
+        classes_per_batch: int,
+        seed: int = 0,
+        num_batches: int | None = None,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -196,8 +205,11 @@ class ClassBatchSampler(Sampler[list[int]]):
         """``MPerClassSampler(batch_size=128, classes_per_batch=16, seed=0, num_batches=17)``: the
         same for equal samplers, so a run record (its ``components``) names the sampler, not an
         object's address in memory."""
-        return (f"{type(self).__name__}(batch_size={self.batch_size}, classes_per_batch={self.classes_per_batch}, "
-                f"seed={self.seed}, num_batches={self.num_batches})")
+        return (
+            f"{type(self).__name__}(batch_size={self.batch_size}, "
+            f"classes_per_batch={self.classes_per_batch}, seed={self.seed}, "
+            f"num_batches={self.num_batches})"
+        )
 
     def set_epoch(self, epoch: int) -> None:
         """Select the epoch whose batches the next ``iter`` yields."""
@@ -224,7 +236,9 @@ class _ClassGroupSampler(ClassBatchSampler):
         order = index.shuffle_within(index.order, gen)  # (N_lab,) this epoch's pass order
         T, C = self.num_batches, self.classes_per_batch
         q, r = divmod(self.batch_size, C)
-        g = torch.full((C,), q)  # (C,) images per group: q + 1 in the first B mod C, q in the others
+        g = torch.full(
+            (C,), q
+        )  # (C,) images per group: q + 1 in the first B mod C, q in the others
         g[:r] += 1
 
         # Sequential part: which classes, and where each draw starts in its class's pass.
@@ -302,7 +316,11 @@ class MPerClassSampler(_ClassGroupSampler):
     """
 
     def __init__(
-        self, labels: Tensor | np.ndarray | Sequence[int], m: int, batch_size: int, seed: int = 0,
+        self,
+        labels: Tensor | np.ndarray | Sequence[int],
+        m: int,
+        batch_size: int,
+        seed: int = 0,
         num_batches: int | None = None,
     ) -> None:
         if m < 1:
@@ -340,8 +358,12 @@ class ClassRatioSampler(_ClassGroupSampler):
     """
 
     def __init__(
-        self, labels: Tensor | np.ndarray | Sequence[int], batch_size: int,
-        classes_per_batch: int | None = None, ratio: float = 0.25, seed: int = 0,
+        self,
+        labels: Tensor | np.ndarray | Sequence[int],
+        batch_size: int,
+        classes_per_batch: int | None = None,
+        ratio: float = 0.25,
+        seed: int = 0,
         num_batches: int | None = None,
     ) -> None:
         if classes_per_batch is None:

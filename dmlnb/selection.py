@@ -1,4 +1,5 @@
-"""Model selection: where a run's best epoch is chosen, and what choosing it on the test classes adds.
+"""Model selection: where a run's best epoch is chosen, and what choosing it on
+the test classes adds.
 
 The papers the book reproduces report each run at its best epoch on the test classes
 (``TrainConfig.select_on="test"``); Musgrave et al. (2020, "A Metric Learning Reality Check")
@@ -37,17 +38,40 @@ import numpy as np
 import pandas as pd
 
 from dmlnb.profiles import SELECT_ON
-from dmlnb.reporting import (Claim, Verdict, best_minus_last, compare, compare_to_threshold, format_mean_std, not_tested,
-                             summarize_runs)
+from dmlnb.reporting import (
+    Claim,
+    Verdict,
+    best_minus_last,
+    compare,
+    compare_to_threshold,
+    format_mean_std,
+    not_tested,
+    summarize_runs,
+)
 
 if TYPE_CHECKING:
     from dmlnb.records import RunRecord
 
-__all__ = ["SELECTION_LABELS", "selection_label", "selection_optimism", "optimism_summary", "OPTIMISM_COLUMNS",
-           "optimism_text", "selection_gain_text",
-           "COLUMN_LABELS", "protocol_column", "selected_metrics", "kept_selection", "selected_on",
-           "both_ways_table", "main_comparison", "both_ways_verdicts", "NOT_RECOMPUTED", "both_ways_text",
-           "choose_on_validation"]
+__all__ = [
+    "SELECTION_LABELS",
+    "selection_label",
+    "selection_optimism",
+    "optimism_summary",
+    "OPTIMISM_COLUMNS",
+    "optimism_text",
+    "selection_gain_text",
+    "COLUMN_LABELS",
+    "protocol_column",
+    "selected_metrics",
+    "kept_selection",
+    "selected_on",
+    "both_ways_table",
+    "main_comparison",
+    "both_ways_verdicts",
+    "NOT_RECOMPUTED",
+    "both_ways_text",
+    "choose_on_validation",
+]
 
 K = TypeVar("K", bound=Hashable)
 
@@ -58,8 +82,16 @@ SELECTION_LABELS: dict[str, str] = {
 }
 
 #: The columns of :func:`selection_optimism`.
-OPTIMISM_COLUMNS = ["run", "metric", "evaluations", "test-selected epoch", "validation-selected epoch",
-                    "at test-selected", "at validation-selected", "optimism"]
+OPTIMISM_COLUMNS = [
+    "run",
+    "metric",
+    "evaluations",
+    "test-selected epoch",
+    "validation-selected epoch",
+    "at test-selected",
+    "at validation-selected",
+    "optimism",
+]
 
 
 def optimism_text(records: Iterable["RunRecord"], metric: str = "R@1") -> str:
@@ -70,8 +102,10 @@ def optimism_text(records: Iterable["RunRecord"], metric: str = "R@1") -> str:
     if frame.empty:
         return ""
     e = optimism_summary(frame, scale=100.0, unit=" pts").loc["all", "verdict"].evidence()
-    return (f"; choosing on the test classes instead would add {e['effect']} {e['90% interval']} {metric} "
-            f"({len(frame)} runs)")
+    return (
+        f"; choosing on the test classes instead would add {e['effect']} {e['90% interval']} "
+        f"{metric} ({len(frame)} runs)"
+    )
 
 
 def selection_gain_text(records: Iterable["RunRecord"], metric: str = "R@1") -> str:
@@ -80,8 +114,8 @@ def selection_gain_text(records: Iterable["RunRecord"], metric: str = "R@1") -> 
     ``"validation-selected minus last epoch R@1, 24 runs: +0.297 pts [+0.0542, +0.539]"`` (the mean
     of :func:`dmlnb.reporting.best_minus_last` with its 90% interval by the book's rule; runs that
     selected in both places: ``"selected minus last epoch R@1 (validation-selected in 21 runs,
-    test-selected in 3 runs), 24 runs: ..."``), followed by :func:`optimism_text` when the records have
-    a validation split; ``""`` when no record has an evaluation. The gain is ``>= 0`` by
+    test-selected in 3 runs), 24 runs: ..."``), followed by :func:`optimism_text` when the records
+    have a validation split; ``""`` when no record has an evaluation. The gain is ``>= 0`` by
     construction where the epoch is chosen on the test classes: that selection is optimistic by
     at least this much."""
     records = list(records)
@@ -93,10 +127,17 @@ def selection_gain_text(records: Iterable["RunRecord"], metric: str = "R@1") -> 
     if len(counts) == 1:
         what = f"{next(iter(counts))}-selected minus last epoch {metric}"
     else:
-        what = (f"selected minus last epoch {metric} ("
-                + ", ".join(f"{b}-selected in {k} run{'s' if k != 1 else ''}" for b, k in counts.items()) + ")")
+        what = (
+            f"selected minus last epoch {metric} ("
+            + ", ".join(
+                f"{b}-selected in {k} run{'s' if k != 1 else ''}" for b, k in counts.items()
+            )
+            + ")"
+        )
     e = compare_to_threshold(gain, 0.0, scale=100, unit=" pts").evidence()
-    return f"{what}, {len(gain)} runs: {e['effect']} {e['90% interval']}" + optimism_text(records, metric)
+    return f"{what}, {len(gain)} runs: {e['effect']} {e['90% interval']}" + optimism_text(
+        records, metric
+    )
 
 
 def selection_label(record: "RunRecord") -> str:
@@ -135,24 +176,38 @@ def selection_optimism(records: Iterable["RunRecord"], metric: str = "R@1") -> p
         name = record.data["name"]
         if test["metric"] != metric or val["metric"] != metric:
             raise ValueError(
-                f"run {name!r} selected its epochs on {test['metric']!r}, not {metric!r}: the optimism is only "
-                f"defined for the selection metric; pass metric={test['metric']!r}"
+                f"run {name!r} selected its epochs on {test['metric']!r}, not {metric!r}: the "
+                "optimism is only defined for the selection metric; pass "
+                f"metric={test['metric']!r}"
             )
         at_test, at_val = float(test["metrics"][metric]), float(val["metrics"][metric])
         if at_test < at_val:
             raise ValueError(
-                f"run {name!r}: the test-selected epoch {test['epoch']} has {metric} {at_test} below the "
-                f"validation-selected epoch {val['epoch']}'s {at_val}; the record's selections are damaged: "
-                "copy it again or retrain the run"
+                f"run {name!r}: the test-selected epoch {test['epoch']} has {metric} {at_test} "
+                f"below the validation-selected epoch {val['epoch']}'s {at_val}; the record's "
+                "selections are damaged: copy it again or retrain the run"
             )
-        rows.append({"run": name, "metric": metric, "evaluations": len(record.evaluations()),
-                     "test-selected epoch": test["epoch"], "validation-selected epoch": val["epoch"],
-                     "at test-selected": at_test, "at validation-selected": at_val, "optimism": at_test - at_val})
+        rows.append(
+            {
+                "run": name,
+                "metric": metric,
+                "evaluations": len(record.evaluations()),
+                "test-selected epoch": test["epoch"],
+                "validation-selected epoch": val["epoch"],
+                "at test-selected": at_test,
+                "at validation-selected": at_val,
+                "optimism": at_test - at_val,
+            }
+        )
     return pd.DataFrame(rows, columns=OPTIMISM_COLUMNS)
 
 
 def optimism_summary(
-    optimism: pd.DataFrame, by: str | Sequence[str] | None = None, *, scale: float = 1.0, unit: str = "",
+    optimism: pd.DataFrame,
+    by: str | Sequence[str] | None = None,
+    *,
+    scale: float = 1.0,
+    unit: str = "",
 ) -> pd.DataFrame:
     """The mean optimism per group with the book's interval and verdict.
 
@@ -176,13 +231,25 @@ def optimism_summary(
     groups = [("all", optimism)] if by is None else list(optimism.groupby(by, sort=True))
     rows, index = [], []
     for key, part in groups:
-        verdict = compare_to_threshold(part["optimism"].to_numpy(dtype=float), 0.0, scale=scale, unit=unit)
+        verdict = compare_to_threshold(
+            part["optimism"].to_numpy(dtype=float), 0.0, scale=scale, unit=unit
+        )
         fewest, most = int(part["evaluations"].min()), int(part["evaluations"].max())
         index.append(key)
-        rows.append({"runs": len(part), "evaluations per run": f"{fewest}" if fewest == most else f"{fewest}-{most}",
-                     "mean": verdict.effect, "low": verdict.low, "high": verdict.high, "verdict": verdict})
+        rows.append(
+            {
+                "runs": len(part),
+                "evaluations per run": f"{fewest}" if fewest == most else f"{fewest}-{most}",
+                "mean": verdict.effect,
+                "low": verdict.low,
+                "high": verdict.high,
+                "verdict": verdict,
+            }
+        )
     names = None if by is None or isinstance(by, str) else list(by)
-    frame_index = pd.MultiIndex.from_tuples(index, names=names) if names else pd.Index(index, name=by)
+    frame_index = (
+        pd.MultiIndex.from_tuples(index, names=names) if names else pd.Index(index, name=by)
+    )
     columns = ["runs", "evaluations per run", "mean", "low", "high", "verdict"]
     return pd.DataFrame(rows, index=frame_index, columns=columns)
 
@@ -223,10 +290,11 @@ def selected_metrics(record: "RunRecord", basis: str) -> dict[str, float]:
     if basis == record.selected_on and record.best is not None:
         return record.best["metrics"]
     raise ValueError(
-        f"run {record.data['name']!r} has no epoch selected on the {basis} classes (it selected on "
-        f"{record.selected_on!r}{'' if record.best is not None else ' and was never evaluated'}): train it with "
-        "a validation split (a chapter's validation= switch, or dataset_options={'validation': 0.2}), or "
-        "report it as selected on the test classes"
+        f"run {record.data['name']!r} has no epoch selected on the {basis} classes (it selected "
+        "on "
+        f"{record.selected_on!r}{'' if record.best is not None else ' and was never evaluated'}): "
+        "train it with a validation split (a chapter's validation= switch, or "
+        f"dataset_options={{'validation': 0.2}}), or report it as selected on the test classes"
     )
 
 
@@ -274,7 +342,11 @@ def _values(records: Sequence["RunRecord"], basis: str, metric: str) -> list[flo
 
 
 def both_ways_table(
-    records: Mapping[str, Sequence["RunRecord"]], metric: str = "R@1", *, scale: float = 100.0, digits: int = 1,
+    records: Mapping[str, Sequence["RunRecord"]],
+    metric: str = "R@1",
+    *,
+    scale: float = 100.0,
+    digits: int = 1,
 ) -> pd.DataFrame:
     """A comparison's ``metric`` (on the test classes) under both protocols, one row per method.
 
@@ -295,8 +367,13 @@ def both_ways_table(
         row: dict[str, Any] = {}
         for basis in COLUMN_LABELS:
             values = _values(recs, basis, metric)
-            row[protocol_column(metric, basis)] = NO_VALIDATION if values is None else format_mean_std(
-                summarize_runs({method: [{metric: v} for v in values]}, [metric]), scale, digits).iloc[0, 0]
+            row[protocol_column(metric, basis)] = (
+                NO_VALIDATION
+                if values is None
+                else format_mean_std(
+                    summarize_runs({method: [{metric: v} for v in values]}, [metric]), scale, digits
+                ).iloc[0, 0]
+            )
         row["runs"] = len(recs)
         row["evaluations"] = min((len(r.evaluations()) for r in recs), default=0)
         rows[method] = row
@@ -305,8 +382,14 @@ def both_ways_table(
 
 
 def main_comparison(
-    records: Mapping[str, Sequence["RunRecord"]], proposed: str, metric: str = "R@1", *,
-    higher_is_better: bool = True, scale: float = 100.0, unit: str = " pts", digits: int = 1,
+    records: Mapping[str, Sequence["RunRecord"]],
+    proposed: str,
+    metric: str = "R@1",
+    *,
+    higher_is_better: bool = True,
+    scale: float = 100.0,
+    unit: str = " pts",
+    digits: int = 1,
 ) -> pd.DataFrame:
     """A chapter's main comparison under both protocols: :func:`both_ways_table`, and per other
     method the verdict of "``proposed`` beats it" on ``metric`` by the book's rule
@@ -330,7 +413,9 @@ def main_comparison(
         KeyError: ``proposed`` is not a method of ``records``.
     """
     if proposed not in records:
-        raise KeyError(f"proposed method {proposed!r} is not among the compared methods {list(records)}")
+        raise KeyError(
+            f"proposed method {proposed!r} is not among the compared methods {list(records)}"
+        )
     table = both_ways_table(records, metric, scale=scale, digits=digits)
     claim = f"{proposed} beats it"
     extra: dict[str, dict[str, Any]] = {}
@@ -340,15 +425,26 @@ def main_comparison(
         verdicts = {}
         for basis in COLUMN_LABELS:
             ours, theirs = _values(records[proposed], basis, metric), _values(recs, basis, metric)
-            verdicts[basis] = (not_tested("no validation split: the runs were trained without one")
-                               if ours is None or theirs is None else
-                               compare(ours, theirs, higher_is_better, scale=scale, unit=unit))
+            verdicts[basis] = (
+                not_tested("no validation split: the runs were trained without one")
+                if ours is None or theirs is None
+                else compare(ours, theirs, higher_is_better, scale=scale, unit=unit)
+            )
         judged = all(str(v) != "not tested at this scale" for v in verdicts.values())
         evidence = verdicts["validation"].evidence()
-        extra[method] = {**{protocol_column(claim, b): str(v) for b, v in verdicts.items()},
-                         "effect": evidence["effect"], "90% interval": evidence["90% interval"],
-                         "verdict changes": str(verdicts["validation"]) != str(verdicts["test"]) if judged else "—"}
-    verdict_columns = [protocol_column(claim, b) for b in COLUMN_LABELS] + ["effect", "90% interval", "verdict changes"]
+        extra[method] = {
+            **{protocol_column(claim, b): str(v) for b, v in verdicts.items()},
+            "effect": evidence["effect"],
+            "90% interval": evidence["90% interval"],
+            "verdict changes": str(verdicts["validation"]) != str(verdicts["test"])
+            if judged
+            else "—",
+        }
+    verdict_columns = [protocol_column(claim, b) for b in COLUMN_LABELS] + [
+        "effect",
+        "90% interval",
+        "verdict changes",
+    ]
     frame = table.join(pd.DataFrame.from_dict(extra, orient="index", columns=verdict_columns))
     return frame.astype(object).where(frame.notna(), "—")
 
@@ -358,8 +454,10 @@ NOT_RECOMPUTED = "not recomputed (kept weights)"
 
 
 def both_ways_verdicts(
-    records: Iterable["RunRecord"], judge: Callable[[], Sequence[Claim] | Mapping[str, Verdict]],
-    strict: bool = True, kept_weights: Callable[[str], bool] | None = None,
+    records: Iterable["RunRecord"],
+    judge: Callable[[], Sequence[Claim] | Mapping[str, Verdict]],
+    strict: bool = True,
+    kept_weights: Callable[[str], bool] | None = None,
 ) -> pd.DataFrame:
     """A chapter's claims under both protocols: ``judge()`` (its claims, or named verdicts,
     computed from the runs' records) called once with every record shown at its
@@ -387,13 +485,25 @@ def both_ways_verdicts(
     for basis in COLUMN_LABELS:
         with selected_on(records, basis, strict):
             out = judge()
-        judged[basis] = list(out.items()) if isinstance(out, Mapping) else [(c.claim, c.verdict) for c in out]
+        judged[basis] = (
+            list(out.items()) if isinstance(out, Mapping) else [(c.claim, c.verdict) for c in out]
+        )
     val, test = judged["validation"], judged["test"]
     if [k for k, _ in val] != [k for k, _ in test]:
-        raise ValueError("judge() returned other claims under the two protocols; it must state the same claims, "
-                         "in the same order, whatever the numbers")
-    rows = [{"claim": k, protocol_column("verdict", "validation"): str(v), protocol_column("verdict", "test"): str(t),
-             "verdict changes": str(v) != str(t), **v.evidence()} for (k, v), (_, t) in zip(val, test)]
+        raise ValueError(
+            "judge() returned other claims under the two protocols; it must state the same claims, "
+            "in the same order, whatever the numbers"
+        )
+    rows = [
+        {
+            "claim": k,
+            protocol_column("verdict", "validation"): str(v),
+            protocol_column("verdict", "test"): str(t),
+            "verdict changes": str(v) != str(t),
+            **v.evidence(),
+        }
+        for (k, v), (_, t) in zip(val, test)
+    ]
     frame = pd.DataFrame(rows).astype({"verdict changes": object})
     if kept_weights is not None and len(frame):
         kept = frame["claim"].map(kept_weights).astype(bool)
@@ -409,10 +519,16 @@ def both_ways_text(frame: pd.DataFrame) -> str:
     recomputed = frame[frame["verdict changes"].map(lambda v: v != NOT_RECOMPUTED)]
     changed = recomputed[recomputed["verdict changes"].map(lambda v: v is True)]
     kept = len(frame) - len(recomputed)
-    return (f"{len(changed)} of {len(recomputed)} recomputed verdicts change under the papers' protocol"
-            + (": " + "; ".join(changed["claim"]) if len(changed) else "")
-            + (f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept weights and "
-               f"{'are' if kept != 1 else 'is'} not recomputed" if kept else ""))
+    return (
+        f"{len(changed)} of {len(recomputed)} recomputed verdicts change under the papers' protocol"
+        + (": " + "; ".join(changed["claim"]) if len(changed) else "")
+        + (
+            f"; {kept} claim{'s' if kept != 1 else ''} read{'' if kept != 1 else 's'} the kept "
+            f"weights and {'are' if kept != 1 else 'is'} not recomputed"
+            if kept
+            else ""
+        )
+    )
 
 
 def choose_on_validation(candidates: Mapping[K, Sequence["RunRecord"]], metric: str = "R@1") -> K:
@@ -432,8 +548,10 @@ def choose_on_validation(candidates: Mapping[K, Sequence["RunRecord"]], metric: 
         for record in records:
             chosen = record.selections.get("validation")
             if chosen is None:
-                raise ValueError(f"candidate {key!r}: run {record.data['name']!r} has no validation selection; "
-                                 "a setting is chosen on validation classes only (train with a validation split)")
+                raise ValueError(
+                    f"candidate {key!r}: run {record.data['name']!r} has no validation selection; "
+                    "a setting is chosen on validation classes only (train with a validation split)"
+                )
             values.append(float(chosen["val_metrics"][metric]))
         means[key] = float(np.mean(values))
     return max(means, key=means.__getitem__)

@@ -2,8 +2,8 @@
 
 ``train(model, loss_fn, train_set, eval_set, config)`` runs ``config.epochs`` epochs of batches
 from a batch sampler (default: :class:`dmlnb.samplers.MPerClassSampler`), evaluates every
-``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the papers
-report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
+``config.eval_every`` epochs with :func:`dmlnb.evaluation.evaluate`, keeps the best epoch (the
+papers report the best epoch), and returns a run record (:class:`dmlnb.records.RunRecord`).
 
 Where the best epoch is chosen is ``config.select_on``: ``"test"`` (the papers' protocol: the
 best epoch on the test classes, an optimistic estimate) or ``"validation"`` (on classes held out
@@ -53,8 +53,14 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from tqdm import tqdm
 
 from dmlnb.allocator import keep_freed_memory
+from dmlnb.checkpoints import (
+    load_checkpoint,
+    prepare_run_dir,
+    restore_rng_state,
+    rng_state,
+    save_checkpoint,
+)
 from dmlnb.checks import DeferredChecks, deferred_checks
-from dmlnb.checkpoints import load_checkpoint, prepare_run_dir, restore_rng_state, rng_state, save_checkpoint
 from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.prefetch import prefetch
 from dmlnb.env import NO_TRAINING_ENV, TrainingDisabledError, show_progress
@@ -111,9 +117,10 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
         if _MEASURING.get():
             return
         raise TrainingDisabledError(
-            f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
-            "would be trained by a run without run_dir, which has no record to reload: give the run a "
-            "run_dir holding its finished record, or unset DMLNB_NO_TRAINING to train it here"
+            f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but "
+            f"{what} would be trained by a run without run_dir, which has no record to reload: "
+            "give the run a run_dir holding its finished record, or unset DMLNB_NO_TRAINING to "
+            "train it here"
         )
     record, ckpt = run_dir / "record.json", run_dir / "checkpoint.pt"
     if not record.exists() and not ckpt.exists():
@@ -124,8 +131,9 @@ def check_training_allowed(run_dir: Path | None, what: str) -> None:
         where = f"{ckpt} holds an unfinished run"
     raise TrainingDisabledError(
         f"training is disabled ({NO_TRAINING_ENV}=1, set by `python -m dmlnb render`) but {what} "
-        f"would be trained: {where}. Copy that run folder (record.json, analysis.json, checkpoint.pt, best.pt) "
-        "from the machine that trained it into --runs, or render without --runs to train here"
+        f"would be trained: {where}. Copy that run folder (record.json, analysis.json, "
+        "checkpoint.pt, best.pt) from the machine that trained it into --runs, or render without "
+        "--runs to train here"
     )
 
 
@@ -135,11 +143,15 @@ def resolve_device(name: str = "auto") -> torch.device:
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     device = torch.device(name)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError(f"device {name!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+        raise RuntimeError(
+            f"device {name!r} requested but CUDA is not available; use 'auto' or 'cpu'"
+        )
     return device
 
 
-def build_optimizer(config: TrainConfig, model: nn.Module, loss_fn: nn.Module) -> torch.optim.Optimizer:
+def build_optimizer(
+    config: TrainConfig, model: nn.Module, loss_fn: nn.Module
+) -> torch.optim.Optimizer:
     """The configured optimiser over the model's and the loss's parameters.
 
     Parameter groups: the model's parameters at ``lr`` (first, so ``param_groups[0]`` holds the
@@ -162,24 +174,34 @@ def build_optimizer(config: TrainConfig, model: nn.Module, loss_fn: nn.Module) -
         if not isinstance(head, nn.Module):
             raise ValueError(
                 f"head_lr_scale={config.head_lr_scale:g} needs model.head (an nn.Module, as "
-                f"dmlnb.models.EmbeddingNet has), {type(model).__name__} has none; use head_lr_scale=1.0"
+                f"dmlnb.models.EmbeddingNet has), {type(model).__name__} has none; use "
+                "head_lr_scale=1.0"
             )
         in_head = {id(p) for p in head.parameters()}
-        groups = [{"params": [p for p in trainable if id(p) not in in_head]},
-                  {"params": [p for p in trainable if id(p) in in_head], "lr": config.head_lr_scale * config.lr}]
+        groups = [
+            {"params": [p for p in trainable if id(p) not in in_head]},
+            {
+                "params": [p for p in trainable if id(p) in in_head],
+                "lr": config.head_lr_scale * config.lr,
+            },
+        ]
     loss_params = [p for p in loss_fn.parameters() if p.requires_grad]
     if loss_params:
         groups.append({"params": loss_params, "lr": config.loss_lr or config.lr})
     name, lr, wd = config.optimizer, config.lr, config.weight_decay
     params = [p for g in groups for p in g["params"]]
-    fused = bool(params) and all(p.is_cuda and p.is_floating_point() for p in params)  # one kernel per step
+    fused = bool(params) and all(
+        p.is_cuda and p.is_floating_point() for p in params
+    )  # one kernel per step
     betas = tuple(config.betas)
     if name == "adam":
         return torch.optim.Adam(groups, lr=lr, betas=betas, weight_decay=wd, fused=fused or None)
     if name == "adamw":
         return torch.optim.AdamW(groups, lr=lr, betas=betas, weight_decay=wd, fused=fused or None)
     if name == "sgd":
-        return torch.optim.SGD(groups, lr=lr, momentum=config.momentum, weight_decay=wd, fused=fused or None)
+        return torch.optim.SGD(
+            groups, lr=lr, momentum=config.momentum, weight_decay=wd, fused=fused or None
+        )
     if name == "rmsprop":
         return torch.optim.RMSprop(groups, lr=lr, momentum=config.momentum, weight_decay=wd)
     raise ValueError(f"unknown optimizer {name!r}; choose one of {list(OPTIMIZERS)}")
@@ -221,7 +243,9 @@ def _batches(
 
         def load(t: int, idx: list[int]) -> tuple[Tensor, Tensor, Tensor]:
             index = torch.as_tensor(idx, dtype=torch.long)  # (B,)
-            x, y = dataset.get_batch(index, device=device, generator=stream_generator(seed, "augment", epoch, t))
+            x, y = dataset.get_batch(
+                index, device=device, generator=stream_generator(seed, "augment", epoch, t)
+            )
             return x, y, index
 
         yield from prefetch(load, batches, device, ahead)
@@ -233,13 +257,18 @@ def _batches(
             yield x, y, index
         return
     loader = DataLoader(
-        _Indexed(dataset), batch_sampler=batches, num_workers=num_workers, pin_memory=pin,
+        _Indexed(dataset),
+        batch_sampler=batches,
+        num_workers=num_workers,
+        pin_memory=pin,
         persistent_workers=False,
     )
     yield from loader
 
 
-def mixed_precision(device: torch.device, enabled: bool) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
+def mixed_precision(
+    device: torch.device, enabled: bool
+) -> tuple[contextlib.AbstractContextManager, torch.amp.GradScaler | None]:
     """``(autocast context, grad scaler or None)``: bf16 autocast on CUDA where supported, fp16
     with a scaler otherwise; no-ops on CPU or when ``enabled`` is false."""
     if not (enabled and device.type == "cuda"):
@@ -254,8 +283,10 @@ def precision_description(config: TrainConfig) -> str:
     chapters' deviations tables: none of the five papers states its precision."""
     if not config.amp:
         return "float32 on every device (amp off)"
-    return ("bf16 autocast on a CUDA GPU (fp16 with a gradient scaler where bf16 is unsupported), float32 on a CPU "
-            "(amp on; the loss and the evaluation in float32)")
+    return (
+        "bf16 autocast on a CUDA GPU (fp16 with a gradient scaler where bf16 is unsupported), "
+        "float32 on a CPU (amp on; the loss and the evaluation in float32)"
+    )
 
 
 @contextlib.contextmanager
@@ -276,7 +307,9 @@ def _cudnn_autotune(device: torch.device) -> Iterator[None]:
 def _default_sampler(labels: Tensor, config: TrainConfig) -> Sampler:
     from dmlnb.samplers import MPerClassSampler
 
-    return MPerClassSampler(labels, m=config.m_per_class, batch_size=config.batch_size, seed=config.seed)
+    return MPerClassSampler(
+        labels, m=config.m_per_class, batch_size=config.batch_size, seed=config.seed
+    )
 
 
 def evaluate_model(
@@ -292,10 +325,19 @@ def evaluate_model(
     emb, lab = compute_embeddings(model, eval_set, batch_size=config.eval_batch_size, device=device)
     kwargs: dict[str, Any] = {}
     if gallery_set is not None:
-        g_emb, g_lab = compute_embeddings(model, gallery_set, batch_size=config.eval_batch_size, device=device)
+        g_emb, g_lab = compute_embeddings(
+            model, gallery_set, batch_size=config.eval_batch_size, device=device
+        )
         kwargs = {"gallery_embeddings": g_emb, "gallery_labels": g_lab}
-    return evaluate(emb, lab, ks=config.eval_ks, metrics=config.eval_metrics, seed=config.seed,
-                    metric=distance, **kwargs)  # type: ignore[arg-type]
+    return evaluate(
+        emb,
+        lab,
+        ks=config.eval_ks,
+        metrics=config.eval_metrics,
+        seed=config.seed,
+        metric=distance,
+        **kwargs,
+    )  # type: ignore[arg-type]
 
 
 class PhaseClock:
@@ -344,10 +386,13 @@ class LossMeter:
         dtype = torch.float32 if device.type == "mps" else torch.float64
         self.every = every if every is not None else (1 if device.type == "cpu" else 50)
         self.total = torch.zeros((), dtype=dtype, device=device)  # sum of loss x batch size
-        self.first_bad = torch.full((), -1, dtype=torch.long, device=device)  # first non-finite step
+        self.first_bad = torch.full(
+            (), -1, dtype=torch.long, device=device
+        )  # first non-finite step
         self.last = torch.zeros((), dtype=dtype, device=device)
         self.images, self.pending = 0, 0
-        #: Value checks of the losses, deferred to this meter's reads when it reads every k > 1 steps.
+        #: Value checks of the losses, deferred to this meter's reads when it
+        #: reads every k > 1 steps.
         self.checks = DeferredChecks(device) if self.every > 1 else None
 
     def deferring(self) -> contextlib.AbstractContextManager:
@@ -360,7 +405,9 @@ class LossMeter:
         :meth:`start_step` before the step's forward pass."""
         self.last = loss.to(self.total.dtype)
         self.total += self.last * batch_size
-        self.first_bad = torch.where((self.first_bad < 0) & ~torch.isfinite(loss), step, self.first_bad)
+        self.first_bad = torch.where(
+            (self.first_bad < 0) & ~torch.isfinite(loss), step, self.first_bad
+        )
         self.images += batch_size
         self.pending += 1
 
@@ -369,7 +416,8 @@ class LossMeter:
         return self.pending >= self.every
 
     def read(self, epoch: int) -> float:
-        """The last step's loss (one host read); raises ``FloatingPointError`` on a non-finite one."""
+        """The last step's loss (one host read); raises ``FloatingPointError`` on
+        a non-finite one."""
         return self._read(epoch, self.last)
 
     def epoch_mean(self, epoch: int) -> float:
@@ -392,8 +440,8 @@ class LossMeter:
             self.checks.raise_for(int(read[2]))  # a bad batch's own error comes first
         if first_bad >= 0:
             raise FloatingPointError(
-                f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning rate "
-                "(config key 'lr') or set grad_clip"
+                f"non-finite loss at epoch {epoch + 1}, step {int(first_bad)}: lower the learning "
+                "rate (config key 'lr') or set grad_clip"
             )
         return out
 
@@ -423,7 +471,8 @@ def train(
 
     Args:
         model: maps images ``(B, C, H, W)`` to embeddings ``(B, D)``; moved to the device in place.
-        loss_fn: ``loss_fn(embeddings (B, D), labels (B,)) -> scalar``; its parameters are optimised.
+        loss_fn: ``loss_fn(embeddings (B, D), labels (B,)) -> scalar``; its
+            parameters are optimised.
         train_set: a :class:`dmlnb.data.LabelledDataset` (``labels`` attribute, ``(x, y)`` items).
         eval_set: evaluated every ``config.eval_every`` epochs (``None``: no evaluation).
         config: the resolved :class:`dmlnb.profiles.TrainConfig`.
@@ -435,7 +484,8 @@ def train(
         resume: continue from ``run_dir``'s checkpoint when one exists (a finished run is loaded,
             not retrained).
         eval_at_start: also evaluate before the first step (history row with ``epoch == 0``).
-        progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see :func:`show_progress`).
+        progress: show a tqdm bar (``None``: unless ``DMLNB_PROGRESS=0``, see
+            :func:`show_progress`).
         name: run name stored in the record (default: the folder name or ``"run"``).
         spec: the method specification stored in the record with its
             :func:`~dmlnb.records.run_fingerprint` (:mod:`dmlnb.runs` passes it); a checkpoint
@@ -469,8 +519,8 @@ def train(
         )
     if val_set is not None and eval_set is None:
         raise ValueError(
-            "val_set is given without an eval_set: a run selected on the validation classes reports "
-            "the test classes at that epoch; pass the test set as eval_set"
+            "val_set is given without an eval_set: a run selected on the validation classes "
+            "reports the test classes at that epoch; pass the test set as eval_set"
         )
     device = resolve_device(config.device)
     if device.type == "cpu":
@@ -487,8 +537,12 @@ def train(
     if isinstance(sampler, Hook) and sampler not in hooks:
         hooks.insert(0, sampler)
     optimizer = build_optimizer(config, model, loss_fn)
-    milestones = sorted({max(1, round(f * config.epochs)) if f < 1 else int(f) for f in config.lr_milestones})
-    scheduler = torch.optim.lr_scheduler.MultiStepLR(optimizer, milestones=milestones, gamma=config.lr_gamma)
+    milestones = sorted(
+        {max(1, round(f * config.epochs)) if f < 1 else int(f) for f in config.lr_milestones}
+    )
+    scheduler = torch.optim.lr_scheduler.MultiStepLR(
+        optimizer, milestones=milestones, gamma=config.lr_gamma
+    )
     autocast, scaler = mixed_precision(device, config.amp)
     step_model = torch.compile(model) if config.compile and device.type == "cuda" else model
     state = TrainState(model=model, loss_fn=loss_fn, optimizer=optimizer, device=device)
@@ -503,8 +557,10 @@ def train(
     }
     if val_set is not None:
         val_labels = check_dataset_labels(val_set, "val_set")
-        components["val_set"] = (f"{type(val_set).__name__} of {len(val_set)} items, "  # type: ignore[arg-type]
-                                 f"{int(torch.unique(val_labels).numel())} classes")
+        components["val_set"] = (
+            f"{type(val_set).__name__} of {len(val_set)} items, "  # type: ignore[arg-type]
+            f"{int(torch.unique(val_labels).numel())} classes"
+        )
     record = RunRecord.new(
         name=name or (run_dir.name if run_dir is not None else "run"),
         config=config.to_dict(),
@@ -517,10 +573,12 @@ def train(
     if resume and ckpt_path is not None and ckpt_path.exists():
         ckpt = load_checkpoint(ckpt_path)
         saved = RunRecord.from_data(ckpt.get("record"), f"{ckpt_path}['record']")
-        if saved.config != record.data["config"] or saved.data.get("fingerprint") != record.data.get("fingerprint"):
+        if saved.config != record.data["config"] or saved.data.get(
+            "fingerprint"
+        ) != record.data.get("fingerprint"):
             raise ValueError(
-                f"{run_dir} holds a run with a different configuration or method specification; pass a new run_dir, "
-                "or resume=False to overwrite it"
+                f"{run_dir} holds a run with a different configuration or method specification; "
+                "pass a new run_dir, or resume=False to overwrite it"
             )
         model.load_state_dict(ckpt["model"])
         loss_fn.load_state_dict(ckpt["loss"])
@@ -530,8 +588,9 @@ def train(
             scaler.load_state_dict(ckpt["scaler"])
         if len(ckpt["hooks"]) != len(hooks) and int(ckpt["epoch"]) < config.epochs:
             raise ValueError(
-                f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has {len(hooks)} "
-                f"({[type(h).__name__ for h in hooks]}); pass the same hooks, or a new run_dir"
+                f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has "
+                f"{len(hooks)} ({[type(h).__name__ for h in hooks]}); pass the same hooks, or a "
+                "new run_dir"
             )
         for hook, hook_state in zip(hooks, ckpt["hooks"]):
             hook.load_state_dict(hook_state)
@@ -541,7 +600,9 @@ def train(
         if start_epoch < config.epochs:
             record.resume(environment_info(device), start_epoch)
     if start_epoch < config.epochs:
-        check_training_allowed(run_dir, f"epochs {start_epoch + 1}-{config.epochs} of {record.data['name']!r}")
+        check_training_allowed(
+            run_dir, f"epochs {start_epoch + 1}-{config.epochs} of {record.data['name']!r}"
+        )
     if run_dir is not None:
         record.path = run_dir / "record.json"
         if start_epoch > 0:
@@ -562,20 +623,35 @@ def train(
         return out
 
     if eval_at_start and start_epoch == 0 and eval_set is not None:
-        record.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, **run_eval()},
-                         config.select_metric, config.select_on)
+        record.add_epoch(
+            {"epoch": 0, "loss": None, "train_seconds": 0.0, **run_eval()},
+            config.select_metric,
+            config.select_on,
+        )
 
     steps_per_epoch = len(sampler) if config.steps_per_epoch is None else config.steps_per_epoch  # type: ignore[arg-type]
-    if isinstance(sampler, Hook) and config.steps_per_epoch is not None and steps_per_epoch != len(sampler):  # type: ignore[arg-type]
+    if (
+        isinstance(sampler, Hook)
+        and config.steps_per_epoch is not None
+        and steps_per_epoch != len(sampler)
+    ):  # type: ignore[arg-type]
         raise ValueError(
             f"{type(sampler).__name__} counts {len(sampler)} steps per epoch but "  # type: ignore[arg-type]
-            f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the loop's; "
-            "leave steps_per_epoch unset or build the sampler with num_batches=steps_per_epoch"
+            f"config.steps_per_epoch is {steps_per_epoch}: its schedule would drift from the "
+            "loop's; leave steps_per_epoch unset or build the sampler with "
+            "num_batches=steps_per_epoch"
         )
     total = steps_per_epoch * config.epochs
-    bar = tqdm(total=total, initial=steps_per_epoch * start_epoch, disable=not show_progress(progress) or start_epoch >= config.epochs,
-               desc=record.data["name"], leave=False)
-    step = int(ckpt.get("step", steps_per_epoch * start_epoch)) if start_epoch else 0  # the next step's number
+    bar = tqdm(
+        total=total,
+        initial=steps_per_epoch * start_epoch,
+        disable=not show_progress(progress) or start_epoch >= config.epochs,
+        desc=record.data["name"],
+        leave=False,
+    )
+    step = (
+        int(ckpt.get("step", steps_per_epoch * start_epoch)) if start_epoch else 0
+    )  # the next step's number
     for hook in hooks:
         hook.on_train_start(state)
     stack = contextlib.ExitStack()
@@ -588,7 +664,9 @@ def train(
             t0 = time.perf_counter()
             if hasattr(sampler, "set_epoch"):
                 sampler.set_epoch(epoch)  # type: ignore[attr-defined]
-            if config.steps_per_epoch is None:  # a sampler's epoch may change length (SSDML's partitions)
+            if (
+                config.steps_per_epoch is None
+            ):  # a sampler's epoch may change length (SSDML's partitions)
                 steps_per_epoch = len(sampler)  # type: ignore[arg-type]
                 bar.total = bar.n + steps_per_epoch * (config.epochs - epoch)
             batches = _EpochBatches(sampler, steps_per_epoch)
@@ -596,8 +674,18 @@ def train(
             clock = PhaseClock(device.type == "cpu")
             ahead = 0 if isinstance(sampler, Hook) else 1  # a hook sampler draws after each step
             with meter.deferring():
-                for i, (x, y, idx) in enumerate(_batches(train_set, batches, config.num_workers, pin, device=device,
-                                                         seed=config.seed, epoch=epoch, ahead=ahead)):
+                for i, (x, y, idx) in enumerate(
+                    _batches(
+                        train_set,
+                        batches,
+                        config.num_workers,
+                        pin,
+                        device=device,
+                        seed=config.seed,
+                        epoch=epoch,
+                        ahead=ahead,
+                    )
+                ):
                     state.step = step
                     step += 1
                     meter.start_step(state.step)
@@ -646,7 +734,9 @@ def train(
                     clock.lap("hooks")
                     meter.add(state.loss, len(idx), state.step)
                     if meter.due():
-                        bar.set_postfix(epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False)
+                        bar.set_postfix(
+                            epoch=epoch + 1, loss=f"{meter.read(epoch):.4f}", refresh=False
+                        )
                     bar.update(1)
                     clock.lap("bookkeeping")
             if device.type == "cuda":
@@ -677,7 +767,14 @@ def train(
                 record.finish(utc_now())
             if run_dir is not None:
                 if improved:
-                    save_checkpoint({"model": model.state_dict(), "loss": loss_fn.state_dict(), "epoch": epoch + 1}, run_dir / "best.pt")
+                    save_checkpoint(
+                        {
+                            "model": model.state_dict(),
+                            "loss": loss_fn.state_dict(),
+                            "epoch": epoch + 1,
+                        },
+                        run_dir / "best.pt",
+                    )
                 save_checkpoint(
                     {
                         "model": model.state_dict(),
@@ -718,7 +815,8 @@ def check_dataset_labels(dataset: Dataset, name: str, allow_unlabelled: bool = F
     labels = torch.as_tensor(dataset.labels)  # type: ignore[attr-defined]
     if labels.dim() != 1 or len(labels) != len(dataset):  # type: ignore[arg-type]
         raise ValueError(
-            f"{name}.labels has shape {tuple(labels.shape)} but {name} holds {len(dataset)} examples; "  # type: ignore[arg-type]
+            f"{name}.labels has shape {tuple(labels.shape)} but {name} holds {len(dataset)} "
+            "examples; "  # type: ignore[arg-type]
             "give one class id per example"
         )
     if labels.is_floating_point() or labels.is_complex() or labels.dtype == torch.bool:
@@ -728,8 +826,10 @@ def check_dataset_labels(dataset: Dataset, name: str, allow_unlabelled: bool = F
         )
     negative = int((labels < (-1 if allow_unlabelled else 0)).sum())
     if negative and allow_unlabelled:
-        raise ValueError(f"{name}.labels holds {negative} labels below -1 (min {int(labels.min())}); "
-                         "use class ids >= 0, and -1 for unlabelled examples")
+        raise ValueError(
+            f"{name}.labels holds {negative} labels below -1 (min {int(labels.min())}); "
+            "use class ids >= 0, and -1 for unlabelled examples"
+        )
     if negative:
         raise ValueError(
             f"{name}.labels holds {negative} negative labels (min {int(labels.min())}); -1 marks "
@@ -765,7 +865,9 @@ class _EpochBatches:
                 if produced == self.n:
                     return
             if produced == before:
-                raise ValueError(f"{self.sampler!r} yielded no batch; check batch_size against the data")
+                raise ValueError(
+                    f"{self.sampler!r} yielded no batch; check batch_size against the data"
+                )
 
 
 def fit(
@@ -797,7 +899,16 @@ def fit(
     else:
         eval_set, gallery = splits.test, None
     record = train(
-        model, loss_fn, splits.train, eval_set, config, sampler=sampler, hooks=hooks,
-        gallery_set=gallery, run_dir=run_dir, val_set=splits.validation, **train_kwargs,
+        model,
+        loss_fn,
+        splits.train,
+        eval_set,
+        config,
+        sampler=sampler,
+        hooks=hooks,
+        gallery_set=gallery,
+        run_dir=run_dir,
+        val_set=splits.validation,
+        **train_kwargs,
     )
     return model, record

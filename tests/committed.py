@@ -16,7 +16,14 @@ import json
 import os
 from pathlib import Path
 
-FLOORS = Path(__file__).resolve().parents[1] / "results" / "00_protocol" / "default" / "floors" / "measurement.json"
+FLOORS = (
+    Path(__file__).resolve().parents[1]
+    / "results"
+    / "00_protocol"
+    / "default"
+    / "floors"
+    / "measurement.json"
+)
 
 
 @functools.cache
@@ -36,5 +43,7 @@ def rounds_as_committed() -> bool | None:
     splits = load_dataset(config.dataset, root=root, **config.dataset_options)
     name = protocol.untrained_name(config)
     here = protocol.floors(config, splits)[name]
-    committed = next({k: v for k, v in row.items() if k != "row"} for row in stored["rows"] if row["row"] == name)
+    committed = next(
+        {k: v for k, v in row.items() if k != "row"} for row in stored["rows"] if row["row"] == name
+    )
     return here == committed

@@ -44,5 +44,6 @@ def nondeterministic_cuda() -> Iterator[None]:
     finally:
         torch.use_deterministic_algorithms(before, warn_only=before)
 
+
 # Notebooks under tests/data are inputs the tests execute (papermill), not nbval tests.
 collect_ignore_glob = ["data/*"]

@@ -9,11 +9,11 @@ import math
 import torch
 from torch import Tensor
 
+
 def _encode(labels: Tensor) -> tuple[Tensor, int]:
     """Labels mapped to ``0..C-1`` (sorted order): codes ``(B,)`` and ``C``."""
     uniq, codes = torch.unique(labels, return_inverse=True)
     return codes, uniq.numel()
-
 
 
 def _assign(dist: Tensor, medoids: Tensor) -> Tensor:
@@ -21,7 +21,6 @@ def _assign(dist: Tensor, medoids: Tensor) -> Tensor:
     assign = dist[:, medoids].argmin(dim=1)  # (B,) first minimum wins
     assign[medoids] = torch.arange(medoids.numel(), device=dist.device)
     return assign
-
 
 
 # Mutual information (nats) at or below this is float64 round-off of an independent table and is
@@ -71,8 +70,9 @@ def _nmi_codes(assign: Tensor, codes: Tensor, num_clusters: int, num_classes: in
     return _nmi(assign, cell, codes, num_clusters, num_clusters * num_classes, num_classes)
 
 
-
-def _augmented_objective(dist: Tensor, codes: Tensor, num_classes: int, medoids: Tensor, gamma: float) -> Tensor:
+def _augmented_objective(
+    dist: Tensor, codes: Tensor, num_classes: int, medoids: Tensor, gamma: float
+) -> Tensor:
     assign = _assign(dist, medoids)  # (B,)
     nmi = _nmi_codes(assign[None], codes, medoids.numel(), num_classes)[0]
     score = dist[:, medoids].min(dim=1).values.sum(dtype=torch.float64)
@@ -134,8 +134,16 @@ def _greedy(dist: Tensor, codes: Tensor, num_classes: int, gamma: float) -> Tens
     medoids = torch.empty(num_classes, dtype=torch.long, device=device)  # (C,)
     for t in range(num_classes):
         objective, assign = _candidate_objectives(
-            candidate_dist, everyone, t, current_min, current_assign, chosen,
-            codes, t + 1, num_classes, gamma,
+            candidate_dist,
+            everyone,
+            t,
+            current_min,
+            current_assign,
+            chosen,
+            codes,
+            t + 1,
+            num_classes,
+            gamma,
         )  # (B,), (B, B)
         best = objective.masked_fill(chosen, -torch.inf).argmax()
         medoids[t] = best
@@ -175,8 +183,16 @@ def _refine(
             is_candidate[medoids[k]] = True  # Lemma 1: the current medoid is a candidate
             candidates = is_candidate.nonzero().squeeze(1)  # (n,)
             objective, _ = _candidate_objectives(
-                dist[:, candidates].T, candidates, k, base_min, base_assign, fixed,
-                codes, k_all, num_classes, gamma,
+                dist[:, candidates].T,
+                candidates,
+                k,
+                base_min,
+                base_assign,
+                fixed,
+                codes,
+                k_all,
+                num_classes,
+                gamma,
             )  # (n,)
             current = objective[candidates == medoids[k]]  # (1,)
             best = objective.argmax()

@@ -10,7 +10,11 @@ import pytest
 
 from dmlnb.allocator import KEPT_BYTES, keep_freed_memory
 
-GLIBC = (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc") if hasattr(os, "confstr") else False
+GLIBC = (
+    (os.confstr("CS_GNU_LIBC_VERSION") or "").startswith("glibc")
+    if hasattr(os, "confstr")
+    else False
+)
 
 # Bytes glibc holds in blocks mmapped one by one (mallinfo2's hblkhd) grow with a 300 MB tensor
 # unless the thresholds keep such blocks in the heap; printed as "<accepted> <growth in bytes>".
@@ -18,8 +22,10 @@ MMAPPED_GROWTH = """
 import ctypes, sys, torch
 from dmlnb.allocator import keep_freed_memory
 class Info(ctypes.Structure):
-    _fields_ = [(name, ctypes.c_size_t) for name in
-                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks", "keepcost")]
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks",
+        "fordblks", "keepcost",
+    )]
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = Info
 accepted = keep_freed_memory() if sys.argv[1] == "keep" else None
@@ -30,8 +36,13 @@ print(accepted, libc.mallinfo2().hblkhd - before)
 
 
 def _mmapped_growth(mode: str) -> tuple[str, int]:
-    out = subprocess.run([sys.executable, "-c", MMAPPED_GROWTH, mode], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    out = subprocess.run(
+        [sys.executable, "-c", MMAPPED_GROWTH, mode],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     accepted, growth = out.stdout.split()
     return accepted, int(growth)
 
@@ -50,5 +61,7 @@ def test_keeping_freed_memory_is_idempotent() -> None:
 
 @pytest.mark.parametrize("limit", [0, -1, 2**31, 1.5, True, "1G"])
 def test_a_limit_mallopt_cannot_take_is_refused_with_the_range(limit: object) -> None:
-    with pytest.raises(ValueError, match=r"limit must be an int of bytes in \[1, 2147483647\].*got"):
+    with pytest.raises(
+        ValueError, match=r"limit must be an int of bytes in \[1, 2147483647\].*got"
+    ):
         keep_freed_memory(limit)  # type: ignore[arg-type]

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fabricated import fabricated_cub
 
 from dmlnb.data import load_dataset
 from dmlnb.profiles import check_parameters, make_config
-
-from fabricated import fabricated_cub
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -62,7 +61,12 @@ CONFIG_CASES = [
     ("eval_ks=() with recall", {"eval_ks": ()}, ValueError, "eval_ks"),
     ("eval_metrics unknown", {"eval_metrics": ("recall", "accuracy")}, ValueError, "'accuracy'"),
     ("select_metric=R@3", {"select_metric": "R@3"}, ValueError, "'R@3'"),
-    ("select_metric=NMI without nmi", {"select_metric": "NMI", "eval_metrics": ("recall",)}, ValueError, "'NMI'"),
+    (
+        "select_metric=NMI without nmi",
+        {"select_metric": "NMI", "eval_metrics": ("recall",)},
+        ValueError,
+        "'NMI'",
+    ),
     ("optimizer=adagrad", {"optimizer": "adagrad"}, ValueError, "'adagrad'"),
     ("model=resnet", {"model": "resnet"}, ValueError, "'resnet'"),
     ("dataset=imagenet", {"dataset": "imagenet"}, ValueError, "'imagenet'"),
@@ -83,7 +87,9 @@ def test_make_config_rejects(overrides: dict, error: type, text: str) -> None:
     assert "must" in str(info.value) or "choose" in str(info.value)  # says what is allowed
 
 
-@pytest.mark.parametrize("overrides", ["epochs=3", [("epochs", 3)], 3], ids=["str", "list-of-pairs", "int"])
+@pytest.mark.parametrize(
+    "overrides", ["epochs=3", [("epochs", 3)], 3], ids=["str", "list-of-pairs", "int"]
+)
 def test_make_config_overrides_must_be_a_mapping(overrides: Any) -> None:
     with pytest.raises(TypeError, match=r"overrides must be a dict .*\{\"epochs\": 3\}"):
         make_config("smoke", overrides)
@@ -113,7 +119,12 @@ PARAMETER_CASES = [
     ("threads=0", {"threads": 0}, ValueError, "'threads'"),
     ("retrain='yes'", {"retrain": "yes"}, TypeError, "'retrain'"),
     ("validation='yes'", {"validation": "yes"}, TypeError, "'validation'"),
-    ("validation=1.5", {"validation": 1.5}, ValueError, "a fraction of the training classes in (0, 1)"),
+    (
+        "validation=1.5",
+        {"validation": 1.5},
+        ValueError,
+        "a fraction of the training classes in (0, 1)",
+    ),
     ("validation=0", {"validation": 0}, ValueError, "'validation'"),
     ("results_dir=''", {"results_dir": ""}, ValueError, "'results_dir'"),
     ("data_root=3", {"data_root": 3}, TypeError, "'data_root'"),
@@ -149,7 +160,9 @@ def _setup_call(path: Path) -> tuple[dict[str, Any], str]:
     exec("".join(cells[i]["source"]), namespace)
     setup = cells[i + 2]  # after papermill's injected "Parameters" cell
     tree = ast.parse("".join(setup["source"]).replace("%matplotlib inline", ""))
-    calls = [n for n in tree.body if isinstance(n, ast.Expr) and "check_parameters" in ast.unparse(n)]
+    calls = [
+        n for n in tree.body if isinstance(n, ast.Expr) and "check_parameters" in ast.unparse(n)
+    ]
     assert len(calls) == 1, f"{path.name}: the set-up cell must call check_parameters once"
     params = {k: v for k, v in namespace.items() if not k.startswith("__")}
     return params, ast.unparse(calls[0])
@@ -210,11 +223,20 @@ def test_missing_image_in_the_middle_names_its_file(tmp_path: Path) -> None:
 
 IMAGE_FOLDER_OPTION_CASES = [
     # (id, options, exception, texts the message must contain)
-    ("decoded_cache='yes'", {"decoded_cache": "yes"}, TypeError, ["decoded_cache", "'yes'", "True", "False"]),
+    (
+        "decoded_cache='yes'",
+        {"decoded_cache": "yes"},
+        TypeError,
+        ["decoded_cache", "'yes'", "True", "False"],
+    ),
     ("cache_size=0", {"cache_size": 0}, ValueError, ["cache_size", "0", "e.g. 10"]),
     ("cache_size=12.5", {"cache_size": 12.5}, ValueError, ["cache_size", "12.5"]),
-    ("cache_size-without-cache", {"decoded_cache": False, "cache_size": 12}, ValueError,
-     ["cache_size=12", "decoded_cache=True"]),
+    (
+        "cache_size-without-cache",
+        {"decoded_cache": False, "cache_size": 12},
+        ValueError,
+        ["cache_size=12", "decoded_cache=True"],
+    ),
     ("image_size=0", {"image_size": 0}, ValueError, ["image_size", "0"]),
     ("resize<image_size", {"resize": 6}, ValueError, ["resize=6", "image_size=8", "resize >= 8"]),
     ("padding-without-resize", {"padding": 2}, ValueError, ["padding=2", "set resize"]),
@@ -224,7 +246,9 @@ IMAGE_FOLDER_OPTION_CASES = [
 
 @pytest.mark.parametrize("dataset", ["cub200", "cars196", "sop", "inshop", "hotels50k"])
 @pytest.mark.parametrize(
-    "options,exception,texts", [c[1:] for c in IMAGE_FOLDER_OPTION_CASES], ids=[c[0] for c in IMAGE_FOLDER_OPTION_CASES]
+    "options,exception,texts",
+    [c[1:] for c in IMAGE_FOLDER_OPTION_CASES],
+    ids=[c[0] for c in IMAGE_FOLDER_OPTION_CASES],
 )
 def test_bad_image_folder_option_names_the_option(
     dataset: str, options: dict, exception: type, texts: list[str], tmp_path: Path
@@ -296,10 +320,22 @@ def test_sop_non_integer_class_id_names_file_and_line(tmp_path: Path) -> None:
 PAPERMILL_CASES = [
     ("00-seeds=3", "00_protocol", {"seeds": 3}, "TypeError", "'seeds'"),
     ("00-profile=nope", "00_protocol", {"profile": "nope"}, "ValueError", "'nope'"),
-    ("00-overrides-as-text", "00_protocol", {"overrides": '{"epochs": -1}'}, "TypeError", "'overrides'"),
+    (
+        "00-overrides-as-text",
+        "00_protocol",
+        {"overrides": '{"epochs": -1}'},
+        "TypeError",
+        "'overrides'",
+    ),
     ("01-tsne_classes=0", "01_easy_positive", {"tsne_classes": 0}, "ValueError", "'tsne_classes'"),
     ("02-gamma=-1", "02_facility_location", {"gamma": -1.0}, "ValueError", "'gamma'"),
-    ("03-kmeans_seeds-repeat", "03_discriminative", {"kmeans_seeds": [0, 0]}, "ValueError", "'kmeans_seeds'"),
+    (
+        "03-kmeans_seeds-repeat",
+        "03_discriminative",
+        {"kmeans_seeds": [0, 0]},
+        "ValueError",
+        "'kmeans_seeds'",
+    ),
     ("04-m_grid=[0,4]", "04_profs", {"m_grid": [0, 4]}, "ValueError", "'m_grid'"),
     ("05-overrides-epochs=-1", "05_ssdml", {"overrides": {"epochs": -1}}, "ValueError", "'epochs'"),
 ]
@@ -307,18 +343,28 @@ PAPERMILL_CASES = [
 
 @pytest.mark.notebook
 @pytest.mark.parametrize(
-    "stem,parameters,ename,text", [c[1:] for c in PAPERMILL_CASES], ids=[c[0] for c in PAPERMILL_CASES]
+    "stem,parameters,ename,text",
+    [c[1:] for c in PAPERMILL_CASES],
+    ids=[c[0] for c in PAPERMILL_CASES],
 )
 def test_bad_notebook_parameter_fails_in_the_setup_cell(
-    stem: str, parameters: dict, ename: str, text: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stem: str,
+    parameters: dict,
+    ename: str,
+    text: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     papermill = pytest.importorskip("papermill")
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)
     with pytest.raises(papermill.PapermillExecutionError) as info:
         papermill.execute_notebook(
-            str(NOTEBOOKS / f"{stem}.ipynb"), str(tmp_path / "out.ipynb"),
+            str(NOTEBOOKS / f"{stem}.ipynb"),
+            str(tmp_path / "out.ipynb"),
             parameters={"profile": "smoke", "results_dir": str(tmp_path / "results"), **parameters},
-            kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False,
+            kernel_name="python3",
+            cwd=str(NOTEBOOKS),
+            progress_bar=False,
         )
     assert info.value.ename == ename
     assert text in info.value.evalue
@@ -327,18 +373,44 @@ def test_bad_notebook_parameter_fails_in_the_setup_cell(
 
 
 @pytest.mark.notebook
-def test_papermill_cli_dash_p_seeds_3_names_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_papermill_cli_dash_p_seeds_3_names_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The command line of the issue: ``papermill ... -p seeds 3``."""
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)
     out = tmp_path / "out.ipynb"
     done = subprocess.run(
-        [sys.executable, "-m", "papermill", str(NOTEBOOKS / "00_protocol.ipynb"), str(out),
-         "-k", "python3", "--cwd", str(NOTEBOOKS), "--no-progress-bar",
-         "-p", "profile", "smoke", "-p", "results_dir", str(tmp_path / "results"), "-p", "seeds", "3"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "papermill",
+            str(NOTEBOOKS / "00_protocol.ipynb"),
+            str(out),
+            "-k",
+            "python3",
+            "--cwd",
+            str(NOTEBOOKS),
+            "--no-progress-bar",
+            "-p",
+            "profile",
+            "smoke",
+            "-p",
+            "results_dir",
+            str(tmp_path / "results"),
+            "-p",
+            "seeds",
+            "3",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert done.returncode != 0
-    errors = [o for c in json.loads(out.read_text())["cells"] for o in c.get("outputs", [])
-              if o.get("output_type") == "error"]
+    errors = [
+        o
+        for c in json.loads(out.read_text())["cells"]
+        for o in c.get("outputs", [])
+        if o.get("output_type") == "error"
+    ]
     assert [e["ename"] for e in errors] == ["TypeError"]
     assert "'seeds'" in errors[0]["evalue"] and "-y 'seeds: [0, 1, 2]'" in errors[0]["evalue"]

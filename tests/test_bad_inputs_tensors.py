@@ -13,9 +13,20 @@ import torch.nn.functional as F
 from dmlnb import evaluation as ev
 from dmlnb.checks import NonFiniteError
 from dmlnb.losses import (
-    AngularLoss, ContrastiveLoss, DiscriminativeLoss, DistanceWeightedMiner, EasyPositiveLoss,
-    FacilityLocationLoss, LiftedStructureLoss, MarginLoss, MultiSimilarityLoss,
-    MultiSimilarityMiner, NormalizedSoftmaxLoss, NPairLoss, ProxyNCALoss, SoftTripleLoss,
+    AngularLoss,
+    ContrastiveLoss,
+    DiscriminativeLoss,
+    DistanceWeightedMiner,
+    EasyPositiveLoss,
+    FacilityLocationLoss,
+    LiftedStructureLoss,
+    MarginLoss,
+    MultiSimilarityLoss,
+    MultiSimilarityMiner,
+    NormalizedSoftmaxLoss,
+    NPairLoss,
+    ProxyNCALoss,
+    SoftTripleLoss,
     TripletLoss,
 )
 from dmlnb.losses.discriminative import lemma31_bound, onehot_centroids, triplet_loss_all
@@ -69,124 +80,292 @@ unlabelled[[1, 5]] = -1
 LOSS_CASES = []
 for name in LOSSES:
     LOSS_CASES += [
-        (f"{name}-empty-batch", lambda n=name: call_loss(n, X[:0], Y[:0]), ValueError,
-         r"embeddings is empty \(shape \(0, 6\), 0 rows\)"),
-        (f"{name}-zero-width", lambda n=name: call_loss(n, X[:, :0], Y), ValueError,
-         r"width 0 \(shape \(8, 0\)\)"),
-        (f"{name}-float-labels", lambda n=name: call_loss(n, X, Y.float()), ValueError,
-         r"labels must be integers .* got dtype torch.float32; convert with .long\(\)"),
-        (f"{name}-bool-labels", lambda n=name: call_loss(n, X, Y > 1), ValueError,
-         r"got dtype torch.bool"),
-        (f"{name}-length-mismatch", lambda n=name: call_loss(n, X, Y[:7]), ValueError,
-         r"labels has 7 entries for 8 embeddings"),
-        (f"{name}-unlabelled", lambda n=name: call_loss(n, X, unlabelled), ValueError,
-         r"-1 marks an unlabelled sample.*filter unlabelled samples out first"),
-        (f"{name}-nan", lambda n=name: call_loss(n, with_nan(), Y), NonFiniteError,
-         r"embeddings contain NaN or Inf in 1 of 8 rows"),
+        (
+            f"{name}-empty-batch",
+            lambda n=name: call_loss(n, X[:0], Y[:0]),
+            ValueError,
+            r"embeddings is empty \(shape \(0, 6\), 0 rows\)",
+        ),
+        (
+            f"{name}-zero-width",
+            lambda n=name: call_loss(n, X[:, :0], Y),
+            ValueError,
+            r"width 0 \(shape \(8, 0\)\)",
+        ),
+        (
+            f"{name}-float-labels",
+            lambda n=name: call_loss(n, X, Y.float()),
+            ValueError,
+            r"labels must be integers .* got dtype torch.float32; convert with .long\(\)",
+        ),
+        (
+            f"{name}-bool-labels",
+            lambda n=name: call_loss(n, X, Y > 1),
+            ValueError,
+            r"got dtype torch.bool",
+        ),
+        (
+            f"{name}-length-mismatch",
+            lambda n=name: call_loss(n, X, Y[:7]),
+            ValueError,
+            r"labels has 7 entries for 8 embeddings",
+        ),
+        (
+            f"{name}-unlabelled",
+            lambda n=name: call_loss(n, X, unlabelled),
+            ValueError,
+            r"-1 marks an unlabelled sample.*filter unlabelled samples out first",
+        ),
+        (
+            f"{name}-nan",
+            lambda n=name: call_loss(n, with_nan(), Y),
+            NonFiniteError,
+            r"embeddings contain NaN or Inf in 1 of 8 rows",
+        ),
     ]
 for name in FIXED_WIDTH:
     cls = type(LOSSES[name]()).__name__
     LOSS_CASES.append(
-        (f"{name}-wrong-width", lambda n=name: call_loss(n, torch.randn(B, D + 1), Y), ValueError,
-         rf"width 7 \(shape \(8, 7\)\) but {cls} has embedding_dim=6")
+        (
+            f"{name}-wrong-width",
+            lambda n=name: call_loss(n, torch.randn(B, D + 1), Y),
+            ValueError,
+            rf"width 7 \(shape \(8, 7\)\) but {cls} has embedding_dim=6",
+        )
     )
 for name in PER_CLASS:
     LOSS_CASES.append(
-        (f"{name}-label-out-of-range", lambda n=name: call_loss(n, X, Y + 1), ValueError,
-         r"labels must lie in \[0, num_classes=4\) .*got range \[1, 4\]")
+        (
+            f"{name}-label-out-of-range",
+            lambda n=name: call_loss(n, X, Y + 1),
+            ValueError,
+            r"labels must lie in \[0, num_classes=4\) .*got range \[1, 4\]",
+        )
     )
 
 EVAL_CASES = [
-    ("evaluate-zero-width", lambda: ev.evaluate(torch.zeros(20, 0), torch.arange(20) % 4),
-     ValueError, r"embeddings have width 0 \(shape \(20, 0\)\)"),
-    ("evaluate-empty", lambda: ev.evaluate(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)),
-     ValueError, r"embeddings is empty"),
+    (
+        "evaluate-zero-width",
+        lambda: ev.evaluate(torch.zeros(20, 0), torch.arange(20) % 4),
+        ValueError,
+        r"embeddings have width 0 \(shape \(20, 0\)\)",
+    ),
+    (
+        "evaluate-empty",
+        lambda: ev.evaluate(torch.zeros(0, 4), torch.zeros(0, dtype=torch.long)),
+        ValueError,
+        r"embeddings is empty",
+    ),
     ("evaluate-float-labels", lambda: ev.evaluate(X, Y.float()), ValueError, r"torch.float32"),
     ("evaluate-bool-labels", lambda: ev.evaluate(X, Y > 0), ValueError, r"torch.bool"),
-    ("evaluate-unlabelled", lambda: ev.evaluate(X, unlabelled), ValueError,
-     r"labels contain negative values \(2 of 8, min -1"),
-    ("evaluate-inf", lambda: ev.evaluate(X.clone().index_fill_(0, torch.tensor([2]), float("inf")), Y),
-     ValueError, r"NaN or Inf in 1 of 8 rows"),
-    ("evaluate-int-embeddings", lambda: ev.evaluate(X.long(), Y), ValueError,
-     r"floating-point tensor, got dtype torch.int64"),
-    ("evaluate-gallery-width", lambda: ev.evaluate(X, Y, gallery_embeddings=torch.randn(8, 5),
-                                                    gallery_labels=Y),
-     ValueError, r"gallery_embeddings have width 5 .* other operand has width 6"),
-    ("evaluate-gallery-zero-width", lambda: ev.evaluate(X, Y, gallery_embeddings=torch.zeros(8, 0),
-                                                         gallery_labels=Y),
-     ValueError, r"gallery_embeddings have width 0"),
-    ("recall-k-too-large", lambda: ev.recall_at_k(X, Y, ks=(1, 8)), ValueError,
-     r"K=8 asks for more neighbours than the gallery has: 7 available"),
-    ("recall-label-length", lambda: ev.recall_at_k(X, Y[:5]), ValueError,
-     r"labels has 5 entries for 8 embeddings"),
-    ("map-at-r-unlabelled-gallery", lambda: ev.map_at_r(X, Y, gallery_embeddings=X,
-                                                        gallery_labels=unlabelled),
-     ValueError, r"gallery_labels contain negative values"),
-    ("knn-zero-width", lambda: ev.knn(torch.zeros(5, 0), None, 1), ValueError,
-     r"query have width 0"),
+    (
+        "evaluate-unlabelled",
+        lambda: ev.evaluate(X, unlabelled),
+        ValueError,
+        r"labels contain negative values \(2 of 8, min -1",
+    ),
+    (
+        "evaluate-inf",
+        lambda: ev.evaluate(X.clone().index_fill_(0, torch.tensor([2]), float("inf")), Y),
+        ValueError,
+        r"NaN or Inf in 1 of 8 rows",
+    ),
+    (
+        "evaluate-int-embeddings",
+        lambda: ev.evaluate(X.long(), Y),
+        ValueError,
+        r"floating-point tensor, got dtype torch.int64",
+    ),
+    (
+        "evaluate-gallery-width",
+        lambda: ev.evaluate(X, Y, gallery_embeddings=torch.randn(8, 5), gallery_labels=Y),
+        ValueError,
+        r"gallery_embeddings have width 5 .* other operand has width 6",
+    ),
+    (
+        "evaluate-gallery-zero-width",
+        lambda: ev.evaluate(X, Y, gallery_embeddings=torch.zeros(8, 0), gallery_labels=Y),
+        ValueError,
+        r"gallery_embeddings have width 0",
+    ),
+    (
+        "recall-k-too-large",
+        lambda: ev.recall_at_k(X, Y, ks=(1, 8)),
+        ValueError,
+        r"K=8 asks for more neighbours than the gallery has: 7 available",
+    ),
+    (
+        "recall-label-length",
+        lambda: ev.recall_at_k(X, Y[:5]),
+        ValueError,
+        r"labels has 5 entries for 8 embeddings",
+    ),
+    (
+        "map-at-r-unlabelled-gallery",
+        lambda: ev.map_at_r(X, Y, gallery_embeddings=X, gallery_labels=unlabelled),
+        ValueError,
+        r"gallery_labels contain negative values",
+    ),
+    (
+        "knn-zero-width",
+        lambda: ev.knn(torch.zeros(5, 0), None, 1),
+        ValueError,
+        r"query have width 0",
+    ),
     ("knn-k-too-large", lambda: ev.knn(X, X, 9), ValueError, r"k=9 asks for more neighbours"),
     ("knn-nan-gallery", lambda: ev.knn(X, with_nan(), 1), ValueError, r"gallery contain NaN"),
-    ("knn-1d-query", lambda: ev.knn(torch.randn(5), None, 1), ValueError,
-     r"query must be a 2-D tensor \(N, D\), got \(5,\)"),
+    (
+        "knn-1d-query",
+        lambda: ev.knn(torch.randn(5), None, 1),
+        ValueError,
+        r"query must be a 2-D tensor \(N, D\), got \(5,\)",
+    ),
     ("kmeans-zero-width", lambda: ev.kmeans(torch.zeros(20, 0), 4), ValueError, r"x have width 0"),
-    ("kmeans-k-too-large", lambda: ev.kmeans(X, 9), ValueError,
-     r"k must be between 1 and the number of points \(8\), got 9"),
-    ("nmi-zero-width", lambda: ev.nmi(torch.zeros(20, 0), torch.arange(20) % 4), ValueError,
-     r"width 0"),
-    ("nmi-clustering-float", lambda: ev.nmi_clustering(Y.float(), Y), ValueError,
-     r"cluster_ids must be integers"),
-    ("f1-clustering-length", lambda: ev.f1_clustering(Y, Y[:3]), ValueError,
-     r"labels has 3 entries for 8 cluster ids"),
+    (
+        "kmeans-k-too-large",
+        lambda: ev.kmeans(X, 9),
+        ValueError,
+        r"k must be between 1 and the number of points \(8\), got 9",
+    ),
+    (
+        "nmi-zero-width",
+        lambda: ev.nmi(torch.zeros(20, 0), torch.arange(20) % 4),
+        ValueError,
+        r"width 0",
+    ),
+    (
+        "nmi-clustering-float",
+        lambda: ev.nmi_clustering(Y.float(), Y),
+        ValueError,
+        r"cluster_ids must be integers",
+    ),
+    (
+        "f1-clustering-length",
+        lambda: ev.f1_clustering(Y, Y[:3]),
+        ValueError,
+        r"labels has 3 entries for 8 cluster ids",
+    ),
 ]
 
 PAIR_CASES = [
-    ("l2-normalize-zero-width", lambda: l2_normalize(torch.zeros(3, 0)), ValueError, r"x have width 0"),
-    ("l2-normalize-1d", lambda: l2_normalize(torch.randn(4)), ValueError, r"x must be a 2-D tensor"),
-    ("l2-normalize-int", lambda: l2_normalize(torch.ones(2, 3, dtype=torch.long)), ValueError,
-     r"floating-point tensor, got dtype torch.int64; convert with .float\(\)"),
-    ("cosine-width-mismatch", lambda: cosine_similarity(X, torch.randn(3, 5)), ValueError,
-     r"y have width 5 .* other operand has width 6"),
+    (
+        "l2-normalize-zero-width",
+        lambda: l2_normalize(torch.zeros(3, 0)),
+        ValueError,
+        r"x have width 0",
+    ),
+    (
+        "l2-normalize-1d",
+        lambda: l2_normalize(torch.randn(4)),
+        ValueError,
+        r"x must be a 2-D tensor",
+    ),
+    (
+        "l2-normalize-int",
+        lambda: l2_normalize(torch.ones(2, 3, dtype=torch.long)),
+        ValueError,
+        r"floating-point tensor, got dtype torch.int64; convert with .float\(\)",
+    ),
+    (
+        "cosine-width-mismatch",
+        lambda: cosine_similarity(X, torch.randn(3, 5)),
+        ValueError,
+        r"y have width 5 .* other operand has width 6",
+    ),
     ("euclidean-empty", lambda: euclidean_distance(X[:0]), ValueError, r"x is empty"),
-    ("ms-miner-not-square", lambda: MultiSimilarityMiner()(torch.randn(4, 3), pair_masks(Y[:4])),
-     ValueError, r"similarity must be a square \(B, B\) matrix, got \(4, 3\)"),
-    ("ms-miner-mask-mismatch", lambda: MultiSimilarityMiner()(torch.randn(4, 4), pair_masks(Y)),
-     ValueError, r"pair masks of shape \(8, 8\) do not match similarity of shape \(4, 4\)"),
-    ("dw-miner-empty", lambda: DistanceWeightedMiner()(torch.zeros(0, 0), pair_masks(Y[:0]), D),
-     ValueError, r"distance is empty"),
-    ("facility-oracle-empty", lambda: oracle_score(torch.zeros(0, 0), Y[:0]), ValueError,
-     r"dist is empty"),
-    ("facility-oracle-float-labels", lambda: oracle_score(torch.rand(B, B), Y.float()), ValueError,
-     r"labels must be integers"),
-    ("triplet-loss-all-unlabelled", lambda: triplet_loss_all(X, unlabelled), ValueError,
-     r"unlabelled"),
-    ("lemma31-wrong-width", lambda: lemma31_bound(X, Y, onehot_centroids(C, D + 2)), ValueError,
-     r"width 6 .* the centroids has embedding_dim=8"),
-    ("dw-miner-zero-dim", lambda: DistanceWeightedMiner().probabilities(
-        torch.ones(B, B), pair_masks(Y).negative, 0), ValueError, r"dim .* must be >= 1, got 0"),
+    (
+        "ms-miner-not-square",
+        lambda: MultiSimilarityMiner()(torch.randn(4, 3), pair_masks(Y[:4])),
+        ValueError,
+        r"similarity must be a square \(B, B\) matrix, got \(4, 3\)",
+    ),
+    (
+        "ms-miner-mask-mismatch",
+        lambda: MultiSimilarityMiner()(torch.randn(4, 4), pair_masks(Y)),
+        ValueError,
+        r"pair masks of shape \(8, 8\) do not match similarity of shape \(4, 4\)",
+    ),
+    (
+        "dw-miner-empty",
+        lambda: DistanceWeightedMiner()(torch.zeros(0, 0), pair_masks(Y[:0]), D),
+        ValueError,
+        r"distance is empty",
+    ),
+    (
+        "facility-oracle-empty",
+        lambda: oracle_score(torch.zeros(0, 0), Y[:0]),
+        ValueError,
+        r"dist is empty",
+    ),
+    (
+        "facility-oracle-float-labels",
+        lambda: oracle_score(torch.rand(B, B), Y.float()),
+        ValueError,
+        r"labels must be integers",
+    ),
+    (
+        "triplet-loss-all-unlabelled",
+        lambda: triplet_loss_all(X, unlabelled),
+        ValueError,
+        r"unlabelled",
+    ),
+    (
+        "lemma31-wrong-width",
+        lambda: lemma31_bound(X, Y, onehot_centroids(C, D + 2)),
+        ValueError,
+        r"width 6 .* the centroids has embedding_dim=8",
+    ),
+    (
+        "dw-miner-zero-dim",
+        lambda: DistanceWeightedMiner().probabilities(torch.ones(B, B), pair_masks(Y).negative, 0),
+        ValueError,
+        r"dim .* must be >= 1, got 0",
+    ),
 ]
 
 SAMPLER_CASES = [
-    ("mper-float-labels", lambda: MPerClassSampler(torch.tensor([0.0, 1.0]), m=1, batch_size=2),
-     ValueError, r"labels must be integers .*torch.float32"),
-    ("mper-bool-labels", lambda: MPerClassSampler(torch.tensor([True, False]), m=1, batch_size=2),
-     ValueError, r"torch.bool"),
-    ("mper-2d-labels", lambda: MPerClassSampler(torch.zeros(2, 2, dtype=torch.long), m=1, batch_size=2),
-     ValueError, r"labels must be a 1-D tensor \(N,\), got \(2, 2\)"),
-    ("mper-minus-two", lambda: MPerClassSampler(torch.tensor([0, 0, 1, -2]), m=2, batch_size=2),
-     ValueError, r"or -1 for an unlabelled sample; got -2"),
-    ("mper-all-unlabelled", lambda: MPerClassSampler(torch.full((6,), -1), m=2, batch_size=2),
-     ValueError, r"no labelled sample \(every label is -1\)"),
-    ("ratio-empty-labels", lambda: ClassRatioSampler(torch.zeros(0, dtype=torch.long), ratio=0.5,
-                                                     batch_size=4),
-     ValueError, r"no labelled sample"),
+    (
+        "mper-float-labels",
+        lambda: MPerClassSampler(torch.tensor([0.0, 1.0]), m=1, batch_size=2),
+        ValueError,
+        r"labels must be integers .*torch.float32",
+    ),
+    (
+        "mper-bool-labels",
+        lambda: MPerClassSampler(torch.tensor([True, False]), m=1, batch_size=2),
+        ValueError,
+        r"torch.bool",
+    ),
+    (
+        "mper-2d-labels",
+        lambda: MPerClassSampler(torch.zeros(2, 2, dtype=torch.long), m=1, batch_size=2),
+        ValueError,
+        r"labels must be a 1-D tensor \(N,\), got \(2, 2\)",
+    ),
+    (
+        "mper-minus-two",
+        lambda: MPerClassSampler(torch.tensor([0, 0, 1, -2]), m=2, batch_size=2),
+        ValueError,
+        r"or -1 for an unlabelled sample; got -2",
+    ),
+    (
+        "mper-all-unlabelled",
+        lambda: MPerClassSampler(torch.full((6,), -1), m=2, batch_size=2),
+        ValueError,
+        r"no labelled sample \(every label is -1\)",
+    ),
+    (
+        "ratio-empty-labels",
+        lambda: ClassRatioSampler(torch.zeros(0, dtype=torch.long), ratio=0.5, batch_size=4),
+        ValueError,
+        r"no labelled sample",
+    ),
 ]
 
 CASES = LOSS_CASES + EVAL_CASES + PAIR_CASES + SAMPLER_CASES
 
 
-@pytest.mark.parametrize(
-    "thunk, exc, match", [c[1:] for c in CASES], ids=[c[0] for c in CASES]
-)
+@pytest.mark.parametrize("thunk, exc, match", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_rejected_with_a_clear_message(thunk, exc, match):
     with pytest.raises(exc, match=match):
         thunk()
@@ -270,7 +449,9 @@ def tied_case(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor, torch.Ten
     gallery = base[rows].to(dtype)  # (200, 37)
     gallery_labels = torch.arange(200) % 3  # copies of one row carry different labels
     near = torch.randint(0, 200, (150,), generator=g)
-    query = (gallery[near].double() + 0.3 * torch.randn(150, 37, generator=g, dtype=torch.float64)).to(dtype)
+    query = (
+        gallery[near].double() + 0.3 * torch.randn(150, 37, generator=g, dtype=torch.float64)
+    ).to(dtype)
     return query, gallery_labels[near], gallery, gallery_labels
 
 
@@ -293,9 +474,17 @@ def test_exact_duplicates_are_tied_to_the_lower_gallery_index(dtype, metric):
     _, idx = ev.knn(query, gallery, 5, metric=metric)
     expected = brute_force_top1(query, gallery, metric)
     assert torch.equal(idx[:, 0], expected)
-    recall = ev.recall_at_k(query, query_labels, ks=(1,), gallery_embeddings=gallery,
-                            gallery_labels=gallery_labels, metric=metric)
-    assert recall[1] == pytest.approx(float((gallery_labels[expected] == query_labels).double().mean()))
+    recall = ev.recall_at_k(
+        query,
+        query_labels,
+        ks=(1,),
+        gallery_embeddings=gallery,
+        gallery_labels=gallery_labels,
+        metric=metric,
+    )
+    assert recall[1] == pytest.approx(
+        float((gallery_labels[expected] == query_labels).double().mean())
+    )
     # within the top 5, copies of one row appear in ascending index order
     same = (gallery[idx[:, :, None]] == gallery[idx[:, None, :]]).all(dim=3)  # (Q, 5, 5)
     later = torch.arange(5)[:, None] < torch.arange(5)[None, :]  # (5, 5) column after row

@@ -33,7 +33,9 @@ from committed import rounds_as_committed
 
 NOTEBOOKS = Path(__file__).resolve().parent.parent / "notebooks"
 NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
-WALL_TIME = re.compile(r"(?:notebook (?:time|ran in)|wall time of this notebook:) \d+ s", re.IGNORECASE)
+WALL_TIME = re.compile(
+    r"(?:notebook (?:time|ran in)|wall time of this notebook:) \d+ s", re.IGNORECASE
+)
 #: chapter -> text in the source of the cells whose numbers are computed at render time, not read
 #: from a record (see the module docstring)
 COMPUTED_AT_RENDER = {"02_facility_location": ("run_toy(", "toy_table")}
@@ -41,7 +43,8 @@ COMPUTED_AT_RENDER = {"02_facility_location": ("run_toy(", "toy_table")}
 
 def last_digit_apart(want: str, got: str) -> bool:
     """Whether two printed numbers are equal or one unit of the last printed digit apart, printed
-    with the same number of decimals ("0.99" and "0.98": yes; "0.99" and "0.97", "1" and "1.0": no)."""
+    with the same number of decimals ("0.99" and "0.98": yes; "0.99" and "0.97",
+    "1" and "1.0": no)."""
     decimals = lambda text: len(text.split(".")[1]) if "." in text else 0  # noqa: E731
     if decimals(want) != decimals(got) or "e" in want.lower() + got.lower():
         return want == got
@@ -60,7 +63,9 @@ def cell_numbers(notebook: dict) -> list[tuple[int, list[str]]]:
                 texts.append("".join(o["text"]))
             elif o["output_type"] in ("execute_result", "display_data"):
                 data = o.get("data", {})
-                kind = next((k for k in ("text/html", "text/markdown", "text/plain") if k in data), None)
+                kind = next(
+                    (k for k in ("text/html", "text/markdown", "text/plain") if k in data), None
+                )
                 if kind is not None and not (kind == "text/plain" and "image/png" in data):
                     texts.append("".join(data[kind]))
         out.append((i, NUMBER.findall(WALL_TIME.sub("", "\n".join(texts)))))
@@ -73,28 +78,51 @@ def _default_data() -> bool:
 
 
 @pytest.mark.notebook
-@pytest.mark.skipif(not _default_data(), reason="needs the default profile's data (Omniglot) under DMLNB_DATA")
+@pytest.mark.skipif(
+    not _default_data(), reason="needs the default profile's data (Omniglot) under DMLNB_DATA"
+)
 @pytest.mark.parametrize("stem", sorted(p.stem for p in NOTEBOOKS.glob("0*.ipynb")))
-def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(stem: str, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(
+    stem: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     papermill = pytest.importorskip("papermill")
     monkeypatch.delenv("DMLNB_PROFILE", raising=False)
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")  # the stored book is a CPU render
-    monkeypatch.setenv("OMP_NUM_THREADS", "2")  # ... on two threads (`make`'s default): numbers computed at render time, e.g. chapter 05's networks at initialisation, move with the thread count
+    # ... on two threads (`make`'s default): numbers computed at render time, e.g. chapter 05's
+    # networks at initialisation, move with the thread count
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
     source = NOTEBOOKS / f"{stem}.ipynb"
     stored = json.loads(source.read_text())
-    assert stored["metadata"].get("papermill", {}).get("parameters", {}).get("profile") == "default", \
-        f"{source} is not stored from a default-profile render"
-    papermill.execute_notebook(str(source), str(tmp_path / "out.ipynb"), parameters={"profile": "default"},
-                               kernel_name="python3", cwd=str(NOTEBOOKS), progress_bar=False)
+    assert (
+        stored["metadata"].get("papermill", {}).get("parameters", {}).get("profile") == "default"
+    ), f"{source} is not stored from a default-profile render"
+    papermill.execute_notebook(
+        str(source),
+        str(tmp_path / "out.ipynb"),
+        parameters={"profile": "default"},
+        kernel_name="python3",
+        cwd=str(NOTEBOOKS),
+        progress_bar=False,
+    )
     fresh = json.loads((tmp_path / "out.ipynb").read_text())
     computed = COMPUTED_AT_RENDER.get(stem, ())
-    loose = {i for i, cell in enumerate(stored["cells"]) if any(text in "".join(cell["source"]) for text in computed)
-             } if computed and not rounds_as_committed() else set()
+    loose = (
+        {
+            i
+            for i, cell in enumerate(stored["cells"])
+            if any(text in "".join(cell["source"]) for text in computed)
+        }
+        if computed and not rounds_as_committed()
+        else set()
+    )
     for (i, want), (_, got) in zip(cell_numbers(stored), cell_numbers(fresh)):
-        if i in loose and len(want) == len(got) and all(last_digit_apart(w, g) for w, g in zip(want, got)):
+        if (
+            i in loose
+            and len(want) == len(got)
+            and all(last_digit_apart(w, g) for w, g in zip(want, got))
+        ):
             continue
         assert got == want, (
             f"{stem} cell {i}: the re-render's numbers differ from the stored ones, first at "
@@ -103,7 +131,11 @@ def test_a_chapter_rerenders_from_its_records_to_the_stored_numbers(stem: str, t
 
 
 def test_last_digit_apart_allows_one_unit_of_the_last_printed_digit_only():
-    assert last_digit_apart("0.99", "0.98") and last_digit_apart("12.5", "12.4") and last_digit_apart("3", "4")
+    assert (
+        last_digit_apart("0.99", "0.98")
+        and last_digit_apart("12.5", "12.4")
+        and last_digit_apart("3", "4")
+    )
     assert last_digit_apart("0.99", "0.99") and last_digit_apart("-0.01", "0.00")
     assert not last_digit_apart("0.99", "0.97") and not last_digit_apart("1", "1.0")
     assert last_digit_apart("0.99", "1.00") and not last_digit_apart("1e-3", "2e-3")

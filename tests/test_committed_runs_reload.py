@@ -32,7 +32,9 @@ def _default_data() -> bool:
     return bool(root) and (Path(root) / "omniglot").exists()
 
 
-pytestmark = pytest.mark.skipif(not _default_data(), reason="needs the default profile's data (Omniglot) under DMLNB_DATA")
+pytestmark = pytest.mark.skipif(
+    not _default_data(), reason="needs the default profile's data (Omniglot) under DMLNB_DATA"
+)
 
 
 def committed(chapter: str) -> set[Path]:
@@ -64,7 +66,9 @@ def check(notes: dict[Path, str], chapter: str) -> None:
     changed = {str(d): r for d, r in notes.items() if r}
     assert not changed, f"runs of {chapter} that would not reload: {changed}"
     missing = sorted(str(d) for d in committed(chapter) - set(notes))
-    assert not missing, f"committed records of {chapter} that the chapter no longer asks for: {missing}"
+    assert not missing, (
+        f"committed records of {chapter} that the chapter no longer asks for: {missing}"
+    )
 
 
 def test_easy_positive_runs_reload(asked) -> None:
@@ -93,14 +97,27 @@ def test_facility_location_runs_reload(asked) -> None:
     notes = asked(fl)
     study = fl.make_study("default", validation=True)  # the notebook's defaults
     t1 = study.tables[0]
-    splits = load_dataset(t1.config.dataset, **t1.config.dataset_options)  # every run's data (Table 3 too)
+    splits = load_dataset(
+        t1.config.dataset, **t1.config.dataset_options
+    )  # every run's data (Table 3 too)
     results = str(RESULTS / "02_facility_location")
-    runs = [fl.run_method(t, m, s, splits, study, results) for t in study.tables for m in fl.METHODS
-            for s in study.seeds_for(t)]
+    runs = [
+        fl.run_method(t, m, s, splits, study, results)
+        for t in study.tables
+        for m in fl.METHODS
+        for s in study.seeds_for(t)
+    ]
     variants = [fl.study_variant(study, gamma=g) for g in study.gamma_ablation]
     variants += [fl.study_variant(study, refinement=a) for a in study.refinements]
-    runs += [fl.run_method(t1, "clustering", s, splits, v, results) for v in variants for s in study.seeds_for(t1)]
-    runs += [fl.run_method(study.paired, "npair", s, splits, study, results) for s in study.seeds_for(study.paired)]
+    runs += [
+        fl.run_method(t1, "clustering", s, splits, v, results)
+        for v in variants
+        for s in study.seeds_for(t1)
+    ]
+    runs += [
+        fl.run_method(study.paired, "npair", s, splits, study, results)
+        for s in study.seeds_for(study.paired)
+    ]
     assert not any(r.trained for r in runs)
     check(notes, "02_facility_location")
     assert len(notes) == 33
@@ -120,14 +137,40 @@ def test_discriminative_runs_reload(asked) -> None:
     runs_dir = disc.runs_folder(RESULTS / "03_discriminative", "default", config)
     search = disc.clustering_search(config, splits, runs_dir, settings, settings["seeds"])
     runs = [r for rs in search.runs.values() for r in rs]
-    runs += [disc.run_method(method, config.replace(seed=seed), splits, runs_dir / f"{method}-seed{seed}", settings,
-                             track_lemma=(method == "discriminative"))
-             for seed in settings["seeds"] for method in disc.METHODS.values() if method != "clustering"]
-    runs += [disc.run_method("discriminative", config.replace(seed=seed), splits,
-                             runs_dir / f"discriminative-kmeans-seed{seed}", settings, centroids="kmeans",
-                             track_lemma=True)
-             for seed in settings["kmeans_seeds"]]
-    runs += [r for rs in disc.deviation_runs(config, splits, runs_dir, settings, settings["seeds"]).values() for r in rs]
+    runs += [
+        disc.run_method(
+            method,
+            config.replace(seed=seed),
+            splits,
+            runs_dir / f"{method}-seed{seed}",
+            settings,
+            track_lemma=(method == "discriminative"),
+        )
+        for seed in settings["seeds"]
+        for method in disc.METHODS.values()
+        if method != "clustering"
+    ]
+    runs += [
+        disc.run_method(
+            "discriminative",
+            config.replace(seed=seed),
+            splits,
+            runs_dir / f"discriminative-kmeans-seed{seed}",
+            settings,
+            centroids="kmeans",
+            track_lemma=True,
+        )
+        for seed in settings["kmeans_seeds"]
+    ]
+    runs += [
+        r
+        for rs in disc.deviation_runs(
+            config, splits, runs_dir, settings, settings["seeds"]
+        ).values()
+        for r in rs
+    ]
     assert not any(r.model is not None for r in runs)  # reloaded, not trained
     check(notes, "03_discriminative")
-    assert len(notes) == 33  # 6 methods x 3 seeds, clustering at 2 gammas x 3, K-means x 3, 2 variants x 3
+    assert (
+        len(notes) == 33
+    )  # 6 methods x 3 seeds, clustering at 2 gammas x 3, K-means x 3, 2 variants x 3

@@ -12,6 +12,7 @@ import pytest
 import scipy.io
 import torch
 import torch.nn.functional as F
+from fabricated import fabricated_hotels50k
 from PIL import Image
 from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
@@ -27,7 +28,6 @@ from dmlnb.data import (
     split_labelled_per_class,
 )
 from dmlnb.data import omniglot as omniglot_module
-from fabricated import fabricated_hotels50k
 from dmlnb.data.image_folders import IMAGENET_MEAN, IMAGENET_STD
 from dmlnb.data.torchvision_sets import standardise, to_float_images
 
@@ -418,7 +418,9 @@ def test_omniglot_corrupt_png_names_member_and_archive(tmp_path: Path) -> None:
     _write_omniglot_zip(folder / "images_background.zip", "images_background", {"Alpha": 2}, 2)
     _write_omniglot_zip(folder / "images_evaluation.zip", "images_evaluation", {"Gamma": 2}, 2)
     with zipfile.ZipFile(folder / "images_evaluation.zip", "a") as archive:
-        archive.writestr("images_evaluation/Gamma/character03/0003_00.png", b"\x89PNG\r\n\x1a\n cut")
+        archive.writestr(
+            "images_evaluation/Gamma/character03/0003_00.png", b"\x89PNG\r\n\x1a\n cut"
+        )
     with pytest.raises(OSError) as info:
         load_dataset("omniglot", root=tmp_path, image_size=21)
     message = str(info.value)
@@ -627,20 +629,33 @@ def test_hotels50k_fabricated(tmp_path: Path, decoded_cache: bool) -> None:
     items = fabricated_hotels50k(tmp_path, train, test, colour=_colour)
     splits = load_dataset("hotels50k", root=tmp_path, image_size=10, decoded_cache=decoded_cache)
     _check_storage(splits, decoded_cache)
-    assert (len(splits.train), len(splits.query), len(splits.gallery), len(splits.test)) == (5, 2, 5, 7)
+    assert (len(splits.train), len(splits.query), len(splits.gallery), len(splits.test)) == (
+        5,
+        2,
+        5,
+        7,
+    )
     assert splits.class_names == {"train": ["12", "40", "95"], "test": ["12", "40", "95"]}
     by_name = lambda ds: [items[p.name][0] for p in ds.paths]  # noqa: E731  the hotel of each item
     assert sorted(by_name(splits.train)) == sorted(h for _, h in train)
-    assert sorted(by_name(splits.query)) == [12, 95] and by_name(splits.gallery) == by_name(splits.train)
+    assert sorted(by_name(splits.query)) == [12, 95] and by_name(splits.gallery) == by_name(
+        splits.train
+    )
     for ds in (splits.train, splits.query, splits.gallery):
         assert ds.labels.tolist() == [[12, 40, 95].index(h) for h in by_name(ds)]
-    assert [p.name for p in splits.test.paths] == [p.name for p in splits.query.paths + splits.gallery.paths]
-    assert not any("occlusions" in str(p) for p in splits.test.paths)  # the occluded copies are not read
+    assert [p.name for p in splits.test.paths] == [
+        p.name for p in splits.query.paths + splits.gallery.paths
+    ]
+    assert not any(
+        "occlusions" in str(p) for p in splits.test.paths
+    )  # the occluded copies are not read
     _check_test_pixels(splits.query, items, 10)
     _check_test_pixels(splits.gallery, items, 10)  # the gallery: training images with the test crop
     # train and test share hotels: no class-disjoint validation split
     with pytest.raises(ValueError, match="share 3 classes"):
-        load_dataset("hotels50k", root=tmp_path, image_size=10, decoded_cache=decoded_cache, validation=2)
+        load_dataset(
+            "hotels50k", root=tmp_path, image_size=10, decoded_cache=decoded_cache, validation=2
+        )
 
 
 def test_hotels50k_errors_name_the_path_and_the_layout(tmp_path: Path) -> None:

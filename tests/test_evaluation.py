@@ -12,11 +12,10 @@ import math
 import numpy as np
 import pytest
 import torch
-from torch import Tensor, nn
 from sklearn.metrics import normalized_mutual_info_score
+from torch import Tensor, nn
 
 from dmlnb import evaluation as ev
-
 
 # --------------------------------------------------------------------------------------------
 # Brute-force references (float64, Python loops, straight from the definitions)
@@ -144,9 +143,7 @@ def test_knn_and_recall_match_brute_force_random(metric):
     assert ev.recall_at_k(x, y, ks, metric=metric) == pytest.approx(brute_recall(ref_idx, y, y, ks))
 
 
-@pytest.mark.parametrize(
-    "data, metric", [(integer_data, "euclidean"), (direction_data, "cosine")]
-)
+@pytest.mark.parametrize("data, metric", [(integer_data, "euclidean"), (direction_data, "cosine")])
 def test_knn_and_recall_match_brute_force_with_ties(data, metric):
     x, y = data()
     k = 20
@@ -432,8 +429,9 @@ def test_evaluate_combines_metrics_with_one_kmeans(monkeypatch):
     assert list(ev.evaluate(x, y, metrics=("nmi",))) == ["NMI"]
     # a separate gallery (In-Shop): retrieval metrics search the gallery
     xg, yg = random_data(n=60, d=8, classes=6, seed=13, dtype=torch.float32)
-    out = ev.evaluate(x, y, ks=(1, 2), metrics=("recall", "map_at_r"), gallery_embeddings=xg,
-                      gallery_labels=yg)
+    out = ev.evaluate(
+        x, y, ks=(1, 2), metrics=("recall", "map_at_r"), gallery_embeddings=xg, gallery_labels=yg
+    )
     assert out["R@1"] == ev.recall_at_k(x, y, (1,), xg, yg)[1]
     assert out["MAP@R"] == pytest.approx(
         ev.map_at_r(x, y, gallery_embeddings=xg, gallery_labels=yg), abs=1e-12
@@ -476,7 +474,11 @@ class BatchDataset(TensorDataset):
 def tiny_model() -> nn.Module:
     torch.manual_seed(0)
     return nn.Sequential(
-        nn.Conv2d(1, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Dropout(0.5),
+        nn.Conv2d(1, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Dropout(0.5),
         nn.Linear(4 * 6 * 6, 5),
     )
 

@@ -16,8 +16,8 @@ from dmlnb.evaluation import compute_embeddings, recall_at_k
 from dmlnb.experiments import easy_positive as ep
 from dmlnb.losses import EasyPositiveLoss, ProxyNCALoss, TripletLoss
 from dmlnb.run_analysis import ANALYSIS_FILE
-from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
 from dmlnb.selection import NOT_RECOMPUTED, both_ways_text
+from dmlnb.training import NO_TRAINING_ENV, TrainingDisabledError
 
 TINY = {"epochs": 1, "steps_per_epoch": 2, "eval_every": 1}
 
@@ -42,9 +42,20 @@ def test_every_profile_resolves(profile):
 def test_default_design_and_run_count():
     study = ep.make_study("default")
     c = study.config
-    assert (c.dataset, c.model, c.embedding_dim, c.batch_size, c.width) == ("omniglot-small", "convnet", 64, 128, 64)
-    assert (c.epochs, c.eval_every) == (5, 1)  # every epoch evaluated: a selection exists, its optimism is measured
-    assert study.group_sizes == (2, 4, 8, 16) and study.key_group_size == 16 and len(study.seeds) == 3
+    assert (c.dataset, c.model, c.embedding_dim, c.batch_size, c.width) == (
+        "omniglot-small",
+        "convnet",
+        64,
+        128,
+        64,
+    )
+    assert (c.epochs, c.eval_every) == (
+        5,
+        1,
+    )  # every epoch evaluated: a selection exists, its optimism is measured
+    assert (
+        study.group_sizes == (2, 4, 8, 16) and study.key_group_size == 16 and len(study.seeds) == 3
+    )
     fig4 = study.figure4_runs()
     names = [ep.run_name(cfg, m) for cfg, m in fig4]
     assert len(names) == len(set(names))
@@ -52,25 +63,36 @@ def test_default_design_and_run_count():
     # n = 2: N-pair + EPHN, EPSHN, HPHN; n = 4, 8, 16: 6 methods
     assert study.grid_seeds == study.seeds
     assert len(fig4) == 3 * (4 + 6 + 6 + 6)
-    assert all(len(study.seeds_for(m, n)) >= 3 for m in ep.MINING_METHODS for n in study.group_sizes)
+    assert all(
+        len(study.seeds_for(m, n)) >= 3 for m in ep.MINING_METHODS for n in study.group_sizes
+    )
     assert not any(m in ("EP", "HP", "BA") and cfg.m_per_class == 2 for cfg, m in fig4)
     # Table 1 reuses EPSHN (n = 16) and N-pair (n = 2) and adds triplet / Proxy-NCA x 3 seeds
     t1 = study.table1_runs()
     assert sorted({m for _, m in t1}) == ["Proxy-NCA", "triplet"] and len(t1) == 6
     assert all(cfg.m_per_class == 16 for cfg, _ in t1)
-    # the semi-hard rule comparison: EPSHN inclusive at n = 16 with the 3 key seeds, in folders of its own
+    # the semi-hard rule comparison: EPSHN inclusive at n = 16 with the 3 key seeds,
+    # in folders of its own
     semi = study.semihard_runs()
     other = study.other_semihard()
-    assert [(m, cfg.m_per_class, cfg.seed) for cfg, m in semi] == [("EPSHN", 16, s) for s in (0, 1, 2)]
+    assert [(m, cfg.m_per_class, cfg.seed) for cfg, m in semi] == [
+        ("EPSHN", 16, s) for s in (0, 1, 2)
+    ]
     assert not {ep.run_name(cfg, m, other) for cfg, m in semi} & set(names)
     assert "75 distinct training runs" in study.describe()
 
 
 def test_smoke_preset_fits_the_smoke_validation_hold_out():
-    """3 digits classes remain after the smoke hold-out: every smoke batch holds at most 3 classes."""
+    """3 digits classes remain after the smoke hold-out: every smoke batch holds
+    at most 3 classes."""
     study = ep.make_study("smoke", validation=True)
     c = study.config
-    assert (c.batch_size, study.group_sizes, study.key_group_size, c.eval_every) == (6, (2, 3), 3, 1)
+    assert (c.batch_size, study.group_sizes, study.key_group_size, c.eval_every) == (
+        6,
+        (2, 3),
+        3,
+        1,
+    )
     assert c.select_on == "validation" and c.dataset_options["validation"] == 2
     assert all(c.batch_size // n <= 3 for n in study.group_sizes)
     splits = ep.Runner(study, "unused").splits(c)
@@ -81,33 +103,61 @@ def test_paper_profile_matches_the_paper():
     study = ep.make_study("paper")
     c = study.config
     assert (c.dataset, c.model, c.pretrained, c.batch_size) == ("cars196", "resnet18", True, 128)
-    assert (c.optimizer, c.momentum, c.epochs, c.lr, c.lr_milestones) == ("sgd", 0.0, 40, 5e-4, (20, 30))
-    assert c.dataset_options == {"image_size": 256, "resize": 256, "padding": 10}  # Sec. 5.1's crops
+    assert (c.optimizer, c.momentum, c.epochs, c.lr, c.lr_milestones) == (
+        "sgd",
+        0.0,
+        40,
+        5e-4,
+        (20, 30),
+    )
+    assert c.dataset_options == {
+        "image_size": 256,
+        "resize": 256,
+        "padding": 10,
+    }  # Sec. 5.1's crops
     assert study.key_group_size == 16 and max(study.group_sizes) > 16
     cells = {(t.dataset, t.model) for t in study.table1}
-    assert cells == {(d, m) for d in ("cub200", "cars196") for m in ("googlenet", "resnet18", "resnet50")}
+    assert cells == {
+        (d, m) for d in ("cub200", "cars196") for m in ("googlenet", "resnet18", "resnet50")
+    }
     assert all(t.embedding_dim == 64 for t in study.table1)
     assert {t.dataset: t.lr for t in study.table1} == {"cub200": 1e-4, "cars196": 5e-4}
     rows = {t.dataset: t for t in study.table2}
     assert {d: (t.model, t.embedding_dim, t.m_per_class) for d, t in rows.items()} == {
-        "cub200": ("resnet50", 512, 16), "cars196": ("resnet50", 512, 16),
-        "sop": ("resnet50", 512, 4), "inshop": ("resnet50", 512, 4),
+        "cub200": ("resnet50", 512, 16),
+        "cars196": ("resnet50", 512, 16),
+        "sop": ("resnet50", 512, 4),
+        "inshop": ("resnet50", 512, 4),
     }
     assert rows["sop"].eval_ks == (1, 10, 100) and rows["inshop"].eval_ks == (1, 10, 20)
     # Table 3: Hotels-50K, ResNet-50, 256-d, batch 128, n = 4 (Sec. 5.1, 6.3), 3 seeds like Table 2
     (hotels,) = study.table3
-    assert (hotels.dataset, hotels.model, hotels.embedding_dim, hotels.batch_size, hotels.m_per_class) == (
-        "hotels50k", "resnet50", 256, 128, 4)
+    assert (
+        hotels.dataset,
+        hotels.model,
+        hotels.embedding_dim,
+        hotels.batch_size,
+        hotels.m_per_class,
+    ) == ("hotels50k", "resnet50", 256, 128, 4)
     assert hotels.eval_ks == (1, 10, 100) and study.paper_seeds == (0, 1, 2)
-    # with the switch on, Tables 1 and 2 select on validation classes; Hotels-50K (same hotels) on the test images
+    # with the switch on, Tables 1 and 2 select on validation classes; Hotels-50K (same
+    # hotels) on the test images
     on = ep.make_study("paper", validation=True)
     assert on.table2[0].select_on == "validation" and on.table3[0].select_on == "test"
 
 
 def test_make_study_overrides_and_errors():
     s = ep.make_study("default", {"epochs": 3}, group_sizes=[2, 8], seeds=[5, 6])
-    assert s.config.epochs == 3 and s.group_sizes == (2, 8) and s.key_group_size == 8 and s.seeds == (5, 6)
-    assert s.grid_seeds == (5, 6)  # the default grid runs every seed, also when the seeds are replaced
+    assert (
+        s.config.epochs == 3
+        and s.group_sizes == (2, 8)
+        and s.key_group_size == 8
+        and s.seeds == (5, 6)
+    )
+    assert s.grid_seeds == (
+        5,
+        6,
+    )  # the default grid runs every seed, also when the seeds are replaced
     assert ep.make_study("smoke", seeds=[5, 6]).grid_seeds == (0,)
     assert all(t.epochs == 3 for t in s.table1)
     with pytest.raises(ValueError, match="divide"):
@@ -122,7 +172,14 @@ def test_make_study_overrides_and_errors():
 
 
 def test_canonical_method_and_run_config():
-    assert [ep.canonical_method(m, 2) for m in ep.MINING_METHODS] == ["N-pair", "EPHN", "EPSHN", "N-pair", "HPHN", "N-pair"]
+    assert [ep.canonical_method(m, 2) for m in ep.MINING_METHODS] == [
+        "N-pair",
+        "EPHN",
+        "EPSHN",
+        "N-pair",
+        "HPHN",
+        "N-pair",
+    ]
     assert ep.canonical_method("EP", 4) == "EP"
     with pytest.raises(ValueError):
         ep.canonical_method("XX", 4)
@@ -160,12 +217,22 @@ def test_epshn_runs_the_papers_strict_rule_and_the_inclusive_one_in_folders_of_i
     the authors' inclusive rule runs under names of its own."""
     study = ep.make_study("default")
     assert study.semihard == "strict"
-    assert ep.build_loss("EPSHN", 5, 8, study).semihard == "strict" and ep.build_loss("EPSHN", 5, 8).semihard == "strict"
+    assert (
+        ep.build_loss("EPSHN", 5, 8, study).semihard == "strict"
+        and ep.build_loss("EPSHN", 5, 8).semihard == "strict"
+    )
     runner = ep.Runner(study, tmp_path)
     strict = runner.spec("EPSHN")
-    assert strict == {"method": "EPSHN", "semihard": "strict", "factory": ep.loss_method("EPSHN", study).spec}
+    assert strict == {
+        "method": "EPSHN",
+        "semihard": "strict",
+        "factory": ep.loss_method("EPSHN", study).spec,
+    }
     assert strict["factory"]["args"]["semihard"] == "strict"
-    assert runner.spec("EPHN") == {"method": "EPHN", "factory": ep.loss_method("EPHN").spec}  # no semi-hard negative
+    assert runner.spec("EPHN") == {
+        "method": "EPHN",
+        "factory": ep.loss_method("EPHN").spec,
+    }  # no semi-hard negative
     inclusive = study.other_semihard()
     assert inclusive.semihard == "inclusive" and inclusive.other_semihard() == study
     assert ep.build_loss("EPSHN", 5, 8, inclusive).semihard == "inclusive"
@@ -176,8 +243,13 @@ def test_epshn_runs_the_papers_strict_rule_and_the_inclusive_one_in_folders_of_i
     assert other.results is runner.results and other.root == runner.root  # one memo, one folder
     cfg = ep.run_config(study.config, "EPSHN", 16, 0, study)
     assert ep.run_name(cfg, "EPSHN", study) == "omniglot-small-convnet-d64-EPSHN-n16-seed0"
-    assert ep.run_name(cfg, "EPSHN", inclusive) == "omniglot-small-convnet-d64-EPSHN-n16-seed0-semihard-inclusive"
-    assert ep.run_name(cfg, "EP", inclusive) == ep.run_name(cfg, "EP", study)  # the rule is EPSHN's only
+    assert (
+        ep.run_name(cfg, "EPSHN", inclusive)
+        == "omniglot-small-convnet-d64-EPSHN-n16-seed0-semihard-inclusive"
+    )
+    assert ep.run_name(cfg, "EP", inclusive) == ep.run_name(
+        cfg, "EP", study
+    )  # the rule is EPSHN's only
     with pytest.raises(ValueError, match="semihard must be one of"):
         ep.make_study("default", semihard="loose")
     with pytest.raises(ValueError, match="cannot share its folder"):
@@ -195,7 +267,11 @@ def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
     assert res.trained and (run_dir / "record.json").exists() and (run_dir / "best.pt").exists()
     saved = json.loads((run_dir / "record.json").read_text())
     assert saved["status"] == "finished" and saved["config"]["m_per_class"] == 3
-    assert set(saved["analysis"]) >= {"train_same_class_median", "test_to_train_mean", "test_nn_correct"}
+    assert set(saved["analysis"]) >= {
+        "train_same_class_median",
+        "test_to_train_mean",
+        "test_nn_correct",
+    }
     # the analysed model is the best epoch's: its test NN accuracy is the recorded Recall@1
     splits = runner.splits(study.config)
     emb, lab = compute_embeddings(res.model, splits.test)
@@ -220,7 +296,10 @@ def test_runner_trains_reloads_analyses_and_retrains(tmp_path):
     redo = redo_runner.get(study.config, "EPHN", 3, 0)
     redo_runner.best_model(redo)
     assert redo.trained and redo.metrics["R@1"] == res.metrics["R@1"]
-    assert redo.analysis == saved["analysis"] and json.loads((run_dir / "record.json").read_text())["analysis"] == saved["analysis"]
+    assert (
+        redo.analysis == saved["analysis"]
+        and json.loads((run_dir / "record.json").read_text())["analysis"] == saved["analysis"]
+    )
     # retrain=True ignores the finished record
     forced = ep.Runner(study, tmp_path, retrain=True).get(study.config, "EPHN", 3, 0)
     assert forced.trained and forced.record.data["history"][-1]["epoch"] == 1
@@ -233,18 +312,30 @@ def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypat
     figs, maps = runner.figures(res), runner.tsne(res, 2)
     run_dir = tmp_path / "smoke" / res.name
     stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
-    assert set(stored) == {"figures", "tsne"} and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
+    assert (
+        set(stored) == {"figures", "tsne"} and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
+    )
     assert stored["figures"]["run"] == stored["tsne"]["run"] == res.record.outcome()
     # the stored figure data are the model's statistics, rounded to 4 decimals
     splits = runner.splits(study.config)
     raw = ep.embedding_statistics(res.model, splits)
-    assert figs["train_same"].shape == (len(splits.train),) and figs["test_other"].shape == (len(splits.test),)
+    assert figs["train_same"].shape == (len(splits.train),) and figs["test_other"].shape == (
+        len(splits.test),
+    )
     assert np.nanmax(np.abs(figs["test_other"] - raw["test_other"].numpy())) <= 5e-5
     pairs = raw["train_same_class"].double().numpy()
     q = figs["train_same_class_quantiles"]
-    assert q.shape == (1001,) and q[[0, 500, -1]] == pytest.approx([pairs.min(), np.median(pairs), pairs.max()], abs=5e-5)
-    assert np.unique(maps["train_labels"]).size == 2 and maps["train"].shape == (len(maps["train_labels"]), 2)
-    assert maps["test"].shape == (len(maps["test_labels"]), 2) and np.unique(maps["test_labels"]).size == 2
+    assert q.shape == (1001,) and q[[0, 500, -1]] == pytest.approx(
+        [pairs.min(), np.median(pairs), pairs.max()], abs=5e-5
+    )
+    assert np.unique(maps["train_labels"]).size == 2 and maps["train"].shape == (
+        len(maps["train_labels"]),
+        2,
+    )
+    assert (
+        maps["test"].shape == (len(maps["test_labels"]), 2)
+        and np.unique(maps["test_labels"]).size == 2
+    )
     # no weights and training disabled: a new runner draws both figures from the JSON
     (run_dir / "best.pt").unlink()
     (run_dir / "checkpoint.pt").unlink()
@@ -257,7 +348,9 @@ def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypat
         np.testing.assert_array_equal(v, maps[k])
     assert not again.trained and again.model is None  # the weights were never needed
     # a changed setting needs the weights: with none and training disabled, an error naming both
-    with pytest.raises(TrainingDisabledError, match=r"EPSHN-n3-seed0.*analysis 'tsne' is needed: .*other settings"):
+    with pytest.raises(
+        TrainingDisabledError, match=r"EPSHN-n3-seed0.*analysis 'tsne' is needed: .*other settings"
+    ):
         fresh.tsne(again, 3)
     # training allowed: the run is trained again (seeded: the same record) and only the t-SNE redone
     monkeypatch.delenv(NO_TRAINING_ENV)
@@ -265,7 +358,10 @@ def test_figures_are_read_from_analysis_json_without_weights(tmp_path, monkeypat
     assert again.trained and np.unique(maps3["train_labels"]).size == 3
     assert again.record.outcome() == res.record.outcome()
     stored = json.loads((run_dir / ANALYSIS_FILE).read_text())
-    assert stored["tsne"]["settings"]["classes"] == 3 and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
+    assert (
+        stored["tsne"]["settings"]["classes"] == 3
+        and stored["figures"]["settings"] == ep.FIGURE_SETTINGS
+    )
 
 
 def test_runner_other_config_is_not_reused(tmp_path):
@@ -297,7 +393,7 @@ def test_group_size_frame_and_recall_table(tmp_path):
 def test_reported_tables():
     t = ep.REPORTED_TABLE1[("CUB", "ResNet-50")]
     assert t.loc["EPSHN", "R@1"] == 57.3 and math.isnan(t.loc["triplet", "R@1"])
-    (label, cell), = ep.reported_table1("cars196", "resnet18").items()
+    ((label, cell),) = ep.reported_table1("cars196", "resnet18").items()
     assert cell.loc["EPSHN", "R@8"] == 93.0 and label == "reported (CAR, ResNet-18, 64-d)"
     # a cell the paper has not run: the two full cells, each under its own dataset's label
     cells = ep.reported_table1("omniglot-small", "convnet")
@@ -319,14 +415,19 @@ def test_paper_side_by_side_keeps_reported_and_reproduced_apart():
     assert t.loc["EPSHN512", ("reported (CUB, ResNet-50, 512-d)", "R@1")] == "64.9"
     ours = [c for c in t.columns.get_level_values("source").unique() if c.startswith("reproduced")]
     assert ours == ["reproduced (cub200, resnet50, 512-d, n = 16, 1 run)"]
-    assert t.loc["EPSHN512", (ours[0], "R@1")] == "50.0" and (ours[0], "R@8") not in t  # the paper's Ks only
+    assert (
+        t.loc["EPSHN512", (ours[0], "R@1")] == "50.0" and (ours[0], "R@8") not in t
+    )  # the paper's Ks only
     # Table 3: both reported rows (batch all, EPSHN256) under their dataset, ours beside them
     (hotels,) = ep.make_study("paper").table3
     t3 = ep.paper_side_by_side(hotels, {"R@1": 0.2, "R@10": 0.3, "R@100": 0.5}, runs=3)
     assert list(t3.index) == ["BATCH-ALL256", "EPSHN256"]
     assert t3.loc["BATCH-ALL256", ("reported (Hotels-50K, ResNet-50, 256-d)", "R@1")] == "8.1"
     mine = "reproduced (hotels50k, resnet50, 256-d, n = 4, 3 runs)"
-    assert t3.loc["EPSHN256", (mine, "R@100")] == "50.0" and t3.loc["BATCH-ALL256", (mine, "R@1")] == "—"
+    assert (
+        t3.loc["EPSHN256", (mine, "R@100")] == "50.0"
+        and t3.loc["BATCH-ALL256", (mine, "R@1")] == "—"
+    )
 
 
 # ------------------------------------------------------------------------------ paper path
@@ -334,19 +435,36 @@ def test_paper_side_by_side_keeps_reported_and_reproduced_apart():
 
 def test_paper_status_and_table1_cell_on_a_fabricated_cub_tree(tmp_path):
     fabricated_cub(tmp_path / "data", [c for c in (1, 2, 3, 4, 101, 102, 103) for _ in range(4)])
-    small = {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 4, "epochs": 1,
-             "steps_per_epoch": 1, "num_workers": 0, "eval_batch_size": 8, "eval_every": 1}
-    study = ep.make_study("paper", small, group_sizes=[2, 4], seeds=[0], grid_seeds=[0], table1_seeds=[0])
+    small = {
+        "dataset_options": {"image_size": 32},
+        "pretrained": False,
+        "batch_size": 8,
+        "m_per_class": 4,
+        "epochs": 1,
+        "steps_per_epoch": 1,
+        "num_workers": 0,
+        "eval_batch_size": 8,
+        "eval_every": 1,
+    }
+    study = ep.make_study(
+        "paper", small, group_sizes=[2, 4], seeds=[0], grid_seeds=[0], table1_seeds=[0]
+    )
     status = ep.paper_run_status(study.table2, tmp_path / "data")
     assert status["dataset"].tolist() == ["cub200", "cars196", "sop", "inshop"]
-    assert status["data"].tolist()[0] == "found" and all("does not exist" in d for d in status["data"][1:])
+    assert status["data"].tolist()[0] == "found" and all(
+        "does not exist" in d for d in status["data"][1:]
+    )
     assert status["runnable"].tolist()[1:] == [False] * 3
     assert status["runnable"].tolist()[0] == torch.cuda.is_available()
     cell = next(t for t in study.table1 if (t.dataset, t.model) == ("cub200", "resnet18"))
     runner = ep.Runner(study, tmp_path / "results", data_root=tmp_path / "data")
     res = runner.get(cell, "EPSHN", 4, 0)
     assert res.record.data["status"] == "finished"
-    assert (res.config.embedding_dim, res.config.optimizer, res.config.m_per_class) == (64, "sgd", 4)
+    assert (res.config.embedding_dim, res.config.optimizer, res.config.m_per_class) == (
+        64,
+        "sgd",
+        4,
+    )
     assert set(res.metrics) >= {"R@1", "R@2", "R@4", "R@8"}
 
 
@@ -355,10 +473,28 @@ def test_table3_path_on_a_fabricated_hotels50k_tree(tmp_path):
     images, selected on the test images (the hotels are shared), 3 seeds by default."""
     hotels = [(1, h) for h in (10, 11, 12, 13) for _ in range(4)]
     fabricated_hotels50k(tmp_path / "data", hotels, [(1, 10), (1, 12), (1, 13)], size=(34, 30))
-    small = {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 4, "epochs": 1,
-             "steps_per_epoch": 1, "num_workers": 0, "eval_batch_size": 8, "eval_every": 1, "eval_ks": (1, 2)}
-    study = ep.make_study("paper", small, validation=True, group_sizes=[2, 4], seeds=[0], grid_seeds=[0],
-                          table1_seeds=[0], paper_seeds=[0])
+    small = {
+        "dataset_options": {"image_size": 32},
+        "pretrained": False,
+        "batch_size": 8,
+        "m_per_class": 4,
+        "epochs": 1,
+        "steps_per_epoch": 1,
+        "num_workers": 0,
+        "eval_batch_size": 8,
+        "eval_every": 1,
+        "eval_ks": (1, 2),
+    }
+    study = ep.make_study(
+        "paper",
+        small,
+        validation=True,
+        group_sizes=[2, 4],
+        seeds=[0],
+        grid_seeds=[0],
+        table1_seeds=[0],
+        paper_seeds=[0],
+    )
     assert ep.make_study("paper").paper_seeds == (0, 1, 2)
     status = ep.paper_run_status(study.table2 + study.table3, tmp_path / "data")
     assert status["dataset"].tolist()[-1] == "hotels50k" and status["data"].tolist()[-1] == "found"
@@ -383,14 +519,27 @@ def test_chapter_plots_label_everything():
     import matplotlib.pyplot as plt
     import pandas as pd
 
-    from dmlnb.plots import plot_group_size, plot_reference_overlay, plot_same_vs_other, plot_similarity_distributions
+    from dmlnb.plots import (
+        plot_group_size,
+        plot_reference_overlay,
+        plot_same_vs_other,
+        plot_similarity_distributions,
+    )
 
-    frame = pd.DataFrame({"method": ["EP", "EP", "HP", "HP"], "n": [2, 16, 2, 16],
-                          "mean": [0.5, 0.6, 0.5, 0.4], "std": [0.01, np.nan, 0.01, 0.02]})
+    frame = pd.DataFrame(
+        {
+            "method": ["EP", "EP", "HP", "HP"],
+            "n": [2, 16, 2, 16],
+            "mean": [0.5, 0.6, 0.5, 0.4],
+            "std": [0.01, np.nan, 0.01, 0.02],
+        }
+    )
     ax = plot_group_size(frame)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["2", "16"]
     assert ax.get_xlabel().startswith("group size") and len(ax.get_legend().get_texts()) == 2
-    ax = plot_similarity_distributions({"a": np.array([0.1, 0.9, np.nan]), "b": torch.tensor([0.5, 0.7])})
+    ax = plot_similarity_distributions(
+        {"a": np.array([0.1, 0.9, np.nan]), "b": torch.tensor([0.5, 0.7])}
+    )
     assert "median 0.50" in ax.get_legend().get_texts()[0].get_text() and ax.get_title()
     same, other = torch.tensor([0.9, 0.2, 0.5, float("nan")]), torch.tensor([0.1, 0.8, 0.4, 0.3])
     ax = plot_same_vs_other(same, other)
@@ -401,31 +550,56 @@ def test_chapter_plots_label_everything():
     plt.close("all")
 
 
-# ------------------------------------------------------------------------------ claims (fabricated per-seed numbers)
+# ------------------------------------------------------------- claims (fabricated per-seed numbers)
 
 
 def _fabricated_inputs(ep_rises: bool = True, seeds: int = 3, **changes) -> ep.ClaimInputs:
     """Per-seed numbers in which easy-positive variants clearly beat hard ones at n = 16 (and, if
     ``ep_rises``, improve from n = 2), with a small seed-to-seed spread."""
     jitter = np.array([-0.004, 0.0, 0.004, 0.002, -0.002][:seeds])
-    base = {"EP": (0.50, 0.70), "EPHN": (0.45, 0.68), "EPSHN": (0.52, 0.72),
-            "HP": (0.50, 0.40), "HPHN": (0.45, 0.30), "BA": (0.50, 0.55)}
+    base = {
+        "EP": (0.50, 0.70),
+        "EPHN": (0.45, 0.68),
+        "EPSHN": (0.52, 0.72),
+        "HP": (0.50, 0.40),
+        "HPHN": (0.45, 0.30),
+        "BA": (0.50, 0.55),
+    }
     if not ep_rises:
         base["EP"] = (0.70, 0.50)
     recall = {}
     for m, (lo, hi) in base.items():
         recall[m] = {n: list(lo + (hi - lo) * i / 3 + jitter) for i, n in enumerate((2, 4, 8, 16))}
     stats = lambda med, t2t, gap: [  # noqa: E731
-        {"train_same_class_median": med + j, "test_to_train_mean": t2t + j, "train_nn_correct": 0.9 + j,
-         "test_nn_correct": 0.9 - gap + j} for j in jitter]
+        {
+            "train_same_class_median": med + j,
+            "test_to_train_mean": t2t + j,
+            "train_nn_correct": 0.9 + j,
+            "test_nn_correct": 0.9 - gap + j,
+        }
+        for j in jitter
+    ]
     analysis = {m: stats(0.5, 0.6, 0.1) for m in ("EP", "EPHN", "EPSHN")}
     analysis |= {m: stats(0.9, 0.8, 0.3) for m in ("BA", "HP", "N-pair")}
-    analysis["EPSHN"] = stats(0.95, 0.6, 0.1)  # EPSHN clusters tighter than the rest: that claim fails
-    table1 = {"omniglot-small, convnet, 64-d": {
-        "triplet": list(0.60 + jitter), "N-pair": list(0.66 + jitter), "Proxy-NCA": list(0.44 + jitter),
-        "EPSHN": list(0.62 + jitter)}}
-    kw = dict(recall=recall, analysis=analysis, table1=table1, key_group_size=16, images_per_class=20,
-              profile="default")
+    analysis["EPSHN"] = stats(
+        0.95, 0.6, 0.1
+    )  # EPSHN clusters tighter than the rest: that claim fails
+    table1 = {
+        "omniglot-small, convnet, 64-d": {
+            "triplet": list(0.60 + jitter),
+            "N-pair": list(0.66 + jitter),
+            "Proxy-NCA": list(0.44 + jitter),
+            "EPSHN": list(0.62 + jitter),
+        }
+    }
+    kw = dict(
+        recall=recall,
+        analysis=analysis,
+        table1=table1,
+        key_group_size=16,
+        images_per_class=20,
+        profile="default",
+    )
     return ep.ClaimInputs(**{**kw, **changes})
 
 
@@ -443,29 +617,54 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     assert v["HPHN degrades as the group size grows (n = 2 -> 16)"] == HOLDS
     contrast = next(c for c in claims if c.claim.startswith("The contrast"))
     assert str(contrast.verdict) == HOLDS and "collapsed" not in contrast.our_evidence
-    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not among the paper's claims
-    assert not any(c.claim.startswith("Easy-positive mining") or "beat HP, HPHN, BA" in c.claim for c in claims)
+    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not
+    # among the paper's claims
+    assert not any(
+        c.claim.startswith("Easy-positive mining") or "beat HP, HPHN, BA" in c.claim for c in claims
+    )
     ours = _verdicts(ep.our_measurement_claims(_fabricated_inputs(), _fabricated_inputs().recall))
     assert ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"] == HOLDS
     assert ours["BA degrades as the group size grows (n = 2 -> 16)"] == FAILS
-    assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(FAILS)
-    assert v["Test images of unseen classes land less directly on training images with easy positives"] == HOLDS
+    assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(
+        FAILS
+    )
+    assert (
+        v["Test images of unseen classes land less directly on training images with easy positives"]
+        == HOLDS
+    )
     # Proxy-NCA (0.44) is far below the rest: an untuned baseline, whose pair never counts as held
-    assert v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"] == "does not hold: 1 of 3 pairs hold"
+    assert (
+        v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"]
+        == "does not hold: 1 of 3 pairs hold"
+    )
     # the grid stops at 16: the paper's interior optimum at n = 16 is not tested, with the reason
     peak = next(c for c in claims if c.claim.startswith("Recall@1 peaks"))
-    assert peak.verdict == NOT_TESTED and "n = 16" in peak.verdict.note and "20 images" in peak.verdict.note
+    assert (
+        peak.verdict == NOT_TESTED
+        and "n = 16" in peak.verdict.note
+        and "20 images" in peak.verdict.note
+    )
     # Tables 2 and 3 are not run at this profile: not tested, never failed
     t2 = [c for c in claims if "Table 2" in c.claim]
-    assert len(t2) == 4 and all(c.verdict == NOT_TESTED and "default profile" in c.verdict.note for c in t2)
+    assert len(t2) == 4 and all(
+        c.verdict == NOT_TESTED and "default profile" in c.verdict.note for c in t2
+    )
     # the paper's evidence is computed from the transcribed tables
     assert any("EPSHN512 64.9 vs DREML576 63.9" in c.paper_evidence for c in t2)
     assert any("in 5 of 6" in c.paper_evidence and "Proxy-NCA" in c.paper_evidence for c in claims)
     hotels = next(c for c in claims if "Hotels-50K" in c.claim)
-    assert "2.0 times" in hotels.claim and hotels.verdict == NOT_TESTED and "default profile" in hotels.verdict.note
+    assert (
+        "2.0 times" in hotels.claim
+        and hotels.verdict == NOT_TESTED
+        and "default profile" in hotels.verdict.note
+    )
     table = claims_table(claims)
     first = table.iloc[0]
-    assert first["runs per side"] == "3 vs 3" and first["effect"].endswith(" pts") and first["90% interval"] != "—"
+    assert (
+        first["runs per side"] == "3 vs 3"
+        and first["effect"].endswith(" pts")
+        and first["90% interval"] != "—"
+    )
     # EP falling with n: its trend claim fails; with one seed per side nothing holds or fails
     falling = ep.build_claims(_fabricated_inputs(ep_rises=False))
     assert _verdicts(falling)["EP improves as the group size grows (n = 2 -> 16)"] == FAILS
@@ -473,8 +672,12 @@ def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
     assert not str(next(c for c in falling if c.claim.startswith("The contrast")).verdict) == HOLDS
     # a collapsed group is named in the evidence of every claim that uses it
     marked = ep.build_claims(_fabricated_inputs(collapsed=frozenset({("HPHN", 16)})))
-    assert "HPHN n = 16" in next(c for c in marked if c.claim.startswith("HPHN degrades")).our_evidence
-    assert "collapsed" not in next(c for c in marked if c.claim.startswith("EP improves")).our_evidence
+    assert (
+        "HPHN n = 16" in next(c for c in marked if c.claim.startswith("HPHN degrades")).our_evidence
+    )
+    assert (
+        "collapsed" not in next(c for c in marked if c.claim.startswith("EP improves")).our_evidence
+    )
     one = ep.build_claims(_fabricated_inputs(seeds=1))
     assert {str(c.verdict) for c in one} <= {INCONCLUSIVE, NOT_TESTED}
 
@@ -483,7 +686,10 @@ def test_a_claim_resting_on_collapsed_runs_is_not_tested():
     from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
 
     collapsed = frozenset({("HPHN", 2), ("HPHN", 16), ("EPHN", 2)})
-    clean, marked = ep.build_claims(_fabricated_inputs()), ep.build_claims(_fabricated_inputs(collapsed=collapsed))
+    clean, marked = (
+        ep.build_claims(_fabricated_inputs()),
+        ep.build_claims(_fabricated_inputs(collapsed=collapsed)),
+    )
     v, w = _verdicts(clean), _verdicts(marked)
     # the same numbers hold without the collapse, and are not a test with it
     for m in ("EPHN improves", "HPHN degrades"):
@@ -491,12 +697,19 @@ def test_a_claim_resting_on_collapsed_runs_is_not_tested():
         assert v[claim] == HOLDS and w[claim] == NOT_TESTED
         c = next(c for c in marked if c.claim == claim)
         assert c.verdict.note.startswith(ep.COLLAPSED) and f"{m.split()[0]} n = 2" in c.verdict.note
-    assert w["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS  # its runs did not collapse
+    assert (
+        w["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS
+    )  # its runs did not collapse
     # the contrast: the pairs with EPHN or HPHN are untested parts; the rest still decide
     contrast = next(c for c in marked if c.claim.startswith("The contrast"))
-    assert contrast.verdict == INCONCLUSIVE and contrast.verdict.note.endswith("of 6 pairs: 2 hold, 4 not tested")
+    assert contrast.verdict == INCONCLUSIVE and contrast.verdict.note.endswith(
+        "of 6 pairs: 2 hold, 4 not tested"
+    )
     # ours: the pairs against the collapsed HPHN at n = 16 are not tested
-    ours = {c.claim: c.verdict for c in ep.our_measurement_claims(_fabricated_inputs(collapsed=collapsed))}
+    ours = {
+        c.claim: c.verdict
+        for c in ep.our_measurement_claims(_fabricated_inputs(collapsed=collapsed))
+    }
     beat = ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"]
     assert beat == INCONCLUSIVE and "3 not tested" in beat.note
     # the pair table says so too, keeping the measured effect
@@ -507,48 +720,110 @@ def test_a_claim_resting_on_collapsed_runs_is_not_tested():
     points = {"EPHN": {2: [0.4, 0.41, 0.39], 8: [0.7, 0.71, 0.69], 16: [0.6, 0.61, 0.59]}}
     assert ep.group_size_optima(points).loc["EPHN", "interior optimum"] == HOLDS
     row = ep.group_size_optima(points, frozenset({("EPHN", 2)})).loc["EPHN"]
-    assert row["interior optimum"] == NOT_TESTED and "collapsed" in row["note"] and row["effect"] != "—"
+    assert (
+        row["interior optimum"] == NOT_TESTED
+        and "collapsed" in row["note"]
+        and row["effect"] != "—"
+    )
 
 
 def test_collapsed_groups_near_ln2_and_the_kept_epoch_in_words():
     ln2 = ep.LN2
-    curves = pd.DataFrame([
-        {"run": "HPHN", "n": 2, "seed": s, "epoch 1": 0.74, "epoch 2": ln2 + 0.003, "epoch 3": ln2 + 0.001,
-         "collapsed": True} for s in range(3)] + [
-        {"run": "EPHN", "n": 4, "seed": s, "epoch 1": 0.712, "epoch 2": 0.688, "epoch 3": 0.673, "collapsed": False}
-        for s in range(3)] + [
-        {"run": "EP", "n": 4, "seed": s, "epoch 1": 2.0, "epoch 2": ln2, "epoch 3": 0.5, "collapsed": s == 0}
-        for s in range(3)])
+    curves = pd.DataFrame(
+        [
+            {
+                "run": "HPHN",
+                "n": 2,
+                "seed": s,
+                "epoch 1": 0.74,
+                "epoch 2": ln2 + 0.003,
+                "epoch 3": ln2 + 0.001,
+                "collapsed": True,
+            }
+            for s in range(3)
+        ]
+        + [
+            {
+                "run": "EPHN",
+                "n": 4,
+                "seed": s,
+                "epoch 1": 0.712,
+                "epoch 2": 0.688,
+                "epoch 3": 0.673,
+                "collapsed": False,
+            }
+            for s in range(3)
+        ]
+        + [
+            {
+                "run": "EP",
+                "n": 4,
+                "seed": s,
+                "epoch 1": 2.0,
+                "epoch 2": ln2,
+                "epoch 3": 0.5,
+                "collapsed": s == 0,
+            }
+            for s in range(3)
+        ]
+    )
     # a group with any collapsed seed is one no verdict may rest on
     assert ep.collapsed_groups(curves) == frozenset({("HPHN", 2), ("EP", 4)})
-    curves.loc[(curves["run"] == "HPHN") & (curves["seed"] == 0), "epoch 2"] = ln2 + 0.02  # seed 0 enters a epoch later
+    curves.loc[(curves["run"] == "HPHN") & (curves["seed"] == 0), "epoch 2"] = (
+        ln2 + 0.02
+    )  # seed 0 enters a epoch later
     lines = ep.near_ln2(curves)
-    assert lines[0].startswith("EPHN n = 4: within 2.5% of ln 2 at epoch 2 only") and "0.673" in lines[0]
-    assert lines[0].endswith("0 of 3 seeds collapsed")  # no seed stays in the band: no per-seed epochs
+    assert (
+        lines[0].startswith("EPHN n = 4: within 2.5% of ln 2 at epoch 2 only")
+        and "0.673" in lines[0]
+    )
+    assert lines[0].endswith(
+        "0 of 3 seeds collapsed"
+    )  # no seed stays in the band: no per-seed epochs
     # the mean enters the band at epoch 2, seed 0 only at epoch 3: each seed's own epoch is given
     assert lines[1].startswith("HPHN n = 2: within 2.5% of ln 2 at epochs 2-3")
-    assert lines[1].endswith("3 of 3 seeds collapsed; per seed (0, 1, 2), within it from epoch 3, 2, 2 to the last")
+    assert lines[1].endswith(
+        "3 of 3 seeds collapsed; per seed (0, 1, 2), within it from epoch 3, 2, 2 to the last"
+    )
     assert len(lines) == 2  # EP is not a single-negative variant: ln 2 means nothing for it
-    assert ep.is_collapsed("HPHN", [0.9, ln2 + 0.003, ln2 - 0.002]) and not ep.is_collapsed("HPHN", [ln2, 0.6])
-    assert not ep.is_collapsed("EP", [ln2, ln2])  # ln 2 means nothing for a variant with every negative
+    assert ep.is_collapsed("HPHN", [0.9, ln2 + 0.003, ln2 - 0.002]) and not ep.is_collapsed(
+        "HPHN", [ln2, 0.6]
+    )
+    assert not ep.is_collapsed(
+        "EP", [ln2, ln2]
+    )  # ln 2 means nothing for a variant with every negative
 
 
 def _deviation_curves() -> pd.DataFrame:
     """Loss curves of three methods: EP falls 10% over the last epoch, EPHN's two non-collapsed
     seeds 30% and 40% and its collapsed one (at ln 2) 0%, every HPHN run is collapsed."""
     ln2 = ep.LN2
-    rows = [{"run": "EP", "n": 4, "seed": s, "epoch 1": 1.0, "epoch 2": 0.9, "collapsed": False} for s in range(3)]
-    rows += [{"run": "EPHN", "n": n, "seed": 0, "epoch 1": 1.0, "epoch 2": 1.0 - f, "collapsed": False}
-             for n, f in ((4, 0.3), (8, 0.4))]
-    rows += [{"run": "EPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True} for s in range(3)]
-    rows += [{"run": "HPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True} for s in range(3)]
+    rows = [
+        {"run": "EP", "n": 4, "seed": s, "epoch 1": 1.0, "epoch 2": 0.9, "collapsed": False}
+        for s in range(3)
+    ]
+    rows += [
+        {"run": "EPHN", "n": n, "seed": 0, "epoch 1": 1.0, "epoch 2": 1.0 - f, "collapsed": False}
+        for n, f in ((4, 0.3), (8, 0.4))
+    ]
+    rows += [
+        {"run": "EPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True}
+        for s in range(3)
+    ]
+    rows += [
+        {"run": "HPHN", "n": 2, "seed": s, "epoch 1": ln2, "epoch 2": ln2, "collapsed": True}
+        for s in range(3)
+    ]
     return pd.DataFrame(rows)
 
 
 def test_the_last_epochs_fall_is_of_non_collapsed_runs_only_per_method_too():
     text = ep.last_epoch_fall(_deviation_curves())
-    assert text.startswith("not converged: from epoch 1 to 2 the loss of the 5 non-collapsed runs (of 11) still fell")
-    # EPHN: the median of its non-collapsed runs (30%, 40%), not of all five (its collapsed n = 2 runs fall 0%)
+    assert text.startswith(
+        "not converged: from epoch 1 to 2 the loss of the 5 non-collapsed runs (of 11) still fell"
+    )
+    # EPHN: the median of its non-collapsed runs (30%, 40%), not of all five (its
+    # collapsed n = 2 runs fall 0%)
     assert "EP 10%, EPHN 35%" in text and "EPHN 0%" not in text
     # HPHN has no non-collapsed run: no figure, named as such
     assert "HPHN 0%" not in text and text.endswith("; HPHN: none, every run collapsed)")
@@ -569,23 +844,39 @@ def test_deviations_say_what_was_measured(monkeypatch):
     study = ep.make_study("default", validation=True)
     splits = SimpleNamespace(train=_Part(109, 20), validation=_Part(27, 20), test=_Part(106, 20))
     runner = SimpleNamespace(study=study, splits=lambda cfg: splits, results={})
-    monkeypatch.setattr(ep, "record_provenance", lambda r: {"code": "code", "threads": {1: 1},
-                                                             "train seconds": (1.0, 2.0)})
+    monkeypatch.setattr(
+        ep,
+        "record_provenance",
+        lambda r: {"code": "code", "threads": {1: 1}, "train seconds": (1.0, 2.0)},
+    )
     monkeypatch.setattr(ep, "_table1_baselines_effect", lambda r: "")
     monkeypatch.setattr(ep, "selection_gain_text", lambda records: "")
     curves = _deviation_curves()
-    drop = pd.DataFrame({"terms dropped by the rule": [0, 0], "terms": [64, 64],
-                         "min similarity in a batch": [0.3, 0.9]}, index=pd.Index([1, 2], name="epoch"))
+    drop = pd.DataFrame(
+        {
+            "terms dropped by the rule": [0, 0],
+            "terms": [64, 64],
+            "min similarity in a batch": [0.3, 0.9],
+        },
+        index=pd.Index([1, 2], name="epoch"),
+    )
     drop.attrs["seed"] = 0
     dev = ep.deviations(runner, curves, drop)["measured effect"]
     # the training length's per-method figures come from the same non-collapsed runs as the median
     assert "EPHN 35%" in dev["training length"] and "HPHN: none" in dev["training length"]
-    # the drop rule: one rerun of one seed measured; the records compare EPHN and HPHN per seed; EPSHN not measured
+    # the drop rule: one rerun of one seed measured; the records compare EPHN and HPHN per
+    # seed; EPSHN not measured
     rule = dev["drop rule (authors' code)"]
-    assert rule.startswith("measured in one rerun, EPHN at n = 2 with seed 0: the rule dropped 0 of 128 terms")
+    assert rule.startswith(
+        "measured in one rerun, EPHN at n = 2 with seed 0: the rule dropped 0 of 128 terms"
+    )
     assert "same training loss at every epoch in 3 of 3 seeds" in rule
-    assert "EPHN's other seeds, EPSHN at n = 2 (the same rule) and at every n > 2: not measured" in rule
-    # the sampler pads a class smaller than n; it never does at the default profile (20 images, n <= 16)
+    assert (
+        "EPHN's other seeds, EPSHN at n = 2 (the same rule) and at every n > 2: not measured"
+        in rule
+    )
+    # the sampler pads a class smaller than n; it never does at the default profile
+    # (20 images, n <= 16)
     assert dev["classes smaller than n"].startswith("never applied at the default profile")
     here = ep.deviations(runner, curves, drop)["here"]
     assert "duplicates" in here["classes smaller than n"]
@@ -594,10 +885,21 @@ def test_deviations_say_what_was_measured(monkeypatch):
 
 
 def test_a_baseline_far_below_every_other_method_is_named_untuned():
-    assert ep.untuned_baselines({"triplet": [0.638], "N-pair": [0.668], "Proxy-NCA": [0.438], "EPSHN": [0.605]}) == \
-        ["Proxy-NCA"]
-    assert ep.untuned_baselines({"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.58], "EPSHN": [0.62]}) == []
-    assert ep.untuned_baselines({"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.64], "EPSHN": [0.1]}) == []
+    assert ep.untuned_baselines(
+        {"triplet": [0.638], "N-pair": [0.668], "Proxy-NCA": [0.438], "EPSHN": [0.605]}
+    ) == ["Proxy-NCA"]
+    assert (
+        ep.untuned_baselines(
+            {"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.58], "EPSHN": [0.62]}
+        )
+        == []
+    )
+    assert (
+        ep.untuned_baselines(
+            {"triplet": [0.60], "N-pair": [0.66], "Proxy-NCA": [0.64], "EPSHN": [0.1]}
+        )
+        == []
+    )
 
 
 def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
@@ -608,29 +910,59 @@ def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
     recall["EP"][32] = [x + 0.05 for x in recall["EP"][16]]  # EP keeps rising: no interior optimum
     claims = ep.build_claims(_fabricated_inputs(recall=recall))
     v = _verdicts(claims)
-    assert v["EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"] == HOLDS
-    assert v["EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and drops beyond it"] == FAILS
+    assert (
+        v[
+            "EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
+            "drops beyond it"
+        ]
+        == HOLDS
+    )
+    assert (
+        v[
+            "EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
+            "drops beyond it"
+        ]
+        == FAILS
+    )
     # Table 2 runs at the paper profile are judged against the best other reported R@1
-    t2 = _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table2={"CUB": [0.70, 0.71, 0.72]})))
+    t2 = _verdicts(
+        ep.build_claims(_fabricated_inputs(profile="paper", table2={"CUB": [0.70, 0.71, 0.72]}))
+    )
     assert t2["EPSHN512 (ResNet-50) has the best R@1 on CUB in Table 2"] == HOLDS
     # Table 3 runs are judged against twice batch all's reported R@1 (8.1%)
     hotels = "EPSHN256 doubles batch all's Hotels-50K R@1 (reported: 2.0 times)"
-    assert _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.20, 0.21, 0.22])))[hotels] == HOLDS
-    assert _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.10, 0.11, 0.12])))[hotels] == FAILS
+    assert (
+        _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.20, 0.21, 0.22])))[
+            hotels
+        ]
+        == HOLDS
+    )
+    assert (
+        _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.10, 0.11, 0.12])))[
+            hotels
+        ]
+        == FAILS
+    )
 
 
 def test_semihard_claims_compare_the_two_rules_per_seed():
     from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED
 
-    values = {"strict": {"R@1": [0.60, 0.61, 0.62], "MAP@R": [0.30, 0.31, 0.30]},
-              "inclusive": {"R@1": [0.50, 0.51, 0.52], "MAP@R": [0.40, 0.41, 0.40]}}
+    values = {
+        "strict": {"R@1": [0.60, 0.61, 0.62], "MAP@R": [0.30, 0.31, 0.30]},
+        "inclusive": {"R@1": [0.50, 0.51, 0.52], "MAP@R": [0.40, 0.41, 0.40]},
+    }
     claims = ep.semihard_claims(values, (), 16)
-    assert [c.claim for c in claims] == [f"EPSHN with the strict semi-hard rule beats the inclusive rule at n = 16 in {m}"
-                                         for m in ("R@1", "MAP@R")]
+    assert [c.claim for c in claims] == [
+        f"EPSHN with the strict semi-hard rule beats the inclusive rule at n = 16 in {m}"
+        for m in ("R@1", "MAP@R")
+    ]
     assert [str(c.verdict) for c in claims] == [HOLDS, FAILS]
     assert claims[0].our_evidence == "R@1 (%): strict 61.0, inclusive 51.0"
     collapsed = ep.semihard_claims(values, ("inclusive",), 16)
-    assert all(c.verdict == NOT_TESTED and "EPSHN (inclusive) n = 16" in c.verdict.note for c in collapsed)
+    assert all(
+        c.verdict == NOT_TESTED and "EPSHN (inclusive) n = 16" in c.verdict.note for c in collapsed
+    )
     assert ep.semihard_claims({}, (), 16) == []
     # the chapter's measurements carry them
     ours = ep.our_measurement_claims(_fabricated_inputs(semihard=values))
@@ -640,12 +972,16 @@ def test_semihard_claims_compare_the_two_rules_per_seed():
 def test_group_size_optima_calls_an_optimum_only_through_the_rule():
     from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
 
-    points = {"peak": {2: [0.5, 0.51, 0.49], 4: [0.7, 0.71, 0.69], 8: [0.6, 0.61, 0.59]},
-              "rising": {2: [0.5, 0.51, 0.49], 4: [0.6, 0.61, 0.59], 8: [0.7, 0.71, 0.69]},
-              "one seed": {2: [0.5], 4: [0.7], 8: [0.6]}}
+    points = {
+        "peak": {2: [0.5, 0.51, 0.49], 4: [0.7, 0.71, 0.69], 8: [0.6, 0.61, 0.59]},
+        "rising": {2: [0.5, 0.51, 0.49], 4: [0.6, 0.61, 0.59], 8: [0.7, 0.71, 0.69]},
+        "one seed": {2: [0.5], 4: [0.7], 8: [0.6]},
+    }
     table = ep.group_size_optima(points)
     assert table["interior optimum"].tolist() == [HOLDS, FAILS, INCONCLUSIVE]
-    assert table.loc["peak", "runs per side"] == "3 vs 3" and table.loc["peak", "effect"] == "+10 pts"
+    assert (
+        table.loc["peak", "runs per side"] == "3 vs 3" and table.loc["peak", "effect"] == "+10 pts"
+    )
 
 
 def test_anchor_terms_average_to_the_hp_and_ep_losses():
@@ -656,14 +992,20 @@ def test_anchor_terms_average_to_the_hp_and_ep_losses():
     y = torch.tensor([0, 0, 0, 1, 1, 1])
     for pos, name in (("hard", "HP"), ("easy", "EP")):
         terms = ep.anchor_terms(x, y, pos)
-        assert float(terms["term"].mean()) == pytest.approx(float(easy_positive_loss(name)(x, y)), rel=1e-5)
-    assert ep.anchor_terms(x, y, "hard")["positive"].tolist()[0] == 2  # 0 deg: its hard positive is 150 deg
+        assert float(terms["term"].mean()) == pytest.approx(
+            float(easy_positive_loss(name)(x, y)), rel=1e-5
+        )
+    assert (
+        ep.anchor_terms(x, y, "hard")["positive"].tolist()[0] == 2
+    )  # 0 deg: its hard positive is 150 deg
 
 
 def test_pair_tables_list_every_pair_of_the_group_claims():
     t = ep.pair_tables(_fabricated_inputs())
     comps = t.index.get_level_values("comparison")
-    assert (comps.str.startswith("change of R@1")).sum() == 6 and (comps.str.startswith("Fig. 5")).sum() == 9
+    assert (comps.str.startswith("change of R@1")).sum() == 6 and (
+        comps.str.startswith("Fig. 5")
+    ).sum() == 9
     assert (comps.str.startswith("Table 1")).sum() == 3
 
 
@@ -672,32 +1014,56 @@ def test_an_untuned_baseline_never_counts_as_held_in_table1():
 
     cell = "omniglot-small, convnet, 64-d"
     jitter = np.array([-0.004, 0.0, 0.004])
-    res = {"triplet": list(0.60 + jitter), "N-pair": list(0.62 + jitter), "Proxy-NCA": list(0.40 + jitter),
-           "EPSHN": list(0.70 + jitter)}
+    res = {
+        "triplet": list(0.60 + jitter),
+        "N-pair": list(0.62 + jitter),
+        "Proxy-NCA": list(0.40 + jitter),
+        "EPSHN": list(0.70 + jitter),
+    }
     assert ep.untuned_baselines(res) == ["Proxy-NCA"]
-    claim = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: res})) if c.claim.startswith("EPSHN beats"))
-    # EPSHN beats all three by the numbers, but the untuned pair is not a test: the claim cannot hold
-    assert claim.verdict == INCONCLUSIVE and claim.verdict.note.endswith("of 3 pairs: 2 hold, 1 not tested")
+    claim = next(
+        c
+        for c in ep.build_claims(_fabricated_inputs(table1={cell: res}))
+        if c.claim.startswith("EPSHN beats")
+    )
+    # EPSHN beats all three by the numbers, but the untuned pair is not a test:
+    # the claim cannot hold
+    assert claim.verdict == INCONCLUSIVE and claim.verdict.note.endswith(
+        "of 3 pairs: 2 hold, 1 not tested"
+    )
     assert "an untuned baseline, so its pair is not tested" in claim.our_evidence
     pairs = ep.pair_tables(_fabricated_inputs(table1={cell: res})).loc[f"Table 1 R@1 ({cell})"]
     proxy = pairs.loc[("EPSHN", "Proxy-NCA")]
-    assert proxy["verdict"] == NOT_TESTED and proxy["note"] == f"{ep.UNTUNED}: Proxy-NCA" and proxy["effect"] == "+30 pts"
+    assert (
+        proxy["verdict"] == NOT_TESTED
+        and proxy["note"] == f"{ep.UNTUNED}: Proxy-NCA"
+        and proxy["effect"] == "+30 pts"
+    )
     assert pairs.loc[("EPSHN", "triplet"), "verdict"] == HOLDS
     # a baseline within reach of the others is judged as any pair
     close = {**res, "Proxy-NCA": list(0.58 + jitter)}
     assert ep.untuned_baselines(close) == []
-    again = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: close})) if c.claim.startswith("EPSHN beats"))
+    again = next(
+        c
+        for c in ep.build_claims(_fabricated_inputs(table1={cell: close}))
+        if c.claim.startswith("EPSHN beats")
+    )
     assert again.verdict == HOLDS and "untuned" not in again.our_evidence
     # collapsed EPSHN runs: every pair is not tested, for that reason
-    gone = next(c for c in ep.build_claims(_fabricated_inputs(table1={cell: res}, collapsed=frozenset({("EPSHN", 16)})))
-                if c.claim.startswith("EPSHN beats"))
+    gone = next(
+        c
+        for c in ep.build_claims(
+            _fabricated_inputs(table1={cell: res}, collapsed=frozenset({("EPSHN", 16)}))
+        )
+        if c.claim.startswith("EPSHN beats")
+    )
     assert gone.verdict == NOT_TESTED and ep.COLLAPSED in gone.verdict.note
 
 
 def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
-    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected on
-    validation; the inclusive runs copy the strict ones' histories except for the seeds in ``alter``
-    (their last training loss changed)."""
+    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected
+    on validation; the inclusive runs copy the strict ones' histories except for the seeds in
+    ``alter`` (their last training loss changed)."""
     config = ep.make_study("smoke").config
     runs = {}
     for rule in rules:
@@ -708,7 +1074,9 @@ def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
                 record.data["history"][-1]["loss"] = 0.5
             if rule == "inclusive":  # the timings of an identical run differ: never compared
                 record.data["history"][-1]["metrics"]["eval_seconds"] = 9.0
-            out.append(ep.RunResult(record.data["name"], "EPSHN", config.replace(seed=seed), record))
+            out.append(
+                ep.RunResult(record.data["name"], "EPSHN", config.replace(seed=seed), record)
+            )
         runs[rule] = out
     return runs
 
@@ -716,16 +1084,21 @@ def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
 def test_two_semihard_rules_that_trained_alike_are_not_a_test():
     from dmlnb.reporting import INCONCLUSIVE, NOT_TESTED
 
-    curves = [([0.5, 0.6, 0.7], [0.6, 0.7, 0.65]), ([0.52, 0.61, 0.69], [0.6, 0.7, 0.66]),
-              ([0.49, 0.62, 0.71], [0.6, 0.71, 0.6])]
+    curves = [
+        ([0.5, 0.6, 0.7], [0.6, 0.7, 0.65]),
+        ([0.52, 0.61, 0.69], [0.6, 0.7, 0.66]),
+        ([0.49, 0.62, 0.71], [0.6, 0.71, 0.6]),
+    ]
     runs = _semihard_runs(curves)
     assert ep.identical_histories(runs["strict"][0].record, runs["inclusive"][0].record)
     values, collapsed, same = ep.semihard_values(runs)
     assert collapsed == () and same == (0, 1, 2) and values["strict"] == values["inclusive"]
     (claim,) = ep.semihard_claims(values, collapsed, 16, same)
     assert claim.verdict == NOT_TESTED
-    assert claim.verdict.note == (f"{ep.SAME_NEGATIVES}: EPSHN n = 16, identical training histories (per-epoch loss "
-                                  "and metrics) in 3 of 3 seeds (0, 1, 2)")
+    assert claim.verdict.note == (
+        f"{ep.SAME_NEGATIVES}: EPSHN n = 16, identical training histories (per-epoch loss "
+        "and metrics) in 3 of 3 seeds (0, 1, 2)"
+    )
     assert "identical training histories" in claim.our_evidence
     # without the histories the same numbers read "inconclusive": the rule is what makes it untested
     assert ep.semihard_claims(values, collapsed, 16)[0].verdict == INCONCLUSIVE
@@ -737,7 +1110,9 @@ def test_two_semihard_rules_that_trained_alike_are_not_a_test():
     (judged,) = ep.semihard_claims(values, collapsed, 16, same)
     assert judged.verdict == INCONCLUSIVE and "2 of 3 seeds" in judged.our_evidence
     # the chapter's claims carry it through claim inputs
-    ours = ep.our_measurement_claims(_fabricated_inputs(semihard=ep.semihard_values(runs)[0], semihard_same=(0, 1, 2)))
+    ours = ep.our_measurement_claims(
+        _fabricated_inputs(semihard=ep.semihard_values(runs)[0], semihard_same=(0, 1, 2))
+    )
     assert ours[-1].verdict == NOT_TESTED and ours[-1].verdict.note.startswith(ep.SAME_NEGATIVES)
     assert ep.semihard_values({}) == ({}, (), ())
 
@@ -746,29 +1121,52 @@ def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_pr
     from dmlnb.reporting import Claim, compare
     from dmlnb.selection import protocol_column
 
-    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9); theirs: 0.7 either way
-    ours = [selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0] for i in range(3)]
-    theirs = [selected_record([0.5, 0.6, 0.7 + 0.01 * i], [0.5, 0.6, 0.7], "validation", name=f"theirs{i}")[0]
-              for i in range(3)]
-    kept = {"ours": [0.2, 0.21, 0.22], "theirs": [0.5, 0.51, 0.52]}  # a statistic of the kept weights
+    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9);
+    # theirs: 0.7 either way
+    ours = [
+        selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0]
+        for i in range(3)
+    ]
+    theirs = [
+        selected_record(
+            [0.5, 0.6, 0.7 + 0.01 * i], [0.5, 0.6, 0.7], "validation", name=f"theirs{i}"
+        )[0]
+        for i in range(3)
+    ]
+    kept = {
+        "ours": [0.2, 0.21, 0.22],
+        "theirs": [0.5, 0.51, 0.52],
+    }  # a statistic of the kept weights
 
     def judge():
         r1 = lambda rs: [r.best["metrics"]["R@1"] for r in rs]  # noqa: E731
-        return [Claim("ours beats theirs", "paper", "ours", compare(r1(ours), r1(theirs))),
-                Claim(ep.KEPT_WEIGHTS_CLAIMS[0], "Figure 2", "ours", compare(kept["theirs"], kept["ours"]))]
+        return [
+            Claim("ours beats theirs", "paper", "ours", compare(r1(ours), r1(theirs))),
+            Claim(
+                ep.KEPT_WEIGHTS_CLAIMS[0], "Figure 2", "ours", compare(kept["theirs"], kept["ours"])
+            ),
+        ]
 
-    runner = SimpleNamespace(results={r.data["name"]: SimpleNamespace(record=r) for r in ours + theirs})
+    runner = SimpleNamespace(
+        results={r.data["name"]: SimpleNamespace(record=r) for r in ours + theirs}
+    )
     frame = ep.claims_both_ways(runner, judge).set_index("claim")
     assert frame.loc["ours beats theirs", "verdict changes"] is True
     row = frame.loc[ep.KEPT_WEIGHTS_CLAIMS[0]]
-    assert row["verdict changes"] == NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
+    assert (
+        row["verdict changes"] == NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
+    )
     assert row[protocol_column("verdict", "validation")] == "holds"
     text = both_ways_text(frame.reset_index())
-    assert text == ("1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim reads "
-                    "the kept weights and is not recomputed")
+    assert text == (
+        "1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim "
+        "reads the kept weights and is not recomputed"
+    )
     # the three claims of Figures 2, 3 and 5 are the ones build_claims makes from the kept weights
     names = [c.claim for c in ep.build_claims(_fabricated_inputs())]
     assert all(k in names for k in ep.KEPT_WEIGHTS_CLAIMS)
     # no run with a validation split: one protocol only
-    papers = SimpleNamespace(results={"p": SimpleNamespace(record=selected_record([0.5], None, "test", name="p")[0])})
+    papers = SimpleNamespace(
+        results={"p": SimpleNamespace(record=selected_record([0.5], None, "test", name="p")[0])}
+    )
     assert ep.claims_both_ways(papers, judge) is None

@@ -1,4 +1,5 @@
-"""Tests of the facility-location chapter's experiment glue (dmlnb.experiments.facility_location)."""
+"""Tests of the facility-location chapter's experiment glue
+(dmlnb.experiments.facility_location)."""
 
 import math
 
@@ -14,7 +15,6 @@ from dmlnb.losses.facility_location import loss_augmented_inference
 from dmlnb.models import build_model
 from dmlnb.samplers import ClassRatioSampler
 
-
 # --------------------------------------------------------------------------- presets
 
 
@@ -26,7 +26,13 @@ def test_paper_profile_follows_the_paper():
     assert iterations == {"Table 1": 10_000, "Table 2": 20_000, "Table 3": 20_000}  # Sec. 4.1
     for t in study.tables:
         c = t.config
-        assert (c.embedding_dim, c.batch_size, c.optimizer, c.model, c.pretrained) == (64, 128, "rmsprop", "googlenet", True)
+        assert (c.embedding_dim, c.batch_size, c.optimizer, c.model, c.pretrained) == (
+            64,
+            128,
+            "rmsprop",
+            "googlenet",
+            True,
+        )
         assert c.dataset_options == {"image_size": 227, "resize": 256}  # 256 x 256, cropped at 227
     assert [t.class_ratio for t in study.tables] == [0.25, 0.25, 0.75]  # Sec. 3.5
     assert [t.classes_per_batch for t in study.tables] == [32, 32, 96]
@@ -39,11 +45,15 @@ def test_paper_profile_build_path_on_fabricated_inputs():
     study = fl.make_study("paper")
     sop = study.tables[2]
     labels = torch.arange(150).repeat_interleave(torch.tensor([1, 2, 3] * 50))  # 300 images
-    sampler = ClassRatioSampler(labels, sop.config.batch_size, classes_per_batch=sop.classes_per_batch, seed=0)
+    sampler = ClassRatioSampler(
+        labels, sop.config.batch_size, classes_per_batch=sop.classes_per_batch, seed=0
+    )
     batch = next(iter(sampler))
     assert len(batch) == 128 and labels[batch].unique().numel() == 96
     cfg = fl.method_config("clustering", sop.config)
-    model = build_model(cfg.model, (3, 64, 64), cfg.embedding_dim, normalize=cfg.normalize, pretrained=False)
+    model = build_model(
+        cfg.model, (3, 64, 64), cfg.embedding_dim, normalize=cfg.normalize, pretrained=False
+    )
     model.eval()
     with torch.no_grad():
         out = model(torch.randn(2, 3, 64, 64))
@@ -76,13 +86,25 @@ def test_make_study_rejects_bad_design():
 def test_methods_normalise_as_in_the_paper():
     study = fl.make_study("smoke", gamma=2.5)
     cfg = study.tables[0].config
-    assert fl.method_config("triplet", cfg).normalize and fl.method_config("clustering", cfg).normalize
-    assert not fl.method_config("lifted", cfg).normalize and not fl.method_config("npair", cfg).normalize
+    assert (
+        fl.method_config("triplet", cfg).normalize and fl.method_config("clustering", cfg).normalize
+    )
+    assert (
+        not fl.method_config("lifted", cfg).normalize
+        and not fl.method_config("npair", cfg).normalize
+    )
     assert isinstance(fl.build_loss("triplet", study), TripletLoss)
-    assert isinstance(fl.build_loss("lifted", study), LiftedStructureLoss) and not fl.build_loss("lifted", study).normalize
+    assert (
+        isinstance(fl.build_loss("lifted", study), LiftedStructureLoss)
+        and not fl.build_loss("lifted", study).normalize
+    )
     assert isinstance(fl.build_loss("npair", study), NPairLoss)
     clu = fl.build_loss("clustering", study)
-    assert isinstance(clu, FacilityLocationLoss) and clu.margin_multiplier == 2.5 and clu.pam_passes == 5
+    assert (
+        isinstance(clu, FacilityLocationLoss)
+        and clu.margin_multiplier == 2.5
+        and clu.pam_passes == 5
+    )
     with pytest.raises(ValueError, match="unknown method"):
         fl.build_loss("softmax", study)
     with pytest.raises(ValueError, match="unknown method"):
@@ -103,15 +125,21 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
     table = study.tables[0]
     spec = fl._spec(table, "clustering", study, tsne=False)
     assert spec["refinement"] == "paper" and "Algorithm 2 as listed" in spec["loss"]
-    assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {"pairs": "all",
-                                                                                              "penalty": "norm"}
+    assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {
+        "pairs": "all",
+        "penalty": "norm",
+    }
     assert "unsquared norms" in fl._spec(table, "npair", study, tsne=False)["loss"]
-    assert not {"refinement", "pairs", "penalty"} & set(fl._spec(table, "triplet", study, tsne=False))
+    assert not {"refinement", "pairs", "penalty"} & set(
+        fl._spec(table, "triplet", study, tsne=False)
+    )
     full = fl.study_variant(study, refinement="full")
     assert fl.build_loss("clustering", full).refinement == "full" and full.tsne_methods == ()
     assert fl._spec(table, "clustering", full, tsne=False)["refinement"] == "full"
     assert "the variant of Algorithm 2" in fl._spec(table, "clustering", full, tsne=False)["loss"]
-    assert fl.run_name(table, "clustering", 0, full) == fl.run_name(table, "clustering", 0, study).replace("g10-", "g10-full-")
+    assert fl.run_name(table, "clustering", 0, full) == fl.run_name(
+        table, "clustering", 0, study
+    ).replace("g10-", "g10-full-")
     sohn = fl.make_study("default", npair_pairs="first", npair_penalty="squared")
     assert fl.run_name(table, "npair", 0, sohn).endswith("npair-first-squared-seed0")
     assert "not Eq. 3" in fl.loss_description("npair", sohn)
@@ -126,15 +154,21 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
 
 
 def test_every_profile_builds_its_variants_and_the_smoke_batches_fit_three_classes():
-    """The smoke hold-out leaves 3 of digits' 5 training classes: every smoke batch has at most 3."""
+    """The smoke hold-out leaves 3 of digits' 5 training classes: every smoke
+    batch has at most 3."""
     smoke = fl.make_study("smoke", validation=True)
     (t1,), paired = smoke.tables, smoke.paired
-    assert (t1.config.batch_size, t1.classes_per_batch) == (12, 3) and t1.config.select_on == "validation"
+    assert (t1.config.batch_size, t1.classes_per_batch) == (
+        12,
+        3,
+    ) and t1.config.select_on == "validation"
     assert (paired.config.batch_size, paired.classes_per_batch, paired.class_ratio) == (6, 3, 0.5)
     assert paired.config.select_on == "validation" and smoke.refinements == ("full",)
     default = fl.make_study("default", validation=True)
     assert default.paired.classes_per_batch == 64 and default.paired.config.batch_size == 128
-    assert all(t.config.steps_per_epoch == 21 for t in (*default.tables, default.paired))  # the hold-out keeps the steps
+    assert all(
+        t.config.steps_per_epoch == 21 for t in (*default.tables, default.paired)
+    )  # the hold-out keeps the steps
     assert fl.make_study("paper").paired is None and fl.make_study("paper").refinements == ()
 
 
@@ -155,31 +189,43 @@ def digits():
 
 
 def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
-    study = fl.make_study("smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60, diag_every=2)
+    study = fl.make_study(
+        "smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60, diag_every=2
+    )
     table = study.tables[0]
     run = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
     assert run.trained and run.record.data["status"] == "finished"
     log = pd.DataFrame(run.extras["inside"])
     assert log["step"].tolist() == [0.0, 2.0, 4.0, 6.0]  # every 2nd of 8 steps
     # the loss is the hinge of augmented minus oracle score (Eq. 6) ...
-    np.testing.assert_allclose(log["loss"], np.maximum(log["augmented"] - log["oracle"], 0.0), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        log["loss"], np.maximum(log["augmented"] - log["oracle"], 0.0), rtol=1e-5, atol=1e-5
+    )
     # ... the augmented score is F(S_PAM) + gamma (1 - NMI) ...
-    np.testing.assert_allclose(log["augmented"], log["predicted"] + log["gamma"] * (1 - log["nmi"]), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        log["augmented"], log["predicted"] + log["gamma"] * (1 - log["nmi"]), rtol=1e-5, atol=1e-5
+    )
     # ... gamma decays by 0.94 per epoch of 4 steps, Lemma 1 holds, inference is part of the step
     np.testing.assert_allclose(log["gamma"], study.gamma * 0.94 ** (log["step"] / 4))
     assert (log["refined"] >= log["greedy"] - 1e-9).all()
     assert ((log["inference_s"] > 0) & (log["inference_s"] < log["step_s"])).all()
     # the geometric NMI and the t-SNE map of the test embedding are stored
     assert set(run.metrics) >= {"NMI", "R@1", "R@8"}
-    assert len(run.extras["tsne"]["indices"]) == 60 and np.asarray(run.extras["tsne"]["xy"]).shape == (60, 2)
+    assert len(run.extras["tsne"]["indices"]) == 60 and np.asarray(
+        run.extras["tsne"]["xy"]
+    ).shape == (60, 2)
     again = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
     assert not again.trained and again.extras["inside"] == run.extras["inside"]
     # another margin multiplier is another run, in its own folder; the first stays reloadable
     variant = fl.study_variant(study, gamma=2.0)
     other = fl.run_method(table, "clustering", 0, digits, variant, tmp_path)
-    assert other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
+    assert (
+        other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
+    )
     assert not fl.run_method(table, "clustering", 0, digits, study, tmp_path).trained
-    assert fl.run_name(table, "clustering", 0, variant) != fl.run_name(table, "clustering", 0, study)
+    assert fl.run_name(table, "clustering", 0, variant) != fl.run_name(
+        table, "clustering", 0, study
+    )
 
 
 def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path):
@@ -195,17 +241,24 @@ def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path)
 
 
 def test_inside_loss_summary_against_direct_computation():
-    frame = pd.DataFrame({
-        "method": ["clustering"] * 5 + ["triplet"] * 5, "seed": 0, "step": list(range(5)) * 2,
-        "loss": [5.0, 4, 3, 2, 1] + [1.0] * 5, "step_s": [9.0, 1, 2, 1, 2] + [0.5] * 5,
-        "inference_s": [8.0, 0.5, 0.5, 0.25, 0.5] + [math.nan] * 5,
-        "greedy": [-10.0, -9, -8, -7, -6] + [math.nan] * 5,
-        "refined": [-10.0, -8.5, -8, -7 - 1e-3, -5] + [math.nan] * 5,
-        "nmi": [0.1, 0.2, 0.3, 0.4, 0.5] + [math.nan] * 5,
-    })
+    frame = pd.DataFrame(
+        {
+            "method": ["clustering"] * 5 + ["triplet"] * 5,
+            "seed": 0,
+            "step": list(range(5)) * 2,
+            "loss": [5.0, 4, 3, 2, 1] + [1.0] * 5,
+            "step_s": [9.0, 1, 2, 1, 2] + [0.5] * 5,
+            "inference_s": [8.0, 0.5, 0.5, 0.25, 0.5] + [math.nan] * 5,
+            "greedy": [-10.0, -9, -8, -7, -6] + [math.nan] * 5,
+            "refined": [-10.0, -8.5, -8, -7 - 1e-3, -5] + [math.nan] * 5,
+            "nmi": [0.1, 0.2, 0.3, 0.4, 0.5] + [math.nan] * 5,
+        }
+    )
     s = fl.inside_loss_summary(frame).set_index("method")
     c = s.loc["clustering"]
-    assert c["inference_share"] == pytest.approx((0.5 + 0.5 + 0.25 + 0.5) / (1 + 2 + 1 + 2))  # step 0 skipped
+    assert c["inference_share"] == pytest.approx(
+        (0.5 + 0.5 + 0.25 + 0.5) / (1 + 2 + 1 + 2)
+    )  # step 0 skipped
     assert c["pam_improved"] == pytest.approx(2 / 5)
     assert c["below_greedy"] == 1
     assert c["pam_gain_min"] == pytest.approx(-1e-3)
@@ -255,7 +308,9 @@ def test_nmi_of_one_move_against_sklearn():
     moved[0] = 1
     ref = 1.0 - normalized_mutual_info_score(y, moved, average_method="geometric")
     assert fl.nmi_of_one_move(32, 4) == pytest.approx(ref, rel=1e-9)
-    assert 0 < fl.nmi_of_one_move(32, 4) < fl.nmi_of_one_move(4, 4)  # one move matters less in a larger batch
+    assert (
+        0 < fl.nmi_of_one_move(32, 4) < fl.nmi_of_one_move(4, 4)
+    )  # one move matters less in a larger batch
 
 
 def test_inside_loss_tables_of_no_runs_keep_their_columns():
@@ -274,39 +329,74 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     t1, t3 = study.tables
     assert (t1.class_ratio, t3.class_ratio, t3.config.eval_ks) == (0.25, 0.75, (1, 10, 100))
     assert t3.classes_per_batch == 96 and t1.classes_per_batch == 32
-    names = {fl.run_name(t, m, s, study) for t in study.tables for m in fl.METHODS for s in study.seeds}
+    names = {
+        fl.run_name(t, m, s, study) for t in study.tables for m in fl.METHODS for s in study.seeds
+    }
     assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
     # the variants beside the tables have folders of their own
-    names |= {fl.run_name(t1, "clustering", s, fl.study_variant(study, **change)) for s in study.seeds
-              for change in [{"gamma": g} for g in study.gamma_ablation] + [{"refinement": a} for a in study.refinements]}
+    names |= {
+        fl.run_name(t1, "clustering", s, fl.study_variant(study, **change))
+        for s in study.seeds
+        for change in [{"gamma": g} for g in study.gamma_ablation]
+        + [{"refinement": a} for a in study.refinements]
+    }
     names |= {fl.run_name(study.paired, "npair", s, study) for s in study.seeds}
-    assert len(names) == (2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1) * len(study.seeds)
-    # the rule needs 3 runs per side: both tables, the gamma ablation, the variants and the toy run every seed
-    assert study.seeds_for(t1) == study.seeds_for(t3) == study.seeds_for(study.paired) == study.seeds
-    assert len(study.seeds) >= 3 and fl.study_variant(study, gamma=1.0).seeds == study.seeds and len(study.toy_seeds) >= 3
+    assert len(names) == (
+        2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1
+    ) * len(study.seeds)
+    # the rule needs 3 runs per side: both tables, the gamma ablation, the variants and
+    # the toy run every seed
+    assert (
+        study.seeds_for(t1) == study.seeds_for(t3) == study.seeds_for(study.paired) == study.seeds
+    )
+    assert (
+        len(study.seeds) >= 3
+        and fl.study_variant(study, gamma=1.0).seeds == study.seeds
+        and len(study.toy_seeds) >= 3
+    )
 
 
 def _runs_of(nmi, r1, r8=0.9, spread=(0.0, 0.004, 0.008)):
     """Three fabricated runs (seeds) with NMI / R@1 / R@8 around the given means."""
     from types import SimpleNamespace
 
-    return [SimpleNamespace(metrics={"NMI": nmi + d, "R@1": r1 + d, "R@2": 0.7, "R@4": 0.8, "R@8": r8 + d})
-            for d in spread]
+    return [
+        SimpleNamespace(
+            metrics={"NMI": nmi + d, "R@1": r1 + d, "R@2": 0.7, "R@4": 0.8, "R@8": r8 + d}
+        )
+        for d in spread
+    ]
 
 
 def _toy(gaps, zero=()):
     """A fabricated :func:`fl.toy_frame`: ``gaps`` maps loss -> angle per seed; the losses in
     ``zero`` never have a positive loss."""
-    rows = [{"loss": "before", "seed": s, "gap_degrees": 120.0, "merged": 0.0, "max_loss": float("nan")}
-            for s in range(3)]
-    rows += [{"loss": n, "seed": s, "gap_degrees": g, "merged": float(g < fl.MERGE_DEGREES), "nn_accuracy": 1.0,
-              "max_loss": 0.0 if n in zero else 1.0}
-             for n, gs in gaps.items() for s, g in enumerate(gs)]
+    rows = [
+        {"loss": "before", "seed": s, "gap_degrees": 120.0, "merged": 0.0, "max_loss": float("nan")}
+        for s in range(3)
+    ]
+    rows += [
+        {
+            "loss": n,
+            "seed": s,
+            "gap_degrees": g,
+            "merged": float(g < fl.MERGE_DEGREES),
+            "nn_accuracy": 1.0,
+            "max_loss": 0.0 if n in zero else 1.0,
+        }
+        for n, gs in gaps.items()
+        for s, g in enumerate(gs)
+    ]
     return pd.DataFrame(rows)
 
 
-_TOY_OK = {"triplet semi-hard": [118.0, 120.0, 125.0], "lifted structure": [1.0, 2.0, 0.5],
-           "N-pairs": [90.0, 100.0, 110.0], "triplet all": [10.0, 12.0, 15.0], "clustering": [5.0, 6.0, 1.0]}
+_TOY_OK = {
+    "triplet semi-hard": [118.0, 120.0, 125.0],
+    "lifted structure": [1.0, 2.0, 0.5],
+    "N-pairs": [90.0, 100.0, 110.0],
+    "triplet all": [10.0, 12.0, 15.0],
+    "clustering": [5.0, 6.0, 1.0],
+}
 
 
 def _by_claim(out):
@@ -316,62 +406,120 @@ def _by_claim(out):
 def test_claims_verdicts_follow_the_numbers():
     study = fl.make_study("default")
     t1, t3 = study.tables
-    runs = {"Table 1": {"triplet": _runs_of(0.75, 0.60), "lifted": _runs_of(0.70, 0.60), "npair": _runs_of(0.70, 0.60),
-                        "clustering": _runs_of(0.72, 0.65)}}
+    runs = {
+        "Table 1": {
+            "triplet": _runs_of(0.75, 0.60),
+            "lifted": _runs_of(0.70, 0.60),
+            "npair": _runs_of(0.70, 0.60),
+            "clustering": _runs_of(0.72, 0.65),
+        }
+    }
     out = fl.claims(runs, [t1], _toy(_TOY_OK, zero=("triplet semi-hard",)), "default")
     verdicts = [str(c.verdict) for c in out]
     # every metric of the reported Table 1: NMI, R@1, R@2, R@4, R@8
-    assert [c.claim.split("higher ")[1].split(" ")[0] for c in out[:5]] == ["NMI", "R@1", "R@2", "R@4", "R@8"]
+    assert [c.claim.split("higher ")[1].split(" ")[0] for c in out[:5]] == [
+        "NMI",
+        "R@1",
+        "R@2",
+        "R@4",
+        "R@8",
+    ]
     assert verdicts[0] == "does not hold: 2 of 3 pairs hold"  # NMI: triplet is higher
     assert verdicts[1] == "holds"  # R@1 higher than every baseline
     assert verdicts[2] == verdicts[3] == "inconclusive"  # R@2, R@4 identical everywhere
     assert out[1].verdict.n == (3, 3) and out[1].verdict.unit == " pts"
     assert out[1].verdict.effect == pytest.approx(0.05)
     assert "(analogue)" in out[0].claim and "3 seeds" in out[0].our_evidence
-    untested = [c for c in out if c.claim.startswith("Table") and c.verdict == "not tested at this scale"]
+    untested = [
+        c for c in out if c.claim.startswith("Table") and c.verdict == "not tested at this scale"
+    ]
     assert [c.claim.split(":")[0] for c in untested] == ["Table 2", "Table 3"]
     assert "+1.2 to +4.2 points" in untested[0].paper_evidence  # from the transcribed Table 2
     v = {k.split(" (")[0]: x for k, x in _by_claim(out).items()}
-    # Lemma 1 is judged on the traced updates of the listing, with or without runs: the counterexample
-    # refutes it; the overhead is not tested here; the Figure 2 claim is judged per paper local loss
-    assert str(v["Algorithm 2 as listed increases the objective A monotonically, at every update"]).startswith(
-        "does not hold: an update of the listing can lower A")
-    assert v["The loss-augmented inference does not add much overhead on top of the gradient computation"] \
+    # Lemma 1 is judged on the traced updates of the listing, with or without runs: the
+    # counterexample refutes it; the overhead is not tested here; the Figure 2 claim is judged
+    # per paper local loss
+    assert str(
+        v["Algorithm 2 as listed increases the objective A monotonically, at every update"]
+    ).startswith("does not hold: an update of the listing can lower A")
+    assert (
+        v[
+            "The loss-augmented inference does not add much overhead on top of the gradient "
+            "computation"
+        ]
         == "not tested at this scale"
-    fig2 = {c.claim.split("-- ")[1].split(" (")[0]: c.verdict for c in out if c.claim.startswith("Figure 2")}
+    )
+    fig2 = {
+        c.claim.split("-- ")[1].split(" (")[0]: c.verdict
+        for c in out
+        if c.claim.startswith("Figure 2")
+    }
     assert list(fig2) == list(fl.PAPER_LOCAL_TOY_LOSSES)
-    assert fig2["triplet semi-hard"] == "not tested at this scale" and "0 at every step" in fig2["triplet semi-hard"].note
+    assert (
+        fig2["triplet semi-hard"] == "not tested at this scale"
+        and "0 at every step" in fig2["triplet semi-hard"].note
+    )
     assert fig2["lifted structure"] == "does not hold" and fig2["N-pairs"] == "holds"
     fig3 = [c for c in out if c.claim.startswith("Figure 3")][0]
-    # lifted structure merges the split class at every seed too: the verdict says the contrast is not shown
-    assert fig3.verdict == ("holds: lifted structure merges it too, so the toy does not show the contrast with the "
-                            "local losses")
+    # lifted structure merges the split class at every seed too: the verdict says the
+    # contrast is not shown
+    assert fig3.verdict == (
+        "holds: lifted structure merges it too, so the toy does not show the contrast with the "
+        "local losses"
+    )
     assert str(fig3.verdict).split(":")[0] == "holds"
     assert "triplet all (not a loss of the paper)" in fig3.our_evidence
-    assert all("(in the toy:" in c.claim for c in out if c.claim.startswith(("Figure 2", "Figure 3")))
-    # no paper local loss merges it: Figure 3's verdict stands unqualified (triplet all is not the paper's)
+    assert all(
+        "(in the toy:" in c.claim for c in out if c.claim.startswith(("Figure 2", "Figure 3"))
+    )
+    # no paper local loss merges it: Figure 3's verdict stands unqualified (triplet
+    # all is not the paper's)
     apart = {**_TOY_OK, "lifted structure": [90.0, 95.0, 100.0]}
-    (fig3,) = [c for c in fl.claims(runs, [t1], _toy(apart), "default") if c.claim.startswith("Figure 3")]
+    (fig3,) = [
+        c for c in fl.claims(runs, [t1], _toy(apart), "default") if c.claim.startswith("Figure 3")
+    ]
     assert fig3.verdict == "holds"
     # a saturated Recall@K is not tested; C/m: a significant difference refutes "no change"
-    runs3 = {**runs, "Table 3": {"triplet": _runs_of(0.7, 0.6), "lifted": _runs_of(0.7, 0.6),
-                                 "npair": _runs_of(0.7, 0.6), "clustering": _runs_of(0.65, 0.65)}}
+    runs3 = {
+        **runs,
+        "Table 3": {
+            "triplet": _runs_of(0.7, 0.6),
+            "lifted": _runs_of(0.7, 0.6),
+            "npair": _runs_of(0.7, 0.6),
+            "clustering": _runs_of(0.65, 0.65),
+        },
+    }
     for per in runs3["Table 3"].values():
         for r in per:
             r.metrics.update({"R@10": 0.9, "R@100": 0.995})
     out = fl.claims(runs3, [t1, t3], _toy({}), "default")
     r100 = [c for c in out if c.claim.startswith("Table 3") and "R@100" in c.claim][0]
     assert r100.verdict == "not tested at this scale" and "ceiling" in r100.verdict.note
-    cm = {c.claim.split("clustering loss's ")[1]: c.verdict for c in out if c.claim.startswith("Sec. 3.5: the choice")}
-    assert cm["NMI"] == "does not hold" and cm["R@1"] == "inconclusive" and "equivalence" in cm["R@1"].note
+    cm = {
+        c.claim.split("clustering loss's ")[1]: c.verdict
+        for c in out
+        if c.claim.startswith("Sec. 3.5: the choice")
+    }
+    assert (
+        cm["NMI"] == "does not hold"
+        and cm["R@1"] == "inconclusive"
+        and "equivalence" in cm["R@1"].note
+    )
 
 
 def test_claims_scaling_and_the_paper_profile():
     t1 = fl.make_study("default").tables[0]
     runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
-    linear = pd.DataFrame([{"repeat": r, "batch": v, "clusters": 32, "seconds": 1e-3 * v * (1 + 0.01 * r)}
-                           for r in range(3) for v in (128, 256, 512)])
-    quad = linear.assign(seconds=lambda f: 1e-6 * f["batch"] ** 2 * (1 + 0.05 * f["repeat"] * (f["batch"] == 512)))
+    linear = pd.DataFrame(
+        [
+            {"repeat": r, "batch": v, "clusters": 32, "seconds": 1e-3 * v * (1 + 0.01 * r)}
+            for r in range(3)
+            for v in (128, 256, 512)
+        ]
+    )
+    quad = linear.assign(
+        seconds=lambda f: 1e-6 * f["batch"] ** 2 * (1 + 0.05 * f["repeat"] * (f["batch"] == 512))
+    )
     for bench, expect in ((linear, "holds"), (quad, "does not hold")):
         # the timed code computes Algorithm 1 as listed (as the authors' cluster_loss does): the
         # paper's claim is judged on its timing, in the band around order 1
@@ -379,15 +527,22 @@ def test_claims_scaling_and_the_paper_profile():
         (c,) = [c for c in out if c.claim.startswith("Algorithm 1")]
         assert c.verdict == expect and "O(|Y| |V|^2)" in c.our_evidence
     two_sizes = linear[linear["batch"] < 512]  # a line through two points: undecided
-    (c,) = [c for c in fl.claims(runs, [t1], _toy({}), "default", scaling=two_sizes) if c.claim.startswith("Algorithm 1")]
+    (c,) = [
+        c
+        for c in fl.claims(runs, [t1], _toy({}), "default", scaling=two_sizes)
+        if c.claim.startswith("Algorithm 1")
+    ]
     assert c.verdict == "inconclusive"
     assert fl.scaling_slopes(linear) == pytest.approx([1.0] * 3)
-    # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the traced
-    # updates of the listing, which need no run
+    # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the
+    # traced updates of the listing, which need no run
     out = fl.claims({}, fl.make_study("paper").tables, _toy({}), "paper")
     on_runs = [c for c in out if "(Lemma 1)" not in c.claim]
     assert len(on_runs) == len(out) - 1
-    assert all(str(c.verdict) == "not tested at this scale" for c in on_runs) and "GPU" in out[0].verdict.note
+    assert (
+        all(str(c.verdict) == "not tested at this scale" for c in on_runs)
+        and "GPU" in out[0].verdict.note
+    )
 
 
 def test_inference_scaling_and_deviations_tables():
@@ -395,21 +550,50 @@ def test_inference_scaling_and_deviations_tables():
     assert list(bench.columns) == ["repeat", "batch", "clusters", "seconds"] and len(bench) == 4
     assert (bench["seconds"] > 0).all() and len(fl.scaling_slopes(bench)) == 2
     dev = fl.deviations({}, {}, fl.make_study("default"), "default")
-    assert {"PAM refinement (Algorithm 2)", "N-pairs loss (Eq. 3)", "baselines' batches", "Table 2 (Cars196)",
-            "margin multiplier gamma", "evaluation of unnormalised baselines", "backbone (paper profile)",
-            "learning rate (paper profile)", "seeds (paper profile)", "augmentation (paper profile)"} <= set(dev["deviation"])
+    assert {
+        "PAM refinement (Algorithm 2)",
+        "N-pairs loss (Eq. 3)",
+        "baselines' batches",
+        "Table 2 (Cars196)",
+        "margin multiplier gamma",
+        "evaluation of unnormalised baselines",
+        "backbone (paper profile)",
+        "learning rate (paper profile)",
+        "seeds (paper profile)",
+        "augmentation (paper profile)",
+    } <= set(dev["deviation"])
     assert list(dev.columns) == ["deviation", "paper", "here", "measured effect"]
     here = dev.set_index("deviation")["here"]
     # computed from the batches: C/m = 0.25 is 32 classes x 4, C/m = 0.75 is 32 classes x 2 + 64 x 1
-    assert "penalty 'norm'" in here["N-pairs loss (Eq. 3)"] and "enter only the penalty" not in here["N-pairs loss (Eq. 3)"]
-    sohn = fl.deviations({}, {}, fl.make_study("default", npair_pairs="first"), "default").set_index("deviation")
-    assert "at C/m = 0.25 64 of 128 images enter only the penalty" in sohn.loc["N-pairs loss (Eq. 3)", "here"]
-    assert "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32" in here["baselines' batches"]
-    assert "paired batches as Sohn's loss was made for (64 x 2 images, C/m = 0.5)" in here["baselines' batches"]
-    assert "Algorithm 2 as listed" in here["PAM refinement (Algorithm 2)"] and "refinement 'full'" in here["PAM refinement (Algorithm 2)"]
+    assert (
+        "penalty 'norm'" in here["N-pairs loss (Eq. 3)"]
+        and "enter only the penalty" not in here["N-pairs loss (Eq. 3)"]
+    )
+    sohn = fl.deviations(
+        {}, {}, fl.make_study("default", npair_pairs="first"), "default"
+    ).set_index("deviation")
+    assert (
+        "at C/m = 0.25 64 of 128 images enter only the penalty"
+        in sohn.loc["N-pairs loss (Eq. 3)", "here"]
+    )
+    assert (
+        "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32"
+        in here["baselines' batches"]
+    )
+    assert (
+        "paired batches as Sohn's loss was made for (64 x 2 images, C/m = 0.5)"
+        in here["baselines' batches"]
+    )
+    assert (
+        "Algorithm 2 as listed" in here["PAM refinement (Algorithm 2)"]
+        and "refinement 'full'" in here["PAM refinement (Algorithm 2)"]
+    )
     assert "an update can lower it" in here["PAM refinement (Algorithm 2)"]
     # the default profile trains without the paper's crops and mirroring
-    assert "no augmentation" in here["scale and data"] and "mirroring" in dev.set_index("deviation").loc["scale and data", "paper"]
+    assert (
+        "no augmentation" in here["scale and data"]
+        and "mirroring" in dev.set_index("deviation").loc["scale and data", "paper"]
+    )
     # the paper's batches are random with C in a range; ours have exactly C classes (Sec. 3.5)
     assert "at C/m = 0.75, 96 classes, 32 x 2 and 64 x 1 images" in here["batch sampling"]
     assert "Sec. 3.5" in dev.set_index("deviation").loc["batch sampling", "paper"]
@@ -422,19 +606,34 @@ def test_inference_scaling_and_deviations_tables():
 
 def test_comparison_and_gamma_tables_use_the_rule():
     t1 = fl.make_study("default").tables[0]
-    runs = {"Table 1": {"triplet": _runs_of(0.60, 0.50), "lifted": _runs_of(0.60, 0.50), "npair": _runs_of(0.60, 0.50),
-                        "clustering": _runs_of(0.70, 0.40)}}
+    runs = {
+        "Table 1": {
+            "triplet": _runs_of(0.60, 0.50),
+            "lifted": _runs_of(0.60, 0.50),
+            "npair": _runs_of(0.60, 0.50),
+            "clustering": _runs_of(0.70, 0.40),
+        }
+    }
     pairs = fl.comparison_table(runs, [t1])
     assert len(pairs) == 5 * 3 and list(pairs.columns[:4]) == ["table", "metric", "better", "worse"]
     nmi = pairs[pairs["metric"] == "NMI"]
     assert (nmi["verdict"] == "holds").all() and (nmi["effect"] == "+10 pts").all()
     assert (pairs[pairs["metric"] == "R@1"]["verdict"] == "does not hold").all()
-    g = fl.variant_comparison(runs["Table 1"]["clustering"], {"gamma 1": _runs_of(0.60, 0.40)}, ["NMI", "R@1"], "gamma 10")
-    assert g["verdict"].tolist() == ["holds", "inconclusive"] and g["runs per side"].tolist() == ["3 vs 3"] * 2
+    g = fl.variant_comparison(
+        runs["Table 1"]["clustering"], {"gamma 1": _runs_of(0.60, 0.40)}, ["NMI", "R@1"], "gamma 10"
+    )
+    assert (
+        g["verdict"].tolist() == ["holds", "inconclusive"]
+        and g["runs per side"].tolist() == ["3 vs 3"] * 2
+    )
     assert g["comparison"].tolist() == ["gamma 10 vs gamma 1"] * 2
     text = fl.comparison_text(g)
-    assert text.startswith("gamma 10 vs gamma 1, NMI: +10 pts [") and text.endswith("(inconclusive)")
-    one = fl.variant_comparison(runs["Table 1"]["clustering"][:1], {"gamma 1": _runs_of(0.1, 0.1)[:1]}, ["NMI"], "gamma 10")
+    assert text.startswith("gamma 10 vs gamma 1, NMI: +10 pts [") and text.endswith(
+        "(inconclusive)"
+    )
+    one = fl.variant_comparison(
+        runs["Table 1"]["clustering"][:1], {"gamma 1": _runs_of(0.1, 0.1)[:1]}, ["NMI"], "gamma 10"
+    )
     assert one["verdict"].tolist() == ["inconclusive"]  # one seed never decides
     assert fl.variant_comparison(runs["Table 1"]["clustering"], {}, ["NMI"], "gamma 10").empty
 
@@ -453,7 +652,9 @@ def test_run_toy_and_its_frame():
     assert frame["loss"].tolist() == ["before"] * 2 + ["triplet semi-hard"] * 2 + ["clustering"] * 2
     assert frame["seed"].tolist() == [0, 1] * 3
     # every loss of a seed starts from the same layout; the seeds' layouts differ
-    torch.testing.assert_close(toy["clustering"][1]["before"], toy["triplet semi-hard"][1]["before"])
+    torch.testing.assert_close(
+        toy["clustering"][1]["before"], toy["triplet semi-hard"][1]["before"]
+    )
     assert not torch.equal(toy["clustering"][0]["before"], toy["clustering"][1]["before"])
     before = frame[frame["loss"] == "before"]
     assert before["gap_degrees"].between(110, 130).all() and before["seconds"].isna().all()
@@ -466,7 +667,9 @@ def test_the_toy_runs_the_papers_forms_and_its_one_move_margin():
     assert fl.toy_loss("clustering").refinement == "paper"
     assert fl.toy_loss("clustering").margin_multiplier == fl.TOY_GAMMA == 1.0
     labels = fl.toy_points()[1]
-    assert fl.labels_one_move(torch.arange(32).repeat_interleave(4)) == pytest.approx(fl.nmi_of_one_move(32, 4))
+    assert fl.labels_one_move(torch.arange(32).repeat_interleave(4)) == pytest.approx(
+        fl.nmi_of_one_move(32, 4)
+    )
     # about ten times a batch of 128's, so gamma 1 asks the toy what gamma 10 asks a batch
     assert 5 < fl.labels_one_move(labels) / fl.nmi_of_one_move(32, 4) < 20
     with pytest.raises(ValueError, match="two classes"):
@@ -478,10 +681,22 @@ def _logged_run(refinement, gains, table="Table 1", seed=0):
     from types import SimpleNamespace
 
     n = len(gains)
-    inside = {"step": list(range(n)), "loss": [1.0] * n, "step_s": [1.0] * n, "inference_s": [0.5] * n,
-              "greedy": [-10.0] * n, "refined": [-10.0 + g for g in gains], "nmi": [0.5] * n}
-    return SimpleNamespace(method="clustering", table=table, seed=seed, extras={"inside": inside},
-                           spec={"gamma": 10.0, "refinement": refinement})
+    inside = {
+        "step": list(range(n)),
+        "loss": [1.0] * n,
+        "step_s": [1.0] * n,
+        "inference_s": [0.5] * n,
+        "greedy": [-10.0] * n,
+        "refined": [-10.0 + g for g in gains],
+        "nmi": [0.5] * n,
+    }
+    return SimpleNamespace(
+        method="clustering",
+        table=table,
+        seed=seed,
+        extras={"inside": inside},
+        spec={"gamma": 10.0, "refinement": refinement},
+    )
 
 
 def test_logged_steps_are_counted_per_form_and_are_not_the_lemma_1_test():
@@ -490,64 +705,116 @@ def test_logged_steps_are_counted_per_form_and_are_not_the_lemma_1_test():
     below = _logged_run("paper", [0.0, -1e-3, 0.5], seed=2)  # one step ends below the greedy start
     within = _logged_run("paper", [-1e-12, 0.0, 0.0])  # float round-off, within PAM_TOLERANCE
     pam = fl.pam_by_table(ok + [below] + full).set_index("refinement")
-    assert pam.loc["paper", "ended below greedy"] == 1 and pam.loc["paper", "runs"] == 3 and pam.loc["paper", "steps"] == 9
-    assert pam.loc["full", "ended below greedy"] == 0 and pam.loc["full", "PAM above greedy"] == pytest.approx(1 / 3)
+    assert (
+        pam.loc["paper", "ended below greedy"] == 1
+        and pam.loc["paper", "runs"] == 3
+        and pam.loc["paper", "steps"] == 9
+    )
+    assert pam.loc["full", "ended below greedy"] == 0 and pam.loc[
+        "full", "PAM above greedy"
+    ] == pytest.approx(1 / 3)
     assert fl.pam_by_table([within])["ended below greedy"].tolist() == [0]
     assert list(fl.pam_by_table([]).columns)[-1] == "ended below greedy"
     assert not hasattr(fl, "lemma1_holds")  # the logged steps no longer judge Lemma 1
     # the claim: judged on the traced updates; the logs of both forms are quoted, not tested
     t1 = fl.make_study("default").tables[0]
     runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
-    traced = pd.DataFrame([{"batch": "b", "points": 8, "classes": 2, "gamma": 1.0, "updates": 4,
-                            "updates lowering A": 0, "largest fall of A": 0.0, "passes": 2,
-                            "passes ending below their start": 0, "same medoids as the runs' code": True}])
-    (claim,) = [c for c in fl.claims(runs, [t1], _toy({}), "default", all_runs=ok + [below] + full, lemma1=traced)
-                if c.claim.endswith("(Lemma 1)")]
-    assert claim.verdict == "holds" and claim.verdict.n == (4,)  # one step below the greedy start does not decide it
+    traced = pd.DataFrame(
+        [
+            {
+                "batch": "b",
+                "points": 8,
+                "classes": 2,
+                "gamma": 1.0,
+                "updates": 4,
+                "updates lowering A": 0,
+                "largest fall of A": 0.0,
+                "passes": 2,
+                "passes ending below their start": 0,
+                "same medoids as the runs' code": True,
+            }
+        ]
+    )
+    (claim,) = [
+        c
+        for c in fl.claims(
+            runs, [t1], _toy({}), "default", all_runs=ok + [below] + full, lemma1=traced
+        )
+        if c.claim.endswith("(Lemma 1)")
+    ]
+    assert claim.verdict == "holds" and claim.verdict.n == (
+        4,
+    )  # one step below the greedy start does not decide it
     assert "refinement 'paper': 1 of 9 steps below the greedy start (3 runs)" in claim.our_evidence
     assert "refinement 'full': 0 of 3 steps below the greedy start (1 runs)" in claim.our_evidence
     assert "not a test" in claim.our_evidence and "A falls at 0 of 4 updates" in claim.our_evidence
 
 
 def test_lemma_1_is_judged_on_every_update_of_the_listing():
-    # the loop traces the runs' algorithm: the same medoids as refinement="paper", A at the start of the trace
-    # equal to the greedy's, and on the counterexample the third update lowers A
+    # the loop traces the runs' algorithm: the same medoids as refinement="paper", A at the start of
+    # the trace equal to the greedy's, and on the counterexample the third update lowers A
     pts = torch.tensor(fl.LEMMA1_POINTS, dtype=torch.float64)
     dist, labels = torch.cdist(pts, pts), torch.tensor(fl.LEMMA1_LABELS)
     medoids, trace, starts = fl.listing_trace(dist, labels, fl.LEMMA1_GAMMA, passes=2)
-    code, stats = loss_augmented_inference(dist, labels, fl.LEMMA1_GAMMA, pam_passes=2, refinement="paper")
+    code, stats = loss_augmented_inference(
+        dist, labels, fl.LEMMA1_GAMMA, pam_passes=2, refinement="paper"
+    )
     assert torch.equal(medoids, code) and starts == [0, 5]
     assert trace[0] == pytest.approx(stats["greedy_objective"], abs=1e-10)
     assert trace[-1] == pytest.approx(stats["refined_objective"], abs=1e-10)
     assert trace[3] < trace[2] - 0.09  # Lemma 1's proof fails at this update
-    assert all(trace[e] >= trace[a] - 1e-9 for a, e in zip(starts, starts[1:] + [len(trace) - 1]))  # per pass it holds
+    assert all(
+        trace[e] >= trace[a] - 1e-9 for a, e in zip(starts, starts[1:] + [len(trace) - 1])
+    )  # per pass it holds
     frame = fl.lemma1_per_update()
     assert frame["same medoids as the runs' code"].all() and len(frame) == len(fl.lemma1_batches())
-    assert frame.loc[0, "batch"].startswith("counterexample") and frame.loc[0, "updates lowering A"] == 1
+    assert (
+        frame.loc[0, "batch"].startswith("counterexample")
+        and frame.loc[0, "updates lowering A"] == 1
+    )
     assert frame["passes ending below their start"].sum() == 0
-    assert (frame["updates"] >= frame["classes"]).all()  # at least one pass of one update per cluster
+    assert (
+        frame["updates"] >= frame["classes"]
+    ).all()  # at least one pass of one update per cluster
     table = fl.lemma1_table(frame).set_index("batches")
     assert table["count"].sum() == len(frame) and table["updates"].sum() == frame["updates"].sum()
-    assert table.loc["random, L2-normalised", "updates lowering A"] == 0 and table["the runs' medoids"].all()
+    assert (
+        table.loc["random, L2-normalised", "updates lowering A"] == 0
+        and table["the runs' medoids"].all()
+    )
     assert table.iloc[0]["updates lowering A"] == 1 and table.iloc[0]["largest fall of A"] > 0.09
     verdict = fl.lemma1_verdict(frame)
-    assert verdict == "does not hold: an update of the listing can lower A; no pass ends below its start"
+    assert (
+        verdict
+        == "does not hold: an update of the listing can lower A; no pass ends below its start"
+    )
     assert verdict.note == f"1 of {int(frame['updates'].sum())} updates fail"
-    # without the counterexample, the random batches alone: no update lowers A, and the lemma holds there
+    # without the counterexample, the random batches alone: no update lowers A, and
+    # the lemma holds there
     assert fl.lemma1_verdict(frame.iloc[1:]) == "holds"
     assert fl.lemma1_verdict(frame.iloc[:0]) == "not tested at this scale"
 
 
 def test_paired_npairs_and_the_variant_of_algorithm_2_run_at_the_smoke_profile(tmp_path):
-    """The smoke paths of the runs beside the tables, with the smoke hold-out (3 training classes)."""
-    study = fl.make_study("smoke", {"steps_per_epoch": 2, "epochs": 1, "eval_every": 1}, validation=True)
+    """The smoke paths of the runs beside the tables, with the smoke hold-out (3
+    training classes)."""
+    study = fl.make_study(
+        "smoke", {"steps_per_epoch": 2, "epochs": 1, "eval_every": 1}, validation=True
+    )
     table = study.tables[0]
     splits = load_dataset(table.config.dataset, **table.config.dataset_options)
     assert splits.num_train_classes == 3
     paired = fl.run_method(study.paired, "npair", 0, splits, study, tmp_path)
-    assert paired.record.data["spec"]["class_ratio"] == 0.5 and paired.record.selected_on == "validation"
-    full = fl.run_method(table, "clustering", 0, splits, fl.study_variant(study, refinement="full"), tmp_path)
+    assert (
+        paired.record.data["spec"]["class_ratio"] == 0.5
+        and paired.record.selected_on == "validation"
+    )
+    full = fl.run_method(
+        table, "clustering", 0, splits, fl.study_variant(study, refinement="full"), tmp_path
+    )
     main = fl.run_method(table, "clustering", 0, splits, study, tmp_path)
     assert full.trained and main.trained and full.record.path.parent != main.record.path.parent
     assert fl.pam_by_table([full, main])["refinement"].tolist() == ["full", "paper"]
-    assert fl.pam_by_table([main])["ended below greedy"].tolist() == [0]  # 2 logged steps, none below the start
+    assert fl.pam_by_table([main])["ended below greedy"].tolist() == [
+        0
+    ]  # 2 logged steps, none below the start

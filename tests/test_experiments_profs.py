@@ -38,7 +38,9 @@ def test_table1_transcription_matches_the_papers_stated_maximum_gains():
             if variant == "plain":
                 continue
             for ds in ("SOP", "CARS196", "CUB-200-2011"):
-                gains.append(t.loc[name, (ds, metric)] - t.loc[X.REPORTED_ROWS[row, "plain"], (ds, metric)])
+                gains.append(
+                    t.loc[name, (ds, metric)] - t.loc[X.REPORTED_ROWS[row, "plain"], (ds, metric)]
+                )
         best[metric] = round(max(gains), 1)
     assert best == {"NMI": 3.2, "F1": 11.7, "R@1": 9.5}
 
@@ -67,15 +69,34 @@ def test_period_is_ceil_rho_over_p(B, I, L):
 
 def test_paper_profile_is_the_papers_protocol():
     cfg = X.experiment_config("paper")
-    assert (cfg.model, cfg.pretrained, cfg.embedding_dim, cfg.batch_size, cfg.m_per_class) == ("googlenet", True, 512, 128, 2)
+    assert (cfg.model, cfg.pretrained, cfg.embedding_dim, cfg.batch_size, cfg.m_per_class) == (
+        "googlenet",
+        True,
+        512,
+        128,
+        2,
+    )
     assert (cfg.optimizer, cfg.lr, cfg.epochs, cfg.dataset) == ("adam", 1e-5, 100, "cub200")
-    # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x; no decay, no schedule
-    assert (cfg.betas, cfg.head_lr_scale, cfg.weight_decay, cfg.lr_milestones) == ((0.9, 0.99), 10.0, 0.0, ())
+    # Sec. 5.2: "default moment parameters, beta1 = .9 and beta2 = .99"; the FC layer at 10x;
+    # no decay, no schedule
+    assert (cfg.betas, cfg.head_lr_scale, cfg.weight_decay, cfg.lr_milestones) == (
+        (0.9, 0.99),
+        10.0,
+        0.0,
+        (),
+    )
     assert X.experiment_config("paper", {"dataset": "sop"}).betas == (0.9, 0.99)
-    # the runs shown train with the paper's moments and one learning rate (no pretrained trunk); smoke keeps torch's Adam
-    assert (X.experiment_config("default").betas, X.experiment_config("default").head_lr_scale) == ((0.9, 0.99), 1.0)
+    # the runs shown train with the paper's moments and one learning rate (no pretrained trunk);
+    # smoke keeps torch's Adam
+    assert (X.experiment_config("default").betas, X.experiment_config("default").head_lr_scale) == (
+        (0.9, 0.99),
+        1.0,
+    )
     assert X.experiment_config("smoke").betas == (0.9, 0.999)
-    assert cfg.dataset_options == {"image_size": 224, "resize": 256}  # "scaled to 256x256", random 224 crops
+    assert cfg.dataset_options == {
+        "image_size": 224,
+        "resize": 256,
+    }  # "scaled to 256x256", random 224 crops
     s = X.experiment_settings("paper")
     assert (s["rho"], s["lam"]) == (X.REPORTED_RHO, X.REPORTED_LAMBDA) == (6.0, 1e-3)
     assert X.period_for(cfg, 100, s["rho"]) == 10  # CUB: ceil(6 * 2 * 100 / 128)
@@ -88,8 +109,14 @@ def test_paper_profile_is_the_papers_protocol():
 
 
 def fake_state(labels: torch.Tensor, emb: torch.Tensor) -> TrainState:
-    return TrainState(model=torch.nn.Linear(1, 1), loss_fn=torch.nn.Identity(), optimizer=None,  # type: ignore[arg-type]
-                      device=torch.device("cpu"), labels=labels, embeddings=emb)
+    return TrainState(
+        model=torch.nn.Linear(1, 1),
+        loss_fn=torch.nn.Identity(),
+        optimizer=None,  # type: ignore[arg-type]
+        device=torch.device("cpu"),
+        labels=labels,
+        embeddings=emb,
+    )
 
 
 def test_components_of_each_variant_at_the_paper_setting():
@@ -100,7 +127,9 @@ def test_components_of_each_variant_at_the_paper_setting():
     for key in ("contrastive-hard", "softtriple"):
         loss = X.build_loss(key, 100, 16)
         for variant in X.VARIANTS:
-            sampler, hooks = X.build_components(key, variant, model, loss, labels, cfg, period=10, lam=1e-3)
+            sampler, hooks = X.build_components(
+                key, variant, model, loss, labels, cfg, period=10, lam=1e-3
+            )
             assert isinstance(sampler, TimedSampler) and len(sampler) == 300 // 128
             inner = sampler.sampler
             if variant == "plain":
@@ -137,7 +166,9 @@ def test_timed_sampler_is_transparent_and_forwards_hook_calls():
     timed.on_step_end(fake_state(labels[batch], emb))
     slots = torch.searchsorted(inner.classes, labels[batch][::2].contiguous())
     assert torch.equal(inner.memory[slots], emb[::2]) and bool(inner.known[slots].all())
-    restored = TimedSampler(RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5))
+    restored = TimedSampler(
+        RepresentativeSampler(labels, batch_size=8, m=2, period=3, hncm=True, seed=5)
+    )
     restored.load_state_dict(timed.state_dict())
     assert restored.calls == timed.calls and torch.equal(restored.sampler.memory, inner.memory)
 
@@ -149,28 +180,49 @@ def test_run_variant_trains_then_reloads(tmp_path):
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
     splits = load_dataset("digits")
     first = X.run_variant("lifted", "PROFS-HNCM", cfg, splits, tmp_path, rho=6.0, lam=1e-3)
-    assert first.trained and first.extras["period"] == X.period_for(cfg, splits.num_train_classes, 6.0)
+    assert first.trained and first.extras["period"] == X.period_for(
+        cfg, splits.num_train_classes, 6.0
+    )
     assert first.extras["batches"] == 2 and 0 < first.bookkeeping_share < 1
     again = X.run_variant("lifted", "PROFS-HNCM", cfg, splits, tmp_path, rho=6.0, lam=1e-3)
     assert not again.trained and again.metrics == first.metrics
-    assert X.run_name("lifted", "PROFS-HNCM", cfg, first.extras["period"], 1e-3) in {p.name for p in tmp_path.iterdir()}
+    assert X.run_name("lifted", "PROFS-HNCM", cfg, first.extras["period"], 1e-3) in {
+        p.name for p in tmp_path.iterdir()
+    }
     with pytest.raises(ValueError, match="needs M"):
         X.run_variant("lifted", "PROFS", cfg, splits, None)
 
 
 # ---------------------------------------------------------------------------- tables and verdicts
-def fake_runs(*r1: float, share: float = 0.0, batches: int = 0, collapsed: bool = False) -> list[SimpleNamespace]:
+def fake_runs(
+    *r1: float, share: float = 0.0, batches: int = 0, collapsed: bool = False
+) -> list[SimpleNamespace]:
     """Runs with fabricated R@1 values (fractions; the kept epoch's and the first evaluation's),
     sampler shares, the batches they drew and whether they are collapsed (seeds 0, 1, ...)."""
-    return [SimpleNamespace(metrics={"R@1": v}, bookkeeping_share=share, extras={"batches": batches}, collapsed=collapsed,
-                            record=SimpleNamespace(data={"history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}],
-                                                         "config": {"seed": s}}, selections={}))
-            for s, v in enumerate(r1)]
+    return [
+        SimpleNamespace(
+            metrics={"R@1": v},
+            bookkeeping_share=share,
+            extras={"batches": batches},
+            collapsed=collapsed,
+            record=SimpleNamespace(
+                data={
+                    "history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}],
+                    "config": {"seed": s},
+                },
+                selections={},
+            ),
+        )
+        for s, v in enumerate(r1)
+    ]
 
 
 def test_gain_frame_against_hand_computed_means():
-    table = {("A", "plain"): fake_runs(0.50, 0.52, 0.51), ("A", "PROFS"): fake_runs(0.55, 0.56, 0.57),
-             ("A", "PROFS-HNCM"): fake_runs(0.49, 0.50, 0.51)}
+    table = {
+        ("A", "plain"): fake_runs(0.50, 0.52, 0.51),
+        ("A", "PROFS"): fake_runs(0.55, 0.56, 0.57),
+        ("A", "PROFS-HNCM"): fake_runs(0.49, 0.50, 0.51),
+    }
     g = X.gain_frame(table).loc["A"]
     assert g["PROFS gain"] == pytest.approx(100 * (0.56 - 0.51))
     assert g["PROFS-HNCM gain"] == pytest.approx(100 * (0.50 - 0.51))
@@ -183,7 +235,9 @@ def test_gain_frame_against_hand_computed_means():
     assert g["PROFS-HNCM > PROFS"] == FAILS
     long = X.comparisons_table(X.gain_frame(table))
     assert list(long["comparison"]) == ["PROFS > plain", "PROFS-HNCM > plain", "PROFS-HNCM > PROFS"]
-    assert list(long["verdict"]) == [HOLDS, INCONCLUSIVE, FAILS] and set(long["runs per side"]) == {"3 vs 3"}
+    assert list(long["verdict"]) == [HOLDS, INCONCLUSIVE, FAILS] and set(long["runs per side"]) == {
+        "3 vs 3"
+    }
 
 
 def test_one_seed_per_side_is_inconclusive_however_large_the_gain():
@@ -218,7 +272,9 @@ def test_sweep_verdicts_need_an_interior_value_beating_both_ends_with_three_seed
 def test_projections_per_run_and_the_untested_claims():
     paper = X.paper_projections()
     # CUB: 100 epochs x floor(5864 / 128) = 4500 steps at M = ceil(6 * 2 * 100 / 128) = 10
-    assert paper.loc["CUB-200-2011", "M"] == 10 and paper.loc["CUB-200-2011", "projections"] == pytest.approx(450)
+    assert paper.loc["CUB-200-2011", "M"] == 10 and paper.loc[
+        "CUB-200-2011", "projections"
+    ] == pytest.approx(450)
     assert paper["projections"].idxmin() == "SOP"
     reason = X.projection_reason(63, 13, paper)
     assert reason is not None and "4.8 projections" in reason and "450 on CUB-200-2011" in reason
@@ -229,11 +285,15 @@ def test_the_papers_tables_in_words():
     """Every R@1 of a PROFS row is above its loss; the only drops below the plain loss are
     PROFS-HNCM's at R@2 on CUB (N-pair, Table 1; SoftTriple, Table 2)."""
     profs = X.reported_differences("PROFS", "plain")
-    assert (profs["difference"] >= 0).all() and (profs[profs.metric == "R@1"]["difference"] > 0).all()
+    assert (profs["difference"] >= 0).all() and (
+        profs[profs.metric == "R@1"]["difference"] > 0
+    ).all()
     hncm = X.reported_differences("PROFS-HNCM", "plain")
     low = hncm[hncm["difference"] < 0]
-    assert sorted(zip(low.loss, low.dataset, low.metric)) == [("N-pair", "CUB-200-2011", "R@2"),
-                                                              ("SoftTriple", "CUB-200-2011", "R@2")]
+    assert sorted(zip(low.loss, low.dataset, low.metric)) == [
+        ("N-pair", "CUB-200-2011", "R@2"),
+        ("SoftTriple", "CUB-200-2011", "R@2"),
+    ]
     text = X.describe_reported(hncm)
     assert "lower in 2 (" in text and "N-pair CUB-200-2011 R@2 -0.1" in text
     assert f"R@1 higher in {len(hncm[hncm.metric == 'R@1'])} of" in text
@@ -245,8 +305,12 @@ def _fabricated_runs(profs_up: bool, batches: int) -> dict:
     for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard", "SoftTriple"):
         runs[row, "plain"] = fake_runs(*base, batches=batches)
         runs[row, "PROFS"] = fake_runs(*(up if profs_up else base), batches=batches)
-        runs[row, "PROFS-HNCM"] = fake_runs(*(down if row == "Triplet-Hard" else up), batches=batches)
-    runs["Triplet-Semi", "plain"] = fake_runs(*base, batches=batches)  # the paper has no PROFS row for it: left out
+        runs[row, "PROFS-HNCM"] = fake_runs(
+            *(down if row == "Triplet-Hard" else up), batches=batches
+        )
+    runs["Triplet-Semi", "plain"] = fake_runs(
+        *base, batches=batches
+    )  # the paper has no PROFS row for it: left out
     runs["Triplet-Semi", "PROFS"] = fake_runs(*down, batches=batches)
     return runs
 
@@ -254,38 +318,100 @@ def _fabricated_runs(profs_up: bool, batches: int) -> dict:
 def test_build_claims_from_fabricated_seeds():
     peak = {1: [0.50, 0.51, 0.49], 13: [0.60, 0.61, 0.59], 40: [0.55, 0.56, 0.54]}
     lam = {0.0: [0.50, 0.51, 0.49], 1e-3: [0.52, 0.50, 0.51], 1.0: [0.60, 0.61, 0.59]}
-    times = pd.DataFrame([{"repeat": r, "variant": v, "steps": 15, "ms per step": ms + 0.1 * r}
-                          for r in range(3) for v, ms in (("plain", 100.0), ("PROFS", 110.0), ("PROFS-HNCM", 120.0))])
-    runs = _fabricated_runs(profs_up=True, batches=4500)  # SoftTriple: the paper's fewest steps (CUB's 4500)
-    regime = {"small": [2.0, 2.5, 3.0], "large": [-1.0, -0.5, 0.0], "classes": (16, 64), "loss": "Contrastive-Hard",
-              "L": 136, "steps": 255, "period": 51,
-              "small_runs": {"PROFS": fake_runs(0.5, 0.51, 0.52), "PROFS-HNCM": fake_runs(0.6, 0.61, 0.62)}}
-    paper, measured = X.build_claims(runs, ["R@1"], {"A": peak}, lam, regime, times, steps=4500, period=10,
-                                     class_share=0.47)
+    times = pd.DataFrame(
+        [
+            {"repeat": r, "variant": v, "steps": 15, "ms per step": ms + 0.1 * r}
+            for r in range(3)
+            for v, ms in (("plain", 100.0), ("PROFS", 110.0), ("PROFS-HNCM", 120.0))
+        ]
+    )
+    runs = _fabricated_runs(
+        profs_up=True, batches=4500
+    )  # SoftTriple: the paper's fewest steps (CUB's 4500)
+    regime = {
+        "small": [2.0, 2.5, 3.0],
+        "large": [-1.0, -0.5, 0.0],
+        "classes": (16, 64),
+        "loss": "Contrastive-Hard",
+        "L": 136,
+        "steps": 255,
+        "period": 51,
+        "small_runs": {
+            "PROFS": fake_runs(0.5, 0.51, 0.52),
+            "PROFS-HNCM": fake_runs(0.6, 0.61, 0.62),
+        },
+    }
+    paper, measured = X.build_claims(
+        runs, ["R@1"], {"A": peak}, lam, regime, times, steps=4500, period=10, class_share=0.47
+    )
     assert all(isinstance(c, Claim) for c in paper + measured)
     v = {c.claim.split(" (")[0].split(":")[0]: c.verdict for c in paper}
-    assert v["PROFS consistently improves the performance of the integrated loss functions"] == HOLDS
-    assert v["No significant increase or decrease in the convergence rate owing to re-utilization of the class samples"] == FAILS
+    assert (
+        v["PROFS consistently improves the performance of the integrated loss functions"] == HOLDS
+    )
+    assert (
+        v[
+            "No significant increase or decrease in the convergence rate owing to re-utilization "
+            "of the class samples"
+        ]
+        == FAILS
+    )
     assert v["PROFS improves SoftTriple, a gain that comes from the regularisation alone"] == HOLDS
     assert v["M has an interior optimum"] == HOLDS
     assert v["lambda"] == FAILS  # the largest value beats every interior one
-    assert v["PROFS with the contrastive and triplet losses is competitive with the superior Margin loss"] == NOT_TESTED
-    assert v["Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes than CARS196 and CUB-200-2011"] == NOT_TESTED
-    assert [str(c.verdict) for c in paper if "computation" in c.claim or "cost" in c.claim] == [NOT_TESTED, NOT_TESTED]
+    assert (
+        v[
+            "PROFS with the contrastive and triplet losses is competitive with the superior "
+            "Margin loss"
+        ]
+        == NOT_TESTED
+    )
+    assert (
+        v[
+            "Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes "
+            "than CARS196 and CUB-200-2011"
+        ]
+        == NOT_TESTED
+    )
+    assert [str(c.verdict) for c in paper if "computation" in c.claim or "cost" in c.claim] == [
+        NOT_TESTED,
+        NOT_TESTED,
+    ]
     m = {c.claim.split(" [")[0]: c.verdict for c in measured}
     assert m["PROFS adds no time to a step"] == FAILS
-    assert m["Our greedy HNCM adds at most 0.9% to a step (the paper's largest figure, SOP)"] == FAILS  # step_times: greedy
+    assert (
+        m["Our greedy HNCM adds at most 0.9% to a step (the paper's largest figure, SOP)"] == FAILS
+    )  # step_times: greedy
     # a short run: the gains are not tested, the measurement is ours, in the second table
-    paper_s, measured_s = X.build_claims(_fabricated_runs(profs_up=False, batches=63), ["R@1"], {"A": peak}, lam, regime, times,
-                                         steps=63, period=13, class_share=0.47)
+    paper_s, measured_s = X.build_claims(
+        _fabricated_runs(profs_up=False, batches=63),
+        ["R@1"],
+        {"A": peak},
+        lam,
+        regime,
+        times,
+        steps=63,
+        period=13,
+        class_share=0.47,
+    )
     first = paper_s[0]
-    assert first.verdict == NOT_TESTED and "4.8 projections" in first.verdict.note and "cut-off" in first.verdict.note
-    assert "R@1 higher in 21 of 21" in first.paper_evidence  # Table 1 only: Table 2's plain rows are cited numbers
+    assert (
+        first.verdict == NOT_TESTED
+        and "4.8 projections" in first.verdict.note
+        and "cut-off" in first.verdict.note
+    )
+    assert (
+        "R@1 higher in 21 of 21" in first.paper_evidence
+    )  # Table 1 only: Table 2's plain rows are cited numbers
     gains = [c for c in measured_s if c.claim.startswith("PROFS consistently")]
-    assert gains and gains[0].verdict == INCONCLUSIVE and "4.8 projections per run" in gains[0].claim
+    assert (
+        gains and gains[0].verdict == INCONCLUSIVE and "4.8 projections per run" in gains[0].claim
+    )
     conv = [c for c in paper_s if c.claim.startswith("No significant")][0]
     assert conv.verdict == INCONCLUSIVE and "refuted, not shown" in conv.verdict.note
-    assert "SoftTriple" not in conv.our_evidence  # its 63 steps are outside the paper's range: not in the every-loss claims
+    assert (
+        "SoftTriple" not in conv.our_evidence
+    )  # its 63 steps are outside the paper's range: not in the every-loss claims
     soft = [c for c in measured_s if c.claim.startswith("PROFS improves SoftTriple")]
     assert soft and "63.0 projections per run" in soft[0].claim
 
@@ -294,14 +420,31 @@ def test_the_component_ablation_tests_re_used_samples_alone_after_the_same_early
     """Sec. 5.4's convergence claim names re-used class samples as its cause: the ablation's
     'representatives' runs against plain at the first evaluation, a claim of no change (refuted by
     a difference, never shown; not tested with a collapsed side)."""
-    times = pd.DataFrame([{"repeat": r, "variant": v, "steps": 15, "ms per step": 100.0 + r}
-                          for r in range(3) for v in X.VARIANTS])
+    times = pd.DataFrame(
+        [
+            {"repeat": r, "variant": v, "steps": 15, "ms per step": 100.0 + r}
+            for r in range(3)
+            for v in X.VARIANTS
+        ]
+    )
     regime = {"classes": (16, 64), "L": 136}
 
     def measured(reps: list) -> Claim:
-        comps = {"Contrastive-Hard": {"plain": fake_runs(0.50, 0.51, 0.52), "representatives": reps}}
-        _, ms = X.build_claims(_fabricated_runs(profs_up=True, batches=4500), ["R@1"], {}, {}, regime, times,
-                               steps=4500, period=10, class_share=0.47, components=comps)
+        comps = {
+            "Contrastive-Hard": {"plain": fake_runs(0.50, 0.51, 0.52), "representatives": reps}
+        }
+        _, ms = X.build_claims(
+            _fabricated_runs(profs_up=True, batches=4500),
+            ["R@1"],
+            {},
+            {},
+            regime,
+            times,
+            steps=4500,
+            period=10,
+            class_share=0.47,
+            components=comps,
+        )
         return next(c for c in ms if "re-used class samples alone" in c.claim)
 
     slower = measured(fake_runs(0.40, 0.41, 0.42))
@@ -316,42 +459,86 @@ def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
     """A run on the margin for every epoch whose R@1 still rises (collapsed by the book's criterion)
     and one that leaves it: epochs on the plateau, the last, the R@1 at the first evaluation and at
     the kept epoch."""
+
     def run(seed: int, losses: list[float], r1: list[float], kept: int) -> X.ProfsRun:
         history = [{"epoch": 0, "loss": math.nan}] + [
-            {"epoch": e, "loss": loss, **({"metrics": {"R@1": r1[e - 1]}} if r1[e - 1] is not None else {})}
-            for e, loss in enumerate(losses, 1)]
-        return X.ProfsRun("triplet-hard", "PROFS", RunRecord({
-            "history": history, "config": {"seed": seed, "epochs": len(losses), "embedding_dim": 8},
-            "best": {"epoch": kept, "metrics": {"R@1": r1[kept - 1]}}}))
+            {
+                "epoch": e,
+                "loss": loss,
+                **({"metrics": {"R@1": r1[e - 1]}} if r1[e - 1] is not None else {}),
+            }
+            for e, loss in enumerate(losses, 1)
+        ]
+        return X.ProfsRun(
+            "triplet-hard",
+            "PROFS",
+            RunRecord(
+                {
+                    "history": history,
+                    "config": {"seed": seed, "epochs": len(losses), "embedding_dim": 8},
+                    "best": {"epoch": kept, "metrics": {"R@1": r1[kept - 1]}},
+                }
+            ),
+        )
 
     stuck = run(0, [0.201, 0.2, 0.2, 0.2], [None, 0.25, 0.3, 0.4], kept=4)
     left = run(1, [0.201, 0.199, 0.1, 0.05], [None, 0.3, 0.5, 0.45], kept=3)
     frame = X.loss_plateau({"PROFS": [stuck], "plain": [left]}, level=0.2).set_index("variant")
-    assert frame.loc["PROFS", "epochs on the plateau"] == 4 and frame.loc["PROFS", "last epoch on it"] == 4
-    assert frame.loc["plain", "epochs on the plateau"] == 2 and frame.loc["plain", "last epoch on it"] == 2
+    assert (
+        frame.loc["PROFS", "epochs on the plateau"] == 4
+        and frame.loc["PROFS", "last epoch on it"] == 4
+    )
+    assert (
+        frame.loc["plain", "epochs on the plateau"] == 2
+        and frame.loc["plain", "last epoch on it"] == 2
+    )
     assert frame.loc["PROFS", "collapsed"] and not frame.loc["plain", "collapsed"]
-    assert frame.loc["PROFS", "R@1 (first evaluation)"] == pytest.approx(25) and frame.loc["PROFS", "kept epoch"] == 4
-    assert frame.loc["plain", "kept epoch"] == 3 and frame.loc["plain", "R@1 (kept epoch)"] == pytest.approx(50)
+    assert (
+        frame.loc["PROFS", "R@1 (first evaluation)"] == pytest.approx(25)
+        and frame.loc["PROFS", "kept epoch"] == 4
+    )
+    assert frame.loc["plain", "kept epoch"] == 3 and frame.loc[
+        "plain", "R@1 (kept epoch)"
+    ] == pytest.approx(50)
 
 
 def test_metric_verdicts():
-    runs = {("A", "plain"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False) for x in (0.50, 0.51, 0.52)],
-            ("A", "PROFS"): [SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False) for x in (0.60, 0.61, 0.62)]}
+    runs = {
+        ("A", "plain"): [
+            SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False)
+            for x in (0.50, 0.51, 0.52)
+        ],
+        ("A", "PROFS"): [
+            SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False)
+            for x in (0.60, 0.61, 0.62)
+        ],
+    }
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
-    assert verdicts["A R@1"] == HOLDS and verdicts["A NMI"] == INCONCLUSIVE and table.loc["A", "R@1"].endswith("(+)")
+    assert (
+        verdicts["A R@1"] == HOLDS
+        and verdicts["A NMI"] == INCONCLUSIVE
+        and table.loc["A", "R@1"].endswith("(+)")
+    )
     # a collapsed run on either side: not tested, whatever the numbers; the table keeps the effect
     runs["A", "PROFS"] = fake_runs(0.60, 0.61, 0.62)
     runs["A", "PROFS"][2].collapsed = True
     for r in runs["A", "PROFS"]:
         r.metrics["NMI"] = 0.5
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
-    assert verdicts["A R@1"] == NOT_TESTED and verdicts["A R@1"].note == f"{X.COLLAPSED}: A PROFS (seed 2)"
+    assert (
+        verdicts["A R@1"] == NOT_TESTED
+        and verdicts["A R@1"].note == f"{X.COLLAPSED}: A PROFS (seed 2)"
+    )
     assert table.loc["A", "R@1"] == "+10.0 (x)"
 
 
 def test_collapse_level_is_the_loss_of_one_embedding_repeated():
-    assert X.collapse_level("triplet-hard", 16) == pytest.approx(0.2)  # the margin: every distance 0
-    assert X.collapse_level("contrastive-hard", 16) == pytest.approx(1.0)  # the negative margin, squared
+    assert X.collapse_level("triplet-hard", 16) == pytest.approx(
+        0.2
+    )  # the margin: every distance 0
+    assert X.collapse_level("contrastive-hard", 16) == pytest.approx(
+        1.0
+    )  # the negative margin, squared
     assert X.collapse_level("softtriple", 16) is None  # learned centres: no fixed value
 
 
@@ -361,50 +548,114 @@ def test_a_run_pinned_at_the_margin_is_collapsed_and_its_comparisons_are_not_tes
         return RunRecord({"history": history, "config": {"seed": 0, "embedding_dim": 16}})
 
     pinned = X.ProfsRun("triplet-hard", "PROFS", record([0.25, 0.2, 0.1999, 0.1955]))
-    left = X.ProfsRun("triplet-hard", "PROFS", record([0.25, 0.2, 0.2, 0.1940]))  # 3% below the margin at the end
+    left = X.ProfsRun(
+        "triplet-hard", "PROFS", record([0.25, 0.2, 0.2, 0.1940])
+    )  # 3% below the margin at the end
     soft = X.ProfsRun("softtriple", "PROFS", record([4.0, 0.2, 0.2]))
     assert pinned.collapsed and not left.collapsed and not soft.collapsed
-    runs = {("T", "plain"): fake_runs(0.50, 0.51, 0.52), ("T", "PROFS"): fake_runs(0.60, 0.61, 0.62)}
+    runs = {
+        ("T", "plain"): fake_runs(0.50, 0.51, 0.52),
+        ("T", "PROFS"): fake_runs(0.60, 0.61, 0.62),
+    }
     assert X.gain_frame(runs).loc["T", "PROFS > plain"] == HOLDS
     runs["T", "PROFS"][1].collapsed = True
     v = X.gain_frame(runs).loc["T", "PROFS > plain"]
     assert v == NOT_TESTED and v.note.endswith("T PROFS (seed 1)")
     # the component ablation: a step with a collapsed run is compared with neither neighbour
-    steps = {"plain": fake_runs(0.5, 0.51, 0.52), "mid": fake_runs(0.6, 0.61, 0.62, collapsed=True),
-             "last": fake_runs(0.7, 0.71, 0.72)}
-    assert [str(v) for v in X.component_frame({"T": steps})["improves on the step before"].dropna()] == [NOT_TESTED, NOT_TESTED]
+    steps = {
+        "plain": fake_runs(0.5, 0.51, 0.52),
+        "mid": fake_runs(0.6, 0.61, 0.62, collapsed=True),
+        "last": fake_runs(0.7, 0.71, 0.72),
+    }
+    assert [
+        str(v) for v in X.component_frame({"T": steps})["improves on the step before"].dropna()
+    ] == [NOT_TESTED, NOT_TESTED]
 
 
 def test_deviations_table_lists_every_deviation():
-    table = X.deviations_table(X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"})
-    default = X.experiment_settings("default")  # the rows of a loss not trained are left out: "losses ... run" says which
-    assert "losses and ablations run" in X.deviations_table(X.experiment_config("default", validation=True), 100.45,
-                                                            settings=default).index
-    for d in ("scale", "learning rate", "embedding size", "Margin-Hard",
-              "SoftTriple's proximal anchor", "HNCM picking", "N-pair", "code versions", "pair restriction",
-              "Margin and SoftTriple setups", "numeric precision"):
+    table = X.deviations_table(
+        X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"}
+    )
+    default = X.experiment_settings(
+        "default"
+    )  # the rows of a loss not trained are left out: "losses ... run" says which
+    assert (
+        "losses and ablations run"
+        in X.deviations_table(
+            X.experiment_config("default", validation=True), 100.45, settings=default
+        ).index
+    )
+    for d in (
+        "scale",
+        "learning rate",
+        "embedding size",
+        "Margin-Hard",
+        "SoftTriple's proximal anchor",
+        "HNCM picking",
+        "N-pair",
+        "code versions",
+        "pair restriction",
+        "Margin and SoftTriple setups",
+        "numeric precision",
+    ):
         assert d in table.index
-    assert "proximal term" not in table.index  # on every network parameter, as Eq. 4.7 reads: the paper's setting
+    assert (
+        "proximal term" not in table.index
+    )  # on every network parameter, as Eq. 4.7 reads: the paper's setting
     assert "our estimate" in table.loc["scale", "paper"] and "I = 2" in table.loc["scale", "paper"]
     assert table.loc["HNCM picking", "measured effect"] == "3 ms"
     assert table.loc["learning rate", "measured effect"] == "not measured at this scale"
     here = table["here"]
-    assert "width 32" in here["scale"] and "65 epochs" in here["scale"] and "100 projections" in here["scale"]
-    assert "validation classes" in here["scale"] and "optimiser" not in here  # the paper's moments: no deviation
-    assert X.deviations_table(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["here"]["optimiser"] == \
-        "Adam, beta = (0.9, 0.999)"
+    assert (
+        "width 32" in here["scale"]
+        and "65 epochs" in here["scale"]
+        and "100 projections" in here["scale"]
+    )
+    assert (
+        "validation classes" in here["scale"] and "optimiser" not in here
+    )  # the paper's moments: no deviation
+    assert (
+        X.deviations_table(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["here"][
+            "optimiser"
+        ]
+        == "Adam, beta = (0.9, 0.999)"
+    )
     assert here["embedding size"] == "64"
-    assert here["learning rate"] == "0.001 for every network parameter; SoftTriple's centres at 0.01 (10x)"
-    for d in ("hard mining", "images per class", "augmentation", "training classes", "SoftTriple's HNCM representatives"):
+    assert (
+        here["learning rate"]
+        == "0.001 for every network parameter; SoftTriple's centres at 0.01 (10x)"
+    )
+    for d in (
+        "hard mining",
+        "images per class",
+        "augmentation",
+        "training classes",
+        "SoftTriple's HNCM representatives",
+    ):
         assert d in table.index
     assert "20% of them" in here["training classes"] and here["augmentation"].startswith("none")
-    shown = X.deviations_table(X.experiment_config("default", validation=True), 100.45,
-                               settings=X.experiment_settings("default", table2_seeds=()))  # Table 1's two losses only
-    assert not {"Margin-Hard", "N-pair", "SoftTriple's proximal anchor", "SoftTriple's HNCM representatives"} & set(shown.index)
-    assert shown.loc["learning rate", "here"] == "0.001 for every network parameter"  # no SoftTriple: no centres
-    paper = X.deviations_table(X.experiment_config("paper"), 450.0)["here"]  # the paper's settings say so
+    shown = X.deviations_table(
+        X.experiment_config("default", validation=True),
+        100.45,
+        settings=X.experiment_settings("default", table2_seeds=()),
+    )  # Table 1's two losses only
+    assert not {
+        "Margin-Hard",
+        "N-pair",
+        "SoftTriple's proximal anchor",
+        "SoftTriple's HNCM representatives",
+    } & set(shown.index)
+    assert (
+        shown.loc["learning rate", "here"] == "0.001 for every network parameter"
+    )  # no SoftTriple: no centres
+    paper = X.deviations_table(X.experiment_config("paper"), 450.0)[
+        "here"
+    ]  # the paper's settings say so
     assert "augmentation" not in paper and "training classes" not in paper
-    assert "optimiser" not in paper and paper["learning rate"] == "1e-05, FC layer at 10x; SoftTriple's centres at 0.01 (1000x)"
+    assert (
+        "optimiser" not in paper
+        and paper["learning rate"] == "1e-05, FC layer at 10x; SoftTriple's centres at 0.01 (1000x)"
+    )
     assert "test classes" in paper["scale"] and "embedding size" not in paper
 
 
@@ -422,7 +673,9 @@ def test_softtriple_components_use_its_centres():
     assert X.loss_config("softtriple", cfg).loss_lr == pytest.approx(10 * cfg.lr)
     assert X.loss_config("npair", cfg).normalize is False
     model = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
-    sampler, hooks = X.build_components("softtriple", "PROFS-HNCM", model, loss, labels, cfg, period=7, lam=0.1)
+    sampler, hooks = X.build_components(
+        "softtriple", "PROFS-HNCM", model, loss, labels, cfg, period=7, lam=0.1
+    )
     centres = [h for h in hooks if isinstance(h, CenterRepresentatives)][0]
     centres.on_train_start(fake_state(labels[:2], torch.zeros(2, 16)))
     assert torch.allclose(sampler.sampler.memory, centres.class_vectors())
@@ -436,30 +689,53 @@ def test_chapter_plots_have_labels_legends_and_the_marked_point():
 
     from dmlnb.plots import plot_grouped_bars, plot_sweep
 
-    bars = pd.DataFrame({"loss": ["a", "a", "b", "b"], "variant": ["plain", "PROFS"] * 2,
-                         "mean": [50.0, 52.0, 60.0, 59.0], "std": [1.0, np.nan, 0.5, 0.5]})
+    bars = pd.DataFrame(
+        {
+            "loss": ["a", "a", "b", "b"],
+            "variant": ["plain", "PROFS"] * 2,
+            "mean": [50.0, 52.0, 60.0, 59.0],
+            "std": [1.0, np.nan, 0.5, 0.5],
+        }
+    )
     ax = plot_grouped_bars(bars, "loss", "variant", title="t")
     assert ax.get_title() == "t" and ax.get_ylabel() and len(ax.get_legend().get_texts()) == 2
     assert sorted(round(p.get_height(), 1) for p in ax.patches) == [50.0, 52.0, 59.0, 60.0]
     sweep = pd.DataFrame({"loss": ["a"] * 3, "lambda": [0.0, 1e-3, 1e-1], "mean": [1.0, 3.0, 2.0]})
     ax = plot_sweep(sweep, "lambda", "loss", marks={"a": 1e-3}, xscale="symlog", title="s")
-    hollow = [line for line in ax.get_lines() if line.get_marker() == "o" and line.get_markersize() == 12]
-    assert len(hollow) == 1 and list(hollow[0].get_xdata()) == [1e-3] and list(hollow[0].get_ydata()) == [3.0]
-    assert ax.get_xscale() == "symlog" and [t.get_text() for t in ax.get_xticklabels()] == ["0", "0.001", "0.1"]
+    hollow = [
+        line for line in ax.get_lines() if line.get_marker() == "o" and line.get_markersize() == 12
+    ]
+    assert (
+        len(hollow) == 1
+        and list(hollow[0].get_xdata()) == [1e-3]
+        and list(hollow[0].get_ydata()) == [3.0]
+    )
+    assert ax.get_xscale() == "symlog" and [t.get_text() for t in ax.get_xticklabels()] == [
+        "0",
+        "0.001",
+        "0.1",
+    ]
 
 
 def test_table_rows_per_profile_and_bad_settings():
     default = X.experiment_settings("default")
-    assert X.table_rows(default, 1) == ("Contrastive-Hard", "Triplet-Hard") and X.table_rows(default, 2) == ("SoftTriple",)
+    assert X.table_rows(default, 1) == ("Contrastive-Hard", "Triplet-Hard") and X.table_rows(
+        default, 2
+    ) == ("SoftTriple",)
     for profile in ("smoke", "paper"):
         s = X.experiment_settings(profile)
-        assert X.table_rows(s, 1) == tuple(X.LOSSES) and X.table_rows(s, 2) == tuple(X.TABLE2_LOSSES)
+        assert X.table_rows(s, 1) == tuple(X.LOSSES) and X.table_rows(s, 2) == tuple(
+            X.TABLE2_LOSSES
+        )
     assert X.table_rows(X.experiment_settings("default", table2_seeds=()), 2) == ()
     with pytest.raises(ValueError, match="unknown loss 'Softmax'"):
         X.experiment_settings("default", table1_losses=("Softmax",))
     with pytest.raises(ValueError, match="unknown Table 2 loss 'Lifted'"):
         X.experiment_settings("default", table2_losses=("Lifted",))
-    with pytest.raises(ValueError, match=r"component ablation's losses \['Contrastive-Hard'\] are not rows of Table 1"):
+    with pytest.raises(
+        ValueError,
+        match=r"component ablation's losses \['Contrastive-Hard'\] are not rows of Table 1",
+    ):
         X.experiment_settings("default", table1_losses=("Triplet-Hard",))
     with pytest.raises(ValueError, match="Tables 1 and 2"):
         X.table_rows(default, 3)
@@ -469,7 +745,9 @@ def test_softtriple_profs_runs_every_iteration_as_a_subproblem(tmp_path):
     from dmlnb.data import load_dataset
 
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
-    run = X.run_variant("softtriple", "PROFS", cfg, load_dataset("digits"), tmp_path, rho=6.0, lam=1e-3)
+    run = X.run_variant(
+        "softtriple", "PROFS", cfg, load_dataset("digits"), tmp_path, rho=6.0, lam=1e-3
+    )
     assert run.extras["period"] == 1 and "-M1-" in run.record.data["name"]
 
 
@@ -479,9 +757,17 @@ def test_profs_variants_restrict_pairs_as_sec_5_3_says():
     marks the restricted runs (so records made before the restriction are not reused)."""
     from dmlnb.profs.representative_pairs import RepresentativePairs
 
-    expected = {"contrastive-hard": "anchored", "triplet-semihard": "anchored", "triplet-hard": "anchored",
-                "margin-hard": "anchored", "margin-dw": "anchored", "lifted": "any", "ms": "any",
-                "npair": "all", "angular": "all"}
+    expected = {
+        "contrastive-hard": "anchored",
+        "triplet-semihard": "anchored",
+        "triplet-hard": "anchored",
+        "margin-hard": "anchored",
+        "margin-dw": "anchored",
+        "lifted": "any",
+        "ms": "any",
+        "npair": "all",
+        "angular": "all",
+    }
     cfg = X.experiment_config("default")
     for key in [*X.LOSSES.values(), *X.TABLE2_LOSSES.values()]:
         base = X.build_loss(key, 10, 8)
@@ -521,7 +807,10 @@ def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloa
     has 17 steps) names exactly the committed runs, each reloads under today's configuration and
     specification, and every PROFS run makes at least MIN_PROJECTIONS projections (issue #17),
     also without the validation split (136 classes: M = 13, 21 steps an epoch)."""
-    config, settings = X.experiment_config("default", validation=True), X.experiment_settings("default")
+    config, settings = (
+        X.experiment_config("default", validation=True),
+        X.experiment_settings("default"),
+    )
     assert X.period_for(config, 109, settings["rho"]) == 11
     runs = X.chapter_runs(config, settings, 109)
     committed = {p.parent.name for p in RESULTS.glob("*/record.json")}
@@ -530,7 +819,10 @@ def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloa
         reason, record = reuse_reason(RESULTS / run.name, run.config, run.spec)
         assert reason == "", (run.name, reason)
         assert record.data["fingerprint"] == run_fingerprint(run.config, run.spec)
-    for cfg, classes, images in ((config, 109, 2180), (X.experiment_config("default", validation=False), 136, 2720)):
+    for cfg, classes, images in (
+        (config, 109, 2180),
+        (X.experiment_config("default", validation=False), 136, 2720),
+    ):
         for run in X.chapter_runs(cfg, settings, classes):
             if run.period is not None:
                 steps = run.config.epochs * (images // run.config.batch_size)
@@ -541,17 +833,37 @@ def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
     cfg = X.experiment_config("default")
     greedy = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0)
     scan = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="scan")
-    assert greedy.name == "contrastive-hard-PROFS-HNCM-M13-lam0.001-rp-b128-seed0" and "hncm_mode" not in greedy.spec
-    assert scan.name == "contrastive-hard-PROFS-HNCM-scan-M13-lam0.001-rp-b128-seed0" and scan.spec["hncm_mode"] == "scan"
-    profs = X.run_identity("contrastive-hard", "PROFS", cfg, 136, rho=6.0, hncm_mode="scan")  # no HNCM: ignored
+    assert (
+        greedy.name == "contrastive-hard-PROFS-HNCM-M13-lam0.001-rp-b128-seed0"
+        and "hncm_mode" not in greedy.spec
+    )
+    assert (
+        scan.name == "contrastive-hard-PROFS-HNCM-scan-M13-lam0.001-rp-b128-seed0"
+        and scan.spec["hncm_mode"] == "scan"
+    )
+    profs = X.run_identity(
+        "contrastive-hard", "PROFS", cfg, 136, rho=6.0, hncm_mode="scan"
+    )  # no HNCM: ignored
     assert profs == X.run_identity("contrastive-hard", "PROFS", cfg, 136, rho=6.0)
-    assert X.experiment_settings("paper")["hncm_mode"] == "scan" and X.experiment_settings("default")["hncm_mode"] == "greedy"
+    assert (
+        X.experiment_settings("paper")["hncm_mode"] == "scan"
+        and X.experiment_settings("default")["hncm_mode"] == "greedy"
+    )
     labels = torch.arange(100).repeat_interleave(3)
     model = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
     for key in ("contrastive-hard", "softtriple"):
         loss = X.build_loss(key, 100, 16)
-        sampler, _ = X.build_components(key, "PROFS-HNCM", model, loss, labels, X.experiment_config("paper"), 10, 1e-3,
-                                        hncm_mode="scan")
+        sampler, _ = X.build_components(
+            key,
+            "PROFS-HNCM",
+            model,
+            loss,
+            labels,
+            X.experiment_config("paper"),
+            10,
+            1e-3,
+            hncm_mode="scan",
+        )
         assert sampler.sampler.hncm_mode == "scan"
     with pytest.raises(ValueError, match="unknown hncm_mode"):
         X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="fast")
@@ -568,37 +880,79 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
     from dmlnb.hooks import TrainState as State
     from dmlnb.profs.representative_pairs import RepresentativePairs
 
-    assert [row for row, _, _ in X.component_runs(X.experiment_settings("default"))] == ["Contrastive-Hard"] * 3
+    assert [row for row, _, _ in X.component_runs(X.experiment_settings("default"))] == [
+        "Contrastive-Hard"
+    ] * 3
     assert X.component_runs(X.experiment_settings("default", component_ablation=False)) == []
-    settings = X.experiment_settings("smoke", component_losses=("Contrastive-Hard", "Triplet-Hard", "Margin-Hard"))
+    settings = X.experiment_settings(
+        "smoke", component_losses=("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
+    )
     steps = X.component_runs(settings)
-    assert [(row, step) for row, step, _ in steps] == [(row, step) for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
-                                                       for step in X.COMPONENT_STEPS]
+    assert [(row, step) for row, step, _ in steps] == [
+        (row, step)
+        for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
+        for step in X.COMPONENT_STEPS
+    ]
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
     splits = load_dataset("digits")
     kws = {step: kw for row, step, kw in steps if row == "Contrastive-Hard"}
-    assert kws == {"representatives": {"pairs": "all", "lam": 0.0}, "+ pair restriction": {"pairs": None, "lam": 0.0},
-                   "+ proximal term": {"pairs": None, "lam": settings["lam"]}}
-    idents = {step: X.run_identity("contrastive-hard", "PROFS", cfg, splits.num_train_classes, rho=settings["rho"], **kw)
-              for step, kw in kws.items()}
+    assert kws == {
+        "representatives": {"pairs": "all", "lam": 0.0},
+        "+ pair restriction": {"pairs": None, "lam": 0.0},
+        "+ proximal term": {"pairs": None, "lam": settings["lam"]},
+    }
+    idents = {
+        step: X.run_identity(
+            "contrastive-hard", "PROFS", cfg, splits.num_train_classes, rho=settings["rho"], **kw
+        )
+        for step, kw in kws.items()
+    }
     assert len({i.name for i in idents.values()}) == 3
-    assert [i.pairs for i in idents.values()] == ["all", "anchored", "anchored"] and "pairs" not in idents["representatives"].spec
-    assert idents["+ proximal term"] == X.run_identity("contrastive-hard", "PROFS", cfg, splits.num_train_classes,
-                                                       rho=settings["rho"], lam=settings["lam"])  # Table 1's PROFS run
+    assert [i.pairs for i in idents.values()] == [
+        "all",
+        "anchored",
+        "anchored",
+    ] and "pairs" not in idents["representatives"].spec
+    assert idents["+ proximal term"] == X.run_identity(
+        "contrastive-hard",
+        "PROFS",
+        cfg,
+        splits.num_train_classes,
+        rho=settings["rho"],
+        lam=settings["lam"],
+    )  # Table 1's PROFS run
     for step, kw in kws.items():
-        run = X.run_variant("contrastive-hard", "PROFS", cfg, splits, tmp_path, rho=settings["rho"], **kw)
-        assert run.trained and run.extras["batches"] == 2 and run.record.data["name"] == idents[step].name
+        run = X.run_variant(
+            "contrastive-hard", "PROFS", cfg, splits, tmp_path, rho=settings["rho"], **kw
+        )
+        assert (
+            run.trained
+            and run.extras["batches"] == 2
+            and run.record.data["name"] == idents[step].name
+        )
 
     # the pair restriction: every pair vs the pairs anchored at a representative, on one PROFS batch
     labels = torch.as_tensor(splits.train.labels)
     model = build_model("convnet", (1, 8, 8), cfg.embedding_dim, normalize=True, width=4)
-    sampler, _ = X.build_components("contrastive-hard", "PROFS", model, X.build_loss("contrastive-hard", 5, 16), labels,
-                                    cfg.replace(batch_size=10), idents["representatives"].period, 0.0)  # all 5 classes
+    sampler, _ = X.build_components(
+        "contrastive-hard",
+        "PROFS",
+        model,
+        X.build_loss("contrastive-hard", 5, 16),
+        labels,
+        cfg.replace(batch_size=10),
+        idents["representatives"].period,
+        0.0,
+    )  # all 5 classes
     batch = torch.tensor(next(iter(sampler)))
-    emb = torch.nn.functional.normalize(torch.randn(len(batch), cfg.embedding_dim, generator=torch.Generator().manual_seed(0)))
+    emb = torch.nn.functional.normalize(
+        torch.randn(len(batch), cfg.embedding_dim, generator=torch.Generator().manual_seed(0))
+    )
     losses = {}
     for step, ident in idents.items():
-        loss = X.profs_loss("contrastive-hard", "PROFS", X.build_loss("contrastive-hard", 5, 16), cfg, ident.pairs)
+        loss = X.profs_loss(
+            "contrastive-hard", "PROFS", X.build_loss("contrastive-hard", 5, 16), cfg, ident.pairs
+        )
         assert isinstance(loss, RepresentativePairs) and loss.mode == ident.pairs
         losses[step] = float(loss(emb, labels[batch]))
     assert losses["representatives"] != losses["+ pair restriction"] == losses["+ proximal term"]
@@ -607,9 +961,23 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
     for step, ident in idents.items():
         torch.manual_seed(0)
         net = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
-        _, hooks = X.build_components("contrastive-hard", "PROFS", net, X.build_loss("contrastive-hard", 5, 16), labels, cfg,
-                                      ident.period, ident.lam)
-        state = State(model=net, loss_fn=torch.nn.Identity(), optimizer=None, device=torch.device("cpu"), step=0)  # type: ignore[arg-type]
+        _, hooks = X.build_components(
+            "contrastive-hard",
+            "PROFS",
+            net,
+            X.build_loss("contrastive-hard", 5, 16),
+            labels,
+            cfg,
+            ident.period,
+            ident.lam,
+        )
+        state = State(
+            model=net,
+            loss_fn=torch.nn.Identity(),
+            optimizer=None,
+            device=torch.device("cpu"),
+            step=0,
+        )  # type: ignore[arg-type]
         hooks[0].on_step_start(state)
         with torch.no_grad():
             for q in net.parameters():
@@ -630,18 +998,31 @@ def test_table2_rows_train_in_their_own_setups():
     Table 1's configuration."""
     paper, s = X.experiment_config("paper"), X.experiment_settings("paper")
     margin, soft = X.table2_config(paper, "Margin", s), X.table2_config(paper, "SoftTriple", s)
-    assert (margin.model, soft.model) == ("resnet50", "googlenet") and X.TABLE2_LOSSES["Margin"] == "margin-dw"
+    assert (margin.model, soft.model) == ("resnet50", "googlenet") and X.TABLE2_LOSSES[
+        "Margin"
+    ] == "margin-dw"
     assert margin.replace(model=paper.model, m_per_class=2, batch_size=128) == paper
-    assert (margin.m_per_class, margin.batch_size) == (5, 125) and margin.batch_size % margin.m_per_class == 0
+    assert (margin.m_per_class, margin.batch_size) == (
+        5,
+        125,
+    ) and margin.batch_size % margin.m_per_class == 0
     assert soft.replace(model=paper.model, loss_lr=None) == paper
     assert X.loss_config("softtriple", soft).loss_lr == 1e-2
     for cfg in (margin, soft):
-        assert (cfg.embedding_dim, cfg.betas, cfg.head_lr_scale, cfg.epochs) == (512, (0.9, 0.99), 10.0, 100)
+        assert (cfg.embedding_dim, cfg.betas, cfg.head_lr_scale, cfg.epochs) == (
+            512,
+            (0.9, 0.99),
+            10.0,
+            100,
+        )
     assert X.table2_config(X.experiment_config("paper", {"dataset": "sop"}), "Margin", s).lr == 1e-4
     default, ds = X.experiment_config("default"), X.experiment_settings("default")
     assert X.table2_config(default, "Margin", ds) == default
     st = X.table2_config(default, "SoftTriple", ds)
-    assert st == default.replace(epochs=6, eval_every=2) and X.loss_config("softtriple", st).loss_lr == 10 * default.lr
+    assert (
+        st == default.replace(epochs=6, eval_every=2)
+        and X.loss_config("softtriple", st).loss_lr == 10 * default.lr
+    )
     assert st.epochs * (2180 // st.batch_size) >= X.MIN_PROJECTIONS  # M = 1
 
 
@@ -653,20 +1034,40 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     import json
     import re
 
-    number = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")  # as tests/test_book_rerender.py
-    notebook = json.loads((Path(__file__).resolve().parents[1] / "notebooks" / "04_profs.ipynb").read_text())
-    shown = [html_text for cell in notebook["cells"] if cell["cell_type"] == "code" for o in cell.get("outputs", [])
-             for html_text in ["".join(o.get("data", {}).get("text/html", ""))] if "measured effect" in html_text]
+    number = re.compile(
+        r"(?<![\w.])-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?"
+    )  # as tests/test_book_rerender.py
+    notebook = json.loads(
+        (Path(__file__).resolve().parents[1] / "notebooks" / "04_profs.ipynb").read_text()
+    )
+    shown = [
+        html_text
+        for cell in notebook["cells"]
+        if cell["cell_type"] == "code"
+        for o in cell.get("outputs", [])
+        for html_text in ["".join(o.get("data", {}).get("text/html", ""))]
+        if "measured effect" in html_text
+    ]
     assert len(shown) == 1
-    rows = re.findall(r"<tr>\s*<th>(.*?)</th>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>", shown[0], re.S)
-    measured = {html.unescape(d): html.unescape(e) for d, _, _, e in rows if e != "not measured at this scale"}
+    rows = re.findall(
+        r"<tr>\s*<th>(.*?)</th>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*<td>(.*?)</td>\s*</tr>",
+        shown[0],
+        re.S,
+    )
+    measured = {
+        html.unescape(d): html.unescape(e)
+        for d, _, _, e in rows
+        if e != "not measured at this scale"
+    }
     from dmlnb.data import load_dataset
 
     config = X.experiment_config("default", validation=True)  # the notebook's defaults
     splits = load_dataset(config.dataset, **config.dataset_options)
     period = X.period_for(config, splits.num_train_classes, X.REPORTED_RHO)
     projections = config.epochs * (len(splits.train) // config.batch_size) / period
-    with pd.option_context("display.precision", 3, "display.max_colwidth", None):  # the notebook's options
+    with pd.option_context(
+        "display.precision", 3, "display.max_colwidth", None
+    ):  # the notebook's options
         settings = X.experiment_settings("default")
         now = X.deviations_table(config, projections, measured, settings=settings)
         now = now._repr_html_()
@@ -674,14 +1075,19 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
 
 
 def test_epochs_for_at_least_100_projections():
-    """E = ceil(100 M / S): the default profile (omniglot-small, 2720 images of 136 classes) needs 62
-    epochs at M = 13 (batch 128, 21 steps) and 60 at M = 51 (batch 32, 85 steps); the paper's CUB
+    """E = ceil(100 M / S): the default profile (omniglot-small, 2720 images of 136 classes) needs
+    62 epochs at M = 13 (batch 128, 21 steps) and 60 at M = 51 (batch 32, 85 steps); the paper's CUB
     runs (M = 10, 45 steps) would need 23 of their 100."""
     cfg = X.experiment_config("default")
     assert X.MIN_PROJECTIONS == 100
-    assert X.epochs_for_projections(cfg, 2720, 136, 6.0) == 62 and 62 * 21 / 13 >= 100 > 61 * 21 / 13
+    assert (
+        X.epochs_for_projections(cfg, 2720, 136, 6.0) == 62 and 62 * 21 / 13 >= 100 > 61 * 21 / 13
+    )
     assert X.epochs_for_projections(cfg.replace(batch_size=32), 2720, 136, 6.0) == 60
-    assert X.epochs_for_projections(cfg, 2720, 136, period=1) == 5 and X.epochs_for_projections(cfg, 2720, 136, period=40) == 191
+    assert (
+        X.epochs_for_projections(cfg, 2720, 136, period=1) == 5
+        and X.epochs_for_projections(cfg, 2720, 136, period=40) == 191
+    )
     assert X.epochs_for_projections(X.experiment_config("paper"), 5864, 100, 6.0) == 23
     assert X.epochs_for_projections(cfg, 2720, 136, 3.0, target=10) == 4  # M = 7
     with pytest.raises(ValueError, match="needs M"):

@@ -37,7 +37,9 @@ def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch
     config = make_config("smoke", TINY)
     splits = load_dataset(config.dataset)
     run_dir = tmp_path / "softmax-seed0"
-    torch.manual_seed(123)  # the loss's class weights come from the global RNG (see protocol._train)
+    torch.manual_seed(
+        123
+    )  # the loss's class weights come from the global RNG (see protocol._train)
     run = protocol.softmax_run(config, 0.05, splits, run_dir)
     assert run.trained and (run_dir / "checkpoint.pt").exists()
     views = protocol.embedding_views(run, splits, SMALL)
@@ -58,9 +60,14 @@ def test_views_are_read_from_analysis_json_without_weights(tmp_path, monkeypatch
     for key, value in protocol.embedding_views(again, splits, SMALL).items():
         np.testing.assert_array_equal(value, views[key])
     # a changed setting needs the weights: with none and training disabled, an error naming both
-    with pytest.raises(TrainingDisabledError, match=r"'softmax-seed0'.*'embedding_views' is needed: .*other settings"):
+    with pytest.raises(
+        TrainingDisabledError,
+        match=r"'softmax-seed0'.*'embedding_views' is needed: .*other settings",
+    ):
         protocol.embedding_views(again, splits, {**SMALL, "k": 3})
-    with pytest.raises(TrainingDisabledError, match="softmax-seed1"):  # a missing run is not trained either
+    with pytest.raises(
+        TrainingDisabledError, match="softmax-seed1"
+    ):  # a missing run is not trained either
         protocol.softmax_run(config.replace(seed=1), 0.05, splits, tmp_path / "softmax-seed1")
     # training allowed: the run is trained again (from the same RNG state: the same record) and the
     # views redone
@@ -82,9 +89,16 @@ def test_floors_need_no_training_and_are_seeded(monkeypatch, tmp_path):
     rows = protocol.floors(config, splits)
     assert list(rows) == ["raw pixels", "untrained network"]
     assert set(rows["raw pixels"]) == {"R@1", "R@2", "R@4", "R@8", "NMI", "F1", "MAP@R"}
-    assert protocol.pixel_vectors(splits).shape == (len(splits.test), 64)  # 8 x 8 digits, not resized
+    assert protocol.pixel_vectors(splits).shape == (
+        len(splits.test),
+        64,
+    )  # 8 x 8 digits, not resized
     assert protocol.floors(config, splits) == rows
     stored = protocol.floors(config, splits, folder=tmp_path / "floors")  # stored, then reloaded
-    monkeypatch.setattr(protocol, "evaluate", lambda *a, **k: pytest.fail("a stored floor was evaluated again"))
+    monkeypatch.setattr(
+        protocol, "evaluate", lambda *a, **k: pytest.fail("a stored floor was evaluated again")
+    )
     assert protocol.floors(config, splits, folder=tmp_path / "floors") == stored == rows
-    assert protocol.untrained_name(config.replace(pretrained=True)).endswith("(ImageNet weights, random head)")
+    assert protocol.untrained_name(config.replace(pretrained=True)).endswith(
+        "(ImageNet weights, random head)"
+    )

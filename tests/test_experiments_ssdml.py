@@ -17,10 +17,10 @@ from committed import rounds_as_committed
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.records import RunRecord
+from dmlnb.selection import NOT_RECOMPUTED, protocol_column
 from dmlnb.ssdml.algorithm import TrainingPool, embed
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.ssdml.supervised import LabelledTriplets
-from dmlnb.selection import NOT_RECOMPUTED, protocol_column
 
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
@@ -73,7 +73,9 @@ def test_labelled_triplets_only_use_labels():
     t = obj.prepare(torch.randn(8, 4), labels)
     assert len(t) == 6  # ordered positive pairs: 2 per class
     assert bool((labels[t] >= 0).all())
-    assert bool((labels[t[:, 0]] == labels[t[:, 1]]).all() and (labels[t[:, 0]] != labels[t[:, 2]]).all())
+    assert bool(
+        (labels[t[:, 0]] == labels[t[:, 1]]).all() and (labels[t[:, 0]] != labels[t[:, 2]]).all()
+    )
     z = torch.randn(6, 3, 4, dtype=torch.float64)
     obj = obj.double()
     a, p, n = z.unbind(1)
@@ -88,7 +90,9 @@ def tiny_digits():
     to one epoch of partitions of 10: ``(splits, setting)``."""
     g = torch.Generator().manual_seed(0)
     y = torch.arange(3).repeat(12)
-    train = InMemoryDataset(torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y)
+    train = InMemoryDataset(
+        torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y
+    )
     splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
     st = ssx.settings_for("smoke")["digits"]
     return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
@@ -107,16 +111,39 @@ def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
     """The baseline's run at the search's seed and chosen value is the search's run (same
     fingerprint): taken from ``made``, no folder of its own; another value still trains."""
     splits, st = tiny_digits()
-    searched = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.2}}), "smoke", 0, splits, tmp_path,
-                              tag="-margin0.2")
+    searched = ssx.run_method(
+        "triplet",
+        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
+        "smoke",
+        0,
+        splits,
+        tmp_path,
+        tag="-margin0.2",
+    )
     assert searched.trained
-    same = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.2}}), "smoke", 0, splits, tmp_path,
-                          made=[searched])
+    same = ssx.run_method(
+        "triplet",
+        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
+        "smoke",
+        0,
+        splits,
+        tmp_path,
+        made=[searched],
+    )
     assert not same.trained and same.record is searched.record
     assert not (tmp_path / "smoke" / f"{st.name}-triplet-seed0").exists()
-    other = ssx.run_method("triplet", ssx.with_hyper(st, {"triplet": {"margin": 0.1}}), "smoke", 0, splits, tmp_path,
-                           made=[searched])
-    assert other.trained and (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+    other = ssx.run_method(
+        "triplet",
+        ssx.with_hyper(st, {"triplet": {"margin": 0.1}}),
+        "smoke",
+        0,
+        splits,
+        tmp_path,
+        made=[searched],
+    )
+    assert (
+        other.trained and (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+    )
 
 
 def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
@@ -128,10 +155,24 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     from dmlnb.data import CachedImageDataset
 
     fabricated_cub(tmp_path / "data", [c for c in (1, 2, 3, 101, 102, 103) for _ in range(4)])
-    st = dataclasses.replace(ssx.settings_for("paper")["cub200"], labelled_per_class=2, epochs_per_partition=1,
-                             k=2, metric_dim=4)
-    small = {"dataset_options": {"image_size": 64}, "pretrained": False, "embedding_dim": 8, "batch_size": 4, "m_per_class": 2,
-             "epochs": 1, "eval_every": 1, "eval_batch_size": 4, "num_workers": 0}
+    st = dataclasses.replace(
+        ssx.settings_for("paper")["cub200"],
+        labelled_per_class=2,
+        epochs_per_partition=1,
+        k=2,
+        metric_dim=4,
+    )
+    small = {
+        "dataset_options": {"image_size": 64},
+        "pretrained": False,
+        "embedding_dim": 8,
+        "batch_size": 4,
+        "m_per_class": 2,
+        "epochs": 1,
+        "eval_every": 1,
+        "eval_batch_size": 4,
+        "num_workers": 0,
+    }
     cfg = st.train_config("paper", 0, small)
     splits = ssx.load_splits(st, cfg, 0, tmp_path / "data")
     assert isinstance(splits.unlabelled, CachedImageDataset)  # file-backed: the decoded cache
@@ -141,19 +182,26 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert not set(splits.train.paths) & set(splits.unlabelled.paths)
     run = ssx.run_method("ours", st, "paper", 0, splits, tmp_path / "results", overrides=small)
     assert run.record.data["status"] == "finished"
-    assert len(run.extras["neighbours"][0]) == 5 and len(run.extras["spectrum"]["singular_values"]) == 4
+    assert (
+        len(run.extras["neighbours"][0]) == 5
+        and len(run.extras["spectrum"]["singular_values"]) == 4
+    )
     fig = ssx.retrieval_figure(run.extras, splits.test, title="fabricated CUB")
     assert len(fig.axes) >= len(run.extras["queries"]) * 6
 
 
 def _fake_run(r1, rank=10.0):
     """A stand-in for a finished :class:`ssx.MethodRun`: best metrics and a spectrum."""
-    return types.SimpleNamespace(best={"R@1": r1, "NMI": 0.5}, extras={"spectrum": {"effective_rank": rank}})
+    return types.SimpleNamespace(
+        best={"R@1": r1, "NMI": 0.5}, extras={"spectrum": {"effective_rank": rank}}
+    )
 
 
 def _fake_runs(ours, others):
-    runs = {"ours": [_fake_run(v, 20.0 + i) for i, v in enumerate(ours)],
-            "ours-noorth": [_fake_run(v - 0.05, 10.0 + i) for i, v in enumerate(ours)]}
+    runs = {
+        "ours": [_fake_run(v, 20.0 + i) for i, v in enumerate(ours)],
+        "ours-noorth": [_fake_run(v - 0.05, 10.0 + i) for i, v in enumerate(ours)],
+    }
     runs.update({m: [_fake_run(v) for v in vals] for m, vals in others.items()})
     return runs
 
@@ -166,7 +214,9 @@ def test_claims_verdicts_on_fabricated_seeds():
     settings = ssx.settings_for("default")
     ours = [0.60, 0.62, 0.61]
     low = [0.40, 0.42, 0.41]
-    good = _fake_runs(ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "triplet": low, "angular": low})
+    good = _fake_runs(
+        ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "triplet": low, "angular": low}
+    )
     # every angle within ±0.7 pts (the paper's spread) of 40°, with a 90% interval inside the margin
     flat = {a: [_fake_run(v) for v in (0.6100, 0.6102, 0.6098)] for a in (35.0, 40.0, 45.0, 55.0)}
     out = ssx.claims({"digits": good}, settings, flat, "digits")
@@ -174,8 +224,11 @@ def test_claims_verdicts_on_fabricated_seeds():
     assert verdicts == {
         "Ours beats the deep SSDML baselines": "holds",
         # a proxy partly implied by the constraint: the "holds" names what it measured
-        "Orthogonality keeps a higher effective rank of the test embedding": f"holds: {ssx.EFFECTIVE_RANK_PROXY}",
-        # NMI is equal with and without orthogonality in the fabricated runs: not every metric improves
+        "Orthogonality keeps a higher effective rank of the test embedding": (
+            f"holds: {ssx.EFFECTIVE_RANK_PROXY}"
+        ),
+        # NMI is equal with and without orthogonality in the fabricated runs: not
+        # every metric improves
         "Orthogonality improves every metric": "inconclusive",
         "Unlabelled data helps over supervised-only training with the same labels": "holds",
         "α is insensitive in 35°-55°": "holds",
@@ -190,7 +243,9 @@ def test_claims_verdicts_on_fabricated_seeds():
     one = {m: rs[:1] for m, rs in good.items()}
     assert {str(c.verdict) for c in ssx.claims({"digits": one}, settings)[:4]} == {"inconclusive"}
     # one baseline better than ours: the group claim fails with the count of pairs that hold
-    bad = _fake_runs(ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "isdml": [0.80, 0.82, 0.81], "triplet": low})
+    bad = _fake_runs(
+        ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "isdml": [0.80, 0.82, 0.81], "triplet": low}
+    )
     out = ssx.claims({"digits": bad}, settings)
     assert out[0].verdict == "does not hold: 4 of 5 pairs hold"
     assert "Deep-ISDML 81.0 ± 1.0 (does not hold)" in out[0].our_evidence
@@ -198,9 +253,15 @@ def test_claims_verdicts_on_fabricated_seeds():
     # a missing baseline is named and scopes the claim
     partial = _fake_runs(ours, {"lrml": low})
     first = ssx.claims({"digits": partial}, settings)[0]
-    assert first.claim.startswith("Ours beats the 1 of 5 deep SSDML baselines run here") and first.verdict == "holds"
+    assert (
+        first.claim.startswith("Ours beats the 1 of 5 deep SSDML baselines run here")
+        and first.verdict == "holds"
+    )
     assert "not run here: Deep-SERAPH" in first.our_evidence
-    assert _claim(ssx.claims({"digits": partial}, settings), "α is").verdict == "not tested at this scale"
+    assert (
+        _claim(ssx.claims({"digits": partial}, settings), "α is").verdict
+        == "not tested at this scale"
+    )
 
 
 def test_alpha_margin_is_the_reported_spread():
@@ -214,8 +275,13 @@ def test_initialisation_claim():
     runs = _fake_runs([0.60, 0.62, 0.61], {})
     for r, init in zip(runs["ours"], (0.70, 0.71, 0.72)):
         r.initial = {"R@1": init, "NMI": 0.5}
-    c = _claim(ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation")
-    assert c.verdict == "does not hold" and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.our_evidence
+    c = _claim(
+        ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation"
+    )
+    assert (
+        c.verdict == "does not hold"
+        and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.our_evidence
+    )
 
 
 def test_diagnosis_names_the_paper_pair():
@@ -234,14 +300,21 @@ def test_reported_statements_are_computed_from_the_tables():
     assert lead.loc[("Cars-196", "NMI"), "runner-up"] == "Deep-LRML"
     assert "NMI on Cars-196, 40.7 vs Deep-LRML's 40.5" in ssx.reported_leader_sentence("table2")
     # every column tied at the closest margin, and every row above ours where ours does not lead
-    assert "R@4 on CUB-200, 69.1 vs Rotation's 68.6; R@8 on CUB-200, 79.9 vs Rotation's 79.4" in \
-        ssx.reported_leader_sentence("table3")
+    assert (
+        "R@4 on CUB-200, 69.1 vs Rotation's 68.6; R@8 on CUB-200, 79.9 vs Rotation's 79.4"
+        in ssx.reported_leader_sentence("table3")
+    )
     assert "Deep-LRML 53.2, Deep-SERAPH 53.0 vs 52.1" in ssx.reported_leader_sentence("table1")
     t1 = ssx.reported_leaders("table1")
     assert sorted(t1.index[t1["best"] != "Ours"]) == [("Fashion-MNIST", "NMI"), ("MNIST", "NMI")]
     drops = ssx.reported_orthogonality_drops()
-    assert drops["R@1"].idxmax() == "Fashion-MNIST" and drops["R@1"]["Fashion-MNIST"] == pytest.approx(4.3)
-    assert "largest R@1 drop is on Fashion-MNIST (77.6 → 73.3)" in ssx.reported_orthogonality_sentence()
+    assert drops["R@1"].idxmax() == "Fashion-MNIST" and drops["R@1"][
+        "Fashion-MNIST"
+    ] == pytest.approx(4.3)
+    assert (
+        "largest R@1 drop is on Fashion-MNIST (77.6 → 73.3)"
+        in ssx.reported_orthogonality_sentence()
+    )
 
 
 def test_purity_chance_and_deviations_table():
@@ -252,25 +325,40 @@ def test_purity_chance_and_deviations_table():
 
 
 def test_reported_evidence_names_its_datasets():
-    assert ssx._reported_best("R@1").endswith("on 5 of 5 datasets (MNIST, Fashion-MNIST, CIFAR-10, CUB-200, Cars-196)")
+    assert ssx._reported_best("R@1").endswith(
+        "on 5 of 5 datasets (MNIST, Fashion-MNIST, CIFAR-10, CUB-200, Cars-196)"
+    )
     over = ssx._reported_over_initial(["R@1"])
-    assert over.startswith("Tables 1-2: ours R@1 above Initial on 5 of 5 datasets (") and " pts on " in over
+    assert (
+        over.startswith("Tables 1-2: ours R@1 above Initial on 5 of 5 datasets (")
+        and " pts on " in over
+    )
 
 
 def test_unit_counts_replay_the_partitions_each_run_drew():
-    """"Never seen" comes from the partitions a record ran, replayed with its seed: digits draws two
-    chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
+    """ "Never seen" comes from the partitions a record ran, replayed with its seed: digits draws
+    two chunks of 400 of its 1,157 unlabelled digits per sweep, so four partitions miss some."""
     from dmlnb.ssdml.algorithm import unlabelled_reached
 
     settings = ssx.settings_for("default")
     st = settings["digits"]
 
     def fake(seed, method="ours"):
-        history = [{"epoch": 0}] + [{"epoch": e + 1, "partition": e // 2, **({"units": 10, "units_used": 10}
-                                    if e % 2 == 0 else {})} for e in range(8)]
-        return types.SimpleNamespace(seed=seed, record=types.SimpleNamespace(data={"history": history}))
+        history = [{"epoch": 0}] + [
+            {
+                "epoch": e + 1,
+                "partition": e // 2,
+                **({"units": 10, "units_used": 10} if e % 2 == 0 else {}),
+            }
+            for e in range(8)
+        ]
+        return types.SimpleNamespace(
+            seed=seed, record=types.SimpleNamespace(data={"history": history})
+        )
 
-    frame = ssx.unit_counts({"digits": {"ours": [fake(0), fake(1)], "triplet": [fake(0)]}}, settings, {"digits": 1157})
+    frame = ssx.unit_counts(
+        {"digits": {"ours": [fake(0), fake(1)], "triplet": [fake(0)]}}, settings, {"digits": 1157}
+    )
     never = [1157 - len(unlabelled_reached(1157, st.schedule, s, range(4))) for s in (0, 1)]
     assert min(never) > 0
     expected = f"{min(never)}" if min(never) == max(never) else f"{min(never)}-{max(never)}"
@@ -280,33 +368,68 @@ def test_unit_counts_replay_the_partitions_each_run_drew():
 
 def test_floor_verdicts_read_each_row_against_each_floor():
     floors = {"raw pixels": {"R@1": 0.5, "NMI": 0.5}, "untrained network": {"R@1": 0.3, "NMI": 0.3}}
-    rows = {"low": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
-            "middle": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
-            "high": [{"R@1": v, "NMI": v} for v in (0.60, 0.61, 0.62)],
-            "one seed": [{"R@1": 0.9, "NMI": 0.9}]}
+    rows = {
+        "low": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
+        "middle": [{"R@1": v, "NMI": v} for v in (0.40, 0.41, 0.42)],
+        "high": [{"R@1": v, "NMI": v} for v in (0.60, 0.61, 0.62)],
+        "one seed": [{"R@1": 0.9, "NMI": 0.9}],
+    }
     rows["middle"] = [{"R@1": v, "NMI": 0.45 + v / 10} for v in (0.2, 0.6, 0.9)]
     calls = ssx.floor_verdicts(rows, floors, ["R@1", "NMI"])
-    assert calls.loc["low", ("vs raw pixels", "R@1")] == "below"  # raw pixels' R@1 has no seed: a threshold
+    assert (
+        calls.loc["low", ("vs raw pixels", "R@1")] == "below"
+    )  # raw pixels' R@1 has no seed: a threshold
     assert calls.loc["high", ("vs raw pixels", "R@1")] == "above"
     assert calls.loc["middle", ("vs raw pixels", "R@1")] == "inconclusive"
-    assert calls.loc["one seed", ("vs raw pixels", "R@1")] == "inconclusive"  # one run never decides
+    assert (
+        calls.loc["one seed", ("vs raw pixels", "R@1")] == "inconclusive"
+    )  # one run never decides
     # one seeded network and one seeded k-means are one run each: never decided against
-    assert (calls[[("vs untrained network", "R@1"), ("vs untrained network", "NMI"), ("vs raw pixels", "NMI")]]
-            == "inconclusive").all().all()
+    assert (
+        (
+            calls[
+                [
+                    ("vs untrained network", "R@1"),
+                    ("vs untrained network", "NMI"),
+                    ("vs raw pixels", "NMI"),
+                ]
+            ]
+            == "inconclusive"
+        )
+        .all()
+        .all()
+    )
     sentence = ssx.below_floor_sentence(calls)
     assert sentence.startswith("R@1 below raw pixels (chapter 00): 1 of 4 rows (low)")
     assert "R@1 below untrained network (chapter 00): 0 of 4 rows;" in sentence
 
 
-def _record_run(seed, best, initial, units_used=(2500, 2500), commit="abc1234def", dirty=True, fingerprint=None,
-                scope=None):
+def _record_run(
+    seed,
+    best,
+    initial,
+    units_used=(2500, 2500),
+    commit="abc1234def",
+    dirty=True,
+    fingerprint=None,
+    scope=None,
+):
     history = [{"epoch": 0, "metrics": {"R@1": initial}}] + [
-        {"epoch": e + 1, "partition": e, "units_used": u} for e, u in enumerate(units_used)]
+        {"epoch": e + 1, "partition": e, "units_used": u} for e, u in enumerate(units_used)
+    ]
     git = {"commit": commit, "dirty": dirty, **({"scope": scope} if scope else {})}
-    data = {"history": history, "environment": {"git": git},
-            "fingerprint": fingerprint or f"f{seed}{best}", "name": "same-name"}
-    record = types.SimpleNamespace(data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None})
-    return types.SimpleNamespace(seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial})
+    data = {
+        "history": history,
+        "environment": {"git": git},
+        "fingerprint": fingerprint or f"f{seed}{best}",
+        "name": "same-name",
+    }
+    record = types.SimpleNamespace(
+        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None}
+    )
+    return types.SimpleNamespace(
+        seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial}
+    )
 
 
 def test_over_initial_metric_steps_and_provenance():
@@ -315,20 +438,25 @@ def test_over_initial_metric_steps_and_provenance():
     calls = ssx.over_initial({"gain": gain, "flat": flat})
     assert calls["gain"] == "holds" and calls["flat"] == "inconclusive"
     # paired by run: a small gain on every seed holds though the seeds spread far more than it
-    spread = [_record_run(s, b, i) for s, b, i in ((0, 0.51, 0.50), (1, 0.61, 0.60), (2, 0.715, 0.70))]
+    spread = [
+        _record_run(s, b, i) for s, b, i in ((0, 0.51, 0.50), (1, 0.61, 0.60), (2, 0.715, 0.70))
+    ]
     assert ssx.over_initial({"spread": spread})["spread"] == "holds"
     settings = ssx.settings_for("default")
     steps = ssx.metric_steps({"digits": {"ours": gain}}, settings)
     row = steps.loc[("digits", "Ours")]
-    assert row["steps on L per partition"] == "13" and row["steps on L per run"] == "26"  # ⌈2500 / 200⌉ x 2
+    assert (
+        row["steps on L per partition"] == "13" and row["steps on L per run"] == "26"
+    )  # ⌈2500 / 200⌉ x 2
     assert row["lr of L"] == "0.001"
     # distinct by fingerprint, not by name (the α grid's runs share their record names)
     clean = _record_run(3, 0.5, 0.5, commit="0123456789", dirty=False)
     changed = _record_run(4, 0.5, 0.5, commit="0123456789", dirty=True, scope="dmlnb")
     assert ssx.provenance(gain + gain[:1] + [clean, changed]) == (
-        "5 run records from 2 commits (abc1234def, 0123456789): 1 with uncommitted changes to dmlnb/, 1 without, "
-        "3 unknown (made before records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records "
-        "and notebooks the book's runs rewrite)")
+        "5 run records from 2 commits (abc1234def, 0123456789): 1 with uncommitted changes to "
+        "dmlnb/, 1 without, 3 unknown (made before records scoped their git 'dirty' flag to "
+        "dmlnb/; theirs also counted the run records and notebooks the book's runs rewrite)"
+    )
 
 
 def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
@@ -351,13 +479,20 @@ def test_rebuilt_networks_reproduce_the_committed_initial_rows():
     (:func:`committed.rounds_as_committed`): elsewhere the same near ties flip by rounding alone."""
     same = rounds_as_committed()
     if same is None:
-        pytest.skip("needs the default profile's data (Omniglot under DMLNB_DATA) to ask how this CPU rounds")
+        pytest.skip(
+            "needs the default profile's data (Omniglot under DMLNB_DATA) to ask how this CPU "
+            "rounds"
+        )
     if not same:
-        pytest.skip("this CPU rounds otherwise than the one that made the committed records "
-                    "(the protocol chapter's untrained-network floor differs): exact reproduction is not expected")
+        pytest.skip(
+            "this CPU rounds otherwise than the one that made the committed records (the protocol "
+            "chapter's untrained-network floor differs): exact reproduction is not expected"
+        )
     st = ssx.settings_for("default")["digits"]
     for seed in st.seeds:
-        record = RunRecord.load(RESULTS / "05_ssdml" / "default" / f"{st.name}-ours-seed{seed}" / "record.json")
+        record = RunRecord.load(
+            RESULTS / "05_ssdml" / "default" / f"{st.name}-ours-seed{seed}" / "record.json"
+        )
         initial = record.data["history"][0]
         assert initial["epoch"] == 0
         splits = ssx.load_splits(st, st.train_config("default", seed), seed)
@@ -370,7 +505,11 @@ def test_initial_coordinates_are_stored_one_thread_tables(tmp_path, monkeypatch)
     st = ssx.settings_for("smoke")["digits"]
     made = []
     real = ssx.initial_metrics
-    monkeypatch.setattr(ssx, "initial_metrics", lambda *a, **k: made.append(torch.get_num_threads()) or real(*a, **k))
+    monkeypatch.setattr(
+        ssx,
+        "initial_metrics",
+        lambda *a, **k: made.append(torch.get_num_threads()) or real(*a, **k),
+    )
     first = ssx.initial_coordinates({"digits": st}, "smoke", seeds=(0, 1), results_dir=tmp_path)
     again = ssx.initial_coordinates({"digits": st}, "smoke", seeds=(0, 1), results_dir=tmp_path)
     assert made == [1, 1] and again == first
@@ -394,7 +533,11 @@ def test_googlenet_features_feed_the_metric_directly():
 def test_mining_options_enter_the_spec_only_when_not_the_papers():
     st = ssx.settings_for("default")["digits"]
     spec = ssx._spec("ours", st, st.alpha)
-    assert "propagation" not in spec and "negatives" not in spec and "hyper" not in ssx._spec("triplet", st, st.alpha)
+    assert (
+        "propagation" not in spec
+        and "negatives" not in spec
+        and "hyper" not in ssx._spec("triplet", st, st.alpha)
+    )
     two = dataclasses.replace(st, propagation="two-sided")
     assert ssx._spec("ours", two, st.alpha)["propagation"] == "two-sided"
     assert ssx.build_objective("ours", two, 64).propagation == "two-sided"
@@ -416,14 +559,21 @@ def test_baseline_table_prints_the_hyper_parameters_as_built():
 
 
 def _validated(name, val_r1):
-    record = types.SimpleNamespace(data={"name": name}, selections={"validation": {"val_metrics": {"R@1": val_r1}}})
+    record = types.SimpleNamespace(
+        data={"name": name}, selections={"validation": {"val_metrics": {"R@1": val_r1}}}
+    )
     return types.SimpleNamespace(record=record)
 
 
 def test_chosen_hyper_reads_validation_only_and_the_search_needs_a_validation_split():
-    search = {"lrml": {0.01: [_validated("a", 0.30)], 0.03: [_validated("b", 0.40)]},
-              "triplet": {0.1: [_validated("c", 0.50)], 0.2: [_validated("d", 0.20)]}}
-    assert ssx.chosen_hyper(search, "smoke") == {"lrml": {"gamma_d": 0.03}, "triplet": {"margin": 0.1}}
+    search = {
+        "lrml": {0.01: [_validated("a", 0.30)], 0.03: [_validated("b", 0.40)]},
+        "triplet": {0.1: [_validated("c", 0.50)], 0.2: [_validated("d", 0.20)]},
+    }
+    assert ssx.chosen_hyper(search, "smoke") == {
+        "lrml": {"gamma_d": 0.03},
+        "triplet": {"margin": 0.1},
+    }
     table = ssx.search_table(search, "smoke")
     assert table["chosen"].tolist() == [False, True, True, False]
     with pytest.raises(ValueError, match="has no validation split"):
@@ -435,13 +585,26 @@ def test_mining_verdicts_judge_each_question_by_the_rule():
     for seed in range(3):
         for variant in ssx.MINING_VARIANTS:
             better = 0.9 if "outside" in variant else 0.1 + 0.001 * seed
-            rows.append({"features": "raw pixels", "variant": variant, "seed": seed, "knn_same": 0.5,
-                         "pos_same": 0.5 + 0.001 * seed, "neg_other": better, "triplet_correct": better})
+            rows.append(
+                {
+                    "features": "raw pixels",
+                    "variant": variant,
+                    "seed": seed,
+                    "knn_same": 0.5,
+                    "pos_same": 0.5 + 0.001 * seed,
+                    "neg_other": better,
+                    "triplet_correct": better,
+                }
+            )
     measured = pd.DataFrame(rows)
     verdicts = ssx.mining_verdicts(measured)
-    outside = next(q for q in verdicts.index if q.startswith("negatives from outside the neighbourhood are"))
+    outside = next(
+        q for q in verdicts.index if q.startswith("negatives from outside the neighbourhood are")
+    )
     assert verdicts.loc[outside, "raw pixels"].startswith("holds")
-    chance = next(q for q in verdicts.index if q.startswith("W sorts the neighbourhood") and "k = 10" in q)
+    chance = next(
+        q for q in verdicts.index if q.startswith("W sorts the neighbourhood") and "k = 10" in q
+    )
     assert verdicts.loc[chance, "raw pixels"].startswith("inconclusive")
     table = ssx.mining_table(measured)
     assert table.loc[("raw pixels", "W (paper), k = 10"), "seeds"] == 3
@@ -449,8 +612,12 @@ def test_mining_verdicts_judge_each_question_by_the_rule():
 
 def test_mining_measurements_on_the_smoke_setting():
     st = ssx.settings_for("smoke")["digits"]
-    measured = ssx.mining_measurements(st, "smoke", sources=("raw pixels",),
-                                       variants={"W (paper), k = 10": {"k": 10}, "out": {"k": 10, "negatives": "outside"}})
+    measured = ssx.mining_measurements(
+        st,
+        "smoke",
+        sources=("raw pixels",),
+        variants={"W (paper), k = 10": {"k": 10}, "out": {"k": 10, "negatives": "outside"}},
+    )
     assert len(measured) == 2 and set(measured["variant"]) == {"W (paper), k = 10", "out"}
     shares = measured[["knn_same", "pos_same", "neg_other", "triplet_correct"]].to_numpy()
     assert ((shares >= 0) & (shares <= 1)).all()
@@ -481,18 +648,27 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     for r, init in zip(runs["ours"], (0.50, 0.51, 0.52)):
         r.initial = {"R@1": init, "NMI": 0.4}
     same_class = ssx.settings_for("default", True)  # digits: no validation split
-    c = _claim(ssx.claims({"digits": runs}, same_class), "Ours improves on the network at initialisation")
+    c = _claim(
+        ssx.claims({"digits": runs}, same_class), "Ours improves on the network at initialisation"
+    )
     assert c.verdict == "inconclusive" and "selection biased toward the claim" in c.verdict.note
     disjoint = {"digits": dataclasses.replace(same_class["digits"], validation=0.2)}
     assert _claim(ssx.claims({"digits": runs}, disjoint), "Ours improves").verdict == "holds"
-    assert _claim(ssx.claims({"digits": runs}, disjoint, protocol="test"), "Ours improves").verdict == "inconclusive"
+    assert (
+        _claim(ssx.claims({"digits": runs}, disjoint, protocol="test"), "Ours improves").verdict
+        == "inconclusive"
+    )
     # a failure despite the bias stands
     for r in runs["ours"]:
         r.initial = {"R@1": 0.9 + r.best["R@1"] / 100, "NMI": 0.4}
-    assert _claim(ssx.claims({"digits": runs}, same_class), "Ours improves").verdict.startswith("does not hold")
+    assert _claim(ssx.claims({"digits": runs}, same_class), "Ours improves").verdict.startswith(
+        "does not hold"
+    )
     # every method and every angle against its initial network: the same rule
     gain = [_record_run(s, b, i) for s, b, i in ((0, 0.70, 0.60), (1, 0.72, 0.61), (2, 0.71, 0.62))]
-    biased = ssx.over_initial({"gain": gain}, biased=ssx.initial_selection_bias(same_class["digits"]))
+    biased = ssx.over_initial(
+        {"gain": gain}, biased=ssx.initial_selection_bias(same_class["digits"])
+    )
     assert biased["gain"] == "inconclusive" and ssx.over_initial({"gain": gain})["gain"] == "holds"
     assert ssx.initial_selection_bias(disjoint["digits"]) is None
 
@@ -501,30 +677,43 @@ def test_baseline_claims_name_the_search_and_the_failures_it_did_not_touch():
     settings = ssx.settings_for("default", True)
     ours = [0.40, 0.41, 0.42]
     high = [0.60, 0.61, 0.62]
-    runs = _fake_runs(ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high})
-    hyper = {"omniglot": {"lrml": {"gamma_d": 0.01}, "seraph": {"eta": 2.0}, "triplet": {"margin": 0.1}}}
+    runs = _fake_runs(
+        ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high}
+    )
+    hyper = {
+        "omniglot": {"lrml": {"gamma_d": 0.01}, "seraph": {"eta": 2.0}, "triplet": {"margin": 0.1}}
+    }
     out = ssx.claims({"omniglot": runs}, settings, hyper=hyper)
     base = _claim(out, "Ours beats the deep SSDML baselines")
     assert base.verdict.startswith("does not hold")
     assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base.our_evidence
     assert "Deep-SERAPH eta = 2;" in base.our_evidence
-    # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do not rest on the search
-    assert base.our_evidence.endswith("left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT")
+    # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do
+    # not rest on the search
+    assert base.our_evidence.endswith(
+        "left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT"
+    )
     sup = _claim(out, "Unlabelled data helps")
     assert "Triplet (labelled only) margin = 0.1" in sup.our_evidence
     assert sup.our_evidence.endswith("left as it was: Angular (labelled only)")
     # without a search the evidence says nothing of one
-    assert "searched" not in _claim(ssx.claims({"omniglot": runs}, settings), "Ours beats").our_evidence
+    assert (
+        "searched"
+        not in _claim(ssx.claims({"omniglot": runs}, settings), "Ours beats").our_evidence
+    )
 
 
 class _Record:
     """A run record's selection state, as :func:`dmlnb.selection.selected_on` switches it."""
 
     def __init__(self, val, test, initial, rank=10.0):
-        self.data = {"best": {"metrics": val},
-                     "selections": {"validation": {"metrics": val}, "test": {"metrics": test}},
-                     "history": [{"epoch": 0, "metrics": initial}], "config": {"select_on": "validation"},
-                     "extras": {"spectrum": {"effective_rank": rank}}}
+        self.data = {
+            "best": {"metrics": val},
+            "selections": {"validation": {"metrics": val}, "test": {"metrics": test}},
+            "history": [{"epoch": 0, "metrics": initial}],
+            "config": {"select_on": "validation"},
+            "extras": {"spectrum": {"effective_rank": rank}},
+        }
 
     best = property(lambda self: self.data["best"])
     selections = property(lambda self: self.data["selections"])
@@ -538,11 +727,18 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
         m = lambda v: {"R@1": v, "NMI": v}  # noqa: E731
         return ssx.MethodRun(method, seed, _Record(m(val), m(test), m(0.20), rank), trained=False)
 
-    runs = {"omniglot": {
-        "ours": [run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)],
-        "ours-noorth": [run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)],
-        **{m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)] for m in ssx.SEMI_SUPERVISED},
-    }}
+    runs = {
+        "omniglot": {
+            "ours": [run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)],
+            "ours-noorth": [
+                run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)
+            ],
+            **{
+                m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)]
+                for m in ssx.SEMI_SUPERVISED
+            },
+        }
+    }
     frame = ssx.claims_both_ways(runs, settings).set_index("claim")
     val, test = (protocol_column("verdict", b) for b in ("validation", "test"))
     beats = next(c for c in frame.index if c.startswith("Ours beats the deep"))
@@ -564,10 +760,21 @@ def test_mining_verdicts_pair_the_variants_by_seed():
     for seed, level in enumerate((0.2, 0.5, 0.8)):
         for variant in ssx.MINING_VARIANTS:
             gain = 0.01 + 0.001 * seed if variant == "W (paper), k = 10" else 0.0
-            rows.append({"features": "raw pixels", "variant": variant, "seed": seed, "knn_same": level,
-                         "pos_same": level + gain, "neg_other": 1 - level + gain, "triplet_correct": level})
+            rows.append(
+                {
+                    "features": "raw pixels",
+                    "variant": variant,
+                    "seed": seed,
+                    "knn_same": level,
+                    "pos_same": level + gain,
+                    "neg_other": 1 - level + gain,
+                    "triplet_correct": level,
+                }
+            )
     verdicts = ssx.mining_verdicts(pd.DataFrame(rows))
-    chance = next(q for q in verdicts.index if q.startswith("W sorts the neighbourhood") and "k = 10" in q)
+    chance = next(
+        q for q in verdicts.index if q.startswith("W sorts the neighbourhood") and "k = 10" in q
+    )
     assert verdicts.loc[chance, "raw pixels"].startswith("holds")
     # one question per sorting: the negatives' share moves by the same points as the positives'
     assert not any(q.startswith("W's negatives") for q in verdicts.index)
@@ -575,8 +782,12 @@ def test_mining_verdicts_pair_the_variants_by_seed():
 
 def test_deviations_name_the_validation_classes_and_the_search():
     rows = " ".join(d["deviation"] for d in ssx.DEVIATIONS)
-    assert "27 of Omniglot-small's 136" in rows and "ours keeps the paper's k, γ, α unsearched" in rows
-    assert "without saying on what" in rows  # the paper does not say what it chooses its best model on
+    assert (
+        "27 of Omniglot-small's 136" in rows and "ours keeps the paper's k, γ, α unsearched" in rows
+    )
+    assert (
+        "without saying on what" in rows
+    )  # the paper does not say what it chooses its best model on
     note = ssx.settings_for("default")["omniglot"].note
     assert "27 of the 136 characters are held out as validation classes" in note
     assert "triplet margin of 0.2 (not given" not in note  # the margin is searched on this setting
@@ -592,10 +803,18 @@ def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monk
     monkeypatch.setattr(ssx, "mining_measurements", fake)
     settings = ssx.settings_for("smoke")
     frames = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))
-    assert list(frames) == list(settings) and made == [(settings[k].name, (s,)) for k in settings for s in (2, 0)]
+    assert list(frames) == list(settings) and made == [
+        (settings[k].name, (s,)) for k in settings for s in (2, 0)
+    ]
     for key, frame in frames.items():
-        assert frame.to_dict("records") == [{"seed": s, "setting": settings[key].name} for s in (2, 0)]
-        assert sorted(p.parent.name for p in (tmp_path / "smoke").glob(f"{settings[key].name}-mining-quality/*/*")) \
-            == ["seed-0", "seed-2"]
-    again = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))  # reloaded: nothing made again
+        assert frame.to_dict("records") == [
+            {"seed": s, "setting": settings[key].name} for s in (2, 0)
+        ]
+        assert sorted(
+            p.parent.name
+            for p in (tmp_path / "smoke").glob(f"{settings[key].name}-mining-quality/*/*")
+        ) == ["seed-0", "seed-2"]
+    again = ssx.stored_mining(
+        settings, "smoke", tmp_path, seeds=(2, 0)
+    )  # reloaded: nothing made again
     assert len(made) == 2 * len(settings) and all(again[k].equals(frames[k]) for k in settings)

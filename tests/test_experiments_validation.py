@@ -11,8 +11,8 @@ discriminative chapter's records reload at its notebook's defaults (validation o
 from __future__ import annotations
 
 import math
-import shutil
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -20,14 +20,27 @@ import pytest
 from fabricated import selected_record
 
 from dmlnb.data import load_dataset
-from dmlnb.experiments import discriminative, easy_positive, facility_location, profs, protocol, ssdml
+from dmlnb.experiments import (
+    discriminative,
+    easy_positive,
+    facility_location,
+    profs,
+    protocol,
+    ssdml,
+)
 from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_validation
 from dmlnb.profiles import check_parameters, make_config
 from dmlnb.records import RunRecord
 from dmlnb.runs import reuse_reason
 from dmlnb.selection import (
-    COLUMN_LABELS, both_ways_table, both_ways_verdicts, main_comparison, optimism_text, protocol_column,
-    selected_metrics, selection_optimism,
+    COLUMN_LABELS,
+    both_ways_table,
+    both_ways_verdicts,
+    main_comparison,
+    optimism_text,
+    protocol_column,
+    selected_metrics,
+    selection_optimism,
 )
 from dmlnb.training import NO_TRAINING_ENV
 
@@ -38,8 +51,12 @@ VAL, TEST = protocol_column("R@1", "validation"), protocol_column("R@1", "test")
 
 
 def _check_validated(record):
-    """A run selected on the validation classes, with both selections and per-epoch validation metrics."""
-    assert record.config["select_on"] == "validation" and record.config["dataset_options"]["validation"] == 2
+    """A run selected on the validation classes, with both selections and per-epoch
+    validation metrics."""
+    assert (
+        record.config["select_on"] == "validation"
+        and record.config["dataset_options"]["validation"] == 2
+    )
     assert set(record.selections) == {"validation", "test"}
     assert record.best == record.selections["validation"]
     assert all(row.get("val_metrics") for row in record.evaluations())
@@ -47,7 +64,8 @@ def _check_validated(record):
 
 
 def _validated(runs):
-    """``{method: [records]}`` of a chapter's ``{method: [runs]}``, each checked by :func:`_check_validated`."""
+    """``{method: [records]}`` of a chapter's ``{method: [runs]}``, each checked by
+    :func:`_check_validated`."""
     records = {method: [r.record for r in rs] for method, rs in runs.items()}
     for rs in records.values():
         for record in rs:
@@ -57,42 +75,81 @@ def _validated(runs):
 
 @pytest.fixture(scope="module")
 def book(tmp_path_factory):
-    """Every wired chapter's tiny runs with validation on, in a results tree of the book's layout."""
+    """Every wired chapter's tiny runs with validation on, in a results tree of
+    the book's layout."""
     root = tmp_path_factory.mktemp("results")
     seeds, out = (0, 1), {"root": root}
     cfg = protocol.chapter_config("smoke", {**TINY, "batch_size": 24}, validation=True)
     splits = load_dataset(cfg.dataset, **cfg.dataset_options)
     folder = root / "00_protocol" / "smoke"
-    out["protocol"] = {"softmax": [protocol.softmax_run(cfg.replace(seed=s), 0.05, splits, folder / f"softmax-seed{s}")
-                                   for s in seeds]}
-    study = easy_positive.make_study("smoke", {**TINY, "batch_size": 6, "m_per_class": 2}, validation=True,
-                                     group_sizes=(2,), seeds=seeds, table1_seeds=seeds)
+    out["protocol"] = {
+        "softmax": [
+            protocol.softmax_run(cfg.replace(seed=s), 0.05, splits, folder / f"softmax-seed{s}")
+            for s in seeds
+        ]
+    }
+    study = easy_positive.make_study(
+        "smoke",
+        {**TINY, "batch_size": 6, "m_per_class": 2},
+        validation=True,
+        group_sizes=(2,),
+        seeds=seeds,
+        table1_seeds=seeds,
+    )
     runner = easy_positive.Runner(study, root / "01_easy_positive")
     runner.run_all(study.table1_runs())
-    out["easy_positive"] = {m: [runner.get(study.config, m, 2, s) for s in seeds] for m in easy_positive.TABLE1_METHODS}
-    fl = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=seeds)
+    out["easy_positive"] = {
+        m: [runner.get(study.config, m, 2, s) for s in seeds] for m in easy_positive.TABLE1_METHODS
+    }
+    fl = facility_location.make_study(
+        "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=seeds
+    )
     table = fl.tables[0]
     splits = load_dataset(table.config.dataset, **table.config.dataset_options)
     out["facility_location"] = {
-        m: [facility_location.run_method(table, m, s, splits, fl, root / "02_facility_location") for s in seeds]
-        for m in facility_location.METHODS}
+        m: [
+            facility_location.run_method(table, m, s, splits, fl, root / "02_facility_location")
+            for s in seeds
+        ]
+        for m in facility_location.METHODS
+    }
     cfg = discriminative.experiment_config("smoke", {**TINY, "batch_size": 24}, validation=True)
-    splits, folder = load_dataset(cfg.dataset, **cfg.dataset_options), root / "03_discriminative" / "smoke"
+    splits, folder = (
+        load_dataset(cfg.dataset, **cfg.dataset_options),
+        root / "03_discriminative" / "smoke",
+    )
     settings = discriminative.experiment_settings("smoke")
     out["discriminative"] = {
-        m: [discriminative.run_method(m, cfg.replace(seed=s), splits, folder / f"{m}-seed{s}", settings,
-                                      track_lemma=m == "discriminative") for s in seeds]
-        for m in ("discriminative", "semihard")}
+        m: [
+            discriminative.run_method(
+                m,
+                cfg.replace(seed=s),
+                splits,
+                folder / f"{m}-seed{s}",
+                settings,
+                track_lemma=m == "discriminative",
+            )
+            for s in seeds
+        ]
+        for m in ("discriminative", "semihard")
+    }
     cfg = profs.experiment_config("smoke", {**TINY, "batch_size": 6}, validation=True)
     splits, folder = load_dataset(cfg.dataset, **cfg.dataset_options), root / "04_profs" / "smoke"
-    out["profs"] = {v: [profs.run_variant("contrastive-hard", v, cfg.replace(seed=s), splits, folder, rho=6.0)
-                        for s in seeds] for v in profs.VARIANTS}
+    out["profs"] = {
+        v: [
+            profs.run_variant("contrastive-hard", v, cfg.replace(seed=s), splits, folder, rho=6.0)
+            for s in seeds
+        ]
+        for v in profs.VARIANTS
+    }
     out["profs_splits"], out["profs_config"] = splits, cfg
     return out
 
 
 def test_the_switch_is_off_by_default_and_holds_out_the_profiles_classes():
-    assert validation_holdout("default", None) is None and validation_holdout("default", False) is None
+    assert (
+        validation_holdout("default", None) is None and validation_holdout("default", False) is None
+    )
     assert validation_holdout("default", True) == VALIDATION["default"] == 0.2
     assert validation_holdout("smoke", True) == 2 and validation_holdout("smoke", 0.5) == 0.5
     with pytest.raises(TypeError, match=r"validation='yes' \(str\) must be None .*True .*0.2"):
@@ -102,17 +159,27 @@ def test_the_switch_is_off_by_default_and_holds_out_the_profiles_classes():
     config = make_config("default")
     assert with_validation(config, None) is config
     on = with_validation(config, 0.2)
-    assert on.dataset_options == {"image_size": 28, "validation": 0.2} and on.select_on == "validation"
+    assert (
+        on.dataset_options == {"image_size": 28, "validation": 0.2} and on.select_on == "validation"
+    )
     assert config.dataset_options == {"image_size": 28}  # not changed in place
     # every chapter's factory: None is today's configuration, True the profile's hold-out
     assert protocol.chapter_config("default") == make_config("default")
-    assert easy_positive.make_study("default", validation=None) == easy_positive.make_study("default")
-    assert facility_location.make_study("default", validation=None) == facility_location.make_study("default")
+    assert easy_positive.make_study("default", validation=None) == easy_positive.make_study(
+        "default"
+    )
+    assert facility_location.make_study("default", validation=None) == facility_location.make_study(
+        "default"
+    )
     for chapter in (discriminative, profs):
-        assert chapter.experiment_config("default", validation=None) == chapter.experiment_config("default")
+        assert chapter.experiment_config("default", validation=None) == chapter.experiment_config(
+            "default"
+        )
         assert chapter.experiment_config("default", validation=True).select_on == "validation"
     study = easy_positive.make_study("paper", validation=True)
-    assert all(c.dataset_options["validation"] == 0.2 for c in (study.config, *study.table1, *study.table2))
+    assert all(
+        c.dataset_options["validation"] == 0.2 for c in (study.config, *study.table1, *study.table2)
+    )
     tables = facility_location.make_study("default", validation=True).tables
     assert all(t.config.select_on == "validation" for t in tables)
 
@@ -120,27 +187,52 @@ def test_the_switch_is_off_by_default_and_holds_out_the_profiles_classes():
 def test_protocol_runs_select_on_validation_and_both_ways_agree_with_the_records(book):
     records = _validated(book["protocol"])
     for record in records["softmax"]:
-        assert record.data["history"][0]["epoch"] == 0 and record.data["history"][0]["val_metrics"]  # before training
+        assert (
+            record.data["history"][0]["epoch"] == 0 and record.data["history"][0]["val_metrics"]
+        )  # before training
     table = both_ways_table(records)
     assert list(table.columns) == [VAL, TEST, "runs", "evaluations"]
     assert COLUMN_LABELS["test"] == "best epoch on test (papers' protocol, optimistic)"
-    values = {b: [100 * selected_metrics(r, b)["R@1"] for r in records["softmax"]] for b in COLUMN_LABELS}
+    values = {
+        b: [100 * selected_metrics(r, b)["R@1"] for r in records["softmax"]] for b in COLUMN_LABELS
+    }
     assert table.loc["softmax", VAL].startswith(f"{sum(values['validation']) / 2:.1f} ± ")
     assert table.loc["softmax", TEST].startswith(f"{sum(values['test']) / 2:.1f} ± ")
     assert table.loc["softmax", "runs"] == 2 and table.loc["softmax", "evaluations"] == 2
-    assert all(t >= v for t, v in zip(values["test"], values["validation"]))  # test selection is never below
+    assert all(
+        t >= v for t, v in zip(values["test"], values["validation"])
+    )  # test selection is never below
 
 
 def test_easy_positive_main_comparison_both_ways(book):
     records = _validated(book["easy_positive"])
     frame = main_comparison(records, "EPSHN")
-    beats_val, beats_test = protocol_column("EPSHN beats it", "validation"), protocol_column("EPSHN beats it", "test")
-    assert list(frame.columns) == [VAL, TEST, "runs", "evaluations", beats_val, beats_test, "effect", "90% interval",
-                                   "verdict changes"]
-    assert list(frame.index) == list(easy_positive.TABLE1_METHODS) and frame.loc["EPSHN", beats_val] == "—"
+    beats_val, beats_test = (
+        protocol_column("EPSHN beats it", "validation"),
+        protocol_column("EPSHN beats it", "test"),
+    )
+    assert list(frame.columns) == [
+        VAL,
+        TEST,
+        "runs",
+        "evaluations",
+        beats_val,
+        beats_test,
+        "effect",
+        "90% interval",
+        "verdict changes",
+    ]
+    assert (
+        list(frame.index) == list(easy_positive.TABLE1_METHODS)
+        and frame.loc["EPSHN", beats_val] == "—"
+    )
     for method in ("triplet", "N-pair", "Proxy-NCA"):
         row = frame.loc[method]
-        assert row[beats_val] in ("holds", "does not hold", "inconclusive")  # 2 seeds: inconclusive or better
+        assert row[beats_val] in (
+            "holds",
+            "does not hold",
+            "inconclusive",
+        )  # 2 seeds: inconclusive or better
         assert row["verdict changes"] == (row[beats_val] != row[beats_test])
         mean = sum(selected_metrics(r, "validation")["R@1"] for r in records[method]) / 2
         assert row[VAL].startswith(f"{100 * mean:.1f}")
@@ -152,29 +244,51 @@ def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the
     runs = book["facility_location"]
     records = _validated(runs)
     for run in runs["clustering"]:
-        assert run.metrics["R@1"] == pytest.approx(run.record.best["metrics"]["R@1"])  # the kept (validation) epoch
+        assert run.metrics["R@1"] == pytest.approx(
+            run.record.best["metrics"]["R@1"]
+        )  # the kept (validation) epoch
     frame = main_comparison(records, "clustering", "NMI")
     assert protocol_column("NMI", "validation") in frame and len(frame) == 4
     # the claims read the geometric NMI of the kept weights: shown at another epoch, they refuse
-    record, _ = selected_record([0.5, 0.7, 0.6, 0.8], [0.6, 0.9, 0.7, 0.65], "validation")  # test: 4, validation: 2
-    run = facility_location.MethodRun("Table 1", "clustering", 0, record, {"metrics_geometric": {"R@1": 0.7}})
+    record, _ = selected_record(
+        [0.5, 0.7, 0.6, 0.8], [0.6, 0.9, 0.7, 0.65], "validation"
+    )  # test: 4, validation: 2
+    run = facility_location.MethodRun(
+        "Table 1", "clustering", 0, record, {"metrics_geometric": {"R@1": 0.7}}
+    )
     assert run.metrics == {"R@1": 0.7}
-    with pytest.raises(ValueError, match=r"shown at epoch 4, but .*geometric NMI were computed at the kept epoch 2"):
-        both_ways_verdicts([record], lambda: {"x": facility_location.compare([run.metrics["R@1"]], [0.5])})
+    with pytest.raises(
+        ValueError, match=r"shown at epoch 4, but .*geometric NMI were computed at the kept epoch 2"
+    ):
+        both_ways_verdicts(
+            [record], lambda: {"x": facility_location.compare([run.metrics["R@1"]], [0.5])}
+        )
     assert run.metrics == {"R@1": 0.7}  # restored
 
 
 def test_facility_location_claims_and_main_comparison_under_both_protocols(book):
     runs = book["facility_location"]
     every = [r for rs in runs.values() for r in rs]
-    study = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1))
-    toy = facility_location.toy_frame(facility_location.run_toy([0], losses=["clustering"], steps=2))
+    study = facility_location.make_study(
+        "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1)
+    )
+    toy = facility_location.toy_frame(
+        facility_location.run_toy([0], losses=["clustering"], steps=2)
+    )
     both = facility_location.both_ways_claims({"Table 1": runs}, study.tables, toy, "smoke", every)
-    on_validation = facility_location.claims({"Table 1": runs}, study.tables, toy, "smoke", every, recorded=True)
+    on_validation = facility_location.claims(
+        {"Table 1": runs}, study.tables, toy, "smoke", every, recorded=True
+    )
     assert both["claim"].tolist() == [c.claim for c in on_validation]
-    assert both[protocol_column("verdict", "validation")].tolist() == [str(c.verdict) for c in on_validation]
-    assert both["verdict changes"].tolist() == [v != t for v, t in zip(both[protocol_column("verdict", "validation")],
-                                                                      both[protocol_column("verdict", "test")])]
+    assert both[protocol_column("verdict", "validation")].tolist() == [
+        str(c.verdict) for c in on_validation
+    ]
+    assert both["verdict changes"].tolist() == [
+        v != t
+        for v, t in zip(
+            both[protocol_column("verdict", "validation")], both[protocol_column("verdict", "test")]
+        )
+    ]
     frames = facility_location.main_comparisons({"Table 1": runs})
     assert list(frames) == [("Table 1", "R@1"), ("Table 1", "NMI")]
     r1 = frames[("Table 1", "R@1")]
@@ -192,14 +306,25 @@ def test_discriminative_and_claims_recomputed_under_each_protocol(book):
 
     def judge():
         r1 = {m: [r.record.best["metrics"]["R@1"] for r in rs] for m, rs in runs.items()}
-        return {"discriminative beats semi-hard": discriminative.compare(r1["discriminative"], r1["semihard"])}
+        return {
+            "discriminative beats semi-hard": discriminative.compare(
+                r1["discriminative"], r1["semihard"]
+            )
+        }
 
     table = both_ways_verdicts(every, judge)
-    assert list(table.columns[:4]) == ["claim", protocol_column("verdict", "validation"),
-                                       protocol_column("verdict", "test"), "verdict changes"]
+    assert list(table.columns[:4]) == [
+        "claim",
+        protocol_column("verdict", "validation"),
+        protocol_column("verdict", "test"),
+        "verdict changes",
+    ]
     row = main_comparison(records, "discriminative").loc["semihard"]
     for basis in ("validation", "test"):
-        assert table.loc[0, protocol_column("verdict", basis)] == row[protocol_column("discriminative beats it", basis)]
+        assert (
+            table.loc[0, protocol_column("verdict", basis)]
+            == row[protocol_column("discriminative beats it", basis)]
+        )
     assert all(r.best == r.selections["validation"] for r in every)  # restored after each block
     # Table 2's last layer was scored at the kept epoch: its pairs stay there under either protocol
     disc = runs["discriminative"]
@@ -211,37 +336,63 @@ def test_profs_runs_validate_and_the_best_variant_is_chosen_on_validation(book):
     runs = book["profs"]
     _validated(runs)
     gains = profs.gain_frame({("Contrastive-Hard", v): rs for v, rs in runs.items()})
-    val_r1 = {v: sum(r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs) for v, rs in runs.items()}
+    val_r1 = {
+        v: sum(r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs)
+        for v, rs in runs.items()
+    }
     assert gains.loc["Contrastive-Hard", "best variant"] == max(val_r1, key=val_r1.get)
     # a timing run does not evaluate, so it selects nothing, also in a chapter that validates
-    times = profs.step_times("contrastive-hard", book["profs_config"], book["profs_splits"], rho=6.0, lam=1e-3,
-                             steps=2, repeats=1)
+    times = profs.step_times(
+        "contrastive-hard",
+        book["profs_config"],
+        book["profs_splits"],
+        rho=6.0,
+        lam=1e-3,
+        steps=2,
+        repeats=1,
+    )
     assert set(times["variant"]) == set(profs.VARIANTS)
 
 
-def test_ssdml_holds_out_before_the_labelled_draw_and_keeps_test_selection_on_same_class_data(tmp_path):
+def test_ssdml_holds_out_before_the_labelled_draw_and_keeps_test_selection_on_same_class_data(
+    tmp_path,
+):
     smoke = ssdml.settings_for("smoke", validation=True)
-    assert smoke["digits"].validation is None  # digits with split="samples": no class-disjoint validation
+    assert (
+        smoke["digits"].validation is None
+    )  # digits with split="samples": no class-disjoint validation
     assert smoke["digits"].train_config("smoke", 0).select_on == "test"
     default = ssdml.settings_for("default", validation=True)
     assert default["digits"].validation is None and default["omniglot"].validation == 0.2
     assert default["omniglot"].train_config("default", 0).select_on == "validation"
-    assert ssdml.settings_for("default")["omniglot"] == ssdml.PROFILE_SETTINGS["default"]["omniglot"]
-    # a class-disjoint digits setting: the validation classes are in neither the labelled nor the unlabelled part
-    setting = replace(smoke["digits"], validation=2, methods=("ours",), max_units=300,
-                      config={**smoke["digits"].config, "dataset_options": {"split": "classes"}, "epochs": 2})
+    assert (
+        ssdml.settings_for("default")["omniglot"] == ssdml.PROFILE_SETTINGS["default"]["omniglot"]
+    )
+    # a class-disjoint digits setting: the validation classes are in neither the labelled
+    # nor the unlabelled part
+    setting = replace(
+        smoke["digits"],
+        validation=2,
+        methods=("ours",),
+        max_units=300,
+        config={**smoke["digits"].config, "dataset_options": {"split": "classes"}, "epochs": 2},
+    )
     config = setting.train_config("smoke", 0)
     splits = ssdml.load_splits(setting, config, 0)
     names = splits.class_names
     assert len(names["validation"]) == 2 and not set(names["validation"]) & set(names["train"])
-    assert splits.unlabelled_targets.max() < 3 and splits.train.labels.max() < 3  # 3 training classes remain
+    assert (
+        splits.unlabelled_targets.max() < 3 and splits.train.labels.max() < 3
+    )  # 3 training classes remain
     run = ssdml.run_method("ours", setting, "smoke", 0, splits, tmp_path)
     _check_validated(run.record)
     assert run.record.data["history"][0]["val_metrics"]  # the Initial row is evaluated on both
 
 
-@pytest.mark.skipif(not (os.environ.get("DMLNB_DATA") and (Path(os.environ["DMLNB_DATA"]) / "omniglot").exists()),
-                    reason="needs Omniglot under DMLNB_DATA")
+@pytest.mark.skipif(
+    not (os.environ.get("DMLNB_DATA") and (Path(os.environ["DMLNB_DATA"]) / "omniglot").exists()),
+    reason="needs Omniglot under DMLNB_DATA",
+)
 def test_ssdml_floors_are_found_for_a_validated_setting():
     key, floors = ssdml.protocol_floors(ssdml.settings_for("default", validation=True), "default")
     assert key == "omniglot" and set(floors) == {"raw pixels", "untrained network"}
@@ -251,8 +402,13 @@ def test_the_books_optimism_is_the_records_and_never_negative(book):
     runs, summary = protocol.book_optimism(book["root"], profile="smoke")
     assert list(runs.columns) == protocol.BOOK_OPTIMISM_COLUMNS
     assert runs["validation split"].all() and (runs["optimism"] >= 0).all()
-    assert set(runs["chapter"]) == {"00_protocol", "01_easy_positive", "02_facility_location", "03_discriminative",
-                                    "04_profs"}
+    assert set(runs["chapter"]) == {
+        "00_protocol",
+        "01_easy_positive",
+        "02_facility_location",
+        "03_discriminative",
+        "04_profs",
+    }
     softmax = runs[runs["chapter"] == "00_protocol"]
     assert set(softmax["method"]) == {"softmax"}
     expected = selection_optimism(r.record for r in book["protocol"]["softmax"])
@@ -265,7 +421,9 @@ def test_the_books_optimism_is_the_records_and_never_negative(book):
     assert (runs["records"] == 1).all() and (runs["evaluations"] > 0).all()
 
 
-def test_a_run_stored_under_two_names_counts_once_under_the_method_with_most_folders(book, tmp_path):
+def test_a_run_stored_under_two_names_counts_once_under_the_method_with_most_folders(
+    book, tmp_path
+):
     """A search's chosen value at seed 0 is the method's own seed-0 run (same configuration and
     method): the book's optimism counts it once."""
     for path in Path(book["root"]).glob("*/smoke/**/record.json"):
@@ -279,16 +437,24 @@ def test_a_run_stored_under_two_names_counts_once_under_the_method_with_most_fol
     assert len(runs) == len(before) and runs["records"].sum() == len(before) + 1
     row = runs[runs["run"] == RunRecord.load(first / "record.json").data["name"]]
     assert row["method"].tolist() == ["softmax"] and row["records"].tolist() == [2]
-    assert summary.loc[("00_protocol", "softmax"), "runs"] == 2 and ("00_protocol", "softmax-t0.5") not in summary.index
+    assert (
+        summary.loc[("00_protocol", "softmax"), "runs"] == 2
+        and ("00_protocol", "softmax-t0.5") not in summary.index
+    )
 
 
 # ----------------------------------------------------------------------------------------------
 # Off: the committed default-profile records reload unchanged
 # ----------------------------------------------------------------------------------------------
 
-_HAS_DATA = bool(os.environ.get("DMLNB_DATA")) and (Path(os.environ.get("DMLNB_DATA", ".")) / "omniglot").exists()
-needs_records = pytest.mark.skipif(not (_HAS_DATA and RESULTS.exists()),
-                                   reason="needs the committed results/ and Omniglot under DMLNB_DATA")
+_HAS_DATA = (
+    bool(os.environ.get("DMLNB_DATA"))
+    and (Path(os.environ.get("DMLNB_DATA", ".")) / "omniglot").exists()
+)
+needs_records = pytest.mark.skipif(
+    not (_HAS_DATA and RESULTS.exists()),
+    reason="needs the committed results/ and Omniglot under DMLNB_DATA",
+)
 
 
 @pytest.fixture
@@ -299,14 +465,20 @@ def no_training(monkeypatch):
 def _default_chapter(chapter, folder: str):
     """A chapter's default configuration (switch off), settings, splits and committed run folder."""
     config = chapter.experiment_config("default")
-    return (config, chapter.experiment_settings("default"), load_dataset(config.dataset, **config.dataset_options),
-            RESULTS / folder / "default")
+    return (
+        config,
+        chapter.experiment_settings("default"),
+        load_dataset(config.dataset, **config.dataset_options),
+        RESULTS / folder / "default",
+    )
 
 
 def _reloaded(runs) -> int:
     """How many runs were reloaded (training is disabled: a run that would train raises)."""
     runs = list(runs)
-    assert runs and not any(getattr(r, "trained", getattr(r, "model", None) is not None) for r in runs)
+    assert runs and not any(
+        getattr(r, "trained", getattr(r, "model", None) is not None) for r in runs
+    )
     return len(runs)
 
 
@@ -315,9 +487,17 @@ def test_protocol_records_reload_with_the_chapters_validation_split(no_training)
     config = protocol.chapter_config("default", validation=True)  # the notebook's default
     folder = RESULTS / "00_protocol" / "default"
     for seed in (0, 1, 2):
-        assert reuse_reason(folder / f"softmax-seed{seed}", config.replace(seed=seed),
-                            protocol.softmax_spec(0.05))[0] == ""
-        assert not protocol.softmax_run(config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}").trained
+        assert (
+            reuse_reason(
+                folder / f"softmax-seed{seed}",
+                config.replace(seed=seed),
+                protocol.softmax_spec(0.05),
+            )[0]
+            == ""
+        )
+        assert not protocol.softmax_run(
+            config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}"
+        ).trained
 
 
 def _easy_positive_notebook_runs(runner):
@@ -327,7 +507,8 @@ def _easy_positive_notebook_runs(runner):
     study = runner.study
     other = runner.with_study(study.other_semihard())
     return [(runner, c, m) for c, m in study.figure4_runs() + study.table1_runs()] + [
-        (other, c, m) for c, m in study.semihard_runs()]
+        (other, c, m) for c, m in study.semihard_runs()
+    ]
 
 
 def test_easy_positive_notebook_runs_select_on_validation_and_name_the_semihard_rule(tmp_path):
@@ -339,13 +520,20 @@ def test_easy_positive_notebook_runs_select_on_validation_and_name_the_semihard_
     names = [easy_positive.run_name(c, m, r.study) for r, c, m in runs]
     assert len(set(names)) == len(names)
     for runner, config, method in runs:
-        assert config.select_on == "validation" and config.dataset_options["validation"] == VALIDATION["default"]
+        assert (
+            config.select_on == "validation"
+            and config.dataset_options["validation"] == VALIDATION["default"]
+        )
         assert (config.eval_every, config.epochs) == (1, 5)
         spec = runner.spec(method)
-        assert ("semihard" in spec) == (method == "EPSHN") and spec.get("semihard", runner.study.semihard) == \
-            runner.study.semihard
+        assert ("semihard" in spec) == (method == "EPSHN") and spec.get(
+            "semihard", runner.study.semihard
+        ) == runner.study.semihard
     rules = {runner.spec(m)["semihard"] for runner, _, m in runs if m == "EPSHN"}
-    assert rules == {"strict", "inclusive"} and sum(n.endswith("-semihard-inclusive") for n in names) == 3
+    assert (
+        rules == {"strict", "inclusive"}
+        and sum(n.endswith("-semihard-inclusive") for n in names) == 3
+    )
 
 
 @needs_records
@@ -353,20 +541,36 @@ def test_easy_positive_records_reload_at_the_notebook_defaults(no_training):
     """The committed records are the notebook's runs at its defaults: this holds once
     results/01_easy_positive/default is retrained with validation=True and the strict rule."""
     study = easy_positive.make_study("default", validation=True)
-    runs = [runner.run(c, m) for runner, c, m in
-            _easy_positive_notebook_runs(easy_positive.Runner(study, RESULTS / "01_easy_positive"))]
+    runs = [
+        runner.run(c, m)
+        for runner, c, m in _easy_positive_notebook_runs(
+            easy_positive.Runner(study, RESULTS / "01_easy_positive")
+        )
+    ]
     n = _reloaded(runs)
     assert n == len(list((RESULTS / "01_easy_positive" / "default").glob("*/record.json")))
 
 
 def _facility_location_runs(study):
-    """Every run the facility-location notebook asks for at ``study``: ``[(table, method, seed, variant)]``."""
+    """Every run the facility-location notebook asks for at ``study``:
+    ``[(table, method, seed, variant)]``."""
     t1 = study.tables[0]
-    runs = [(t, m, s, study) for t in study.tables for m in facility_location.METHODS for s in study.seeds_for(t)]
-    runs += [(t1, "clustering", s, facility_location.study_variant(study, gamma=g)) for g in study.gamma_ablation
-             for s in study.seeds_for(t1)]
-    runs += [(t1, "clustering", s, facility_location.study_variant(study, refinement=a)) for a in study.refinements
-             for s in study.seeds_for(t1)]
+    runs = [
+        (t, m, s, study)
+        for t in study.tables
+        for m in facility_location.METHODS
+        for s in study.seeds_for(t)
+    ]
+    runs += [
+        (t1, "clustering", s, facility_location.study_variant(study, gamma=g))
+        for g in study.gamma_ablation
+        for s in study.seeds_for(t1)
+    ]
+    runs += [
+        (t1, "clustering", s, facility_location.study_variant(study, refinement=a))
+        for a in study.refinements
+        for s in study.seeds_for(t1)
+    ]
     return runs + [(study.paired, "npair", s, study) for s in study.seeds_for(study.paired)]
 
 
@@ -375,7 +579,10 @@ def test_facility_location_notebook_defaults_select_on_validation_and_name_the_f
     passes without records."""
     study = facility_location.make_study("default", validation=True)  # the notebook's defaults
     runs = _facility_location_runs(study)
-    assert len(runs) == 33 and len({facility_location.run_name(t, m, s, v) for t, m, s, v in runs}) == 33
+    assert (
+        len(runs) == 33
+        and len({facility_location.run_name(t, m, s, v) for t, m, s, v in runs}) == 33
+    )
     for table, method, seed, variant in runs:
         config, spec, _ = facility_location._run_identity(table, method, seed, variant)
         assert config.select_on == "validation" and config.dataset_options["validation"] == 0.2
@@ -384,7 +591,11 @@ def test_facility_location_notebook_defaults_select_on_validation_and_name_the_f
             assert spec["refinement"] in ("paper", "full")
         if method == "npair":
             assert (spec["pairs"], spec["penalty"]) == ("all", "norm")
-    forms = [v.refinement for t, m, s, v in runs if m == "clustering" and v.gamma == study.gamma and t is study.tables[0]]
+    forms = [
+        v.refinement
+        for t, m, s, v in runs
+        if m == "clustering" and v.gamma == study.gamma and t is study.tables[0]
+    ]
     assert sorted(forms) == ["full"] * 3 + ["paper"] * 3
 
 
@@ -395,7 +606,10 @@ def test_facility_location_records_reload_at_the_notebook_defaults(no_training):
     every committed record is one the notebook asks for."""
     study = facility_location.make_study("default", validation=True)
     results = RESULTS / "02_facility_location"
-    runs = [facility_location.run_method(t, m, s, None, v, results) for t, m, s, v in _facility_location_runs(study)]
+    runs = [
+        facility_location.run_method(t, m, s, None, v, results)
+        for t, m, s, v in _facility_location_runs(study)
+    ]
     assert _reloaded(runs) == len(list((results / "default").glob("*/record.json")))
 
 
@@ -405,20 +619,35 @@ def test_the_discriminative_notebook_selects_on_validation_with_the_searched_clu
     the records are retrained, unlike the reload below."""
     import json
 
-    cells = json.loads((RESULTS.parent / "notebooks" / "03_discriminative.ipynb").read_text())["cells"]
-    parameters = "".join(next(c for c in cells if "parameters" in c["metadata"].get("tags", []))["source"])
+    cells = json.loads((RESULTS.parent / "notebooks" / "03_discriminative.ipynb").read_text())[
+        "cells"
+    ]
+    parameters = "".join(
+        next(c for c in cells if "parameters" in c["metadata"].get("tags", []))["source"]
+    )
     assert "\nvalidation = True  #" in parameters
     config = discriminative.experiment_config("default", validation=True)
     assert config.select_on == "validation" and config.dataset_options["validation"] == 0.2
     settings = discriminative.experiment_settings("default")
-    assert settings["clustering_gammas"] == (1.0, 10.0) and settings["clustering_refinement"] == "paper"
-    specs = {g: discriminative._spec("clustering", "onehot", None, False, {**settings, "clustering_gamma": g})["loss"]
-             for g in settings["clustering_gammas"]}
-    assert specs == {1.0: "FacilityLocationLoss(margin multiplier 1, 5 PAM passes, refinement paper)",
-                     10.0: "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)"}
-    # 109 of Omniglot-small's 136 training classes remain: the one-image-per-class variant is left out
-    assert discriminative.variant_unfit("1 image per class", config, 109).endswith("109 remain after the validation "
-                                                                                   "classes are held out")
+    assert (
+        settings["clustering_gammas"] == (1.0, 10.0)
+        and settings["clustering_refinement"] == "paper"
+    )
+    specs = {
+        g: discriminative._spec(
+            "clustering", "onehot", None, False, {**settings, "clustering_gamma": g}
+        )["loss"]
+        for g in settings["clustering_gammas"]
+    }
+    assert specs == {
+        1.0: "FacilityLocationLoss(margin multiplier 1, 5 PAM passes, refinement paper)",
+        10.0: "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)",
+    }
+    # 109 of Omniglot-small's 136 training classes remain: the one-image-per-class
+    # variant is left out
+    assert discriminative.variant_unfit("1 image per class", config, 109).endswith(
+        "109 remain after the validation classes are held out"
+    )
 
 
 @needs_records
@@ -427,15 +656,37 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
     searched gamma, Algorithm 2): the committed records were made before."""
     config = discriminative.experiment_config("default", validation=True)
     settings = discriminative.experiment_settings("default")
-    splits, folder = load_dataset(config.dataset, **config.dataset_options), RESULTS / "03_discriminative" / "default"
+    splits, folder = (
+        load_dataset(config.dataset, **config.dataset_options),
+        RESULTS / "03_discriminative" / "default",
+    )
     search = discriminative.clustering_search(config, splits, folder, settings, settings["seeds"])
     runs = [r for rs in search.runs.values() for r in rs]
-    runs += [discriminative.run_method(m, config.replace(seed=s), splits, folder / f"{m}-seed{s}", settings,
-                                       track_lemma=m == "discriminative") for s in settings["seeds"]
-             for m in discriminative.METHODS.values() if m != "clustering"]
-    runs += [discriminative.run_method("discriminative", config.replace(seed=s), splits,
-                                       folder / f"discriminative-kmeans-seed{s}", settings, centroids="kmeans",
-                                       track_lemma=True) for s in settings["kmeans_seeds"]]
+    runs += [
+        discriminative.run_method(
+            m,
+            config.replace(seed=s),
+            splits,
+            folder / f"{m}-seed{s}",
+            settings,
+            track_lemma=m == "discriminative",
+        )
+        for s in settings["seeds"]
+        for m in discriminative.METHODS.values()
+        if m != "clustering"
+    ]
+    runs += [
+        discriminative.run_method(
+            "discriminative",
+            config.replace(seed=s),
+            splits,
+            folder / f"discriminative-kmeans-seed{s}",
+            settings,
+            centroids="kmeans",
+            track_lemma=True,
+        )
+        for s in settings["kmeans_seeds"]
+    ]
     variants = discriminative.deviation_runs(config, splits, folder, settings, settings["seeds"])
     runs += [r for rs in variants.values() for r in rs]
     assert _reloaded(runs) == len(list(folder.glob("*/record.json"))) == 33
@@ -445,11 +696,20 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
 def test_profs_records_reload_at_the_notebooks_defaults(no_training):
     """Every run the chapter's notebook asks for at the default profile with ``validation=True``
     (Tables 1 and 2 of the rows it trains, the component ablation; the sweeps, the regime and the
-    backbone-only runs are not run at this profile) reloads, and those are all the committed records."""
+    backbone-only runs are not run at this profile) reloads, and those are all the
+    committed records."""
     config = profs.experiment_config("default", validation=True)
     settings = profs.experiment_settings("default")
-    splits, folder = load_dataset(config.dataset, **config.dataset_options), RESULTS / "04_profs" / "default"
-    assert not (settings["m_grid"] or settings["lambda_grid"] or settings["regime_batch"] or settings["backbone_seeds"])
+    splits, folder = (
+        load_dataset(config.dataset, **config.dataset_options),
+        RESULTS / "04_profs" / "default",
+    )
+    assert not (
+        settings["m_grid"]
+        or settings["lambda_grid"]
+        or settings["regime_batch"]
+        or settings["backbone_seeds"]
+    )
 
     def run(row, variant, seed, table=profs.LOSSES, **kw):  # as notebooks/04_profs.ipynb runs them
         kw.setdefault("rho", settings["rho"])
@@ -457,10 +717,23 @@ def test_profs_records_reload_at_the_notebooks_defaults(no_training):
         cfg = profs.table2_config(config, row, settings).replace(seed=seed)
         return profs.run_variant(table[row], variant, cfg, splits, folder, **kw)
 
-    runs = [run(row, v, s) for row in profs.table_rows(settings, 1) for v in profs.VARIANTS for s in settings["seeds"]]
-    runs += [run(row, v, s, table=profs.TABLE2_LOSSES) for row in profs.table_rows(settings, 2) for v in profs.VARIANTS
-             for s in settings["table2_seeds"]]
-    runs += [run(row, "PROFS", s, **kw) for row, _, kw in profs.component_runs(settings) for s in settings["component_seeds"]]
+    runs = [
+        run(row, v, s)
+        for row in profs.table_rows(settings, 1)
+        for v in profs.VARIANTS
+        for s in settings["seeds"]
+    ]
+    runs += [
+        run(row, v, s, table=profs.TABLE2_LOSSES)
+        for row in profs.table_rows(settings, 2)
+        for v in profs.VARIANTS
+        for s in settings["table2_seeds"]
+    ]
+    runs += [
+        run(row, "PROFS", s, **kw)
+        for row, _, kw in profs.component_runs(settings)
+        for s in settings["component_seeds"]
+    ]
     names = {r.record.path.parent.name if r.record.path else r.record.data["name"] for r in runs}
     assert _reloaded(runs) >= len(names) == len(list(folder.glob("*/record.json"))) == 33
     assert all(r.record.selected_on == "validation" for r in runs)
@@ -480,11 +753,22 @@ def test_ssdml_notebook_default_runs_reload(no_training):
             search = ssdml.run_baseline_search(key, "default", results)
             runs += [r for by_value in search.values() for rs in by_value.values() for r in rs]
             hyper = ssdml.chosen_hyper(search, "default")
-        runs += [r for rs in ssdml.run_setting(key, "default", results, validation=True, hyper=hyper,
-                                               searched=search).values() for r in rs]
+        runs += [
+            r
+            for rs in ssdml.run_setting(
+                key, "default", results, validation=True, hyper=hyper, searched=search
+            ).values()
+            for r in rs
+        ]
         if setting.alpha_grid:
-            runs += [r for rs in ssdml.run_alpha_grid(key, "default", results, validation=True).values() for r in rs]
-    names = {r.record.path.parent.name for r in runs}  # a run several sections share is asked for again
+            runs += [
+                r
+                for rs in ssdml.run_alpha_grid(key, "default", results, validation=True).values()
+                for r in rs
+            ]
+    names = {
+        r.record.path.parent.name for r in runs
+    }  # a run several sections share is asked for again
     assert _reloaded(runs) >= len(names) == len(list((results / "default").glob("*/record.json")))
 
 
@@ -492,17 +776,33 @@ def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_
     disc = book["discriminative"]
     every = [r for rs in disc.values() for r in rs]
     config = discriminative.experiment_config("smoke", {**TINY, "batch_size": 24}, validation=True)
-    table = discriminative.deviations_table(disc["discriminative"], {}, every, config=config, profile="smoke",
-                                            num_classes=3, validation_classes=2)
+    table = discriminative.deviations_table(
+        disc["discriminative"],
+        {},
+        every,
+        config=config,
+        profile="smoke",
+        num_classes=3,
+        validation_classes=2,
+    )
     row = table.loc["model selection"]
-    assert row["here"].startswith("2 of the 5 training classes held out as validation classes (training on the other 3)")
-    assert table.loc["batches"].iloc[-1] == ("not measured: a batch of 24 images, 1 per class, needs 24 training classes "
-                                             "and 3 remain after the validation classes are held out")
+    assert row["here"].startswith(
+        "2 of the 5 training classes held out as validation classes (training on the other 3)"
+    )
+    assert table.loc["batches"].iloc[-1] == (
+        "not measured: a batch of 24 images, 1 per class, needs 24 training classes "
+        "and 3 remain after the validation classes are held out"
+    )
     expected = optimism_text(r.record for r in every)
-    assert expected.startswith("; choosing on the test classes instead would add +") and "R@1 (4 runs)" in expected
+    assert (
+        expected.startswith("; choosing on the test classes instead would add +")
+        and "R@1 (4 runs)" in expected
+    )
     assert row.iloc[-1].endswith(expected)  # the measured-effect column, named after the profile
     runs = book["facility_location"]
-    study = facility_location.make_study("smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1))
+    study = facility_location.make_study(
+        "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1)
+    )
     fl = facility_location.deviations({"Table 1": runs}, {}, study, "smoke").set_index("deviation")
     row = fl.loc["training length and model selection"]
     assert "on validation classes held out of training" in row["here"]

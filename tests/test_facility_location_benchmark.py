@@ -9,7 +9,20 @@ from scripts import benchmark_script
 
 def test_facility_location_benchmark_runs_on_a_cpu(monkeypatch: pytest.MonkeyPatch, capsys) -> None:
     bench = benchmark_script("facility_location", monkeypatch)
-    table = bench.main(["--device", "cpu", "--batch-sizes", "16", "32", "--per-class", "4", "--repeats", "2", "--count-ops"])
+    table = bench.main(
+        [
+            "--device",
+            "cpu",
+            "--batch-sizes",
+            "16",
+            "32",
+            "--per-class",
+            "4",
+            "--repeats",
+            "2",
+            "--count-ops",
+        ]
+    )
     assert list(table.columns) == ["B", "m", "C", "ms", "pam_swaps", "ops", "kernels", "reads"]
     assert table["B"].tolist() == [16, 32] and (table["ms"] > 0).all()
     assert (table["kernels"] > 0).all() and (table["ops"] >= table["kernels"]).all()

@@ -11,9 +11,22 @@ def _bench(monkeypatch):
 
 
 def test_hncm_benchmark_prints_both_rules_side_by_side(capsys, monkeypatch) -> None:
-    table = _bench(monkeypatch).main(["--classes", "20", "50", "--dim", "8", "--classes-per-batch", "4", "--repeats", "1"])
-    assert list(table.columns) == ["L", "D", "classes per batch", "uniform ms", "HNCM ms", "HNCM scan ms", "greedy / scan"]
-    assert table["L"].tolist() == [20, 50] and (table[["uniform ms", "HNCM ms", "HNCM scan ms"]] > 0).all().all()
+    table = _bench(monkeypatch).main(
+        ["--classes", "20", "50", "--dim", "8", "--classes-per-batch", "4", "--repeats", "1"]
+    )
+    assert list(table.columns) == [
+        "L",
+        "D",
+        "classes per batch",
+        "uniform ms",
+        "HNCM ms",
+        "HNCM scan ms",
+        "greedy / scan",
+    ]
+    assert (
+        table["L"].tolist() == [20, 50]
+        and (table[["uniform ms", "HNCM ms", "HNCM scan ms"]] > 0).all().all()
+    )
     out = capsys.readouterr().out
     assert "HNCM scan ms" in out and "one batch of 4 classes" in out
 

@@ -18,9 +18,18 @@ from torch.overrides import TorchFunctionMode
 
 from dmlnb.checks import DeferredChecks, NonFiniteError, check_finite_loss, deferred_checks
 from dmlnb.losses import (
-    AngularLoss, ContrastiveLoss, DiscriminativeLoss, EasyPositiveLoss, LiftedStructureLoss,
-    MarginLoss, MultiSimilarityLoss, NormalizedSoftmaxLoss, NPairLoss, ProxyNCALoss,
-    SoftTripleLoss, TripletLoss,
+    AngularLoss,
+    ContrastiveLoss,
+    DiscriminativeLoss,
+    EasyPositiveLoss,
+    LiftedStructureLoss,
+    MarginLoss,
+    MultiSimilarityLoss,
+    NormalizedSoftmaxLoss,
+    NPairLoss,
+    ProxyNCALoss,
+    SoftTripleLoss,
+    TripletLoss,
 )
 from dmlnb.losses.discriminative import onehot_centroids
 
@@ -48,8 +57,21 @@ LOSSES: dict[str, Callable[[], torch.nn.Module]] = {
     "discriminative": lambda: DiscriminativeLoss(onehot_centroids(C, D)),
 }
 
-_READS = {"__bool__", "item", "tolist", "__int__", "__float__", "__index__", "nonzero",
-          "argwhere", "unique", "unique_consecutive", "masked_select", "numpy", "repeat_interleave"}
+_READS = {
+    "__bool__",
+    "item",
+    "tolist",
+    "__int__",
+    "__float__",
+    "__index__",
+    "nonzero",
+    "argwhere",
+    "unique",
+    "unique_consecutive",
+    "masked_select",
+    "numpy",
+    "repeat_interleave",
+}
 
 
 class HostReads(TorchFunctionMode):
@@ -62,7 +84,9 @@ class HostReads(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
         name = getattr(func, "__name__", str(func))
         kwargs = kwargs or {}
-        if name in _READS and not (name == "repeat_interleave" and kwargs.get("output_size") is not None):
+        if name in _READS and not (
+            name == "repeat_interleave" and kwargs.get("output_size") is not None
+        ):
             self.seen.append(name)
         elif name == "__getitem__" and _has_bool_index(args[1] if len(args) > 1 else None):
             self.seen.append("boolean-mask indexing")

@@ -9,15 +9,38 @@ import pytest
 from scripts import benchmark_script
 
 
-def test_input_pipeline_benchmark_runs_on_a_cpu(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_input_pipeline_benchmark_runs_on_a_cpu(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "user-cache"))
     monkeypatch.setenv("DMLNB_PROGRESS", "0")
     bench = benchmark_script("input_pipeline", monkeypatch)
-    table = bench.main([
-        "--images", "80", "--width", "40", "--height", "30", "--image-size", "16", "--batch-size", "8",
-        "--steps", "2", "--workers", "0", "--model", "convnet", "--device", "cpu", "--root", str(tmp_path / "bench"),
-        "--out", str(tmp_path / "table.csv"),
-    ])
+    table = bench.main(
+        [
+            "--images",
+            "80",
+            "--width",
+            "40",
+            "--height",
+            "30",
+            "--image-size",
+            "16",
+            "--batch-size",
+            "8",
+            "--steps",
+            "2",
+            "--workers",
+            "0",
+            "--model",
+            "convnet",
+            "--device",
+            "cpu",
+            "--root",
+            str(tmp_path / "bench"),
+            "--out",
+            str(tmp_path / "table.csv"),
+        ]
+    )
     names = list(table.index)
     assert names[0].startswith("cache build") and names[1].startswith("cache reuse")
     assert any(n.startswith("PIL + DataLoader, 0 workers") for n in names)

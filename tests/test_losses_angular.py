@@ -7,11 +7,11 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from batches import random_batch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.distances import LpDistance
 
 from dmlnb.losses.angular import AngularLoss
-from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 12, dim: int = 5, classes: int = 4):
@@ -31,7 +31,8 @@ def brute_angular(x, y, alpha_degrees, normalize=True):
                 continue
             s = sum(
                 torch.exp(4 * t2 * (x[a] + x[p]) @ x[k] - 2 * (1 + t2) * x[a] @ x[p])
-                for k in range(n) if y[k] != y[a]
+                for k in range(n)
+                if y[k] != y[a]
             )
             terms.append(torch.log(1 + s))
     return sum(terms) / len(terms)
@@ -50,8 +51,9 @@ def test_matches_brute_force(alpha, normalize):
     x = (x.detach() * scale).requires_grad_()
     ours = AngularLoss(alpha_degrees=alpha, normalize=normalize)
     value, grad = value_and_grad(ours, x, y)
-    ref_value, ref_grad = value_and_grad(lambda e, lab: brute_angular(e, lab, alpha, normalize),
-                                         x, y)
+    ref_value, ref_grad = value_and_grad(
+        lambda e, lab: brute_angular(e, lab, alpha, normalize), x, y
+    )
     torch.testing.assert_close(value, ref_value)
     torch.testing.assert_close(grad, ref_grad)
 

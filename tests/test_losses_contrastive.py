@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batches import random_batch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
 from dmlnb.losses.contrastive import ContrastiveLoss
-from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 6, classes: int = 5):
     return random_batch(seed, batch, dim, classes)
 
 
-def brute_contrastive(x, y, pos_margin, neg_margin, squared_dist, squared_hinge, mining,
-                      reduction):
+def brute_contrastive(x, y, pos_margin, neg_margin, squared_dist, squared_hinge, mining, reduction):
     """Loop straight from the definition (L2-normalised input)."""
     x = x / x.norm(dim=1, keepdim=True)
     n = len(y)
@@ -67,7 +66,10 @@ def test_matches_brute_force(mining, reduction, distance, squared_hinge):
     x, y = make_batch(seed=1)
     kwargs = dict(pos_margin=0.3, neg_margin=1.1)
     ours = ContrastiveLoss(
-        **kwargs, distance=distance, squared_hinge=squared_hinge, mining=mining,
+        **kwargs,
+        distance=distance,
+        squared_hinge=squared_hinge,
+        mining=mining,
         reduction=reduction,
     )
     value, grad = value_and_grad(ours, x, y)
@@ -75,7 +77,8 @@ def test_matches_brute_force(mining, reduction, distance, squared_hinge):
         lambda e, lab: brute_contrastive(
             e, lab, 0.3, 1.1, distance == "squared", squared_hinge, mining, reduction
         ),
-        x, y,
+        x,
+        y,
     )
     torch.testing.assert_close(value, ref_value)
     torch.testing.assert_close(grad, ref_grad)
@@ -99,8 +102,11 @@ def test_matches_pml(mining, reduction, power):
     else:
         pml_fn = pml
     ours = ContrastiveLoss(
-        pos_margin=0.25, neg_margin=0.9, distance="euclidean" if power == 1 else "squared",
-        mining=mining, reduction=reduction,
+        pos_margin=0.25,
+        neg_margin=0.9,
+        distance="euclidean" if power == 1 else "squared",
+        mining=mining,
+        reduction=reduction,
     )
     value, grad = value_and_grad(ours, x, y)
     ref_value, ref_grad = value_and_grad(pml_fn, x, y)
@@ -110,8 +116,9 @@ def test_matches_pml(mining, reduction, power):
 
 def test_unnormalized_uses_raw_distances():
     x, y = make_batch(seed=3)
-    value = ContrastiveLoss(neg_margin=5.0, normalize=False, squared_hinge=True,
-                            reduction="mean")(x, y)
+    value = ContrastiveLoss(neg_margin=5.0, normalize=False, squared_hinge=True, reduction="mean")(
+        x, y
+    )
     xd = x.detach()
     d = torch.cdist(xd, xd)
     same = y[:, None] == y[None, :]

@@ -121,7 +121,9 @@ def tied_batch() -> tuple[torch.Tensor, torch.Tensor]:
     negative 12 the same way in coordinate 3."""
     g = torch.Generator().manual_seed(23)
     y = torch.arange(4).repeat_interleave(4)
-    x = torch.randn(4, 6, generator=g, dtype=torch.float64)[y] + 0.8 * torch.randn(16, 6, generator=g, dtype=torch.float64)
+    x = torch.randn(4, 6, generator=g, dtype=torch.float64)[y] + 0.8 * torch.randn(
+        16, 6, generator=g, dtype=torch.float64
+    )
     for anchor, positive, negative, k in ((0, 1, 4, 1), (8, 9, 12, 3)):
         x[anchor, k] = 0.0
         x[positive] = x[anchor] + 0.2 * torch.randn(6, generator=g, dtype=torch.float64)
@@ -135,8 +137,13 @@ def _ties(x: torch.Tensor) -> set[tuple[int, int, int]]:
     xn = torch.nn.functional.normalize(x, dim=1)
     s = (xn @ xn.T).tolist()
     b = len(s)
-    return {(a, i, j) for a in range(b) for i in range(b) for j in range(i + 1, b)
-            if a not in (i, j) and s[a][i] == s[a][j]}
+    return {
+        (a, i, j)
+        for a in range(b)
+        for i in range(b)
+        for j in range(i + 1, b)
+        if a not in (i, j) and s[a][i] == s[a][j]
+    }
 
 
 @pytest.mark.parametrize("rule", ["strict", "inclusive"])
@@ -181,7 +188,10 @@ def test_strict_semihard_is_the_default_and_differs_from_inclusive_on_ties_only(
     # away from ties the two rules agree bit for bit
     xr, yr = make_batch(21)
     assert not _ties(xr)
-    assert torch.equal(easy_positive_loss("EPSHN")(xr, yr), easy_positive_loss("EPSHN", semihard="inclusive")(xr, yr))
+    assert torch.equal(
+        easy_positive_loss("EPSHN")(xr, yr),
+        easy_positive_loss("EPSHN", semihard="inclusive")(xr, yr),
+    )
     assert "semihard='strict'" in repr(easy_positive_loss("EPSHN"))
     assert "semihard" not in repr(easy_positive_loss("EPHN"))
 

@@ -32,7 +32,6 @@ from dmlnb.losses.facility_location import (
 )
 from dmlnb.pairs import euclidean_distance
 
-
 # --------------------------------------------------------------------------- loop references
 
 
@@ -121,7 +120,9 @@ def ref_paper_pam(
             values = []
             for j in members:
                 trial = medoids[:k] + [j] + medoids[k + 1 :]
-                nmi = normalized_mutual_info_score(y, ref_assign(d, trial), average_method="geometric")
+                nmi = normalized_mutual_info_score(
+                    y, ref_assign(d, trial), average_method="geometric"
+                )
                 values.append(-sum(d[i][j] for i in members) + gamma * (1.0 - nmi))
             medoids[k] = members[max(range(len(members)), key=lambda m: values[m])]  # first max
             trace.append(ref_objective(d, y, medoids, gamma))
@@ -242,7 +243,9 @@ def test_greedy_and_pam_match_brute_force_loops():
         for t in range(len(greedy)):  # each pick is a maximiser (exact ties may go either way)
             values = ref_greedy_step_values(d, y, greedy[:t], gamma)
             assert values[greedy[t]] >= max(values.values()) - 1e-12
-        refined, stats = loss_augmented_inference(dist, labels, gamma, pam_passes=5, refinement="full")
+        refined, stats = loss_augmented_inference(
+            dist, labels, gamma, pam_passes=5, refinement="full"
+        )
         ref_refined = ref_pam(d, y, gamma, greedy, passes=5)
         assert ref_objective(d, y, refined.tolist(), gamma) == pytest.approx(
             ref_objective(d, y, ref_refined, gamma), abs=1e-10
@@ -303,7 +306,9 @@ def static_path(dist: torch.Tensor, labels: torch.Tensor, gamma: float):
     """The static-shape inference of a batch (all points scored, no host read inside a stage; what
     CUDA runs and captures in graphs), before its first stage."""
     codes, num_classes = fl._encode(labels)
-    return fl._Inference(dist, codes, num_classes, torch.full((), gamma, dtype=torch.float64), compact=False)
+    return fl._Inference(
+        dist, codes, num_classes, torch.full((), gamma, dtype=torch.float64), compact=False
+    )
 
 
 def static_inference(dist: torch.Tensor, labels: torch.Tensor, gamma: float, passes: int):
@@ -364,7 +369,9 @@ def test_static_shape_stages_read_nothing_back_and_a_pass_once():
     loss_fn = FacilityLocationLoss(margin_multiplier=1.0, refinement="full")
     x = x.float().requires_grad_(True)
     with HostReads() as inference_reads:
-        loss_augmented_inference(euclidean_distance(F.normalize(x, dim=1)), labels, 1.0, refinement="full")
+        loss_augmented_inference(
+            euclidean_distance(F.normalize(x, dim=1)), labels, 1.0, refinement="full"
+        )
     loss_fn(x, labels)
     with HostReads() as loss_reads:
         loss_fn(x, labels)
@@ -409,7 +416,9 @@ def test_refinement_rounds_match_the_passes_on_benchmark_batches(b, m):
     dist = euclidean_distance(x)
     for gamma in (0.5, 3.0):
         medoids, stats = loss_augmented_inference(dist, labels, gamma, refinement="full")
-        static = loss_augmented_inference(dist, labels, gamma, static_shapes=True, refinement="full")
+        static = loss_augmented_inference(
+            dist, labels, gamma, static_shapes=True, refinement="full"
+        )
         assert stats["pam_swaps"] > 2
         assert torch.equal(static[0], medoids) and static[1] == stats
 
@@ -455,7 +464,8 @@ def test_the_papers_refinement_is_the_default_and_full_an_option():
     x, labels = random_batch(gen, 24, 6, spread=1.0)
     assert FacilityLocationLoss().refinement == "paper"
     assert repr(FacilityLocationLoss()) == (
-        "FacilityLocationLoss(margin_multiplier=1.0, pam_passes=5, normalize=True, refinement='paper')"
+        "FacilityLocationLoss(margin_multiplier=1.0, pam_passes=5, normalize=True, "
+        "refinement='paper')"
     )  # run records keep it
     assert "refinement='full'" in repr(FacilityLocationLoss(refinement="full"))
     dist = euclidean_distance(F.normalize(x, dim=1))
@@ -474,8 +484,10 @@ def test_the_papers_refinement_is_the_default_and_full_an_option():
     for trial in range(10):
         xb, yb = random_batch(gen, 32, 8, spread=1.0)
         db = euclidean_distance(F.normalize(xb, dim=1))
-        differ += not torch.equal(loss_augmented_inference(db, yb, 2.0)[0],
-                                  loss_augmented_inference(db, yb, 2.0, refinement="full")[0])
+        differ += not torch.equal(
+            loss_augmented_inference(db, yb, 2.0)[0],
+            loss_augmented_inference(db, yb, 2.0, refinement="full")[0],
+        )
     assert differ > 0
     with pytest.raises(ValueError, match="refinement"):
         FacilityLocationLoss(refinement="tf")
@@ -485,16 +497,18 @@ def test_the_papers_refinement_is_the_default_and_full_an_option():
 
 def test_lemma_1_for_the_paper_refinement_is_measured():
     """Lemma 1 (A never falls) holds for refinement="full" by construction; the listed
-    Algorithm 2 (the default) scores an update with the within-cluster F and a y_PAM fixed for the pass, so A
-    may fall. Measured here, not asserted: on random batches, how often A falls at an update (the
-    float64 loop of the listing) and how often the refined set ends below the greedy one (the
-    implementation, training-like sizes). Asserted: a batch where an update lowers A, and what
+    Algorithm 2 (the default) scores an update with the within-cluster F and a y_PAM fixed for the
+    pass, so A may fall. Measured here, not asserted: on random batches, how often A falls at an
+    update (the float64 loop of the listing) and how often the refined set ends below the greedy one
+    (the implementation, training-like sizes). Asserted: a batch where an update lowers A, and what
     _paper_pass proves, that no update takes A below its value at the start of the pass."""
 
     def falls(trace: list[float], per_pass: int) -> tuple[int, int]:
         """Updates that lower A; updates that take A below the start of their pass."""
         lower = sum(b < a - 1e-9 for a, b in zip(trace, trace[1:]))
-        below = sum(trace[u] < trace[(u - 1) // per_pass * per_pass] - 1e-9 for u in range(1, len(trace)))
+        below = sum(
+            trace[u] < trace[(u - 1) // per_pass * per_pass] - 1e-9 for u in range(1, len(trace))
+        )
         return lower, below
 
     gen = torch.Generator().manual_seed(21)
@@ -527,11 +541,25 @@ def test_lemma_1_for_the_paper_refinement_is_measured():
         f"(B=32..64), worst change {worst:.3g}"
     )
     # Found by a search over small 2-D point clouds: the third update of the first pass lowers A.
-    points = torch.tensor([
-        [-0.16, 0.0], [1.55, -0.92], [-0.19, 2.04], [1.93, -1.54], [0.41, 2.09], [2.36, 0.67],
-        [0.05, 2.71], [-1.02, -1.07], [0.05, 1.48], [1.92, 3.43], [0.34, 0.83], [0.49, -0.37],
-        [0.09, -0.31], [0.26, -0.19],
-    ], dtype=torch.float64)
+    points = torch.tensor(
+        [
+            [-0.16, 0.0],
+            [1.55, -0.92],
+            [-0.19, 2.04],
+            [1.93, -1.54],
+            [0.41, 2.09],
+            [2.36, 0.67],
+            [0.05, 2.71],
+            [-1.02, -1.07],
+            [0.05, 1.48],
+            [1.92, 3.43],
+            [0.34, 0.83],
+            [0.49, -0.37],
+            [0.09, -0.31],
+            [0.26, -0.19],
+        ],
+        dtype=torch.float64,
+    )
     labels = torch.tensor([1, 1, 0, 3, 4, 0, 3, 2, 2, 2, 3, 0, 1, 4])
     dist = torch.cdist(points, points)
     greedy, _ = loss_augmented_inference(dist, labels, 3.0, pam_passes=0)
@@ -555,10 +583,10 @@ def test_exhaustive_inference_matches_loop_enumeration():
         exhaustive_inference(dist, labels, 1.5, max_subsets=10)
 
 
-# Measured for refinement="full" (B = 10, C = 3, gamma in {0.5, 2}): with the seed below greedy + PAM reaches the
-# exact optimum in 28/30 batches for both spreads, greedy alone in 12/30 (clustered, noise 0.3)
-# and 16/30 (unstructured, noise 10). Over 100 other batches per setting the rate was 96% and
-# 73%; the unstructured threshold is set at that broader estimate.
+# Measured for refinement="full" (B = 10, C = 3, gamma in {0.5, 2}): with the seed below greedy +
+# PAM reaches the exact optimum in 28/30 batches for both spreads, greedy alone in 12/30 (clustered,
+# noise 0.3) and 16/30 (unstructured, noise 10). Over 100 other batches per setting the rate was 96%
+# and 73%; the unstructured threshold is set at that broader estimate.
 @pytest.mark.parametrize(("spread", "threshold"), [(0.3, 0.90), (10.0, 0.70)])
 def test_greedy_pam_finds_the_exhaustive_optimum_often(spread, threshold):
     gen = torch.Generator().manual_seed(7)
@@ -590,8 +618,7 @@ def reference_loss(
     xn = x / x.norm(dim=1, keepdim=True)
     b = x.shape[0]
     dist = [
-        [(xn[i] - xn[j]).norm() if i != j else xn.new_zeros(()) for j in range(b)]
-        for i in range(b)
+        [(xn[i] - xn[j]).norm() if i != j else xn.new_zeros(()) for j in range(b)] for i in range(b)
     ]
     d = [[v.item() for v in row] for row in dist]
     assign = ref_assign(d, medoids)
@@ -749,8 +776,12 @@ def test_cuda_graphs_replay_the_static_path_without_host_reads():
             dist = euclidean_distance(x.to([torch.float32, torch.float64][trial // 3]))
             gamma = [0.5, 2.0, 10.0][trial % 3]
             codes, num_classes = fl._encode(labels.cuda())
-            medoids, values, swaps = fl._inference(dist.cuda(), codes, num_classes, gamma, 5, refinement="full")
-            eager = fl._inference(dist.cuda(), codes, num_classes, gamma, 5, graphs=False, refinement="full")
+            medoids, values, swaps = fl._inference(
+                dist.cuda(), codes, num_classes, gamma, 5, refinement="full"
+            )
+            eager = fl._inference(
+                dist.cuda(), codes, num_classes, gamma, 5, graphs=False, refinement="full"
+            )
             assert torch.equal(medoids, eager[0]) and torch.equal(values, eager[1])
             assert swaps == eager[2]
             if not trial % 2:
@@ -782,7 +813,9 @@ def test_margin_decay_hook_follows_exponential_decay():
     for step, want in [(0, 2.0), (5, 2.0 * 0.94**0.5), (10, 2.0 * 0.94), (25, 2.0 * 0.94**2.5)]:
         hook.on_step_start(SimpleNamespace(step=step))
         assert loss.margin_multiplier == pytest.approx(want)
-    stair = MarginDecayHook(FacilityLocationLoss(margin_multiplier=1.0), rate=0.5, decay_steps=10, staircase=True)
+    stair = MarginDecayHook(
+        FacilityLocationLoss(margin_multiplier=1.0), rate=0.5, decay_steps=10, staircase=True
+    )
     stair.on_step_start(SimpleNamespace(step=19))
     assert stair.loss.margin_multiplier == pytest.approx(0.5)
     with pytest.raises(ValueError, match="rate"):

@@ -6,11 +6,11 @@ import math
 
 import pytest
 import torch
+from batches import random_batch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.distances import LpDistance
 
 from dmlnb.losses.lifted import LiftedStructureLoss
-from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 12, dim: int = 5, classes: int = 4):
@@ -44,9 +44,14 @@ def value_and_grad(loss_fn, x, y):
     return value.detach(), grad
 
 
-@pytest.mark.parametrize("neg_margin,pos_margin,normalize", [
-    (1.0, 0.0, True), (0.5, 0.2, True), (2.0, 0.0, False),
-])
+@pytest.mark.parametrize(
+    "neg_margin,pos_margin,normalize",
+    [
+        (1.0, 0.0, True),
+        (0.5, 0.2, True),
+        (2.0, 0.0, False),
+    ],
+)
 def test_matches_brute_force(neg_margin, pos_margin, normalize):
     x, y = make_batch(seed=20)
     ours = LiftedStructureLoss(neg_margin=neg_margin, pos_margin=pos_margin, normalize=normalize)
@@ -62,7 +67,8 @@ def test_matches_brute_force(neg_margin, pos_margin, normalize):
 def test_matches_pml(neg_margin, pos_margin):
     x, y = make_batch(seed=21, batch=32, classes=6)
     pml = pml_losses.LiftedStructureLoss(
-        neg_margin=neg_margin, pos_margin=pos_margin,
+        neg_margin=neg_margin,
+        pos_margin=pos_margin,
         distance=LpDistance(p=2, power=1, normalize_embeddings=True),
     )
     ours = LiftedStructureLoss(neg_margin=neg_margin, pos_margin=pos_margin)

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
+from batches import clustered_batch
 from pytorch_metric_learning.losses import MarginLoss as PMLMarginLoss
 from scipy.stats import chisquare
 
 from dmlnb.losses.margin import DistanceWeightedMiner, MarginLoss
 from dmlnb.pairs import euclidean_distance, pair_masks
-from batches import clustered_batch
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -247,9 +247,7 @@ def test_sampler_is_seeded_and_independent_of_global_rng() -> None:
 
 def test_falls_back_to_uniform_negatives_when_all_are_beyond_cutoff() -> None:
     # anchor 0's only negatives (class 1) are antipodal-ish: d ~ 2 > 1.4
-    x = torch.tensor(
-        [[1.0, 0.0], [0.99, 0.14], [-1.0, 0.05], [-0.99, -0.1]], dtype=torch.float64
-    )
+    x = torch.tensor([[1.0, 0.0], [0.99, 0.14], [-1.0, 0.05], [-0.99, -0.1]], dtype=torch.float64)
     x = torch.nn.functional.normalize(x)
     y = torch.tensor([0, 0, 1, 1])
     probs = DistanceWeightedMiner().probabilities(euclidean_distance(x), pair_masks(y).negative, 2)

@@ -6,12 +6,12 @@ import math
 
 import pytest
 import torch
+from batches import clustered_batch
 from pytorch_metric_learning.losses import MultiSimilarityLoss as PMLMultiSimilarityLoss
 from pytorch_metric_learning.miners import MultiSimilarityMiner as PMLMultiSimilarityMiner
 
 from dmlnb.losses.multi_similarity import MultiSimilarityLoss, MultiSimilarityMiner
 from dmlnb.pairs import cosine_similarity, pair_masks
-from batches import clustered_batch
 
 
 def batch(seed: int = 0, n_classes: int = 4, per_class: int = 4, dim: int = 8):

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batches import clustered_batch, random_batch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning.distances import DotProductSimilarity
 
 from dmlnb.losses.easy_positive import EasyPositiveLoss
 from dmlnb.losses.npair import NPairLoss, first_pair_per_class
 from dmlnb.samplers import MPerClassSampler
-from batches import clustered_batch, random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 5, classes: int = 6):
@@ -107,7 +107,9 @@ def test_all_pairs_matches_brute_force(l2_reg, normalize, seed, batch, classes):
     x, y = random_batch(seed, batch, 5, classes)
     loss_fn = NPairLoss(l2_reg=l2_reg, normalize=normalize, pairs="all")
     value, grad = value_and_grad(loss_fn, x, y)
-    ref_value, ref_grad = value_and_grad(lambda e, lab: brute_npair_all(e, lab, l2_reg, normalize), x, y)
+    ref_value, ref_grad = value_and_grad(
+        lambda e, lab: brute_npair_all(e, lab, l2_reg, normalize), x, y
+    )
     torch.testing.assert_close(value, ref_value, rtol=1e-12, atol=1e-14)
     torch.testing.assert_close(grad, ref_grad, rtol=1e-10, atol=1e-13)
 
@@ -141,9 +143,12 @@ def test_all_pairs_is_the_batch_all_nca_loss_at_temperature_one():
     """Eq. 3 with normalised embeddings = the Easy Positive family's Batch All (every positive
     pair, all negatives) at temperature 1 without its duplicate and drop rules."""
     x, y = clustered_batch(44, n_classes=6, per_class=4, dim=8, noise=0.9)
-    ba = EasyPositiveLoss("all", "all", temperature=1.0, duplicate_threshold=None, drop_nonpositive=False)
-    torch.testing.assert_close(NPairLoss(l2_reg=0.0, normalize=True, pairs="all")(x, y), ba(x, y),
-                               rtol=1e-12, atol=1e-14)
+    ba = EasyPositiveLoss(
+        "all", "all", temperature=1.0, duplicate_threshold=None, drop_nonpositive=False
+    )
+    torch.testing.assert_close(
+        NPairLoss(l2_reg=0.0, normalize=True, pairs="all")(x, y), ba(x, y), rtol=1e-12, atol=1e-14
+    )
 
 
 def test_default_is_sohns_first_pair_per_class():
@@ -154,7 +159,8 @@ def test_default_is_sohns_first_pair_per_class():
 
 @pytest.mark.parametrize("pairs", ["first", "all"])
 def test_eq_3_penalty_is_lambda_over_m_times_the_sum_of_the_norms(pairs):
-    """Song et al.'s Eq. 3: lambda / m * sum_i ||f(X_i)||_2 (unsquared), Sohn's: the mean squared norm."""
+    """Song et al.'s Eq. 3: lambda / m * sum_i ||f(X_i)||_2 (unsquared), Sohn's: the
+    mean squared norm."""
     x, y = clustered_batch(3, n_classes=4, per_class=4, dim=6, noise=0.7)
     x = 3.0 * x  # norms far from 1, where the two penalties differ
     bare = NPairLoss(l2_reg=0.0, pairs=pairs)(x, y)
@@ -163,7 +169,9 @@ def test_eq_3_penalty_is_lambda_over_m_times_the_sum_of_the_norms(pairs):
     lengths = torch.sqrt((x**2).sum(dim=1))  # (B,)
     torch.testing.assert_close(norm - bare, 0.1 * lengths.sum() / len(x))
     torch.testing.assert_close(squared - bare, 0.1 * (lengths**2).sum() / len(x))
-    x0 = torch.zeros(16, 6, dtype=torch.float64, requires_grad=True)  # the norm's subgradient at 0 is 0
+    x0 = torch.zeros(
+        16, 6, dtype=torch.float64, requires_grad=True
+    )  # the norm's subgradient at 0 is 0
     (grad,) = torch.autograd.grad(NPairLoss(pairs=pairs, penalty="norm")(x0, y), x0)
     assert torch.isfinite(grad).all()
 

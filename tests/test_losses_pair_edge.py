@@ -19,8 +19,9 @@ LOSSES = {
     "contrastive-hard": lambda: ContrastiveLoss(mining="hard", squared_hinge=True),
     "triplet-all": lambda: TripletLoss(),
     "triplet-hard": lambda: TripletLoss(mining="hard"),
-    "triplet-semihard": lambda: TripletLoss(mining="semihard", distance="squared",
-                                            reduction="mean"),
+    "triplet-semihard": lambda: TripletLoss(
+        mining="semihard", distance="squared", reduction="mean"
+    ),
     "lifted": lambda: LiftedStructureLoss(),
     "npair": lambda: NPairLoss(l2_reg=0.0),
     "npair-all": lambda: NPairLoss(l2_reg=0.0, pairs="all"),
@@ -29,8 +30,16 @@ LOSSES = {
 }
 # losses that have no term at all without a positive pair (contrastive "all" still has its
 # negative pairs, PML's convention; the softmax loss needs no pairs)
-ZERO_WITHOUT_POSITIVES = {"contrastive-hard", "triplet-all", "triplet-hard", "triplet-semihard",
-                          "lifted", "npair", "npair-all", "angular"}
+ZERO_WITHOUT_POSITIVES = {
+    "contrastive-hard",
+    "triplet-all",
+    "triplet-hard",
+    "triplet-semihard",
+    "lifted",
+    "npair",
+    "npair-all",
+    "angular",
+}
 # losses that have no term at all in a single-class batch (no negatives)
 ZERO_FOR_SINGLE_CLASS = ZERO_WITHOUT_POSITIVES - {"npair"}
 

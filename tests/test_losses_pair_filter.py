@@ -62,8 +62,12 @@ def ref_contrastive(x, f, mining, pos_margin, neg_margin, squared_hinge, reducti
     x, (pos, neg) = unit(x), allowed(f)
     p = 2 if squared_hinge else 1
     if mining == "all":
-        pt = [relu(dist(x, i, j) - pos_margin) ** p for i in range(B) for j in range(B) if pos[i][j]]
-        nt = [relu(neg_margin - dist(x, i, j)) ** p for i in range(B) for j in range(B) if neg[i][j]]
+        pt = [
+            relu(dist(x, i, j) - pos_margin) ** p for i in range(B) for j in range(B) if pos[i][j]
+        ]
+        nt = [
+            relu(neg_margin - dist(x, i, j)) ** p for i in range(B) for j in range(B) if neg[i][j]
+        ]
     else:
         pt, nt = [], []
         for i in range(B):
@@ -129,7 +133,9 @@ def ref_ms(x, f, alpha=2.0, beta=50.0, base=0.5, eps=0.1):
     return total / B
 
 
-def ref_margin(x, f, sampling, margin=0.2, beta=float(torch.tensor(1.2))):  # beta is a float32 parameter
+def ref_margin(
+    x, f, sampling, margin=0.2, beta=float(torch.tensor(1.2))
+):  # beta is a float32 parameter
     x, (pos, neg) = unit(x), allowed(f)
     total, active = 0.0, 0.0
     for a in range(B):
@@ -153,8 +159,13 @@ def ref_angular(x, f, alpha_degrees=40.0):
     for a in range(B):
         for p in range(B):
             if pos[a][p]:
-                s = sum(math.exp(4 * t2 * float((x[a] + x[p]) @ x[n]) - 2 * (1 + t2) * float(x[a] @ x[p]))
-                        for n in range(B) if neg[a][n])
+                s = sum(
+                    math.exp(
+                        4 * t2 * float((x[a] + x[p]) @ x[n]) - 2 * (1 + t2) * float(x[a] @ x[p])
+                    )
+                    for n in range(B)
+                    if neg[a][n]
+                )
                 terms.append(math.log(1 + s))
     return sum(terms) / len(terms)
 
@@ -163,15 +174,20 @@ def ref_npair(x, f, l2_reg):
     pos, neg = allowed(f)
     pairs = []
     for c in sorted(set(LABELS.tolist())):  # first allowed (a, p) of the class, row-major
-        hit = next(((a, p) for a in range(B) for p in range(B) if LABELS[a] == c and pos[a][p]), None)
+        hit = next(
+            ((a, p) for a in range(B) for p in range(B) if LABELS[a] == c and pos[a][p]), None
+        )
         if hit is not None:
             pairs.append(hit)
     terms = []
     for i, (a, p) in enumerate(pairs):
-        s = sum(math.exp(float(x[a] @ x[pj]) - float(x[a] @ x[p]))
-                for j, (_, pj) in enumerate(pairs) if j != i and neg[a][pj])
+        s = sum(
+            math.exp(float(x[a] @ x[pj]) - float(x[a] @ x[p]))
+            for j, (_, pj) in enumerate(pairs)
+            if j != i and neg[a][pj]
+        )
         terms.append(math.log(1 + s))
-    return sum(terms) / len(terms) + l2_reg * float((x ** 2).sum(dim=1).mean())
+    return sum(terms) / len(terms) + l2_reg * float((x**2).sum(dim=1).mean())
 
 
 def ref_npair_all(x, f, l2_reg):
@@ -182,9 +198,11 @@ def ref_npair_all(x, f, l2_reg):
     for a in range(B):
         for p in range(B):
             if pos[a][p]:
-                s = sum(math.exp(float(x[a] @ x[n]) - float(x[a] @ x[p])) for n in range(B) if neg[a][n])
+                s = sum(
+                    math.exp(float(x[a] @ x[n]) - float(x[a] @ x[p])) for n in range(B) if neg[a][n]
+                )
                 terms.append(math.log1p(s))
-    return sum(terms) / len(terms) + l2_reg * float((x ** 2).sum(dim=1).mean())
+    return sum(terms) / len(terms) + l2_reg * float((x**2).sum(dim=1).mean())
 
 
 def ref_easy_positive(x, f, positive, negative, temperature=0.1):
@@ -207,29 +225,67 @@ def ref_easy_positive(x, f, positive, negative, temperature=0.1):
 
 
 CASES = [
-    ("contrastive-all-mean", lambda: ContrastiveLoss(pos_margin=0.3, neg_margin=1.2, reduction="mean"),
-     lambda x, f: ref_contrastive(x, f, "all", 0.3, 1.2, False, "mean")),
-    ("contrastive-all-nonzero-sq", lambda: ContrastiveLoss(neg_margin=1.2, squared_hinge=True),
-     lambda x, f: ref_contrastive(x, f, "all", 0.0, 1.2, True, "nonzero")),
-    ("contrastive-hard", lambda: ContrastiveLoss(neg_margin=1.0, squared_hinge=True, mining="hard", reduction="mean"),
-     lambda x, f: ref_contrastive(x, f, "hard", 0.0, 1.0, True, "mean")),
-    ("triplet-all", lambda: TripletLoss(margin=0.3, mining="all"),
-     lambda x, f: ref_triplet(x, f, "all", 0.3, False, "nonzero")),
-    ("triplet-hard", lambda: TripletLoss(margin=0.2, mining="hard", distance="squared", reduction="mean"),
-     lambda x, f: ref_triplet(x, f, "hard", 0.2, True, "mean")),
-    ("triplet-semihard", lambda: TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean"),
-     lambda x, f: ref_triplet(x, f, "semihard", 0.2, True, "mean")),
+    (
+        "contrastive-all-mean",
+        lambda: ContrastiveLoss(pos_margin=0.3, neg_margin=1.2, reduction="mean"),
+        lambda x, f: ref_contrastive(x, f, "all", 0.3, 1.2, False, "mean"),
+    ),
+    (
+        "contrastive-all-nonzero-sq",
+        lambda: ContrastiveLoss(neg_margin=1.2, squared_hinge=True),
+        lambda x, f: ref_contrastive(x, f, "all", 0.0, 1.2, True, "nonzero"),
+    ),
+    (
+        "contrastive-hard",
+        lambda: ContrastiveLoss(
+            neg_margin=1.0, squared_hinge=True, mining="hard", reduction="mean"
+        ),
+        lambda x, f: ref_contrastive(x, f, "hard", 0.0, 1.0, True, "mean"),
+    ),
+    (
+        "triplet-all",
+        lambda: TripletLoss(margin=0.3, mining="all"),
+        lambda x, f: ref_triplet(x, f, "all", 0.3, False, "nonzero"),
+    ),
+    (
+        "triplet-hard",
+        lambda: TripletLoss(margin=0.2, mining="hard", distance="squared", reduction="mean"),
+        lambda x, f: ref_triplet(x, f, "hard", 0.2, True, "mean"),
+    ),
+    (
+        "triplet-semihard",
+        lambda: TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean"),
+        lambda x, f: ref_triplet(x, f, "semihard", 0.2, True, "mean"),
+    ),
     ("lifted", lambda: LiftedStructureLoss(neg_margin=1.0), ref_lifted),
     ("ms", lambda: MultiSimilarityLoss(), ref_ms),
-    ("margin-all-pairs", lambda: MarginLoss(sampling="all_pairs"), lambda x, f: ref_margin(x, f, "all_pairs")),
-    ("margin-all-triplets", lambda: MarginLoss(sampling="all_triplets"), lambda x, f: ref_margin(x, f, "all_triplets")),
+    (
+        "margin-all-pairs",
+        lambda: MarginLoss(sampling="all_pairs"),
+        lambda x, f: ref_margin(x, f, "all_pairs"),
+    ),
+    (
+        "margin-all-triplets",
+        lambda: MarginLoss(sampling="all_triplets"),
+        lambda x, f: ref_margin(x, f, "all_triplets"),
+    ),
     ("angular", lambda: AngularLoss(), ref_angular),
     ("npair", lambda: NPairLoss(l2_reg=0.02), lambda x, f: ref_npair(x, f, 0.02)),
-    ("npair-all", lambda: NPairLoss(l2_reg=0.0, pairs="all"), lambda x, f: ref_npair_all(x, f, 0.0)),
-    ("easy-positive-EPHN", lambda: EasyPositiveLoss("easy", "hard", duplicate_threshold=None, drop_nonpositive=False),
-     lambda x, f: ref_easy_positive(x, f, "easy", "hard")),
-    ("easy-positive-all", lambda: EasyPositiveLoss("all", "all", duplicate_threshold=None, drop_nonpositive=False),
-     lambda x, f: ref_easy_positive(x, f, "all", "all")),
+    (
+        "npair-all",
+        lambda: NPairLoss(l2_reg=0.0, pairs="all"),
+        lambda x, f: ref_npair_all(x, f, 0.0),
+    ),
+    (
+        "easy-positive-EPHN",
+        lambda: EasyPositiveLoss("easy", "hard", duplicate_threshold=None, drop_nonpositive=False),
+        lambda x, f: ref_easy_positive(x, f, "easy", "hard"),
+    ),
+    (
+        "easy-positive-all",
+        lambda: EasyPositiveLoss("all", "all", duplicate_threshold=None, drop_nonpositive=False),
+        lambda x, f: ref_easy_positive(x, f, "all", "all"),
+    ),
 ]
 IDS = [c[0] for c in CASES]
 

@@ -7,6 +7,7 @@ import math
 
 import pytest
 import torch
+from batches import random_batch
 from pytorch_metric_learning.losses import ProxyNCALoss as PMLProxyNCALoss
 from pytorch_metric_learning.losses import SoftTripleLoss as PMLSoftTripleLoss
 from pytorch_metric_learning.regularizers import SparseCentersRegularizer
@@ -14,7 +15,6 @@ from torch.func import functional_call
 
 from dmlnb.losses.proxy_nca import ProxyNCALoss
 from dmlnb.losses.soft_triple import SoftTripleLoss
-from batches import random_batch
 
 C, K, D = 4, 3, 6
 
@@ -125,6 +125,7 @@ def test_soft_triple_gradcheck() -> None:
     loss = SoftTripleLoss(3, 4, centers_per_class=2, la=5.0, gamma=0.5, tau=0.2).double()
     w = loss.weight.detach().clone().requires_grad_(True)
     x.requires_grad_(True)
+
     def f(e: torch.Tensor, w_: torch.Tensor) -> torch.Tensor:
         return functional_call(loss, {"weight": w_}, (e, y))
 
@@ -218,6 +219,7 @@ def test_proxy_nca_gradcheck(exclude_positive: bool) -> None:
     loss = ProxyNCALoss(C, D, scale=3.0, exclude_positive=exclude_positive).double()
     p = loss.proxies.detach().clone().requires_grad_(True)
     x.requires_grad_(True)
+
     def f(e: torch.Tensor, p_: torch.Tensor) -> torch.Tensor:
         return functional_call(loss, {"proxies": p_}, (e, y))
 

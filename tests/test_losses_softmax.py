@@ -10,8 +10,9 @@ from pytorch_metric_learning.distances import DotProductSimilarity
 from dmlnb.losses.softmax import NormalizedSoftmaxLoss
 
 
-def make_loss_and_batch(seed: int, batch: int = 10, dim: int = 6, classes: int = 5,
-                        temperature: float = 0.05):
+def make_loss_and_batch(
+    seed: int, batch: int = 10, dim: int = 6, classes: int = 5, temperature: float = 0.05
+):
     torch.manual_seed(seed)
     loss = NormalizedSoftmaxLoss(classes, dim, temperature=temperature).double()
     g = torch.Generator().manual_seed(seed)
@@ -23,9 +24,9 @@ def make_loss_and_batch(seed: int, batch: int = 10, dim: int = 6, classes: int =
 def brute_softmax(x, y, weight, temperature):
     terms = []
     for i in range(len(y)):
-        cos = torch.stack([
-            x[i] @ weight[c] / (x[i].norm() * weight[c].norm()) for c in range(len(weight))
-        ])
+        cos = torch.stack(
+            [x[i] @ weight[c] / (x[i].norm() * weight[c].norm()) for c in range(len(weight))]
+        )
         logits = cos / temperature
         terms.append(-(logits[y[i]] - torch.log(torch.exp(logits).sum())))
     return sum(terms) / len(terms)
@@ -46,7 +47,9 @@ def test_matches_brute_force(temperature):
 def test_matches_pml_with_same_weights():
     loss, x, y = make_loss_and_batch(seed=51, batch=16)
     pml = pml_losses.NormalizedSoftmaxLoss(
-        num_classes=5, embedding_size=6, temperature=0.05,
+        num_classes=5,
+        embedding_size=6,
+        temperature=0.05,
         distance=DotProductSimilarity(normalize_embeddings=True),
     ).double()
     with torch.no_grad():

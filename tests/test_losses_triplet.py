@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batches import random_batch
 from pytorch_metric_learning import losses as pml_losses
 from pytorch_metric_learning import miners as pml_miners
 from pytorch_metric_learning.distances import LpDistance
 from pytorch_metric_learning.reducers import AvgNonZeroReducer, MeanReducer
 
 from dmlnb.losses.triplet import TripletLoss
-from batches import random_batch
 
 
 def make_batch(seed: int, batch: int = 14, dim: int = 6, classes: int = 4):
@@ -103,8 +103,9 @@ def test_tf_semihard_settings_on_hand_computed_batch():
     """
     x = torch.tensor([[0.0], [3.0], [1.0], [5.0]], dtype=torch.float64)
     y = torch.tensor([0, 0, 1, 1])
-    loss = TripletLoss(margin=1.0, mining="semihard", distance="squared", normalize=False,
-                       reduction="mean")
+    loss = TripletLoss(
+        margin=1.0, mining="semihard", distance="squared", normalize=False, reduction="mean"
+    )
     torch.testing.assert_close(loss(x, y), torch.tensor(19.0 / 4, dtype=torch.float64))
 
 
@@ -119,8 +120,9 @@ def test_semihard_negative_must_be_strictly_farther():
     """
     x = torch.tensor([[0.0], [2.0], [-2.0], [10.0]], dtype=torch.float64)
     y = torch.tensor([0, 0, 1, 1])
-    loss = TripletLoss(margin=1.0, mining="semihard", distance="squared", normalize=False,
-                       reduction="mean")
+    loss = TripletLoss(
+        margin=1.0, mining="semihard", distance="squared", normalize=False, reduction="mean"
+    )
     torch.testing.assert_close(loss(x, y), torch.tensor(174.0 / 4, dtype=torch.float64))
 
 
@@ -128,7 +130,8 @@ def test_semihard_negative_must_be_strictly_farther():
 def test_batch_all_matches_pml(power):
     x, y = make_batch(seed=12, batch=40, classes=6)
     pml = pml_losses.TripletMarginLoss(
-        margin=0.1, distance=LpDistance(p=2, power=power, normalize_embeddings=True),
+        margin=0.1,
+        distance=LpDistance(p=2, power=power, normalize_embeddings=True),
         reducer=AvgNonZeroReducer(),
     )
     ours = TripletLoss(margin=0.1, mining="all", distance="euclidean" if power == 1 else "squared")
@@ -144,7 +147,8 @@ def test_batch_hard_matches_pml(reduction):
     distance = LpDistance(p=2, power=1, normalize_embeddings=True)
     miner = pml_miners.BatchHardMiner(distance=distance)
     pml = pml_losses.TripletMarginLoss(
-        margin=0.2, distance=LpDistance(p=2, power=1, normalize_embeddings=True),
+        margin=0.2,
+        distance=LpDistance(p=2, power=1, normalize_embeddings=True),
         reducer=AvgNonZeroReducer() if reduction == "nonzero" else MeanReducer(),
     )
     ours = TripletLoss(margin=0.2, mining="hard", reduction=reduction)
@@ -160,7 +164,8 @@ def test_batch_all_float32_large_batch_matches_pml():
     x = torch.randn(128, 32, generator=g, requires_grad=True)
     y = torch.randint(0, 16, (128,), generator=g)
     pml = pml_losses.TripletMarginLoss(
-        margin=0.2, distance=LpDistance(p=2, power=1, normalize_embeddings=True),
+        margin=0.2,
+        distance=LpDistance(p=2, power=1, normalize_embeddings=True),
         reducer=AvgNonZeroReducer(),
     )
     value, grad = value_and_grad(TripletLoss(margin=0.2), x, y)

@@ -10,8 +10,13 @@ from dmlnb.models import ConvNet, available_models, build_model
 
 @pytest.mark.parametrize(
     "name,shape,feat",
-    [("convnet", (1, 8, 8), 64), ("convnet", (1, 28, 28), 64), ("ssdml-mnist", (1, 28, 28), 128),
-     ("ssdml-cifar", (3, 32, 32), 64), ("resnet18", (3, 32, 32), 512)],
+    [
+        ("convnet", (1, 8, 8), 64),
+        ("convnet", (1, 28, 28), 64),
+        ("ssdml-mnist", (1, 28, 28), 128),
+        ("ssdml-cifar", (3, 32, 32), 64),
+        ("resnet18", (3, 32, 32), 512),
+    ],
 )
 def test_shapes_and_penultimate_layer(name, shape, feat):
     torch.manual_seed(0)
@@ -28,7 +33,9 @@ def test_shapes_and_penultimate_layer(name, shape, feat):
 
 @pytest.mark.parametrize("size", [8, 28])
 @pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
-def test_convnet_pools_before_relu_bit_for_bit_as_the_relu_then_pool_network(size, memory_format, monkeypatch):
+def test_convnet_pools_before_relu_bit_for_bit_as_the_relu_then_pool_network(
+    size, memory_format, monkeypatch
+):
     # the reference: the same modules in the literature's order conv-BN-ReLU-maxpool, as the step
     # benchmark times it
     torch.manual_seed(0)
@@ -37,7 +44,12 @@ def test_convnet_pools_before_relu_bit_for_bit_as_the_relu_then_pool_network(siz
     benchmark_script("book", monkeypatch).relu_before_pool(reference)
     kinds = [type(m).__name__ for m in reference.body][:4]
     assert kinds == ["Conv2d", "BatchNorm2d", "ReLU", "MaxPool2d"]
-    assert [type(m).__name__ for m in net.body][:4] == ["Conv2d", "BatchNorm2d", "MaxPool2d", "ReLU"]
+    assert [type(m).__name__ for m in net.body][:4] == [
+        "Conv2d",
+        "BatchNorm2d",
+        "MaxPool2d",
+        "ReLU",
+    ]
     x = torch.randn(16, 1, size, size).contiguous(memory_format=memory_format)
     outputs, grads = [], []
     for model in (net, reference):
@@ -49,7 +61,9 @@ def test_convnet_pools_before_relu_bit_for_bit_as_the_relu_then_pool_network(siz
     assert all(torch.equal(a, b) for a, b in zip(*grads))
     for a, b in zip(net.modules(), reference.modules()):  # the BN running statistics too
         if isinstance(a, torch.nn.BatchNorm2d):
-            assert torch.equal(a.running_mean, b.running_mean) and torch.equal(a.running_var, b.running_var)
+            assert torch.equal(a.running_mean, b.running_mean) and torch.equal(
+                a.running_var, b.running_var
+            )
 
 
 def test_ssdml_trunks_are_l2_normalised_and_metric_layer_has_no_bias():

@@ -31,13 +31,23 @@ def test_stored_notebook_is_a_default_profile_papermill_run(path):
     )
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert not [o for c in code for o in c.get("outputs", []) if o.get("output_type") == "error"]
-    assert any(o.get("data", {}).get("image/png") for c in code for o in c.get("outputs", [])), "no figure stored"
-    assert path.stat().st_size < MAX_BYTES, f"{path.name} is {path.stat().st_size} bytes; lower figure dpi"
+    assert any(o.get("data", {}).get("image/png") for c in code for o in c.get("outputs", [])), (
+        "no figure stored"
+    )
+    assert path.stat().st_size < MAX_BYTES, (
+        f"{path.name} is {path.stat().st_size} bytes; lower figure dpi"
+    )
 
 
 #: The one alias under which a notebook imports its chapter module (dmlnb.experiments.<module>).
-CHAPTER_ALIASES = {"protocol": "protocol_chapter", "easy_positive": "ep_chapter", "facility_location": "fl_chapter",
-                   "discriminative": "disc_chapter", "profs": "profs_chapter", "ssdml": "ssdml_chapter"}
+CHAPTER_ALIASES = {
+    "protocol": "protocol_chapter",
+    "easy_positive": "ep_chapter",
+    "facility_location": "fl_chapter",
+    "discriminative": "disc_chapter",
+    "profs": "profs_chapter",
+    "ssdml": "ssdml_chapter",
+}
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
@@ -46,7 +56,9 @@ def test_notebook_imports_its_chapter_module_under_its_alias(path):
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     imports = re.findall(r"from dmlnb\.experiments import (\w+)(?: as (\w+))?", code)
     assert not re.search(r"from dmlnb\.experiments\.\w+ import|import dmlnb\.experiments", code), (
-        f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import <module> as <alias>`")
+        f"{path.name} imports from a chapter module directly; use `from dmlnb.experiments import "
+        "<module> as <alias>`"
+    )
     chapter = path.stem.split("_", 1)[1]
     assert imports == [(chapter, CHAPTER_ALIASES[chapter])], f"{path.name} imports {imports}"
 
@@ -92,7 +104,9 @@ def test_stored_tables_keep_reported_and_reproduced_apart(path):
                 continue
             headers = _TableHeaders()
             headers.feed(html if isinstance(html, str) else "".join(html))
-            rows = [r for r in headers.rows if re.match(r"(reported|reproduced)\b", r, re.IGNORECASE)]
+            rows = [
+                r for r in headers.rows if re.match(r"(reported|reproduced)\b", r, re.IGNORECASE)
+            ]
             assert not rows, f"{path.name} cell {i}: rows labelled as a source: {rows}"
             for label in headers.columns:
                 if re.match(r"(reported|reproduced) \(", label):
@@ -101,8 +115,11 @@ def test_stored_tables_keep_reported_and_reproduced_apart(path):
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:
     """``{path under folder: (size, modification time in ns)}`` of every file below ``folder``."""
-    return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
-            for f in folder.rglob("*") if f.is_file()}
+    return {
+        str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
+        for f in folder.rglob("*")
+        if f.is_file()
+    }
 
 
 @pytest.mark.notebook
@@ -123,10 +140,16 @@ def test_notebook_runs_at_smoke_profile_with_papermill(path, tmp_path, monkeypat
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
     out = tmp_path / path.name
     papermill.execute_notebook(
-        str(path), str(out), parameters={"profile": "smoke", "results_dir": results},
-        kernel_name="python3", cwd=str(path.parent), progress_bar=False,
+        str(path),
+        str(out),
+        parameters={"profile": "smoke", "results_dir": results},
+        kernel_name="python3",
+        cwd=str(path.parent),
+        progress_bar=False,
     )
-    assert _files(tmp_path / "results") == made, "the render wrote under results/ what the training pass did not make"
+    assert _files(tmp_path / "results") == made, (
+        "the render wrote under results/ what the training pass did not make"
+    )
     nb = nbformat.read(out, as_version=4)
     assert nb.metadata["papermill"]["parameters"]["profile"] == "smoke"
     records = sorted((tmp_path / "results").rglob("record.json"))

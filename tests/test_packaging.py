@@ -25,7 +25,9 @@ def test_environment_yml_pins_what_pyproject_pins():
         if in_pip and line.strip().startswith("- "):
             pip_lines.append(line.strip()[2:])
     listed = {_norm(x) for x in pip_lines if x != "-e ."}
-    assert listed == wanted, f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+    assert listed == wanted, (
+        f"only in pyproject: {wanted - listed}; only in environment.yml: {listed - wanted}"
+    )
 
 
 def test_the_reported_tables_are_package_data():

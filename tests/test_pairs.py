@@ -24,12 +24,16 @@ def test_distances_against_cdist_and_finite_gradients_at_duplicates():
     x[3] = x[1]  # an exact duplicate: distance 0 off the diagonal
     x.requires_grad_(True)
     d = euclidean_distance(x)
-    torch.testing.assert_close(d, torch.cdist(x, x).masked_fill(torch.eye(7, dtype=torch.bool), 0.0), atol=1e-6, rtol=0)
+    torch.testing.assert_close(
+        d, torch.cdist(x, x).masked_fill(torch.eye(7, dtype=torch.bool), 0.0), atol=1e-6, rtol=0
+    )
     assert d[1, 3] == 0 and d.diagonal().eq(0).all()
     d.sum().backward()
     assert torch.isfinite(x.grad).all()
     y = torch.randn(4, 5, dtype=torch.float64)
-    torch.testing.assert_close(euclidean_distance(x.detach(), y, squared=True), torch.cdist(x.detach(), y) ** 2)
+    torch.testing.assert_close(
+        euclidean_distance(x.detach(), y, squared=True), torch.cdist(x.detach(), y) ** 2
+    )
     torch.testing.assert_close(
         cosine_similarity(x.detach(), y),
         torch.nn.functional.cosine_similarity(x.detach()[:, None], y[None], dim=2),
@@ -45,7 +49,9 @@ def test_l2_normalize_zero_rows_have_zero_gradient():
     assert z[2].abs().sum() == 0
     (z * torch.randn_like(z)).sum().backward()
     assert x.grad[2].abs().sum() == 0 and torch.isfinite(x.grad).all()
-    torch.autograd.gradcheck(l2_normalize, (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),))
+    torch.autograd.gradcheck(
+        l2_normalize, (torch.randn(3, 4, dtype=torch.float64, requires_grad=True),)
+    )
 
 
 def test_check_batch_messages():

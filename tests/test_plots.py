@@ -90,7 +90,9 @@ def test_a_kernel_stores_wide_figures_at_most_the_column_wide(tmp_path):
             "ax.plot([0, 1], [0, 1])\nax.set_title('wide')\nplt.show()"
         ),
     ]
-    NotebookClient(nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(
+        nb, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     pngs = [o["data"]["image/png"] for o in nb.cells[1].outputs if "image/png" in o.get("data", {})]
     assert len(pngs) == 1
     width = struct.unpack(">I", base64.b64decode(pngs[0])[16:20])[0]

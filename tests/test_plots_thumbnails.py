@@ -69,10 +69,14 @@ def test_thumbnails_reject_bad_shapes(xy, images, match):
 
 def test_step_curves_plot_the_mean_over_seeds():
     steps = np.arange(10)
-    frame = pd.DataFrame({
-        "step": np.tile(steps, 2), "seed": np.repeat([0, 1], 10), "method": "clustering",
-        "oracle": np.concatenate([steps * 1.0, steps * 3.0]),
-    })
+    frame = pd.DataFrame(
+        {
+            "step": np.tile(steps, 2),
+            "seed": np.repeat([0, 1], 10),
+            "method": "clustering",
+            "oracle": np.concatenate([steps * 1.0, steps * 3.0]),
+        }
+    )
     fig = plot_step_curves(frame, [([("oracle", "oracle score")], "score", "oracle", False)])
     ax = fig.axes[0]
     (line,) = ax.get_lines()
@@ -83,7 +87,9 @@ def test_step_curves_plot_the_mean_over_seeds():
 
 
 def test_step_curves_skip_missing_columns_and_smooth():
-    frame = pd.DataFrame({"step": np.arange(5), "seed": 0, "method": "a", "v": [0.0, 0.0, 3.0, 0.0, 0.0]})
+    frame = pd.DataFrame(
+        {"step": np.arange(5), "seed": 0, "method": "a", "v": [0.0, 0.0, 3.0, 0.0, 0.0]}
+    )
     fig = plot_step_curves(frame, [([("v", "v"), ("absent", "absent")], "y", "t", False)], smooth=3)
     (line,) = fig.axes[0].get_lines()
     np.testing.assert_allclose(line.get_ydata(), [0.0, 1.0, 1.0, 1.0, 0.0])  # centred mean of 3
@@ -96,5 +102,7 @@ def test_step_curves_that_coincide_stay_distinguishable():
     fig = plot_step_curves(frame, [([("a", "a"), ("b", "b")], "y", "t", False)])
     first, second = fig.axes[0].get_lines()
     assert first.get_linestyle() != second.get_linestyle()
-    assert first.get_zorder() > second.get_zorder() and first.get_linewidth() > second.get_linewidth()
+    assert (
+        first.get_zorder() > second.get_zorder() and first.get_linewidth() > second.get_linewidth()
+    )
     plt.close(fig)

@@ -37,8 +37,12 @@ class _Probe(Hook):
         self.rng_device: str | None = None
 
     def on_train_start(self, state):
-        self.devices = {v.device.type for s in state.optimizer.state.values() for v in s.values()
-                        if isinstance(v, torch.Tensor) and v.dim() > 0}
+        self.devices = {
+            v.device.type
+            for s in state.optimizer.state.values()
+            for v in s.values()
+            if isinstance(v, torch.Tensor) and v.dim() > 0
+        }
         self.rng_device = torch.get_rng_state().device.type
 
 
@@ -46,7 +50,14 @@ def _interrupted_run(digits, run_dir, hooks=()):
     """A run killed in the middle of epoch 2: ``run_dir`` holds the checkpoint of epoch 1."""
     crash = CrashAt(at_step=CFG.steps_per_epoch + 2)
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=run_dir, hooks=[crash, *hooks], progress=False)
+        fit(
+            CFG,
+            TripletLoss(mining="semihard"),
+            splits=digits,
+            run_dir=run_dir,
+            hooks=[crash, *hooks],
+            progress=False,
+        )
     return crash
 
 
@@ -113,8 +124,14 @@ def test_a_checkpoint_written_before_schema_1_still_loads(digits, tmp_path):
     record["environment"]["torch"] = torch.__version__
     torch.save(ckpt, path)  # as the old loop wrote it (no plain-content check)
     assert type(load_checkpoint(path)["record"]["environment"]["torch"]).__name__ == "TorchVersion"
-    _, rec = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "r", hooks=[crash],
-                 progress=False)
+    _, rec = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "r",
+        hooks=[crash],
+        progress=False,
+    )
     assert rec.data["status"] == "finished" and rec.data["migrated_from"] == 0
     assert [(s["from_epoch"], s["to_epoch"]) for s in rec.data["segments"]] == [(0, 1), (1, 3)]
 
@@ -142,21 +159,33 @@ def test_cpu_rng_state_stays_on_the_cpu_and_cuda_state_is_ignored_on_cpu():
     saved = torch.get_rng_state()
     expected = torch.rand(3)
     torch.manual_seed(6)
-    restore_rng_state({"rng_cpu": saved, "rng_cuda": torch.zeros(16, dtype=torch.uint8)}, torch.device("cpu"))
+    restore_rng_state(
+        {"rng_cpu": saved, "rng_cuda": torch.zeros(16, dtype=torch.uint8)}, torch.device("cpu")
+    )
     assert torch.get_rng_state().device.type == "cpu"
     assert torch.equal(torch.rand(3), expected)
 
 
 def test_same_device_resume_is_bit_identical_and_says_no_device_change(digits, tmp_path):
-    model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
+    model_a, rec_a = fit(
+        CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False
+    )
     crash = _interrupted_run(digits, tmp_path / "b")
-    model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash],
-                         progress=False)
+    model_b, rec_b = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "b",
+        hooks=[crash],
+        progress=False,
+    )
     assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.data["device_changed"] is False and "device_notes" not in rec_b.data
     segments = rec_b.data["segments"]
     assert [(s["from_epoch"], s["to_epoch"]) for s in segments] == [(0, 1), (1, 3)]
-    assert segments[0]["device"] == segments[1]["device"] == rec_b.data["environment"]["device"]  # cpu, or cuda
+    assert (
+        segments[0]["device"] == segments[1]["device"] == rec_b.data["environment"]["device"]
+    )  # cpu, or cuda
 
 
 def _mark_as_cuda_made(ckpt_path: Path) -> None:
@@ -170,22 +199,38 @@ def _mark_as_cuda_made(ckpt_path: Path) -> None:
     save_checkpoint(ckpt, ckpt_path)
 
 
-def test_a_cuda_made_checkpoint_resumes_on_cpu_and_the_record_says_so(digits, tmp_path, monkeypatch):
+def test_a_cuda_made_checkpoint_resumes_on_cpu_and_the_record_says_so(
+    digits, tmp_path, monkeypatch
+):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # this machine: CPU only
     crash = _interrupted_run(digits, tmp_path / "r", hooks=[_Probe()])
     _mark_as_cuda_made(tmp_path / "r" / "checkpoint.pt")
     probe = _Probe()
-    model, rec = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "r",
-                     hooks=[crash, probe], progress=False)
-    assert rec.data["status"] == "finished" and [r["epoch"] for r in rec.data["history"]] == [1, 2, 3]
+    model, rec = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "r",
+        hooks=[crash, probe],
+        progress=False,
+    )
+    assert rec.data["status"] == "finished" and [r["epoch"] for r in rec.data["history"]] == [
+        1,
+        2,
+        3,
+    ]
     assert rec.data["device_changed"] is True
     note = rec.data["device_notes"][0]
-    assert "cuda" in note and "cpu" in note and "not bit-identical" in note and "after epoch 1" in note
+    assert (
+        "cuda" in note and "cpu" in note and "not bit-identical" in note and "after epoch 1" in note
+    )
     assert [s["device"] for s in rec.data["segments"]] == ["cuda", "cpu"]
     assert probe.devices == {"cpu"} and probe.rng_device == "cpu"
     assert all(p.device.type == "cpu" for p in model.parameters())
     on_disk = RunRecord.load(tmp_path / "r" / "record.json")
-    assert on_disk.data["device_changed"] is True and on_disk.data["segments"] == rec.data["segments"]
+    assert (
+        on_disk.data["device_changed"] is True and on_disk.data["segments"] == rec.data["segments"]
+    )
 
 
 @pytest.mark.cuda
@@ -196,22 +241,46 @@ def test_a_cpu_made_checkpoint_resumes_on_cuda(digits, tmp_path, monkeypatch):
         m.setattr(training, "resolve_device", lambda name="auto": torch.device("cpu"))
         crash = _interrupted_run(digits, tmp_path / "r", hooks=[_Probe()])
     probe = _Probe()
-    model, rec = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "r",
-                     hooks=[crash, probe], progress=False)
+    model, rec = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "r",
+        hooks=[crash, probe],
+        progress=False,
+    )
     assert rec.data["status"] == "finished" and rec.data["device_changed"] is True
     assert [s["device"].split(":")[0] for s in rec.data["segments"]] == ["cpu", "cuda"]
-    assert probe.devices == {"cuda"} and probe.rng_device == "cpu"  # optimiser state moved to the GPU
+    assert (
+        probe.devices == {"cuda"} and probe.rng_device == "cpu"
+    )  # optimiser state moved to the GPU
     assert all(p.device.type == "cuda" for p in model.parameters())
 
 
 # ------------------------------------------------------------------ record schema
-COMMITTED = REPO / "results" / "02_facility_location" / "default" / "omniglot-small-convnet-d64-cm0.25-clustering-g1-seed0" / "record.json"
-ADDED_SINCE_VERSION_0 = ("schema_version", "segments", "device_changed", "migrated_from", "spec", "fingerprint")
+COMMITTED = (
+    REPO
+    / "results"
+    / "02_facility_location"
+    / "default"
+    / "omniglot-small-convnet-d64-cm0.25-clustering-g1-seed0"
+    / "record.json"
+)
+ADDED_SINCE_VERSION_0 = (
+    "schema_version",
+    "segments",
+    "device_changed",
+    "migrated_from",
+    "spec",
+    "fingerprint",
+)
 
 
 def _version0_data() -> dict:
     """A record as dmlnb wrote it before schema versions: a committed one less what came since."""
-    return {k: v for k, v in json.loads(COMMITTED.read_text()).items() if k not in ADDED_SINCE_VERSION_0}
+    return {
+        k: v for k, v in json.loads(COMMITTED.read_text()).items() if k not in ADDED_SINCE_VERSION_0
+    }
 
 
 def _version0(path: Path) -> Path:
@@ -226,9 +295,15 @@ def test_an_unversioned_record_is_migrated_on_load_and_the_file_is_not_rewritten
     record = RunRecord.load(path)
     assert record.data["schema_version"] == SCHEMA_VERSION and record.data["migrated_from"] == 0
     last = record.data["history"][-1]["epoch"]
-    assert record.data["segments"] == [{"device": record.data["environment"]["device"],
-                                         "device_name": record.data["environment"].get("device_name"),
-                                         "from_epoch": 0, "to_epoch": last, "started": record.data["started"]}]
+    assert record.data["segments"] == [
+        {
+            "device": record.data["environment"]["device"],
+            "device_name": record.data["environment"].get("device_name"),
+            "from_epoch": 0,
+            "to_epoch": last,
+            "started": record.data["started"],
+        }
+    ]
     assert record.data["device_changed"] is False
     assert path.read_bytes() == before
 
@@ -255,15 +330,21 @@ def _drop(data, keys):
         pytest.param(("config",), "config", id="config"),
         pytest.param(("status",), "status", id="status"),
         pytest.param(("history",), "history", id="history"),
-        pytest.param(("history", 1, "train_seconds"), "history[1].train_seconds", id="history-train_seconds"),
+        pytest.param(
+            ("history", 1, "train_seconds"), "history[1].train_seconds", id="history-train_seconds"
+        ),
         pytest.param(("history", 2, "metrics"), "history[2].metrics", id="history-metrics"),
         pytest.param(("best", "metrics"), "best.metrics", id="best-metrics"),
-        pytest.param(("best", "seconds_to_best"), "best.seconds_to_best", id="best-seconds_to_best"),
+        pytest.param(
+            ("best", "seconds_to_best"), "best.seconds_to_best", id="best-seconds_to_best"
+        ),
         pytest.param(("total_train_seconds",), "total_train_seconds", id="total_train_seconds"),
         pytest.param(("environment", "device"), "environment.device", id="environment-device"),
     ],
 )
-def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_field(tmp_path, keys, field):
+def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_field(
+    tmp_path, keys, field
+):
     data = _version0_data()
     _drop(data, keys)
     path = tmp_path / "run" / "record.json"
@@ -271,7 +352,11 @@ def test_a_record_missing_a_field_the_tables_read_is_refused_naming_file_and_fie
     path.write_text(json.dumps(data))
     with pytest.raises(RecordError) as err:
         RunRecord.load(path)
-    assert str(path) in str(err.value) and repr(field) in str(err.value) and "missing" in str(err.value)
+    assert (
+        str(path) in str(err.value)
+        and repr(field) in str(err.value)
+        and "missing" in str(err.value)
+    )
     with pytest.raises(RecordError, match="missing"):  # the notebooks' reload path says so too
         reuse_reason(path.parent, data.get("config", {}), {})
 
@@ -292,12 +377,16 @@ def test_every_committed_record_loads_validates_and_reloads_as_finished():
     for path in paths:
         record = RunRecord.load(path)  # migrated and validated
         assert record.data["status"] == "finished", path
-        assert record.data["fingerprint"] == run_fingerprint(record.config, record.data["spec"]), path
+        assert record.data["fingerprint"] == run_fingerprint(record.config, record.data["spec"]), (
+            path
+        )
         reason, again = reuse_reason(path.parent, record.config, record.data["spec"])
         assert reason == "" and again.best == record.best, path
 
 
-def test_records_made_before_select_on_reload_under_todays_configuration_with_their_outcome(tmp_path):
+def test_records_made_before_select_on_reload_under_todays_configuration_with_their_outcome(
+    tmp_path,
+):
     """``select_on`` (and the other :data:`~dmlnb.records.CONFIG_KEYS_ADDED`) joined TrainConfig
     after the first committed runs were made: a record written without them (one per chapter, as
     such a record was written: a committed record's configuration without the added keys and
@@ -311,11 +400,19 @@ def test_records_made_before_select_on_reload_under_todays_configuration_with_th
     for chapter, path in first.items():
         raw = json.loads(path.read_text())
         old = {k: v for k, v in raw["config"].items() if k not in CONFIG_KEYS_ADDED}
-        old["dataset_options"] = {k: v for k, v in old["dataset_options"].items() if k != "validation"}
+        old["dataset_options"] = {
+            k: v for k, v in old["dataset_options"].items() if k != "validation"
+        }
         raw.update(config=old, fingerprint=run_fingerprint(old, raw["spec"]))
         raw.pop("selections", None)  # what a run with a validation split records besides
-        raw["best"] = {k: v for k, v in raw["best"].items() if k not in ("selected_on", "val_value", "val_metrics")}
-        raw["history"] = [{k: v for k, v in row.items() if k != "val_metrics"} for row in raw["history"]]
+        raw["best"] = {
+            k: v
+            for k, v in raw["best"].items()
+            if k not in ("selected_on", "val_value", "val_metrics")
+        }
+        raw["history"] = [
+            {k: v for k, v in row.items() if k != "val_metrics"} for row in raw["history"]
+        ]
         folder = tmp_path / chapter
         folder.mkdir()
         (folder / "record.json").write_text(json.dumps(raw))
@@ -323,7 +420,10 @@ def test_records_made_before_select_on_reload_under_todays_configuration_with_th
         assert config.select_on == "test"
         reason, record = reuse_reason(folder, config, raw["spec"])
         assert reason == "", path
-        assert record.data["fingerprint"] == run_fingerprint(config, raw["spec"]) and record.selected_on == "test"
+        assert (
+            record.data["fingerprint"] == run_fingerprint(config, raw["spec"])
+            and record.selected_on == "test"
+        )
     analyses = sorted((REPO / "results").glob("*/default/*/analysis.json"))
     assert analyses
     for path in analyses:
@@ -331,18 +431,33 @@ def test_records_made_before_select_on_reload_under_todays_configuration_with_th
         assert all(entry["run"] == outcome for entry in json.loads(path.read_text()).values()), path
 
 
-@pytest.mark.parametrize("keys", [("select_on",), ("betas", "head_lr_scale")], ids=["select_on", "betas+head_lr_scale"])
+@pytest.mark.parametrize(
+    "keys", [("select_on",), ("betas", "head_lr_scale")], ids=["select_on", "betas+head_lr_scale"]
+)
 def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path, keys):
     """An interrupted run whose checkpoint predates ``select_on`` (or ``betas`` and
     ``head_lr_scale``: its config lacks the keys and its fingerprint was computed without them)
     resumes, and ends where an uninterrupted run ends."""
     spec = {"loss": "triplet", "mining": "semihard"}
-    model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False,
-                         spec=spec)
+    model_a, rec_a = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "a",
+        progress=False,
+        spec=spec,
+    )
     crash = CrashAt(at_step=CFG.steps_per_epoch + 2)
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False,
-            spec=spec)
+        fit(
+            CFG,
+            TripletLoss(mining="semihard"),
+            splits=digits,
+            run_dir=tmp_path / "b",
+            hooks=[crash],
+            progress=False,
+            spec=spec,
+        )
     path, record_path = tmp_path / "b" / "checkpoint.pt", tmp_path / "b" / "record.json"
     ckpt, on_disk = load_checkpoint(path), json.loads(record_path.read_text())
     for data in (ckpt["record"], on_disk):  # as the loop wrote them before the keys
@@ -351,8 +466,15 @@ def test_a_checkpoint_made_before_select_on_resumes(digits, tmp_path, keys):
         data["fingerprint"] = run_fingerprint(data["config"], spec)
     save_checkpoint(ckpt, path)
     record_path.write_text(json.dumps(on_disk))
-    model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash],
-                         progress=False, spec=spec)
+    model_b, rec_b = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "b",
+        hooks=[crash],
+        progress=False,
+        spec=spec,
+    )
     assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.data["resumed"] == 1
     assert rec_b.data["fingerprint"] == rec_a.data["fingerprint"] == run_fingerprint(CFG, spec)
     assert rec_b.best["epoch"] == rec_a.best["epoch"]
@@ -366,14 +488,22 @@ def test_a_new_record_is_written_with_the_current_version(digits, tmp_path):
 
 
 # ------------------------------------------------------------------ training disabled (render)
-def test_with_training_disabled_a_missing_run_is_named_and_a_finished_one_reloads(digits, tmp_path, monkeypatch):
-    model_a, rec_a = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False)
+def test_with_training_disabled_a_missing_run_is_named_and_a_finished_one_reloads(
+    digits, tmp_path, monkeypatch
+):
+    model_a, rec_a = fit(
+        CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False
+    )
     monkeypatch.setenv(NO_TRAINING_ENV, "1")
-    model_b, rec_b = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False)
+    model_b, rec_b = fit(
+        CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "done", progress=False
+    )
     assert torch.equal(flat_params(model_a), flat_params(model_b)) and rec_b.best == rec_a.best
     with pytest.raises(TrainingDisabledError) as err:
         fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "missing", progress=False)
-    assert str(tmp_path / "missing" / "record.json") in str(err.value) and "is missing" in str(err.value)
+    assert str(tmp_path / "missing" / "record.json") in str(err.value) and "is missing" in str(
+        err.value
+    )
     assert not (tmp_path / "missing").exists()  # nothing is created in the copied runs folder
     (tmp_path / "records-only").mkdir()
     shutil.copy(tmp_path / "done" / "record.json", tmp_path / "records-only" / "record.json")
@@ -390,7 +520,13 @@ def calls(monkeypatch):
     seen: list[dict] = []
 
     def execute_notebook(**kwargs):
-        seen.append({**kwargs, "env": os.environ.get(NO_TRAINING_ENV), "profile_env": os.environ.get("DMLNB_PROFILE")})
+        seen.append(
+            {
+                **kwargs,
+                "env": os.environ.get(NO_TRAINING_ENV),
+                "profile_env": os.environ.get("DMLNB_PROFILE"),
+            }
+        )
 
     monkeypatch.setattr(papermill, "execute_notebook", execute_notebook)
     monkeypatch.delenv(NO_TRAINING_ENV, raising=False)
@@ -408,21 +544,57 @@ def test_render_builds_the_papermill_call(tmp_path, calls):
 
     runs = _runs(tmp_path, "smoke")
     nb = REPO / "notebooks" / "02_facility_location.ipynb"
-    assert main(["render", str(nb), "--runs", str(runs), "--profile", "smoke", "-o", str(tmp_path / "out.ipynb")]) == 0
+    assert (
+        main(
+            [
+                "render",
+                str(nb),
+                "--runs",
+                str(runs),
+                "--profile",
+                "smoke",
+                "-o",
+                str(tmp_path / "out.ipynb"),
+            ]
+        )
+        == 0
+    )
     (call,) = calls
     assert call["input_path"] == str(nb) and call["output_path"] == str(tmp_path / "out.ipynb")
-    assert call["parameters"] == {"profile": "smoke", "results_dir": str(runs.resolve()), "retrain": False}
+    assert call["parameters"] == {
+        "profile": "smoke",
+        "results_dir": str(runs.resolve()),
+        "retrain": False,
+    }
     assert call["cwd"] == str(nb.parent) and call["kernel_name"] == "python3"
-    assert call["env"] == "1" and os.environ.get(NO_TRAINING_ENV) is None  # set during the call only
+    assert (
+        call["env"] == "1" and os.environ.get(NO_TRAINING_ENV) is None
+    )  # set during the call only
 
 
 def test_render_runs_the_asked_profile_whatever_dmlnb_profile_says(tmp_path, calls, monkeypatch):
     from dmlnb.cli import main
 
-    monkeypatch.setenv("DMLNB_PROFILE", "smoke")  # as `make test` leaves it: it would win in the kernel
+    monkeypatch.setenv(
+        "DMLNB_PROFILE", "smoke"
+    )  # as `make test` leaves it: it would win in the kernel
     runs = _runs(tmp_path, "default")
     nb = REPO / "notebooks" / "02_facility_location.ipynb"
-    assert main(["render", str(nb), "--runs", str(runs), "--profile", "default", "-o", str(tmp_path / "o.ipynb")]) == 0
+    assert (
+        main(
+            [
+                "render",
+                str(nb),
+                "--runs",
+                str(runs),
+                "--profile",
+                "default",
+                "-o",
+                str(tmp_path / "o.ipynb"),
+            ]
+        )
+        == 0
+    )
     assert calls[0]["profile_env"] == "default" and os.environ["DMLNB_PROFILE"] == "smoke"
 
 
@@ -433,10 +605,19 @@ def test_render_passes_retrain_only_to_notebooks_that_have_it(tmp_path, calls, m
     (runs / "default").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
     # every chapter has a retrain parameter now: a notebook without one, as a reader may write
-    parameters_notebook(tmp_path / "reader.ipynb", 'profile = "default"\nresults_dir = "results"\ndata_root = None')
-    assert main(["render", "reader.ipynb", "--runs", "runs", "-o", "out.ipynb", "--data-root", "data"]) == 0
+    parameters_notebook(
+        tmp_path / "reader.ipynb", 'profile = "default"\nresults_dir = "results"\ndata_root = None'
+    )
+    assert (
+        main(["render", "reader.ipynb", "--runs", "runs", "-o", "out.ipynb", "--data-root", "data"])
+        == 0
+    )
     params = calls[0]["parameters"]
-    assert "retrain" not in params and params["results_dir"] == str(runs) and params["profile"] == "default"
+    assert (
+        "retrain" not in params
+        and params["results_dir"] == str(runs)
+        and params["profile"] == "default"
+    )
     assert params["data_root"] == str(tmp_path / "data")
 
 
@@ -468,7 +649,19 @@ def test_render_refuses_a_notebook_without_results_dir(tmp_path, calls, capsys):
 
     parameters_notebook(tmp_path / "x.ipynb", 'profile = "default"')
     (tmp_path / "runs" / "default").mkdir(parents=True)
-    assert main(["render", str(tmp_path / "x.ipynb"), "--runs", str(tmp_path / "runs"), "-o", str(tmp_path / "o.ipynb")]) == 2
+    assert (
+        main(
+            [
+                "render",
+                str(tmp_path / "x.ipynb"),
+                "--runs",
+                str(tmp_path / "runs"),
+                "-o",
+                str(tmp_path / "o.ipynb"),
+            ]
+        )
+        == 2
+    )
     assert "no `results_dir` parameter" in capsys.readouterr().err and calls == []
 
 
@@ -478,8 +671,9 @@ def test_render_reports_the_failing_cell_and_its_error(tmp_path, monkeypatch, ca
     from dmlnb.cli import main
 
     def failing(**kwargs):
-        raise papermill.PapermillExecutionError(7, 7, "fit(...)", "TrainingDisabledError",
-                                                "x/default/run/record.json is missing", [])
+        raise papermill.PapermillExecutionError(
+            7, 7, "fit(...)", "TrainingDisabledError", "x/default/run/record.json is missing", []
+        )
 
     monkeypatch.setattr(papermill, "execute_notebook", failing)
     runs = _runs(tmp_path)
@@ -530,22 +724,41 @@ def test_every_hook_state_is_plain_even_when_built_from_numpy(tmp_path):
     from dmlnb.profs.timing import TimedSampler
 
     model = torch.nn.Linear(4, 3)
-    state = TrainState(model=model, loss_fn=torch.nn.Module(), optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
-                       device=torch.device("cpu"))
+    state = TrainState(
+        model=model,
+        loss_fn=torch.nn.Module(),
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        device=torch.device("cpu"),
+    )
     labels = np.repeat(np.arange(4), 3)  # numpy labels, as a caller may pass them
     reps = RepresentativeSampler(labels, batch_size=4, m=2, period=2, hncm=True)
     reps.set_memory(torch.randn(4, 3))
-    prox, lagged = ProximalHook(model, np.float64(0.1), 2, params="all"), LaggedProximalHook(model, 0.1, params="all")
+    prox, lagged = (
+        ProximalHook(model, np.float64(0.1), 2, params="all"),
+        LaggedProximalHook(model, 0.1, params="all"),
+    )
     prox.on_step_start(state)
     lagged.on_step_start(state)
     inside = InsideLossHook()
     inside.log = {"loss": [np.float64(0.5)], "step": [np.int64(0)]}
-    lemma = LemmaTracker(InMemoryDataset(torch.randn(6, 1, 2, 2), torch.arange(3).repeat(2)), torch.eye(3))
+    lemma = LemmaTracker(
+        InMemoryDataset(torch.randn(6, 1, 2, 2), torch.arange(3).repeat(2)), torch.eye(3)
+    )
     lemma.rows = [{"epoch": np.float64(1.0), "gap": np.float32(0.25)}]
-    hooks = [reps, TimedSampler(RepresentativeSampler(labels, 4, 2, 2)), prox, lagged,
-             MarginDecayHook(FacilityLocationLoss(margin_multiplier=np.float64(10.0))), inside, lemma]
+    hooks = [
+        reps,
+        TimedSampler(RepresentativeSampler(labels, 4, 2, 2)),
+        prox,
+        lagged,
+        MarginDecayHook(FacilityLocationLoss(margin_multiplier=np.float64(10.0))),
+        inside,
+        lemma,
+    ]
     save_checkpoint({"hooks": [h.state_dict() for h in hooks]}, tmp_path / "checkpoint.pt")
     loaded = load_checkpoint(tmp_path / "checkpoint.pt")["hooks"]
     for hook, saved in zip(hooks, loaded):
         hook.load_state_dict(saved)
-    assert torch.equal(reps.memory, loaded[0]["memory"]) and inside.log == {"loss": [0.5], "step": [0.0]}
+    assert torch.equal(reps.memory, loaded[0]["memory"]) and inside.log == {
+        "loss": [0.5],
+        "step": [0.0],
+    }

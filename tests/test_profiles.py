@@ -23,7 +23,8 @@ def test_unknown_key_lists_valid_keys():
 
 
 @pytest.mark.parametrize(
-    "key,value", [("epochs", "3"), ("lr", "1e-3"), ("normalize", 1), ("steps_per_epoch", 2.5), ("epochs", True)]
+    "key,value",
+    [("epochs", "3"), ("lr", "1e-3"), ("normalize", 1), ("steps_per_epoch", 2.5), ("epochs", True)],
 )
 def test_wrong_type_is_an_error(key, value):
     with pytest.raises(TypeError, match=key):
@@ -76,7 +77,9 @@ def test_every_config_field_has_a_rule_and_every_profile_passes_it():
 
     assert set(CONFIG_RULES) == {f.name for f in fields(TrainConfig)}
     kinds = {int: "int", float: "float", str: "str", bool: "bool", dict: "dict", tuple: "seq"}
-    for name, hint in typing.get_type_hints(TrainConfig).items():  # the rules follow the annotations
+    for name, hint in typing.get_type_hints(
+        TrainConfig
+    ).items():  # the rules follow the annotations
         options = [o for o in typing.get_args(hint) or (hint,) if o is not type(None)]
         assert [kinds[o] for o in options] == [CONFIG_RULES[name].kind], name
         assert CONFIG_RULES[name].optional == (type(None) in typing.get_args(hint)), name
@@ -93,7 +96,9 @@ def test_evaluation_names_match_what_evaluate_returns():
 
     emb, labels = torch.randn(12, 4), torch.arange(3).repeat(4)
     for ks, metrics in (((1, 2), ("recall", "nmi", "f1", "map_at_r")), ((4,), ("map_at_r", "f1"))):
-        assert sorted(evaluation_names(ks, metrics)) == sorted(evaluate(emb, labels, ks=ks, metrics=metrics))
+        assert sorted(evaluation_names(ks, metrics)) == sorted(
+            evaluate(emb, labels, ks=ks, metrics=metrics)
+        )
 
 
 def test_select_on_defaults_to_the_papers_protocol_and_takes_validation_or_test():
@@ -108,7 +113,10 @@ def test_select_on_defaults_to_the_papers_protocol_and_takes_validation_or_test(
 def test_betas_default_to_torchs_and_take_two_values_in_0_1():
     assert TrainConfig().betas == (0.9, 0.999) and make_config("smoke").betas == (0.9, 0.999)
     assert make_config("smoke", {"betas": [0.9, 0.99]}).betas == (0.9, 0.99)
-    with pytest.raises(ValueError, match=r"config key 'betas' must be a list of numbers.*\(beta1, beta2\).*0.9, 0.99, 0.9"):
+    with pytest.raises(
+        ValueError,
+        match=r"config key 'betas' must be a list of numbers.*\(beta1, beta2\).*0.9, 0.99, 0.9",
+    ):
         make_config("smoke", {"betas": (0.9, 0.99, 0.9)})
     with pytest.raises(ValueError, match=r"betas\[1\].* < 1.*1.0"):
         make_config("smoke", {"betas": (0.9, 1.0)})
@@ -117,6 +125,9 @@ def test_betas_default_to_torchs_and_take_two_values_in_0_1():
 
 
 def test_head_lr_scale_defaults_to_1_and_must_be_positive():
-    assert TrainConfig().head_lr_scale == 1.0 and make_config("smoke", {"head_lr_scale": 10}).head_lr_scale == 10.0
+    assert (
+        TrainConfig().head_lr_scale == 1.0
+        and make_config("smoke", {"head_lr_scale": 10}).head_lr_scale == 10.0
+    )
     with pytest.raises(ValueError, match="head_lr_scale.*> 0"):
         make_config("smoke", {"head_lr_scale": 0.0})

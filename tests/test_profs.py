@@ -229,8 +229,9 @@ def test_hncm_scan_picks_the_classes_nearest_to_the_first():
     every class left out is at least as far from it as every class taken."""
     L, m, C = 40, 2, 8
     y = torch.repeat_interleave(torch.arange(L), 3)
-    s = RepresentativeSampler(y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=0,
-                              num_batches=30)
+    s = RepresentativeSampler(
+        y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=0, num_batches=30
+    )
     table = torch.randn(L, 8, generator=torch.Generator().manual_seed(0))
     for start in range(0, L, C):
         store(s, list(range(start, start + C)), table)
@@ -240,7 +241,9 @@ def test_hncm_scan_picks_the_classes_nearest_to_the_first():
         first = chosen[0]
         firsts.add(first)
         dist = [torch.dist(table[c].double(), table[first].double()).item() for c in range(L)]
-        expected = [first] + sorted((c for c in range(L) if c != first), key=lambda c: dist[c])[: C - 1]
+        expected = [first] + sorted((c for c in range(L) if c != first), key=lambda c: dist[c])[
+            : C - 1
+        ]
         assert chosen == expected
         assert max(dist[c] for c in chosen) <= min(dist[c] for c in range(L) if c not in chosen)
     assert len(firsts) > 10  # the first class is uniform
@@ -251,8 +254,9 @@ def test_hncm_scan_with_partially_stored_representatives():
     uniform when the first class has none."""
     L, m, C = 12, 2, 6
     y = torch.repeat_interleave(torch.arange(L), 3)
-    s = RepresentativeSampler(y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=1,
-                              num_batches=60)
+    s = RepresentativeSampler(
+        y, batch_size=C * m, m=m, period=5, hncm=True, hncm_mode="scan", seed=1, num_batches=60
+    )
     table = torch.randn(L, 8, generator=torch.Generator().manual_seed(1))
     known = [0, 2, 4, 6]
     store(s, known + [0, 2], table)
@@ -261,8 +265,10 @@ def test_hncm_scan_with_partially_stored_representatives():
         chosen = y[batch][::m].tolist()
         assert len(set(chosen)) == C
         if chosen[0] in known:
-            others = sorted((c for c in known if c != chosen[0]),
-                            key=lambda c: torch.dist(table[c], table[chosen[0]]).item())
+            others = sorted(
+                (c for c in known if c != chosen[0]),
+                key=lambda c: torch.dist(table[c], table[chosen[0]]).item(),
+            )
             assert chosen[1:4] == others and not set(chosen[4:]) & set(known)
             seen_known += 1
         else:
@@ -276,7 +282,9 @@ def test_hncm_scan_is_seeded_and_differs_from_the_greedy_chain():
     table = torch.randn(L, 4, generator=torch.Generator().manual_seed(2))
 
     def sampler(seed: int, mode: str) -> RepresentativeSampler:
-        s = RepresentativeSampler(y, batch_size=16, m=m, period=5, hncm=True, hncm_mode=mode, seed=seed, num_batches=20)
+        s = RepresentativeSampler(
+            y, batch_size=16, m=m, period=5, hncm=True, hncm_mode=mode, seed=seed, num_batches=20
+        )
         for start in range(0, L - 7, 8):
             store(s, list(range(start, start + 8)), table)
         store(s, list(range(L - 8, L)), table)

@@ -8,7 +8,13 @@ import math
 import pytest
 import torch
 
-from dmlnb.losses import ContrastiveLoss, LiftedStructureLoss, NPairLoss, SoftTripleLoss, TripletLoss
+from dmlnb.losses import (
+    ContrastiveLoss,
+    LiftedStructureLoss,
+    NPairLoss,
+    SoftTripleLoss,
+    TripletLoss,
+)
 from dmlnb.profs.representative_pairs import RepresentativePairs, representative_pair_filter
 from dmlnb.profs.representatives import RepresentativeSampler
 
@@ -53,8 +59,11 @@ def d(x: torch.Tensor, i: int, j: int, squared: bool = False) -> float:
 def test_anchored_contrastive_hard_is_over_representatives_only(m, seed):
     """C-PROFS: each representative, its hardest positive (in its group) and hardest negative."""
     x, y = sampler_batch(m, seed)
-    got = RepresentativePairs(ContrastiveLoss(neg_margin=1.0, squared_hinge=True, mining="hard",
-                                              reduction="mean"), m, "anchored")(x, y)
+    got = RepresentativePairs(
+        ContrastiveLoss(neg_margin=1.0, squared_hinge=True, mining="hard", reduction="mean"),
+        m,
+        "anchored",
+    )(x, y)
     u, B = unit(x), len(y)
     pos, neg = [], []
     for r in range(0, B, m):
@@ -66,8 +75,11 @@ def test_anchored_contrastive_hard_is_over_representatives_only(m, seed):
 @pytest.mark.parametrize("m", [2, 3])
 def test_anchored_triplet_semihard_uses_representative_anchors(m):
     x, y = sampler_batch(m, 2)
-    got = RepresentativePairs(TripletLoss(margin=0.2, mining="semihard", distance="squared",
-                                          reduction="mean"), m, "anchored")(x, y)
+    got = RepresentativePairs(
+        TripletLoss(margin=0.2, mining="semihard", distance="squared", reduction="mean"),
+        m,
+        "anchored",
+    )(x, y)
     u, B, terms = unit(x), len(y), []
     for a in range(0, B, m):
         negs = [d(u, a, n, True) for n in range(B) if y[n] != y[a]]
@@ -115,5 +127,9 @@ def test_bad_use_raises():
         RepresentativePairs(SoftTripleLoss(8, 4), 2, "anchored")
     with pytest.raises(TypeError, match="MetricLoss"):
         RepresentativePairs(torch.nn.MSELoss(), 2, "all")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="does not support pair_filter"):  # the wrapper owns the filter
-        RepresentativePairs(ContrastiveLoss(), 2, "any")(x, y, pair_filter=torch.ones(10, 10, dtype=torch.bool))
+    with pytest.raises(
+        ValueError, match="does not support pair_filter"
+    ):  # the wrapper owns the filter
+        RepresentativePairs(ContrastiveLoss(), 2, "any")(
+            x, y, pair_filter=torch.ones(10, 10, dtype=torch.bool)
+        )

@@ -17,8 +17,14 @@ from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSam
 
 
 def fake_state(step: int, model: nn.Module, **fields) -> TrainState:
-    return TrainState(model=model, loss_fn=nn.Identity(), optimizer=None,  # type: ignore[arg-type]
-                      device=torch.device("cpu"), step=step, **fields)
+    return TrainState(
+        model=model,
+        loss_fn=nn.Identity(),
+        optimizer=None,  # type: ignore[arg-type]
+        device=torch.device("cpu"),
+        step=step,
+        **fields,
+    )
 
 
 def loss_grads(model: nn.Module, x: torch.Tensor) -> None:
@@ -53,7 +59,10 @@ def test_literal_m1_proximal_term_is_zero_but_lagged_is_not():
     torch.manual_seed(1)
     model = nn.Linear(3, 2)
     x = torch.randn(4, 3)
-    literal, lagged = ProximalHook(model, 1.0, period=1, params="all"), LaggedProximalHook(model, 1.0, params="all")
+    literal, lagged = (
+        ProximalHook(model, 1.0, period=1, params="all"),
+        LaggedProximalHook(model, 1.0, params="all"),
+    )
     for step in range(2):
         for hook in (literal, lagged):
             hook.on_step_start(fake_state(step, model))
@@ -98,7 +107,7 @@ def test_lagged_state_round_trip_and_zero_lambda():
         LaggedProximalHook(model, -1.0, params="all")
 
 
-# ---------------------------------------------------------------------------- centres as representatives
+# ----------------------------------------------------------------------- centres as representatives
 def test_center_representatives_are_normalised_mean_directions():
     torch.manual_seed(3)
     loss = SoftTripleLoss(num_classes=7, embedding_dim=5, centers_per_class=3)
@@ -111,7 +120,7 @@ def test_center_representatives_are_normalised_mean_directions():
         acc = torch.zeros(5, dtype=torch.float64)
         for k in range(3):
             acc += w[c, k] / math.sqrt(float((w[c, k] ** 2).sum()))
-        ref = acc / math.sqrt(float((acc ** 2).sum()))
+        ref = acc / math.sqrt(float((acc**2).sum()))
         assert torch.allclose(sampler.memory[slot].double(), ref, atol=1e-6)
     assert bool(sampler.known.all())
 
@@ -127,7 +136,9 @@ def test_hncm_with_centres_picks_classes_of_the_first_picks_cluster():
     with torch.no_grad():
         loss.weight.copy_(axis[:, None, :] + 0.05 * torch.randn(L, 2, D, generator=g))
     y = torch.repeat_interleave(torch.arange(L), 4)
-    sampler = RepresentativeSampler(y, batch_size=6, m=2, period=1, hncm=True, seed=0, num_batches=20)
+    sampler = RepresentativeSampler(
+        y, batch_size=6, m=2, period=1, hncm=True, seed=0, num_batches=20
+    )
     hook = CenterRepresentatives(sampler, loss)
     hook.on_train_start(fake_state(0, nn.Linear(1, 1)))
     reps = hook.class_vectors().double()
@@ -135,8 +146,10 @@ def test_hncm_with_centres_picks_classes_of_the_first_picks_cluster():
         classes = y[torch.tensor(batch)].view(3, 2)[:, 0].tolist()
         picked = [classes[0]]
         while len(picked) < 3:  # greedy: nearest unpicked class to any picked one, float64
-            best = min((c for c in range(L) if c not in picked),
-                       key=lambda c: min(torch.dist(reps[c], reps[s]).item() for s in picked))
+            best = min(
+                (c for c in range(L) if c not in picked),
+                key=lambda c: min(torch.dist(reps[c], reps[s]).item() for s in picked),
+            )
             picked.append(best)
         assert classes == picked
         assert len({c // 4 for c in classes}) == 1

@@ -6,7 +6,13 @@ import pytest
 import torch
 from fabricated import epoch_row, selected_record
 
-from dmlnb.records import RecordError, RunRecord, atomic_torch_save, write_json_atomic, write_text_atomic
+from dmlnb.records import (
+    RecordError,
+    RunRecord,
+    atomic_torch_save,
+    write_json_atomic,
+    write_text_atomic,
+)
 
 
 def test_atomic_json_keeps_old_file_when_serialisation_fails(tmp_path):
@@ -25,7 +31,9 @@ def test_atomic_text_is_never_seen_empty_or_partial(tmp_path, monkeypatch):
     path = tmp_path / "abort"
     seen_while_writing = []
     real_fsync = os.fsync
-    monkeypatch.setattr(os, "fsync", lambda fd: (seen_while_writing.append(path.exists()), real_fsync(fd)))
+    monkeypatch.setattr(
+        os, "fsync", lambda fd: (seen_while_writing.append(path.exists()), real_fsync(fd))
+    )
     write_text_atomic(path, "worker 0 of 2 failed (exit status 1)\n")
     assert seen_while_writing == [False]
     assert path.read_text() == "worker 0 of 2 failed (exit status 1)\n"
@@ -40,14 +48,26 @@ def test_atomic_torch_save_roundtrip(tmp_path):
 def test_best_epoch_tracking_and_history_frame(tmp_path):
     rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
     # the evaluation before training is history, never the best epoch
-    assert not rec.add_epoch({"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": {"R@1": 0.9}}, "R@1")
-    assert rec.add_epoch({"epoch": 1, "loss": 1.0, "train_seconds": 1.0, "metrics": {"R@1": 0.3}}, "R@1")
-    assert not rec.add_epoch({"epoch": 2, "loss": 0.9, "train_seconds": 1.0, "metrics": None}, "R@1")
-    assert rec.add_epoch({"epoch": 3, "loss": 0.8, "train_seconds": 2.0, "metrics": {"R@1": 0.5}}, "R@1")
-    assert not rec.add_epoch({"epoch": 4, "loss": 0.7, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "R@1")
+    assert not rec.add_epoch(
+        {"epoch": 0, "loss": None, "train_seconds": 0.0, "metrics": {"R@1": 0.9}}, "R@1"
+    )
+    assert rec.add_epoch(
+        {"epoch": 1, "loss": 1.0, "train_seconds": 1.0, "metrics": {"R@1": 0.3}}, "R@1"
+    )
+    assert not rec.add_epoch(
+        {"epoch": 2, "loss": 0.9, "train_seconds": 1.0, "metrics": None}, "R@1"
+    )
+    assert rec.add_epoch(
+        {"epoch": 3, "loss": 0.8, "train_seconds": 2.0, "metrics": {"R@1": 0.5}}, "R@1"
+    )
+    assert not rec.add_epoch(
+        {"epoch": 4, "loss": 0.7, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "R@1"
+    )
     assert rec.best["epoch"] == 3 and rec.best["seconds_to_best"] == 4.0
     with pytest.raises(KeyError, match="NMI"):
-        rec.add_epoch({"epoch": 5, "loss": 0.7, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "NMI")
+        rec.add_epoch(
+            {"epoch": 5, "loss": 0.7, "train_seconds": 1.0, "metrics": {"R@1": 0.4}}, "NMI"
+        )
     frame = rec.history_frame()
     assert list(frame.index) == [0, 1, 2, 3, 4, 5] and frame.loc[3, "R@1"] == 0.5
     rec.save(tmp_path / "rec.json")
@@ -57,10 +77,16 @@ def test_best_epoch_tracking_and_history_frame(tmp_path):
 def test_evaluations_and_whether_the_best_is_the_last():
     rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
     assert rec.evaluations() == [] and not rec.best_is_last
-    rows = [{"epoch": 0, "train_seconds": 0.0, "metrics": {"R@1": 0.9}},  # before training: not an evaluation
-            {"epoch": 1, "train_seconds": 1.0, "metrics": {"R@1": 0.3}},
-            {"epoch": 2, "train_seconds": 1.0, "metrics": None},
-            {"epoch": 3, "train_seconds": 1.0, "metrics": {"R@1": 0.5}}]
+    rows = [
+        {
+            "epoch": 0,
+            "train_seconds": 0.0,
+            "metrics": {"R@1": 0.9},
+        },  # before training: not an evaluation
+        {"epoch": 1, "train_seconds": 1.0, "metrics": {"R@1": 0.3}},
+        {"epoch": 2, "train_seconds": 1.0, "metrics": None},
+        {"epoch": 3, "train_seconds": 1.0, "metrics": {"R@1": 0.5}},
+    ]
     for row in rows:
         rec.add_epoch(row, "R@1")
     assert [r["epoch"] for r in rec.evaluations()] == [1, 3] and rec.best_is_last
@@ -72,7 +98,13 @@ def test_evaluations_and_whether_the_best_is_the_last():
 
 # ------------------------------------------------------------------ selection on a validation split
 TEST_R1 = [0.5, 0.7, 0.6, 0.8, 0.75]  # epochs 1..5: the test classes peak at epoch 4
-VAL_R1 = [0.6, 0.9, 0.7, 0.65, 0.9]  # the validation classes peak at epoch 2 (epoch 5 ties: the earlier stays)
+VAL_R1 = [
+    0.6,
+    0.9,
+    0.7,
+    0.65,
+    0.9,
+]  # the validation classes peak at epoch 2 (epoch 5 ties: the earlier stays)
 
 
 def _selected(select_on: str) -> tuple[RunRecord, list[bool]]:
@@ -80,17 +112,24 @@ def _selected(select_on: str) -> tuple[RunRecord, list[bool]]:
     return selected_record(TEST_R1, VAL_R1, select_on)
 
 
-def test_selection_on_validation_picks_the_best_validation_epoch_and_reports_its_test_metrics(tmp_path):
+def test_selection_on_validation_picks_the_best_validation_epoch_and_reports_its_test_metrics(
+    tmp_path,
+):
     rec, improved = _selected("validation")
     assert improved == [True, True, False, False, False]
     best = rec.best
     assert best["epoch"] == 2 and best["selected_on"] == "validation" and best["metric"] == "R@1"
-    assert best["metrics"] == epoch_row(2, 0.7, 0.9)["metrics"] and best["value"] == 0.7  # the TEST classes
+    assert (
+        best["metrics"] == epoch_row(2, 0.7, 0.9)["metrics"] and best["value"] == 0.7
+    )  # the TEST classes
     assert best["val_value"] == 0.9 and best["val_metrics"] == epoch_row(2, 0.7, 0.9)["val_metrics"]
     assert best["seconds_to_best"] == 2.0 and rec.selected_on == "validation"
     assert rec.selections["validation"] == best
     assert rec.selections["test"]["epoch"] == 4 and rec.selections["test"]["value"] == 0.8
-    assert rec.selections["test"]["selected_on"] == "test" and rec.selections["test"]["val_value"] == 0.65
+    assert (
+        rec.selections["test"]["selected_on"] == "test"
+        and rec.selections["test"]["val_value"] == 0.65
+    )
     assert rec.history_frame().loc[2, "val R@1"] == 0.9 and rec.history_frame().loc[2, "R@1"] == 0.7
     rec.save(tmp_path / "rec.json")
     assert RunRecord.load(tmp_path / "rec.json").data == json.loads(json.dumps(rec.data))
@@ -110,20 +149,30 @@ def test_a_run_without_validation_records_no_selections():
     for e, t in enumerate(TEST_R1, 1):
         rec.add_epoch(epoch_row(e, t, None), "R@1")
     assert "selections" not in rec.data and rec.selections == {} and rec.selected_on == "test"
-    assert rec.best["epoch"] == 4 and set(rec.best) == {"epoch", "metric", "value", "metrics", "seconds_to_best",
-                                                        "selected_on"}
+    assert rec.best["epoch"] == 4 and set(rec.best) == {
+        "epoch",
+        "metric",
+        "value",
+        "metrics",
+        "seconds_to_best",
+        "selected_on",
+    }
 
 
 def test_selection_refuses_rows_it_cannot_select_from():
     rec = RunRecord.new("x", config={}, components={}, environment={"device": "cpu"})
-    with pytest.raises(ValueError, match=r"select_on 'valid' is not one of \['validation', 'test'\]"):
+    with pytest.raises(
+        ValueError, match=r"select_on 'valid' is not one of \['validation', 'test'\]"
+    ):
         rec.add_epoch(epoch_row(1, 0.5, 0.6), "R@1", "valid")
     with pytest.raises(ValueError, match="no validation metrics to select on.*val_set="):
         rec.add_epoch(epoch_row(1, 0.5, None), "R@1", "validation")
     with pytest.raises(ValueError, match="validation metrics but no test metrics"):
         rec.add_epoch(epoch_row(1, None, 0.6), "R@1", "validation")
     assert rec.data["history"] == []  # a refused row is not recorded
-    assert not rec.add_epoch(epoch_row(1, None, None), "R@1", "validation")  # an epoch without evaluation
+    assert not rec.add_epoch(
+        epoch_row(1, None, None), "R@1", "validation"
+    )  # an epoch without evaluation
     with pytest.raises(KeyError, match="F1"):
         rec.add_epoch(epoch_row(2, 0.5, 0.6), "F1", "validation")
 
@@ -132,14 +181,34 @@ def test_selection_refuses_rows_it_cannot_select_from():
     "damage, field",
     [
         pytest.param(lambda d: d["best"].update(epoch=4), "'best'", id="best-not-its-selection"),
-        pytest.param(lambda d: d["config"].update(select_on="test"), "'best.selected_on'", id="selected-elsewhere"),
-        pytest.param(lambda d: d["selections"].update(train=d["best"]), "'selections'", id="unknown-selection"),
-        pytest.param(lambda d: d["selections"]["test"].update(selected_on="validation"), "'selections.test.selected_on'",
-                     id="selection-mislabelled"),
-        pytest.param(lambda d: d["selections"]["test"].pop("metrics"), "'selections.test.metrics'", id="selection-metrics"),
-        pytest.param(lambda d: d["best"].update(val_value="0.9"), "'best.val_value'", id="val-value"),
-        pytest.param(lambda d: d["history"][2].update(val_metrics={"R@1": "x"}), "'history[2].val_metrics'",
-                     id="row-val-metrics"),
+        pytest.param(
+            lambda d: d["config"].update(select_on="test"),
+            "'best.selected_on'",
+            id="selected-elsewhere",
+        ),
+        pytest.param(
+            lambda d: d["selections"].update(train=d["best"]),
+            "'selections'",
+            id="unknown-selection",
+        ),
+        pytest.param(
+            lambda d: d["selections"]["test"].update(selected_on="validation"),
+            "'selections.test.selected_on'",
+            id="selection-mislabelled",
+        ),
+        pytest.param(
+            lambda d: d["selections"]["test"].pop("metrics"),
+            "'selections.test.metrics'",
+            id="selection-metrics",
+        ),
+        pytest.param(
+            lambda d: d["best"].update(val_value="0.9"), "'best.val_value'", id="val-value"
+        ),
+        pytest.param(
+            lambda d: d["history"][2].update(val_metrics={"R@1": "x"}),
+            "'history[2].val_metrics'",
+            id="row-val-metrics",
+        ),
     ],
 )
 def test_a_damaged_selection_is_refused_naming_the_field(damage, field):
@@ -183,7 +252,9 @@ def test_records_made_before_betas_and_head_lr_scale_keep_fingerprint_and_outcom
     loaded = RunRecord.from_data(old, "old")
     assert loaded.config["betas"] == CONFIG_KEYS_ADDED["betas"] == (0.9, 0.999)
     assert loaded.data["fingerprint"] == run_fingerprint(config, spec) == rec.data["fingerprint"]
-    assert loaded.outcome() == rec.outcome() == RunRecord(json.loads(json.dumps(rec.data))).outcome()
+    assert (
+        loaded.outcome() == rec.outcome() == RunRecord(json.loads(json.dumps(rec.data))).outcome()
+    )
     for key, value in (("betas", [0.9, 0.99]), ("head_lr_scale", 10.0)):
         other = RunRecord(json.loads(json.dumps(rec.data)))
         other.data["config"][key] = value
@@ -208,8 +279,15 @@ def test_git_state_covers_the_package_folder_only(tmp_path):
     subprocess.run([*git, "commit", "-qm", "c"], cwd=tmp_path, check=True)
     package = tmp_path / "dmlnb"
     clean = git_state(package)
-    assert len(clean["commit"]) == 40 and clean["dirty"] is False and clean["changed"] == [] and clean["scope"] == "dmlnb"
-    (tmp_path / "results.json").write_text('{"rewritten": true}\n')  # a tracked record outside the package
+    assert (
+        len(clean["commit"]) == 40
+        and clean["dirty"] is False
+        and clean["changed"] == []
+        and clean["scope"] == "dmlnb"
+    )
+    (tmp_path / "results.json").write_text(
+        '{"rewritten": true}\n'
+    )  # a tracked record outside the package
     assert git_state(package)["dirty"] is False
     (package / "loss.py").write_text("a = 2\n")
     (package / "new.py").write_text("b = 1\n")  # untracked, not ignored: part of the code that ran

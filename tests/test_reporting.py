@@ -1,22 +1,56 @@
 import numpy as np
 import pandas as pd
-
 import pytest
 
-from dmlnb.reporting import (
-    FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, QUALIFIED_HOLDS, Claim, all_of, claims_table, compare, compare_to_threshold, equivalent,
-    best_minus_last, every_pair_equivalent, format_mean_std, group_verdict, holds_for_every, interior_optimum, margin_tests, most_of,
-    no_difference, not_tested, paired_differences, provenance_frame, provenance_groups, provenance_text,
-    reported_vs_reproduced, source_dataset,
-    summarize_runs, biased_toward_claim, compare_to_band, implementation_claims, order_band, qualify,
-    unless_degenerate, verdict_category, verdict_counts, count_line, collapsed, COLLAPSE_BAND,
-)
 from dmlnb.records import RunRecord
+from dmlnb.reporting import (
+    COLLAPSE_BAND,
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTED,
+    QUALIFIED_HOLDS,
+    Claim,
+    all_of,
+    best_minus_last,
+    biased_toward_claim,
+    claims_table,
+    collapsed,
+    compare,
+    compare_to_band,
+    compare_to_threshold,
+    count_line,
+    equivalent,
+    every_pair_equivalent,
+    format_mean_std,
+    group_verdict,
+    holds_for_every,
+    implementation_claims,
+    interior_optimum,
+    margin_tests,
+    most_of,
+    no_difference,
+    not_tested,
+    order_band,
+    paired_differences,
+    provenance_frame,
+    provenance_groups,
+    provenance_text,
+    qualify,
+    reported_vs_reproduced,
+    source_dataset,
+    summarize_runs,
+    unless_degenerate,
+    verdict_category,
+    verdict_counts,
+)
 
 
 def test_summarize_runs_matches_numpy():
-    runs = {"A": [{"R@1": 0.5, "NMI": 0.2}, {"R@1": 0.7, "NMI": 0.4}, {"R@1": 0.6, "NMI": 0.3}],
-            "B": [{"R@1": 0.9, "NMI": 0.8}]}
+    runs = {
+        "A": [{"R@1": 0.5, "NMI": 0.2}, {"R@1": 0.7, "NMI": 0.4}, {"R@1": 0.6, "NMI": 0.3}],
+        "B": [{"R@1": 0.9, "NMI": 0.8}],
+    }
     s = summarize_runs(runs, ["R@1", "NMI"])
     assert np.isclose(s.loc["A", ("R@1", "mean")], 0.6)
     assert np.isclose(s.loc["A", ("NMI", "std")], np.std([0.2, 0.4, 0.3], ddof=1))
@@ -30,14 +64,21 @@ def test_summarize_runs_matches_numpy():
 def test_reported_vs_reproduced_labels_sources_and_fills_missing():
     reported = pd.DataFrame({"R@1": [51.0, 60.0]}, index=["triplet", "EPSHN"])
     reproduced = pd.DataFrame({"R@1": ["40.1 ± 1.0"], "MAP@R": ["20.0 ± 0.5"]}, index=["EPSHN"])
-    t = reported_vs_reproduced({"reported (CUB)": reported}, {"reproduced (omniglot-small)": reproduced})
+    t = reported_vs_reproduced(
+        {"reported (CUB)": reported}, {"reproduced (omniglot-small)": reproduced}
+    )
     assert t.columns.names == ["source", "metric"]
-    assert list(t.columns) == [("reported (CUB)", "R@1"), ("reproduced (omniglot-small)", "R@1"),
-                               ("reproduced (omniglot-small)", "MAP@R")]
+    assert list(t.columns) == [
+        ("reported (CUB)", "R@1"),
+        ("reproduced (omniglot-small)", "R@1"),
+        ("reproduced (omniglot-small)", "MAP@R"),
+    ]
     assert t.loc["EPSHN", ("reported (CUB)", "R@1")] == 60.0
     assert t.loc["EPSHN", ("reproduced (omniglot-small)", "R@1")] == "40.1 ± 1.0"
     assert t.loc["triplet", ("reproduced (omniglot-small)", "R@1")] == "—"
-    assert list(reported_vs_reproduced({"reported (CUB)": reported}, rows=["EPSHN"]).index) == ["EPSHN"]
+    assert list(reported_vs_reproduced({"reported (CUB)": reported}, rows=["EPSHN"]).index) == [
+        "EPSHN"
+    ]
 
 
 def test_reported_vs_reproduced_never_mixes_datasets_in_a_column():
@@ -52,7 +93,9 @@ def test_reported_vs_reproduced_never_mixes_datasets_in_a_column():
     frames = {**blocks, "reproduced (omniglot-small, convnet, 3 seeds)": ours}
     for source, metric in t.columns:
         assert source_dataset(source) in {"CUB", "CAR", "omniglot-small"}
-        assert t[(source, metric)].tolist() == frames[source][metric].tolist()  # this block's numbers only
+        assert (
+            t[(source, metric)].tolist() == frames[source][metric].tolist()
+        )  # this block's numbers only
     # one column per (block, metric): no two blocks share a column
     assert len(t.columns) == sum(f.shape[1] for f in frames.values())
 
@@ -61,11 +104,19 @@ def test_reported_vs_reproduced_never_mixes_datasets_in_a_column():
         reported_vs_reproduced({"reported (CUB and CAR)": two_datasets})
     rows_by_dataset = pd.DataFrame({"R@1": [57.7, 78.2]}, index=["CUB", "CAR"])
     with pytest.raises(ValueError, match="names a dataset"):
-        reported_vs_reproduced({"reported (CUB, VGG-16)": rows_by_dataset, "reported (CAR, VGG-16)": car})
+        reported_vs_reproduced(
+            {"reported (CUB, VGG-16)": rows_by_dataset, "reported (CAR, VGG-16)": car}
+        )
     stacked = pd.concat([cub[["R@1"]].rename(index=lambda r: f"{r} (reported)"), ours])
     with pytest.raises(ValueError, match="names a source"):
         reported_vs_reproduced({}, {"reproduced (omniglot-small)": stacked})
-    for bad in ("reported", "reported (VGG-16", "CUB (reported)", "reported ()", "reported R@1 at initialisation"):
+    for bad in (
+        "reported",
+        "reported (VGG-16",
+        "CUB (reported)",
+        "reported ()",
+        "reported R@1 at initialisation",
+    ):
         with pytest.raises(ValueError, match="does not name its source and dataset"):
             reported_vs_reproduced({bad: cub})
     with pytest.raises(ValueError, match="given as reported"):
@@ -158,11 +209,24 @@ def test_claims_refuse_typed_verdicts_and_show_the_evidence():
 
     with pytest.raises(TypeError, match="never typed"):
         Claim("A beats B", "Table 1", "R@1 60 vs 50", "holds")
-    t = claims_table([Claim("A beats B", "Table 1", "R@1", compare([0.8, 0.82, 0.81], [0.5, 0.52, 0.49]))])
-    assert list(t.columns) == ["claim", "paper's evidence", "our evidence", "verdict", "effect", "90% interval",
-                               "runs per side", "note"]
+    t = claims_table(
+        [Claim("A beats B", "Table 1", "R@1", compare([0.8, 0.82, 0.81], [0.5, 0.52, 0.49]))]
+    )
+    assert list(t.columns) == [
+        "claim",
+        "paper's evidence",
+        "our evidence",
+        "verdict",
+        "effect",
+        "90% interval",
+        "runs per side",
+        "note",
+    ]
     assert t.iloc[0]["verdict"] == "holds" and t.iloc[0]["runs per side"] == "3 vs 3"
-    assert claims_table([Claim("x", "y", "z", not_tested("60 steps, not 450"))]).iloc[0]["note"] == "60 steps, not 450"
+    assert (
+        claims_table([Claim("x", "y", "z", not_tested("60 steps, not 450"))]).iloc[0]["note"]
+        == "60 steps, not 450"
+    )
 
 
 def test_group_verdict():
@@ -176,7 +240,10 @@ def test_group_verdict():
     assert group_verdict({}, {"c": hi})[0] == NOT_TESTED
     # the note names the pair whose effect the verdict carries
     v, _ = group_verdict({"a": hi, "b": lo}, {"c": [0.6, 0.61, 0.62]})
-    assert v.note == "effect: b vs c; 1 of 2 pairs do not hold" and v.effect == compare(lo, [0.6, 0.61, 0.62]).effect
+    assert (
+        v.note == "effect: b vs c; 1 of 2 pairs do not hold"
+        and v.effect == compare(lo, [0.6, 0.61, 0.62]).effect
+    )
 
 
 UP, DOWN = [0.60, 0.61, 0.62], [0.50, 0.51, 0.52]
@@ -185,9 +252,14 @@ FLAT = [0.50, 0.60, 0.70]
 
 def test_all_of_holds_only_when_every_part_holds():
     yes, no, maybe = compare(UP, DOWN), compare(DOWN, UP), compare(FLAT, DOWN)
-    assert all_of({"a": yes, "b": yes}) == HOLDS and all_of({"a": yes, "b": no}) == "does not hold: 1 of 2 parts hold"
+    assert (
+        all_of({"a": yes, "b": yes}) == HOLDS
+        and all_of({"a": yes, "b": no}) == "does not hold: 1 of 2 parts hold"
+    )
     assert all_of({"a": no, "b": no}) == FAILS and all_of({"a": yes, "b": maybe}) == INCONCLUSIVE
-    assert all_of({"a": yes, "b": not_tested("not run")}) == INCONCLUSIVE  # an untested part is not a held one
+    assert (
+        all_of({"a": yes, "b": not_tested("not run")}) == INCONCLUSIVE
+    )  # an untested part is not a held one
     assert all_of({}, "losses") == NOT_TESTED and all_of({}, "losses").note == "no losses"
     v = all_of({"a": yes, "b": maybe}, "metrics")
     assert v.note == "effect: b (the interval contains 0); 1 of 2 metrics hold, none fails"
@@ -215,17 +287,27 @@ def test_most_of():
     assert v.note == "2 of 3 methods hold (a, b), 1 fails"
     # a share of methods is not a statistic: no effect, no interval
     assert v.evidence()["effect"] == "—" and v.evidence()["90% interval"] == "—"
-    assert most_of({"a": yes, "b": maybe, "c": no, "e": maybe}, "methods").note == \
-        "1 of 4 methods hold (a), 1 fails, 2 inconclusive"
+    assert (
+        most_of({"a": yes, "b": maybe, "c": no, "e": maybe}, "methods").note
+        == "1 of 4 methods hold (a), 1 fails, 2 inconclusive"
+    )
     assert most_of({"d": not_tested("x")}) == NOT_TESTED
 
 
 def test_no_difference_can_be_refuted_never_shown():
     flat, flat2 = compare(FLAT, DOWN), compare([0.50, 0.55, 0.45], DOWN)
     v = no_difference({"a": flat, "b": flat2}, "losses")
-    assert v == INCONCLUSIVE and v.note.startswith("none of 2 losses differs") and "refuted, not shown" in v.note
-    v = no_difference({"a": flat, "up": compare(UP, DOWN), "down": compare([0.3, 0.31, 0.32], DOWN)}, "losses")
-    assert v == FAILS and v.effect == pytest.approx(-0.2)  # the case farthest from 0 (either direction)
+    assert (
+        v == INCONCLUSIVE
+        and v.note.startswith("none of 2 losses differs")
+        and "refuted, not shown" in v.note
+    )
+    v = no_difference(
+        {"a": flat, "up": compare(UP, DOWN), "down": compare([0.3, 0.31, 0.32], DOWN)}, "losses"
+    )
+    assert v == FAILS and v.effect == pytest.approx(
+        -0.2
+    )  # the case farthest from 0 (either direction)
     assert v.note == "2 of 3 losses differ beyond the interval: up, down"
     one = no_difference({"C/m": compare(UP, DOWN)})
     assert one == FAILS and one.note == "the interval of the difference excludes 0"
@@ -251,7 +333,12 @@ def test_equivalence_is_two_one_sided_tests():
     far = [0.60, 0.602, 0.598]
     v = equivalent(far, b, 0.01, scale=100, unit=" pts")
     # the effect is the difference itself, beyond the margin
-    assert v == FAILS and v.low > 0.01 and v.effect == pytest.approx(0.05) and "margin ±1 pts" in v.note
+    assert (
+        v == FAILS
+        and v.low > 0.01
+        and v.effect == pytest.approx(0.05)
+        and "margin ±1 pts" in v.note
+    )
     assert [str(t) for t in margin_tests(far, b, 0.01)] == [HOLDS, FAILS]
     assert equivalent(a[:1], b[:1], 0.01) == INCONCLUSIVE  # one run per side never decides
     assert equivalent([0.50, 0.56, 0.60], b, 0.01) == INCONCLUSIVE
@@ -264,18 +351,23 @@ def test_every_pair_equivalent():
     near = {40.0: ref, 35.0: [0.611, 0.613, 0.609], 55.0: [0.609, 0.611, 0.607]}
     v, table = every_pair_equivalent(near, margin, value_unit="°")
     assert v == HOLDS and len(table) == 3 and set(table["equivalent"]) == {HOLDS}
-    # one value far below the others: two pairs differ, and the effect is that pair's plain difference
+    # one value far below the others: two pairs differ, and the effect is that
+    # pair's plain difference
     far = {**near, 55.0: [0.55, 0.552, 0.548]}
     v, table = every_pair_equivalent(far, margin, scale=100, unit=" pts", value_unit="°")
     assert v == FAILS and "2 of 3 pairs differ" in v.note and v.note.startswith("effect: 55° − 35°")
     assert v.effect == pytest.approx(0.55 - 0.611) and v.high < 0
     row = table.set_index("pair").loc["55° − 35°"]
-    assert row["difference"] == v.evidence()["effect"] and row["90% interval"] == v.evidence()["90% interval"]
+    assert (
+        row["difference"] == v.evidence()["effect"]
+        and row["90% interval"] == v.evidence()["90% interval"]
+    )
     assert row["above −0.7 pts"] == FAILS and row["below +0.7 pts"] == HOLDS
     # two values beyond the margin of each other but not of a middle one: the extreme pair decides
     drift = {35.0: [0.700, 0.702, 0.698], 45.0: [0.650, 0.652, 0.648], 55.0: [0.600, 0.602, 0.598]}
     assert every_pair_equivalent(drift, margin)[0] == FAILS
-    # noisy runs: every half-width exceeds the margin, so "holds" is unreachable and the note says so
+    # noisy runs: every half-width exceeds the margin, so "holds" is unreachable
+    # and the note says so
     v = every_pair_equivalent({40.0: [0.58, 0.61, 0.64], 35.0: [0.57, 0.62, 0.63]}, margin)[0]
     assert v == INCONCLUSIVE and "unreachable" in v.note
     # a mean difference inside the margin is not enough on one run per value
@@ -293,30 +385,48 @@ def _record(name: str, r1: list[float], git: dict | None, threads: int | None = 
 
 
 def test_provenance_frame_one_row_per_record():
-    records = [_record("a-seed0", [0.5, 0.6], {"commit": "abc123", "dirty": True}),
-               _record("a-seed1", [0.5], {"commit": None}), _record("b-seed0", [0.4], None, threads=None),
-               _record("b-seed1", [0.4], {"commit": "abc123", "dirty": True, "scope": "dmlnb"}),
-               _record("b-seed2", [0.4], {"commit": "abc123", "dirty": False})]
+    records = [
+        _record("a-seed0", [0.5, 0.6], {"commit": "abc123", "dirty": True}),
+        _record("a-seed1", [0.5], {"commit": None}),
+        _record("b-seed0", [0.4], None, threads=None),
+        _record("b-seed1", [0.4], {"commit": "abc123", "dirty": True, "scope": "dmlnb"}),
+        _record("b-seed2", [0.4], {"commit": "abc123", "dirty": False}),
+    ]
     frame = provenance_frame(records)
     assert list(frame["run"]) == ["a-seed0", "a-seed1", "b-seed0", "b-seed1", "b-seed2"]
     assert list(frame["commit"]) == ["abc123", "", "", "abc123", "abc123"]
     # a flag made before records scoped it to the package also counted the tree's records: unknown
     assert list(frame["dirty"]) == [None, None, None, True, False]
-    assert frame.loc[0, "train seconds"] == 4.0 and frame.loc[0, "finished"].startswith("2024-05-01")
+    assert frame.loc[0, "train seconds"] == 4.0 and frame.loc[0, "finished"].startswith(
+        "2024-05-01"
+    )
     assert frame["threads"].isna().tolist() == [False, False, True, False, False]
-    assert provenance_frame([]).columns.tolist() == ["run", "commit", "dirty", "threads", "started", "finished",
-                                                     "train seconds"]
+    assert provenance_frame([]).columns.tolist() == [
+        "run",
+        "commit",
+        "dirty",
+        "threads",
+        "started",
+        "finished",
+        "train seconds",
+    ]
     assert provenance_text(frame) == (
-        "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 unknown (made before "
-        "records scoped their git 'dirty' flag to dmlnb/; theirs also counted the run records and notebooks the "
-        "book's runs rewrite)")
-    assert provenance_text(frame.iloc[4:]) == ("1 run record from 1 commit (abc123): 1 without uncommitted changes "
-                                               "to dmlnb/")
+        "5 run records from 1 commit (abc123): 1 with uncommitted changes to dmlnb/, 1 without, 3 "
+        "unknown (made before records scoped their git 'dirty' flag to dmlnb/; theirs also "
+        "counted the run records and notebooks the book's runs rewrite)"
+    )
+    assert provenance_text(frame.iloc[4:]) == (
+        "1 run record from 1 commit (abc123): 1 without uncommitted changes to dmlnb/"
+    )
     assert provenance_text(frame.iloc[:0]) == "no run records"
     groups = provenance_groups(frame, sets=[r.rsplit("-seed", 1)[0] for r in frame["run"]])
     assert groups[["commit", "package changed", "threads", "runs"]].values.tolist() == [
-        ["abc123", "unknown", 1, 1], ["?", "unknown", 1, 1], ["?", "unknown", "?", 1], ["abc123", True, 1, 1],
-        ["abc123", False, 1, 1]]
+        ["abc123", "unknown", 1, 1],
+        ["?", "unknown", 1, 1],
+        ["?", "unknown", "?", 1],
+        ["abc123", True, 1, 1],
+        ["abc123", False, 1, 1],
+    ]
     assert groups["run sets"].tolist() == ["a x1", "a x1", "b x1", "b x1", "b x1"]
     assert groups.loc[0, "first"] == groups.loc[0, "last"] == "2024-05-01 10:00"
     assert "run sets" not in provenance_groups(frame).columns
@@ -332,16 +442,30 @@ def test_best_minus_last():
 def test_all_of_counts_untested_parts_and_never_shows_their_missing_effect():
     yes, no, maybe = compare(UP, DOWN), compare(DOWN, UP), compare(FLAT, DOWN)
     v = all_of({"a": yes, "b": maybe, "c": not_tested("collapsed runs: c")}, "pairs")
-    assert v == INCONCLUSIVE and v.note == "effect: b (the interval contains 0); 1 of 3 pairs hold, none fails, 1 not tested"
+    assert (
+        v == INCONCLUSIVE
+        and v.note
+        == "effect: b (the interval contains 0); 1 of 3 pairs hold, none fails, 1 not tested"
+    )
     v = all_of({"a": no, "b": not_tested("x")}, "pairs")
-    assert v == FAILS and v.effect == no.effect and v.note.endswith("1 of 2 pairs do not hold, 1 not tested")
+    assert (
+        v == FAILS
+        and v.effect == no.effect
+        and v.note.endswith("1 of 2 pairs do not hold, 1 not tested")
+    )
     v = all_of({"a": not_tested("x"), "b": not_tested("y")}, "pairs")
     assert v == NOT_TESTED and v.note == "none of the 2 pairs tested: x; y"
     # the breakdown names every category
     v = all_of({"a": no, "b": maybe, "c": maybe}, "pairs", breakdown=True)
-    assert v == FAILS and v.note.endswith("fails on 1 of 3 pairs (a); of the other 2: 2 inconclusive")
-    assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith("of 2 pairs: 1 holds, 1 inconclusive")
-    assert all_of({"a": no, "b": yes}, "pairs", breakdown=True).note.endswith("fails on 1 of 2 pairs (a); the other holds")
+    assert v == FAILS and v.note.endswith(
+        "fails on 1 of 3 pairs (a); of the other 2: 2 inconclusive"
+    )
+    assert all_of({"a": yes, "b": maybe}, "pairs", breakdown=True).note.endswith(
+        "of 2 pairs: 1 holds, 1 inconclusive"
+    )
+    assert all_of({"a": no, "b": yes}, "pairs", breakdown=True).note.endswith(
+        "fails on 1 of 2 pairs (a); the other holds"
+    )
 
 
 def test_the_book_collapse_criterion_is_the_last_two_epochs_within_the_band_of_the_level():
@@ -372,12 +496,16 @@ def test_a_collapsed_side_is_not_tested_whatever_the_numbers():
     kept = unless_degenerate(compare(hi, lo), ["HPHN n = 2"], keep_effect=True)
     assert kept == NOT_TESTED and kept.note == "collapsed runs: HPHN n = 2"
     assert kept.effect == pytest.approx(compare(hi, lo).effect) and kept.low == compare(hi, lo).low
-    assert all_of({"a": kept, "b": compare(hi, lo)}, "pairs") == INCONCLUSIVE  # untested parts never hold
+    assert (
+        all_of({"a": kept, "b": compare(hi, lo)}, "pairs") == INCONCLUSIVE
+    )  # untested parts never hold
     # in a group: the pairs with a collapsed side are untested parts; the others decide
     v, table = group_verdict({"a": hi, "b": hi}, {"c": lo}, degenerate=["b"])
     assert v == INCONCLUSIVE and v.note.endswith("1 of 2 pairs hold, none fails, 1 not tested")
     row = table.set_index("better").loc["b"]
-    assert row["verdict"] == NOT_TESTED and row["note"] == "collapsed runs: b" and row["effect"] != "—"
+    assert (
+        row["verdict"] == NOT_TESTED and row["note"] == "collapsed runs: b" and row["effect"] != "—"
+    )
     assert group_verdict({"a": hi}, {"c": lo}, degenerate=["a"])[0] == NOT_TESTED
     # a sweep with a collapsed value: its interior optimum is not tested, even when it would hold
     pts = {2: [0.50, 0.51, 0.49], 8: [0.70, 0.71, 0.69], 16: [0.60, 0.61, 0.59]}
@@ -404,20 +532,40 @@ def test_an_order_of_growth_is_judged_in_a_two_sided_band():
 
 
 def test_another_algorithm_timed_leaves_the_papers_claim_untested():
-    paper, ours = implementation_claims("Algorithm 1 is linear in |V|", "Sec. 3.4", "our greedy inference is linear",
-                                        "slopes 1.65, 1.61, 1.57", [1.65, 1.61, 1.57], 1, "it scores every candidate")
+    paper, ours = implementation_claims(
+        "Algorithm 1 is linear in |V|",
+        "Sec. 3.4",
+        "our greedy inference is linear",
+        "slopes 1.65, 1.61, 1.57",
+        [1.65, 1.61, 1.57],
+        1,
+        "it scores every candidate",
+    )
     assert paper.verdict == NOT_TESTED and "it scores every candidate" in paper.verdict.note
     assert ours.verdict == FAILS and ours.our_evidence == "slopes 1.65, 1.61, 1.57"
     # the same slopes, one repeat's fitted through two sizes: a shape unchecked decides neither way
-    _, short = implementation_claims("p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 2, 3])
-    assert short.verdict == INCONCLUSIVE and short.verdict.note.startswith("1 of 3 repeat slope through two sizes")
-    assert implementation_claims("p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 3, 3])[1].verdict == FAILS
+    _, short = implementation_claims(
+        "p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 2, 3]
+    )
+    assert short.verdict == INCONCLUSIVE and short.verdict.note.startswith(
+        "1 of 3 repeat slope through two sizes"
+    )
+    assert (
+        implementation_claims("p", "e", "ours", "o", [1.65, 1.61, 1.57], 1, "why", sizes=[3, 3, 3])[
+            1
+        ].verdict
+        == FAILS
+    )
 
 
 def test_selection_biased_toward_the_claim_cannot_hold():
     held = compare(UP, DOWN)
     v = biased_toward_claim(held, "the epoch was picked by A's R@1")
-    assert v == INCONCLUSIVE and v.effect == held.effect and v.note.startswith("selection biased toward the claim")
+    assert (
+        v == INCONCLUSIVE
+        and v.effect == held.effect
+        and v.note.startswith("selection biased toward the claim")
+    )
     assert biased_toward_claim(compare(DOWN, UP), "x") == FAILS  # a failure despite the bias stands
     assert biased_toward_claim(compare(FLAT, DOWN), "x") == INCONCLUSIVE
 
@@ -425,17 +573,29 @@ def test_selection_biased_toward_the_claim_cannot_hold():
 def test_a_qualified_verdict_keeps_its_category_and_evidence():
     v = qualify(compare(UP, DOWN), "the bound falls, but stays vacuous")
     assert v == "holds: the bound falls, but stays vacuous" and v.effect == compare(UP, DOWN).effect
-    assert verdict_counts([v, compare(DOWN, UP), not_tested("x"), compare(UP, DOWN)]) == \
-        {HOLDS: 1, QUALIFIED_HOLDS: 1, FAILS: 1, NOT_TESTED: 1}  # a count keeps the qualified hold apart
-    assert list(verdict_counts([not_tested("x"), v, compare(UP, DOWN)])) == [HOLDS, QUALIFIED_HOLDS, NOT_TESTED]
-    assert count_line([not_tested("x"), v, compare(UP, DOWN), compare(UP, DOWN)]) == \
-        f"2 {HOLDS}, 1 {QUALIFIED_HOLDS}, 1 {NOT_TESTED}"  # the chapters' one line, in the categories' order
+    assert verdict_counts([v, compare(DOWN, UP), not_tested("x"), compare(UP, DOWN)]) == {
+        HOLDS: 1,
+        QUALIFIED_HOLDS: 1,
+        FAILS: 1,
+        NOT_TESTED: 1,
+    }  # a count keeps the qualified hold apart
+    assert list(verdict_counts([not_tested("x"), v, compare(UP, DOWN)])) == [
+        HOLDS,
+        QUALIFIED_HOLDS,
+        NOT_TESTED,
+    ]
+    assert (
+        count_line([not_tested("x"), v, compare(UP, DOWN), compare(UP, DOWN)])
+        == f"2 {HOLDS}, 1 {QUALIFIED_HOLDS}, 1 {NOT_TESTED}"
+    )  # the chapters' one line, in the categories' order
     assert count_line([]) == "no verdicts"
 
 
 def test_verdict_category_of_each_kind():
     assert verdict_category(compare(UP, DOWN)) == HOLDS
     assert verdict_category(qualify(compare(UP, DOWN), "narrower")) == QUALIFIED_HOLDS
-    assert verdict_category(qualify(compare(DOWN, UP), "1 of 3 pairs hold")) == FAILS  # only a hold is set apart
+    assert (
+        verdict_category(qualify(compare(DOWN, UP), "1 of 3 pairs hold")) == FAILS
+    )  # only a hold is set apart
     assert verdict_category(not_tested("why")) == NOT_TESTED
     assert verdict_category("holds") == HOLDS

@@ -72,7 +72,9 @@ def test_killed_after_the_last_checkpoint_before_the_last_record(digits, tmp_pat
     write_json_atomic(run_dir / "record.json", _stale(record, CFG.epochs - 1))
     _plant_temp_files(run_dir)
     counter = _Counter()
-    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[counter], progress=False)
+    _, rec = fit(
+        CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[counter], progress=False
+    )
     assert counter.steps == 0 and rec.data["status"] == "finished"  # reloaded, not retrained
     assert _assert_clean_and_consistent(run_dir, CFG.epochs) == json.loads(json.dumps(rec.data))
 
@@ -91,9 +93,18 @@ def test_killed_during_a_checkpoint_write_mid_run(digits, tmp_path):
     and record.json hold epoch 1; the re-run resumes, finishes and cleans up."""
     run_dir = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
+        fit(
+            CFG,
+            TripletLoss(),
+            splits=digits,
+            run_dir=run_dir,
+            hooks=[CrashAt(CFG.steps_per_epoch + 1)],
+            progress=False,
+        )
     _plant_temp_files(run_dir)
-    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(-1)], progress=False)
+    _, rec = fit(
+        CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(-1)], progress=False
+    )
     assert rec.data["resumed"] == 1
     _assert_clean_and_consistent(run_dir, CFG.epochs)
 
@@ -103,11 +114,25 @@ def test_killed_between_checkpoint_and_record_mid_run_then_killed_again(digits, 
     the record from the checkpoint before training on, so a second kill leaves it consistent."""
     run_dir = tmp_path / "r"
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
+        fit(
+            CFG,
+            TripletLoss(),
+            splits=digits,
+            run_dir=run_dir,
+            hooks=[CrashAt(CFG.steps_per_epoch + 1)],
+            progress=False,
+        )
     record = json.loads((run_dir / "record.json").read_text())
     write_json_atomic(run_dir / "record.json", _stale(record, 0))
     with pytest.raises(KeyboardInterrupt):  # killed again before epoch 2 ends
-        fit(CFG, TripletLoss(), splits=digits, run_dir=run_dir, hooks=[CrashAt(CFG.steps_per_epoch + 1)], progress=False)
+        fit(
+            CFG,
+            TripletLoss(),
+            splits=digits,
+            run_dir=run_dir,
+            hooks=[CrashAt(CFG.steps_per_epoch + 1)],
+            progress=False,
+        )
     again = json.loads((run_dir / "record.json").read_text())
     assert [r["epoch"] for r in again["history"]] == [1] and again["resumed"] == 1
     _plant_temp_files(run_dir)
@@ -128,12 +153,32 @@ def _ssdml_run(run_dir: Path):
 
     torch.manual_seed(0)
     network = nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 6))
-    cfg = make_config(None, dict(epochs=4, batch_size=20, m_per_class=10, lr=1e-2, eval_every=2, device="cpu",
-                                 eval_metrics=("recall",), seed=3))
+    cfg = make_config(
+        None,
+        dict(
+            epochs=4,
+            batch_size=20,
+            m_per_class=10,
+            lr=1e-2,
+            eval_every=2,
+            device="cpu",
+            eval_metrics=("recall",),
+            seed=3,
+        ),
+    )
     lab, unl, test = ssdml_data()
-    return train_ssdml(network, AngularSSDML(6, 4, k=4), lab, unl, test, cfg,
-                       PartitionSchedule(partition_size=20, epochs_per_partition=2), spec={"m": "ours"},
-                       run_dir=run_dir, progress=False)
+    return train_ssdml(
+        network,
+        AngularSSDML(6, 4, k=4),
+        lab,
+        unl,
+        test,
+        cfg,
+        PartitionSchedule(partition_size=20, epochs_per_partition=2),
+        spec={"m": "ours"},
+        run_dir=run_dir,
+        progress=False,
+    )
 
 
 def test_ssdml_run_folder_is_repaired_after_a_crash(tmp_path):
@@ -169,16 +214,26 @@ def test_ssdml_record_says_finished_only_with_the_final_checkpoint(tmp_path, mon
         with pytest.raises(KeyboardInterrupt):
             _ssdml_run(run_dir)
     on_disk = json.loads((run_dir / "record.json").read_text())
-    assert on_disk["status"] == "running" and load_checkpoint(run_dir / "checkpoint.pt")["epoch"] == 3
+    assert (
+        on_disk["status"] == "running" and load_checkpoint(run_dir / "checkpoint.pt")["epoch"] == 3
+    )
     resumed = _ssdml_run(run_dir)
     assert resumed.data["resumed"] == 1 and resumed.data["device_changed"] is False
     assert not (run_dir / ".checkpoint.pt.dead01.tmp").exists()
     drop = {"train_seconds", "eval_seconds", "prepare_seconds", "images_per_second", "step_seconds"}
 
     def strip(history):
-        return [{k: ({m: v for m, v in x.items() if m not in drop} if isinstance(x, dict) else x)
-                 for k, x in row.items() if k not in drop} for row in history]
+        return [
+            {
+                k: ({m: v for m, v in x.items() if m not in drop} if isinstance(x, dict) else x)
+                for k, x in row.items()
+                if k not in drop
+            }
+            for row in history
+        ]
 
     assert strip(resumed.data["history"]) == strip(uninterrupted.data["history"])
     on_disk = json.loads((run_dir / "record.json").read_text())
-    assert on_disk["status"] == "finished" and on_disk["history"] == json.loads(json.dumps(resumed.data["history"]))
+    assert on_disk["status"] == "finished" and on_disk["history"] == json.loads(
+        json.dumps(resumed.data["history"])
+    )

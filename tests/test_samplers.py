@@ -181,6 +181,15 @@ def test_bad_labels_are_rejected():
 def test_a_sampler_is_named_by_its_settings_not_its_address():
     """A run record stores ``repr(sampler)``: equal samplers print alike, in every process."""
     y = imbalanced_labels()
-    a, b = MPerClassSampler(y, m=4, batch_size=16, seed=3), MPerClassSampler(y, m=4, batch_size=16, seed=3)
-    assert repr(a) == repr(b) == f"MPerClassSampler(batch_size=16, classes_per_batch=4, seed=3, num_batches={len(a)})"
-    assert repr(ClassRatioSampler(y, 16, classes_per_batch=5)).startswith("ClassRatioSampler(batch_size=16, classes_per_batch=5,")
+    a, b = (
+        MPerClassSampler(y, m=4, batch_size=16, seed=3),
+        MPerClassSampler(y, m=4, batch_size=16, seed=3),
+    )
+    assert (
+        repr(a)
+        == repr(b)
+        == f"MPerClassSampler(batch_size=16, classes_per_batch=4, seed=3, num_batches={len(a)})"
+    )
+    assert repr(ClassRatioSampler(y, 16, classes_per_batch=5)).startswith(
+        "ClassRatioSampler(batch_size=16, classes_per_batch=5,"
+    )

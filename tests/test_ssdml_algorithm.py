@@ -10,7 +10,13 @@ from torch import nn
 from dmlnb.profiles import make_config
 from dmlnb.records import RunRecord
 from dmlnb.ssdml.algorithm import (
-    PartitionSchedule, TrainingPool, UnitLoss, partition_indices, run_spec, train_ssdml, unlabelled_reached,
+    PartitionSchedule,
+    TrainingPool,
+    UnitLoss,
+    partition_indices,
+    run_spec,
+    train_ssdml,
+    unlabelled_reached,
 )
 from dmlnb.ssdml.angular import AngularSSDML
 from dmlnb.ssdml.supervised import LabelledTriplets
@@ -21,8 +27,19 @@ def net():
     return nn.Sequential(nn.Flatten(), nn.Linear(16, 8), nn.Tanh(), nn.Linear(8, 6))
 
 
-CFG = make_config(None, dict(epochs=4, batch_size=20, m_per_class=10, lr=1e-2, eval_every=2, device="cpu",
-                             eval_metrics=("recall",), seed=3))
+CFG = make_config(
+    None,
+    dict(
+        epochs=4,
+        batch_size=20,
+        m_per_class=10,
+        lr=1e-2,
+        eval_every=2,
+        device="cpu",
+        eval_metrics=("recall",),
+        seed=3,
+    ),
+)
 SCHED = PartitionSchedule(partition_size=20, epochs_per_partition=2)
 SPEC = run_spec(SCHED, {"m": "ours"})
 
@@ -40,7 +57,8 @@ def test_partitions_sweep_the_unlabelled_pool():
 
 
 class _Augmented(torch.utils.data.Dataset):
-    """A file-backed stand-in: items are ``base + 1`` (an augmentation) unless made for evaluation."""
+    """A file-backed stand-in: items are ``base + 1`` (an augmentation) unless
+    made for evaluation."""
 
     def __init__(self, base, shift=1.0):
         self.base, self.shift, self.labels = base, shift, base.labels
@@ -62,7 +80,9 @@ def test_the_partitions_embed_the_pool_without_augmentation():
     pool = TrainingPool(_Augmented(lab), _Augmented(unl))
     part = torch.tensor([0, 3, 12])
     assert torch.equal(pool.dataset[12][0], unl[3][0] + 1)
-    assert torch.equal(pool.for_mining(part)[2][0], unl[3][0]) and torch.equal(pool.for_mining(part)[1][0], lab[3][0])
+    assert torch.equal(pool.for_mining(part)[2][0], unl[3][0]) and torch.equal(
+        pool.for_mining(part)[1][0], lab[3][0]
+    )
     in_memory = TrainingPool(lab, unl)
     assert in_memory.mining is in_memory.dataset
 
@@ -84,8 +104,18 @@ def test_unlabelled_reached_replays_the_partition_draws():
 def test_record_reload_and_exact_resume(tmp_path):
     lab, unl, test = ssdml_data()
     full = net()
-    rec = train_ssdml(full, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
-                      run_dir=tmp_path / "a", progress=False)
+    rec = train_ssdml(
+        full,
+        AngularSSDML(6, 4, k=4),
+        lab,
+        unl,
+        test,
+        CFG,
+        SCHED,
+        spec=SPEC,
+        run_dir=tmp_path / "a",
+        progress=False,
+    )
     saved = RunRecord.load(tmp_path / "a" / "record.json")
     assert saved.data["status"] == "finished" and saved.best is not None
     assert saved.config["seed"] == 3 and "method" not in saved.config  # the TrainConfig only
@@ -106,12 +136,33 @@ def test_record_reload_and_exact_resume(tmp_path):
 
     stop_at_second.calls = 0
     with pytest.raises(Stop):
-        train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
-                    run_dir=tmp_path / "b", progress=False, diagnose=stop_at_second)
+        train_ssdml(
+            net(),
+            AngularSSDML(6, 4, k=4),
+            lab,
+            unl,
+            test,
+            CFG,
+            SCHED,
+            spec=SPEC,
+            run_dir=tmp_path / "b",
+            progress=False,
+            diagnose=stop_at_second,
+        )
     assert (tmp_path / "b" / "checkpoint.pt").exists()
     resumed = net()
-    rec_b = train_ssdml(resumed, AngularSSDML(6, 4, k=4), lab, unl, test, CFG, SCHED, spec=SPEC,
-                        run_dir=tmp_path / "b", progress=False)
+    rec_b = train_ssdml(
+        resumed,
+        AngularSSDML(6, 4, k=4),
+        lab,
+        unl,
+        test,
+        CFG,
+        SCHED,
+        spec=SPEC,
+        run_dir=tmp_path / "b",
+        progress=False,
+    )
     assert rec_b.data["resumed"] == 1
     for (k1, v1), (k2, v2) in zip(full.state_dict().items(), resumed.state_dict().items()):
         assert torch.equal(v1, v2), k1
@@ -120,7 +171,9 @@ def test_record_reload_and_exact_resume(tmp_path):
 
 OBJECTIVES = {
     "angular": lambda: AngularSSDML(6, 4, k=4),
-    "labelled triplets": lambda: LabelledTriplets(6, 4, "triplet"),  # prepare draws from the global RNG
+    "labelled triplets": lambda: LabelledTriplets(
+        6, 4, "triplet"
+    ),  # prepare draws from the global RNG
 }
 
 
@@ -154,17 +207,46 @@ def test_a_run_interrupted_inside_a_partition_resumes_exactly(tmp_path, objectiv
 
     full = net()
     counted, calls = stopping(after=-1)
-    rec = train_ssdml(full, counted, lab, None if supervised else unl, test, CFG.replace(epochs=2),
-                      SCHED, spec=SPEC, progress=False)
+    rec = train_ssdml(
+        full,
+        counted,
+        lab,
+        None if supervised else unl,
+        test,
+        CFG.replace(epochs=2),
+        SCHED,
+        spec=SPEC,
+        progress=False,
+    )
     steps = calls[0] // 3  # one metric pass and two epochs over the same units
     stopper, _ = stopping(after=2 * steps + 1)  # the first step of epoch 2
     with pytest.raises(Stop):
-        train_ssdml(net(), stopper, lab, None if supervised else unl, test, CFG.replace(epochs=2), SCHED, spec=SPEC,
-                    run_dir=tmp_path, progress=False)
+        train_ssdml(
+            net(),
+            stopper,
+            lab,
+            None if supervised else unl,
+            test,
+            CFG.replace(epochs=2),
+            SCHED,
+            spec=SPEC,
+            run_dir=tmp_path,
+            progress=False,
+        )
     assert RunRecord.load(tmp_path / "record.json").data["history"][-1]["epoch"] == 1
     resumed = net()
-    rec_b = train_ssdml(resumed, build(), lab, None if supervised else unl, test, CFG.replace(epochs=2),
-                        SCHED, spec=SPEC, run_dir=tmp_path, progress=False)
+    rec_b = train_ssdml(
+        resumed,
+        build(),
+        lab,
+        None if supervised else unl,
+        test,
+        CFG.replace(epochs=2),
+        SCHED,
+        spec=SPEC,
+        run_dir=tmp_path,
+        progress=False,
+    )
     assert rec_b.data["resumed"] == 1
     for (k1, v1), v2 in zip(full.state_dict().items(), resumed.state_dict().values()):
         assert torch.equal(v1, v2), k1
@@ -185,7 +267,9 @@ def test_bad_objective_output_is_reported():
 def test_max_units_caps_the_units_per_partition():
     lab, unl, _ = ssdml_data()
     sched = PartitionSchedule(partition_size=20, epochs_per_partition=1, max_units=7)
-    rec = train_ssdml(net(), AngularSSDML(6, 4, k=4), lab, unl, None, CFG.replace(epochs=2), sched, progress=False)
+    rec = train_ssdml(
+        net(), AngularSSDML(6, 4, k=4), lab, unl, None, CFG.replace(epochs=2), sched, progress=False
+    )
     hist = rec.history_frame()
     assert hist["units_used"].tolist() == [7, 7] and hist["units"].tolist() == [58, 58]
 

@@ -50,7 +50,9 @@ def test_orthogonal_metric_stays_on_stiefel_manifold():
 def test_prepare_mines_within_clusters():
     # two tight, far-apart clusters, one labelled point each: positives are never across clusters
     g = torch.Generator().manual_seed(1)
-    z = torch.cat([torch.randn(12, 2, generator=g) * 0.1, torch.randn(12, 2, generator=g) * 0.1 + 10.0])
+    z = torch.cat(
+        [torch.randn(12, 2, generator=g) * 0.1, torch.randn(12, 2, generator=g) * 0.1 + 10.0]
+    )
     labels = torch.full((24,), -1)
     labels[0], labels[12] = 0, 1
     obj = AngularSSDML(2, 2, k=6, gamma=0.9)

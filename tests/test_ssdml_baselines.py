@@ -30,7 +30,10 @@ def set_random_metric(obj, seed: int = 1) -> np.ndarray:
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         w = obj.metric.proj.weight
-        w.copy_(torch.eye(*w.shape, dtype=w.dtype) + 0.3 * torch.randn(w.shape, generator=g, dtype=w.dtype))
+        w.copy_(
+            torch.eye(*w.shape, dtype=w.dtype)
+            + 0.3 * torch.randn(w.shape, generator=g, dtype=w.dtype)
+        )
     return obj.metric.L.detach().numpy().copy()
 
 
@@ -38,7 +41,9 @@ def epoch_sum(obj, z, labels, n_batches: int = 2) -> float:
     """Prepare, then sum ``unit_loss`` over a random split of all units into mini-batches."""
     units = obj.prepare(z, labels)
     perm = torch.randperm(units.shape[0], generator=torch.Generator().manual_seed(3))
-    return sum(float(obj.unit_loss(z[units[rows]], rows).detach()) for rows in perm.chunk(n_batches))
+    return sum(
+        float(obj.unit_loss(z[units[rows]], rows).detach()) for rows in perm.chunk(n_batches)
+    )
 
 
 def sq_dist(L: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
@@ -64,7 +69,9 @@ def brute_knn_Q(z: np.ndarray, k: int) -> np.ndarray:
     n = len(z)
     Q = np.zeros((n, n))
     for i in range(n):
-        for j in sorted((j for j in range(n) if j != i), key=lambda j: float(((z[i] - z[j]) ** 2).sum()))[:k]:
+        for j in sorted(
+            (j for j in range(n) if j != i), key=lambda j: float(((z[i] - z[j]) ** 2).sum())
+        )[:k]:
             Q[i, j] = 1.0 / k
     return Q
 
@@ -81,13 +88,20 @@ def pair_kind(labels, i: int, j: int) -> str:
 @pytest.mark.parametrize("cls,out_dim", [(DeepLRML, None), (DeepLRML, 3), (DeepISDML, None)])
 def test_lrml_isdml_value_matches_loop(cls, out_dim):
     z, labels = partition()
-    obj = cls(build_baseline("lrml", 4, out_dim=out_dim).metric, gamma_s=0.7, gamma_d=0.4, k=K).double()
+    obj = cls(
+        build_baseline("lrml", 4, out_dim=out_dim).metric, gamma_s=0.7, gamma_d=0.4, k=K
+    ).double()
     L = set_random_metric(obj)
     zn, y, n = z.numpy(), labels.tolist(), len(labels)
     W = brute_heat_knn(zn, K)
     if cls is DeepISDML:  # density-adapted: mean degree * W_ij / sqrt(deg_i deg_j)
         deg = W.sum(1)
-        W = np.array([[deg.mean() * W[i, j] / math.sqrt(deg[i] * deg[j]) for j in range(n)] for i in range(n)])
+        W = np.array(
+            [
+                [deg.mean() * W[i, j] / math.sqrt(deg[i] * deg[j]) for j in range(n)]
+                for i in range(n)
+            ]
+        )
     J = 0.5 * sum(W[i, j] * sq_dist(L, zn[i], zn[j]) for i in range(n) for j in range(n))
     omega = 0.5 * W.sum()  # γ_S = 0.7 Ω / |S|, γ_D = 0.4 Ω / |D|
     kinds = [pair_kind(y, i, j) for i in range(n) for j in range(i + 1, n)]
@@ -106,7 +120,9 @@ def test_lrml_isdml_value_matches_loop(cls, out_dim):
 @pytest.mark.parametrize("mu", [0.3, None])
 def test_seraph_value_matches_loop(mu):
     z, labels = partition()
-    obj = DeepSERAPH(build_baseline("seraph", 4).metric, eta=1.5, mu=mu, lam=0.2, max_unlabelled_pairs=None).double()
+    obj = DeepSERAPH(
+        build_baseline("seraph", 4).metric, eta=1.5, mu=mu, lam=0.2, max_unlabelled_pairs=None
+    ).double()
     L = set_random_metric(obj)
     zn, y, n = z.numpy(), labels.tolist(), len(labels)
     lab = [(i, j) for i in range(n) for j in range(i + 1, n) if y[i] >= 0 and y[j] >= 0]
@@ -126,8 +142,15 @@ def test_seraph_value_matches_loop(mu):
 def brute_prior_affinity_objective(zn, y, L, M0, lam, gamma, k):
     n, d = len(y), zn.shape[1]
     Q = brute_knn_Q(zn, k)
-    W0 = np.array([[1.0 if i == j else {"same": 1.0, "diff": -1.0, "none": 0.0}[pair_kind(y, i, j)]
-                    for j in range(n)] for i in range(n)])
+    W0 = np.array(
+        [
+            [
+                1.0 if i == j else {"same": 1.0, "diff": -1.0, "none": 0.0}[pair_kind(y, i, j)]
+                for j in range(n)
+            ]
+            for i in range(n)
+        ]
+    )
     Ws = (1 - gamma) * np.linalg.inv(np.eye(n) - gamma * Q) @ W0
     W = 0.5 * (Ws + Ws.T)
     M = L @ L.T
@@ -143,7 +166,9 @@ def brute_llr_prior(zn, y, shrinkage, floor):
     n, d = len(y), zn.shape[1]
     M0 = np.zeros((d, d))
     for kind, sign in (("same", 1.0), ("diff", -1.0)):
-        vs = [zn[i] - zn[j] for i in range(n) for j in range(i + 1, n) if pair_kind(y, i, j) == kind]
+        vs = [
+            zn[i] - zn[j] for i in range(n) for j in range(i + 1, n) if pair_kind(y, i, j) == kind
+        ]
         S = sum(np.outer(v, v) for v in vs) / len(vs)
         S = (1 - shrinkage) * S + shrinkage * np.trace(S) / d * np.eye(d)
         M0 += sign * np.linalg.inv(S)
@@ -153,12 +178,16 @@ def brute_llr_prior(zn, y, shrinkage, floor):
 
 def test_apllr_value_matches_loop():
     z, labels = partition()
-    obj = DeepAPLLR(build_baseline("apllr", 4).metric, lam=0.5, k=K, gamma=0.9, shrinkage=0.2, floor=0.05).double()
+    obj = DeepAPLLR(
+        build_baseline("apllr", 4).metric, lam=0.5, k=K, gamma=0.9, shrinkage=0.2, floor=0.05
+    ).double()
     L = set_random_metric(obj)
     got = epoch_sum(obj, z, labels)
     M0 = brute_llr_prior(z.numpy(), labels.tolist(), 0.2, 0.05)
     np.testing.assert_allclose(obj.M0.numpy(), M0, rtol=1e-9, atol=1e-12)
-    assert got == pytest.approx(brute_prior_affinity_objective(z.numpy(), labels.tolist(), L, M0, 0.5, 0.9, K), rel=1e-9)
+    assert got == pytest.approx(
+        brute_prior_affinity_objective(z.numpy(), labels.tolist(), L, M0, 0.5, 0.9, K), rel=1e-9
+    )
 
 
 def test_apit_value_matches_loop_given_its_prior():
@@ -168,7 +197,9 @@ def test_apit_value_matches_loop_given_its_prior():
     got = epoch_sum(obj, z, labels)
     M0 = obj.M0.numpy()
     assert np.linalg.eigvalsh(M0).min() > 0
-    assert got == pytest.approx(brute_prior_affinity_objective(z.numpy(), labels.tolist(), L, M0, 0.5, 0.9, K), rel=1e-9)
+    assert got == pytest.approx(
+        brute_prior_affinity_objective(z.numpy(), labels.tolist(), L, M0, 0.5, 0.9, K), rel=1e-9
+    )
 
 
 def test_itml_prior_meets_hard_constraints():
@@ -177,7 +208,9 @@ def test_itml_prior_meets_hard_constraints():
     g = torch.Generator().manual_seed(0)
     y = torch.arange(4).repeat_interleave(4)
     z = torch.randn(16, 3, generator=g, dtype=torch.float64) * 0.3
-    z[:, 0] = 2.0 * y  # classes apart along axis 0, spread along 1, 2 only: a feasible metric exists
+    z[:, 0] = (
+        2.0 * y
+    )  # classes apart along axis 0, spread along 1, 2 only: a feasible metric exists
     M0 = itml_prior(z, y, slack=1e6, max_sweeps=100, tol=1e-9).numpy()
     zn = z.numpy()
     pairs = [(i, j) for i in range(16) for j in range(i + 1, 16)]
@@ -256,7 +289,9 @@ def test_seraph_samples_unlabelled_pairs_with_unbiased_weights():
     assert units.shape == (n_lab + 50, 2)
     unl = units[n_lab:]
     assert (labels[unl] < 0).all() and (unl[:, 0] < unl[:, 1]).all()
-    assert torch.allclose(obj.weights[n_lab:], torch.full((50,), 0.5 * total / 50, dtype=obj.weights.dtype))
+    assert torch.allclose(
+        obj.weights[n_lab:], torch.full((50,), 0.5 * total / 50, dtype=obj.weights.dtype)
+    )
     assert (obj.kind[n_lab:] == 0).all() and (obj.kind[:n_lab].abs() == 1).all()
 
 

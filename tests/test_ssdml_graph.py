@@ -57,7 +57,9 @@ def test_normalized_affinity_and_laplacian():
     L = graph.graph_laplacian(A)
     Z = torch.randn(n, 2, dtype=torch.float64)
     quad = torch.trace(Z.T @ L @ Z).item()
-    pairwise = 0.5 * sum(A[i, j].item() * (Z[i] - Z[j]).pow(2).sum().item() for i in range(n) for j in range(n))
+    pairwise = 0.5 * sum(
+        A[i, j].item() * (Z[i] - Z[j]).pow(2).sum().item() for i in range(n) for j in range(n)
+    )
     assert quad == pytest.approx(pairwise, rel=1e-10)
 
 
@@ -99,7 +101,9 @@ def test_propagation_paper_q_and_fixed_point():
     ref = (1 - gamma) * np.linalg.inv(np.eye(50) - gamma * Q.numpy()) @ W0.numpy()
     np.testing.assert_allclose(out.numpy(), ref, atol=1e-9)
     # the random-walk fixed point W = γ Q W + (1 - γ) W0
-    np.testing.assert_allclose((gamma * Q @ out + (1 - gamma) * W0).numpy(), out.numpy(), atol=1e-10)
+    np.testing.assert_allclose(
+        (gamma * Q @ out + (1 - gamma) * W0).numpy(), out.numpy(), atol=1e-10
+    )
     with pytest.raises(ValueError, match="symmetric Q"):
         graph.propagate_affinity(W0, Q, gamma, solver="cg")
 

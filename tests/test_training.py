@@ -22,7 +22,9 @@ def digits():
 
 def _model(cfg, splits):
     torch.manual_seed(cfg.seed)
-    return build_model(cfg.model, splits.input_shape, cfg.embedding_dim, normalize=True, width=cfg.width)
+    return build_model(
+        cfg.model, splits.input_shape, cfg.embedding_dim, normalize=True, width=cfg.width
+    )
 
 
 def test_training_reduces_the_loss(digits):
@@ -59,10 +61,19 @@ def test_cpu_epochs_record_their_step_phases_and_train_channels_last(digits):
     assert list(phases) == list(PhaseClock.PHASES) and all(v >= 0 for v in phases.values())
     assert phases["forward"] > 0 and phases["backward"] > 0
     assert sum(phases.values()) <= row["train_seconds"]  # the laps lie inside the epoch's clock
-    conv = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][-1]  # (C_out, C_in > 1, 3, 3)
-    assert conv.weight.is_contiguous(memory_format=torch.channels_last) and not conv.weight.is_contiguous()
-    _, plain = fit(cfg.replace(channels_last=False), TripletLoss(mining="all"), splits=digits, progress=False)
-    assert plain.data["history"][-1]["loss"] == pytest.approx(row["loss"], rel=1e-3)  # same run up to rounding, over 6 steps
+    conv = [m for m in model.modules() if isinstance(m, torch.nn.Conv2d)][
+        -1
+    ]  # (C_out, C_in > 1, 3, 3)
+    assert (
+        conv.weight.is_contiguous(memory_format=torch.channels_last)
+        and not conv.weight.is_contiguous()
+    )
+    _, plain = fit(
+        cfg.replace(channels_last=False), TripletLoss(mining="all"), splits=digits, progress=False
+    )
+    assert plain.data["history"][-1]["loss"] == pytest.approx(
+        row["loss"], rel=1e-3
+    )  # same run up to rounding, over 6 steps
 
 
 def test_phase_clock_charges_each_lap_to_its_phase(monkeypatch):
@@ -86,13 +97,29 @@ def _strip_timing(history):
 
 
 def test_resume_after_interruption_equals_uninterrupted_run(digits, tmp_path):
-    model_a, rec_a = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
+    model_a, rec_a = fit(
+        CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False
+    )
     crash = CrashAt(at_step=CFG.steps_per_epoch + 2)  # in the middle of epoch 2
     with pytest.raises(KeyboardInterrupt):
-        fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
+        fit(
+            CFG,
+            TripletLoss(mining="semihard"),
+            splits=digits,
+            run_dir=tmp_path / "b",
+            hooks=[crash],
+            progress=False,
+        )
     on_disk = json.loads((tmp_path / "b" / "record.json").read_text())
     assert on_disk["status"] == "running" and len(on_disk["history"]) == 1
-    model_b, rec_b = fit(CFG, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b", hooks=[crash], progress=False)
+    model_b, rec_b = fit(
+        CFG,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "b",
+        hooks=[crash],
+        progress=False,
+    )
     assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.data["resumed"] == 1 and rec_b.data["status"] == "finished"
     assert _strip_timing(rec_a.data["history"]) == _strip_timing(rec_b.data["history"])
@@ -101,7 +128,9 @@ def test_resume_after_interruption_equals_uninterrupted_run(digits, tmp_path):
 def test_finished_run_is_loaded_not_retrained(digits, tmp_path):
     model_a, rec_a = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
     counter = _Counter()
-    model_b, rec_b = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", hooks=[counter], progress=False)
+    model_b, rec_b = fit(
+        CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", hooks=[counter], progress=False
+    )
     assert counter.steps == 0
     assert torch.equal(flat_params(model_a), flat_params(model_b))
     assert rec_b.best == rec_a.best
@@ -110,11 +139,24 @@ def test_finished_run_is_loaded_not_retrained(digits, tmp_path):
 def test_resume_refuses_a_different_config(digits, tmp_path):
     fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
     with pytest.raises(ValueError, match="different configuration"):
-        fit(CFG.replace(lr=0.1), TripletLoss(), splits=digits, run_dir=tmp_path / "r", progress=False)
+        fit(
+            CFG.replace(lr=0.1),
+            TripletLoss(),
+            splits=digits,
+            run_dir=tmp_path / "r",
+            progress=False,
+        )
 
 
 def test_run_record_is_complete(digits, tmp_path):
-    _, rec = fit(CFG, TripletLoss(), splits=digits, run_dir=tmp_path / "r", eval_at_start=True, progress=False)
+    _, rec = fit(
+        CFG,
+        TripletLoss(),
+        splits=digits,
+        run_dir=tmp_path / "r",
+        eval_at_start=True,
+        progress=False,
+    )
     data = json.loads((tmp_path / "r" / "record.json").read_text())
     assert data == json.loads(json.dumps(rec.data))
     assert data["status"] == "finished" and data["finished"]
@@ -203,7 +245,13 @@ def test_sampler_hooks_draw_each_batch_after_the_previous_step(digits):
     fit(cfg, TripletLoss(), splits=digits, sampler=sampler, progress=False)
     assert sampler.drawn_after == list(range(len(sampler.inner)))
     with pytest.raises(ValueError, match="steps_per_epoch"):
-        fit(CFG.replace(steps_per_epoch=3), TripletLoss(), splits=digits, sampler=sampler, progress=False)
+        fit(
+            CFG.replace(steps_per_epoch=3),
+            TripletLoss(),
+            splits=digits,
+            sampler=sampler,
+            progress=False,
+        )
 
 
 def test_paper_profile_path_on_a_fabricated_cub_tree(tmp_path, monkeypatch):
@@ -211,14 +259,31 @@ def test_paper_profile_path_on_a_fabricated_cub_tree(tmp_path, monkeypatch):
     backbone) runs end to end on a tiny fabricated CUB-200-2011 tree (no pretrained weights
     offline)."""
     monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "cache"))
-    fabricated_cub(tmp_path, [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 101, 101, 101, 102, 102, 102, 103, 103, 103])
+    fabricated_cub(
+        tmp_path, [1, 1, 1, 2, 2, 2, 3, 3, 3, 4, 4, 4, 101, 101, 101, 102, 102, 102, 103, 103, 103]
+    )
     cfg = make_config(
         "paper",
-        {"dataset_options": {"image_size": 32}, "pretrained": False, "batch_size": 8, "m_per_class": 2,
-         "epochs": 1, "steps_per_epoch": 2, "num_workers": 0, "embedding_dim": 16, "eval_batch_size": 4},
+        {
+            "dataset_options": {"image_size": 32},
+            "pretrained": False,
+            "batch_size": 8,
+            "m_per_class": 2,
+            "epochs": 1,
+            "steps_per_epoch": 2,
+            "num_workers": 0,
+            "embedding_dim": 16,
+            "eval_batch_size": 4,
+        },
     )
     assert (cfg.dataset, cfg.model, cfg.embedding_dim) == ("cub200", "resnet50", 16)
-    model, rec = fit(cfg, TripletLoss(mining="semihard"), data_root=tmp_path, run_dir=tmp_path / "run", progress=False)
+    model, rec = fit(
+        cfg,
+        TripletLoss(mining="semihard"),
+        data_root=tmp_path,
+        run_dir=tmp_path / "run",
+        progress=False,
+    )
     assert rec.data["status"] == "finished"
     assert set(rec.best["metrics"]) >= {"R@1", "R@8", "NMI", "F1", "MAP@R"}
     assert model(torch.rand(2, 3, 32, 32, device=next(model.parameters()).device)).shape == (2, 16)
@@ -284,16 +349,32 @@ def test_deferred_checks_stop_a_bad_batch_at_the_next_read(digits, monkeypatch):
 
 
 @pytest.mark.cuda
-def test_resume_on_cuda_without_deterministic_algorithms_is_close(digits, tmp_path, nondeterministic_cuda):
+def test_resume_on_cuda_without_deterministic_algorithms_is_close(
+    digits, tmp_path, nondeterministic_cuda
+):
     """Without deterministic algorithms (cuDNN autotuning on) a resumed CUDA run is not promised
     to be bit-identical; it stays within a small tolerance of the uninterrupted one."""
     cfg = CFG.replace(amp=False)
-    model_a, _ = fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False)
+    model_a, _ = fit(
+        cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "a", progress=False
+    )
     with pytest.raises(KeyboardInterrupt):
-        fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b",
-            hooks=[CrashAt(at_step=cfg.steps_per_epoch + 2)], progress=False)
-    model_b, rec_b = fit(cfg, TripletLoss(mining="semihard"), splits=digits, run_dir=tmp_path / "b",
-                         hooks=[CrashAt(at_step=-1)], progress=False)
+        fit(
+            cfg,
+            TripletLoss(mining="semihard"),
+            splits=digits,
+            run_dir=tmp_path / "b",
+            hooks=[CrashAt(at_step=cfg.steps_per_epoch + 2)],
+            progress=False,
+        )
+    model_b, rec_b = fit(
+        cfg,
+        TripletLoss(mining="semihard"),
+        splits=digits,
+        run_dir=tmp_path / "b",
+        hooks=[CrashAt(at_step=-1)],
+        progress=False,
+    )
     assert rec_b.data["resumed"] == 1
     torch.testing.assert_close(flat_params(model_a), flat_params(model_b), rtol=1e-3, atol=1e-4)
 
@@ -307,7 +388,14 @@ def test_a_training_step_on_cuda_does_not_synchronise(digits):
     cfg = CFG.replace(epochs=2, steps_per_epoch=40)
     train_set = digits.train.to("cuda")
     model = _model(cfg, digits)
-    train(model, TripletLoss(), train_set, None, cfg.replace(epochs=1, steps_per_epoch=2), progress=False)  # warm-up
+    train(
+        model,
+        TripletLoss(),
+        train_set,
+        None,
+        cfg.replace(epochs=1, steps_per_epoch=2),
+        progress=False,
+    )  # warm-up
     torch.cuda.synchronize()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -317,7 +405,9 @@ def test_a_training_step_on_cuda_does_not_synchronise(digits):
         finally:
             torch.cuda.set_sync_debug_mode("default")
     syncs = [str(w.message) for w in caught if "synchroniz" in str(w.message).lower()]
-    assert len(syncs) <= 6 * cfg.epochs, f"{len(syncs)} synchronisations in {2 * 40} steps: {syncs[:5]}"
+    assert len(syncs) <= 6 * cfg.epochs, (
+        f"{len(syncs)} synchronisations in {2 * 40} steps: {syncs[:5]}"
+    )
 
 
 def _cached_cub(tmp_path, monkeypatch):
@@ -326,8 +416,18 @@ def _cached_cub(tmp_path, monkeypatch):
     return load_dataset("cub200", root=tmp_path / "data", image_size=24)
 
 
-CACHED_CFG = make_config("smoke", {"batch_size": 8, "m_per_class": 2, "epochs": 2, "steps_per_epoch": 3,
-                                   "eval_metrics": ("recall",), "eval_ks": (1, 2), "eval_batch_size": 5})
+CACHED_CFG = make_config(
+    "smoke",
+    {
+        "batch_size": 8,
+        "m_per_class": 2,
+        "epochs": 2,
+        "steps_per_epoch": 3,
+        "eval_metrics": ("recall",),
+        "eval_ks": (1, 2),
+        "eval_batch_size": 5,
+    },
+)
 
 
 def test_training_on_cached_files_is_seeded_and_resumes_bit_identically(tmp_path, monkeypatch):
@@ -352,17 +452,29 @@ def test_training_on_cached_files_is_seeded_and_resumes_bit_identically(tmp_path
 
 
 # ------------------------------------------------------------------ a validation split (issue #20)
-VAL_CFG = make_config("smoke", {"epochs": 3, "steps_per_epoch": 2, "batch_size": 24, "eval_metrics": ("recall",),
-                                "dataset_options": {"validation": 2}, "select_on": "validation"})
+VAL_CFG = make_config(
+    "smoke",
+    {
+        "epochs": 3,
+        "steps_per_epoch": 2,
+        "batch_size": 24,
+        "eval_metrics": ("recall",),
+        "dataset_options": {"validation": 2},
+        "select_on": "validation",
+    },
+)
 
 
 @pytest.fixture(scope="module")
 def held_out():
-    return load_dataset("digits", **VAL_CFG.dataset_options)  # train on 3 of digits 0-4, validate on 2
+    return load_dataset(
+        "digits", **VAL_CFG.dataset_options
+    )  # train on 3 of digits 0-4, validate on 2
 
 
 def _strip_record(data):
     """A record's training outcome without timings: history, best and selections."""
+
     def timeless(entry):
         drop = {"seconds_to_best", "images_per_second"}
         entry = {k: v for k, v in entry.items() if not k.endswith("_seconds") and k not in drop}
@@ -371,65 +483,135 @@ def _strip_record(data):
                 entry[key] = {k: v for k, v in entry[key].items() if k != "eval_seconds"}
         return entry
 
-    return ([timeless(row) for row in data["history"]], timeless(data["best"]),
-            {k: timeless(v) for k, v in data.get("selections", {}).items()})
+    return (
+        [timeless(row) for row in data["history"]],
+        timeless(data["best"]),
+        {k: timeless(v) for k, v in data.get("selections", {}).items()},
+    )
 
 
 def test_a_run_with_a_validation_split_records_both_and_selects_where_asked(held_out, tmp_path):
     from dmlnb.checkpoints import load_checkpoint
 
-    _, rec = fit(VAL_CFG, TripletLoss(), splits=held_out, run_dir=tmp_path / "v", eval_at_start=True, progress=False)
+    _, rec = fit(
+        VAL_CFG,
+        TripletLoss(),
+        splits=held_out,
+        run_dir=tmp_path / "v",
+        eval_at_start=True,
+        progress=False,
+    )
     rows = rec.data["history"]
     assert [r["epoch"] for r in rows] == [0, 1, 2, 3]
-    assert all(set(r["val_metrics"]) >= {"R@1", "R@8", "eval_seconds"} and r["metrics"] for r in rows)
+    assert all(
+        set(r["val_metrics"]) >= {"R@1", "R@8", "eval_seconds"} and r["metrics"] for r in rows
+    )
     assert all(r["val_metrics"]["R@1"] != r["metrics"]["R@1"] for r in rows)  # two different sets
     best_val = max(rows[1:], key=lambda r: r["val_metrics"]["R@1"])
     assert rec.best["epoch"] == best_val["epoch"] and rec.best["selected_on"] == "validation"
-    assert rec.best["metrics"] == best_val["metrics"] and rec.best["val_metrics"] == best_val["val_metrics"]
+    assert (
+        rec.best["metrics"] == best_val["metrics"]
+        and rec.best["val_metrics"] == best_val["val_metrics"]
+    )
     assert rec.data["selections"]["validation"] == rec.best
-    assert rec.data["selections"]["test"]["epoch"] == max(rows[1:], key=lambda r: r["metrics"]["R@1"])["epoch"]
-    assert rec.data["components"]["val_set"] == f"InMemoryDataset of {len(held_out.validation)} items, 2 classes"
+    assert (
+        rec.data["selections"]["test"]["epoch"]
+        == max(rows[1:], key=lambda r: r["metrics"]["R@1"])["epoch"]
+    )
+    assert (
+        rec.data["components"]["val_set"]
+        == f"InMemoryDataset of {len(held_out.validation)} items, 2 classes"
+    )
     assert rec.data["config"]["dataset_options"] == {"validation": 2}
     assert load_checkpoint(tmp_path / "v" / "best.pt")["epoch"] == rec.best["epoch"]
-    _, on_test = fit(VAL_CFG.replace(select_on="test"), TripletLoss(), splits=held_out, run_dir=tmp_path / "t",
-                     eval_at_start=True, progress=False)
-    assert _strip_record(on_test.data)[0] == _strip_record(rec.data)[0]  # the same training and evaluations
-    assert on_test.best["selected_on"] == "test" and on_test.best == on_test.data["selections"]["test"]
-    assert _strip_record(on_test.data)[2] == _strip_record(rec.data)[2]  # both selections either way
+    _, on_test = fit(
+        VAL_CFG.replace(select_on="test"),
+        TripletLoss(),
+        splits=held_out,
+        run_dir=tmp_path / "t",
+        eval_at_start=True,
+        progress=False,
+    )
+    assert (
+        _strip_record(on_test.data)[0] == _strip_record(rec.data)[0]
+    )  # the same training and evaluations
+    assert (
+        on_test.best["selected_on"] == "test" and on_test.best == on_test.data["selections"]["test"]
+    )
+    assert (
+        _strip_record(on_test.data)[2] == _strip_record(rec.data)[2]
+    )  # both selections either way
     assert load_checkpoint(tmp_path / "t" / "best.pt")["epoch"] == on_test.best["epoch"]
 
 
 def test_evaluating_a_validation_split_does_not_change_the_training(held_out):
     cfg = VAL_CFG.replace(select_on="test")
     a = _model(cfg, held_out)
-    rec_a = train(a, TripletLoss(), held_out.train, held_out.test, cfg, val_set=held_out.validation, progress=False)
+    rec_a = train(
+        a,
+        TripletLoss(),
+        held_out.train,
+        held_out.test,
+        cfg,
+        val_set=held_out.validation,
+        progress=False,
+    )
     b = _model(cfg, held_out)
     rec_b = train(b, TripletLoss(), held_out.train, held_out.test, cfg, progress=False)
     assert torch.equal(flat_params(a), flat_params(b))
-    assert [r["metrics"]["R@1"] for r in rec_a.data["history"]] == [r["metrics"]["R@1"] for r in rec_b.data["history"]]
+    assert [r["metrics"]["R@1"] for r in rec_a.data["history"]] == [
+        r["metrics"]["R@1"] for r in rec_b.data["history"]
+    ]
     assert rec_a.best["epoch"] == rec_b.best["epoch"] and "selections" not in rec_b.data
-    last = {k: v for k, v in rec_a.data["history"][-1]["val_metrics"].items() if k != "eval_seconds"}
-    assert last == evaluate_model(a, held_out.validation, cfg)  # the validation set, as query and gallery
+    last = {
+        k: v for k, v in rec_a.data["history"][-1]["val_metrics"].items() if k != "eval_seconds"
+    }
+    assert last == evaluate_model(
+        a, held_out.validation, cfg
+    )  # the validation set, as query and gallery
 
 
 def test_a_run_without_evaluation_may_carry_select_on_validation(held_out):
-    record = train(_model(VAL_CFG, held_out), TripletLoss(), held_out.train, None, VAL_CFG, progress=False)
-    assert record.data["status"] == "finished" and record.best is None  # nothing evaluated, nothing selected
+    record = train(
+        _model(VAL_CFG, held_out), TripletLoss(), held_out.train, None, VAL_CFG, progress=False
+    )
+    assert (
+        record.data["status"] == "finished" and record.best is None
+    )  # nothing evaluated, nothing selected
 
 
 def test_selecting_on_validation_needs_a_validation_split(held_out, digits):
-    with pytest.raises(ValueError, match=r"select_on is 'validation'.*dataset_options=\{'validation': 0.2\}"):
+    with pytest.raises(
+        ValueError, match=r"select_on is 'validation'.*dataset_options=\{'validation': 0.2\}"
+    ):
         fit(VAL_CFG.replace(dataset_options={}), TripletLoss(), splits=digits, progress=False)
     model = _model(VAL_CFG, held_out)
     with pytest.raises(ValueError, match="val_set is given without an eval_set"):
-        train(model, TripletLoss(), held_out.train, None, VAL_CFG, val_set=held_out.validation, progress=False)
+        train(
+            model,
+            TripletLoss(),
+            held_out.train,
+            None,
+            VAL_CFG,
+            val_set=held_out.validation,
+            progress=False,
+        )
     with pytest.raises(ValueError, match="val_set is empty"):
-        train(model, TripletLoss(), held_out.train, held_out.test, VAL_CFG, val_set=held_out.validation.subset([]),
-              progress=False)
+        train(
+            model,
+            TripletLoss(),
+            held_out.train,
+            held_out.test,
+            VAL_CFG,
+            val_set=held_out.validation.subset([]),
+            progress=False,
+        )
 
 
 def test_a_run_with_a_validation_split_resumes_bit_identically(held_out, tmp_path):
-    run = lambda **kw: fit(VAL_CFG, TripletLoss(mining="semihard"), splits=held_out, progress=False, **kw)  # noqa: E731
+    run = lambda **kw: fit(
+        VAL_CFG, TripletLoss(mining="semihard"), splits=held_out, progress=False, **kw
+    )  # noqa: E731
     model_a, rec_a = run(run_dir=tmp_path / "a")
     crash = CrashAt(at_step=VAL_CFG.steps_per_epoch + 1)  # in the middle of epoch 2
     with pytest.raises(KeyboardInterrupt):
@@ -462,7 +644,9 @@ def test_optimizer_takes_betas_and_a_head_group_at_head_lr_scale(digits):
         assert {id(p) for p in head["params"]} == {id(p) for p in model.head.parameters()}
         assert len(trunk["params"]) + len(head["params"]) == len(list(model.parameters()))
         assert (trunk["lr"], head["lr"], centres["lr"]) == pytest.approx((cfg.lr, 10 * cfg.lr, 0.5))
-    with pytest.raises(ValueError, match=r"head_lr_scale=10 needs model.head.*Linear.*head_lr_scale=1.0"):
+    with pytest.raises(
+        ValueError, match=r"head_lr_scale=10 needs model.head.*Linear.*head_lr_scale=1.0"
+    ):
         build_optimizer(cfg, torch.nn.Linear(3, 2), loss)
 
 

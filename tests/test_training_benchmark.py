@@ -8,13 +8,26 @@ from scripts import benchmark_script
 
 @pytest.fixture
 def training_script(monkeypatch):
-    """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark owns that fixture)."""
+    """benchmarks/training.py as a module (not named ``benchmark``: pytest-benchmark
+    owns that fixture)."""
     return benchmark_script("training", monkeypatch)
 
 
 def test_quick_run_prints_the_training_inference_and_loss_tables(training_script, tmp_path):
     out = tmp_path / "bench.txt"
-    text = training_script.main(["--quick", "--device", "cpu", "--parts", "training", "inference", "losses", "--out", str(out)])
+    text = training_script.main(
+        [
+            "--quick",
+            "--device",
+            "cpu",
+            "--parts",
+            "training",
+            "inference",
+            "losses",
+            "--out",
+            str(out),
+        ]
+    )
     assert out.read_text() == text
     assert "## Training img/s, in-memory input" in text and "bare PyTorch loop" in text
     assert "dmlnb.train (defaults)" in text
@@ -27,12 +40,22 @@ def test_quick_run_prints_the_training_inference_and_loss_tables(training_script
 def test_loss_script_counts_operators_only_and_ours_dispatch_at_most_pmls(training_script, capsys):
     """Issue #16, item 6: at B = 128 each loss's GPU time is its operator dispatches, so every
     loss with a PML counterpart dispatches at most as many operators as PML's, forward and
-    backward, value checks deferred (the counts do not depend on B or D; B = 32 keeps this quick)."""
-    table = training_script.loss_benchmark.main(["--ops-only", "--device", "cpu", "--batch-sizes", "32", "--dims", "16"])
+    backward, value checks deferred (the counts do not depend on B or D; B = 32
+    keeps this quick)."""
+    table = training_script.loss_benchmark.main(
+        ["--ops-only", "--device", "cpu", "--batch-sizes", "32", "--dims", "16"]
+    )
     text = capsys.readouterr().out
-    assert "operator counts only" in text and "ours ops" in text and "PML ops" in text and "(ms)" not in text
+    assert (
+        "operator counts only" in text
+        and "ours ops" in text
+        and "PML ops" in text
+        and "(ms)" not in text
+    )
     compared = table[table["PML ops"].notna()].set_index("loss")
     assert len(compared) == 14 and (compared["ours ops"] > 0).all()
     over = compared[compared["ours ops"] > compared["PML ops"]]
     assert over.empty, f"more operators than PML: {over[['ours ops', 'PML ops']].to_dict('index')}"
-    assert table.loc[table["loss"] == "facility location", "ours ops"].isna().all()  # CPU path != CUDA's
+    assert (
+        table.loc[table["loss"] == "facility location", "ours ops"].isna().all()
+    )  # CPU path != CUDA's

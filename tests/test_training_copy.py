@@ -29,14 +29,27 @@ def _local_names(node: ast.AST) -> set[str]:
     """Names bound inside ``node``'s own scope: a comprehension's targets, a function's arguments,
     assignments and imports, a lambda's arguments."""
     if isinstance(node, _COMPREHENSIONS):
-        return {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)}
+        return {
+            n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)
+        }
     if isinstance(node, (ast.Lambda, *_FUNCTIONS)):
         a = node.args
-        names = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]}
+        names = {
+            x.arg
+            for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, *filter(None, [a.vararg, a.kwarg])]
+        }
         if isinstance(node, _FUNCTIONS):
-            names |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-            names |= {(a.asname or a.name).split(".")[0] for n in ast.walk(node)
-                      if isinstance(n, (ast.Import, ast.ImportFrom)) for a in n.names}
+            names |= {
+                n.id
+                for n in ast.walk(node)
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)
+            }
+            names |= {
+                (a.asname or a.name).split(".")[0]
+                for n in ast.walk(node)
+                if isinstance(n, (ast.Import, ast.ImportFrom))
+                for a in n.names
+            }
         return names
     return set()
 
@@ -44,7 +57,9 @@ def _local_names(node: ast.AST) -> set[str]:
 def cell_names(source: str) -> tuple[set[str], set[str]]:
     """``(defined, read)``: the names a code cell binds at the notebook's top level, and the names
     it reads that it does not bind in an inner scope (IPython magics are left out)."""
-    tree = ast.parse("\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!"))))
+    tree = ast.parse(
+        "\n".join(line for line in source.splitlines() if not line.lstrip().startswith(("%", "!")))
+    )
     defined: set[str] = set()
     read: set[str] = set()
 
@@ -60,7 +75,11 @@ def cell_names(source: str) -> tuple[set[str], set[str]]:
             defined.update((a.asname or a.name).split(".")[0] for a in node.names)
         bound = _local_names(node)
         for child in ast.iter_child_nodes(node):
-            visit(child, local | bound, inner or isinstance(node, (*_COMPREHENSIONS, *_FUNCTIONS, ast.Lambda)))
+            visit(
+                child,
+                local | bound,
+                inner or isinstance(node, (*_COMPREHENSIONS, *_FUNCTIONS, ast.Lambda)),
+            )
 
     visit(tree, set(), False)
     return defined, read
@@ -88,14 +107,17 @@ def names_read_from_skipped_cells(notebook: nbformat.NotebookNode) -> dict[int, 
 
 def test_the_reader_finds_a_name_only_a_skipped_cell_defines():
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell("runs = [1, 2]\nfigure = [r for r in runs]"),
-                nbformat.v4.new_code_cell("total = sum(figure)\nf = lambda figure: figure"),
-                nbformat.v4.new_code_cell("print(total, [figure for figure in runs])")]
+    nb.cells = [
+        nbformat.v4.new_code_cell("runs = [1, 2]\nfigure = [r for r in runs]"),
+        nbformat.v4.new_code_cell("total = sum(figure)\nf = lambda figure: figure"),
+        nbformat.v4.new_code_cell("print(total, [figure for figure in runs])"),
+    ]
     assert names_read_from_skipped_cells(nb) == {}
     nb.cells[0].metadata["tags"] = [SKIPPED_IN_TRAINING]
     assert names_read_from_skipped_cells(nb) == {1: {"figure"}, 2: {"runs"}}
-    assert cell_names("def g():\n    import os\n    x = os.sep\n    return x\nasync def h():\n    y = 1") == (
-        {"g", "h"}, set())
+    assert cell_names(
+        "def g():\n    import os\n    x = os.sep\n    return x\nasync def h():\n    y = 1"
+    ) == ({"g", "h"}, set())
 
 
 @pytest.mark.parametrize("path", CHAPTERS, ids=lambda p: p.name)
@@ -124,11 +146,14 @@ def test_the_copy_keeps_every_untagged_cell_in_order(tmp_path):
 
 def test_a_training_pass_does_not_execute_a_tagged_cell(tmp_path, monkeypatch):
     paths = [str(REPO), str(TESTS), *filter(None, [os.environ.get("PYTHONPATH")])]
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # the kernel imports this checkout and fabricated
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(paths)
+    )  # the kernel imports this checkout and fabricated
     monkeypatch.setenv("OMP_NUM_THREADS", "2")
     root = tmp_path / "runs"
     path = parameters_notebook(
-        tmp_path / "chapter.ipynb", f'profile = "default"\nretrain = False\nroot = {str(root)!r}',
+        tmp_path / "chapter.ipynb",
+        f'profile = "default"\nretrain = False\nroot = {str(root)!r}',
         "from pathlib import Path\nfrom fabricated import fake_run\nfake_run(Path(root), 0)",
         "raise RuntimeError('a figure the training pass must not draw')",
         "fake_run(Path(root), 1)",
@@ -139,4 +164,6 @@ def test_a_training_pass_does_not_execute_a_tagged_cell(tmp_path, monkeypatch):
     trained = train_notebook(path, 1, "smoke", say=lambda _: None)
     assert trained == [["r0", "r1"]]
     assert (root / "r1" / "record.json").exists()
-    assert "dmlnb_source_cell" not in nbformat.read(path, as_version=4).cells[0].metadata  # the chapter is unchanged
+    assert (
+        "dmlnb_source_cell" not in nbformat.read(path, as_version=4).cells[0].metadata
+    )  # the chapter is unchanged

@@ -12,11 +12,11 @@ import torch
 from fabricated import fabricated_cub
 
 from dmlnb.data import (
+    SPLIT_OPTIONS,
     CachedImageDataset,
     DatasetSplits,
     ImageFileDataset,
     InMemoryDataset,
-    SPLIT_OPTIONS,
     hold_out_classes,
     load_dataset,
     register_dataset,
@@ -42,8 +42,12 @@ def _toy(classes: int, per_class: int = 3) -> DatasetSplits:
     labels = torch.arange(classes).repeat_interleave(per_class)  # (N,)
     images = labels.float()[:, None, None, None].expand(-1, 1, 2, 2).contiguous()  # (N, 1, 2, 2)
     test = InMemoryDataset(torch.zeros(4, 1, 2, 2), torch.tensor([0, 0, 1, 1]))
-    return DatasetSplits("toy", InMemoryDataset(images, labels), test,
-                         class_names={"train": [f"c{i}" for i in range(classes)], "test": ["t0", "t1"]})
+    return DatasetSplits(
+        "toy",
+        InMemoryDataset(images, labels),
+        test,
+        class_names={"train": [f"c{i}" for i in range(classes)], "test": ["t0", "t1"]},
+    )
 
 
 def test_the_validation_classes_come_from_training_and_are_disjoint_from_both_sides(digits):
@@ -53,7 +57,8 @@ def test_the_validation_classes_come_from_training_and_are_disjoint_from_both_si
     assert set(names["train"]) | set(names["validation"]) == set(digits.class_names["train"])
     assert not set(names["train"]) & set(names["validation"])
     assert not (set(names["train"]) | set(names["validation"])) & set(names["test"])
-    # every image goes to the side of its class, in order, labelled 0..C'-1 / 0..V-1 by that side's names
+    # every image goes to the side of its class, in order, labelled 0..C'-1 / 0..V-1
+    # by that side's names
     before = _names(digits.train, digits.class_names["train"])  # (N,)
     held = torch.tensor([n in names["validation"] for n in before])  # (N,)
     assert torch.equal(split.validation.images, digits.train.images[held])
@@ -63,7 +68,9 @@ def test_the_validation_classes_come_from_training_and_are_disjoint_from_both_si
     assert sorted(set(split.train.labels.tolist())) == [0, 1, 2]
     assert sorted(set(split.validation.labels.tolist())) == [0, 1]
     assert split.test is digits.test and split.num_train_classes == 3
-    assert digits.validation is None and len(digits.class_names["train"]) == 5  # the input is unchanged
+    assert (
+        digits.validation is None and len(digits.class_names["train"]) == 5
+    )  # the input is unchanged
 
 
 def test_load_dataset_applies_it_to_a_registered_dataset(digits):
@@ -91,17 +98,28 @@ def test_the_draw_depends_on_its_seed_only_not_on_the_run_seed():
 
 @pytest.mark.parametrize("classes", [0.25, 5])
 def test_folds_partition_the_training_classes(classes):
-    folds = torch.stack([validation_classes(20, classes, seed=7, fold=k) for k in range(4)])  # (4, C)
-    assert torch.equal(folds.sum(0), torch.ones(20, dtype=torch.long))  # every class in exactly one fold
+    folds = torch.stack(
+        [validation_classes(20, classes, seed=7, fold=k) for k in range(4)]
+    )  # (4, C)
+    assert torch.equal(
+        folds.sum(0), torch.ones(20, dtype=torch.long)
+    )  # every class in exactly one fold
     assert folds.sum(1).tolist() == [5, 5, 5, 5]
     toy = _toy(20)
-    held = [set(hold_out_classes(toy, classes, seed=7, fold=k).class_names["validation"]) for k in range(4)]
+    held = [
+        set(hold_out_classes(toy, classes, seed=7, fold=k).class_names["validation"])
+        for k in range(4)
+    ]
     assert set().union(*held) == set(toy.class_names["train"]) and sum(len(h) for h in held) == 20
 
 
 def test_uneven_folds_still_partition_the_classes():
-    folds = torch.stack([validation_classes(10, 0.3, fold=k) for k in range(3)])  # round(1 / 0.3) = 3 folds
-    assert torch.equal(folds.sum(0), torch.ones(10, dtype=torch.long)) and sorted(folds.sum(1).tolist()) == [3, 3, 4]
+    folds = torch.stack(
+        [validation_classes(10, 0.3, fold=k) for k in range(3)]
+    )  # round(1 / 0.3) = 3 folds
+    assert torch.equal(folds.sum(0), torch.ones(10, dtype=torch.long)) and sorted(
+        folds.sum(1).tolist()
+    ) == [3, 3, 4]
 
 
 @pytest.mark.parametrize(
@@ -117,7 +135,11 @@ def test_uneven_folds_still_partition_the_classes():
         ({"classes": 4}, ValueError, ["holds out 4 and keeps 1", "at least 2"]),
         ({"classes": 0.1}, ValueError, ["validation=0.1", "holds out 0", "at least 2"]),
         ({"classes": 9}, ValueError, ["holds out 5 and keeps 0"]),
-        ({"classes": 0.4, "fold": 2}, ValueError, ["validation_fold=2 is out of range", "2 folds", "0..1"]),
+        (
+            {"classes": 0.4, "fold": 2},
+            ValueError,
+            ["validation_fold=2 is out of range", "2 folds", "0..1"],
+        ),
         ({"classes": 0.4, "fold": -1}, ValueError, ["validation_fold=-1 is out of range"]),
         ({"classes": 0.8, "fold": 0}, ValueError, ["1 fold(s)", "at least 2", "validation=0.25"]),
         ({"classes": 0.4, "fold": 0.5}, TypeError, ["validation_fold=0.5"]),
@@ -132,7 +154,9 @@ def test_every_bad_request_names_the_value_and_the_fix(digits, kwargs, error, wo
 
 
 def test_same_class_semi_supervised_and_repeated_splits_are_refused(digits):
-    with pytest.raises(ValueError, match=r"share 10 classes .*class-disjoint split.*select_on='test'"):
+    with pytest.raises(
+        ValueError, match=r"share 10 classes .*class-disjoint split.*select_on='test'"
+    ):
         load_dataset("digits", split="samples", validation=0.2)
     with pytest.raises(ValueError, match=r"unlabelled part.*semi_supervised\(splits"):
         load_dataset("digits", labelled_per_class=5, validation=2)
@@ -143,7 +167,11 @@ def test_same_class_semi_supervised_and_repeated_splits_are_refused(digits):
 def test_semi_supervised_after_the_hold_out_keeps_the_validation_split(digits):
     split = semi_supervised(hold_out_classes(digits, 2), 5)
     assert split.validation is not None and split.num_train_classes == 3 and len(split.train) == 15
-    assert set(split.unlabelled_targets.tolist()) == {0, 1, 2}  # no validation class among the unlabelled
+    assert set(split.unlabelled_targets.tolist()) == {
+        0,
+        1,
+        2,
+    }  # no validation class among the unlabelled
 
 
 def test_load_dataset_options_are_checked_and_listed():
@@ -152,7 +180,9 @@ def test_load_dataset_options_are_checked_and_listed():
     assert "validaton" in str(info.value)
     for option in ("split", "seed", "validation=None", "validation_seed=0", "validation_fold=None"):
         assert option in str(info.value)
-    with pytest.raises(ValueError, match=r"validation_fold=1 choose a validation split.*validation=0.2"):
+    with pytest.raises(
+        ValueError, match=r"validation_fold=1 choose a validation split.*validation=0.2"
+    ):
         load_dataset("digits", validation_fold=1)
     with pytest.raises(ValueError, match=r"validation_seed=2"):
         load_dataset("digits", validation_seed=2)
@@ -167,16 +197,24 @@ def test_a_loader_may_not_take_the_validation_options():
 
 
 @pytest.mark.parametrize("decoded_cache", [True, False], ids=["cache", "pil"])
-def test_a_file_backed_validation_split_is_evaluated_with_the_test_crop(tmp_path, monkeypatch, decoded_cache):
+def test_a_file_backed_validation_split_is_evaluated_with_the_test_crop(
+    tmp_path, monkeypatch, decoded_cache
+):
     monkeypatch.setenv("DMLNB_CACHE", str(tmp_path / "cache"))
     fabricated_cub(tmp_path / "data", [c for c in (1, 2, 3, 4, 101, 102) for _ in range(3)])
-    split = load_dataset("cub200", root=tmp_path / "data", image_size=24, decoded_cache=decoded_cache, validation=2)
-    assert len(split.train) == 6 and len(split.validation) == 6 and split.validation.num_classes == 2
+    split = load_dataset(
+        "cub200", root=tmp_path / "data", image_size=24, decoded_cache=decoded_cache, validation=2
+    )
+    assert (
+        len(split.train) == 6 and len(split.validation) == 6 and split.validation.num_classes == 2
+    )
     assert not set(split.class_names["train"]) & set(split.class_names["validation"])
     torch.manual_seed(0)
     first = torch.stack([split.validation[i][0] for i in range(6)])  # (6, 3, 24, 24)
     torch.manual_seed(1)
-    assert torch.equal(first, torch.stack([split.validation[i][0] for i in range(6)]))  # no random crop
+    assert torch.equal(
+        first, torch.stack([split.validation[i][0] for i in range(6)])
+    )  # no random crop
     if decoded_cache:
         assert isinstance(split.validation, CachedImageDataset) and not split.validation.train
         assert split.train.train  # training keeps its augmentation

@@ -24,7 +24,9 @@ def build(source: Path) -> nbformat.NotebookNode:
             return
         text = "\n".join(lines).strip("\n")
         if kind == "markdown":
-            text = "\n".join(l[2:] if l.startswith("# ") else l.lstrip("#") for l in text.splitlines())
+            text = "\n".join(
+                l[2:] if l.startswith("# ") else l.lstrip("#") for l in text.splitlines()
+            )
             cells.append(nbformat.v4.new_markdown_cell(text))
         else:
             cell = nbformat.v4.new_code_cell(text)
@@ -40,7 +42,11 @@ def build(source: Path) -> nbformat.NotebookNode:
             lines.append(line)
     flush()
     nb = nbformat.v4.new_notebook(cells=cells)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["kernelspec"] = {
+        "name": "python3",
+        "display_name": "Python 3",
+        "language": "python",
+    }
     nb.metadata["language_info"] = {"name": "python"}
     return nb
 

@@ -21,23 +21,19 @@ from dmlnb.data.base import (
 )
 from dmlnb.data.cached_images import CachedImageDataset
 from dmlnb.data.registry import (
+    SPLIT_OPTIONS,
     available_datasets,
     data_root,
     load_dataset,
     missing_files_error,
     register_dataset,
-    SPLIT_OPTIONS,
 )
 from dmlnb.data.semisup import semi_supervised, split_labelled_per_class
 from dmlnb.data.validation import hold_out_classes, validation_classes
 
-# Loader modules register their datasets on import.
-from dmlnb.data import (
-    digits,
-    image_folders,
-    omniglot,
-    torchvision_sets,
-)  # noqa: E402,F401  isort: skip
+# Loader modules register their datasets on import (imported for that, after the names above).
+# isort: split
+from dmlnb.data import digits, image_folders, omniglot, torchvision_sets  # noqa: F401
 
 __all__ = [
     "LabelledDataset",

@@ -43,7 +43,9 @@ __all__ = [
 ]
 
 
-def decode_image(source: str | Path | IO[bytes], mode: str = "RGB", name: str | None = None) -> Image.Image:
+def decode_image(
+    source: str | Path | IO[bytes], mode: str = "RGB", name: str | None = None
+) -> Image.Image:
     """``source`` (a path or an open binary file) decoded in full by PIL and converted to ``mode``.
 
     Raises:
@@ -203,11 +205,15 @@ class ImageFileDataset(LabelledDataset):
         """A new dataset holding the items ``indices`` with the same transform."""
         idx = torch.as_tensor(indices, dtype=torch.long)  # (M,)
         paths = [self.paths[i] for i in idx.tolist()]
-        return ImageFileDataset(paths, self.labels[idx], self.transform, self._input_shape, self.eval_transform)
+        return ImageFileDataset(
+            paths, self.labels[idx], self.transform, self._input_shape, self.eval_transform
+        )
 
     def relabel(self, labels: Tensor | Sequence[int]) -> ImageFileDataset:
         """The same files and transform with ``labels`` ``(N,)`` (e.g. all ``-1`` to hide them)."""
-        return ImageFileDataset(self.paths, labels, self.transform, self._input_shape, self.eval_transform)
+        return ImageFileDataset(
+            self.paths, labels, self.transform, self._input_shape, self.eval_transform
+        )
 
     def for_evaluation(self) -> ImageFileDataset:
         """The same files and labels decoded with ``eval_transform`` (itself when there is none)."""
@@ -277,7 +283,11 @@ def gather_images(
     """
     import torch.nn.functional as F
 
-    idx = torch.arange(len(dataset)) if indices is None else torch.as_tensor(indices, dtype=torch.long)
+    idx = (
+        torch.arange(len(dataset))
+        if indices is None
+        else torch.as_tensor(indices, dtype=torch.long)
+    )
     parts = []
     for start in range(0, idx.numel(), batch_size):
         chunk = idx[start : start + batch_size]  # (b,)
@@ -286,7 +296,8 @@ def gather_images(
         else:
             images = torch.stack([dataset[int(i)][0] for i in chunk])  # (b, C, H, W)
         if size is not None and tuple(images.shape[-2:]) != (size, size):
-            images = F.interpolate(images, size=(size, size), mode="bilinear", antialias=True, align_corners=False)
+            images = F.interpolate(
+                images, size=(size, size), mode="bilinear", antialias=True, align_corners=False
+            )
         parts.append(images)
     return torch.cat(parts)
-

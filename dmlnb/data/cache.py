@@ -22,7 +22,14 @@ from typing import Any
 
 import torch
 
-__all__ = ["cache_dir", "cache_path", "atomic_path", "cached", "file_fingerprint", "files_fingerprint"]
+__all__ = [
+    "cache_dir",
+    "cache_path",
+    "atomic_path",
+    "cached",
+    "file_fingerprint",
+    "files_fingerprint",
+]
 
 
 def cache_dir() -> Path:

@@ -12,16 +12,17 @@ a GPU), copies them to the device and crops, resizes, flips and normalises the w
 ``grid_sample`` there; the random boxes come from a ``torch.Generator`` the caller passes, so a
 training loop can make batch ``t`` of epoch ``e`` a function of ``(seed, e, t)``.
 
-How the crops differ from torchvision's PIL pipeline (:func:`dmlnb.data.image_folders.image_transforms`):
-the box is resampled from the ``S x S`` cache (itself an antialiased bicubic resize of the whole
-image, aspect ratio squashed), not from the original pixels, with a bilinear ``grid_sample``
-without antialiasing (torchvision resizes the crop with an antialiased bilinear filter). The
-boxes have exactly torchvision's distribution. On natural images the two differ by a mean
-absolute error of about 4 grey levels of 255 on detailed photographs and under 1 on smooth ones
-(``tests/test_cached_images.py`` asserts the bounds). The square crops on a cache of side
-``resize`` (the loaders' default for them) copy cache pixels, so they differ from torchvision's
-``Resize((resize, resize))`` + ``RandomCrop`` / ``CenterCrop`` only by the resize filter (the
-cache's bicubic against Resize's bilinear): about 1.6 grey levels on a detailed photograph.
+How the crops differ from torchvision's PIL pipeline
+(:func:`dmlnb.data.image_folders.image_transforms`): the box is resampled from the ``S x S`` cache
+(itself an antialiased bicubic resize of the whole image, aspect ratio squashed), not from the
+original pixels, with a bilinear ``grid_sample`` without antialiasing (torchvision resizes the crop
+with an antialiased bilinear filter). The boxes have exactly torchvision's distribution. On natural
+images the two differ by a mean absolute error of about 4 grey levels of 255 on detailed photographs
+and under 1 on smooth ones (``tests/test_cached_images.py`` asserts the bounds). The square crops on
+a cache of side ``resize`` (the loaders' default for them) copy cache pixels, so they differ from
+torchvision's ``Resize((resize, resize))`` + ``RandomCrop`` / ``CenterCrop`` only by the resize
+filter (the cache's bicubic against Resize's bilinear): about 1.6 grey levels on a
+detailed photograph.
 """
 
 from __future__ import annotations
@@ -81,12 +82,20 @@ class CachedImageDataset(LabelledDataset):
         if resize is not None:
             check_square_crop(image_size, resize, padding)
         elif padding != 0:
-            raise ValueError(f"padding={padding!r} pads the square crops only; set resize too, or padding=0")
+            raise ValueError(
+                f"padding={padding!r} pads the square crops only; set resize too, or padding=0"
+            )
         self.images = images
-        self.rows = torch.arange(len(images)) if rows is None else torch.as_tensor(rows, dtype=torch.long).cpu()
+        self.rows = (
+            torch.arange(len(images))
+            if rows is None
+            else torch.as_tensor(rows, dtype=torch.long).cpu()
+        )
         labels = torch.as_tensor(labels)
         if labels.dim() != 1 or labels.shape[0] != self.rows.shape[0]:
-            raise ValueError(f"labels must have shape ({self.rows.shape[0]},), got {tuple(labels.shape)}")
+            raise ValueError(
+                f"labels must have shape ({self.rows.shape[0]},), got {tuple(labels.shape)}"
+            )
         if labels.dtype.is_floating_point or labels.dtype == torch.bool:
             raise TypeError(f"labels must be an integer tensor, got dtype {labels.dtype}")
         self.labels = labels.long().cpu()
@@ -125,12 +134,17 @@ class CachedImageDataset(LabelledDataset):
         n = self.rows.shape[0]
         idx = torch.as_tensor(indices, dtype=torch.long).cpu().reshape(-1)  # (B,)
         if idx.numel() and (int(idx.min()) < -n or int(idx.max()) >= n):
-            raise IndexError(f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got {idx.tolist()[:8]}")
+            raise IndexError(
+                f"indices must lie in [-{n}, {n}) for a dataset of {n} items, got "
+                f"{idx.tolist()[:8]}"
+            )
         target = torch.device(device) if device is not None else torch.device("cpu")
         rows = self.rows[idx]  # (B,)
         sizes = self.images.sizes[rows]  # (B, 2)
         if self.resize is not None and self.train:
-            boxes = square_crop_boxes(sizes, self.image_size, self.resize, self.padding, generator)  # (B, 4)
+            boxes = square_crop_boxes(
+                sizes, self.image_size, self.resize, self.padding, generator
+            )  # (B, 4)
             flips = horizontal_flips(len(rows), generator)  # (B,)
         elif self.resize is not None:
             boxes, flips = square_centre_boxes(sizes, self.image_size, self.resize), None  # (B, 4)
@@ -141,16 +155,29 @@ class CachedImageDataset(LabelledDataset):
             boxes, flips = centre_crop_boxes(sizes, self.image_size), None  # (B, 4)
         theta = crop_theta(sizes, boxes, flips)  # (B, 2, 3)
         side = self.images.size
-        buffer = torch.empty((len(rows), 3, side, side), dtype=torch.uint8, pin_memory=target.type == "cuda")
+        buffer = torch.empty(
+            (len(rows), 3, side, side), dtype=torch.uint8, pin_memory=target.type == "cuda"
+        )
         pixels = to_device(self.images.read(rows, out=buffer), target)  # (B, 3, S, S) uint8
         padding_mode = "border" if self.resize is None else "zeros"  # the square crops pad black
-        x = crop_batch(pixels, to_device(theta, target), self.image_size, padding_mode=padding_mode)  # (B, 3, size, size)
+        x = crop_batch(
+            pixels, to_device(theta, target), self.image_size, padding_mode=padding_mode
+        )  # (B, 3, size, size)
         return x, to_device(self.labels[idx], target)
 
-    def _like(self, labels: Tensor | Sequence[int], rows: Tensor, train: bool) -> CachedImageDataset:
+    def _like(
+        self, labels: Tensor | Sequence[int], rows: Tensor, train: bool
+    ) -> CachedImageDataset:
         """A dataset of the same cache and crops with other labels, rows or train flag."""
-        return CachedImageDataset(self.images, labels, self.image_size, train=train, rows=rows,
-                                  resize=self.resize, padding=self.padding)
+        return CachedImageDataset(
+            self.images,
+            labels,
+            self.image_size,
+            train=train,
+            rows=rows,
+            resize=self.resize,
+            padding=self.padding,
+        )
 
     def subset(self, indices: Tensor | Sequence[int]) -> CachedImageDataset:
         """A new dataset holding the items ``indices`` (same cache, crop and labels)."""

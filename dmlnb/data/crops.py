@@ -62,14 +62,19 @@ _ATTEMPTS = 10  # torchvision's tries before it falls back to a centre crop
 
 
 def test_resize(image_size: int) -> int:
-    """The short side the test transform resizes to before its centre crop: ``round(size * 256 / 224)``."""
+    """The short side the test transform resizes to before its centre crop:
+    ``round(size * 256 / 224)``."""
     return round(image_size * 256 / 224)
 
 
 def crop_options(dataset_options: Mapping[str, Any]) -> tuple[int, int | None, int]:
     """``(image_size, resize, padding)`` of an image-folder dataset's options (the loaders'
     defaults where an option is not given: no ``resize``, no ``padding``)."""
-    return dataset_options["image_size"], dataset_options.get("resize"), dataset_options.get("padding", 0)
+    return (
+        dataset_options["image_size"],
+        dataset_options.get("resize"),
+        dataset_options.get("padding", 0),
+    )
 
 
 def crop_description(image_size: int, resize: int | None = None, padding: int = 0) -> str:
@@ -80,11 +85,17 @@ def crop_description(image_size: int, resize: int | None = None, padding: int = 
     test: its centre crop)."""
     if resize is not None:
         padded = f", padded by {padding} px on each side," if padding else ","
-        return (f"train: resized to {resize} x {resize}{padded} a random {image_size} x {image_size} crop and a random "
-                f"horizontal flip; test: resized to {resize} x {resize}, centre crop {image_size} x {image_size}")
-    return (f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, aspect "
-            f"{CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, and a random horizontal "
-            f"flip; test: the short side resized to {test_resize(image_size)}, centre crop {image_size} x {image_size}")
+        return (
+            f"train: resized to {resize} x {resize}{padded} a random {image_size} x {image_size} "
+            f"crop and a random horizontal flip; test: resized to {resize} x {resize}, centre "
+            f"crop {image_size} x {image_size}"
+        )
+    return (
+        f"train: a random crop of {CROP_SCALE[0]:.0%}-{CROP_SCALE[1]:.0%} of the image's area, "
+        f"aspect {CROP_RATIO[0]:.2f}-{CROP_RATIO[1]:.2f}, resized to {image_size} x {image_size}, "
+        "and a random horizontal flip; test: the short side resized to "
+        f"{test_resize(image_size)}, centre crop {image_size} x {image_size}"
+    )
 
 
 def _check_sizes(sizes: Tensor) -> Tensor:
@@ -115,7 +126,9 @@ def random_resized_crop_boxes(
     width, height = wh[:, 0], wh[:, 1]  # (B,), (B,)
     n = wh.shape[0]
     lo, hi = torch.log(torch.tensor(ratio)).tolist()  # float32 logs, as torchvision
-    area_u = torch.empty(n, _ATTEMPTS).uniform_(scale[0], scale[1], generator=generator)  # (B, T) float32
+    area_u = torch.empty(n, _ATTEMPTS).uniform_(
+        scale[0], scale[1], generator=generator
+    )  # (B, T) float32
     log_u = torch.empty(n, _ATTEMPTS).uniform_(lo, hi, generator=generator)  # (B, T) float32
     offset_u = torch.rand(n, 2, generator=generator, dtype=torch.float64)  # (B, 2) in [0, 1)
     target = (width * height)[:, None] * area_u.double()  # (B, T)
@@ -123,19 +136,28 @@ def random_resized_crop_boxes(
     w = torch.round(torch.sqrt(target * aspect))  # (B, T) half to even, as Python's round
     h = torch.round(torch.sqrt(target / aspect))  # (B, T)
     fits = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])  # (B, T)
-    first = fits.to(torch.uint8).argmax(dim=1, keepdim=True)  # (B, 1): first fitting try (0 if none)
+    first = fits.to(torch.uint8).argmax(
+        dim=1, keepdim=True
+    )  # (B, 1): first fitting try (0 if none)
     w, h = w.gather(1, first)[:, 0], h.gather(1, first)[:, 0]  # (B,), (B,)
     y0 = torch.floor(offset_u[:, 0] * (height - h + 1))  # (B,) uniform in 0..H-h
     x0 = torch.floor(offset_u[:, 1] * (width - w + 1))  # (B,) uniform in 0..W-w
     # torchvision's fallback: the whole image, cut to the nearest allowed aspect ratio, centred
     in_ratio = width / height  # (B,)
     low, high = min(ratio), max(ratio)
-    fw = torch.where(in_ratio < low, width, torch.where(in_ratio > high, torch.round(height * high), width))  # (B,)
+    fw = torch.where(
+        in_ratio < low, width, torch.where(in_ratio > high, torch.round(height * high), width)
+    )  # (B,)
     fh = torch.where(in_ratio < low, torch.round(width / low), height)  # (B,)
     found = fits.any(dim=1)  # (B,)
     boxes = torch.stack([x0, y0, w, h], dim=1)  # (B, 4)
     fallback = torch.stack(
-        [torch.div(width - fw, 2, rounding_mode="floor"), torch.div(height - fh, 2, rounding_mode="floor"), fw, fh],
+        [
+            torch.div(width - fw, 2, rounding_mode="floor"),
+            torch.div(height - fh, 2, rounding_mode="floor"),
+            fw,
+            fh,
+        ],
         dim=1,
     )  # (B, 4)
     return torch.where(found[:, None], boxes, fallback)
@@ -163,7 +185,11 @@ def check_square_crop(image_size: int, resize: int, padding: int = 0) -> None:
     """Raise a ``ValueError`` naming the value and the fix unless ``size x size`` crops can be cut
     from a ``resize x resize`` square padded by ``padding`` (train) and from the square itself
     (test): positive ints with ``resize >= image_size`` and ``padding >= 0``."""
-    for name, value, low in (("image_size", image_size, 1), ("resize", resize, 1), ("padding", padding, 0)):
+    for name, value, low in (
+        ("image_size", image_size, 1),
+        ("resize", resize, 1),
+        ("padding", padding, 0),
+    ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise ValueError(f"{name} must be an int >= {low}, got {value!r}")
     if resize < image_size:
@@ -174,7 +200,11 @@ def check_square_crop(image_size: int, resize: int, padding: int = 0) -> None:
 
 
 def square_crop_boxes(
-    sizes: Tensor, image_size: int, resize: int, padding: int = 0, generator: torch.Generator | None = None
+    sizes: Tensor,
+    image_size: int,
+    resize: int,
+    padding: int = 0,
+    generator: torch.Generator | None = None,
 ) -> Tensor:
     """Boxes ``(B, 4)`` float64 ``(x0, y0, w, h)`` of the square train crop for images of
     ``sizes`` ``(B, 2)`` ``(width, height)``: ``Resize((resize, resize))`` then
@@ -190,7 +220,9 @@ def square_crop_boxes(
     wh = _check_sizes(sizes)  # (B, 2)
     check_square_crop(image_size, resize, padding)
     span = resize + 2 * padding - image_size  # offsets 0..span in the padded square
-    offsets = torch.randint(0, span + 1, (wh.shape[0], 2), generator=generator).double()  # (B, 2): i (y), j (x)
+    offsets = torch.randint(
+        0, span + 1, (wh.shape[0], 2), generator=generator
+    ).double()  # (B, 2): i (y), j (x)
     scale = wh / resize  # (B, 2): original pixels per square pixel, (x, y)
     corner = offsets.flip(1) - padding  # (B, 2): (x0, y0) in the square
     return torch.cat([corner * scale, image_size * scale], dim=1)  # (B, 4)
@@ -209,7 +241,8 @@ def square_centre_boxes(sizes: Tensor, image_size: int, resize: int) -> Tensor:
 
 
 def horizontal_flips(n: int, generator: torch.Generator | None = None) -> Tensor:
-    """``(n,)`` bool, each ``True`` with probability 1/2 (``RandomHorizontalFlip``'s ``rand < 0.5``)."""
+    """``(n,)`` bool, each ``True`` with probability 1/2 (``RandomHorizontalFlip``'s
+    ``rand < 0.5``)."""
     return torch.rand(n, generator=generator) < 0.5
 
 
@@ -219,12 +252,14 @@ def crop_theta(sizes: Tensor, boxes: Tensor, flips: Tensor | None = None) -> Ten
     ``(width, height)``) from any resampling of the whole image, mirrored where ``flips[b]``.
 
     Output pixel ``p`` of ``s`` (normalised ``u = (2p + 1) / s - 1``) is the original coordinate
-    ``x0 + (p + 1/2) w / s``, i.e. the normalised input coordinate ``(w / W) u + (2 x0 + w) / W - 1``;
-    a flip negates the slope.
+    ``x0 + (p + 1/2) w / s``, i.e. the normalised input coordinate
+    ``(w / W) u + (2 x0 + w) / W - 1``; a flip negates the slope.
     """
     wh = _check_sizes(sizes)  # (B, 2)
     if boxes.shape != (wh.shape[0], 4):
-        raise ValueError(f"boxes must be ({wh.shape[0]}, 4) (x0, y0, w, h), got shape {tuple(boxes.shape)}")
+        raise ValueError(
+            f"boxes must be ({wh.shape[0]}, 4) (x0, y0, w, h), got shape {tuple(boxes.shape)}"
+        )
     box = boxes.to(torch.float64)  # (B, 4)
     slope = box[:, 2:] / wh  # (B, 2): (w / W, h / H)
     centre = (2 * box[:, :2] + box[:, 2:]) / wh - 1  # (B, 2)
@@ -247,7 +282,8 @@ def crop_batch(
     """Crop, resize and flip every image of a batch in one op and normalise it.
 
     Args:
-        pixels: ``(B, C, S, S')`` uint8 (0-255) or float images (0-1 scale times 255), on any device.
+        pixels: ``(B, C, S, S')`` uint8 (0-255) or float images (0-1 scale times
+            255), on any device.
         theta: ``(B, 2, 3)`` from :func:`crop_theta`, on the same device.
         size: output side.
         mean, std: per-channel normalisation of ``pixels / 255``.
@@ -262,15 +298,20 @@ def crop_batch(
         raise ValueError(f"padding_mode must be 'border' or 'zeros', got {padding_mode!r}")
     if pixels.dim() != 4 or theta.shape != (pixels.shape[0], 2, 3):
         raise ValueError(
-            f"pixels must be (B, C, H, W) and theta (B, 2, 3); got {tuple(pixels.shape)} and {tuple(theta.shape)}"
+            f"pixels must be (B, C, H, W) and theta (B, 2, 3); got {tuple(pixels.shape)} and "
+            f"{tuple(theta.shape)}"
         )
     b, c = pixels.shape[:2]
-    grid = F.affine_grid(theta.float(), [b, c, size, size], align_corners=False)  # (B, size, size, 2)
+    grid = F.affine_grid(
+        theta.float(), [b, c, size, size], align_corners=False
+    )  # (B, size, size, 2)
     out = F.grid_sample(
         pixels.float(), grid, mode="bilinear", padding_mode=padding_mode, align_corners=False
     )  # (B, C, size, size)
     if len(mean) != c or len(std) != c:
-        raise ValueError(f"mean and std need {c} values (one per channel), got {len(mean)} and {len(std)}")
+        raise ValueError(
+            f"mean and std need {c} values (one per channel), got {len(mean)} and {len(std)}"
+        )
     for k in range(c):  # Python scalars: no host-to-device copy that could stall the stream
         out[:, k].mul_(1 / (255 * std[k])).sub_(mean[k] / std[k])  # (B, size, size)
     return out

@@ -74,12 +74,19 @@ class DecodedImages:
         self.rel_paths = list(rel_paths)
         self.pixels: np.ndarray = np.load(file, mmap_mode="r")
         expected = (len(self.rel_paths), 3)
-        if self.pixels.dtype != np.uint8 or self.pixels.ndim != 4 or self.pixels.shape[:2] != expected:
+        if (
+            self.pixels.dtype != np.uint8
+            or self.pixels.ndim != 4
+            or self.pixels.shape[:2] != expected
+        ):
             raise ValueError(
-                f"{file} holds {self.pixels.dtype} {self.pixels.shape}, not ({expected[0]}, 3, S, S) uint8"
+                f"{file} holds {self.pixels.dtype} {self.pixels.shape}, not ({expected[0]}, 3, S, "
+                "S) uint8"
             )
         if tuple(sizes.shape) != (len(self), 2) or (len(self) and int(sizes.min()) < 1):
-            raise ValueError(f"the sizes beside {file} are not ({len(self)}, 2) positive (width, height)")
+            raise ValueError(
+                f"the sizes beside {file} are not ({len(self)}, 2) positive (width, height)"
+            )
 
     @property
     def size(self) -> int:
@@ -105,7 +112,12 @@ class DecodedImages:
         return out
 
     def __getstate__(self) -> dict[str, Any]:
-        return {"file": self.file, "sizes": self.sizes, "root": self.root, "rel_paths": self.rel_paths}
+        return {
+            "file": self.file,
+            "sizes": self.sizes,
+            "root": self.root,
+            "rel_paths": self.rel_paths,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__init__(state["file"], state["sizes"], state["root"], state["rel_paths"])  # type: ignore[misc]
@@ -134,7 +146,9 @@ def _decode_all(job: _DecodeJob, workers: int, desc: str, progress: bool) -> Ten
     from tqdm import tqdm
 
     n = len(job)
-    np.lib.format.open_memmap(job.out, mode="w+", dtype=np.uint8, shape=(n, 3, job.size, job.size)).flush()
+    np.lib.format.open_memmap(
+        job.out, mode="w+", dtype=np.uint8, shape=(n, 3, job.size, job.size)
+    ).flush()
     loader = DataLoader(job, batch_size=16, num_workers=workers)
     sizes = []
     with tqdm(total=n, desc=desc, disable=not progress, leave=False) as bar:
@@ -152,7 +166,9 @@ def _open(images: Path, sizes: Path, root: Path, rel_paths: Sequence[str]) -> De
     try:
         return DecodedImages(images, torch.from_numpy(np.load(sizes)).long(), root, rel_paths)
     except (OSError, ValueError, EOFError) as err:  # truncated, foreign or mismatched: rebuild
-        warnings.warn(f"rebuilding the unreadable decoded-image cache {images}: {err}", stacklevel=3)
+        warnings.warn(
+            f"rebuilding the unreadable decoded-image cache {images}: {err}", stacklevel=3
+        )
         return None
 
 
@@ -208,9 +224,16 @@ def decoded_images(
     except OSError as err:
         raise _unwritable(folder, str(err)) from err
     if free < need:
-        raise _unwritable(folder, f"{n} images at {size}x{size} need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB are free")
+        raise _unwritable(
+            folder,
+            f"{n} images at {size}x{size} need {need / 1e9:.2f} GB, {free / 1e9:.2f} GB are free",
+        )
     if workers is None:
-        cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+        cores = (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else os.cpu_count() or 1
+        )
         workers = min(cores, n // _IMAGES_PER_WORKER)
     progress = show_progress(progress)
     try:

@@ -52,7 +52,14 @@ from torchvision import transforms
 
 from dmlnb.data.base import DatasetSplits, ImageFileDataset, LabelledDataset, remap_labels
 from dmlnb.data.cached_images import CachedImageDataset
-from dmlnb.data.crops import CROP_RATIO, CROP_SCALE, IMAGENET_MEAN, IMAGENET_STD, check_square_crop, test_resize
+from dmlnb.data.crops import (
+    CROP_RATIO,
+    CROP_SCALE,
+    IMAGENET_MEAN,
+    IMAGENET_STD,
+    check_square_crop,
+    test_resize,
+)
 from dmlnb.data.decoded import decoded_images, default_cache_size
 from dmlnb.data.registry import missing_files_error, register_dataset
 
@@ -76,7 +83,12 @@ def image_transforms(
     if resize is not None:
         square = transforms.Resize((resize, resize))
         train = transforms.Compose(
-            [square, transforms.RandomCrop(image_size, padding=padding), transforms.RandomHorizontalFlip(), *normalise]
+            [
+                square,
+                transforms.RandomCrop(image_size, padding=padding),
+                transforms.RandomHorizontalFlip(),
+                *normalise,
+            ]
         )
         return train, transforms.Compose([square, transforms.CenterCrop(image_size), *normalise])
     train = transforms.Compose(
@@ -107,7 +119,10 @@ def _check_crops(image_size: int, resize: int | None, padding: int) -> None:
     if resize is not None:
         check_square_crop(image_size, resize, padding)
     elif padding != 0:
-        raise ValueError(f"dataset option padding={padding!r} pads the square crops only; set resize too, or padding=0")
+        raise ValueError(
+            f"dataset option padding={padding!r} pads the square crops only; set resize too, or "
+            "padding=0"
+        )
 
 
 @dataclass(frozen=True)
@@ -161,7 +176,8 @@ class _Row:
         return self.fields[column]
 
     def integer(self, column: int, what: str) -> int:
-        """Field ``column`` as an int; a ``ValueError`` naming the file, the line and the value if not."""
+        """Field ``column`` as an int; a ``ValueError`` naming the file, the line and
+        the value if not."""
         try:
             return int(self.fields[column])
         except ValueError:
@@ -224,14 +240,24 @@ class _Benchmark:
         train = part == "train"
         if cache_side is not None:
             images = decoded_images(folder, rel_paths, cache_side, name=f"{self.name}-{part}")
-            dataset = CachedImageDataset(images, labels, crops.image_size, train=train, resize=crops.resize,
-                                         padding=crops.padding)
+            dataset = CachedImageDataset(
+                images,
+                labels,
+                crops.image_size,
+                train=train,
+                resize=crops.resize,
+                padding=crops.padding,
+            )
             return dataset, originals.tolist()
-        train_transform, test_transform = image_transforms(crops.image_size, crops.resize, crops.padding)
+        train_transform, test_transform = image_transforms(
+            crops.image_size, crops.resize, crops.padding
+        )
         paths = [folder / p for p in rel_paths]
         shape = (3, crops.image_size, crops.image_size)
         if train:  # augmented; evaluated (a validation split cut out of it) with the test transform
-            return ImageFileDataset(paths, labels, train_transform, shape, test_transform), originals.tolist()
+            return ImageFileDataset(
+                paths, labels, train_transform, shape, test_transform
+            ), originals.tolist()
         return ImageFileDataset(paths, labels, test_transform, shape), originals.tolist()
 
     def class_disjoint_splits(
@@ -251,38 +277,47 @@ class _Benchmark:
         for part, is_train in (("train", True), ("test", False)):
             chosen = [i for i, c in enumerate(class_ids) if (c <= last_train_class) == is_train]
             parts[part], originals[part] = self.split(
-                folder, [rel_paths[i] for i in chosen], [class_ids[i] for i in chosen], part=part,
-                crops=crops, cache_side=cache_side,
+                folder,
+                [rel_paths[i] for i in chosen],
+                [class_ids[i] for i in chosen],
+                part=part,
+                crops=crops,
+                cache_side=cache_side,
             )
         return parts, originals
 
 
 # The benchmarks of the module docstring.
 CUB = _Benchmark(
-    "cub200", "CUB_200_2011",
+    "cub200",
+    "CUB_200_2011",
     "https://www.vision.caltech.edu/datasets/cub_200_2011/ (CUB_200_2011.tgz)",
     "<root>/CUB_200_2011/images.txt, image_class_labels.txt, images/<class>/<file>.jpg",
 )
 CARS = _Benchmark(
-    "cars196", "Cars196",
+    "cars196",
+    "Cars196",
     "https://ai.stanford.edu/~jkrause/cars/car_dataset.html (car_ims.tgz, cars_annos.mat)",
     "<root>/Cars196/cars_annos.mat and <root>/Cars196/car_ims/<file>.jpg",
 )
 SOP = _Benchmark(
-    "sop", "Stanford_Online_Products",
+    "sop",
+    "Stanford_Online_Products",
     "https://cvgl.stanford.edu/projects/lifted_struct/ (Stanford_Online_Products.zip)",
     "<root>/Stanford_Online_Products/Ebay_train.txt, Ebay_test.txt, <category>_final/<file>.JPG",
 )
 INSHOP = _Benchmark(
-    "inshop", "In-Shop",
+    "inshop",
+    "In-Shop",
     "https://mmlab.ie.cuhk.edu.hk/projects/DeepFashion/InShopRetrieval.html "
     "(Eval/list_eval_partition.txt and the unzipped Img/img.zip)",
     "<root>/In-Shop/list_eval_partition.txt and <root>/In-Shop/img/<...>.jpg",
 )
 HOTELS = _Benchmark(
-    "hotels50k", "Hotels-50K",
-    "https://github.com/GWUvision/Hotels-50K (training images fetched by input/download_train.py into images/train; "
-    "the test images of test.tar.gz unpacked in images/)",
+    "hotels50k",
+    "Hotels-50K",
+    "https://github.com/GWUvision/Hotels-50K (training images fetched by input/download_train.py "
+    "into images/train; the test images of test.tar.gz unpacked in images/)",
     "<root>/Hotels-50K/images/train/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg and "
     "<root>/Hotels-50K/images/test/unoccluded/<chain_id>/<hotel_id>/<data_source>/<image_id>.jpg",
 )
@@ -290,8 +325,13 @@ HOTELS = _Benchmark(
 
 @register_dataset("cub200")
 def load_cub200(
-    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
-    decoded_cache: bool = True, cache_size: int | None = None,
+    root: Path,
+    *,
+    image_size: int = 224,
+    resize: int | None = None,
+    padding: int = 0,
+    decoded_cache: bool = True,
+    cache_size: int | None = None,
 ) -> DatasetSplits:
     """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images).
 
@@ -316,8 +356,12 @@ def load_cub200(
             f"download them again"
         )
     parts, originals = CUB.class_disjoint_splits(
-        folder, [f"images/{paths[i]}" for i in ids], [classes[i] for i in ids],
-        last_train_class=100, crops=crops, cache_side=cache_side,
+        folder,
+        [f"images/{paths[i]}" for i in ids],
+        [classes[i] for i in ids],
+        last_train_class=100,
+        crops=crops,
+        cache_side=cache_side,
     )
     class_folder = {classes[i]: Path(paths[i]).parent.name for i in ids}  # "001.Black_..."
     names = {split: [class_folder[c] for c in originals[split]] for split in parts}
@@ -326,8 +370,13 @@ def load_cub200(
 
 @register_dataset("cars196")
 def load_cars196(
-    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
-    decoded_cache: bool = True, cache_size: int | None = None,
+    root: Path,
+    *,
+    image_size: int = 224,
+    resize: int | None = None,
+    padding: int = 0,
+    decoded_cache: bool = True,
+    cache_size: int | None = None,
 ) -> DatasetSplits:
     """Cars196 (Stanford Cars): classes 1-98 train (8,054 images), 99-196 test (8,131 images).
 
@@ -356,8 +405,13 @@ def load_cars196(
 
 @register_dataset("sop")
 def load_sop(
-    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
-    decoded_cache: bool = True, cache_size: int | None = None,
+    root: Path,
+    *,
+    image_size: int = 224,
+    resize: int | None = None,
+    padding: int = 0,
+    decoded_cache: bool = True,
+    cache_size: int | None = None,
 ) -> DatasetSplits:
     """Stanford Online Products by the official ``Ebay_train.txt`` (11,318 classes, 59,551
     images) / ``Ebay_test.txt`` (11,316 classes, 60,502 images); one class per product.
@@ -382,8 +436,13 @@ def load_sop(
 
 @register_dataset("inshop")
 def load_inshop(
-    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
-    decoded_cache: bool = True, cache_size: int | None = None,
+    root: Path,
+    *,
+    image_size: int = 224,
+    resize: int | None = None,
+    padding: int = 0,
+    decoded_cache: bool = True,
+    cache_size: int | None = None,
 ) -> DatasetSplits:
     """In-Shop Clothes Retrieval: ``train`` (3,997 items, 25,882 images), ``query`` (14,218) and
     ``gallery`` (12,612 images) of 3,985 other items, from ``list_eval_partition.txt`` (a count
@@ -403,9 +462,9 @@ def load_inshop(
 
     def build(rows: list[_Row], part: str) -> LabelledDataset:
         rel, class_ids = [r[0] for r in rows], [item_number[r[1]] for r in rows]
-        return INSHOP.split(
-            folder, rel, class_ids, part=part, crops=crops, cache_side=cache_side
-        )[0]
+        return INSHOP.split(folder, rel, class_ids, part=part, crops=crops, cache_side=cache_side)[
+            0
+        ]
 
     train = build(by_status["train"], "train")
     test = build(by_status["query"] + by_status["gallery"], "test")  # one label map for both
@@ -416,28 +475,37 @@ def load_inshop(
 
 
 def _hotel_images(folder: Path) -> tuple[list[str], list[int]]:
-    """The ``.jpg`` files under ``folder/<chain_id>/<hotel_id>/...`` (any depth below the hotel, e.g.
-    the ``<data_source>`` level), sorted, as paths relative to ``folder`` and their hotel ids (the
-    second folder level). A ``ValueError`` names a file outside that layout or a non-integer id."""
+    """The ``.jpg`` files under ``folder/<chain_id>/<hotel_id>/...`` (any depth below the hotel,
+    e.g. the ``<data_source>`` level), sorted, as paths relative to ``folder`` and their hotel ids
+    (the second folder level). A ``ValueError`` names a file outside that layout or
+    a non-integer id."""
     rel, hotels = [], []
     for path in sorted(folder.rglob("*.jpg")):
         parts = path.relative_to(folder).parts
         if len(parts) < 3 or not parts[1].isdigit():
             raise ValueError(
-                f"hotels50k: {path} is not at <chain_id>/<hotel_id>/.../<image_id>.jpg under {folder} (the hotel id, "
-                f"the second folder, must be an integer); expected layout: {HOTELS.layout}"
+                f"hotels50k: {path} is not at <chain_id>/<hotel_id>/.../<image_id>.jpg under "
+                f"{folder} (the hotel id, the second folder, must be an integer); expected "
+                f"layout: {HOTELS.layout}"
             )
         rel.append(path.relative_to(folder).as_posix())
         hotels.append(int(parts[1]))
     if not rel:
-        raise ValueError(f"hotels50k: no .jpg image under {folder}; expected layout: {HOTELS.layout}")
+        raise ValueError(
+            f"hotels50k: no .jpg image under {folder}; expected layout: {HOTELS.layout}"
+        )
     return rel, hotels
 
 
 @register_dataset("hotels50k")
 def load_hotels50k(
-    root: Path, *, image_size: int = 224, resize: int | None = None, padding: int = 0,
-    decoded_cache: bool = True, cache_size: int | None = None,
+    root: Path,
+    *,
+    image_size: int = 224,
+    resize: int | None = None,
+    padding: int = 0,
+    decoded_cache: bool = True,
+    cache_size: int | None = None,
 ) -> DatasetSplits:
     """Hotels-50K (Stylianou et al., AAAI 2019): one class per hotel. ``train``: the images under
     ``images/train`` (1,027,871 images of 50,000 hotels); the test images are the unoccluded
@@ -470,20 +538,28 @@ def load_hotels50k(
     unseen = sorted(set(test_ids) - set(train_ids))
     if unseen:
         raise ValueError(
-            f"hotels50k: {len(unseen)} test hotel(s) have no training image under {train_dir} (e.g. {unseen[:5]}); "
-            "the training images are the gallery of every test query, so download the training images of those "
-            "hotels (input/download_train.py) or remove their test images"
+            f"hotels50k: {len(unseen)} test hotel(s) have no training image under {train_dir} "
+            f"(e.g. {unseen[:5]}); the training images are the gallery of every test query, so "
+            "download the training images of those hotels (input/download_train.py) or remove "
+            "their test images"
         )
     # one dataset, test images first: its training part is `train`, its evaluation view `test`
     every, originals = HOTELS.split(
-        folder, [f"test/unoccluded/{p}" for p in test_rel] + [f"train/{p}" for p in train_rel], test_ids + train_ids,
-        part="train", crops=crops, cache_side=cache_side,
+        folder,
+        [f"test/unoccluded/{p}" for p in test_rel] + [f"train/{p}" for p in train_rel],
+        test_ids + train_ids,
+        part="train",
+        crops=crops,
+        cache_side=cache_side,
     )
     queries = len(test_rel)
     test = every.for_evaluation()
     names = [str(h) for h in originals]
     return DatasetSplits(
-        "hotels50k", every.subset(torch.arange(queries, len(every))), test,
-        query=test.subset(torch.arange(queries)), gallery=test.subset(torch.arange(queries, len(test))),
+        "hotels50k",
+        every.subset(torch.arange(queries, len(every))),
+        test,
+        query=test.subset(torch.arange(queries)),
+        gallery=test.subset(torch.arange(queries, len(test))),
         class_names={"train": names, "test": names},
     )

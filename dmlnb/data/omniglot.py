@@ -111,7 +111,9 @@ def _splits(
     seed: int,
 ) -> DatasetSplits:
     """The train/test splits from ``(dataset, class names)`` pairs, semi-supervised if asked."""
-    splits = DatasetSplits(name, train[0], test[0], class_names={"train": train[1], "test": test[1]})
+    splits = DatasetSplits(
+        name, train[0], test[0], class_names={"train": train[1], "test": test[1]}
+    )
     if labelled_per_class is not None:
         splits = semi_supervised(splits, labelled_per_class, seed)
     return splits
@@ -135,7 +137,11 @@ def _fetch_small(folder: Path, filename: str) -> None:
 
 @register_dataset("omniglot-small")
 def load_omniglot_small(
-    root: Path, *, image_size: int = 28, labelled_per_class: int | None = None, seed: int = 0,
+    root: Path,
+    *,
+    image_size: int = 28,
+    labelled_per_class: int | None = None,
+    seed: int = 0,
     download: bool = False,
 ) -> DatasetSplits:
     """Omniglot's two small background archives, split class-disjointly by alphabet.
@@ -169,14 +175,21 @@ def load_omniglot_small(
     train_alphabets = {c.split("/")[0] for c in small1["classes"]}
     test_alphabets = {c.split("/")[0] for c in small2["classes"]} - train_alphabets
     return _splits(
-        "omniglot-small", _dataset(small1, None), _dataset(small2, test_alphabets),
-        labelled_per_class, seed,
+        "omniglot-small",
+        _dataset(small1, None),
+        _dataset(small2, test_alphabets),
+        labelled_per_class,
+        seed,
     )
 
 
 @register_dataset("omniglot")
 def load_omniglot(
-    root: Path, *, image_size: int = 28, labelled_per_class: int | None = None, seed: int = 0,
+    root: Path,
+    *,
+    image_size: int = 28,
+    labelled_per_class: int | None = None,
+    seed: int = 0,
     download: bool = False,
 ) -> DatasetSplits:
     """Full Omniglot: background set (30 alphabets, 964 classes, 19,280 images) for training,

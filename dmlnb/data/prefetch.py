@@ -27,7 +27,8 @@ _DONE = object()
 
 def to_device(tensor: Tensor, device: torch.device) -> Tensor:
     """``tensor`` (on the CPU) on ``device``. On CUDA it is copied from pinned memory without
-    blocking the host (the copy is ordered on the current stream); elsewhere ``tensor.to(device)``."""
+    blocking the host (the copy is ordered on the current stream); elsewhere
+    ``tensor.to(device)``."""
     if device.type != "cuda":
         return tensor.to(device)
     pinned = tensor if tensor.is_pinned() else tensor.pin_memory()

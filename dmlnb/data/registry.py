@@ -3,8 +3,8 @@
 A loader is a function ``loader(root: Path, *, option=default, ...) -> DatasetSplits``
 registered under a name with :func:`register_dataset`. :func:`load_dataset` resolves the data
 root, checks the options against the loader's keyword arguments and calls it; the options of
-:data:`SPLIT_OPTIONS` (a class-disjoint validation split, :func:`dmlnb.data.validation.hold_out_classes`)
-it applies itself, to every dataset.
+:data:`SPLIT_OPTIONS` (a class-disjoint validation split,
+:func:`dmlnb.data.validation.hold_out_classes`) it applies itself, to every dataset.
 """
 
 from __future__ import annotations
@@ -119,9 +119,9 @@ def load_dataset(
         )
     if validation is None and (validation_seed != 0 or validation_fold is not None):
         raise ValueError(
-            f"dataset {name!r}: validation_seed={validation_seed!r} / validation_fold={validation_fold!r} "
-            "choose a validation split but validation is None; pass validation=<fraction or class "
-            "count>, e.g. validation=0.2"
+            f"dataset {name!r}: validation_seed={validation_seed!r} / "
+            f"validation_fold={validation_fold!r} choose a validation split but validation is "
+            "None; pass validation=<fraction or class count>, e.g. validation=0.2"
         )
     splits = loader(data_root(root), **options)
     if validation is None:

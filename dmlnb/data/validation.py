@@ -50,7 +50,9 @@ def _check_classes(classes: float | int, seed: int, fold: int | None) -> None:
         raise TypeError(f"validation_fold={fold!r} must be None or an int fold index, e.g. 0")
 
 
-def validation_classes(num_classes: int, classes: float | int, seed: int = 0, fold: int | None = None) -> Tensor:
+def validation_classes(
+    num_classes: int, classes: float | int, seed: int = 0, fold: int | None = None
+) -> Tensor:
     """Which of ``num_classes`` training classes (labels ``0..C-1``) a validation split holds out.
 
     Args:
@@ -75,14 +77,17 @@ def validation_classes(num_classes: int, classes: float | int, seed: int = 0, fo
     fraction = classes if isinstance(classes, float) else classes / max(num_classes, 1)
     order = torch.randperm(num_classes, generator=torch.Generator().manual_seed(seed))  # (C,)
     if fold is None:
-        held = order[: round(classes * num_classes) if isinstance(classes, float) else classes]  # (V,)
+        held = order[
+            : round(classes * num_classes) if isinstance(classes, float) else classes
+        ]  # (V,)
     else:
         folds = round(1 / fraction) if fraction > 0 else 0
         if folds < 2:
             raise ValueError(
                 f"validation={classes!r} of {num_classes} training classes makes {folds} fold(s) "
-                f"(round(1 / {fraction:.3g})); class-disjoint folds need at least 2, i.e. a fraction "
-                "of at most 2/3 of the classes (or such a count), e.g. validation=0.25 for 4 folds"
+                f"(round(1 / {fraction:.3g})); class-disjoint folds need at least 2, i.e. a "
+                "fraction of at most 2/3 of the classes (or such a count), e.g. validation=0.25 "
+                "for 4 folds"
             )
         if not 0 <= fold < folds:
             raise ValueError(
@@ -131,7 +136,8 @@ def hold_out_classes(
     if splits.validation is not None:
         raise ValueError(
             f"{splits.name}: the splits already hold a validation split ({len(splits.validation)} "
-            "images); hold out classes once, from the splits load_dataset returns without validation="
+            "images); hold out classes once, from the splits load_dataset returns without "
+            "validation="
         )
     names = splits.class_names or {}
     shared = sorted(set(names.get("train", ())) & set(names.get("test", ())))
@@ -162,10 +168,19 @@ def hold_out_classes(
     parts = {}
     for part, items in (("train", ~to_validation), ("validation", to_validation)):
         index = torch.nonzero(items).squeeze(1)  # (M,)
-        relabelled, originals = remap_labels(labels[index])  # (M,) in 0..C_part-1, (C_part,) training labels
+        relabelled, originals = remap_labels(
+            labels[index]
+        )  # (M,) in 0..C_part-1, (C_part,) training labels
         parts[part] = (train.subset(index).relabel(relabelled), originals.tolist())
     class_names = splits.class_names
     if "train" in names:  # the names of each side's labels, in order
-        class_names = {**names, **{part: [names["train"][c] for c in kept] for part, (_, kept) in parts.items()}}
-    return replace(splits, train=parts["train"][0], validation=parts["validation"][0].for_evaluation(),
-                   class_names=class_names)
+        class_names = {
+            **names,
+            **{part: [names["train"][c] for c in kept] for part, (_, kept) in parts.items()},
+        }
+    return replace(
+        splits,
+        train=parts["train"][0],
+        validation=parts["validation"][0].for_evaluation(),
+        class_names=class_names,
+    )

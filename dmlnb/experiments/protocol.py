@@ -43,8 +43,20 @@ from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
 from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
 from dmlnb.training import check_training_allowed, fit
 
-__all__ = ["chapter_config", "SoftmaxRun", "softmax_run", "softmax_spec", "pixel_vectors", "untrained_name", "floors", "VIEW_SETTINGS",
-           "view_indices", "embedding_views", "BOOK_OPTIMISM_COLUMNS", "book_optimism"]
+__all__ = [
+    "chapter_config",
+    "SoftmaxRun",
+    "softmax_run",
+    "softmax_spec",
+    "pixel_vectors",
+    "untrained_name",
+    "floors",
+    "VIEW_SETTINGS",
+    "view_indices",
+    "embedding_views",
+    "BOOK_OPTIMISM_COLUMNS",
+    "book_optimism",
+]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
 #: give 150k-d vectors).
@@ -56,13 +68,23 @@ MAX_PIXEL_SIZE = 32
 #: units over at most 450 pixels), and ``queries`` random test images (``query_seed``) with their
 #: ``k`` nearest other test images.
 VIEW_SETTINGS: dict[str, Any] = {
-    "weights": "checkpoint.pt", "points": 1500, "point_seed": 0, "tsne_seed": 0, "perplexity": 30.0,
-    "decimals": 3, "queries": 6, "query_seed": 1, "k": 5,
+    "weights": "checkpoint.pt",
+    "points": 1500,
+    "point_seed": 0,
+    "tsne_seed": 0,
+    "perplexity": 30.0,
+    "decimals": 3,
+    "queries": 6,
+    "query_seed": 1,
+    "k": 5,
 }
 
 
-def chapter_config(profile: str, overrides: Mapping[str, Any] | None = None,
-                   validation: bool | float | int | None = None) -> TrainConfig:
+def chapter_config(
+    profile: str,
+    overrides: Mapping[str, Any] | None = None,
+    validation: bool | float | int | None = None,
+) -> TrainConfig:
     """The chapter's configuration: the profile's (:data:`dmlnb.profiles.PROFILES`) with a reader's
     ``overrides``; ``validation`` (:func:`~dmlnb.experiments.settings.validation_holdout`) holds
     out training classes and selects each run's best epoch on them (``None``: on the test
@@ -85,12 +107,17 @@ class SoftmaxRun:
 def softmax_spec(temperature: float) -> dict[str, Any]:
     """The method specification of a normalised-softmax run (:mod:`dmlnb.runs`): the registered
     method with every argument, the class weights drawn after seeding with the run's seed."""
-    return {"loss": "NormalizedSoftmaxLoss", "temperature": float(temperature), "loss_seed": "config.seed",
-            "factory": call("normalized-softmax", temperature=float(temperature)).spec}
+    return {
+        "loss": "NormalizedSoftmaxLoss",
+        "temperature": float(temperature),
+        "loss_seed": "config.seed",
+        "factory": call("normalized-softmax", temperature=float(temperature)).spec,
+    }
 
 
-def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path,
-                retrain: bool = False) -> SoftmaxRun:
+def softmax_run(
+    config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path, retrain: bool = False
+) -> SoftmaxRun:
     """The normalised-softmax run of ``config`` in ``run_dir`` through the run layer
     (:func:`dmlnb.runs.train_or_reload`): its finished record when its fingerprint matches, else
     trained now with :func:`dmlnb.training.fit` (evaluated before the first step too; with
@@ -102,10 +129,18 @@ def softmax_run(config: TrainConfig, temperature: float, splits: Any, run_dir: s
 
     def train(resume: bool) -> tuple[RunRecord, nn.Module]:
         torch.manual_seed(config.seed)
-        loss = from_spec(spec["factory"]).build(num_classes=splits.num_train_classes,
-                                                embedding_dim=config.embedding_dim)
-        model, record = fit(config, loss, splits=splits, run_dir=run_dir, eval_at_start=True, resume=resume,
-                            spec=spec)
+        loss = from_spec(spec["factory"]).build(
+            num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim
+        )
+        model, record = fit(
+            config,
+            loss,
+            splits=splits,
+            run_dir=run_dir,
+            eval_at_start=True,
+            resume=resume,
+            spec=spec,
+        )
         return record, model
 
     done = train_or_reload(run_dir.name, run_dir, config, spec, train, retrain=retrain)
@@ -123,8 +158,9 @@ def untrained_name(config: TrainConfig) -> str:
     return "untrained network" + (" (ImageNet weights, random head)" if config.pretrained else "")
 
 
-def floors(config: TrainConfig, splits: Any, *, folder: str | Path | None = None,
-           retrain: bool = False) -> dict[str, dict[str, float]]:
+def floors(
+    config: TrainConfig, splits: Any, *, folder: str | Path | None = None, retrain: bool = False
+) -> dict[str, dict[str, float]]:
     """The two rows that need no training, on the test classes of ``splits`` with every metric
     (``config.eval_ks``, k-means seeded with ``config.seed``, cosine similarity): ``"raw pixels"``
     (:func:`pixel_vectors`) and the untrained network (:func:`untrained_name`): the profile's
@@ -140,23 +176,45 @@ def floors(config: TrainConfig, splits: Any, *, folder: str | Path | None = None
         labels = splits.test.labels.cpu()
         raw = evaluate(pixel_vectors(splits), labels, ks=config.eval_ks, seed=config.seed)
         torch.manual_seed(config.seed)
-        untrained = in_training_format(build_model(config.model, splits.input_shape, config.embedding_dim, normalize=True,
-                                                   pretrained=config.pretrained, width=config.width), config)
+        untrained = in_training_format(
+            build_model(
+                config.model,
+                splits.input_shape,
+                config.embedding_dim,
+                normalize=True,
+                pretrained=config.pretrained,
+                width=config.width,
+            ),
+            config,
+        )
         emb, _ = compute_embeddings(untrained, splits.test, batch_size=config.eval_batch_size)
-        rows = {"raw pixels": raw, untrained_name(config): evaluate(emb, labels, ks=config.eval_ks, seed=config.seed)}
+        rows = {
+            "raw pixels": raw,
+            untrained_name(config): evaluate(emb, labels, ks=config.eval_ks, seed=config.seed),
+        }
         return pd.DataFrame([{"row": name, **metrics} for name, metrics in rows.items()])
 
-    settings = {"config": config.to_dict(), "test images": len(splits.test), "max pixel size": MAX_PIXEL_SIZE}
-    table = stored_tables({"floors": Table(folder, make, settings, threads=EVALUATION_THREADS)}, retrain=retrain)["floors"]
+    settings = {
+        "config": config.to_dict(),
+        "test images": len(splits.test),
+        "max pixel size": MAX_PIXEL_SIZE,
+    }
+    table = stored_tables(
+        {"floors": Table(folder, make, settings, threads=EVALUATION_THREADS)}, retrain=retrain
+    )["floors"]
     return {row.pop("row"): row for row in table.to_dict("records")}
 
 
 def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tuple[Tensor, Tensor]:
     """Test-set indices of the t-SNE map ``(min(n_test, points),)`` and of the retrieval queries
     ``(min(n_test, queries),)``, each a seeded random draw without repetition."""
-    points = torch.randperm(n_test, generator=torch.Generator().manual_seed(int(settings["point_seed"])))
-    queries = torch.randperm(n_test, generator=torch.Generator().manual_seed(int(settings["query_seed"])))
-    return points[:int(settings["points"])], queries[:int(settings["queries"])]
+    points = torch.randperm(
+        n_test, generator=torch.Generator().manual_seed(int(settings["point_seed"]))
+    )
+    queries = torch.randperm(
+        n_test, generator=torch.Generator().manual_seed(int(settings["query_seed"]))
+    )
+    return points[: int(settings["points"])], queries[: int(settings["queries"])]
 
 
 def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
@@ -168,13 +226,17 @@ def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
         model = configured_model(run.config, splits.input_shape)
         model.load_state_dict(load_checkpoint(path)["model"])
         return model.eval()
-    check_training_allowed(run.run_dir, f"{run.record.data['name']!r} ({why}, and its weights {path} are gone)")
+    check_training_allowed(
+        run.run_dir, f"{run.record.data['name']!r} ({why}, and its weights {path} are gone)"
+    )
     again = softmax_run(run.config, run.temperature, splits, run.run_dir, retrain=True)
     run.record, run.trained = again.record, True
     return _final_model(run, splits, why)
 
 
-def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS) -> dict[str, np.ndarray]:
+def embedding_views(
+    run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS
+) -> dict[str, np.ndarray]:
     """What the chapter draws from the trained network, read from the run's ``analysis.json``
     when stored with ``settings`` from this training, else computed from its weights (see
     :func:`_final_model`) and stored:
@@ -190,15 +252,28 @@ def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = 
     name = "embedding_views"
     values = stored_analysis(run.run_dir, name, settings, run.record)
     if values is None:
-        why = f"its analysis {name!r} is needed: " + missing_reason(run.run_dir, name, settings, run.record)
+        why = f"its analysis {name!r} is needed: " + missing_reason(
+            run.run_dir, name, settings, run.record
+        )
         model = _final_model(run, splits, why)
-        emb, _ = compute_embeddings(model, splits.test, batch_size=run.config.eval_batch_size)  # (N_test, D)
+        emb, _ = compute_embeddings(
+            model, splits.test, batch_size=run.config.eval_batch_size
+        )  # (N_test, D)
         points, queries = view_indices(len(splits.test), settings)
         _, neighbours = knn(emb, None, k=int(settings["k"]))  # (N_test, k), self excluded
-        xy = tsne(emb[points], seed=int(settings["tsne_seed"]), perplexity=float(settings["perplexity"]))
-        values = save_analysis(run.run_dir, name, settings, run.record, {
-            "tsne": rounded(xy, int(settings["decimals"])), "neighbours": neighbours[queries].tolist(),
-        })
+        xy = tsne(
+            emb[points], seed=int(settings["tsne_seed"]), perplexity=float(settings["perplexity"])
+        )
+        values = save_analysis(
+            run.run_dir,
+            name,
+            settings,
+            run.record,
+            {
+                "tsne": rounded(xy, int(settings["decimals"])),
+                "neighbours": neighbours[queries].tolist(),
+            },
+        )
     return {k: np.asarray(v) for k, v in values.items()}
 
 
@@ -206,11 +281,13 @@ def embedding_views(run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = 
 BOOK_OPTIMISM_COLUMNS = ["chapter", "method", "records", "validation split", *OPTIMISM_COLUMNS]
 
 
-def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd.DataFrame, pd.DataFrame]:
+def book_optimism(
+    results_dir: str | Path, profile: str = "default"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The optimism of test-set selection over every run of the book: every ``record.json`` under
-    ``results_dir/<chapter>/<profile>/`` of a finished run (:func:`dmlnb.selection.selection_optimism`:
-    the test metric at the test-selected epoch minus at the validation-selected one, >= 0, on each
-    run's own selection metric).
+    ``results_dir/<chapter>/<profile>/`` of a finished run
+    (:func:`dmlnb.selection.selection_optimism`: the test metric at the test-selected epoch minus at
+    the validation-selected one, >= 0, on each run's own selection metric).
 
     Args:
         results_dir: the book's results folder (one folder per chapter, e.g. ``results/``).
@@ -230,21 +307,37 @@ def book_optimism(results_dir: str | Path, profile: str = "default") -> tuple[pd
         "test-set selection is optimistic".
     """
     root = Path(results_dir)
-    same: dict[tuple[str, str], list[tuple[str, RunRecord]]] = {}  # (chapter, fingerprint) -> (method, record)
+    same: dict[
+        tuple[str, str], list[tuple[str, RunRecord]]
+    ] = {}  # (chapter, fingerprint) -> (method, record)
     for path in sorted(root.glob(f"*/{profile}/**/record.json")):
         record = RunRecord.load(path)
         if record.data["status"] == "finished":
             chapter = path.relative_to(root).parts[0]
-            key = (chapter, record.data.get("fingerprint") or str(path))  # a record without one: its own run
+            key = (
+                chapter,
+                record.data.get("fingerprint") or str(path),
+            )  # a record without one: its own run
             same.setdefault(key, []).append((re.sub(r"-seed\d+", "", path.parent.name), record))
-    folders = Counter((chapter, method) for (chapter, _), named in same.items() for method, _ in named)
+    folders = Counter(
+        (chapter, method) for (chapter, _), named in same.items() for method, _ in named
+    )
     rows = []
     for (chapter, _), named in same.items():
-        method, record = max(named, key=lambda m: folders[chapter, m[0]])  # under the method with most folders
+        method, record = max(
+            named, key=lambda m: folders[chapter, m[0]]
+        )  # under the method with most folders
         frame = selection_optimism([record], metric=record.config.get("select_metric", "R@1"))
         row = frame.iloc[0].to_dict() if len(frame) else {"run": record.data["name"]}
-        rows.append({"chapter": chapter, "method": method, "records": len(named), "validation split": bool(len(frame)),
-                     **row})
+        rows.append(
+            {
+                "chapter": chapter,
+                "method": method,
+                "records": len(named),
+                "validation split": bool(len(frame)),
+                **row,
+            }
+        )
     runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
     validated = runs[runs["validation split"]].astype({"optimism": float})
     return runs, optimism_summary(validated, by=["chapter", "method"], scale=100.0, unit=" pts")

@@ -33,7 +33,9 @@ __all__ = ["profile_settings", "VALIDATION", "validation_holdout", "with_validat
 VALIDATION: dict[str, float | int] = {"smoke": 2, "default": 0.2, "paper": 0.2}
 
 
-def profile_settings(table: Mapping[str, Mapping[str, Any]], profile: str, **changes: Any) -> dict[str, Any]:
+def profile_settings(
+    table: Mapping[str, Mapping[str, Any]], profile: str, **changes: Any
+) -> dict[str, Any]:
     """A copy of ``table[profile]`` with the non-``None`` ``changes`` applied (a notebook passes
     its parameters, ``None`` meaning "the profile's value").
 
@@ -65,13 +67,17 @@ def validation_holdout(profile: str, validation: bool | float | int | None) -> f
         return None
     if validation is True:
         if profile not in VALIDATION:
-            raise ValueError(f"validation=True: profile {profile!r} has no hold-out in VALIDATION "
-                             f"({VALIDATION}); pass a fraction or a class count, e.g. validation=0.2")
+            raise ValueError(
+                f"validation=True: profile {profile!r} has no hold-out in VALIDATION "
+                f"({VALIDATION}); pass a fraction or a class count, e.g. validation=0.2"
+            )
         return VALIDATION[profile]
     if not isinstance(validation, (int, float)):
-        raise TypeError(f"validation={validation!r} ({type(validation).__name__}) must be None (the papers' "
-                        "protocol), True (the profile's hold-out), a fraction of the training classes such as "
-                        "0.2, or a class count such as 20")
+        raise TypeError(
+            f"validation={validation!r} ({type(validation).__name__}) must be None (the papers' "
+            "protocol), True (the profile's hold-out), a fraction of the training classes such as "
+            "0.2, or a class count such as 20"
+        )
     return validation
 
 
@@ -83,4 +89,6 @@ def with_validation(config: "TrainConfig", holdout: float | int | None) -> "Trai
     ``validation_seed``, 0 unless ``config.dataset_options`` sets it)."""
     if holdout is None:
         return config
-    return config.replace(dataset_options={**config.dataset_options, "validation": holdout}, select_on="validation")
+    return config.replace(
+        dataset_options={**config.dataset_options, "validation": holdout}, select_on="validation"
+    )

@@ -12,7 +12,8 @@ module                  losses
 ``npair``               :class:`NPairLoss` (Sohn 2016)
 ``angular``             :class:`AngularLoss` (Wang et al. 2017)
 ``margin``              :class:`MarginLoss`, :class:`DistanceWeightedMiner` (Wu et al. 2017)
-``multi_similarity``    :class:`MultiSimilarityLoss`, :class:`MultiSimilarityMiner` (Wang et al. 2019)
+``multi_similarity``    :class:`MultiSimilarityLoss`, :class:`MultiSimilarityMiner`
+                        (Wang et al. 2019)
 ``soft_triple``         :class:`SoftTripleLoss` (Qian et al. 2019)
 ``proxy_nca``           :class:`ProxyNCALoss` (Movshovitz-Attias et al. 2017)
 ``softmax``             :class:`NormalizedSoftmaxLoss` (Zhai & Wu 2019)

@@ -40,15 +40,15 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch import Tensor, nn
 import torch.nn.functional as F
 from sklearn.cluster import KMeans
 from threadpoolctl import threadpool_limits
+from torch import Tensor, nn
 
-from dmlnb.losses.base import MetricLoss
 from dmlnb.checks import check_batch
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.hooks import Hook, TrainState
+from dmlnb.losses.base import MetricLoss
 from dmlnb.models import EmbeddingNet
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize, pair_masks
 
@@ -96,7 +96,8 @@ def kmeans_sphere_centroids(
     The paper does not give ``n_points``. The distance statistics of these centroids at
     ``C = D = 100`` vary with the draw, so one draw does not settle whether they differ from its
     Table 3's: the discriminative chapter prints seed 0's beside the paper's and the spread
-    ``kappa_max - kappa_min`` of several draws (:func:`dmlnb.experiments.discriminative.kmeans_draws`).
+    ``kappa_max - kappa_min`` of several draws
+    (:func:`dmlnb.experiments.discriminative.kmeans_draws`).
 
     Returns ``(C, D)`` float32 unit vectors; deterministic given ``seed``.
     """
@@ -320,8 +321,9 @@ class CentroidNet(nn.Module):
     In training mode :meth:`forward` returns the last, ``C``-dimensional layer (the discriminative
     loss L2-normalises it and compares it with the fixed centroids); in eval mode it returns the
     layer named by :attr:`eval_layer`: ``"penultimate"`` (the ``D``-dimensional FC output, the
-    embedding the paper evaluates, Table 2) or ``"last"``. :func:`dmlnb.evaluation.compute_embeddings`
-    switches to eval mode, so the training loop evaluates the penultimate layer.
+    embedding the paper evaluates, Table 2) or ``"last"``.
+    :func:`dmlnb.evaluation.compute_embeddings` switches to eval mode, so the training loop
+    evaluates the penultimate layer.
 
     ``net`` is an :class:`~dmlnb.models.EmbeddingNet` whose trunk is ``backbone -> FC(D)`` and
     whose head is ``FC(D -> C)``: ``net.features(x)`` is the penultimate layer.
@@ -366,7 +368,9 @@ class LemmaTracker(Hook):
     The work happens outside the timed part of an epoch.
     """
 
-    def __init__(self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512) -> None:
+    def __init__(
+        self, dataset: Any, centroids: Tensor, every: int = 1, batch_size: int = 512
+    ) -> None:
         if every < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.dataset = dataset
@@ -376,8 +380,10 @@ class LemmaTracker(Hook):
         self.rows: list[dict[str, float]] = []
 
     def __repr__(self) -> str:
-        return (f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
-                f"every={self.every})")
+        return (
+            f"LemmaTracker(n={len(self.dataset)}, classes={self.centroids.shape[0]}, "
+            f"every={self.every})"
+        )
 
     def measure(self, model: nn.Module) -> dict[str, float]:
         """Lemma 3.1's quantities for ``model``'s last layer on the tracked set."""
@@ -429,7 +435,9 @@ class BackboneLR(Hook):
     backbone and weight decay ``wd`` everywhere; resuming needs no extra state.
     """
 
-    def __init__(self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0) -> None:
+    def __init__(
+        self, backbone: Sequence[nn.Parameter], factor: float = 0.1, weight_decay: float = 0.0
+    ) -> None:
         self.backbone = list(backbone)
         self.factor = float(factor)
         self.weight_decay = float(weight_decay)

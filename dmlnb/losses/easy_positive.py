@@ -68,8 +68,8 @@ Its semi-hard negative needs ``S_an < S_ap`` strictly, as ``semihard="strict"``.
 from __future__ import annotations
 
 import torch
-from torch import Tensor
 import torch.nn.functional as F
+from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, cosine_similarity
@@ -131,7 +131,8 @@ class EasyPositiveLoss(MetricLoss):
     ) -> None:
         super().__init__()
         check_choices(
-            positive=(positive, POSITIVE_STRATEGIES), negative=(negative, NEGATIVE_STRATEGIES),
+            positive=(positive, POSITIVE_STRATEGIES),
+            negative=(negative, NEGATIVE_STRATEGIES),
             semihard=(semihard, SEMIHARD_RULES),
         )
         if not temperature > 0:

@@ -391,8 +391,20 @@ def _batch(dist: Tensor, classes: _Classes) -> _Batch:
     firsts = torch.arange(k + classes.num_classes, k + classes.num_classes + 2 * b, device=device)
     zero = torch.zeros((), dtype=torch.float64, device=device)
     return _Batch(
-        columns, claims, steps, classes, -classes.matched, torch.arange(b, device=device),
-        positions, others, staying, joined, firsts, below, zero, zero + 1.0,
+        columns,
+        claims,
+        steps,
+        classes,
+        -classes.matched,
+        torch.arange(b, device=device),
+        positions,
+        others,
+        staying,
+        joined,
+        firsts,
+        below,
+        zero,
+        zero + 1.0,
     )
 
 
@@ -416,9 +428,7 @@ def _margin(batch: _Batch, index: Tensor, width: int) -> Tensor:
     return torch.clamp(gap, min=batch.zero, max=excess)  # (n,)
 
 
-def _objective(
-    batch: _Batch, index: Tensor, width: int, new_min: Tensor, gamma: Tensor
-) -> Tensor:
+def _objective(batch: _Batch, index: Tensor, width: int, new_min: Tensor, gamma: Tensor) -> Tensor:
     """``A = F + gamma (1 - NMI)`` of ``n`` clusterings, the float64 value of :func:`_objectives`
     (bit for bit): ``index`` ``(n, 2, B)`` as in :func:`_margin`, ``new_min`` ``(n, B)`` each
     point's distance to its nearest medoid (``F = -sum``, Eq. 4), ``gamma`` ``()`` float64.
@@ -521,7 +531,9 @@ def _refine_pass(batch: _Batch, gamma: Tensor, medoids: Tensor) -> None:
         best_value, best = objective.max(dim=0, keepdim=True)  # (1,), (1,)
         current = torch.searchsorted(candidates, medoids[k : k + 1])  # (1,) row of S[k]
         better = best_value > objective.index_select(0, current)  # (1,)
-        torch.where(better, candidates.index_select(0, best), medoids[k : k + 1], out=medoids[k : k + 1])
+        torch.where(
+            better, candidates.index_select(0, best), medoids[k : k + 1], out=medoids[k : k + 1]
+        )
 
 
 def _paper_pass(batch: _Batch, gamma: Tensor, medoids: Tensor) -> None:
@@ -602,7 +614,9 @@ def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
     c = batch.classes.num_classes
     medoids, positions = state.medoids, batch.positions
     to_medoids = batch.columns.index_select(0, medoids)  # (K, B) row l: d[i, S[l]]
-    ids = torch.empty(2, 2, b, dtype=torch.long, device=medoids.device)  # [cell/cluster, kept/moved]
+    ids = torch.empty(
+        2, 2, b, dtype=torch.long, device=medoids.device
+    )  # [cell/cluster, kept/moved]
     nearest = ids[1, 0]  # (B,) r1, then the cluster of each point (with its medoid's fix)
     v1 = torch.min(to_medoids, dim=0, out=(to_medoids.new_empty(b), nearest))[0]  # (B,)
     to_medoids.scatter_(0, nearest[None], torch.inf)
@@ -615,7 +629,9 @@ def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
     staying = batch.staying.index_select(0, owner).T  # (K, B)
     base_assign = torch.where(staying, owner, base_assign)  # (K, B) staying medoids keep theirs
     threshold = torch.where(
-        positions[:, None] < base_assign, base_min, base_min.nextafter(batch.below),
+        positions[:, None] < base_assign,
+        base_min,
+        base_min.nextafter(batch.below),
         out=bounds[:, 1],
     )  # (K, B)
     threshold.masked_fill_(staying, torch.nan)
@@ -647,7 +663,9 @@ def _refine_round(batch: _Batch, gamma: Tensor, state: _Refinement) -> Tensor:
     state.swaps.add_(swapped)
     # Without a swap the next visit is past every limit: every later round finds nothing.
     torch.add(due, 1, out=state.visit)
-    torch.minimum(due.div(k_all, rounding_mode="floor").add_(2).mul_(k_all), state.last, out=state.limit)
+    torch.minimum(
+        due.div(k_all, rounding_mode="floor").add_(2).mul_(k_all), state.last, out=state.limit
+    )
     return swapped
 
 
@@ -664,7 +682,12 @@ class _Inference:
     """
 
     def __init__(
-        self, dist: Tensor, codes: Tensor, num_classes: int, gamma: Tensor, compact: bool,
+        self,
+        dist: Tensor,
+        codes: Tensor,
+        num_classes: int,
+        gamma: Tensor,
+        compact: bool,
         refinement: str = "full",
     ) -> None:
         self.dist, self.codes, self.num_classes, self.gamma = dist, codes, num_classes, gamma
@@ -770,8 +793,14 @@ _GRAPHED_MAX = 4
 
 
 def _inference(
-    dist: Tensor, codes: Tensor, num_classes: int, gamma: float, passes: int, graphs: bool = True,
-    static_shapes: bool | None = None, refinement: str = "full",
+    dist: Tensor,
+    codes: Tensor,
+    num_classes: int,
+    gamma: float,
+    passes: int,
+    graphs: bool = True,
+    static_shapes: bool | None = None,
+    refinement: str = "full",
 ) -> tuple[Tensor, Tensor, int]:
     """Algorithms 1 and 2 on ``dist`` ``(B, B)`` (no gradient) with the class codes ``(B,)``.
 
@@ -800,7 +829,11 @@ def _inference(
 
 
 def loss_augmented_inference(
-    dist: Tensor, labels: Tensor, gamma: float, pam_passes: int = 5, static_shapes: bool | None = None,
+    dist: Tensor,
+    labels: Tensor,
+    gamma: float,
+    pam_passes: int = 5,
+    static_shapes: bool | None = None,
     refinement: str = "paper",
 ) -> tuple[Tensor, dict[str, float]]:
     """Approximate ``argmax_{|S| = C} A(S)``, ``A(S) = F(X, S) + gamma (1 - NMI(g(S), y))``
@@ -854,7 +887,12 @@ def loss_augmented_inference(
     passes = _check_passes(pam_passes)
     refinement = _check_refinement(refinement)
     medoids, values, swaps = _inference(
-        dist.detach(), *_encode(labels), gamma, passes, static_shapes=static_shapes, refinement=refinement
+        dist.detach(),
+        *_encode(labels),
+        gamma,
+        passes,
+        static_shapes=static_shapes,
+        refinement=refinement,
     )
     greedy, refined, nmi = values.tolist()  # the one host read of the stats
     stats = {"greedy_objective": greedy, "refined_objective": refined, "nmi": nmi}
@@ -932,7 +970,10 @@ class FacilityLocationLoss(MetricLoss):
     uses_pair_masks = False
 
     def __init__(
-        self, margin_multiplier: float = 1.0, pam_passes: int = 5, normalize: bool = True,
+        self,
+        margin_multiplier: float = 1.0,
+        pam_passes: int = 5,
+        normalize: bool = True,
         refinement: str = "paper",
     ) -> None:
         super().__init__()
@@ -1005,7 +1046,13 @@ class MarginDecayHook(Hook):
         staircase: decay in whole steps of ``decay_steps``.
     """
 
-    def __init__(self, loss: FacilityLocationLoss, rate: float = 0.94, decay_steps: int = 1000, staircase: bool = False) -> None:
+    def __init__(
+        self,
+        loss: FacilityLocationLoss,
+        rate: float = 0.94,
+        decay_steps: int = 1000,
+        staircase: bool = False,
+    ) -> None:
         if not 0.0 < rate <= 1.0:
             raise ValueError(f"rate must be in (0, 1], got {rate}")
         if decay_steps < 1:
@@ -1026,7 +1073,10 @@ class MarginDecayHook(Hook):
         self.initial = state["initial"]
 
     def __repr__(self) -> str:
-        return f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, staircase={self.staircase})"
+        return (
+            f"MarginDecayHook(rate={self.rate}, decay_steps={self.decay_steps}, "
+            f"staircase={self.staircase})"
+        )
 
 
 # --------------------------------------------------------------------------- diagnostics
@@ -1088,7 +1138,9 @@ class InsideLossHook(Hook):
         self._t0 = None
         loss_fn = state.loss_fn
         if isinstance(loss_fn, FacilityLocationLoss) and loss_fn.last_stats:
-            row.update({col: float(loss_fn.last_stats[key]) for key, col in _INSIDE_COLUMNS.items()})
+            row.update(
+                {col: float(loss_fn.last_stats[key]) for key, col in _INSIDE_COLUMNS.items()}
+            )
         for key, value in row.items():
             self.log.setdefault(key, []).append(value)
 

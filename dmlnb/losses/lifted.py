@@ -39,8 +39,8 @@ class LiftedStructureLoss(MetricLoss):
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
 
-    Pair filter: :math:`\mathcal{P}` is the allowed positive pairs and :math:`\mathcal{N}(i)` the allowed negatives of row ``i``.
-    """
+    Pair filter: :math:`\mathcal{P}` is the allowed positive pairs and :math:`\mathcal{N}(i)` the
+    allowed negatives of row ``i``."""
 
     supports_pair_filter = True
 

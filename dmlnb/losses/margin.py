@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.checks import check_square
+from dmlnb.losses.base import MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["MarginLoss", "DistanceWeightedMiner", "margin_loss"]
@@ -114,7 +114,9 @@ class DistanceWeightedMiner:
         probs = self.probabilities(distance, masks.negative, dim)  # (B, B)
         num_draws = masks.positive.sum(dim=1)  # (B,)
         num_draws = num_draws * masks.has_negative  # (B,) no negative: nothing to draw
-        max_draws = probs.shape[0] - 1  # (static) the most positives an anchor can have: no host read
+        max_draws = (
+            probs.shape[0] - 1
+        )  # (static) the most positives an anchor can have: no host read
         counts = torch.zeros_like(probs)  # (B, B)
         if max_draws == 0:
             return counts
@@ -214,9 +216,7 @@ class MarginLoss(MetricLoss):
         self.nu = float(nu)
         self.num_classes = num_classes
         self.sampling = sampling
-        self.miner = (
-            (miner or DistanceWeightedMiner()) if sampling == "distance_weighted" else None
-        )
+        self.miner = (miner or DistanceWeightedMiner()) if sampling == "distance_weighted" else None
         init = torch.full((num_classes or 1,), float(beta))  # (C,) or (1,)
         if learn_beta:
             self.beta = nn.Parameter(init)

@@ -15,10 +15,11 @@ Alternating projections onto them (Eq. 4.3) become, with ``M``-step approximate 
 
 The pieces, each a plug-in of the generic training loop (:func:`dmlnb.training.train`):
 
-* :mod:`dmlnb.profs.representatives`: ``M`` (:func:`~dmlnb.profs.representatives.projection_period`),
-  the batches built around the representatives with hard negative class mining
-  (:class:`~dmlnb.profs.representatives.RepresentativeSampler`) and SoftTriple's cluster centres
-  as representatives (:class:`~dmlnb.profs.representatives.CenterRepresentatives`);
+* :mod:`dmlnb.profs.representatives`: ``M``
+  (:func:`~dmlnb.profs.representatives.projection_period`), the batches built around the
+  representatives with hard negative class mining
+  (:class:`~dmlnb.profs.representatives.RepresentativeSampler`) and SoftTriple's cluster centres as
+  representatives (:class:`~dmlnb.profs.representatives.CenterRepresentatives`);
 * :mod:`dmlnb.profs.proximal`: the gradient of ``lambda/2 ||theta - theta_k||^2`` (Eq. 4.7,
   :class:`~dmlnb.profs.proximal.ProximalHook`) and SoftTriple's every-iteration variant
   (:class:`~dmlnb.profs.proximal.LaggedProximalHook`);

@@ -2,7 +2,8 @@
 keeps the ``M`` steps of one approximate projection near its starting point ``theta_k``.
 
 * :class:`ProximalHook`: the term's gradient, added after ``backward``, ``theta_k`` renewed every
-  ``M`` steps with the representatives (:class:`~dmlnb.profs.representatives.RepresentativeSampler`);
+  ``M`` steps with the representatives
+  (:class:`~dmlnb.profs.representatives.RepresentativeSampler`);
 * :class:`LaggedProximalHook`: SoftTriple's adaptation (Sec. 5.3), every iteration a subproblem.
 """
 
@@ -93,7 +94,9 @@ class ProximalHook(Hook):
                     p.grad.add_(prox)
 
     def state_dict(self) -> dict[str, Any]:
-        return {"anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]}
+        return {
+            "anchor": None if self.anchor is None else [a.detach().clone() for a in self.anchor]
+        }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         anchor = state["anchor"]
@@ -120,8 +123,9 @@ def _select(model: nn.Module, params: str | ParamSelector) -> list[nn.Parameter]
             if isinstance(backbone, nn.Module):
                 return list(backbone.parameters())
         raise ValueError(
-            f"params='backbone' needs model.trunk or model.backbone (an nn.Module), "
-            f"{type(model).__name__} has neither; pass params='all' or a callable model -> parameters"
+            "params='backbone' needs model.trunk or model.backbone (an nn.Module), "
+            f"{type(model).__name__} has neither; pass params='all' or a callable model -> "
+            "parameters"
         )
     raise ValueError(f"params must be 'backbone', 'all' or a callable, got {params!r}")
 
@@ -147,7 +151,9 @@ class LaggedProximalHook(ProximalHook):
         params: as :class:`ProximalHook` (``"backbone"``, ``"all"`` or a callable).
     """
 
-    def __init__(self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone") -> None:
+    def __init__(
+        self, model: nn.Module, lam: float, params: str | ParamSelector = "backbone"
+    ) -> None:
         super().__init__(model, lam, period=1, params=params)
         self.previous: list[Tensor] | None = None  # theta at the start of the previous step
 
@@ -161,7 +167,9 @@ class LaggedProximalHook(ProximalHook):
 
     def state_dict(self) -> dict[str, Any]:
         out = super().state_dict()
-        out["previous"] = None if self.previous is None else [a.detach().clone() for a in self.previous]
+        out["previous"] = (
+            None if self.previous is None else [a.detach().clone() for a in self.previous]
+        )
         return out
 
     def load_state_dict(self, state: dict[str, Any]) -> None:

@@ -61,10 +61,11 @@ class RepresentativePairs(MetricLoss):
       terms between the non-representative samples": pairs with a representative at either end;
     * ``"all"`` (N-pair, angular): "No adaptation is performed": the inner loss unchanged.
 
-    The batch must be in :class:`~dmlnb.profs.representatives.RepresentativeSampler`'s layout: ``B`` a multiple of
-    ``m = samples_per_class``, contiguous groups of ``m`` same-class rows, the representative
-    first (row ``i`` is a representative iff ``i % m == 0``); the labels are checked. The filter
-    (:func:`representative_pair_filter`) goes to ``inner(embeddings, labels, pair_filter=...)``.
+    The batch must be in :class:`~dmlnb.profs.representatives.RepresentativeSampler`'s layout: ``B``
+    a multiple of ``m = samples_per_class``, contiguous groups of ``m`` same-class rows, the
+    representative first (row ``i`` is a representative iff ``i % m == 0``); the labels are checked.
+    The filter (:func:`representative_pair_filter`) goes to
+    ``inner(embeddings, labels, pair_filter=...)``.
 
     Args:
         inner: the loss; for ``"anchored"`` / ``"any"`` one that supports ``pair_filter``.
@@ -74,7 +75,9 @@ class RepresentativePairs(MetricLoss):
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
     """
 
-    def __init__(self, inner: MetricLoss, samples_per_class: int, mode: Literal["anchored", "any", "all"]) -> None:
+    def __init__(
+        self, inner: MetricLoss, samples_per_class: int, mode: Literal["anchored", "any", "all"]
+    ) -> None:
         super().__init__()
         if not isinstance(inner, MetricLoss):
             raise TypeError(f"inner must be a MetricLoss, got {type(inner).__name__}")
@@ -95,7 +98,9 @@ class RepresentativePairs(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         B, m = labels.shape[0], self.samples_per_class
-        pair_filter = representative_pair_filter(B, m, self.mode, embeddings.device)  # (B, B) | None
+        pair_filter = representative_pair_filter(
+            B, m, self.mode, embeddings.device
+        )  # (B, B) | None
         groups = labels.view(B // m, m)  # (B/m, m)
         if not bool((groups == groups[:, :1]).all()):
             raise ValueError(

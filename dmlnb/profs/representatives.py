@@ -151,7 +151,9 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
         if hncm_mode not in HNCM_MODES:
             raise ValueError(f"unknown hncm_mode {hncm_mode!r}; choose one of {list(HNCM_MODES)}")
         if hncm_mode != "greedy" and not hncm:
-            raise ValueError(f"hncm_mode={hncm_mode!r} chooses how HNCM picks classes; pass hncm=True with it")
+            raise ValueError(
+                f"hncm_mode={hncm_mode!r} chooses how HNCM picks classes; pass hncm=True with it"
+            )
         if m < 2:
             raise ValueError(
                 f"m={m}: a PROFS group is the representative plus m - 1 samples of its class; "
@@ -260,7 +262,9 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
     def _initial_rep_order(self) -> Tensor:
         """Cycle 0: a random permutation of each class's positions, ``(N_lab,)``."""
         positions = torch.arange(self._index.num_labelled)
-        return self._index.shuffle_within(positions, stream_generator(self.seed, "representatives", 0))
+        return self._index.shuffle_within(
+            positions, stream_generator(self.seed, "representatives", 0)
+        )
 
     def _rep_positions(self, cycle: int) -> Tensor:
         """``(L,)`` positions (into ``index.order``) of the representatives of ``cycle``.
@@ -320,12 +324,15 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
     def _scan_classes(self, keys: Tensor) -> Tensor:
         """HNCM by one scan (``hncm_mode="scan"``): ``c_0`` = the smallest key, then the ``C - 1``
         classes whose stored embeddings are nearest to ``c_0``'s, nearest first; classes without a
-        comparable embedding after them, by their keys. ``keys`` ``(L,)`` uniform; returns ``(C,)``."""
+        comparable embedding after them, by their keys. ``keys`` ``(L,)`` uniform;
+        returns ``(C,)``."""
         memory, known = self.memory, self.known  # (L, D), (L,)
         keys = keys.to(memory.device)
         first = keys.argmin()  # uniform first class
         sq_norm = (memory * memory).sum(dim=1)  # (L,)
-        d2 = (sq_norm - 2.0 * (memory @ memory[first]) + sq_norm[first]).clamp_(min=0.0)  # (L,) to c_0
+        d2 = (sq_norm - 2.0 * (memory @ memory[first]) + sq_norm[first]).clamp_(
+            min=0.0
+        )  # (L,) to c_0
         comparable = known & known[first]  # (L,)
         d2 = torch.where(comparable, d2, math.inf)
         d2[first] = -1.0  # c_0 first
@@ -382,12 +389,15 @@ class CenterRepresentatives(Hook):
         if not sampler.hncm:
             raise ValueError("CenterRepresentatives feeds HNCM; build the sampler with hncm=True")
         if not callable(getattr(loss, "centers", None)):
-            raise ValueError(f"{type(loss).__name__} has no centers() -> (C, K, D); use SoftTripleLoss")
+            raise ValueError(
+                f"{type(loss).__name__} has no centers() -> (C, K, D); use SoftTripleLoss"
+            )
         classes = sampler.classes
         if int(classes.min()) < 0 or int(classes.max()) >= int(loss.num_classes):
             raise ValueError(
-                f"the sampler's labels span [{int(classes.min())}, {int(classes.max())}], the loss "
-                f"has centres for classes [0, {int(loss.num_classes)}); build both from one label set"
+                f"the sampler's labels span [{int(classes.min())}, {int(classes.max())}], the "
+                f"loss has centres for classes [0, {int(loss.num_classes)}); build both from one "
+                "label set"
             )
         self.sampler, self.loss = sampler, loss
 
@@ -406,5 +416,3 @@ class CenterRepresentatives(Hook):
 
     def on_step_end(self, state: TrainState) -> None:
         self.sampler.set_memory(self.class_vectors())
-
-

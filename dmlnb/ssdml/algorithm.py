@@ -53,8 +53,18 @@ from dmlnb.samplers import stream_generator
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import check_dataset_labels, train
 
-__all__ = ["PartitionSchedule", "run_spec", "TrainingPool", "partition_chunk", "partition_indices", "unlabelled_reached",
-           "embed", "UnitLoss", "PartitionUnits", "train_ssdml"]
+__all__ = [
+    "PartitionSchedule",
+    "run_spec",
+    "TrainingPool",
+    "partition_chunk",
+    "partition_indices",
+    "unlabelled_reached",
+    "embed",
+    "UnitLoss",
+    "PartitionUnits",
+    "train_ssdml",
+]
 
 
 @dataclass(frozen=True)
@@ -106,14 +116,18 @@ class TrainingPool:
     def __init__(self, labelled: Dataset, unlabelled: Dataset | None) -> None:
         y_l = torch.as_tensor(labelled.labels).long().cpu()  # type: ignore[attr-defined]
         if (y_l < 0).any():
-            raise ValueError("the labelled set holds labels < 0; unlabelled data goes in `unlabelled`")
+            raise ValueError(
+                "the labelled set holds labels < 0; unlabelled data goes in `unlabelled`"
+            )
         n_u = 0 if unlabelled is None else len(unlabelled)  # type: ignore[arg-type]
         self.num_labelled, self.num_unlabelled = len(y_l), n_u
         self.labels = torch.cat([y_l, torch.full((n_u,), -1, dtype=torch.long)])  # (N_L + N_U,)
         parts = [labelled] if unlabelled is None else [labelled, unlabelled]
         if all(isinstance(d, InMemoryDataset) for d in parts):
             images = torch.cat([d.images.cpu() for d in parts])  # type: ignore[attr-defined]
-            self.dataset: Dataset = InMemoryDataset(images, self.labels)  # no augmentation: also for mining
+            self.dataset: Dataset = InMemoryDataset(
+                images, self.labels
+            )  # no augmentation: also for mining
             self.mining: Dataset = self.dataset
         else:
             self.dataset = ConcatDataset(parts)
@@ -127,8 +141,13 @@ class TrainingPool:
         return Subset(self.mining, idx.tolist())
 
 
-def embed(network: nn.Module, metric: nn.Module | None, dataset: Dataset, batch_size: int,
-          device: torch.device | None = None) -> tuple[Tensor, Tensor]:
+def embed(
+    network: nn.Module,
+    metric: nn.Module | None,
+    dataset: Dataset,
+    batch_size: int,
+    device: torch.device | None = None,
+) -> tuple[Tensor, Tensor]:
     """``(embeddings (N, l), labels (N,))``: ``Lᵀ f_θ(x)`` (``metric=None``: ``f_θ(x)``) on CPU."""
     model = network if metric is None else nn.Sequential(network, metric)
     return compute_embeddings(model, dataset, batch_size=batch_size, device=device)
@@ -144,18 +163,24 @@ def partition_chunk(num_unlabelled: int, schedule: PartitionSchedule, seed: int,
     if size == 0:
         return torch.zeros(0, dtype=torch.long)
     chunks = max(1, num_unlabelled // size)
-    order = torch.randperm(num_unlabelled, generator=stream_generator(seed, "ssdml-sweep", p // chunks))  # (N_U,)
-    return order[(p % chunks) * size:(p % chunks + 1) * size].sort().values  # (N_p,)
+    order = torch.randperm(
+        num_unlabelled, generator=stream_generator(seed, "ssdml-sweep", p // chunks)
+    )  # (N_U,)
+    return order[(p % chunks) * size : (p % chunks + 1) * size].sort().values  # (N_p,)
 
 
 def partition_indices(pool: TrainingPool, schedule: PartitionSchedule, seed: int, p: int) -> Tensor:
     """Pool indices ``(N_L + N_p,)`` of partition ``p``: all labelled examples, then the
     unlabelled ones of :func:`partition_chunk` (offset by ``N_L``)."""
     labelled = torch.arange(pool.num_labelled)
-    return torch.cat([labelled, pool.num_labelled + partition_chunk(pool.num_unlabelled, schedule, seed, p)])
+    return torch.cat(
+        [labelled, pool.num_labelled + partition_chunk(pool.num_unlabelled, schedule, seed, p)]
+    )
 
 
-def unlabelled_reached(num_unlabelled: int, schedule: PartitionSchedule, seed: int, partitions: Iterable[int]) -> Tensor:
+def unlabelled_reached(
+    num_unlabelled: int, schedule: PartitionSchedule, seed: int, partitions: Iterable[int]
+) -> Tensor:
     """The distinct unlabelled indices ``(M,)`` (sorted) that the ``partitions`` of a run with
     ``seed`` draw (:func:`partition_chunk`, replayed: no training)."""
     chunks = [partition_chunk(num_unlabelled, schedule, seed, p) for p in partitions]
@@ -176,9 +201,12 @@ class UnitLoss(nn.Module):
 
     def forward(self, embeddings: Tensor, labels: Tensor) -> Tensor:
         """``embeddings (M, d)`` of the batch's distinct images -> scalar."""
-        # index_select, not embeddings[inverse]: its backward (index_add) sums in a fixed order, where
-        # advanced indexing scatters with a parallel accumulate that varied between runs on 2 threads
-        z = embeddings.index_select(0, self.inverse.flatten()).view(*self.inverse.shape, -1)  # (b, s, d)
+        # index_select, not embeddings[inverse]: its backward (index_add) sums in a fixed order,
+        # where advanced indexing scatters with a parallel accumulate that varied
+        # between runs on 2 threads
+        z = embeddings.index_select(0, self.inverse.flatten()).view(
+            *self.inverse.shape, -1
+        )  # (b, s, d)
         return self.objective.unit_loss(z, self.rows)
 
 
@@ -195,12 +223,26 @@ class PartitionUnits(Hook):
     rebuild exactly the same units.
     """
 
-    def __init__(self, pool: TrainingPool, loss: UnitLoss, schedule: PartitionSchedule, config: TrainConfig,
-                 diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None) -> None:
-        self.pool, self.loss, self.schedule, self.config, self.diagnose = pool, loss, schedule, config, diagnose
+    def __init__(
+        self,
+        pool: TrainingPool,
+        loss: UnitLoss,
+        schedule: PartitionSchedule,
+        config: TrainConfig,
+        diagnose: Callable[[Tensor, Tensor], dict[str, float]] | None = None,
+    ) -> None:
+        self.pool, self.loss, self.schedule, self.config, self.diagnose = (
+            pool,
+            loss,
+            schedule,
+            config,
+            diagnose,
+        )
         self.objective = loss.objective
-        self.metric_opt = torch.optim.Adam([p for p in self.objective.parameters() if p.requires_grad],
-                                           lr=config.loss_lr or config.lr)
+        self.metric_opt = torch.optim.Adam(
+            [p for p in self.objective.parameters() if p.requires_grad],
+            lr=config.loss_lr or config.lr,
+        )
         self.network: nn.Module | None = None
         self.device = torch.device("cpu")
         self.partition: int | None = None  # the partition whose units are built
@@ -220,8 +262,12 @@ class PartitionUnits(Hook):
             if self.saved.get("partition") == p:  # resumed inside partition p: rebuild its units
                 current = {k: v.clone() for k, v in self.objective.state_dict().items()}
                 self.objective.load_state_dict(self.saved["metric_state"])
-                with torch.random.fork_rng(devices=[self.device] if self.device.type == "cuda" else []):
-                    _set_rng(self.saved["rng"], self.device)  # prepare may draw (LabelledTriplets' negatives)
+                with torch.random.fork_rng(
+                    devices=[self.device] if self.device.type == "cuda" else []
+                ):
+                    _set_rng(
+                        self.saved["rng"], self.device
+                    )  # prepare may draw (LabelledTriplets' negatives)
                     self._build(p, part, self.saved["z"].to(self.device))
                 self.objective.load_state_dict(current)
             else:
@@ -231,31 +277,47 @@ class PartitionUnits(Hook):
         self.order = self.used[torch.randperm(len(self.used), generator=gen).to(self.device)]  # type: ignore[index]
 
     def _build(self, p: int, part: Tensor, z: Tensor) -> None:
-        """Units of partition ``p`` (pool indices ``part`` ``(N,)``) from its embedding ``z`` ``(N, d)``."""
+        """Units of partition ``p`` (pool indices ``part`` ``(N,)``) from its embedding
+        ``z`` ``(N, d)``."""
         self.part = part
-        units = self.objective.prepare(z, self.pool.labels[self.part].to(self.device)).to(self.device)  # (U, s)
+        units = self.objective.prepare(z, self.pool.labels[self.part].to(self.device)).to(
+            self.device
+        )  # (U, s)
         if units.dim() != 2 or units.shape[1] != self.objective.unit_size or len(units) == 0:
             raise ValueError(
-                f"{type(self.objective).__name__}.prepare returned units of shape {tuple(units.shape)}; "
-                f"expected a non-empty (U, {self.objective.unit_size}) index tensor"
+                f"{type(self.objective).__name__}.prepare returned units of shape "
+                f"{tuple(units.shape)}; expected a non-empty (U, {self.objective.unit_size}) "
+                "index tensor"
             )
         used = torch.arange(len(units))  # (U',) the unit rows trained on
         if self.schedule.max_units is not None and len(units) > self.schedule.max_units:
             gen = stream_generator(self.config.seed, "ssdml-subset", p)
-            used = torch.randperm(len(units), generator=gen)[:self.schedule.max_units]
+            used = torch.randperm(len(units), generator=gen)[: self.schedule.max_units]
         self.units, self.used, self.partition = units, used.to(self.device), p
 
     def _new_partition(self, p: int, part: Tensor) -> None:
         """Embed partition ``p`` (pool indices ``part`` ``(N,)``), build its units and learn ``L``
         on them with ``θ`` fixed."""
         t0 = time.perf_counter()
-        z, _ = embed(self.network, None, self.pool.for_mining(part), self.config.eval_batch_size, self.device)  # (N, d)
+        z, _ = embed(
+            self.network, None, self.pool.for_mining(part), self.config.eval_batch_size, self.device
+        )  # (N, d)
         z = z.to(self.device)
-        self.saved = {"partition": p, "z": z.cpu(), "rng": _get_rng(self.device),
-                      "metric_state": {k: v.detach().clone().cpu() for k, v in self.objective.state_dict().items()}}
-        _set_requires_grad(self.objective, True)  # fix θ, learn L (the metric step of the given SSDML method)
+        self.saved = {
+            "partition": p,
+            "z": z.cpu(),
+            "rng": _get_rng(self.device),
+            "metric_state": {
+                k: v.detach().clone().cpu() for k, v in self.objective.state_dict().items()
+            },
+        }
+        _set_requires_grad(
+            self.objective, True
+        )  # fix θ, learn L (the metric step of the given SSDML method)
         self._build(p, part, z)
-        extra = self.diagnose(self.units[self.used].cpu(), part) if self.diagnose is not None else {}  # type: ignore[index]
+        extra = (
+            self.diagnose(self.units[self.used].cpu(), part) if self.diagnose is not None else {}
+        )  # type: ignore[index]
         metric_loss = None
         for me in range(self.schedule.metric_epochs):
             gen = stream_generator(self.config.seed, "ssdml-metric", p, me)
@@ -268,8 +330,14 @@ class PartitionUnits(Hook):
                 self.metric_opt.step()
                 total, count = total + loss.detach() * len(rows), count + len(rows)
             metric_loss = float(total) / count
-        self.summary.update(units=len(self.units), units_used=len(self.used), nodes=len(part),
-                            metric_loss=metric_loss, prepare_seconds=time.perf_counter() - t0, **extra)
+        self.summary.update(
+            units=len(self.units),
+            units_used=len(self.used),
+            nodes=len(part),
+            metric_loss=metric_loss,
+            prepare_seconds=time.perf_counter() - t0,
+            **extra,
+        )
 
     def __len__(self) -> int:
         """Mini-batches in the current epoch (0 before the first :meth:`set_epoch`)."""
@@ -361,8 +429,10 @@ def train_ssdml(
     """
     check_dataset_labels(labelled, "labelled")
     if config.steps_per_epoch is not None:
-        raise ValueError(f"config.steps_per_epoch is {config.steps_per_epoch}; an Algorithm 1 epoch is one pass over "
-                         "the partition's units: pass config.replace(steps_per_epoch=None)")
+        raise ValueError(
+            f"config.steps_per_epoch is {config.steps_per_epoch}; an Algorithm 1 epoch is one "
+            "pass over the partition's units: pass config.replace(steps_per_epoch=None)"
+        )
     pool = TrainingPool(labelled, unlabelled)
     if len(pool.labels) < 2:
         raise ValueError("Algorithm 1 needs at least two training examples")
@@ -370,9 +440,20 @@ def train_ssdml(
     loss = UnitLoss(objective)
     sampler = PartitionUnits(pool, loss, schedule, config, diagnose)
     return train(
-        network, loss, pool.dataset, eval_set, config, sampler=sampler, run_dir=run_dir, resume=resume,
-        eval_at_start=eval_at_start, progress=progress, name=name or "ssdml",
+        network,
+        loss,
+        pool.dataset,
+        eval_set,
+        config,
+        sampler=sampler,
+        run_dir=run_dir,
+        resume=resume,
+        eval_at_start=eval_at_start,
+        progress=progress,
+        name=name or "ssdml",
         spec=spec if spec is not None else run_spec(schedule, {"objective": repr(objective)}),
-        eval_model=nn.Sequential(network, objective.metric), eval_distance="euclidean", allow_unlabelled=True,
+        eval_model=nn.Sequential(network, objective.metric),
+        eval_distance="euclidean",
+        allow_unlabelled=True,
         val_set=val_set,
     )

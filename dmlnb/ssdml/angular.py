@@ -5,7 +5,8 @@ Per partition (``prepare``): kNN graph ``Q`` on the detached embeddings, ``W0`` 
 neighbourhood (:mod:`dmlnb.ssdml.mining`). Two options that are not the paper's default: the
 two-sided reading of the propagation (:func:`~dmlnb.ssdml.graph.propagated_affinity`) and
 negatives drawn from outside the neighbourhood (:func:`~dmlnb.ssdml.mining.neighbourhood_triplets`).
-Per mini-batch of ``T_b`` triplets (``unit_loss``), Eq. (3) of Dutta, Harandi and Sekhar (2021) (the angular triplet of Wang et al. 2017):
+Per mini-batch of ``T_b`` triplets (``unit_loss``), Eq. (3) of Dutta, Harandi and Sekhar (2021) (the
+angular triplet of Wang et al. 2017):
 
     J = Σ_i log(1 + exp(m_i)),
     m_i = δ²_L(z_i, z⁺_i) - 4 tan²α · δ²_L(z⁻_i, (z_i + z⁺_i)/2),
@@ -20,7 +21,13 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from dmlnb.ssdml.base import LinearMetric, PartitionObjective
-from dmlnb.ssdml.graph import PROPAGATIONS, initial_affinity, knn_indices, propagated_affinity, transition_from_indices
+from dmlnb.ssdml.graph import (
+    PROPAGATIONS,
+    initial_affinity,
+    knn_indices,
+    propagated_affinity,
+    transition_from_indices,
+)
 from dmlnb.ssdml.mining import NEGATIVES, neighbourhood_triplets
 
 __all__ = ["AngularSSDML", "smooth_angular_loss"]
@@ -51,11 +58,13 @@ class AngularSSDML(PartitionObjective):
         k: neighbours of the kNN graph and of the mining neighbourhood (paper: 10, or 50).
         gamma: ``γ`` of affinity propagation (paper: 0.99).
         orthogonal: ``Lᵀ L = I`` (the paper's choice; ``False`` is Table 4's "w/o orth").
-        solver: linear solver of the propagation (see :func:`~dmlnb.ssdml.graph.propagate_affinity`).
+        solver: linear solver of the propagation (see
+            :func:`~dmlnb.ssdml.graph.propagate_affinity`).
         propagation: ``"one-sided"`` (the paper's formula) or ``"two-sided"``
             (:func:`~dmlnb.ssdml.graph.propagated_affinity`).
         negatives: ``"neighbourhood"`` (the paper) or ``"outside"`` the neighbourhood, drawn from
-            torch's global generator (seeded by the run; :func:`~dmlnb.ssdml.mining.neighbourhood_triplets`).
+            torch's global generator (seeded by the run;
+            :func:`~dmlnb.ssdml.mining.neighbourhood_triplets`).
 
     After :meth:`prepare`, ``self.affinity`` ``(N, N)`` holds ``W`` and ``self.triplets``
     ``(U, 3)`` the mined units.
@@ -107,6 +116,8 @@ class AngularSSDML(PartitionObjective):
         return smooth_angular_loss(self.metric, z, self.alpha_degrees)
 
     def extra_repr(self) -> str:
-        return (f"alpha={self.alpha_degrees}, k={self.k}, gamma={self.gamma}, "
-                f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}, "
-                f"propagation={self.propagation}, negatives={self.negatives}")
+        return (
+            f"alpha={self.alpha_degrees}, k={self.k}, gamma={self.gamma}, "
+            f"orthogonal={self.metric.orthogonal}, out_dim={self.metric.out_dim}, "
+            f"propagation={self.propagation}, negatives={self.negatives}"
+        )

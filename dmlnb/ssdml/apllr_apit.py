@@ -55,8 +55,8 @@ def llr_prior(z: Tensor, labels: Tensor, shrinkage: float = 0.1, floor: float = 
 
     Deviation: KISSME estimates the two covariances in a PCA subspace where they are invertible;
     the differences of ``N_L`` labelled examples span at most ``N_L − 1`` dimensions (99 < ``d =
-    128`` in the paper), so both are singular and are shrunk toward the scaled identity instead (a small ridge would make
-    ``M0`` measure almost only the directions no labelled difference spans).
+    128`` in the paper), so both are singular and are shrunk toward the scaled identity instead (a
+    small ridge would make ``M0`` measure almost only the directions no labelled difference spans).
     """
     z = z.detach().double()
     same, diff = labelled_pair_masks(labels)  # (N, N) each
@@ -74,8 +74,13 @@ def llr_prior(z: Tensor, labels: Tensor, shrinkage: float = 0.1, floor: float = 
 
 
 def itml_prior(
-    z: Tensor, labels: Tensor, slack: float = 1.0, percentiles: tuple[float, float] = (5.0, 95.0),
-    max_sweeps: int = 10, tol: float = 1e-3, max_constraints: int | None = 5000,
+    z: Tensor,
+    labels: Tensor,
+    slack: float = 1.0,
+    percentiles: tuple[float, float] = (5.0, 95.0),
+    max_sweeps: int = 10,
+    tol: float = 1e-3,
+    max_constraints: int | None = 5000,
 ) -> Tensor:
     """The information-theoretic prior: ITML (Davis et al. 2007) ``(d, d)`` float64,
 
@@ -87,9 +92,9 @@ def itml_prior(
     distances of all labelled pairs. The constraints are the labelled pairs; above
     ``max_constraints`` a random subset (torch's global generator, so seeded) of that many is used,
     up to half of it similar pairs (ITML itself trains on a random sample of ``O(c²)``
-    constraints; with many classes a uniform sample would hold almost no similar pair). Solved by ITML's cyclic Bregman projections (Davis et al.
-    2007, Algorithm 1, with slack ``γ``): for constraint ``(i, j)``, ``v = z_i − z_j``,
-    ``p = vᵀ M v``, ``δ = ±1`` (similar / dissimilar),
+    constraints; with many classes a uniform sample would hold almost no similar pair). Solved by
+    ITML's cyclic Bregman projections (Davis et al. 2007, Algorithm 1, with slack ``γ``): for
+    constraint ``(i, j)``, ``v = z_i − z_j``, ``p = vᵀ M v``, ``δ = ±1`` (similar / dissimilar),
     ``α = min(λ_ij, δ γ/(γ+1) (1/p − 1/ξ_ij))``, ``β = δα / (1 − δαp)``,
     ``ξ_ij ← γ ξ_ij / (γ + δ α ξ_ij)``, ``λ_ij ← λ_ij − α``, ``M ← M + β M v vᵀ M``,
     sweeping the constraints in order until the relative change of ``λ`` is below ``tol`` or
@@ -227,12 +232,19 @@ class DeepAPLLR(PriorAffinityObjective):
     """
 
     def __init__(
-        self, metric: LinearMetric, lam: float = 1.0, k: int = 10, gamma: float = 0.99,
-        shrinkage: float = 0.1, floor: float = 1e-3,
+        self,
+        metric: LinearMetric,
+        lam: float = 1.0,
+        k: int = 10,
+        gamma: float = 0.99,
+        shrinkage: float = 0.1,
+        floor: float = 1e-3,
     ) -> None:
         super().__init__(metric, lam=lam, k=k, gamma=gamma)
         if not 0.0 < shrinkage <= 1.0 or not 0.0 < floor <= 1.0:
-            raise ValueError(f"need 0 < shrinkage <= 1 and 0 < floor <= 1, got {shrinkage}, {floor}")
+            raise ValueError(
+                f"need 0 < shrinkage <= 1 and 0 < floor <= 1, got {shrinkage}, {floor}"
+            )
         self.shrinkage, self.floor = shrinkage, floor
 
     def prior(self, z: Tensor, labels: Tensor) -> Tensor:
@@ -250,8 +262,14 @@ class DeepAPIT(PriorAffinityObjective):
     """
 
     def __init__(
-        self, metric: LinearMetric, lam: float = 1.0, k: int = 10, gamma: float = 0.99,
-        slack: float = 1.0, max_sweeps: int = 10, max_constraints: int | None = 5000,
+        self,
+        metric: LinearMetric,
+        lam: float = 1.0,
+        k: int = 10,
+        gamma: float = 0.99,
+        slack: float = 1.0,
+        max_sweeps: int = 10,
+        max_constraints: int | None = 5000,
     ) -> None:
         super().__init__(metric, lam=lam, k=k, gamma=gamma)
         if slack <= 0 or max_sweeps < 1:
@@ -260,5 +278,9 @@ class DeepAPIT(PriorAffinityObjective):
 
     def prior(self, z: Tensor, labels: Tensor) -> Tensor:
         return itml_prior(
-            z, labels, slack=self.slack, max_sweeps=self.max_sweeps, max_constraints=self.max_constraints
+            z,
+            labels,
+            slack=self.slack,
+            max_sweeps=self.max_sweeps,
+            max_constraints=self.max_constraints,
         )

@@ -8,9 +8,9 @@ a metric on it,
 (``M = L Lᵀ`` for the baselines, which learn a PSD matrix; the proposed method constrains
 ``Lᵀ L = I``). Every method is trained by Algorithm 1: draw a random partition of the unlabelled
 data, build whatever the method needs on ``X_L ∪ X_U^(p)`` (a kNN graph, propagated affinities,
-mined triplets, pairs), then draw mini-batches of *units* (triplets, pairs, ...) from that partition.
-:class:`PartitionObjective` is that contract: ``prepare`` sees the whole partition once (detached
-embeddings), ``unit_loss`` scores a mini-batch of its units with gradients.
+mined triplets, pairs), then draw mini-batches of *units* (triplets, pairs, ...) from that
+partition. :class:`PartitionObjective` is that contract: ``prepare`` sees the whole partition once
+(detached embeddings), ``unit_loss`` scores a mini-batch of its units with gradients.
 """
 
 from __future__ import annotations

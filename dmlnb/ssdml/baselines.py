@@ -25,7 +25,16 @@ from dmlnb.ssdml.isdml import DeepISDML
 from dmlnb.ssdml.lrml import DeepLRML
 from dmlnb.ssdml.seraph import DeepSERAPH
 
-__all__ = ["BASELINES", "build_baseline", "baseline_class", "DeepLRML", "DeepSERAPH", "DeepISDML", "DeepAPLLR", "DeepAPIT"]
+__all__ = [
+    "BASELINES",
+    "build_baseline",
+    "baseline_class",
+    "DeepLRML",
+    "DeepSERAPH",
+    "DeepISDML",
+    "DeepAPLLR",
+    "DeepAPIT",
+]
 
 _CLASSES: dict[str, type[PartitionObjective]] = {
     "lrml": DeepLRML,
@@ -47,7 +56,9 @@ def baseline_class(name: str) -> type[PartitionObjective]:
     return _CLASSES[key]
 
 
-def build_baseline(name: str, dim: int, out_dim: int | None = None, **hyper: Any) -> PartitionObjective:
+def build_baseline(
+    name: str, dim: int, out_dim: int | None = None, **hyper: Any
+) -> PartitionObjective:
     """The baseline ``name`` on ``dim``-dimensional embeddings with a fresh (non-orthogonal)
     ``LinearMetric(dim, out_dim)`` (identity start; the baselines learn a full ``M``, so
     ``out_dim`` defaults to ``dim``); ``hyper`` goes to the class (see its docstring)."""

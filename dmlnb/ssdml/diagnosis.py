@@ -25,7 +25,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.ssdml.graph import initial_affinity, knn_indices, propagated_affinity, transition_from_indices
+from dmlnb.ssdml.graph import (
+    initial_affinity,
+    knn_indices,
+    propagated_affinity,
+    transition_from_indices,
+)
 from dmlnb.ssdml.mining import neighbourhood_triplets
 
 __all__ = ["AFFINITIES", "mining_quality"]
@@ -64,10 +69,15 @@ def mining_quality(
         ``{"knn_same", "pos_same", "neg_other", "triplet_correct"}``, shares in ``[0, 1]``.
     """
     if z.dim() != 2 or labels.shape != (z.shape[0],) or targets.shape != (z.shape[0],):
-        raise ValueError(f"need z (N, d), labels (N,) and targets (N,); got {tuple(z.shape)}, "
-                         f"{tuple(labels.shape)}, {tuple(targets.shape)}")
+        raise ValueError(
+            f"need z (N, d), labels (N,) and targets (N,); got {tuple(z.shape)}, "
+            f"{tuple(labels.shape)}, {tuple(targets.shape)}"
+        )
     if bool((targets < 0).any()):
-        raise ValueError("targets must hold every row's hidden class (>= 0); pass the unlabelled rows' true classes")
+        raise ValueError(
+            "targets must hold every row's hidden class (>= 0); pass the unlabelled rows' true "
+            "classes"
+        )
     if affinity not in AFFINITIES:
         raise ValueError(f"affinity must be one of {AFFINITIES}, got {affinity!r}")
     z = F.normalize(z.detach().float(), dim=1)  # (N, d)
@@ -76,10 +86,15 @@ def mining_quality(
         R = torch.rand(len(z), len(z), generator=generator)  # (N, N)
         W = 0.5 * (R + R.T)
     else:
-        W = propagated_affinity(initial_affinity(labels), transition_from_indices(idx, z.dtype), gamma, propagation)
+        W = propagated_affinity(
+            initial_affinity(labels), transition_from_indices(idx, z.dtype), gamma, propagation
+        )
     trip = neighbourhood_triplets(W, idx, negatives, generator=generator)  # (U, 3)
     y = targets[trip]  # (U, 3)
     pos, neg = y[:, 1] == y[:, 0], y[:, 2] != y[:, 0]  # (U,) each
-    return {"knn_same": float((targets[idx] == targets[:, None]).float().mean()),
-            "pos_same": float(pos.float().mean()), "neg_other": float(neg.float().mean()),
-            "triplet_correct": float((pos & neg).float().mean())}
+    return {
+        "knn_same": float((targets[idx] == targets[:, None]).float().mean()),
+        "pos_same": float(pos.float().mean()),
+        "neg_other": float(neg.float().mean()),
+        "triplet_correct": float((pos & neg).float().mean()),
+    }

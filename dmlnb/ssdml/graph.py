@@ -45,7 +45,8 @@ __all__ = [
     "propagated_affinity",
 ]
 
-#: The two readings of the paper's affinity propagation (module docstring); the first is the default.
+#: The two readings of the paper's affinity propagation (module docstring); the
+#: first is the default.
 PROPAGATIONS = ("one-sided", "two-sided")
 
 #: ``solver="auto"`` uses conjugate gradients above this many nodes when ``Q`` is symmetric.
@@ -74,7 +75,8 @@ def knn_indices(z: Tensor, k: int) -> Tensor:
 
 
 def transition_from_indices(idx: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-    """``Q`` ``(N, N)`` with ``Q_ij = 1/k`` for each of the ``k`` neighbours ``idx[i]`` ``(N, k)``."""
+    """``Q`` ``(N, N)`` with ``Q_ij = 1/k`` for each of the ``k`` neighbours
+    ``idx[i]`` ``(N, k)``."""
     n, k = idx.shape
     Q = torch.zeros(n, n, dtype=dtype, device=idx.device)  # (N, N)
     return Q.scatter_(1, idx, 1.0 / k)
@@ -109,7 +111,9 @@ def normalized_affinity(A: Tensor) -> Tensor:
     """``D^{-1/2} A D^{-1/2}`` ``(N, N)`` with ``D = diag(A 1)``; zero-degree rows stay zero."""
     _check_square(A, "A")
     deg = A.sum(dim=1)  # (N,)
-    inv_sqrt = torch.where(deg > 0, deg.clamp_min(torch.finfo(A.dtype).tiny).rsqrt(), torch.zeros_like(deg))
+    inv_sqrt = torch.where(
+        deg > 0, deg.clamp_min(torch.finfo(A.dtype).tiny).rsqrt(), torch.zeros_like(deg)
+    )
     return inv_sqrt[:, None] * A * inv_sqrt[None, :]  # (N, N)
 
 
@@ -160,7 +164,12 @@ def _cg(A_mul, B: Tensor, tol: float, max_iter: int) -> Tensor:
 
 
 def propagate_affinity(
-    W0: Tensor, Q: Tensor, gamma: float, solver: str = "auto", tol: float = 1e-6, max_iter: int = 1000
+    W0: Tensor,
+    Q: Tensor,
+    gamma: float,
+    solver: str = "auto",
+    tol: float = 1e-6,
+    max_iter: int = 1000,
 ) -> Tensor:
     """Affinity propagation ``W* = (1 - γ)(I - γ Q)^{-1} W0`` ``(N, N)`` without an inverse.
 
@@ -190,7 +199,9 @@ def propagate_affinity(
         solver = "cg" if symmetric and n > CG_MIN_NODES else "solve"
     if solver == "cg":
         if not symmetric:
-            raise ValueError("solver='cg' needs a symmetric Q (I - γQ must be SPD); use solver='solve'")
+            raise ValueError(
+                "solver='cg' needs a symmetric Q (I - γQ must be SPD); use solver='solve'"
+            )
         X = _cg(lambda P: P - gamma * (Q @ P), W0, tol, max_iter)  # (N, N)
     else:
         A = torch.eye(n, dtype=Q.dtype, device=Q.device) - gamma * Q  # (N, N)
@@ -204,8 +215,9 @@ def symmetrize(W: Tensor) -> Tensor:
     return 0.5 * (W + W.T)
 
 
-def propagated_affinity(W0: Tensor, Q: Tensor, gamma: float, propagation: str = "one-sided",
-                        solver: str = "auto") -> Tensor:
+def propagated_affinity(
+    W0: Tensor, Q: Tensor, gamma: float, propagation: str = "one-sided", solver: str = "auto"
+) -> Tensor:
     """The symmetric affinities ``W`` ``(N, N)`` the mining sorts by, under one reading of the
     propagation (:data:`PROPAGATIONS`, module docstring):
 

@@ -37,7 +37,9 @@ __all__ = [
 def check_partition(z: Tensor, labels: Tensor, dim: int) -> None:
     """Validate ``prepare``'s inputs: ``z`` ``(N, dim)`` float, ``labels`` ``(N,)`` integer."""
     if z.dim() != 2 or z.shape[1] != dim:
-        raise ValueError(f"z must be (N, {dim}) embeddings (the metric's dim), got shape {tuple(z.shape)}")
+        raise ValueError(
+            f"z must be (N, {dim}) embeddings (the metric's dim), got shape {tuple(z.shape)}"
+        )
     if labels.dim() != 1 or labels.shape[0] != z.shape[0]:
         raise ValueError(f"labels must be (N,) = ({z.shape[0]},), got shape {tuple(labels.shape)}")
     if labels.is_floating_point() or labels.dtype == torch.bool:
@@ -181,7 +183,9 @@ class DeepLRML(WeightedPairObjective):
         omega = float(W.sum()) / 2 or 1.0  # Σ_{i<j} W_ij
         same, diff = labelled_pair_masks(labels)  # (N, N) each
         n_same, n_diff = max(int(same.sum()) // 2, 1), max(int(diff.sum()) // 2, 1)
-        labelled = self.gamma_s / n_same * same.to(z.dtype) - self.gamma_d / n_diff * diff.to(z.dtype)
+        labelled = self.gamma_s / n_same * same.to(z.dtype) - self.gamma_d / n_diff * diff.to(
+            z.dtype
+        )
         return W + omega * labelled
 
     def distance_scale(self) -> Tensor:

@@ -2,8 +2,9 @@
 using Affinity Propagation", Fig. 1b).
 
 For an anchor ``z_a`` with kNN neighbourhood ``N_k(z_a)``, sort the neighbours by their propagated
-affinity ``W(z_a, ·)`` in descending order, ``N_W(z_a) = {z⁺_1, ..., z⁺_{k/2}, z⁻_{k/2+1}, ..., z⁻_k}``,
-and pair the i-th most affine with the i-th of the second half:
+affinity ``W(z_a, ·)`` in descending order,
+``N_W(z_a) = {z⁺_1, ..., z⁺_{k/2}, z⁻_{k/2+1}, ..., z⁻_k}``, and pair the i-th most affine with the
+i-th of the second half:
 
     (z_a, z⁺_1, z⁻_{k/2+1}), (z_a, z⁺_2, z⁻_{k/2+2}), ..., (z_a, z⁺_{k/2}, z⁻_k).
 
@@ -28,8 +29,12 @@ __all__ = ["NEGATIVES", "neighbourhood_triplets"]
 NEGATIVES = ("neighbourhood", "outside")
 
 
-def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neighbourhood",
-                           generator: torch.Generator | None = None) -> Tensor:
+def neighbourhood_triplets(
+    W: Tensor,
+    neighbours: Tensor,
+    negatives: str = "neighbourhood",
+    generator: torch.Generator | None = None,
+) -> Tensor:
     """Triplets ``(N ⌊k/2⌋, 3)`` long ``(anchor, positive, negative)`` indices.
 
     Args:
@@ -46,7 +51,8 @@ def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neig
         raise ValueError(f"W must be (N, N), got shape {tuple(W.shape)}")
     if neighbours.dim() != 2 or neighbours.shape[0] != W.shape[0]:
         raise ValueError(
-            f"neighbours must be (N, k) with N = {W.shape[0]} rows, got shape {tuple(neighbours.shape)}"
+            f"neighbours must be (N, k) with N = {W.shape[0]} rows, got shape "
+            f"{tuple(neighbours.shape)}"
         )
     if negatives not in NEGATIVES:
         raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
@@ -55,8 +61,10 @@ def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neig
         raise ValueError(f"mining needs k >= 2 neighbours (one positive, one negative), got k={k}")
     half = k // 2
     if negatives == "outside" and n - k - 1 < half:
-        raise ValueError(f"negatives='outside' needs N - k - 1 >= k // 2 points outside each neighbourhood; "
-                         f"N = {n}, k = {k}: use a smaller k or a larger partition")
+        raise ValueError(
+            f"negatives='outside' needs N - k - 1 >= k // 2 points outside each neighbourhood; "
+            f"N = {n}, k = {k}: use a smaller k or a larger partition"
+        )
     affinity = W.gather(1, neighbours)  # (N, k) W(z_a, neighbour)
     order = torch.sort(affinity, dim=1, descending=True, stable=True).indices  # (N, k)
     ranked = neighbours.gather(1, order)  # (N, k) N_W(z_a)
@@ -65,8 +73,10 @@ def neighbourhood_triplets(W: Tensor, neighbours: Tensor, negatives: str = "neig
         scores = torch.rand(n, n, generator=generator).to(W.device)  # (N, N) uniform draw order
         inside = torch.zeros(n, n, dtype=torch.bool, device=W.device).scatter_(1, neighbours, True)
         inside.diagonal().fill_(True)
-        negative_idx = scores.masked_fill(inside, -1.0).topk(half, dim=1).indices  # (N, k/2) outside N_k ∪ {a}
+        negative_idx = (
+            scores.masked_fill(inside, -1.0).topk(half, dim=1).indices
+        )  # (N, k/2) outside N_k ∪ {a}
     else:
-        negative_idx = ranked[:, k - half:]  # (N, k/2)
+        negative_idx = ranked[:, k - half :]  # (N, k/2)
     anchors = torch.arange(n, device=W.device)[:, None].expand(n, half)  # (N, k/2)
     return torch.stack([anchors, positives, negative_idx], dim=2).reshape(n * half, 3)  # (N k/2, 3)

@@ -22,7 +22,8 @@ def pair_entropy(t: Tensor) -> Tensor:
 class DeepSERAPH(PartitionObjective):
     """Deep-SERAPH, Eq. (1) of Dutta et al. (2021) trained by Algorithm 1:
 
-        min_M  − Σ_{(i,j) ∈ P} log p_ij(y_ij) − μ Σ_{(i,j) ∈ U} Σ_{y=±1} p_ij(y) log p_ij(y) + λ Tr(M),
+        min_M  − Σ_{(i,j) ∈ P} log p_ij(y_ij) − μ Σ_{(i,j) ∈ U} Σ_{y=±1} p_ij(y) log p_ij(y)
+               + λ Tr(M),
 
         p_ij(y) = 1 / (1 + exp(y (δ²_M(z_i, z_j) − η))),
 
@@ -68,9 +69,13 @@ class DeepSERAPH(PartitionObjective):
     ) -> None:
         super().__init__(metric)
         if eta <= 0 or lam < 0 or (mu is not None and mu <= 0):
-            raise ValueError(f"need eta > 0, mu > 0 (or None), lam >= 0; got eta={eta}, mu={mu}, lam={lam}")
+            raise ValueError(
+                f"need eta > 0, mu > 0 (or None), lam >= 0; got eta={eta}, mu={mu}, lam={lam}"
+            )
         if max_unlabelled_pairs is not None and max_unlabelled_pairs < 1:
-            raise ValueError(f"max_unlabelled_pairs must be >= 1 or None, got {max_unlabelled_pairs}")
+            raise ValueError(
+                f"max_unlabelled_pairs must be >= 1 or None, got {max_unlabelled_pairs}"
+            )
         self.eta, self.mu, self.lam, self.max_unlabelled_pairs = eta, mu, lam, max_unlabelled_pairs
         self.mu_: float | None = None  # the μ used for the current partition
         self.kind: Tensor | None = None  # (U,) +1 / -1 labelled pair, 0 unlabelled pair
@@ -104,15 +109,21 @@ class DeepSERAPH(PartitionObjective):
         if self.mu is not None:
             self.mu_ = self.mu
         else:
-            self.mu_ = lab_pairs.shape[0] / n_unl_total if lab_pairs.shape[0] and n_unl_total else 1.0
+            self.mu_ = (
+                lab_pairs.shape[0] / n_unl_total if lab_pairs.shape[0] and n_unl_total else 1.0
+            )
         self.kind = torch.cat([y, y.new_zeros(unl_pairs.shape[0])])  # (U,)
-        self.weights = torch.cat([torch.ones_like(y), y.new_full((unl_pairs.shape[0],), self.mu_ * inv_rate)])
+        self.weights = torch.cat(
+            [torch.ones_like(y), y.new_full((unl_pairs.shape[0],), self.mu_ * inv_rate)]
+        )
         return torch.cat([lab_pairs, unl_pairs])  # (U, 2)
 
     def unit_loss(self, z: Tensor, rows: Tensor) -> Tensor:
         """``z`` ``(b, 2, d)`` pair embeddings of ``units[rows]`` -> scalar."""
         if self.weights is None or self.kind is None:
-            raise RuntimeError("DeepSERAPH.unit_loss before prepare(); call prepare(z, labels) first")
+            raise RuntimeError(
+                "DeepSERAPH.unit_loss before prepare(); call prepare(z, labels) first"
+            )
         t = self.metric.sq_dist(z[:, 0], z[:, 1]) - self.eta  # (b,)
         y = self.kind[rows].to(t.dtype)  # (b,)
         nll = F.softplus(y * t)  # (b,) −log p(y): softplus(y (δ² − η))

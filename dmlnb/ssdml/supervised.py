@@ -26,7 +26,14 @@ class LabelledTriplets(PartitionObjective):
 
     unit_size = 3
 
-    def __init__(self, dim: int, out_dim: int | None, loss: str, margin: float = 0.2, alpha_degrees: float = 40.0) -> None:
+    def __init__(
+        self,
+        dim: int,
+        out_dim: int | None,
+        loss: str,
+        margin: float = 0.2,
+        alpha_degrees: float = 40.0,
+    ) -> None:
         super().__init__(LinearMetric(dim, out_dim))
         if loss not in ("triplet", "angular"):
             raise ValueError(f"loss must be 'triplet' or 'angular', got {loss!r}")
@@ -41,7 +48,9 @@ class LabelledTriplets(PartitionObjective):
         a, p = torch.nonzero(pos, as_tuple=True)  # (P,), (P,)
         neg_w = (~same[a]).float()  # (P, N_L)
         if len(a) == 0 or not bool((neg_w.sum(1) > 0).all()):
-            raise ValueError("the labelled set needs two classes with >= 2 examples each to form triplets")
+            raise ValueError(
+                "the labelled set needs two classes with >= 2 examples each to form triplets"
+            )
         n = torch.multinomial(neg_w, 1).squeeze(1)  # (P,)
         return torch.stack([known[a], known[p], known[n]], dim=1)
 
