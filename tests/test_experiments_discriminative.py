@@ -83,12 +83,19 @@ def test_the_clustering_baseline_runs_algorithm_2_and_names_its_gamma() -> None:
     loss = X.build_loss("clustering", 5, 16)
     assert loss.margin_multiplier == 10.0 and loss.refinement == "paper"
     settings = X.experiment_settings("default")
-    spec = X._spec("clustering", "onehot", None, False, settings)["loss"]
-    assert spec == "FacilityLocationLoss(margin multiplier 10, 5 PAM passes, refinement paper)"
-    one = X._spec("clustering", "onehot", None, False, {**settings, "clustering_gamma": 1.0})[
-        "loss"
-    ]
-    assert one == X.clustering_implementation(1.0) != spec
+    spec = X._spec("clustering", "onehot", None, False, settings)["factory"]
+    assert spec == {
+        "name": "facility-location",
+        "version": 1,
+        "args": {
+            "margin_multiplier": 10.0,
+            "normalize": True,
+            "pam_passes": 5,
+            "refinement": "paper",
+        },
+    }
+    one = X._spec("clustering", "onehot", None, False, {**settings, "clustering_gamma": 1.0})
+    assert one["factory"]["args"]["margin_multiplier"] == 1.0 and one["factory"] != spec
     assert X._spec(
         "semihard", "onehot", None, False, {**settings, "clustering_gamma": 1.0}
     ) == X._spec("semihard", "onehot", None, False, settings)
@@ -1139,7 +1146,7 @@ def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> 
     for gamma, runs in search.runs.items():
         assert [r.seed for r in runs] == [0, 1]
         assert all(
-            r.record.data["spec"]["loss"] == X.clustering_implementation(gamma) for r in runs
+            r.record.data["spec"]["factory"]["args"]["margin_multiplier"] == gamma for r in runs
         )
         assert all(r.record.data["name"] == X.clustering_run_name(gamma, r.seed) for r in runs)
     assert {p.name for p in (tmp_path / "on").iterdir()} == {

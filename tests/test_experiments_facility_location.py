@@ -124,19 +124,25 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
     assert clu.refinement == "paper" and (npair.pairs, npair.penalty) == ("all", "norm")
     table = study.tables[0]
     spec = fl._spec(table, "clustering", study, tsne=False)
-    assert spec["refinement"] == "paper" and "Algorithm 2 as listed" in spec["loss"]
+    assert spec["refinement"] == "paper" and spec["factory"]["args"]["refinement"] == "paper"
+    assert "Algorithm 2 as listed" in fl.loss_description("clustering", study)
     assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {
         "pairs": "all",
         "penalty": "norm",
     }
-    assert "unsquared norms" in fl._spec(table, "npair", study, tsne=False)["loss"]
+    npair_args = fl._spec(table, "npair", study, tsne=False)["factory"]["args"]
+    assert (npair_args["pairs"], npair_args["penalty"]) == ("all", "norm")
+    assert "unsquared norms" in fl.loss_description("npair", study)
     assert not {"refinement", "pairs", "penalty"} & set(
         fl._spec(table, "triplet", study, tsne=False)
     )
     full = fl.study_variant(study, refinement="full")
     assert fl.build_loss("clustering", full).refinement == "full" and full.tsne_methods == ()
     assert fl._spec(table, "clustering", full, tsne=False)["refinement"] == "full"
-    assert "the variant of Algorithm 2" in fl._spec(table, "clustering", full, tsne=False)["loss"]
+    assert (
+        fl._spec(table, "clustering", full, tsne=False)["factory"]["args"]["refinement"] == "full"
+    )
+    assert "the variant of Algorithm 2" in fl.loss_description("clustering", full)
     assert fl.run_name(table, "clustering", 0, full) == fl.run_name(
         table, "clustering", 0, study
     ).replace("g10-", "g10-full-")

@@ -10,7 +10,9 @@ every argument (:attr:`dmlnb.methods.MethodCall.spec`), built from the same call
 the loss. The calls reproduce what each key built before (the same class and arguments; the
 tests train each registered method against stored values), so a committed record describes the
 run the chapter would train today; this script adds its ``"factory"`` entry and its new
-fingerprint (:func:`dmlnb.records.run_fingerprint`). Every other byte of the record stays.
+fingerprint (:func:`dmlnb.records.run_fingerprint`), and removes the typed description of the
+loss that chapters 02 and 03 kept in it (the method's spec says it now). Every other byte of the
+record stays.
 A record that already has the entry is left as it is; ``--check`` only counts what it would
 change and exits 1 when anything is left to migrate.
 """
@@ -98,18 +100,34 @@ FACTORIES: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
 }
 
 
+#: Chapters whose old specification described the loss in typed words (``"loss"``); the method's
+#: spec says it now, so the words leave the fingerprint (a reworded description no longer
+#: retrains a run).
+TYPED_DESCRIPTIONS = ("02_facility_location", "03_discriminative")
+
+
+def _typed(chapter: str, spec: Mapping[str, Any]) -> bool:
+    """Whether ``spec`` still holds a typed description of its loss (the method spec says it)."""
+    return chapter in TYPED_DESCRIPTIONS and "loss" in spec
+
+
 def migrate(root: Path, write: bool = True) -> dict[str, int]:
     """Add the ``"factory"`` entry to every record under ``root/<chapter>/`` of
-    :data:`FACTORIES` that lacks one; returns how many records each chapter changed."""
+    :data:`FACTORIES` that lacks one, and drop the typed descriptions of
+    :data:`TYPED_DESCRIPTIONS`; returns how many records each chapter changed."""
     changed: dict[str, int] = {}
     for chapter, factory in FACTORIES.items():
         changed[chapter] = 0
         for path in sorted((root / chapter).glob("*/*/record.json")):
             data = read_json(path)
             spec = data.get("spec")
-            if spec is None or SPEC_KEY in spec:
+            if spec is None or (SPEC_KEY in spec and not _typed(chapter, spec)):
                 continue
-            data["spec"] = {**spec, SPEC_KEY: factory(spec)}
+            if SPEC_KEY not in spec:
+                spec = {**spec, SPEC_KEY: factory(spec)}
+            data["spec"] = {
+                k: v for k, v in spec.items() if not (k == "loss" and _typed(chapter, spec))
+            }
             data["fingerprint"] = run_fingerprint(RunRecord.load(path).config, data["spec"])
             changed[chapter] += 1
             if write:

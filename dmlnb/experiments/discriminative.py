@@ -666,17 +666,10 @@ class MethodRun:
 def _spec(
     method: str, centroids: str, arch: str | None, track: bool, settings: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The method settings a reloaded record must match (the configuration is checked apart)."""
-    row = {v: k for k, v in METHODS.items()}[method]
-    loss = IMPLEMENTATION[row]
-    if method == "clustering":
-        loss = clustering_implementation(
-            settings.get("clustering_gamma", CLUSTERING_GAMMA),
-            settings.get("clustering_refinement", CLUSTERING_REFINEMENT),
-        )
+    """The method settings a reloaded record must match (the configuration is checked apart): the
+    registered method with every argument (:func:`loss_method`) and how the run is trained."""
     return {
         "method": method,
-        "loss": loss,
         "factory": loss_method(
             method,
             settings.get("clustering_gamma", CLUSTERING_GAMMA),

@@ -185,9 +185,9 @@ PAM_TOLERANCE = 1e-9
 
 
 def loss_description(method: str, study: "Study") -> str:
-    """What ``method`` trains in ``study`` (printed by the notebook; the ``"loss"`` of every run's
-    specification, so part of its fingerprint, :mod:`dmlnb.runs`): the loss with its settings and
-    normalisation, the N-pairs loss's pairs and penalty and the clustering loss's form of
+    """What ``method`` trains in ``study`` in words, printed by the notebook (its settings are
+    :func:`loss_method`'s, whose spec every run's fingerprint holds): the loss with its settings
+    and normalisation, the N-pairs loss's pairs and penalty and the clustering loss's form of
     Algorithm 2 in words (:data:`FORMS`)."""
     if method == "triplet":
         return (
@@ -697,16 +697,15 @@ def run_name(table: TableSpec, method: str, seed: int, study: Study) -> str:
 
 
 def _spec(table: TableSpec, method: str, study: Study, tsne: bool) -> dict[str, Any]:
-    """A run's method specification: table, method, :func:`loss_description`, the registered
-    method (:func:`loss_method`), batch composition,
-    :meth:`Study.settings`, whether it stores a t-SNE map and the forms it trains
-    (:func:`_forms`)."""
+    """A run's method specification: table, method, the registered method with every argument
+    (:func:`loss_method`; the loss is described in words by :func:`loss_description`, which is
+    not part of it), batch composition, :meth:`Study.settings`, whether it stores a t-SNE map
+    and the forms it trains (:func:`_forms`)."""
     return json.loads(
         json.dumps(
             {
                 "table": table.table,
                 "method": method,
-                "loss": loss_description(method, study),
                 "factory": loss_method(method, study).spec,
                 "class_ratio": table.class_ratio,
                 "classes_per_batch": table.classes_per_batch,
