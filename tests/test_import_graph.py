@@ -125,3 +125,53 @@ def test_import_graph_counts_every_kind_of_import(tmp_path):
         "pkg.sub.c": {"pkg.a", "pkg.b"},
     }
     assert find_cycle(import_graph(pkg)) == ["pkg.sub.c", "pkg.a", "pkg.b", "pkg.sub.c"]
+
+
+ARCHITECTURE = ROOT / "ARCHITECTURE.md"
+
+
+def floors(text: str) -> dict[str, int]:
+    """``{module or package under dmlnb: floor}`` from the floors table of ARCHITECTURE.md (rows
+    ``| N | `a`, `b` | ... |``)."""
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            for name in cells[1].replace("`", "").split(","):
+                out[name.strip()] = int(cells[0])
+    return out
+
+
+def _unit(module: str) -> str:
+    """The floor unit of ``dmlnb.x.y``: ``x`` (``dmlnb`` for the package itself)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def upward_imports(graph: Mapping[str, Set[str]], floor: Mapping[str, int]) -> list[str]:
+    """Every import of ``graph`` from one unit to another that is not to a lower floor, and every
+    unit ``floor`` does not place."""
+    units = {_unit(m) for m in graph}
+    bad = [f"{u} is on no floor of ARCHITECTURE.md" for u in sorted(units - set(floor))]
+    for module, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            a, b = _unit(module), _unit(target)
+            if a != b and a in floor and b in floor and floor[b] >= floor[a]:
+                bad.append(f"{module} (floor {floor[a]}) imports {target} (floor {floor[b]})")
+    return bad
+
+
+def test_every_import_goes_down_the_floors_of_the_architecture() -> None:
+    floor = floors(ARCHITECTURE.read_text())
+    assert floor["dmlnb"] == 0 and floor["__main__"] == max(floor.values())
+    bad = upward_imports(import_graph(ROOT / "dmlnb"), floor)
+    assert not bad, "imports against ARCHITECTURE.md's floors:\n" + "\n".join(bad)
+
+
+def test_the_floor_check_finds_an_upward_import_and_an_unplaced_module() -> None:
+    graph = {"dmlnb.a": {"dmlnb.b.x"}, "dmlnb.b.x": set(), "dmlnb.c": set()}
+    assert upward_imports(graph, {"a": 1, "b": 0, "c": 0}) == []
+    assert upward_imports(graph, {"a": 0, "b": 0, "c": 0}) == [
+        "dmlnb.a (floor 0) imports dmlnb.b.x (floor 0)"
+    ]
+    assert upward_imports(graph, {"a": 1, "b": 0}) == ["c is on no floor of ARCHITECTURE.md"]
