@@ -133,15 +133,24 @@ def register(
 
     Raises:
         ValueError: ``name`` is taken (pass ``replace=True`` to redefine it, e.g. in a
-            notebook), ``version`` < 1, or the factory takes ``*args``/``**kwargs``.
+            notebook, with a higher ``version``: other code under the same name and version
+            would reload the runs of the old code), ``version`` < 1, or the factory takes
+            ``*args``/``**kwargs``.
     """
-    if name in _REGISTRY and not replace:
-        raise ValueError(
-            f"method {name!r} is registered already ({_REGISTRY[name].factory!r}); "
-            "choose another name or pass replace=True"
-        )
     if not isinstance(version, int) or version < 1:
         raise ValueError(f"version must be an int >= 1, got {version!r}")
+    old = _REGISTRY.get(name)
+    if old is not None and not replace:
+        raise ValueError(
+            f"method {name!r} is registered already ({old.factory!r}); "
+            "choose another name or pass replace=True with a higher version"
+        )
+    if old is not None and old.factory is not factory and version <= old.version:
+        raise ValueError(
+            f"method {name!r} is replaced by other code at version {version}, not above its "
+            f"version {old.version}: the runs of the old code would reload; pass "
+            f"version={old.version + 1}"
+        )
     context: list[str] = []
     defaults: dict[str, Any] = {}
     for p in _parameters(factory):
@@ -188,9 +197,22 @@ def _lookup(name: str) -> Method:
     if name not in methods:
         raise ValueError(
             f"unknown method {name!r}; choose one of {sorted(methods)} or register it with "
-            "dmlnb.methods.register"
+            "dmlnb.methods.register (a package's own methods are registered when it is "
+            "imported: import dmlnb.ssdml for the SSDML objectives)"
         )
     return methods[name]
+
+
+def _as_default(name: str, key: str, value: Any, default: Any) -> Any:
+    """``value`` in the type of its ``default`` where that is a number: an ``int`` given for a
+    ``float`` default becomes a ``float`` (``10`` and ``10.0`` are one run, not two
+    fingerprints), and a ``bool`` for a number is refused."""
+    numeric = isinstance(default, (int, float)) and not isinstance(default, bool)
+    if numeric and isinstance(value, bool):
+        raise ValueError(f"method {name!r}: argument {key}={value!r} is a bool; pass a number")
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
 
 
 def _check_json(name: str, key: str, value: Any) -> Any:
@@ -284,6 +306,7 @@ def call(name: str, /, **args: Any) -> MethodCall:
     missing = sorted(k for k, v in bound.items() if v is _REQUIRED)
     if missing:
         raise ValueError(f"method {name!r} needs {missing}: pass them to call()")
+    bound = {k: _as_default(name, k, v, m.defaults[k]) for k, v in bound.items()}
     return MethodCall(m, {k: _check_json(name, k, v) for k, v in bound.items()})
 
 

@@ -146,16 +146,16 @@ def test_bad_declarations_name_the_fix() -> None:
 
 def test_runs_train_once_reload_and_follow_their_methods(tmp_path: Path) -> None:
     config = toy.config("smoke").replace(epochs=1, steps_per_epoch=2, eval_metrics=("recall",))
-    shared = {"triplet": toy.METHODS["triplet"]}
+    shared = {"triplet": toy.METHODS["triplet"], "FaceNet": toy.METHODS["triplet"]}
     groups = {
         "losses": RunGroup(toy.METHODS, seeds=(0, 1)),
         "baseline": RunGroup(shared, seeds=(1,)),
     }
     first = train_runs(groups, config, tmp_path, say=lambda _: None)
-    assert (
-        first.trained == 4
-    )  # the baseline's run is the losses group's triplet seed 1: trained once
+    # the baseline's runs are the losses group's triplet seed 1, under its label and another
+    assert first.trained == 4 and not (tmp_path / "FaceNet-seed1").exists()
     assert first.runs["baseline"][("triplet", 1)] is first.runs["losses"][("triplet", 1)]
+    assert first.runs["baseline"][("FaceNet", 1)] is first.runs["losses"][("triplet", 1)]
     again = train_runs(groups, config, tmp_path, say=lambda _: None)
     assert again.trained == 0 and again.values("losses", "triplet", "R@1") == first.values(
         "losses", "triplet", "R@1"
@@ -180,6 +180,9 @@ def test_runs_train_once_reload_and_follow_their_methods(tmp_path: Path) -> None
     }
     with pytest.raises(ValueError, match="declared twice"):
         train_runs(clash, config, tmp_path / "clash", say=lambda _: None)
+    assert not (tmp_path / "clash").exists()  # refused before anything trained
+    with pytest.raises(ValueError, match="needs \\['centroids'\\] from the run"):
+        train_runs({"d": RunGroup({"d": call("discriminative")}, seeds=(0,))}, config, None)
 
 
 def test_claims_json_holds_every_claim_with_its_evidence(tmp_path: Path) -> None:
@@ -198,6 +201,37 @@ def test_claims_json_holds_every_claim_with_its_evidence(tmp_path: Path) -> None
         second["category"] == "not tested at this scale" and second["reason"] == "needs-paper-data"
     )
     assert second["effect"] is None and second["interval"] == [None, None]
+    assert (first["scale"], first["unit"], first["paired"]) == (100.0, "pts", True)
+
+
+def test_direction_and_units_follow_the_metric() -> None:
+    runs = _runs({"a": [0.2, 0.21, 0.22], "b": [0.5, 0.52, 0.51], "c": [0.6, 0.61, 0.62]})
+    lower = evaluate(
+        [
+            ClaimSpec(
+                "low",
+                "a has the lower error of all",
+                BeatsEvery(
+                    Side("g", "a"), (Side("g", "b"), Side("g", "c")), higher_is_better=False
+                ),
+                where="T",
+            ),
+            ClaimSpec(
+                "dip",
+                "the sweep has its minimum inside",
+                InteriorOptimum(
+                    {1.0: Side("g", "b"), 2.0: Side("g", "a"), 3.0: Side("g", "c")},
+                    higher_is_better=False,
+                ),
+                where="F",
+            ),
+        ],
+        runs,
+    )
+    assert [str(j.verdict) for j in lower] == ["holds", "holds"]
+    assert lower[0].verdict.effect > 0 and lower[0].verdict.unit == " pts"
+    with pytest.raises(ValueError, match="must be in \\[0, 1\\]"):
+        AboveThreshold(Side("g", "a"), 50.0, metric="MAP@R")
 
 
 def test_the_toy_chapter_trains_judges_exports_and_renders(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 import torch
-from method_values import EXAMPLE_ARGS, agrees, method_values, stored
+from method_values import EXAMPLE_ARGS, agrees, checked_calls, method_values, stored
 
 from dmlnb.losses import TripletLoss
 from dmlnb.methods import (
@@ -45,16 +45,15 @@ def _changed(value: Any) -> Any:
 
 @pytest.mark.parametrize("name", METHODS)
 def test_every_argument_changes_the_fingerprint(name: str) -> None:
+    """Each argument given to call() reaches the spec and moves the fingerprint (a factory whose
+    argument the registry dropped, or a call() that ignored one, fails here)."""
     base = call(name, **EXAMPLE_ARGS.get(name, {}))
     before = run_fingerprint(CONFIG, {"factory": base.spec})
-    assert set(base.spec["args"]) == set(
-        registered()[name].defaults
-    )  # every argument, defaults included
+    assert set(base.spec["args"]) == set(registered()[name].defaults)  # defaults included
     for key, value in base.args.items():
-        changed = base.spec
-        changed["args"][key] = _changed(value)
-        assert run_fingerprint(CONFIG, {"factory": changed}) != before, (name, key)
-        assert changed["args"] != base.spec["args"]
+        changed = call(name, **{**base.args, key: _changed(value)})
+        assert changed.spec["args"][key] == _changed(value), (name, key)
+        assert run_fingerprint(CONFIG, {"factory": changed.spec}) != before, (name, key)
 
 
 @pytest.mark.parametrize("name", METHODS)
@@ -66,28 +65,43 @@ def test_version_enters_the_fingerprint(name: str) -> None:
     )
 
 
-@pytest.mark.parametrize("name", METHODS)
-def test_method_still_computes_its_stored_values(name: str) -> None:
-    m = registered()[name]
-    new = {"version": m.version, "values": method_values(m)}
-    old = stored().get(name)
+CALLS = checked_calls()
+
+
+@pytest.mark.parametrize("key", sorted(CALLS))
+def test_method_call_still_computes_its_stored_values(key: str) -> None:
+    """Every method at its defaults and every call a committed record trained."""
+    c = CALLS[key]
+    old = stored().get(key)
     assert old is not None, (
-        f"no stored values for method {name!r}: run python tests/method_values.py --update"
+        f"no stored values for {c}: store them with python tests/method_values.py --update "
+        "(a new method or call, or a version bumped)"
     )
+    new = method_values(c)
     assert agrees(new, old), (
-        f"method {name!r} computes other values than stored at version {old['version']} "
-        f"({new['values']} against {old['values']}): bump the method's version (register(..., "
-        "version=...)), then store its values with python tests/method_values.py --update"
+        f"{c} computes other values than stored ({new} against {old['values']}): bump the "
+        f"method's version (register({c.name!r}, ..., version={c.method.version + 1})), then "
+        "store its values with python tests/method_values.py --update"
     )
 
 
 def test_method_values_are_deterministic() -> None:
-    m = registered()["margin"]  # samples its negatives: seeded
-    assert method_values(m) == method_values(m)
+    c = call("margin")  # samples its negatives: seeded
+    assert method_values(c) == method_values(c)
 
 
-def test_stored_values_name_only_registered_methods() -> None:
-    assert set(stored()) <= set(METHODS), "remove the stored values of methods no longer registered"
+def test_the_values_move_when_a_method_computes_something_else() -> None:
+    c = call("contrastive")
+    old = {"values": method_values(c)}
+    assert agrees(method_values(c), old)
+    assert not agrees(method_values(c.replace(neg_margin=1.01)), old)  # forward
+    assert not agrees(method_values(c.replace(squared_hinge=True)), old)
+
+
+def test_stored_values_hold_only_calls_still_checked() -> None:
+    assert set(stored()) <= set(CALLS), (
+        "remove the values of calls no longer checked: python tests/method_values.py --update"
+    )
 
 
 def test_spec_holds_every_argument_and_builds_what_it_says() -> None:

@@ -18,7 +18,7 @@ for a measurement of the chapter's own), and its *test*, one of a small vocabula
 
 :func:`evaluate` judges every claim into a :class:`JudgedClaim`, always through the book's one
 rule; :func:`write_claims_json` writes them to ``results/<chapter>/<profile>/claims.json``, which
-the front page and the tests read.
+the tests read (and, once the chapters are declared in this layer, the front page).
 """
 
 from __future__ import annotations
@@ -100,16 +100,25 @@ class BeatsEvery:
     worse: tuple[Side, ...]
     metric: str = "R@1"
     paired: bool = False
+    higher_is_better: bool = True
 
 
 @dataclass(frozen=True)
 class AboveThreshold:
-    """``side``'s ``metric`` is above ``threshold`` (below it when not ``higher_is_better``)."""
+    """``side``'s ``metric`` is above ``threshold`` (below it when not ``higher_is_better``),
+    in the metric's own units (a retrieval metric's 0.5, shown as 50 points)."""
 
     side: Side
     threshold: float
     metric: str = "R@1"
     higher_is_better: bool = True
+
+    def __post_init__(self) -> None:
+        if _is_fraction(self.metric) and not 0.0 <= self.threshold <= 1.0:
+            raise ValueError(
+                f"{self.metric} is a fraction: its threshold {self.threshold!r} must be in "
+                f"[0, 1] (e.g. {self.threshold / 100:g} for {self.threshold:g} points)"
+            )
 
 
 @dataclass(frozen=True)
@@ -118,6 +127,7 @@ class InteriorOptimum:
 
     points: Mapping[float, Side]
     metric: str = "R@1"
+    higher_is_better: bool = True
 
 
 @dataclass(frozen=True)
@@ -193,10 +203,20 @@ def _pair(runs: RunSet, a: Side, b: Side, metric: str) -> tuple[list[float], lis
     )
 
 
+def _is_fraction(metric: str) -> bool:
+    """Whether ``metric`` is one of the evaluation's fractions (Recall@K, NMI, F1, MAP@R)."""
+    return metric.startswith("R@") or metric in ("NMI", "F1", "MAP@R")
+
+
+def _units(metric: str) -> tuple[float, str]:
+    """How a verdict on ``metric`` shows its effect: a fraction in points, anything else as is."""
+    return (100.0, " pts") if _is_fraction(metric) else (1.0, "")
+
+
 def _beats(
     runs: RunSet, better: Side, worse: Side, metric: str, paired: bool, higher: bool
 ) -> Verdict:
-    scale, unit = (100.0, " pts") if metric.startswith("R@") else (1.0, "")
+    scale, unit = _units(metric)
     if paired:
         a, b = _pair(runs, better, worse, metric)
         a, b = (a, b) if higher else (b, a)
@@ -222,13 +242,14 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
         return v, f"{test.metric}: {test.better} vs {test.worse}, {how}"
     if isinstance(test, BeatsEvery):
         parts = {
-            str(w): _beats(runs, test.better, w, test.metric, test.paired, True) for w in test.worse
+            str(w): _beats(runs, test.better, w, test.metric, test.paired, test.higher_is_better)
+            for w in test.worse
         }
         return all_of(
             parts, "comparisons"
         ), f"{test.metric}: {test.better} vs each of {', '.join(parts)}"
     if isinstance(test, AboveThreshold):
-        scale, unit = (100.0, " pts") if test.metric.startswith("R@") else (1.0, "")
+        scale, unit = _units(test.metric)
         v = compare_to_threshold(
             runs.values(test.side.group, test.side.label, test.metric),
             test.threshold,
@@ -239,7 +260,8 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
         return v, f"{test.metric} of {test.side} against {test.threshold:g}"
     if isinstance(test, InteriorOptimum):
         points = {k: runs.values(s.group, s.label, test.metric) for k, s in test.points.items()}
-        v, _ = interior_optimum(points)
+        scale, unit = _units(test.metric)
+        v, _ = interior_optimum(points, test.higher_is_better, scale=scale, unit=unit)
         return v, f"{test.metric} over {len(points)} swept values"
     if isinstance(test, Custom):
         v = test.judge(runs)
@@ -284,7 +306,9 @@ def write_claims_json(
     folder: str | Path, judged: Sequence[JudgedClaim], *, chapter: str, profile: str
 ) -> Path:
     """Write ``folder/claims.json`` atomically: per claim its id (the anchor), text, origin,
-    where, verdict and its category, effect, interval, runs per side and the typed reason of an
+    where, verdict and its category, effect and interval in the metric's own units (``scale``
+    and ``unit`` say how the book shows them: ``effect * scale`` in ``unit``), runs per side
+    (one count for a paired test: the pairs), whether it is paired and the typed reason of an
     untestable claim. Returns the file's path."""
     rows: list[dict[str, Any]] = []
     for j in judged:
@@ -299,7 +323,10 @@ def write_claims_json(
                 "category": verdict_category(v),
                 "effect": _number(v.effect),
                 "interval": [_number(v.low), _number(v.high)],
+                "scale": v.scale,
+                "unit": v.unit.strip(),
                 "runs_per_side": list(v.n),
+                "paired": bool(getattr(j.spec.test, "paired", False)),
                 "note": v.note,
                 "reason": j.reason,
                 "evidence": j.evidence,

@@ -7,9 +7,11 @@ work as for every chapter). Each run's specification is derived from its method 
 (``{"factory": MethodCall.spec}``), never typed, so a changed argument trains the run again.
 One result type, :class:`RunSet`, answers "the per-seed values of this method in this group".
 
-A run two groups declare alike (the same method call, seed and configuration) is one run: it
-has one folder and trains once (a shared baseline). Two declarations that would share a folder
-but not a fingerprint are refused.
+Runs declared alike (the same method call, seed and configuration: one fingerprint), in one
+group or several, are one run: it trains once (a shared baseline). Two declarations that would
+share a folder but not a fingerprint are refused before anything trains. The folder is named by
+the label, seed and changes, not by the base configuration: two calls with different base
+configurations belong in different ``results_dir``.
 
 Example::
 
@@ -122,15 +124,6 @@ class RunSet:
             for s in (seeds if seeds is not None else self.seeds(group, label))
         ]
 
-    def records(self, group: str | None = None) -> list[RunRecord]:
-        """The records of ``group``'s runs (default: every run once)."""
-        groups = [group] if group is not None else list(self.runs)
-        seen: dict[int, RunRecord] = {}
-        for g in groups:
-            for run in self._group(g).values():
-                seen.setdefault(id(run), run.record)
-        return list(seen.values())
-
     @property
     def trained(self) -> int:
         """How many distinct runs were trained now (the others were reloaded)."""
@@ -160,13 +153,34 @@ def train_runs(
     applied), each in ``results_dir / RunSpec.name`` (``None``: in memory, nothing stored).
 
     The dataset (``config.dataset``) is loaded once, and only when a run trains (``splits``
-    passes one already loaded). A run declared by several groups trains once. A method whose
-    factory needs ``centroids`` from the run is not trained here (its chapter builds them).
+    passes one already loaded). Runs with one fingerprint (the same method call, seed and
+    configuration), in one group or several, under one label or two, are one run: it trains
+    once, in the folder of its first declaration. Every declaration is checked before anything
+    trains.
 
     Raises:
-        ValueError: two declared runs share a folder but not a fingerprint (give one a label of
-            its own).
+        ValueError: two declared runs would share a folder but not a fingerprint (give one a
+            label of its own), or a method needs from the run more than ``num_classes`` and
+            ``embedding_dim`` (e.g. ``centroids``: its chapter builds them and trains it).
     """
+    declared: list[tuple[str, RunSpec, TrainConfig, dict[str, Any], str]] = []
+    folders: dict[str, str] = {}  # folder name -> fingerprint
+    for group, runs in groups.items():
+        for spec in runs.runs():
+            extra = set(spec.call.method.context) - set(_CONTEXT)
+            if extra:
+                raise ValueError(
+                    f"method {spec.call.name!r} of group {group!r} needs {sorted(extra)} from the "
+                    "run, which train_runs does not make: build and train it in its chapter"
+                )
+            cfg, method_spec = spec.config(config), run_spec(spec.call)
+            fingerprint = run_fingerprint(cfg, method_spec)
+            if folders.setdefault(spec.name, fingerprint) != fingerprint:
+                raise ValueError(
+                    f"run {spec.name!r} of group {group!r} is declared twice with different "
+                    "methods or configurations; give one a label of its own"
+                )
+            declared.append((group, spec, cfg, method_spec, fingerprint))
     loaded: list[Any] = [splits] if splits is not None else []
 
     def data() -> Any:
@@ -174,26 +188,18 @@ def train_runs(
             loaded.append(load_dataset(config.dataset, root=data_root, **config.dataset_options))
         return loaded[0]
 
-    made: dict[str, tuple[str, Run]] = {}
-    out: dict[str, dict[tuple[str, int], Run]] = {}
-    for group, declared in groups.items():
-        out[group] = {}
-        for spec in declared.runs():
-            cfg, method_spec = spec.config(config), run_spec(spec.call)
-            fingerprint = run_fingerprint(cfg, method_spec)
-            if spec.name in made and made[spec.name][0] != fingerprint:
-                raise ValueError(
-                    f"run {spec.name!r} of group {group!r} is declared twice with different "
-                    "methods or configurations; give one a label of its own"
-                )
-            if spec.name not in made:
-                folder = Path(results_dir) / spec.name if results_dir is not None else None
-                made[spec.name] = (
-                    fingerprint,
-                    _train_one(spec, cfg, method_spec, folder, data, retrain, say),
-                )
-            out[group][(spec.label, spec.seed)] = made[spec.name][1]
+    made: dict[str, Run] = {}  # fingerprint -> run
+    out: dict[str, dict[tuple[str, int], Run]] = {group: {} for group in groups}
+    for group, spec, cfg, method_spec, fingerprint in declared:
+        if fingerprint not in made:
+            folder = Path(results_dir) / spec.name if results_dir is not None else None
+            made[fingerprint] = _train_one(spec, cfg, method_spec, folder, data, retrain, say)
+        out[group][(spec.label, spec.seed)] = made[fingerprint]
     return RunSet(out)
+
+
+#: What :func:`train_runs` gives a method's factory from the run.
+_CONTEXT = ("num_classes", "embedding_dim")
 
 
 def _train_one(
@@ -210,9 +216,8 @@ def _train_one(
 
     def train(resume: bool) -> tuple[RunRecord, nn.Module]:
         splits = data()
-        torch.manual_seed(
-            config.seed
-        )  # learnable loss parameters (proxies, centres) are seeded too
+        # learnable loss parameters (proxies, centres) are seeded too
+        torch.manual_seed(config.seed)
         loss = from_spec(method_spec["factory"]).build(
             num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim
         )

@@ -12,8 +12,9 @@ method                      objective (on the run's ``embedding_dim``-d embeddin
                             fresh non-orthogonal metric
 ==========================  ====================================================================
 
-Each factory's arguments are ``metric_dim`` and every argument of the class after its first
-(the embedding size, or the metric it owns): read from the class, so none is typed twice.
+Each factory's arguments are ``metric_dim`` and every argument of the class after the ones the
+factory makes (the embedding size and the metric's size, or the metric a baseline owns): read
+from the class, so none is typed twice.
 Importing :mod:`dmlnb.ssdml` registers them.
 """
 
@@ -25,8 +26,8 @@ from typing import Any
 
 from dmlnb.methods import register
 from dmlnb.ssdml.angular import AngularSSDML
-from dmlnb.ssdml.base import LinearMetric, PartitionObjective
-from dmlnb.ssdml.baselines import BASELINES, baseline_class
+from dmlnb.ssdml.base import PartitionObjective
+from dmlnb.ssdml.baselines import BASELINES, baseline_class, build_baseline
 from dmlnb.ssdml.supervised import LabelledTriplets
 
 __all__ = ["objective_factory"]
@@ -57,12 +58,15 @@ def objective_factory(
     return factory
 
 
-def _on_metric(cls: type[PartitionObjective]) -> Callable[..., PartitionObjective]:
-    """A baseline's factory: the class on a fresh ``LinearMetric(embedding_dim, metric_dim)``."""
-    return objective_factory(cls, lambda dim, out, **kw: cls(LinearMetric(dim, out), **kw), skip=1)
+def _baseline(name: str) -> Callable[..., PartitionObjective]:
+    """The factory of the baseline ``name``: :func:`~dmlnb.ssdml.baselines.build_baseline`, the
+    class on a fresh ``LinearMetric(embedding_dim, metric_dim)``."""
+    return objective_factory(
+        baseline_class(name), lambda dim, out, **kw: build_baseline(name, dim, out, **kw), skip=1
+    )
 
 
 register("ssdml-angular", objective_factory(AngularSSDML, AngularSSDML, skip=2))
 register("ssdml-labelled", objective_factory(LabelledTriplets, LabelledTriplets, skip=2))
 for _name in BASELINES:
-    register(_name, _on_metric(baseline_class(_name)))
+    register(_name, _baseline(_name))
