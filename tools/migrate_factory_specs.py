@@ -135,6 +135,41 @@ def migrate(root: Path, write: bool = True) -> dict[str, int]:
     return changed
 
 
+#: Stored results (not run records) keyed by a chapter's settings that now name the method too:
+#: ``(glob under the results folder, where the settings sit in the file, the method's spec)``.
+STORED_RESULTS: tuple[tuple[str, tuple[str, ...], Callable[[Mapping[str, Any]], dict]], ...] = (
+    (
+        "01_easy_positive/*/diagnostics/EPHN-n*-drop-rule.json",
+        (),
+        lambda _: easy_positive.loss_method("EPHN").spec,
+    ),
+    (
+        "04_profs/*/step-times-*/measurement.json",
+        ("settings",),
+        lambda settings: profs.loss_method(settings["loss"]).spec,
+    ),
+)
+
+
+def migrate_stored(root: Path, write: bool = True) -> int:
+    """Add the method's ``"factory"`` spec to the settings of the stored results of
+    :data:`STORED_RESULTS` that lack it; returns how many files changed."""
+    changed = 0
+    for pattern, where, factory in STORED_RESULTS:
+        for path in sorted(root.glob(pattern)):
+            data = read_json(path)
+            settings = data
+            for k in where:
+                settings = settings[k]
+            if SPEC_KEY in settings:
+                continue
+            settings[SPEC_KEY] = factory(settings)
+            changed += 1
+            if write:
+                write_json_atomic(path, data)
+    return changed
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("results", nargs="?", type=Path, default=ROOT, help="the results folder")
@@ -143,7 +178,9 @@ def main(argv: list[str] | None = None) -> int:
     changed = migrate(args.results, write=not args.check)
     for chapter, count in changed.items():
         print(f"{chapter}: {count} records {'to migrate' if args.check else 'migrated'}")
-    return 1 if args.check and any(changed.values()) else 0
+    stored = migrate_stored(args.results, write=not args.check)
+    print(f"stored results: {stored} {'to migrate' if args.check else 'migrated'}")
+    return 1 if args.check and (any(changed.values()) or stored) else 0
 
 
 if __name__ == "__main__":

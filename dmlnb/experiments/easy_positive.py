@@ -2036,9 +2036,9 @@ def drop_rule_diagnosis(
     rule: EPHN at n = 2 retrained once (seed ``seed``, the study's config, in a scratch folder)
     with a loss wrapper that counts, per batch, the anchors the rule drops and records the chosen
     similarities. The per-epoch summary is saved as JSON at ``path`` (default
-    ``<results>/diagnostics/EPHN-n2-seed<seed>-drop-rule.json``) with the run's configuration, and
-    reloaded when it holds this configuration (else the rerun is made again). The frame's
-    ``attrs["seed"]`` is ``seed``."""
+    ``<results>/diagnostics/EPHN-n2-seed<seed>-drop-rule.json``) with the run's configuration
+    and EPHN's method call, and reloaded when it holds both (else the rerun is made again). The
+    frame's ``attrs["seed"]`` is ``seed``."""
     import json
     import tempfile
 
@@ -2049,14 +2049,19 @@ def drop_rule_diagnosis(
     )
     study = runner.study
     config = run_config(study.config, "EPHN", 2, seed, study)
+    method = loss_method("EPHN", study)
     stored = json.loads(path.read_text()) if path.exists() else None
-    if isinstance(stored, dict) and stored.get("config") == as_json(config.to_dict()):
+    if (
+        isinstance(stored, dict)
+        and stored.get("config") == as_json(config.to_dict())
+        and stored.get("factory") == method.spec
+    ):
         out = pd.DataFrame(stored["epochs"]).set_index("epoch")
         out.attrs["seed"] = seed
         return out
     splits = runner.splits(config)
     counting = _CountingLoss(
-        build_loss("EPHN", splits.num_train_classes, config.embedding_dim, study)
+        method.build(num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim)
     )
     with tempfile.TemporaryDirectory() as tmp:
         _, record = fit(
@@ -2088,7 +2093,9 @@ def drop_rule_diagnosis(
         )
     path.parent.mkdir(parents=True, exist_ok=True)
     # atomic: a sibling shard (dmlnb.runs) may read it meanwhile
-    write_json_atomic(path, {"config": as_json(config.to_dict()), "epochs": rows})
+    write_json_atomic(
+        path, {"config": as_json(config.to_dict()), "factory": method.spec, "epochs": rows}
+    )
     out = pd.DataFrame(rows).set_index("epoch")
     out.attrs["seed"] = seed  # the one seed measured, which the deviations table names
     return out

@@ -1313,6 +1313,7 @@ def step_times(
     settings = {
         "config": config.to_dict(),
         "loss": key,
+        "factory": loss_method(key).spec,
         "rho": rho,
         "lam": lam,
         "steps": steps,
