@@ -64,7 +64,7 @@ from dmlnb.experiments.settings import validation_holdout, with_validation
 from dmlnb.losses.easy_positive import SEMIHARD_RULES, VARIANTS
 from dmlnb.methods import MethodCall, call, from_spec
 from dmlnb.profiles import TrainConfig, make_config
-from dmlnb.records import RunRecord, as_json, write_json_atomic
+from dmlnb.records import RunRecord, as_json, run_fingerprint, write_json_atomic
 from dmlnb.reported import reported_table
 from dmlnb.reporting import (
     COLLAPSE_BAND,
@@ -774,7 +774,9 @@ class Runner:
         self.retrain = retrain
         self.data_root = data_root
         self.progress = progress
-        self.results: dict[str, RunResult] = {}
+        # by (run name, fingerprint): a study sharing the memo (with_study) with other loss
+        # settings under the same run name gets its own run, never this one's
+        self.results: dict[tuple[str, str], RunResult] = {}
         self._splits: dict[str, Any] = {}
 
     def splits(self, config: TrainConfig) -> Any:
@@ -842,7 +844,8 @@ class Runner:
         from dmlnb.training import fit
 
         name = run_name(config, method, self.study)
-        known = None if retrain and not self.retrain else self.results.get(name)
+        memo = (name, run_fingerprint(config, self.spec(method)))
+        known = None if retrain and not self.retrain else self.results.get(memo)
         if known is not None and (known.analysis or not analyse):
             return known
         result = known
@@ -890,7 +893,7 @@ class Runner:
                 )
             else:
                 self._summarise(result, "its statistics in record.json are missing")
-        self.results[name] = result
+        self.results[memo] = result
         return result
 
     def _siblings(
