@@ -28,6 +28,7 @@ __all__ = [
     "power_of_two_scale",
     "gram",
     "cosine_similarity",
+    "indexed_cosine_similarity",
     "euclidean_distance",
 ]
 
@@ -85,6 +86,18 @@ def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
         return torch.where(peak > 0, scale, torch.ones_like(scale))
 
 
+def _row_scales(x: Tensor) -> Tensor:
+    """``(B, 1)``: for each row of ``x`` ``(B, D)`` the power of two ``2**(e-1)`` with
+    ``2**(e-1) <= max_j |x_ij| < 2**e`` (``max_j |x_ij|`` raised to the dtype's smallest normal
+    first, so a zero row gets a tiny power of two, not 0). Dividing by it is exact; no gradient.
+    Two reductions and no ``(B, D)`` temporary; ``peak / (2 mantissa)`` is exact (``frexp``)
+    and, unlike ``2**e``, finite for a row holding the dtype's largest value."""
+    peak = torch.maximum(x.amax(dim=1, keepdim=True), x.amin(dim=1, keepdim=True).neg_())
+    peak = peak.clamp_min_(torch.finfo(x.dtype).tiny)  # (B, 1) max |x_ij|, a normal number
+    mantissa, _ = torch.frexp(peak)  # (B, 1) peak = mantissa * 2**e, mantissa in [0.5, 1)
+    return peak.div_(2.0 * mantissa)  # (B, 1) 2**(e-1)
+
+
 class _L2Normalize(torch.autograd.Function):
     r"""Rows scaled to unit norm, with an exact power-of-two pre-scaling and a one-pass backward.
 
@@ -92,24 +105,26 @@ class _L2Normalize(torch.autograd.Function):
     for a row with ``|x| = |y| s <= eps``. Backward, the Jacobian of :math:`x / |x|` applied to the
     incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row
     (and on a row whose norm overflows, where it is below ``1 / |x|``, under float32's normals).
+    Each pass writes one ``(B, D)`` tensor at most, in place where it can (the allocations, not
+    the arithmetic, dominate on a CPU).
     """
 
     @staticmethod
     def forward(ctx, x: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        peak = torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True)  # (B, 1) max |x_ij|
-        _, exponent = torch.frexp(peak)  # peak = m * 2**exponent, m in [0.5, 1); exact
-        scale = torch.ldexp(torch.ones_like(peak), exponent - 1)  # (B, 1) 2**(e-1) <= peak < 2**e; 0.5 for a zero row
+        scale = _row_scales(x)  # (B, 1) powers of two
         y = x / scale  # (B, D) exact; largest |y_ij| in [1, 2) (0 for a zero row)
-        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (B, 1), >= 1 unless the row is zero
-        y_norm = y_norm.masked_fill(y_norm * scale <= eps, float("inf"))  # (B, 1) |x| <= eps: a zero row
-        unit = y / y_norm  # (B, D)
-        ctx.save_for_backward(unit, y_norm * scale)
-        return unit
+        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (B, 1) >= 1 unless a zero row
+        y_norm.masked_fill_(y_norm * scale <= eps, float("inf"))  # (B, 1) |x| <= eps: a zero row
+        ctx.save_for_backward(y.div_(y_norm), y_norm * scale)  # (B, D) u, (B, 1) |x|
+        return y
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
         unit, norm = ctx.saved_tensors  # (B, D), (B, 1) |x|, inf on a dropped row
-        return (grad - unit * (grad * unit).sum(dim=1, keepdim=True)) / norm, None  # (B, D)
+        out = grad * unit  # (B, D), reused for every later pass
+        dot = out.sum(dim=1, keepdim=True)  # (B, 1) g^T u
+        torch.sub(grad, torch.mul(unit, dot, out=out), out=out)  # g - u (g^T u)
+        return out.div_(norm), None  # (B, D)
 
 
 def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
@@ -164,6 +179,63 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
     if y is not None:
         check_embeddings(y, "y", x.shape[1])
     return gram(l2_normalize(x, eps), None if y is None else l2_normalize(y, eps))  # (B, R)
+
+
+class _IndexedCosine(torch.autograd.Function):
+    r"""Cosine similarities ``(R, C)`` of rows ``rows`` and ``cols`` of ``x``, the normalisation
+    folded into the ``(R, C)`` product instead of applied to the ``(R + C, D)`` rows.
+
+    Forward: the gathered rows ``z = x[rows ; cols]`` scaled by their exact powers of two,
+    ``y = z / s`` (as :func:`l2_normalize`), :math:`\nu = 1 / |y|` (0 on a row with
+    ``|z| <= eps``), and :math:`c_{ij} = (y_i^\top v_j)\, \nu_i \nu_j` (``y`` the row part,
+    ``v`` the column part). Backward, with ``G`` the incoming ``(R, C)`` gradient:
+    :math:`\partial y_i = \sum_j G_{ij} \nu_i \nu_j v_j - \nu_i^2 (\sum_j G_{ij} c_{ij})\, y_i`
+    (and likewise for ``v`` over the columns), divided by ``s``, added into one ``(B, D)``.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, x: Tensor, rows: Tensor, cols: Tensor, eps: float
+    ) -> Tensor:
+        index = torch.cat([rows, cols])  # (R + C,)
+        z = x.index_select(0, index)  # (R + C, D)
+        scale = _row_scales(z)  # (R + C, 1) powers of two
+        y = z.div_(scale)  # (R + C, D) exact
+        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (R + C, 1)
+        inv = y_norm.reciprocal().masked_fill_(y_norm * scale <= eps, 0.0)  # (R + C, 1)
+        r = rows.shape[0]
+        cos = (y[:r] @ y[r:].T).mul_(inv[:r]).mul_(inv[r:].T)  # (R, C)
+        ctx.save_for_backward(index, y, scale, inv, cos)
+        ctx.batch = x.shape[0]
+        return cos
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        index, y, scale, inv, cos = ctx.saved_tensors
+        r = cos.shape[0]
+        weighted = grad * cos  # (R, C) G_ij c_ij
+        coef = torch.cat([weighted.sum(dim=1), weighted.sum(dim=0)])[:, None]  # (R + C, 1)
+        g_scaled = grad.mul(inv[:r]).mul_(inv[r:].T)  # (R, C) G_ij nu_i nu_j
+        gz = torch.empty_like(y)  # (R + C, D)
+        torch.mm(g_scaled, y[r:], out=gz[:r])
+        torch.mm(g_scaled.T, y[:r], out=gz[r:])
+        gz.addcmul_(y, coef.mul_(inv).mul_(inv), value=-1.0).div_(scale)  # (R + C, D)
+        gx = gz.new_zeros(ctx.batch, gz.shape[1]).index_add_(0, index, gz)  # (B, D)
+        return gx, None, None, None
+
+
+def indexed_cosine_similarity(x: Tensor, rows: Tensor, cols: Tensor, eps: float = 1e-12) -> Tensor:
+    r"""Cosine similarity ``(R, C)`` of the rows ``x[rows]`` with the rows ``x[cols]``
+    (``x`` ``(B, D)``, ``rows`` ``(R,)``, ``cols`` ``(C,)`` indices into it),
+    :math:`c_{ij} = x_{r_i}^\top x_{c_j} / (\lVert x_{r_i} \rVert \lVert x_{c_j} \rVert)`.
+
+    The same function as ``cosine_similarity(x[rows], x[cols])`` (zero rows give 0 with a zero
+    gradient, huge or tiny rows are scaled exactly first), rounded differently: the norms
+    divide the ``(R, C)`` product, so no ``(R + C, D)`` unit vectors are made or
+    differentiated (:class:`_IndexedCosine`); cheaper when ``R, C`` are at most about ``D``.
+    """
+    check_embeddings(x, "x")
+    return _IndexedCosine.apply(x, rows, cols, eps)
 
 
 class _PairwiseDistance(torch.autograd.Function):
