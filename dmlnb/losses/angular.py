@@ -110,7 +110,7 @@ class AngularLoss(MetricLoss):
     x_n} = e^{c x_a^\top x_n} e^{c x_p^\top x_n}`) with per-row stabilisers, then
     :math:`\log(1 + e^{\cdot})`, with an analytic backward (:class:`_AngularTerms`); no
     ``(pair, negative)`` tensor and no host read. With ``normalize`` and
-    :math:`\tan^2\alpha \le 5` (:math:`\alpha \le 65.9°`) no term can underflow and the sums
+    :math:`\tan^2\alpha \le 5` (:math:`\alpha \le 65.9` degrees) no term can underflow and the sums
     are formed in the embeddings' precision (float32 at least); otherwise in float64, where a
     pair whose every term underflows gives NaN (the finite-loss check fails loudly instead of
     the sum being silently 0). The paper assumes L2-normalised
