@@ -267,7 +267,7 @@ class _PairwiseDistance(torch.autograd.Function):
                 clamped.fill_diagonal_(True)  # nor on the diagonal
             ctx.save_for_backward(x, y, clamped)
             return d2.clamp_min(0.0)  # (B, R)
-        d = d2.sqrt().masked_fill_(d2 <= eps, 0.0)  # (B, R) 0 (no NaN) where d2 <= eps, negatives included
+        d = torch.threshold(d2, eps, 0.0).sqrt_()  # (B, R) 0 (no NaN) where d2 <= eps (or < 0)
         ctx.save_for_backward(x, y, d)
         return d
 
@@ -277,8 +277,9 @@ class _PairwiseDistance(torch.autograd.Function):
         # h = G and two = 2 (squared), or h = 2 G and two = 1: the gradients are two * (...) below
         if ctx.squared:  # G = g, 0 where clamped
             h, two = grad.masked_fill(saved, 0.0), 2.0  # (B, R)
-        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off)
-            h, two = (grad / saved).masked_fill_(saved == 0, 0.0), 1.0  # (B, R)
+        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off), where g / d is
+            # +-inf or NaN: a positive d is >= sqrt(eps), so g / d is finite everywhere else
+            h, two = torch.div(grad, saved).nan_to_num_(0.0, 0.0, 0.0), 1.0  # (B, R)
         if ctx.self_distance:
             s = h + h.T  # (B, B)
             gx = torch.addmm(s.sum(dim=1, keepdim=True) * x, s, x, beta=two, alpha=-two)  # (B, D)
