@@ -90,12 +90,12 @@ def _row_scales(x: Tensor) -> Tensor:
     """``(B, 1)``: for each row of ``x`` ``(B, D)`` the power of two ``2**(e-1)`` with
     ``2**(e-1) <= max_j |x_ij| < 2**e`` (``max_j |x_ij|`` raised to the dtype's smallest normal
     first, so a zero row gets a tiny power of two, not 0). Dividing by it is exact; no gradient.
-    Two reductions and no ``(B, D)`` temporary; ``peak / (2 mantissa)`` is exact (``frexp``)
+    Two reductions and no ``(B, D)`` temporary; ``(peak / 2) / mantissa`` is exact (``frexp``)
     and, unlike ``2**e``, finite for a row holding the dtype's largest value."""
     peak = torch.maximum(x.amax(dim=1, keepdim=True), x.amin(dim=1, keepdim=True).neg_())
     peak = peak.clamp_min_(torch.finfo(x.dtype).tiny)  # (B, 1) max |x_ij|, a normal number
     mantissa, _ = torch.frexp(peak)  # (B, 1) peak = mantissa * 2**e, mantissa in [0.5, 1)
-    return peak.div_(2.0 * mantissa)  # (B, 1) 2**(e-1)
+    return peak.mul_(0.5).div_(mantissa)  # (B, 1) 2**(e-1)
 
 
 class _L2Normalize(torch.autograd.Function):
@@ -182,15 +182,16 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
 
 
 class _IndexedCosine(torch.autograd.Function):
-    r"""Cosine similarities ``(R, C)`` of rows ``rows`` and ``cols`` of ``x``, the normalisation
-    folded into the ``(R, C)`` product instead of applied to the ``(R + C, D)`` rows.
+    r"""Cosine similarities ``(R, C)`` of rows ``rows`` and ``cols`` of ``x``, with a backward
+    whose row-wise dot products are ``(R, C)`` sums instead of ``(R + C, D)`` ones.
 
     Forward: the gathered rows ``z = x[rows ; cols]`` scaled by their exact powers of two,
-    ``y = z / s`` (as :func:`l2_normalize`), :math:`\nu = 1 / |y|` (0 on a row with
-    ``|z| <= eps``), and :math:`c_{ij} = (y_i^\top v_j)\, \nu_i \nu_j` (``y`` the row part,
-    ``v`` the column part). Backward, with ``G`` the incoming ``(R, C)`` gradient:
-    :math:`\partial y_i = \sum_j G_{ij} \nu_i \nu_j v_j - \nu_i^2 (\sum_j G_{ij} c_{ij})\, y_i`
-    (and likewise for ``v`` over the columns), divided by ``s``, added into one ``(B, D)``.
+    ``y = z / s`` (as :func:`l2_normalize`), unit rows :math:`u = y\, \nu` with
+    :math:`\nu = 1 / |y|` (0 on a row with ``|z| <= eps``), and :math:`c = u_r u_c^\top`.
+    Backward, with ``G`` the incoming ``(R, C)`` gradient: :math:`\partial u_r = G u_c`, and
+    the Jacobian of :math:`y / |y|` needs :math:`u_{r,i}^\top \partial u_{r,i} = \sum_j G_{ij}
+    c_{ij}`: :math:`\partial z_i = (\partial u_i - (\sum_j G_{ij} c_{ij})\, u_i)\, \nu_i / s_i`
+    (and likewise for the columns with :math:`G^\top`), added into one ``(B, D)``.
     """
 
     @staticmethod
@@ -203,23 +204,23 @@ class _IndexedCosine(torch.autograd.Function):
         y = z.div_(scale)  # (R + C, D) exact
         y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (R + C, 1)
         inv = y_norm.reciprocal().masked_fill_(y_norm * scale <= eps, 0.0)  # (R + C, 1)
+        unit = y.mul_(inv)  # (R + C, D) unit rows, 0 for a dropped row
         r = rows.shape[0]
-        cos = (y[:r] @ y[r:].T).mul_(inv[:r]).mul_(inv[r:].T)  # (R, C)
-        ctx.save_for_backward(index, y, scale, inv, cos)
+        cos = unit[:r] @ unit[r:].T  # (R, C)
+        ctx.save_for_backward(index, unit, inv.div_(scale), cos)  # inv / s: exact
         ctx.batch = x.shape[0]
         return cos
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
-        index, y, scale, inv, cos = ctx.saved_tensors
+        index, unit, inv_scaled, cos = ctx.saved_tensors
         r = cos.shape[0]
         weighted = grad * cos  # (R, C) G_ij c_ij
-        coef = torch.cat([weighted.sum(dim=1), weighted.sum(dim=0)])[:, None]  # (R + C, 1)
-        g_scaled = grad.mul(inv[:r]).mul_(inv[r:].T)  # (R, C) G_ij nu_i nu_j
-        gz = torch.empty_like(y)  # (R + C, D)
-        torch.mm(g_scaled, y[r:], out=gz[:r])
-        torch.mm(g_scaled.T, y[:r], out=gz[r:])
-        gz.addcmul_(y, coef.mul_(inv).mul_(inv), value=-1.0).div_(scale)  # (R + C, D)
+        dots = torch.cat([weighted.sum(dim=1), weighted.sum(dim=0)])[:, None]  # (R + C, 1)
+        gz = torch.empty_like(unit)  # (R + C, D)
+        torch.mm(grad, unit[r:], out=gz[:r])  # d u_r
+        torch.mm(grad.T, unit[:r], out=gz[r:])  # d u_c
+        gz.addcmul_(unit, dots, value=-1.0).mul_(inv_scaled)  # (R + C, D) d z
         gx = gz.new_zeros(ctx.batch, gz.shape[1]).index_add_(0, index, gz)  # (B, D)
         return gx, None, None, None
 
@@ -230,9 +231,9 @@ def indexed_cosine_similarity(x: Tensor, rows: Tensor, cols: Tensor, eps: float 
     :math:`c_{ij} = x_{r_i}^\top x_{c_j} / (\lVert x_{r_i} \rVert \lVert x_{c_j} \rVert)`.
 
     The same function as ``cosine_similarity(x[rows], x[cols])`` (zero rows give 0 with a zero
-    gradient, huge or tiny rows are scaled exactly first), rounded differently: the norms
-    divide the ``(R, C)`` product, so no ``(R + C, D)`` unit vectors are made or
-    differentiated (:class:`_IndexedCosine`); cheaper when ``R, C`` are at most about ``D``.
+    gradient, huge or tiny rows are scaled exactly first), rounded differently (the unit rows
+    are ``y * (1 / |y|)``): one gather, one ``index_add`` in the backward, whose row-wise dot
+    products are ``(R, C)`` sums (:class:`_IndexedCosine`).
     """
     check_embeddings(x, "x")
     return _IndexedCosine.apply(x, rows, cols, eps)
