@@ -185,8 +185,8 @@ class _IndexedCosine(torch.autograd.Function):
     r"""Cosine similarities ``(R, C)`` of rows ``rows`` and ``cols`` of ``x``, with a backward
     whose row-wise dot products are ``(R, C)`` sums instead of ``(R + C, D)`` ones.
 
-    Forward: the gathered rows ``z = x[rows ; cols]`` scaled by their exact powers of two,
-    ``y = z / s`` (as :func:`l2_normalize`), unit rows :math:`u = y\, \nu` with
+    Forward: the gathered rows ``z = x[rows ; cols]`` divided by their largest entry,
+    ``y = z / s`` (so no norm overflows or underflows), unit rows :math:`u = y\, \nu` with
     :math:`\nu = 1 / |y|` (0 on a row with ``|z| <= eps``), and :math:`c = u_r u_c^\top`.
     Backward, with ``G`` the incoming ``(R, C)`` gradient: :math:`\partial u_r = G u_c`, and
     the Jacobian of :math:`y / |y|` needs :math:`u_{r,i}^\top \partial u_{r,i} = \sum_j G_{ij}
@@ -200,14 +200,15 @@ class _IndexedCosine(torch.autograd.Function):
     ) -> Tensor:
         index = torch.cat([rows, cols])  # (R + C,)
         z = x.index_select(0, index)  # (R + C, D)
-        scale = _row_scales(z)  # (R + C, 1) powers of two
-        y = z.div_(scale)  # (R + C, D) exact
+        # (R + C, 1) max |z_ij|, a normal number (a zero row: the smallest one)
+        scale = z.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(z.dtype).tiny)
+        y = z.div_(scale)  # (R + C, D) entries in [-1, 1]: |y| cannot overflow
         y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (R + C, 1)
         inv = y_norm.reciprocal().masked_fill_(y_norm * scale <= eps, 0.0)  # (R + C, 1)
         unit = y.mul_(inv)  # (R + C, D) unit rows, 0 for a dropped row
         r = rows.shape[0]
         cos = unit[:r] @ unit[r:].T  # (R, C)
-        ctx.save_for_backward(index, unit, inv.div_(scale), cos)  # inv / s: exact
+        ctx.save_for_backward(index, unit, inv.div_(scale), cos)  # (R + C, 1) nu / s
         ctx.batch = x.shape[0]
         return cos
 
@@ -231,9 +232,9 @@ def indexed_cosine_similarity(x: Tensor, rows: Tensor, cols: Tensor, eps: float 
     :math:`c_{ij} = x_{r_i}^\top x_{c_j} / (\lVert x_{r_i} \rVert \lVert x_{c_j} \rVert)`.
 
     The same function as ``cosine_similarity(x[rows], x[cols])`` (zero rows give 0 with a zero
-    gradient, huge or tiny rows are scaled exactly first), rounded differently (the unit rows
-    are ``y * (1 / |y|)``): one gather, one ``index_add`` in the backward, whose row-wise dot
-    products are ``(R, C)`` sums (:class:`_IndexedCosine`).
+    gradient, huge or tiny rows are scaled first), rounded differently (each row is divided by
+    its largest entry, then multiplied by ``1 / |y|``): one gather, one ``index_add`` in the
+    backward, whose row-wise dot products are ``(R, C)`` sums (:class:`_IndexedCosine`).
     """
     check_embeddings(x, "x")
     return _IndexedCosine.apply(x, rows, cols, eps)

@@ -71,18 +71,18 @@ def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Te
     if positive is None:
         positive = pair_masks(labels).positive  # (B, B)
     B = labels.shape[0]
-    # argmax: the index of the first maximum, i.e. row i's first allowed pair (i, j_i) (0 if none)
-    first_positive = positive.view(torch.uint8).argmax(dim=1)  # (B,)
-    has_pair = positive.gather(1, first_positive[:, None]).view(-1)  # (B,)
+    flags = positive.view(torch.uint8)  # (B, B) 0 / 1: reductions over uint8 are fast
+    has_pair = flags.amax(dim=1)  # (B,) 1 where row i has an allowed pair
     sorted_labels, order = torch.sort(labels, stable=True)  # (B,) x 2: batch order within a class
     start = torch.searchsorted(sorted_labels, sorted_labels)  # (B,) where k's class starts
-    row = order.masked_fill(~has_pair[order], B)  # (B,) the row at k if it has a pair, else B
+    row = order.masked_fill(has_pair[order] == 0, B)  # (B,) the row at k if it has a pair, else B
     # (B,) at each class's start its first row with a pair; B: none, or no class starts there
     first_row = torch.full_like(start, B).scatter_reduce_(0, start, row, "amin")
     anchors = torch.sort(first_row).values[: max(B // 2, 1)]  # (K,) the N anchors, then B
     valid = anchors < B  # (K,)
     anchors = anchors.clamp_max(B - 1)  # (K,)
-    return anchors, first_positive[anchors], valid
+    # argmax: the index of the first maximum, i.e. each anchor's first allowed pair (a, p)
+    return anchors, flags.index_select(0, anchors).argmax(dim=1), valid
 
 
 class NPairLoss(MetricLoss):
@@ -179,7 +179,7 @@ class NPairLoss(MetricLoss):
     def _first_pairs(
         x: Tensor, labels: Tensor, masks: PairMasks, normalize: bool
     ) -> tuple[Tensor, Tensor]:
-        """Sohn's N-pair-mc term (mean over the ``N`` class pairs) and ``N``, as a cross-entropy
+        r"""Sohn's N-pair-mc term (mean over the ``N`` class pairs) and ``N``, as a cross-entropy
         over the ``(K, K)`` slot logits :math:`f_{a_i}^\top f_{p_j}` (cosines with
         ``normalize``) with target ``i``, for the valid slots ``i``."""
         anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (K,) x 3, N valid
