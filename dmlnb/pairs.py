@@ -279,8 +279,8 @@ class _PairwiseDistance(torch.autograd.Function):
         # h = G and two = 2 (squared), or h = 2 G and two = 1: the gradients are two * (...) below
         if ctx.squared:  # G = g, 0 where clamped
             h, two = grad.masked_fill(saved, 0.0), 2.0  # (B, R)
-        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off), where g / d is
-            # +-inf or NaN: a positive d is >= sqrt(eps), so g / d is finite everywhere else
+        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off): there g / d is
+            # +-inf or NaN, and nowhere else (d >= sqrt(eps) > 0 elsewhere, g finite, not huge)
             h, two = torch.div(grad, saved).nan_to_num_(0.0, 0.0, 0.0), 1.0  # (B, R)
         if ctx.self_distance:
             s = h + h.T  # (B, B)

@@ -16,8 +16,9 @@ __all__ = ["AngularLoss"]
 # A pair's negative sum below this (every term underflowed in float64) cannot be trusted.
 _TINY_SUM = math.exp(-650.0)
 # Largest tan^2(alpha) for which L2-normalised embeddings are summed in their own precision:
-# then every f_apn - max_n f_apn >= -8 tan^2(alpha) >= -40, far above float32's underflow (-87),
-# and log(1 + e^f) <= 10 tan^2(alpha) + 2 + log(B) stays below its overflow (88).
+# then every factor e^{c - max c} of the product is >= e^{-8 tan^2(alpha)} >= e^{-40}, so the
+# products are normal float32 numbers (> e^{-87}), and f <= 10 tan^2(alpha) + 2 + log(B) keeps
+# e^f below float32's overflow (e^{88}).
 _BOUNDED_TAN2 = 5.0
 
 
@@ -52,16 +53,15 @@ class _AngularTerms(torch.autograd.Function):
         s = sim.to(dtype)  # (B, B), never written
         c = s * (4.0 * tan2)  # (B, B) c_in = 4 tan^2 S_in
         positive_f = positive.view(torch.uint8).to(dtype)  # (B, B) 0 / 1 (from uint8: fast)
-        negative_f = negative.view(torch.uint8).to(dtype)  # (B, B)
         k = c.amax(dim=1, keepdim=True)  # (B, 1)
         e_c = torch.sub(c, k).exp_()  # (B, B) E^c, in (0, 1]
         if exact:  # stabilise over a's negatives: no term underflows unless it must
-            m = c.masked_fill(~negative, float("-inf")).amax(dim=1, keepdim=True)  # (B, 1)
-            m.nan_to_num_(neginf=0.0)  # an anchor without negatives: its row of E^u is 0
-            e_u = c.sub_(m).exp_().mul_(negative_f)  # (B, B) E^u, in place on c
-        else:
+            u = c.masked_fill(~negative, float("-inf"))  # (B, B) row a: a's negatives only
+            m = u.amax(dim=1, keepdim=True).nan_to_num_(neginf=0.0)  # (B, 1) 0: no negatives
+            e_u = u.sub_(m).exp_()  # (B, B) E^u, 0 off a's negatives
+        else:  # |c| <= 4 tan^2: E^u, E^c >= e^{-8 tan^2}, their products normal float32s
             m = k
-            e_u = torch.mul(e_c, negative_f, out=c)  # (B, B) E^u
+            e_u = torch.mul(e_c, negative.view(torch.uint8), out=c)  # (B, B) E^u
         total = e_u @ e_c.T  # (B, B) T[a, p] = sum_n E^u_an E^c_pn; 0 without negatives
         f = total.log().add_(m).add_(k.T).sub_(s, alpha=2.0 * (1.0 + tan2))  # (B, B)
         if exact:

@@ -56,7 +56,7 @@ class _AllPairTerms(torch.autograd.Function):
             count_pos, count_neg = t_pos.sign().sum(), t_neg.sign().sum()
         else:
             count_pos, count_neg = pos.sum(), neg.sum()
-        count_pos, count_neg = count_pos.clamp_min(1.0), count_neg.clamp_min(1.0)  # 0 if none
+        count_pos, count_neg = count_pos.clamp_min(1.0), count_neg.clamp_min(1.0)  # no term: 0 / 1
         if squared_hinge:  # d t / d h = 2 h
             ctx.save_for_backward(h_pos, h_neg, count_pos, count_neg)
         else:  # d t / d h = [h > 0], in place: h is not needed any more
