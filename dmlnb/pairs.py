@@ -28,6 +28,7 @@ __all__ = [
     "power_of_two_scale",
     "gram",
     "cosine_similarity",
+    "indexed_cosine_similarity",
     "euclidean_distance",
 ]
 
@@ -85,6 +86,16 @@ def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
         return torch.where(peak > 0, scale, torch.ones_like(scale))
 
 
+def _row_scales(x: Tensor) -> Tensor:
+    """``(B, 1)``: for each row of ``x`` ``(B, D)`` the power of two ``2**(e-1)`` with
+    ``2**(e-1) <= max_j |x_ij| < 2**e`` (0.5 for a zero row). Dividing by it is exact; no
+    gradient. ``abs`` + ``amax`` (``vector_norm(x, inf)`` is many times slower on a CPU), then
+    ``frexp`` and ``ldexp``: exact, and finite for a row holding the dtype's largest value."""
+    peak = x.abs().amax(dim=1, keepdim=True)  # (B, 1) max |x_ij|
+    _, exponent = torch.frexp(peak)  # (B, 1) peak = m * 2**exponent, m in [0.5, 1)
+    return torch.ldexp(torch.full_like(peak, 0.5), exponent)  # (B, 1) 2**(e-1)
+
+
 class _L2Normalize(torch.autograd.Function):
     r"""Rows scaled to unit norm, with an exact power-of-two pre-scaling and a one-pass backward.
 
@@ -92,24 +103,26 @@ class _L2Normalize(torch.autograd.Function):
     for a row with ``|x| = |y| s <= eps``. Backward, the Jacobian of :math:`x / |x|` applied to the
     incoming gradient ``g``: :math:`\partial x = (g - u\,(g^\top u)) / |x|`, 0 on a dropped row
     (and on a row whose norm overflows, where it is below ``1 / |x|``, under float32's normals).
+    Each pass writes one ``(B, D)`` tensor at most, in place where it can (the allocations, not
+    the arithmetic, dominate on a CPU).
     """
 
     @staticmethod
     def forward(ctx, x: Tensor, eps: float) -> Tensor:  # type: ignore[override]
-        peak = torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True)  # (B, 1) max |x_ij|
-        _, exponent = torch.frexp(peak)  # peak = m * 2**exponent, m in [0.5, 1); exact
-        scale = torch.ldexp(torch.ones_like(peak), exponent - 1)  # (B, 1) 2**(e-1) <= peak < 2**e; 0.5 for a zero row
+        scale = _row_scales(x)  # (B, 1) powers of two
         y = x / scale  # (B, D) exact; largest |y_ij| in [1, 2) (0 for a zero row)
-        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (B, 1), >= 1 unless the row is zero
-        y_norm = y_norm.masked_fill(y_norm * scale <= eps, float("inf"))  # (B, 1) |x| <= eps: a zero row
-        unit = y / y_norm  # (B, D)
-        ctx.save_for_backward(unit, y_norm * scale)
-        return unit
+        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (B, 1) >= 1 unless a zero row
+        y_norm.masked_fill_(y_norm * scale <= eps, float("inf"))  # (B, 1) |x| <= eps: a zero row
+        ctx.save_for_backward(y.div_(y_norm), y_norm * scale)  # (B, D) u, (B, 1) |x|
+        return y
 
     @staticmethod
     def backward(ctx, grad: Tensor) -> tuple[Tensor, None]:  # type: ignore[override]
         unit, norm = ctx.saved_tensors  # (B, D), (B, 1) |x|, inf on a dropped row
-        return (grad - unit * (grad * unit).sum(dim=1, keepdim=True)) / norm, None  # (B, D)
+        out = grad * unit  # (B, D), reused for every later pass
+        dot = out.sum(dim=1, keepdim=True)  # (B, 1) g^T u
+        torch.sub(grad, torch.mul(unit, dot, out=out), out=out)  # g - u (g^T u)
+        return out.div_(norm), None  # (B, D)
 
 
 def l2_normalize(x: Tensor, eps: float = 1e-12) -> Tensor:
@@ -166,6 +179,65 @@ def cosine_similarity(x: Tensor, y: Tensor | None = None, eps: float = 1e-12) ->
     return gram(l2_normalize(x, eps), None if y is None else l2_normalize(y, eps))  # (B, R)
 
 
+class _IndexedCosine(torch.autograd.Function):
+    r"""Cosine similarities ``(R, C)`` of rows ``rows`` and ``cols`` of ``x``, with a backward
+    whose row-wise dot products are ``(R, C)`` sums instead of ``(R + C, D)`` ones.
+
+    Forward: the gathered rows ``z = x[rows ; cols]`` divided by their largest entry,
+    ``y = z / s`` (so no norm overflows or underflows), unit rows :math:`u = y\, \nu` with
+    :math:`\nu = 1 / |y|` (0 on a row with ``|z| <= eps``), and :math:`c = u_r u_c^\top`.
+    Backward, with ``G`` the incoming ``(R, C)`` gradient: :math:`\partial u_r = G u_c`, and
+    the Jacobian of :math:`y / |y|` needs :math:`u_{r,i}^\top \partial u_{r,i} = \sum_j G_{ij}
+    c_{ij}`: :math:`\partial z_i = (\partial u_i - (\sum_j G_{ij} c_{ij})\, u_i)\, \nu_i / s_i`
+    (and likewise for the columns with :math:`G^\top`), added into one ``(B, D)``.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, x: Tensor, rows: Tensor, cols: Tensor, eps: float
+    ) -> Tensor:
+        index = torch.cat([rows, cols])  # (R + C,)
+        z = x.index_select(0, index)  # (R + C, D)
+        # (R + C, 1) max |z_ij|, a normal number (a zero row: the smallest one)
+        scale = z.abs().amax(dim=1, keepdim=True).clamp_min_(torch.finfo(z.dtype).tiny)
+        y = z.div_(scale)  # (R + C, D) entries in [-1, 1]: |y| cannot overflow
+        y_norm = torch.linalg.vector_norm(y, dim=1, keepdim=True)  # (R + C, 1)
+        inv = y_norm.reciprocal().masked_fill_(y_norm * scale <= eps, 0.0)  # (R + C, 1)
+        unit = y.mul_(inv)  # (R + C, D) unit rows, 0 for a dropped row
+        r = rows.shape[0]
+        cos = unit[:r] @ unit[r:].T  # (R, C)
+        ctx.save_for_backward(index, unit, inv.div_(scale), cos)  # (R + C, 1) nu / s
+        ctx.batch = x.shape[0]
+        return cos
+
+    @staticmethod
+    def backward(ctx, grad: Tensor) -> tuple[Tensor, None, None, None]:  # type: ignore[override]
+        index, unit, inv_scaled, cos = ctx.saved_tensors
+        r = cos.shape[0]
+        weighted = grad * cos  # (R, C) G_ij c_ij
+        dots = torch.cat([weighted.sum(dim=1), weighted.sum(dim=0)])[:, None]  # (R + C, 1)
+        gz = torch.empty_like(unit)  # (R + C, D)
+        torch.mm(grad, unit[r:], out=gz[:r])  # d u_r
+        torch.mm(grad.T, unit[:r], out=gz[r:])  # d u_c
+        gz.addcmul_(unit, dots, value=-1.0).mul_(inv_scaled)  # (R + C, D) d z
+        gx = gz.new_zeros(ctx.batch, gz.shape[1]).index_add_(0, index, gz)  # (B, D)
+        return gx, None, None, None
+
+
+def indexed_cosine_similarity(x: Tensor, rows: Tensor, cols: Tensor, eps: float = 1e-12) -> Tensor:
+    r"""Cosine similarity ``(R, C)`` of the rows ``x[rows]`` with the rows ``x[cols]``
+    (``x`` ``(B, D)``, ``rows`` ``(R,)``, ``cols`` ``(C,)`` indices into it),
+    :math:`c_{ij} = x_{r_i}^\top x_{c_j} / (\lVert x_{r_i} \rVert \lVert x_{c_j} \rVert)`.
+
+    The same function as ``cosine_similarity(x[rows], x[cols])`` (zero rows give 0 with a zero
+    gradient, huge or tiny rows are scaled first), rounded differently (each row is divided by
+    its largest entry, then multiplied by ``1 / |y|``): one gather, one ``index_add`` in the
+    backward, whose row-wise dot products are ``(R, C)`` sums (:class:`_IndexedCosine`).
+    """
+    check_embeddings(x, "x")
+    return _IndexedCosine.apply(x, rows, cols, eps)
+
+
 class _PairwiseDistance(torch.autograd.Function):
     r"""Euclidean or squared Euclidean distances ``(B, R)`` with a one-pass backward.
 
@@ -195,7 +267,7 @@ class _PairwiseDistance(torch.autograd.Function):
                 clamped.fill_diagonal_(True)  # nor on the diagonal
             ctx.save_for_backward(x, y, clamped)
             return d2.clamp_min(0.0)  # (B, R)
-        d = d2.sqrt().masked_fill_(d2 <= eps, 0.0)  # (B, R) 0 (no NaN) where d2 <= eps, negatives included
+        d = torch.threshold(d2, eps, 0.0).sqrt_()  # (B, R) 0 (no NaN) where d2 <= eps (or < 0)
         ctx.save_for_backward(x, y, d)
         return d
 
@@ -205,8 +277,9 @@ class _PairwiseDistance(torch.autograd.Function):
         # h = G and two = 2 (squared), or h = 2 G and two = 1: the gradients are two * (...) below
         if ctx.squared:  # G = g, 0 where clamped
             h, two = grad.masked_fill(saved, 0.0), 2.0  # (B, R)
-        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off)
-            h, two = (grad / saved).masked_fill_(saved == 0, 0.0), 1.0  # (B, R)
+        else:  # 2 G = g / d, 0 where d = 0 (the diagonal, duplicates, round-off): there g / d is
+            # +-inf or NaN, and nowhere else (d >= sqrt(eps) > 0 elsewhere, g finite, not huge)
+            h, two = torch.div(grad, saved).nan_to_num_(0.0, 0.0, 0.0), 1.0  # (B, R)
         if ctx.self_distance:
             s = h + h.T  # (B, B)
             gx = torch.addmm(s.sum(dim=1, keepdim=True) * x, s, x, beta=two, alpha=-two)  # (B, D)

@@ -28,6 +28,54 @@ def _reduce(terms: Tensor, valid: Tensor, reduction: str) -> Tensor:
     return terms.sum() / count.clamp_min(1)
 
 
+class _AllPairTerms(torch.autograd.Function):
+    r"""``reduce(positive terms) + reduce(negative terms)`` over every allowed pair of the
+    distances ``d`` ``(B, B)``, with a one-pass backward.
+
+    Forward: :math:`h^+ = [d - m_+]_+` on the positive pairs, :math:`h^- = [m_- - d]_+` on the
+    negative ones (0 elsewhere, by 0 / 1 float masks: a multiplication is much cheaper than a
+    boolean ``masked_fill`` on a CPU), terms :math:`t = h^p`, and each part's sum divided by its
+    count (non-zero terms, or pairs). Backward, the counts being constants:
+    :math:`\partial d = w_+ \partial t^+ / \partial h^+ - w_- \partial t^- / \partial h^-`
+    with :math:`w = g / \text{count}` and :math:`\partial t / \partial h = [h > 0]` (``p = 1``)
+    or :math:`2 h` (``p = 2``).
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx, d: Tensor, positive: Tensor, negative: Tensor, pos_margin: float,
+        neg_margin: float, squared_hinge: bool, nonzero: bool,
+    ) -> Tensor:
+        pos = positive.view(torch.uint8).to(d.dtype)  # (B, B) 0 / 1 (from uint8: fast)
+        neg = negative.view(torch.uint8).to(d.dtype)  # (B, B)
+        h_pos = torch.sub(d, pos_margin).relu_().mul_(pos)  # (B, B) [d - m+]_+ on positives
+        h_neg = torch.rsub(d, neg_margin).relu_().mul_(neg)  # (B, B) [m- - d]_+ on negatives
+        t_pos, t_neg = (h_pos * h_pos, h_neg * h_neg) if squared_hinge else (h_pos, h_neg)
+        total_pos, total_neg = t_pos.sum(), t_neg.sum()
+        if nonzero:  # the terms > 0 (the sign of a term >= 0 is its indicator)
+            count_pos, count_neg = t_pos.sign().sum(), t_neg.sign().sum()
+        else:
+            count_pos, count_neg = pos.sum(), neg.sum()
+        count_pos, count_neg = count_pos.clamp_min(1.0), count_neg.clamp_min(1.0)  # no term: 0 / 1
+        if squared_hinge:  # d t / d h = 2 h
+            ctx.save_for_backward(h_pos, h_neg, count_pos, count_neg)
+        else:  # d t / d h = [h > 0], in place: h is not needed any more
+            ctx.save_for_backward(h_pos.sign_(), h_neg.sign_(), count_pos, count_neg)
+        ctx.squared_hinge = squared_hinge
+        return total_pos / count_pos + total_neg / count_neg
+
+    @staticmethod
+    def backward(  # type: ignore[override]
+        ctx, grad: Tensor
+    ) -> tuple[Tensor, None, None, None, None, None, None]:
+        slope_pos, slope_neg, count_pos, count_neg = ctx.saved_tensors
+        w_pos, w_neg = grad / count_pos, grad / count_neg  # () d loss / d term
+        if ctx.squared_hinge:
+            w_pos, w_neg = 2.0 * w_pos, 2.0 * w_neg
+        d_d = torch.mul(slope_pos, w_pos).addcmul_(slope_neg, -w_neg)  # (B, B)
+        return d_d, None, None, None, None, None, None
+
+
 class ContrastiveLoss(MetricLoss):
     r"""Contrastive loss on the positive and negative pairs of a batch.
 
@@ -109,16 +157,15 @@ class ContrastiveLoss(MetricLoss):
         x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         if self.mining == "all":  # masked (B, B) terms: no boolean gather over B^2 entries
-            pos_terms = self._hinge(d - self.pos_margin).masked_fill(~masks.positive, 0.0)  # (B, B)
-            neg_terms = self._hinge(self.neg_margin - d).masked_fill(~masks.negative, 0.0)  # (B, B)
-            pos_loss = _reduce(pos_terms, masks.positive, self.reduction)
-            neg_loss = _reduce(neg_terms, masks.negative, self.reduction)
-        else:
-            anchors = masks.has_positive & masks.has_negative  # (B,)
-            hardest_pos = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
-            hardest_neg = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
-            pos_terms = self._hinge(hardest_pos - self.pos_margin).masked_fill(~anchors, 0.0)  # (B,)
-            neg_terms = self._hinge(self.neg_margin - hardest_neg).masked_fill(~anchors, 0.0)  # (B,)
-            pos_loss = _reduce(pos_terms, anchors, self.reduction)
-            neg_loss = _reduce(neg_terms, anchors, self.reduction)
+            return _AllPairTerms.apply(
+                d, masks.positive, masks.negative, self.pos_margin, self.neg_margin,
+                self.squared_hinge, self.reduction == "nonzero",
+            )
+        anchors = masks.has_positive & masks.has_negative  # (B,)
+        hardest_pos = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
+        hardest_neg = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
+        pos_terms = self._hinge(hardest_pos - self.pos_margin).masked_fill(~anchors, 0.0)  # (B,)
+        neg_terms = self._hinge(self.neg_margin - hardest_neg).masked_fill(~anchors, 0.0)  # (B,)
+        pos_loss = _reduce(pos_terms, anchors, self.reduction)
+        neg_loss = _reduce(neg_terms, anchors, self.reduction)
         return pos_loss + neg_loss

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.pairs import PairMasks, gram, l2_normalize, pair_masks
+from dmlnb.pairs import PairMasks, gram, indexed_cosine_similarity, l2_normalize, pair_masks
 from dmlnb.losses.base import MetricLoss, check_choices
 
 __all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots", "PAIRINGS", "PENALTIES"]
@@ -53,27 +53,36 @@ def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tupl
     ordered by label; a class without an allowed positive pair is left out. (Compacting to ``N``
     reads the batch back to the host; the loss uses :func:`class_pair_slots`, which does not.)
     """
-    anchors, positives, valid = class_pair_slots(labels, positive)  # (B,) x 3
-    order = torch.sort(labels.masked_fill(~valid, labels.max() + 1), stable=True).indices  # (B,)
-    order = order[: int(valid.sum())]  # (N,) the valid slots, by label
-    return anchors[order], positives[order]
+    anchors, positives, valid = class_pair_slots(labels, positive)  # (K,) x 3, valid slots first
+    anchors, positives = anchors[valid], positives[valid]  # (N,) x 2
+    by_label = torch.sort(labels[anchors], stable=True).indices  # (N,)
+    return anchors[by_label], positives[by_label]
 
 
 def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """:func:`first_pair_per_class` in static shapes: slot ``i`` holds the pair of ``i``'s class
-    when ``i`` is its class's first batch item and the class has an allowed pair.
+    """:func:`first_pair_per_class` in static shapes: ``K = max(B // 2, 1)`` slots, the ``N``
+    classes with an allowed pair first (by anchor), then invalid slots.
 
-    Returns ``anchors (B,)``, ``positives (B,)`` and ``valid (B,)`` (bool; invalid slots hold an
-    arbitrary in-range pair). No host read.
+    A class with a pair has two items, so ``N <= B // 2`` and the ``K`` slots hold every pair.
+    Returns ``anchors (K,)``, ``positives (K,)`` and ``valid (K,)`` (bool; invalid slots hold an
+    arbitrary in-range pair). ``O(B log B)`` work on ``(B,)`` vectors after one pass over
+    ``positive``; no host read.
     """
     if positive is None:
         positive = pair_masks(labels).positive  # (B, B)
-    # max over a bool row: (any, index of the first True), the first one on every device
-    has_pair, first_positive = positive.max(dim=1)  # (B,) x 2: row i's first allowed pair (i, j_i)
-    same = labels[:, None] == labels  # (B, B)
-    class_has_pair, first_row = (same & has_pair).max(dim=1)  # (B,) x 2: first row of i's class with a pair
-    leader = same.max(dim=1).indices == torch.arange(labels.shape[0], device=labels.device)  # (B,) first of its class
-    return first_row, first_positive[first_row], leader & class_has_pair
+    B = labels.shape[0]
+    flags = positive.view(torch.uint8)  # (B, B) 0 / 1: reductions over uint8 are fast
+    has_pair = flags.amax(dim=1)  # (B,) 1 where row i has an allowed pair
+    sorted_labels, order = torch.sort(labels, stable=True)  # (B,) x 2: batch order within a class
+    start = torch.searchsorted(sorted_labels, sorted_labels)  # (B,) where k's class starts
+    row = order.masked_fill(has_pair[order] == 0, B)  # (B,) the row at k if it has a pair, else B
+    # (B,) at each class's start its first row with a pair; B: none, or no class starts there
+    first_row = torch.full_like(start, B).scatter_reduce_(0, start, row, "amin")
+    anchors = torch.sort(first_row).values[: max(B // 2, 1)]  # (K,) the N anchors, then B
+    valid = anchors < B  # (K,)
+    anchors = anchors.clamp_max(B - 1)  # (K,)
+    # argmax: the index of the first maximum, i.e. each anchor's first allowed pair (a, p)
+    return anchors, flags.index_select(0, anchors).argmax(dim=1), valid
 
 
 class NPairLoss(MetricLoss):
@@ -155,34 +164,44 @@ class NPairLoss(MetricLoss):
         return f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}, penalty={self.penalty!r}"
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
-        x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
         if self.pairs == "all":
-            loss, has_term = self._all_pairs(x, masks)
+            x = l2_normalize(embeddings) if self.normalize else embeddings  # (B, D)
+            loss, terms = self._all_pairs(x, masks)
         else:
-            loss, has_term = self._first_pairs(x, labels, masks)
+            loss, terms = self._first_pairs(embeddings, labels, masks, self.normalize)
         if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
             return loss
         norms = embeddings.norm(dim=1) if self.penalty == "norm" else embeddings.pow(2).sum(dim=1)  # (B,)
         penalty = self.l2_reg * norms.mean()
-        return torch.where(has_term, loss + penalty, loss)  # no pair: 0, no penalty
+        return torch.where(terms > 0, loss + penalty, loss)  # no pair: 0, no penalty
 
     @staticmethod
-    def _first_pairs(x: Tensor, labels: Tensor, masks: PairMasks) -> tuple[Tensor, Tensor]:
-        """Sohn's N-pair-mc term (mean over the ``N`` class pairs) and whether ``N > 0``."""
-        anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (B,) x 3, N valid slots
-        rows = anchors[:, None]  # (B, 1)
-        logits = gram(x)[rows, positives]  # (B, B) slot i's anchor vs slot j's positive
-        usable = masks.negative[rows, positives] & valid  # (B, B) allowed (a_i, p_j), j != i, slot j valid
-        usable.fill_diagonal_(True)  # (B, B) and the target p_i
-        logits = logits.masked_fill(~usable, float("-inf"))  # (B, B)
-        slots = torch.arange(labels.shape[0], device=x.device)  # (B,)
-        per_slot = F.cross_entropy(logits, slots, reduction="none").masked_fill(~valid, 0.0)  # (B,)
-        return per_slot.sum() / valid.sum().clamp_min(1), valid.any()  # mean over the N slots; 0 if none
+    def _first_pairs(
+        x: Tensor, labels: Tensor, masks: PairMasks, normalize: bool
+    ) -> tuple[Tensor, Tensor]:
+        r"""Sohn's N-pair-mc term (mean over the ``N`` class pairs) and ``N``, as a cross-entropy
+        over the ``(K, K)`` slot logits :math:`f_{a_i}^\top f_{p_j}` (cosines with
+        ``normalize``) with target ``i``, for the valid slots ``i``."""
+        anchors, positives, valid = class_pair_slots(labels, masks.positive)  # (K,) x 3, N valid
+        if normalize:
+            logits = indexed_cosine_similarity(x, anchors, positives)  # (K, K)
+        else:
+            logits = gram(x.index_select(0, anchors), x.index_select(0, positives))  # (K, K)
+        # usable: allowed (a_i, p_j) with slot j valid, and the target p_i
+        rows = masks.negative.index_select(0, anchors)  # (K, B); a row gather, then a column one
+        usable = rows.gather(1, positives.expand(len(positives), -1)) & valid  # (K, K)
+        usable.fill_diagonal_(True)
+        logits = logits.masked_fill(~usable, float("-inf"))  # (K, K)
+        slots = torch.arange(len(anchors), device=x.device)  # (K,)
+        target = slots.masked_fill(~valid, -100)  # (K,) an invalid slot is ignored
+        total = F.cross_entropy(logits, target, ignore_index=-100, reduction="sum")
+        count = valid.sum()  # N
+        return total / count.clamp_min(1), count  # mean over the N slots; 0 if none
 
     @staticmethod
     def _all_pairs(x: Tensor, masks: PairMasks) -> tuple[Tensor, Tensor]:
         """Eq. 3 of Song et al.: the mean over the ``|P|`` positive pairs of
-        ``softplus(logsumexp_{k in N(i)} S_ik - S_ij)``, and whether ``|P| > 0``."""
+        ``softplus(logsumexp_{k in N(i)} S_ik - S_ij)``, and ``|P|``."""
         s = gram(x)  # (B, B)
         has_neg = masks.negative.any(dim=1, keepdim=True)  # (B, 1)
         neg_logits = s.masked_fill(~masks.negative, float("-inf"))  # (B, B)
@@ -192,4 +211,4 @@ class NPairLoss(MetricLoss):
         keep = masks.positive & has_neg  # (B, B); a term without negatives is log 1 = 0
         total = per_pair.masked_fill(~keep, 0.0).sum()  # every entry finite: NaN-free gradient
         count = masks.positive.sum()  # |P|
-        return total / count.clamp_min(1), count > 0
+        return total / count.clamp_min(1), count
