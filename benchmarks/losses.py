@@ -1,6 +1,6 @@
 """Forward+backward time of every dmlnb loss next to pytorch-metric-learning's equivalent.
 
-    python benchmarks/losses.py                    # CPU or the first CUDA device, B in {128, 512}, D in {128, 512}
+    python benchmarks/losses.py        # CPU or the first CUDA device, B, D in {128, 512}
     python benchmarks/losses.py --device cpu --repeats 20 --out results.csv
     python benchmarks/losses.py --ops-only --batch-sizes 128   # operator counts only, no timing
 
@@ -29,9 +29,8 @@ import sys
 
 import pandas as pd
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
-
 from timing import median_ms  # benchmarks/timing.py, beside this script
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from dmlnb import losses as L
 from dmlnb.checks import DeferredChecks, deferred_checks
@@ -41,47 +40,97 @@ from dmlnb.pairs import euclidean_distance, l2_normalize
 
 
 def _pml_pairs(num_classes: int, dim: int):
-    """name -> (our loss, PML callable or None, note). Settings chosen so both compute the same value."""
+    """name -> (our loss, PML callable or None, note). Settings chosen so both compute the same
+    value."""
     from pytorch_metric_learning import losses as pl
     from pytorch_metric_learning import miners as pm
 
     def with_miner(loss, miner):
         return _Mined(loss, miner)
 
-    soft_ours = L.SoftTripleLoss(num_classes, dim, tau=0.0)  # PML's SoftTripleLoss has no centre regulariser by default
+    soft_ours = L.SoftTripleLoss(
+        num_classes, dim, tau=0.0
+    )  # PML's SoftTripleLoss has no centre regulariser by default
     soft_pml = pl.SoftTripleLoss(num_classes, dim)
     proxy_ours = L.ProxyNCALoss(num_classes, dim, exclude_positive=False)
     proxy_pml = pl.ProxyNCALoss(num_classes, dim)
     ns_ours = L.NormalizedSoftmaxLoss(num_classes, dim, temperature=0.05)
     ns_pml = pl.NormalizedSoftmaxLoss(num_classes, dim, temperature=0.05)
     return {
-        "contrastive": (L.ContrastiveLoss(), pl.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0), ""),
-        "contrastive (hard)": (L.ContrastiveLoss(mining="hard"), with_miner(pl.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0), pm.BatchHardMiner()), ""),
+        "contrastive": (
+            L.ContrastiveLoss(),
+            pl.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0),
+            "",
+        ),
+        "contrastive (hard)": (
+            L.ContrastiveLoss(mining="hard"),
+            with_miner(pl.ContrastiveLoss(pos_margin=0.0, neg_margin=1.0), pm.BatchHardMiner()),
+            "",
+        ),
         "triplet (all)": (L.TripletLoss(margin=0.05), pl.TripletMarginLoss(margin=0.05), ""),
-        "triplet (hard)": (L.TripletLoss(margin=0.05, mining="hard"), with_miner(pl.TripletMarginLoss(margin=0.05), pm.BatchHardMiner()), ""),
+        "triplet (hard)": (
+            L.TripletLoss(margin=0.05, mining="hard"),
+            with_miner(pl.TripletMarginLoss(margin=0.05), pm.BatchHardMiner()),
+            "",
+        ),
         "triplet (semi-hard)": (
             L.TripletLoss(margin=0.05, mining="semihard"),
-            with_miner(pl.TripletMarginLoss(margin=0.05), pm.TripletMarginMiner(margin=0.05, type_of_triplets="semihard")),
+            with_miner(
+                pl.TripletMarginLoss(margin=0.05),
+                pm.TripletMarginMiner(margin=0.05, type_of_triplets="semihard"),
+            ),
             "different rule: PML keeps 0 < d_an - d_ap <= m, no fallback",
         ),
-        "lifted": (L.LiftedStructureLoss(), pl.LiftedStructureLoss(neg_margin=1.0, pos_margin=0.0), ""),
+        "lifted": (
+            L.LiftedStructureLoss(),
+            pl.LiftedStructureLoss(neg_margin=1.0, pos_margin=0.0),
+            "",
+        ),
         "n-pair": (L.NPairLoss(l2_reg=0.0, normalize=True), pl.NPairsLoss(), ""),
         "angular": (L.AngularLoss(alpha_degrees=40.0), pl.AngularLoss(alpha=40), ""),
-        "margin": (L.MarginLoss(sampling="all_triplets", learn_beta=False), pl.MarginLoss(margin=0.2, beta=1.2), ""),
-        "multi-similarity": (L.MultiSimilarityLoss(), with_miner(pl.MultiSimilarityLoss(alpha=2, beta=50, base=0.5), pm.MultiSimilarityMiner(epsilon=0.1)), ""),
+        "margin": (
+            L.MarginLoss(sampling="all_triplets", learn_beta=False),
+            pl.MarginLoss(margin=0.2, beta=1.2),
+            "",
+        ),
+        "multi-similarity": (
+            L.MultiSimilarityLoss(),
+            with_miner(
+                pl.MultiSimilarityLoss(alpha=2, beta=50, base=0.5),
+                pm.MultiSimilarityMiner(epsilon=0.1),
+            ),
+            "",
+        ),
         "soft-triple": (soft_ours, _copy_soft_triple(soft_ours, soft_pml), ""),
         "proxy-nca": (proxy_ours, _copy_param(proxy_ours.proxies, proxy_pml, "proxies"), ""),
-        "normalised softmax": (ns_ours, _copy_param(ns_ours.weight, ns_pml, "W", transpose=True), ""),
+        "normalised softmax": (
+            ns_ours,
+            _copy_param(ns_ours.weight, ns_pml, "W", transpose=True),
+            "",
+        ),
         "EPHN": (
             L.easy_positive_loss("EPHN"),
-            with_miner(pl.NTXentLoss(temperature=0.1), pm.BatchEasyHardMiner(pos_strategy="easy", neg_strategy="hard")),
+            with_miner(
+                pl.NTXentLoss(temperature=0.1),
+                pm.BatchEasyHardMiner(pos_strategy="easy", neg_strategy="hard"),
+            ),
             "PML keeps anchors with non-positive similarities",
         ),
         "EP": (L.easy_positive_loss("EP"), None, ""),
         "EPSHN": (L.easy_positive_loss("EPSHN"), None, ""),
         "BA (easy-positive family)": (L.easy_positive_loss("BA"), None, ""),
-        "discriminative": (L.DiscriminativeLoss(onehot_centroids(num_classes, dim)) if dim >= num_classes else None, None, "one-hot centroids"),
-        "facility location": (L.FacilityLocationLoss(refinement="full"), None, "includes loss-augmented inference"),
+        "discriminative": (
+            L.DiscriminativeLoss(onehot_centroids(num_classes, dim))
+            if dim >= num_classes
+            else None,
+            None,
+            "one-hot centroids",
+        ),
+        "facility location": (
+            L.FacilityLocationLoss(refinement="full"),
+            None,
+            "includes loss-augmented inference",
+        ),
     }
 
 
@@ -136,9 +185,13 @@ def _progress(row: dict) -> None:
     def shown(key: str, form: str) -> str:
         return "-" if row.get(key) is None else form.format(row[key])
 
-    print(f"  B={row['B']} D={row['D']} {row['loss']}: ours {shown('ours (ms)', '{:.2f} ms')}, "
-          f"{shown('ours ops', '{} ops')}; PML {shown('PML (ms)', '{:.2f} ms')}, {shown('PML ops', '{} ops')}",
-          file=sys.stderr, flush=True)
+    print(
+        f"  B={row['B']} D={row['D']} {row['loss']}: ours {shown('ours (ms)', '{:.2f} ms')}, "
+        f"{shown('ours ops', '{} ops')}; PML {shown('PML (ms)', '{:.2f} ms')}, "
+        f"{shown('PML ops', '{} ops')}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(
@@ -163,14 +216,30 @@ def run(
             torch.manual_seed(0)
             num_classes = b // 4
             y = torch.arange(num_classes, device=device).repeat_interleave(4)
-            x0 = l2_normalize(torch.randn(b, d, device=device))  # unit rows: the input DML losses see
+            x0 = l2_normalize(
+                torch.randn(b, d, device=device)
+            )  # unit rows: the input DML losses see
             for name, (ours, pml, note) in _pml_pairs(num_classes, d).items():
                 if ours is None:
                     continue
-                row = {"loss": name, "B": b, "D": d, "ours (ms)": None, "PML (ms)": None, "PML / ours": None,
-                       "ours ops": None, "PML ops": None, "same value": None, "note": note}
-                if ops and not isinstance(ours, L.FacilityLocationLoss):  # counted on the CPU, before the move
-                    row["ours ops"] = count_ops(ours, x0.cpu(), y.cpu(), lambda: deferred_checks(cpu_checks))
+                row = {
+                    "loss": name,
+                    "B": b,
+                    "D": d,
+                    "ours (ms)": None,
+                    "PML (ms)": None,
+                    "PML / ours": None,
+                    "ours ops": None,
+                    "PML ops": None,
+                    "same value": None,
+                    "note": note,
+                }
+                if ops and not isinstance(
+                    ours, L.FacilityLocationLoss
+                ):  # counted on the CPU, before the move
+                    row["ours ops"] = count_ops(
+                        ours, x0.cpu(), y.cpu(), lambda: deferred_checks(cpu_checks)
+                    )
                     cpu_checks.raise_if_failed()
                     if pml is not None:
                         row["PML ops"] = count_ops(pml, x0.cpu(), y.cpu())
@@ -182,7 +251,9 @@ def run(
                     checks.raise_if_failed()
                 if pml is not None:
                     pml = pml.to(device)
-                    row["same value"] = bool(torch.allclose(ours(x0, y), pml(x0, y), rtol=1e-4, atol=1e-5))
+                    row["same value"] = bool(
+                        torch.allclose(ours(x0, y), pml(x0, y), rtol=1e-4, atol=1e-5)
+                    )
                     if timed:
                         row["PML (ms)"] = median_ms(lambda: pml(x, y).backward(), device, repeats)
                         row["PML / ours"] = row["PML (ms)"] / row["ours (ms)"]
@@ -190,35 +261,73 @@ def run(
                 _progress(row)
             if timed:
                 dist = euclidean_distance(l2_normalize(x0))
-                infer_ms = median_ms(lambda: loss_augmented_inference(dist, y, gamma=1.0, refinement="full"), device, repeats)
-                rows.append({"loss": "facility location: inference only", "B": b, "D": d, "ours (ms)": infer_ms, "note": "greedy + 5 PAM passes"})
+                infer_ms = median_ms(
+                    lambda: loss_augmented_inference(dist, y, gamma=1.0, refinement="full"),
+                    device,
+                    repeats,
+                )
+                rows.append(
+                    {
+                        "loss": "facility location: inference only",
+                        "B": b,
+                        "D": d,
+                        "ours (ms)": infer_ms,
+                        "note": "greedy + 5 PAM passes",
+                    }
+                )
                 _progress(rows[-1])
     table = pd.DataFrame(rows)
-    table[["ours ops", "PML ops"]] = table[["ours ops", "PML ops"]].astype("Int64")  # print as integers
+    table[["ours ops", "PML ops"]] = table[["ours ops", "PML ops"]].astype(
+        "Int64"
+    )  # print as integers
     return table
 
 
 def main(argv: list[str] | None = None) -> pd.DataFrame:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--batch-sizes", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--dims", type=int, nargs="+", default=[128, 512])
     parser.add_argument("--repeats", type=int, default=10)
-    parser.add_argument("--deferred", action="store_true",
-                        help="time ours with its value checks deferred, as the training loop runs it on a GPU")
-    parser.add_argument("--ops-only", action="store_true",
-                        help="count the ATen operators of ours and PML only, no timing")
+    parser.add_argument(
+        "--deferred",
+        action="store_true",
+        help="time ours with its value checks deferred, as the training loop runs it on a GPU",
+    )
+    parser.add_argument(
+        "--ops-only",
+        action="store_true",
+        help="count the ATen operators of ours and PML only, no timing",
+    )
     parser.add_argument("--out", help="also write the table as CSV here")
     args = parser.parse_args(argv)
     device = torch.device(args.device)
-    table = run(device, args.batch_sizes, args.dims, args.repeats, deferred=args.deferred, timed=not args.ops_only)
+    table = run(
+        device,
+        args.batch_sizes,
+        args.dims,
+        args.repeats,
+        deferred=args.deferred,
+        timed=not args.ops_only,
+    )
     if args.ops_only:
         table = table.drop(columns=["ours (ms)", "PML (ms)", "PML / ours"])
-    name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU, {torch.get_num_threads()} threads"
+    name = (
+        torch.cuda.get_device_name(device)
+        if device.type == "cuda"
+        else f"CPU, {torch.get_num_threads()} threads"
+    )
     timing = "operator counts only" if args.ops_only else f"median of {args.repeats} runs"
-    print(f"forward+backward, {timing} (ATen operators counted on the CPU, ours with deferred checks), "
-          f"device: {name}, torch {torch.__version__}")
-    with pd.option_context("display.width", 200, "display.max_rows", None, "display.max_colwidth", 60):
+    print(
+        f"forward+backward, {timing} (ATen operators counted on the CPU, ours with deferred "
+        "checks), "
+        f"device: {name}, torch {torch.__version__}"
+    )
+    with pd.option_context(
+        "display.width", 200, "display.max_rows", None, "display.max_colwidth", 60
+    ):
         print(table.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
     if args.out:
         table.to_csv(args.out, index=False)

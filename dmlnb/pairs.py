@@ -81,7 +81,9 @@ def power_of_two_scale(x: Tensor, dim: int | None = None) -> Tensor:
     """
     with torch.no_grad():
         peak = x.abs().amax() if dim is None else x.abs().amax(dim=dim, keepdim=True)
-        _, exponent = torch.frexp(peak)  # peak = m * 2**exponent, m in [0.5, 1): exact, no log2 rounding
+        _, exponent = torch.frexp(
+            peak
+        )  # peak = m * 2**exponent, m in [0.5, 1): exact, no log2 rounding
         scale = torch.ldexp(torch.ones_like(peak), exponent - 1)  # 2**(e-1) <= peak < 2**e
         return torch.where(peak > 0, scale, torch.ones_like(scale))
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import pytest
 import torch
+from batches import clustered_batch, random_batch
 
 from dmlnb.losses.angular import AngularLoss
 from dmlnb.losses.npair import class_pair_slots, first_pair_per_class
 from dmlnb.losses.soft_triple import SoftTripleLoss
 from dmlnb.pairs import cosine_similarity, indexed_cosine_similarity, pair_masks
-from batches import clustered_batch, random_batch
 
 
 def test_indexed_cosine_similarity_is_the_cosine_of_the_gathered_rows():

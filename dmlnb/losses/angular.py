@@ -124,7 +124,8 @@ class AngularLoss(MetricLoss):
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
 
-    Pair filter: the allowed positive pairs ``(a, p)``, each with the allowed negatives ``n`` of ``a``, ``(a, n)``.
+    Pair filter: the allowed positive pairs ``(a, p)``, each with the allowed negatives ``n`` of
+    ``a``, ``(a, n)``.
     """
 
     supports_pair_filter = True

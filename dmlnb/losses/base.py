@@ -32,7 +32,9 @@ def check_pair_filter(pair_filter: Tensor, embeddings: Tensor) -> None:
     """Raise a clear error unless ``pair_filter`` is a ``(B, B)`` bool tensor on the device of
     ``embeddings`` ``(B, D)``."""
     if not isinstance(pair_filter, Tensor):
-        raise TypeError(f"pair_filter must be a torch.Tensor (B, B) of bool, got {type(pair_filter).__name__}")
+        raise TypeError(
+            f"pair_filter must be a torch.Tensor (B, B) of bool, got {type(pair_filter).__name__}"
+        )
     B = embeddings.shape[0]
     if pair_filter.dtype != torch.bool:
         raise TypeError(
@@ -52,22 +54,24 @@ def check_pair_filter(pair_filter: Tensor, embeddings: Tensor) -> None:
 
 
 class MetricLoss(nn.Module):
-    """A loss on a labelled batch: ``loss(embeddings (B, D), labels (B,), pair_filter=None) -> scalar``.
+    """A loss on a labelled batch:
+    ``loss(embeddings (B, D), labels (B,), pair_filter=None) -> scalar``.
 
     Subclasses implement :meth:`compute` ``(embeddings, labels, masks)``. :meth:`forward`
     validates the batch first (:func:`dmlnb.checks.check_batch`: embeddings ``(B, D)`` floating
     point with ``B, D >= 1`` and ``D == embedding_dim`` for a loss that fixes it; integer labels
     ``(B,)`` on the same device; then, in one host synchronisation, finite embeddings and labels
     ``>= 0`` -- ``-1``, "unlabelled", is rejected: filter unlabelled samples out first -- and
-    ``< num_classes`` for a loss with per-class parameters), builds the batch's :class:`~dmlnb.pairs.PairMasks`
-    when the loss reads them (:attr:`uses_pair_masks`; the others get ``masks=None``, so a proxy or
-    centroid loss does no ``(B, B)`` work) and checks the result is finite, so a diverging run
-    fails loudly at the step it diverges. The value checks and the finite-loss check each cost one
-    host read; inside :func:`dmlnb.checks.deferred_checks` (the training loop on a GPU) they cost
-    none and are read back with the loss every ``k`` steps.
+    ``< num_classes`` for a loss with per-class parameters), builds the batch's
+    :class:`~dmlnb.pairs.PairMasks` when the loss reads them (:attr:`uses_pair_masks`; the others
+    get ``masks=None``, so a proxy or centroid loss does no ``(B, B)`` work) and checks the result
+    is finite, so a diverging run fails loudly at the step it diverges. The value checks and the
+    finite-loss check each cost one host read; inside :func:`dmlnb.checks.deferred_checks` (the
+    training loop on a GPU) they cost none and are read back with the loss every ``k`` steps.
     An empty batch is a ``ValueError``. A batch for which the loss has no term (e.g. no positive
-    pair) returns a graph-attached 0 and never NaN. Losses with learnable state (proxies, centres, a margin boundary) are
-    ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser (the training loop does).
+    pair) returns a graph-attached 0 and never NaN. Losses with learnable state (proxies, centres,
+    a margin boundary) are ``nn.Module`` parameters: pass ``loss.parameters()`` to the optimiser
+    (the training loop does).
 
     **Pair filter** (explicit, per call; the module keeps no state about it).
     ``pair_filter`` is an optional ``(B, B)`` bool mask of the ordered pairs ``(i, j)`` the loss
@@ -103,9 +107,13 @@ class MetricLoss(nn.Module):
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
         if cls.supports_pair_filter and not cls.uses_pair_masks:
-            raise TypeError(f"{cls.__name__}: a loss that supports pair_filter must use the pair masks")
+            raise TypeError(
+                f"{cls.__name__}: a loss that supports pair_filter must use the pair masks"
+            )
 
-    def forward(self, embeddings: Tensor, labels: Tensor, pair_filter: Tensor | None = None) -> Tensor:
+    def forward(
+        self, embeddings: Tensor, labels: Tensor, pair_filter: Tensor | None = None
+    ) -> Tensor:
         check_batch(
             embeddings,
             labels,
@@ -127,12 +135,16 @@ class MetricLoss(nn.Module):
                 )
             check_pair_filter(pair_filter, embeddings)
             assert masks is not None  # supports_pair_filter implies uses_pair_masks
-            masks = PairMasks(positive=masks.positive & pair_filter, negative=masks.negative & pair_filter)
+            masks = PairMasks(
+                positive=masks.positive & pair_filter, negative=masks.negative & pair_filter
+            )
         loss = self.compute(embeddings, labels, masks)
         check_finite_loss(loss, type(self).__name__)
         return loss
 
-    def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:  # pragma: no cover
+    def compute(
+        self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None
+    ) -> Tensor:  # pragma: no cover
         """The loss of ``embeddings (B, D)`` with ``labels (B,)`` on the pairs of ``masks``
         (``None`` when :attr:`uses_pair_masks` is ``False``)."""
         raise NotImplementedError

@@ -19,8 +19,9 @@ _REDUCTIONS = ("nonzero", "mean")
 
 
 def _reduce(terms: Tensor, valid: Tensor, reduction: str) -> Tensor:
-    """Mean of ``terms`` over the entries of the ``valid`` mask (``"mean"``) or over the non-zero ones (``"nonzero"``, PML's ``AvgNonZeroReducer``);
-    0 (graph-attached) when there is none. Invalid entries of ``terms`` must be 0."""
+    """Mean of ``terms`` over the entries of the ``valid`` mask (``"mean"``) or over the non-zero
+    ones (``"nonzero"``, PML's ``AvgNonZeroReducer``); 0 (graph-attached) when there is none.
+    Invalid entries of ``terms`` must be 0."""
     if reduction == "nonzero":
         count = (terms > 0).sum()
     else:
@@ -43,8 +44,14 @@ class _AllPairTerms(torch.autograd.Function):
 
     @staticmethod
     def forward(  # type: ignore[override]
-        ctx, d: Tensor, positive: Tensor, negative: Tensor, pos_margin: float,
-        neg_margin: float, squared_hinge: bool, nonzero: bool,
+        ctx,
+        d: Tensor,
+        positive: Tensor,
+        negative: Tensor,
+        pos_margin: float,
+        neg_margin: float,
+        squared_hinge: bool,
+        nonzero: bool,
     ) -> Tensor:
         pos = positive.view(torch.uint8).to(d.dtype)  # (B, B) 0 / 1 (from uint8: fast)
         neg = negative.view(torch.uint8).to(d.dtype)  # (B, B)
@@ -118,7 +125,8 @@ class ContrastiveLoss(MetricLoss):
 
     Shapes: ``embeddings (B, D)``, ``labels (B,)`` -> scalar.
 
-    Pair filter: ``"all"`` uses the allowed pairs; ``"hard"`` the hardest allowed positive and negative of each anchor (row) with both.
+    Pair filter: ``"all"`` uses the allowed pairs; ``"hard"`` the hardest allowed positive and
+    negative of each anchor (row) with both.
     """
 
     supports_pair_filter = True
@@ -134,7 +142,11 @@ class ContrastiveLoss(MetricLoss):
         reduction: Literal["nonzero", "mean"] = "nonzero",
     ) -> None:
         super().__init__()
-        check_choices(distance=(distance, _DISTANCES), mining=(mining, _MININGS), reduction=(reduction, _REDUCTIONS))
+        check_choices(
+            distance=(distance, _DISTANCES),
+            mining=(mining, _MININGS),
+            reduction=(reduction, _REDUCTIONS),
+        )
         if pos_margin > neg_margin:
             raise ValueError(
                 f"pos_margin ({pos_margin}) must not exceed neg_margin ({neg_margin}): no "
@@ -158,8 +170,13 @@ class ContrastiveLoss(MetricLoss):
         d = euclidean_distance(x, squared=self.distance == "squared")  # (B, B)
         if self.mining == "all":  # masked (B, B) terms: no boolean gather over B^2 entries
             return _AllPairTerms.apply(
-                d, masks.positive, masks.negative, self.pos_margin, self.neg_margin,
-                self.squared_hinge, self.reduction == "nonzero",
+                d,
+                masks.positive,
+                masks.negative,
+                self.pos_margin,
+                self.neg_margin,
+                self.squared_hinge,
+                self.reduction == "nonzero",
             )
         anchors = masks.has_positive & masks.has_negative  # (B,)
         hardest_pos = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)

@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.pairs import PairMasks, gram, indexed_cosine_similarity, l2_normalize, pair_masks
 from dmlnb.losses.base import MetricLoss, check_choices
+from dmlnb.pairs import PairMasks, gram, indexed_cosine_similarity, l2_normalize, pair_masks
 
 __all__ = ["NPairLoss", "first_pair_per_class", "class_pair_slots", "PAIRINGS", "PENALTIES"]
 
@@ -59,7 +59,9 @@ def first_pair_per_class(labels: Tensor, positive: Tensor | None = None) -> tupl
     return anchors[by_label], positives[by_label]
 
 
-def class_pair_slots(labels: Tensor, positive: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor]:
+def class_pair_slots(
+    labels: Tensor, positive: Tensor | None = None
+) -> tuple[Tensor, Tensor, Tensor]:
     """:func:`first_pair_per_class` in static shapes: ``K = max(B // 2, 1)`` slots, the ``N``
     classes with an allowed pair first (by anchor), then invalid slots.
 
@@ -128,8 +130,8 @@ class NPairLoss(MetricLoss):
     PROFS trains ``"first"`` on paired batches (two images per class: Sohn's loss) and the
     discriminative-loss chapter ``"first"`` on eight per class, where two images of each class
     enter the loss; the facility-location chapter trains its paper's Eq. 3, ``pairs="all",
-    penalty="norm"``, on its ``C / m = 0.25`` batches (four per class) and on paired batches. (The Easy Positive chapter's "N-pair"
-    is its own NCA loss at group size 2, not this class.)
+    penalty="norm"``, on its ``C / m = 0.25`` batches (four per class) and on paired batches.
+    (The Easy Positive chapter's "N-pair" is its own NCA loss at group size 2, not this class.)
 
     Args:
         l2_reg: :math:`\lambda` (0.02, the value used by common PyTorch ports of the paper).
@@ -149,8 +151,13 @@ class NPairLoss(MetricLoss):
 
     supports_pair_filter = True
 
-    def __init__(self, l2_reg: float = 0.02, normalize: bool = False, pairs: str = "first",
-                 penalty: str = "squared") -> None:
+    def __init__(
+        self,
+        l2_reg: float = 0.02,
+        normalize: bool = False,
+        pairs: str = "first",
+        penalty: str = "squared",
+    ) -> None:
         super().__init__()
         if l2_reg < 0:
             raise ValueError(f"l2_reg must be >= 0, got {l2_reg}")
@@ -161,7 +168,10 @@ class NPairLoss(MetricLoss):
         self.penalty = penalty
 
     def extra_repr(self) -> str:
-        return f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}, penalty={self.penalty!r}"
+        return (
+            f"l2_reg={self.l2_reg}, normalize={self.normalize}, pairs={self.pairs!r}, "
+            f"penalty={self.penalty!r}"
+        )
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks) -> Tensor:
         if self.pairs == "all":
@@ -171,7 +181,9 @@ class NPairLoss(MetricLoss):
             loss, terms = self._first_pairs(embeddings, labels, masks, self.normalize)
         if self.l2_reg == 0.0:  # no 0 * inf = NaN from a huge (finite) raw norm
             return loss
-        norms = embeddings.norm(dim=1) if self.penalty == "norm" else embeddings.pow(2).sum(dim=1)  # (B,)
+        norms = (
+            embeddings.norm(dim=1) if self.penalty == "norm" else embeddings.pow(2).sum(dim=1)
+        )  # (B,)
         penalty = self.l2_reg * norms.mean()
         return torch.where(terms > 0, loss + penalty, loss)  # no pair: 0, no penalty
 

@@ -92,7 +92,9 @@ class ProxyNCALoss(MetricLoss):
         z = self.logits(embeddings)  # (B, C)
         if not self.exclude_positive:
             return F.cross_entropy(z, labels)
-        positive = labels[:, None] == torch.arange(self.num_classes, device=labels.device)  # (B, C) one-hot, no host read
+        positive = labels[:, None] == torch.arange(
+            self.num_classes, device=labels.device
+        )  # (B, C) one-hot, no host read
         z_pos = z.gather(1, labels[:, None]).squeeze(1)  # (B,)
         z_neg = torch.logsumexp(z.masked_fill(positive, float("-inf")), dim=1)  # (B,)
         return (z_neg - z_pos).mean()

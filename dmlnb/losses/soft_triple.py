@@ -149,8 +149,12 @@ class SoftTripleLoss(MetricLoss):
 
     def compute(self, embeddings: Tensor, labels: Tensor, masks: PairMasks | None) -> Tensor:
         s = self.class_similarity(embeddings)  # (B, C)
-        one_hot = labels[:, None] == torch.arange(self.num_classes, device=labels.device)  # (B, C), no host read
-        loss = F.cross_entropy(self.la * s.add(one_hot, alpha=-self.margin), labels)  # la (s - delta one_hot)
+        one_hot = labels[:, None] == torch.arange(
+            self.num_classes, device=labels.device
+        )  # (B, C), no host read
+        loss = F.cross_entropy(
+            self.la * s.add(one_hot, alpha=-self.margin), labels
+        )  # la (s - delta one_hot)
         if self.tau > 0 and self.centers_per_class > 1:
             loss = loss + self.tau * self.center_regularizer()
         return loss

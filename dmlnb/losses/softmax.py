@@ -7,8 +7,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from dmlnb.pairs import PairMasks, gram, l2_normalize
 from dmlnb.losses.base import MetricLoss
+from dmlnb.pairs import PairMasks, gram, l2_normalize
 
 __all__ = ["NormalizedSoftmaxLoss"]
 

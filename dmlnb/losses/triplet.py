@@ -70,7 +70,11 @@ class TripletLoss(MetricLoss):
         reduction: Literal["nonzero", "mean"] = "nonzero",
     ) -> None:
         super().__init__()
-        check_choices(mining=(mining, _MININGS), distance=(distance, _DISTANCES), reduction=(reduction, _REDUCTIONS))
+        check_choices(
+            mining=(mining, _MININGS),
+            distance=(distance, _DISTANCES),
+            reduction=(reduction, _REDUCTIONS),
+        )
         if margin < 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
         self.margin = float(margin)
@@ -89,7 +93,9 @@ class TripletLoss(MetricLoss):
             if self.mining == "hard":
                 losses, valid = _batch_hard(d, masks, self.margin)
             else:
-                valid = masks.positive & masks.has_negative[:, None]  # (B, B) (a, p) with a negative
+                valid = (
+                    masks.positive & masks.has_negative[:, None]
+                )  # (B, B) (a, p) with a negative
                 losses = _semi_hard(d, masks.negative, valid, self.margin)
             total, count = losses.sum(), ((losses > 0).sum() if nonzero else valid.sum())
         return total / count.clamp_min(1)
@@ -101,7 +107,9 @@ def _batch_all(d: Tensor, masks: PairMasks, margin: float, nonzero: bool) -> tup
     whose anchor has no negative has no violating negative, so it adds nothing to either."""
     sorted_neg = _sorted_negatives(d, masks.negative)  # (B, B)
     threshold = d + margin  # (B, B) a negative violates (a, p) iff d_an < threshold
-    n_violating = torch.searchsorted(sorted_neg, threshold.contiguous())  # (B, B) <= the anchor's negatives
+    n_violating = torch.searchsorted(
+        sorted_neg, threshold.contiguous()
+    )  # (B, B) <= the anchor's negatives
     # the +inf padding lies past every threshold: the gathered prefix sums hold negatives only
     prefix = F.pad(sorted_neg.cumsum(dim=1), (1, 0))  # (B, B + 1), prefix[:, k] = sum_{<k}
     violating_sum = prefix.gather(1, n_violating)  # (B, B)
@@ -120,7 +128,8 @@ def _sorted_negatives(d: Tensor, negative: Tensor) -> Tensor:
 
 def _batch_hard(d: Tensor, masks: PairMasks, margin: float) -> tuple[Tensor, Tensor]:
     """Hinge ``(B,)`` of each anchor with a positive and a negative (farthest positive, closest
-    negative; Hermans et al. 2017), 0 for the other anchors, and the mask of those anchors ``(B,)``."""
+    negative; Hermans et al. 2017), 0 for the other anchors, and the mask of those anchors
+    ``(B,)``."""
     anchors = masks.has_positive & masks.has_negative  # (B,)
     d_ap = d.masked_fill(~masks.positive, float("-inf")).max(dim=1).values  # (B,)
     d_an = d.masked_fill(~masks.negative, float("inf")).min(dim=1).values  # (B,)
