@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from dmlnb.env import NO_TRAINING_ENV
 from dmlnb.launch import LaunchError, WorkerFailed, train_notebook
@@ -33,6 +33,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.required = True
+    _add_render(commands)
+    _add_train(commands)
+    return parser
+
+
+def _add_render(commands: Any) -> None:
+    """The ``render`` command's arguments."""
     sub = commands.add_parser(
         "render",
         help="execute a chapter from run records made elsewhere, never training",
@@ -70,6 +77,10 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_argument(
         "--log-output", action="store_true", help="echo the cells' output while running"
     )
+
+
+def _add_train(commands: Any) -> None:
+    """The ``train`` command's arguments."""
     sub = commands.add_parser(
         "train",
         help="train a chapter's runs in several processes (shards), then discard the executed "
@@ -112,7 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="another notebook parameter, read as papermill's -p reads it (repeatable)",
     )
     sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
-    return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
