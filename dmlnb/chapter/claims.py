@@ -45,6 +45,7 @@ from dmlnb.reporting import (
     paired_differences,
     verdict_category,
 )
+from dmlnb.selection import both_ways_verdicts
 
 __all__ = [
     "REASONS",
@@ -61,6 +62,7 @@ __all__ = [
     "claims_frame",
     "write_claims_json",
     "CLAIMS_FILE",
+    "evaluate_both_ways",
 ]
 
 #: Why a claim cannot be tested at a scale: it needs the paper's datasets (or backbone), a GPU's
@@ -336,3 +338,24 @@ def write_claims_json(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, {"chapter": chapter, "profile": profile, "claims": rows})
     return path
+
+
+def evaluate_both_ways(
+    claims: Sequence[ClaimSpec], runs: RunSet, *, strict: bool = False
+) -> pd.DataFrame | None:
+    """Every claim judged under both selection protocols
+    (:func:`dmlnb.selection.both_ways_verdicts`: each run at the epoch its validation classes
+    select, then at the epoch its test classes select), the verdicts that change flagged.
+
+    ``None`` when no run has a validation split (one protocol only). ``strict=False`` lets runs
+    without a validation split keep their test selection under both. A :class:`Custom` test
+    must read the runs' metrics when called (from ``record.best``), never from weights kept at
+    one epoch."""
+    records = runs.records()
+    if not any("validation" in r.selections for r in records):
+        return None
+    frame = both_ways_verdicts(
+        records, lambda: {c.text: _judge(c.test, runs)[0] for c in claims}, strict=strict
+    )
+    frame.insert(0, "id", [c.id for c in claims])
+    return frame

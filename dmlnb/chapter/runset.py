@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
-import torch
 from torch import nn
 
+from dmlnb.chapter.procedure import Procedure, RunContext
 from dmlnb.data import load_dataset
-from dmlnb.methods import MethodCall, from_spec
+from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.runs import Run, train_or_reload
-from dmlnb.training import fit
+from dmlnb.training import train
 
 __all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
 
@@ -51,32 +51,49 @@ class RunSpec:
     call: MethodCall
     seed: int
     changes: tuple[tuple[str, Any], ...] = ()
+    procedure: Procedure = Procedure()
 
     @property
     def name(self) -> str:
-        """The run's folder: ``"<label>[-<key><value>...]-seed<seed>"``."""
-        tag = "".join(f"-{k}{v}" for k, v in self.changes)
-        return f"{self.label}{tag}-seed{self.seed}".replace(" ", "_").replace("/", "_")
+        """The run's folder (:meth:`Procedure.run_name`; by default
+        ``"<label>[-<key><value>...]-seed<seed>"``)."""
+        return self.procedure.run_name(self.label, self.seed, self.changes)
 
     def config(self, base: TrainConfig) -> TrainConfig:
-        """``base`` with this run's changes and seed."""
-        return base.replace(**dict(self.changes), seed=int(self.seed))
+        """``base`` with this run's changes and seed, then its procedure's
+        (:meth:`Procedure.configure`)."""
+        cfg = base.replace(**dict(self.changes), seed=int(self.seed))
+        return self.procedure.configure(cfg, self.label, self.call)
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        """The run's method specification (:func:`run_spec`)."""
+        return run_spec(self.call, self.procedure, self.label)
 
 
-def run_spec(call: MethodCall) -> dict[str, Any]:
+def run_spec(
+    call: MethodCall, procedure: Procedure | None = None, label: str = ""
+) -> dict[str, Any]:
     """The method specification of a run of ``call`` (:mod:`dmlnb.runs`): the method's name,
-    version and every argument."""
-    return {"factory": call.spec}
+    version and every argument, and every argument of its ``procedure``
+    (:meth:`Procedure.spec_entries`)."""
+    extra = procedure.spec_entries(label, call) if procedure is not None else {}
+    if "factory" in extra:
+        raise ValueError(f"{type(procedure).__name__}.spec_entries may not write 'factory'")
+    return {**extra, "factory": call.spec}
 
 
 @dataclass(frozen=True)
 class RunGroup:
     """Methods x seeds: every method of ``methods`` (label -> call) with every seed of
-    ``seeds``, under the configuration ``changes`` the group makes."""
+    ``seeds``, under the configuration ``changes`` the group makes, trained by ``procedure``
+    (:class:`~dmlnb.chapter.procedure.Procedure`: sampler, hooks, network; default: the loss
+    alone on the configured network)."""
 
     methods: Mapping[str, MethodCall]
     seeds: Sequence[int]
     changes: Mapping[str, Any] = field(default_factory=dict)
+    procedure: Procedure = Procedure()
 
     def __post_init__(self) -> None:
         if not self.methods:
@@ -88,7 +105,7 @@ class RunGroup:
         """Every run of the group, method by method, seed by seed."""
         changes = tuple(sorted(self.changes.items()))
         return [
-            RunSpec(label, c, int(seed), changes)
+            RunSpec(label, c, int(seed), changes, self.procedure)
             for label, c in self.methods.items()
             for seed in self.seeds
         ]
@@ -123,6 +140,21 @@ class RunSet:
             float(runs[(label, s)].metrics[metric])
             for s in (seeds if seeds is not None else self.seeds(group, label))
         ]
+
+    def run(self, group: str, label: str, seed: int) -> Run:
+        """The run of ``label`` with ``seed`` in ``group``."""
+        runs = self._group(group)
+        if (label, seed) not in runs:
+            raise KeyError(f"group {group!r} has no run {label!r} with seed {seed}")
+        return runs[(label, seed)]
+
+    def records(self) -> list[RunRecord]:
+        """Every distinct run's record once (runs shared between groups count once)."""
+        seen: dict[int, RunRecord] = {}
+        for g in self.runs.values():
+            for r in g.values():
+                seen.setdefault(id(r), r.record)
+        return list(seen.values())
 
     @property
     def trained(self) -> int:
@@ -168,12 +200,13 @@ def train_runs(
     for group, runs in groups.items():
         for spec in runs.runs():
             extra = set(spec.call.method.context) - set(_CONTEXT)
-            if extra:
+            if extra and type(spec.procedure).build is Procedure.build:
                 raise ValueError(
                     f"method {spec.call.name!r} of group {group!r} needs {sorted(extra)} from the "
-                    "run, which train_runs does not make: build and train it in its chapter"
+                    "run, which the default procedure does not make: give its group a "
+                    "Procedure whose build makes them"
                 )
-            cfg, method_spec = spec.config(config), run_spec(spec.call)
+            cfg, method_spec = spec.config(config), spec.spec
             fingerprint = run_fingerprint(cfg, method_spec)
             if folders.setdefault(spec.name, fingerprint) != fingerprint:
                 raise ValueError(
@@ -211,25 +244,49 @@ def _train_one(
     retrain: bool,
     say: Callable[[str], None],
 ) -> Run:
-    """One run through :func:`dmlnb.runs.train_or_reload`: the network the configuration names
-    and the loss built from the specification's method (seeded with the run's seed)."""
+    """One run through :func:`dmlnb.runs.train_or_reload`, built and trained as its procedure
+    says (network, loss, sampler, hooks, what it stores after training)."""
+    proc = spec.procedure
+    contexts: list[RunContext] = []
 
-    def train(resume: bool) -> tuple[RunRecord, nn.Module]:
+    def train_run(resume: bool) -> tuple[RunRecord, nn.Module]:
         splits = data()
-        # learnable loss parameters (proxies, centres) are seeded too
-        torch.manual_seed(config.seed)
-        loss = from_spec(method_spec["factory"]).build(
-            num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim
-        )
-        model, record = fit(
+        model, loss = proc.build(spec.call, config, splits)
+        ctx = RunContext(spec.label, spec.call, spec.seed, config, splits, model, loss, folder)
+        contexts.append(ctx)
+        parts = proc.components(ctx)
+        if splits.query is not None and splits.gallery is not None:
+            eval_set, gallery = splits.query, splits.gallery
+        else:
+            eval_set, gallery = splits.test, None
+        record = train(
+            model,
+            parts.loss,
+            splits.train,
+            eval_set,
             config,
-            loss,
-            splits=splits,
+            sampler=parts.sampler,
+            hooks=parts.hooks,
+            gallery_set=gallery,
             run_dir=folder,
             resume=resume,
             name=spec.name,
             spec=method_spec,
+            val_set=splits.validation,
         )
         return record, model
 
-    return train_or_reload(spec.name, folder, config, method_spec, train, retrain=retrain, say=say)
+    def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:
+        return proc.finish(contexts[-1], record)
+
+    stores = type(proc).finish is not Procedure.finish
+    return train_or_reload(
+        spec.name,
+        folder,
+        config,
+        method_spec,
+        train_run,
+        finish=finish if stores else None,
+        retrain=retrain,
+        say=say,
+    )
