@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from dmlnb.chapter import (
     evaluate_both_ways,
     run_spec,
     train_runs,
+    write_claims_json,
 )
 from dmlnb.hooks import Hook
 from dmlnb.methods import call
@@ -149,3 +151,16 @@ def test_claims_are_judged_under_both_protocols(tmp_path: Path) -> None:
     assert str(evaluate([claim], runs)[0].verdict) in set(frame.iloc[0].astype(str))
     no_validation = train_runs(groups, _config(), tmp_path / "nv", say=lambda _: None)
     assert evaluate_both_ways([claim], no_validation) is None
+
+
+def test_claims_json_is_rewritten_only_when_the_claims_change(tmp_path: Path) -> None:
+    runs = train_runs(
+        {"losses": RunGroup(toy.METHODS, seeds=(0, 1))}, _config(), None, say=lambda _: None
+    )
+    path = write_claims_json(tmp_path, evaluate(toy.CLAIMS, runs), chapter="toy", profile="smoke")
+    stamp = path.stat().st_mtime_ns
+    os.utime(path, ns=(stamp - 10**9, stamp - 10**9))  # an older file, as a render finds it
+    write_claims_json(tmp_path, evaluate(toy.CLAIMS, runs), chapter="toy", profile="smoke")
+    assert path.stat().st_mtime_ns == stamp - 10**9  # the same claims: left as it is
+    write_claims_json(tmp_path, evaluate(toy.CLAIMS[:1], runs), chapter="toy", profile="smoke")
+    assert len(json.loads(path.read_text())["claims"]) == 1

@@ -273,6 +273,7 @@ def _train_one(
             name=spec.name,
             spec=method_spec,
             val_set=splits.validation,
+            **parts.options,
         )
         return record, model
 
