@@ -37,7 +37,7 @@ from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.runs import Run, train_or_reload
-from dmlnb.training import train
+from dmlnb.training import evaluation_sets, train
 
 __all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
 
@@ -255,10 +255,7 @@ def _train_one(
         ctx = RunContext(spec.label, spec.call, spec.seed, config, splits, model, loss, folder)
         contexts.append(ctx)
         parts = proc.components(ctx)
-        if splits.query is not None and splits.gallery is not None:
-            eval_set, gallery = splits.query, splits.gallery
-        else:
-            eval_set, gallery = splits.test, None
+        eval_set, gallery = evaluation_sets(splits)
         record = train(
             model,
             parts.loss,
