@@ -164,3 +164,13 @@ def test_claims_json_is_rewritten_only_when_the_claims_change(tmp_path: Path) ->
     assert path.stat().st_mtime_ns == stamp - 10**9  # the same claims: left as it is
     write_claims_json(tmp_path, evaluate(toy.CLAIMS[:1], runs), chapter="toy", profile="smoke")
     assert len(json.loads(path.read_text())["claims"]) == 1
+
+
+def test_a_run_set_names_the_code_that_made_its_runs(tmp_path: Path) -> None:
+    groups = {
+        "a": RunGroup({"triplet": call("triplet")}, seeds=(0, 1)),
+        "b": RunGroup({"triplet": call("triplet")}, seeds=(1,)),  # shares seed 1's run
+    }
+    runs = train_runs(groups, _config(), tmp_path, say=lambda _: None)
+    frame = runs.provenance()
+    assert int(frame["runs"].sum()) == 2  # the shared run counts once

@@ -36,6 +36,7 @@ from dmlnb.data import load_dataset
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
+from dmlnb.reporting import provenance_frame, provenance_groups
 from dmlnb.runs import Run, train_or_reload
 from dmlnb.training import evaluation_sets, train
 
@@ -155,6 +156,12 @@ class RunSet:
             for r in g.values():
                 seen.setdefault(id(r), r.record)
         return list(seen.values())
+
+    def provenance(self) -> pd.DataFrame:
+        """Which code made the runs, each distinct run once
+        (:func:`dmlnb.reporting.provenance_groups`): per commit, whether the package had
+        uncommitted changes and threads, the runs and when they finished."""
+        return provenance_groups(provenance_frame(self.records()))
 
     @property
     def trained(self) -> int:
