@@ -80,7 +80,7 @@ class Side:
     label: str
 
     def __str__(self) -> str:
-        return f"{self.label} ({self.group})"
+        return self.label if self.label == self.group else f"{self.label} ({self.group})"
 
 
 @dataclass(frozen=True)
@@ -262,7 +262,7 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
             scale=scale,
             unit=unit,
         )
-        return v, f"{test.metric} of {test.side} against {test.threshold:g}"
+        return v, f"{test.metric} of {test.side} against {test.threshold * scale:.3g}{unit}"
     if isinstance(test, InteriorOptimum):
         points = {k: runs.values(s.group, s.label, test.metric) for k, s in test.points.items()}
         scale, unit = _units(test.metric)
