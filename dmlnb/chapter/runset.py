@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -186,10 +186,14 @@ def train_runs(
     splits: Any = None,
     data_root: str | Path | None = None,
     retrain: bool = False,
+    seed_offset: int = 0,
     say: Callable[[str], None] = print,
 ) -> RunSet:
     """Train, resume or reload every run of ``groups`` on ``config`` (each run's changes and seed
     applied), each in ``results_dir / RunSpec.name`` (``None``: in memory, nothing stored).
+
+    ``seed_offset`` is added to every declared seed (the runs, their folders and the run set's
+    keys): the chapter again on an independent set of seeds (``python -m dmlnb replicate``).
 
     The dataset (``config.dataset``) is loaded once, and only when a run trains (``splits``
     passes one already loaded). Runs with one fingerprint (the same method call, seed and
@@ -206,6 +210,7 @@ def train_runs(
     folders: dict[str, str] = {}  # folder name -> fingerprint
     for group, runs in groups.items():
         for spec in runs.runs():
+            spec = replace(spec, seed=spec.seed + int(seed_offset))
             extra = set(spec.call.method.context) - set(_CONTEXT)
             if extra and type(spec.procedure).build is Procedure.build:
                 raise ValueError(
