@@ -143,7 +143,13 @@ def _add_replicate(commands: Any) -> None:
     )
     sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
     sub.add_argument("--seed-offset", type=int, required=True, help="added to every seed, e.g. 100")
-    sub.add_argument("--runs", type=Path, required=True, help="the replica's results folder")
+    sub.add_argument(
+        "--runs",
+        type=Path,
+        required=True,
+        help="the replica's results folder, named like the book's, e.g. "
+        "results-replica/00_protocol (chapter 00 reads the runs of every chapter beside it)",
+    )
     sub.add_argument("--processes", type=int, default=2, help="shards (default: %(default)s)")
     sub.add_argument("--profile", default="default", help="the profile (default: %(default)s)")
     sub.add_argument(
