@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import pkgutil
+import typing
 from typing import Any
 
 import pytest
@@ -50,6 +51,13 @@ def _others(value: Any) -> list[Any]:
     return []
 
 
+def _literals(hint: Any) -> list[Any]:
+    """The values of a ``Literal[...]`` type hint (also inside ``Optional``), else none."""
+    if typing.get_origin(hint) is typing.Literal:
+        return list(typing.get_args(hint))
+    return [v for arg in typing.get_args(hint) for v in _literals(arg)]
+
+
 def _call_for(procedure: Procedure, label: str) -> MethodCall:
     """A registered method's default call the procedure accepts."""
     for name in registered():
@@ -79,9 +87,11 @@ def test_every_field_of_a_chapter_procedure_enters_the_fingerprint(cls: type[Pro
     label, config = "m", make_config("smoke")
     c = _call_for(base, label)
     fingerprint = run_fingerprint(config, run_spec(c, base, label))
+    hints = typing.get_type_hints(cls)
     for f in fields:
-        tried = []
-        for value in _others(getattr(base, f.name)):
+        tried, now = [], getattr(base, f.name)
+        named = [*cls.FIELD_CHOICES.get(f.name, ()), *_literals(hints.get(f.name))]
+        for value in [v for v in named if v != now] + _others(now):
             try:
                 changed = dataclasses.replace(base, **{f.name: value})
                 spec = run_spec(c, changed, label)
