@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from fabricated import selected_record
 
+from dmlnb.chapter import train_runs
 from dmlnb.data import load_dataset
 from dmlnb.experiments import (
     discriminative,
@@ -82,12 +83,8 @@ def book(tmp_path_factory):
     cfg = protocol.chapter_config("smoke", {**TINY, "batch_size": 24}, validation=True)
     splits = load_dataset(cfg.dataset, **cfg.dataset_options)
     folder = root / "00_protocol" / "smoke"
-    out["protocol"] = {
-        "softmax": [
-            protocol.softmax_run(cfg.replace(seed=s), 0.05, splits, folder / f"softmax-seed{s}")
-            for s in seeds
-        ]
-    }
+    runs = train_runs(protocol.softmax_groups(seeds, 0.05), cfg, folder, splits=splits)
+    out["protocol"] = {"softmax": [runs.run(protocol.GROUP, protocol.LABEL, s) for s in seeds]}
     study = easy_positive.make_study(
         "smoke",
         {**TINY, "batch_size": 6, "m_per_class": 2},
@@ -486,18 +483,10 @@ def _reloaded(runs) -> int:
 def test_protocol_records_reload_with_the_chapters_validation_split(no_training):
     config = protocol.chapter_config("default", validation=True)  # the notebook's default
     folder = RESULTS / "00_protocol" / "default"
-    for seed in (0, 1, 2):
-        assert (
-            reuse_reason(
-                folder / f"softmax-seed{seed}",
-                config.replace(seed=seed),
-                protocol.softmax_spec(0.05),
-            )[0]
-            == ""
-        )
-        assert not protocol.softmax_run(
-            config.replace(seed=seed), 0.05, None, folder / f"softmax-seed{seed}"
-        ).trained
+    groups = protocol.softmax_groups((0, 1, 2), 0.05)
+    for spec in groups[protocol.GROUP].runs():
+        assert reuse_reason(folder / spec.name, spec.config(config), spec.spec)[0] == ""
+    assert train_runs(groups, config, folder).trained == 0
 
 
 def _easy_positive_notebook_runs(runner):
