@@ -1,6 +1,7 @@
 """Tests of the facility-location chapter's experiment glue
 (dmlnb.experiments.facility_location)."""
 
+import dataclasses
 import math
 
 import numpy as np
@@ -16,6 +17,17 @@ from dmlnb.models import build_model
 from dmlnb.samplers import ClassRatioSampler
 
 # --------------------------------------------------------------------------- presets
+
+
+def _run(declared, group, label, seed=0):
+    """The declared run of ``label`` with ``seed`` in ``group`` (a :class:`RunSpec`)."""
+    return next(r for r in declared[group].runs() if (r.label, r.seed) == (label, seed))
+
+
+def _only(declared, group, *labels):
+    """``{group: declared[group]}`` with only the methods ``labels``."""
+    g = declared[group]
+    return {group: dataclasses.replace(g, methods={m: g.methods[m] for m in labels})}
 
 
 def test_paper_profile_follows_the_paper():
@@ -122,32 +134,24 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
     assert fl.PAPER_FORMS == {"refinement": "paper", "pairs": "all", "penalty": "norm"}
     clu, npair = fl.build_loss("clustering", study), fl.build_loss("npair", study)
     assert clu.refinement == "paper" and (npair.pairs, npair.penalty) == ("all", "norm")
-    table = study.tables[0]
-    spec = fl._spec(table, "clustering", study, tsne=False)
+    declared = fl.groups(study)
+    spec = _run(declared, "Table 1", "clustering").spec
     assert spec["refinement"] == "paper" and spec["factory"]["args"]["refinement"] == "paper"
     assert "Algorithm 2 as listed" in fl.loss_description("clustering", study)
-    assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {
-        "pairs": "all",
-        "penalty": "norm",
-    }
-    npair_args = fl._spec(table, "npair", study, tsne=False)["factory"]["args"]
+    npair_spec = _run(declared, "Table 1", "npair").spec
+    assert {k: npair_spec[k] for k in ("pairs", "penalty")} == {"pairs": "all", "penalty": "norm"}
+    npair_args = npair_spec["factory"]["args"]
     assert (npair_args["pairs"], npair_args["penalty"]) == ("all", "norm")
     assert "unsquared norms" in fl.loss_description("npair", study)
-    assert not {"refinement", "pairs", "penalty"} & set(
-        fl._spec(table, "triplet", study, tsne=False)
-    )
-    full = fl.study_variant(study, refinement="full")
-    assert fl.build_loss("clustering", full).refinement == "full" and full.tsne_methods == ()
-    assert fl._spec(table, "clustering", full, tsne=False)["refinement"] == "full"
-    assert (
-        fl._spec(table, "clustering", full, tsne=False)["factory"]["args"]["refinement"] == "full"
-    )
-    assert "the variant of Algorithm 2" in fl.loss_description("clustering", full)
-    assert fl.run_name(table, "clustering", 0, full) == fl.run_name(
-        table, "clustering", 0, study
-    ).replace("g10-", "g10-full-")
+    assert not {"refinement", "pairs", "penalty"} & set(_run(declared, "Table 1", "triplet").spec)
+    full = _run(declared, "refinement full", "clustering")
+    assert full.call.build().refinement == "full" and not full.procedure.tsne
+    assert full.spec["refinement"] == full.spec["factory"]["args"]["refinement"] == "full"
+    variant = fl.make_study("default", refinement="full")
+    assert "the variant of Algorithm 2" in fl.loss_description("clustering", variant)
+    assert full.name == _run(declared, "Table 1", "clustering").name.replace("g10-", "g10-full-")
     sohn = fl.make_study("default", npair_pairs="first", npair_penalty="squared")
-    assert fl.run_name(table, "npair", 0, sohn).endswith("npair-first-squared-seed0")
+    assert _run(fl.groups(sohn), "Table 1", "npair").name.endswith("npair-first-squared-seed0")
     assert "not Eq. 3" in fl.loss_description("npair", sohn)
     with pytest.raises(ValueError, match="refinement must be one of"):
         fl.make_study("default", refinement="tf")
@@ -194,12 +198,17 @@ def digits():
     return load_dataset("digits")
 
 
-def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
+def test_a_clustering_run_logs_inside_the_loss_and_reloads(digits, tmp_path):
     study = fl.make_study(
         "smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60, diag_every=2
     )
-    table = study.tables[0]
-    run = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+
+    def train(s):
+        runs = fl.train(_only(fl.groups(s), "Table 1", "clustering"), s, tmp_path,
+                        splits={"digits": digits})  # fmt: skip
+        return runs.run("Table 1", "clustering", 0)
+
+    run = train(study)
     assert run.trained and run.record.data["status"] == "finished"
     log = pd.DataFrame(run.extras["inside"])
     assert log["step"].tolist() == [0.0, 2.0, 4.0, 6.0]  # every 2nd of 8 steps
@@ -217,30 +226,62 @@ def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
     assert ((log["inference_s"] > 0) & (log["inference_s"] < log["step_s"])).all()
     # the geometric NMI and the t-SNE map of the test embedding are stored
     assert set(run.metrics) >= {"NMI", "R@1", "R@8"}
+    assert run.metrics == run.extras["metrics_geometric"]
     assert len(run.extras["tsne"]["indices"]) == 60 and np.asarray(
         run.extras["tsne"]["xy"]
     ).shape == (60, 2)
-    again = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+    again = train(study)
     assert not again.trained and again.extras["inside"] == run.extras["inside"]
     # another margin multiplier is another run, in its own folder; the first stays reloadable
-    variant = fl.study_variant(study, gamma=2.0)
-    other = fl.run_method(table, "clustering", 0, digits, variant, tmp_path)
-    assert (
-        other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
-    )
-    assert not fl.run_method(table, "clustering", 0, digits, study, tmp_path).trained
-    assert fl.run_name(table, "clustering", 0, variant) != fl.run_name(
-        table, "clustering", 0, study
-    )
+    other = train(fl.make_study("smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60,
+                                diag_every=2, gamma=2.0))  # fmt: skip
+    assert other.trained and other.extras["inside"]["gamma"][0] == 2.0
+    assert other.record.path.parent != run.record.path.parent
+    assert not train(study).trained
+    # a procedure's field enters the fingerprint: another log interval retrains
+    assert train(dataclasses.replace(study, diag_every=1)).trained
 
 
-def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path):
+def test_baseline_runs_see_the_same_batches_and_log_step_times(digits):
     study = fl.make_study("smoke", {"steps_per_epoch": 3, "epochs": 1})
-    table = study.tables[0]
-    run = fl.run_method(table, "triplet", 0, digits, study, None)
+    runs = fl.train(_only(fl.groups(study), "Table 1", "triplet"), study, None,
+                    splits={"digits": digits})  # fmt: skip
+    run = runs.run("Table 1", "triplet", 0)
     log = run.extras["inside"]
     assert set(log) == {"step", "loss", "step_s"} and len(log["step"]) == 3
     assert "tsne" not in run.extras  # only the clustering loss's first seed is mapped
+
+
+def test_every_field_of_the_procedure_and_every_method_argument_enter_the_fingerprint():
+    """A reader's change to a procedure's field or to a method's argument retrains those runs
+    only; the t-SNE map is stored by the first seed's clustering run of each table alone."""
+    from dmlnb.records import run_fingerprint
+
+    study = fl.make_study("default", validation=True)
+    declared = fl.groups(study)
+    run = _run(declared, "Table 1", "clustering")
+    base = run.config(study.tables[0].config)
+    fingerprint = run_fingerprint(base, run.spec)
+    changed = {"table": "Table 9", "class_ratio": 0.5, "classes_per_batch": 7, "gamma": 3.0,
+               "decay_rate": 0.9, "decay_steps": 5, "diag_every": 3, "tsne_points": 9,
+               "tsne": False}  # fmt: skip
+    assert set(changed) == {f.name for f in dataclasses.fields(fl.ClassRatioRuns)}
+    for key, value in changed.items():
+        other = dataclasses.replace(
+            run, procedure=dataclasses.replace(run.procedure, **{key: value})
+        )
+        assert run_fingerprint(base, other.spec) != fingerprint, key
+    edited = fl.groups(study, {"clustering": {"pam_passes": 3}})
+    assert run_fingerprint(base, _run(edited, "Table 1", "clustering").spec) != fingerprint
+    assert _run(edited, "Table 1", "triplet").spec == _run(declared, "Table 1", "triplet").spec
+    with pytest.raises(KeyError, match="unknown method"):
+        fl.groups(study, {"softmax": {}})
+    mapped = [(g, r.label, r.seed) for g, grp in declared.items() for r in grp.runs()
+              if r.procedure.tsne]  # fmt: skip
+    assert mapped == [("Table 1", "clustering", 0), ("Table 3", "clustering", 0)]
+    assert declared["paired"].changes == {"m_per_class": 2}
+    assert run.config(study.tables[0].config).normalize
+    assert not _run(declared, "Table 1", "lifted").config(study.tables[0].config).normalize
 
 
 # --------------------------------------------------------------------------- summaries
@@ -335,18 +376,11 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     t1, t3 = study.tables
     assert (t1.class_ratio, t3.class_ratio, t3.config.eval_ks) == (0.25, 0.75, (1, 10, 100))
     assert t3.classes_per_batch == 96 and t1.classes_per_batch == 32
-    names = {
-        fl.run_name(t, m, s, study) for t in study.tables for m in fl.METHODS for s in study.seeds
-    }
+    declared = fl.groups(study)
+    names = {r.name for t in study.tables for r in declared[t.table].runs()}
     assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
     # the variants beside the tables have folders of their own
-    names |= {
-        fl.run_name(t1, "clustering", s, fl.study_variant(study, **change))
-        for s in study.seeds
-        for change in [{"gamma": g} for g in study.gamma_ablation]
-        + [{"refinement": a} for a in study.refinements]
-    }
-    names |= {fl.run_name(study.paired, "npair", s, study) for s in study.seeds}
+    names |= {r.name for g in declared.values() for r in g.runs()}
     assert len(names) == (
         2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1
     ) * len(study.seeds)
@@ -357,7 +391,7 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     )
     assert (
         len(study.seeds) >= 3
-        and fl.study_variant(study, gamma=1.0).seeds == study.seeds
+        and tuple(declared["gamma 1"].seeds) == study.seeds
         and len(study.toy_seeds) >= 3
     )
 
@@ -810,15 +844,19 @@ def test_paired_npairs_and_the_variant_of_algorithm_2_run_at_the_smoke_profile(t
     table = study.tables[0]
     splits = load_dataset(table.config.dataset, **table.config.dataset_options)
     assert splits.num_train_classes == 3
-    paired = fl.run_method(study.paired, "npair", 0, splits, study, tmp_path)
+    declared = fl.groups(study)
+    wanted = {
+        **_only(declared, "Table 1", "clustering"),
+        **{g: declared[g] for g in ("refinement full", "paired")},
+    }
+    runs = fl.train(wanted, study, tmp_path, splits={"digits": splits})
+    paired = runs.run("paired", "npair", 0)
     assert (
         paired.record.data["spec"]["class_ratio"] == 0.5
         and paired.record.selected_on == "validation"
     )
-    full = fl.run_method(
-        table, "clustering", 0, splits, fl.study_variant(study, refinement="full"), tmp_path
-    )
-    main = fl.run_method(table, "clustering", 0, splits, study, tmp_path)
+    full = runs.run("refinement full", "clustering", 0)
+    main = runs.run("Table 1", "clustering", 0)
     assert full.trained and main.trained and full.record.path.parent != main.record.path.parent
     assert fl.pam_by_table([full, main])["refinement"].tolist() == ["full", "paper"]
     assert fl.pam_by_table([main])["ended below greedy"].tolist() == [

@@ -1,0 +1,166 @@
+"""The facility-location chapter (Song, Jegelka, Rathod & Murphy, CVPR 2017): everything
+``notebooks/02_facility_location.ipynb`` runs.
+
+* :mod:`.spec`: the compared methods, the forms of the paper's algorithms, the paper's tables;
+* :mod:`.presets`: per profile, the design (:func:`make_study`);
+* :mod:`.runs`: the runs as :class:`~dmlnb.chapter.RunGroup` values, trained by the layer;
+* :mod:`.toy`: the Figure 2 toy; :mod:`.lemma1`: Lemma 1 traced per update;
+* :mod:`.diagnostics`: the inside-the-loss log, the timing of Algorithm 1;
+* :mod:`.tables`, :mod:`.claims`, :mod:`.deviations`: the comparisons, claims and deviations.
+"""
+
+from dmlnb.experiments.facility_location.claims import (
+    both_ways_claims,
+    claims,
+)
+from dmlnb.experiments.facility_location.deviations import (
+    PAPER_TRAINING_LENGTH,
+    deviations,
+)
+from dmlnb.experiments.facility_location.diagnostics import (
+    inference_scaling,
+    inside_loss_frame,
+    inside_loss_summary,
+    labels_one_move,
+    nmi_of_one_move,
+    pam_by_table,
+    scaling_slopes,
+)
+from dmlnb.experiments.facility_location.lemma1 import (
+    LEMMA1_GAMMA,
+    LEMMA1_LABELS,
+    LEMMA1_POINTS,
+    lemma1_batches,
+    lemma1_per_update,
+    lemma1_table,
+    lemma1_verdict,
+    listing_trace,
+)
+from dmlnb.experiments.facility_location.presets import (
+    PRESETS,
+    Study,
+    TableSpec,
+    build_loss,
+    loss_description,
+    loss_method,
+    make_study,
+)
+from dmlnb.experiments.facility_location.runs import (
+    ClassRatioRuns,
+    KeptRun,
+    TableGroup,
+    TableRun,
+    by_role,
+    groups,
+    kept_metrics,
+    kept_weights,
+    train,
+    tsne_map,
+)
+from dmlnb.experiments.facility_location.spec import (
+    FORMS,
+    METHODS,
+    PAM_TOLERANCE,
+    PAPER_FORMS,
+    REPORTED,
+    REPORTED_SETTING,
+    ROW_NAMES,
+    forms_of,
+    method_config,
+)
+from dmlnb.experiments.facility_location.tables import (
+    SATURATED,
+    claim_metrics,
+    compare_methods,
+    comparison_table,
+    comparison_text,
+    main_comparisons,
+    nmi_normalisation_gap,
+    reported_margins,
+    run_values,
+    variant_comparison,
+)
+from dmlnb.experiments.facility_location.toy import (
+    LOCAL_TOY_LOSSES,
+    MERGE_DEGREES,
+    PAPER_LOCAL_TOY_LOSSES,
+    TOY_GAMMA,
+    TOY_GROUPS,
+    TOY_LOSSES,
+    run_toy,
+    toy_frame,
+    toy_loss,
+    toy_points,
+    toy_summary,
+    train_toy,
+)
+
+__all__ = [
+    "FORMS",
+    "METHODS",
+    "PAM_TOLERANCE",
+    "PAPER_FORMS",
+    "REPORTED",
+    "REPORTED_SETTING",
+    "ROW_NAMES",
+    "build_loss",
+    "forms_of",
+    "loss_description",
+    "loss_method",
+    "method_config",
+    "PRESETS",
+    "Study",
+    "TableSpec",
+    "make_study",
+    "LOCAL_TOY_LOSSES",
+    "MERGE_DEGREES",
+    "PAPER_LOCAL_TOY_LOSSES",
+    "TOY_GAMMA",
+    "TOY_GROUPS",
+    "TOY_LOSSES",
+    "run_toy",
+    "toy_frame",
+    "toy_loss",
+    "toy_points",
+    "toy_summary",
+    "train_toy",
+    "inference_scaling",
+    "inside_loss_frame",
+    "inside_loss_summary",
+    "labels_one_move",
+    "nmi_of_one_move",
+    "pam_by_table",
+    "scaling_slopes",
+    "SATURATED",
+    "claim_metrics",
+    "compare_methods",
+    "comparison_table",
+    "comparison_text",
+    "main_comparisons",
+    "nmi_normalisation_gap",
+    "reported_margins",
+    "run_values",
+    "variant_comparison",
+    "LEMMA1_GAMMA",
+    "LEMMA1_LABELS",
+    "LEMMA1_POINTS",
+    "lemma1_batches",
+    "lemma1_per_update",
+    "lemma1_table",
+    "lemma1_verdict",
+    "listing_trace",
+    "PAPER_TRAINING_LENGTH",
+    "deviations",
+    "both_ways_claims",
+    "claims",
+    "ClassRatioRuns",
+    "KeptRun",
+    "TableGroup",
+    "TableRun",
+    "by_role",
+    "groups",
+    "kept_metrics",
+    "kept_weights",
+    "train",
+    "tsne_map",
+]
