@@ -10,8 +10,14 @@
 """
 
 from dmlnb.experiments.facility_location.claims import (
-    both_ways_claims,
-    claims,
+    PAPER_34,
+    Ceiling,
+    Lemma1,
+    LinearTime,
+    Merges,
+    NoChange,
+    StaysApart,
+    claim_specs,
 )
 from dmlnb.experiments.facility_location.deviations import (
     PAPER_TRAINING_LENGTH,
@@ -26,6 +32,7 @@ from dmlnb.experiments.facility_location.diagnostics import (
     pam_by_table,
     scaling_slopes,
 )
+from dmlnb.experiments.facility_location.evidence import claims_shown
 from dmlnb.experiments.facility_location.lemma1 import (
     LEMMA1_GAMMA,
     LEMMA1_LABELS,
@@ -54,10 +61,12 @@ from dmlnb.experiments.facility_location.runs import (
     groups,
     kept_metrics,
     kept_weights,
+    recorded,
     train,
     tsne_map,
 )
 from dmlnb.experiments.facility_location.spec import (
+    CHAPTER,
     FORMS,
     METHODS,
     PAM_TOLERANCE,
@@ -96,6 +105,7 @@ from dmlnb.experiments.facility_location.toy import (
 )
 
 __all__ = [
+    "CHAPTER",
     "FORMS",
     "METHODS",
     "PAM_TOLERANCE",
@@ -151,8 +161,15 @@ __all__ = [
     "listing_trace",
     "PAPER_TRAINING_LENGTH",
     "deviations",
-    "both_ways_claims",
-    "claims",
+    "PAPER_34",
+    "Ceiling",
+    "Lemma1",
+    "LinearTime",
+    "Merges",
+    "NoChange",
+    "StaysApart",
+    "claim_specs",
+    "claims_shown",
     "ClassRatioRuns",
     "KeptRun",
     "TableGroup",
@@ -160,6 +177,7 @@ __all__ = [
     "by_role",
     "groups",
     "kept_metrics",
+    "recorded",
     "kept_weights",
     "train",
     "tsne_map",

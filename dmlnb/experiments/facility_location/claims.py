@@ -1,51 +1,54 @@
-"""The paper's claims, every verdict by the book's rule."""
+"""The paper's claims declared as :class:`~dmlnb.chapter.ClaimSpec` values and judged by
+:func:`dmlnb.chapter.evaluate` (the book's one rule).
+
+:func:`claim_specs` declares them from the study (which tables ran, their metrics, the two class
+ratios on one test set), the Figure 2 toy, the timing of Algorithm 1 and Lemma 1's trace:
+
+* per table and metric: the clustering loss beats the three baselines (:class:`~dmlnb.chapter.
+  BeatsEvery`; a Recall@K at its ceiling is not tested, :class:`Ceiling`); a table without runs
+  at this profile is :class:`~dmlnb.chapter.Untestable`;
+* Sec. 3.5: the choice of ``C / m`` does not change the clustering loss's results
+  (:class:`NoChange`);
+* Sec. 3.4: Algorithm 1 is linear in the batch size (:class:`LinearTime`, on the in-cell timing
+  of the listing) and adds little overhead (untestable here);
+* Lemma 1 on every update of Algorithm 2 as listed (:class:`Lemma1`);
+* Sec. 3.5: normalisation helps, greedy initialisation beats random: untestable (no such runs);
+* Figure 2 per paper local loss of the toy (:class:`StaysApart`) and Figure 3 (:class:`Merges`).
+
+The judges of the :class:`~dmlnb.chapter.Custom` tests are frozen dataclasses: their docstring's
+first line is the evidence :func:`dmlnb.chapter.evaluate` records.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from dmlnb.experiments.facility_location.diagnostics import (
-    inside_loss_frame,
-    inside_loss_summary,
-    pam_by_table,
-    scaling_slopes,
+from dmlnb.chapter import (
+    BeatsEvery,
+    ClaimSpec,
+    Custom,
+    RunSet,
+    Side,
+    Untestable,
+    evaluate,
 )
-from dmlnb.experiments.facility_location.lemma1 import (
-    lemma1_per_update,
-    lemma1_verdict,
-)
-from dmlnb.experiments.facility_location.presets import (
-    TableSpec,
-)
-from dmlnb.experiments.facility_location.runs import (
-    KeptRun,
-)
+from dmlnb.experiments.facility_location.diagnostics import scaling_slopes
+from dmlnb.experiments.facility_location.lemma1 import lemma1_verdict
+from dmlnb.experiments.facility_location.presets import Study
 from dmlnb.experiments.facility_location.spec import (
     METHODS,
     REPORTED,
     REPORTED_SETTING,
     ROW_NAMES,
 )
-from dmlnb.experiments.facility_location.tables import (
-    SATURATED,
-    claim_metrics,
-    compare_methods,
-    reported_margins,
-    run_values,
-)
-from dmlnb.experiments.facility_location.toy import (
-    LOCAL_TOY_LOSSES,
-    MERGE_DEGREES,
-    PAPER_LOCAL_TOY_LOSSES,
-    TOY_GAMMA,
-)
+from dmlnb.experiments.facility_location.tables import SATURATED, claim_metrics, reported_margins
+from dmlnb.experiments.facility_location.toy import MERGE_DEGREES, PAPER_LOCAL_TOY_LOSSES
 from dmlnb.reporting import (
     HOLDS,
-    Claim,
     Verdict,
     compare,
     compare_to_band,
@@ -56,154 +59,167 @@ from dmlnb.reporting import (
     qualify,
     shape_unchecked,
 )
-from dmlnb.selection import both_ways_verdicts
 
-_PAPER_34 = (
+__all__ = [
+    "PAPER_34",
+    "Ceiling",
+    "NoChange",
+    "LinearTime",
+    "Lemma1",
+    "StaysApart",
+    "Merges",
+    "claim_specs",
+]
+
+PAPER_34 = (
     "Sec. 3.4: 'The running time of the algorithm is O(|Y|^3 |V|) ... linear in the size of the "
     "minibatch, and hence does not add much overhead on top of the gradient computation'"
 )
+BASELINES = ("triplet", "lifted", "npair")
 
 
-def _algorithm1_claim(scaling: pd.DataFrame) -> Claim:
-    """Sec. 3.4's "Algorithm 1 is linear in |V|", judged on the timing of dmlnb's greedy inference
-    (the exponents per repeat within :func:`~dmlnb.reporting.order_band` of 1,
-    :func:`~dmlnb.reporting.compare_to_band`; undecided when a repeat's slope rests on two sizes,
-    :func:`~dmlnb.reporting.shape_unchecked`). dmlnb computes Algorithm 1 as listed, as the
-    authors' TensorFlow ``cluster_loss`` does: each of the ``|V|`` candidates is scored with ``A``
-    over the whole batch (its facility term alone reads every point), ``O(|Y| |V|^2)`` per greedy
-    pass; the paper's ``O(|Y|^3 |V|)`` leaves that term out. The timing is the listing's, so it
-    tests the claim."""
-    slopes = scaling_slopes(scaling)
-    med = scaling.groupby("batch")["seconds"].median()
-    low, high = order_band(1)
-    return Claim(
-        "Algorithm 1 (greedy inference) runs in time linear in the batch size |V| at fixed |Y|",
-        _PAPER_34,
-        "dmlnb's greedy inference, Algorithm 1 as listed (every candidate scored over the whole "
-        "batch, O(|Y| |V|^2) per pass, as the authors' cluster_loss computes it), timed in one "
-        f"cell, |Y| = {int(scaling['clusters'].iloc[0])}, 64-d: median "
-        + ", ".join(f"|V| = {v}: {t:.3f} s" for v, t in med.items())
-        + f"; exponent (least-squares slope of log time on log |V|, {len(med)} sizes) per repeat "
-        + ", ".join(f"{x:.2f}" for x in slopes),
-        shape_unchecked(
-            compare_to_band(slopes, low, high),
-            scaling.groupby("repeat")["batch"].nunique().tolist(),
-        ),
-    )  # each repeat's slope fits its sizes
+@dataclass(frozen=True)
+class Ceiling:
+    """The clustering loss against each baseline, unless every mean is at its ceiling"""
 
+    test: BeatsEvery
 
-def both_ways_claims(
-    runs: Mapping[str, Mapping[str, Sequence[KeptRun]]],
-    tables: Sequence[TableSpec],
-    toy: pd.DataFrame,
-    profile: str,
-    all_runs: Sequence[KeptRun],
-    scaling: pd.DataFrame | None = None,
-) -> pd.DataFrame:
-    """:func:`claims` under both protocols (:func:`dmlnb.selection.both_ways_verdicts` over the
-    records of ``all_runs``, the tables' metrics read at the epoch each protocol selects,
-    ``recorded=True``): one row per claim with its verdict under each and whether it changes. The
-    claims that read no run metric (the toy, the timing, Lemma 1's log) never change."""
-    return both_ways_verdicts(
-        [r.record for r in all_runs],
-        lambda: claims(runs, tables, toy, profile, all_runs, scaling, recorded=True),
-    )
-
-
-_LEMMA1: list[pd.DataFrame] = []
-
-
-def _lemma1_default() -> pd.DataFrame:
-    """:func:`lemma1_per_update` on the default batches, computed once per session (a copy)."""
-    if not _LEMMA1:
-        _LEMMA1.append(lemma1_per_update())
-    return _LEMMA1[0].copy()
-
-
-def claims(
-    runs: Mapping[str, Mapping[str, Sequence[KeptRun]]],
-    tables: Sequence[TableSpec],
-    toy: pd.DataFrame,
-    profile: str,
-    all_runs: Sequence[KeptRun] = (),
-    scaling: pd.DataFrame | None = None,
-    recorded: bool = False,
-    lemma1: pd.DataFrame | None = None,
-) -> list[Claim]:
-    """The paper's claims, every verdict computed by the book's rule (:mod:`dmlnb.reporting`).
-
-    Args:
-        runs: ``{table: {method: [runs per seed]}}`` of the tables that ran.
-        tables: the study's :class:`TableSpec` (their Recall@K columns).
-        toy: :func:`toy_frame` of the Figure 2 toy (every loss at every seed).
-        profile: the profile; below ``paper`` the tables are analogues of the paper's.
-        all_runs: every run (tables, ablation, variants); their inference shares are quoted in
-            the overhead claim's evidence, and Lemma 1 is checked on their clustering runs.
-        scaling: :func:`inference_scaling` measured in the calling cell (``None``: not tested).
-        recorded: read the tables' metrics at the epoch each record shows (:func:`_values`), as
-            :func:`both_ways_claims` needs; else of the kept weights (the paper's geometric NMI).
-
-    The claims:
-
-    * per table and metric of :func:`claim_metrics`: the clustering loss beats the three
-      baselines (:func:`compare_methods`: holds only when every pair holds); a metric at its
-      ceiling (:data:`SATURATED`) and a reported table without runs here are "not tested";
-    * Sec. 3.5: the choice of ``C / m`` does not change the results significantly (clustering
-      loss at the two ratios the profile runs, :func:`~dmlnb.reporting.no_difference`);
-    * Sec. 3.4: Algorithm 1 is linear in the batch size, judged on the timing of dmlnb's inference,
-      which computes the listing (:func:`_algorithm1_claim`), and it adds little overhead (not
-      tested: see the reason);
-    * Lemma 1 (Algorithm 2 increases ``A`` monotonically, at every update as its proof argues):
-      every update of Algorithm 2 as listed traced on :func:`lemma1_batches`
-      (:func:`lemma1_per_update`, :func:`lemma1_verdict`; ``lemma1`` replaces the trace); what the
-      runs' logs show (refined against greedy once per step, 0 below by a per-pass proof for
-      metric distances) and the variant ``"full"`` (monotone by construction) are quoted in the
-      evidence, not tested;
-    * Sec. 3.5: normalisation helps, greedy initialisation beats random: not tested (no such runs);
-    * Figure 2, local losses can fail: per paper local loss of the toy, its split-class groups end
-      at least :data:`MERGE_DEGREES` apart (:func:`~dmlnb.reporting.compare_to_threshold` over
-      the seeds; a loss that is zero at every step moves nothing and is "not tested");
-    * Figure 3, the clustering loss merges the split class (angles below :data:`MERGE_DEGREES`);
-      where the paper's local losses merge it too at every seed, the verdict says so (Figure 3's
-      contrast with them is not shown).
-    """
-    out: list[Claim] = []
-    analogue = "" if profile == "paper" else " (analogue)"
-    specs = {t.table: t for t in tables}
-    margins = reported_margins().set_index(["table", "metric"])
-    for table, reported in REPORTED.items():
-        if table not in runs:
-            reason = (
-                "not run here: it needs a CUDA GPU and the dataset (see the run status table)"
-                if profile == "paper"
-                else f"profile {profile} runs no analogue of {table} ({REPORTED_SETTING[table]})"
+    def __call__(self, runs: RunSet) -> Verdict:
+        t = self.test
+        sides = (t.better, *t.worse)
+        means = [float(np.mean(runs.values(s.group, s.label, t.metric))) for s in sides]
+        if min(means) >= SATURATED:
+            return not_tested(
+                f"{t.metric} is at its ceiling here: every method's mean is at least "
+                f"{100 * SATURATED:g}% (our threshold), the metric cannot separate them"
             )
+        return evaluate([ClaimSpec("inner", "inner", t, origin="ours")], runs)[0].verdict
+
+
+@dataclass(frozen=True)
+class NoChange:
+    """No significant change between two class ratios (a difference either way refutes it)"""
+
+    a: Side
+    b: Side
+    metric: str
+    label: str
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        va = runs.values(self.a.group, self.a.label, self.metric)
+        vb = runs.values(self.b.group, self.b.label, self.metric)
+        return no_difference({self.label: compare(va, vb, scale=100, unit=" pts")})
+
+
+@dataclass(frozen=True)
+class LinearTime:
+    """Per repeat, the exponent of the greedy inference's time in |V| within 1 +- 0.5"""
+
+    scaling: pd.DataFrame
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        low, high = order_band(1)
+        return shape_unchecked(
+            compare_to_band(scaling_slopes(self.scaling), low, high),
+            self.scaling.groupby("repeat")["batch"].nunique().tolist(),
+        )  # each repeat's slope fits its sizes
+
+
+@dataclass(frozen=True)
+class Lemma1:
+    """Every traced update of Algorithm 2 as listed; one that lowers A refutes the lemma"""
+
+    traced: pd.DataFrame
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        return lemma1_verdict(self.traced)
+
+
+@dataclass(frozen=True)
+class StaysApart:
+    """The toy's split class stays at least MERGE_DEGREES apart under one local loss, per seed"""
+
+    toy: pd.DataFrame
+    loss: str
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        f = self.toy[self.toy["loss"] == self.loss]
+        if (f["max_loss"] == 0).all():
+            return not_tested(
+                f"{self.loss}'s loss is 0 at every step of every seed (no triplet it mines has a "
+                "positive loss), so it moves no point: the layout does not exercise the mechanism"
+            )
+        gaps = f["gap_degrees"].to_numpy(dtype=float)
+        return compare_to_threshold(gaps, MERGE_DEGREES, higher_is_better=True, unit="°")
+
+
+@dataclass(frozen=True)
+class Merges:
+    """The toy's split class ends less than MERGE_DEGREES apart under the clustering loss"""
+
+    toy: pd.DataFrame
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        toy = self.toy
+        gaps = toy[toy["loss"] == "clustering"]["gap_degrees"].to_numpy(dtype=float)
+        verdict = compare_to_threshold(gaps, MERGE_DEGREES, higher_is_better=False, unit="°")
+        too = [
+            n
+            for n in PAPER_LOCAL_TOY_LOSSES
+            if len(f := toy[toy["loss"] == n]) and bool((f["merged"] == 1).all())
+        ]
+        if str(verdict) != HOLDS or not too:
+            return verdict
+        return qualify(
+            verdict,
+            f"{' and '.join(too)} merge{'s' if len(too) == 1 else ''} it too, so the toy does not "
+            "show the contrast with the local losses",
+        )
+
+
+def _slug(text: str) -> str:
+    return "".join(c if c.isalnum() else "-" for c in text.lower()).strip("-")
+
+
+def table_claims(study: Study, profile: str, ran: Sequence[str]) -> list[ClaimSpec]:
+    """Per reported table: per metric of the table's runs "the clustering loss beats the three
+    baselines" (a Recall@K through :class:`Ceiling`), or one untestable claim without runs."""
+    out = []
+    specs = {t.table: t for t in study.tables}
+    margins = reported_margins().set_index(["table", "metric"])
+    analogue = "" if profile == "paper" else " (analogue)"
+    for table, reported in REPORTED.items():
+        where = f"{table} ({REPORTED_SETTING[table].split(',')[0]})"
+        if table not in ran:
             m = margins.loc[table]
+            gpu = profile == "paper"
             out.append(
-                Claim(
+                ClaimSpec(
+                    _slug(table),
                     f"{table}: the clustering loss gives a higher NMI and Recall@K than triplet "
                     "semi-hard, lifted structure and N-pairs",
-                    f"{table} ({REPORTED_SETTING[table].split(',')[0]}): margin over the best "
-                    f"baseline {m['margin'].min():+.1f} to {m['margin'].max():+.1f} points across "
+                    Untestable(
+                        "needs-gpu" if gpu else "needs-paper-data",
+                        "not run here: it needs a CUDA GPU and the dataset (see the run status "
+                        "table)"
+                        if gpu
+                        else f"profile {profile} runs no analogue of {table} "
+                        f"({REPORTED_SETTING[table]})",
+                        f"the paper profile on {REPORTED_SETTING[table].split(',')[0]} (a GPU)",
+                    ),
+                    where=table,
+                    paper_evidence=f"{where}: margin over the best baseline "
+                    f"{m['margin'].min():+.1f} to {m['margin'].max():+.1f} points across "
                     f"{', '.join(m.index)}",
-                    "—",
-                    not_tested(reason),
                 )
             )
             continue
-        per = runs[table]
-        seeds = len(per["clustering"])
         for metric in claim_metrics(specs[table]):
-            means = {m: float(np.mean(run_values(per[m], metric, recorded))) for m in METHODS}
-            if metric.startswith("R@") and min(means.values()) >= SATURATED:
-                verdict = not_tested(
-                    f"{metric} is at its ceiling here: every method's mean is at least "
-                    f"{100 * SATURATED:g}% (our threshold), the metric cannot separate them"
-                )
-            else:
-                verdict, _ = compare_methods(per, metric, recorded)
+            test = BeatsEvery(
+                Side(table, "clustering"), tuple(Side(table, m) for m in BASELINES), metric
+            )
             paper = (
-                f"{table} ({REPORTED_SETTING[table].split(',')[0]}): "
+                f"{where}: "
                 + ", ".join(
                     f"{ROW_NAMES[m]} {reported.loc[ROW_NAMES[m], metric]:.1f}" for m in METHODS
                 )
@@ -211,217 +227,166 @@ def claims(
                 else "—"
             )
             out.append(
-                Claim(
+                ClaimSpec(
+                    f"{_slug(table)}-{_slug(metric)}",
                     f"{table}{analogue}: the clustering loss gives a higher {metric} than triplet "
                     "semi-hard, lifted structure and N-pairs",
-                    paper,
-                    f"{metric} (%, mean over seeds): "
-                    + ", ".join(f"{ROW_NAMES[m]} {100 * v:.1f}" for m, v in means.items())
-                    + f" ({seeds} seed{'s' if seeds > 1 else ''})",
-                    verdict,
+                    Custom(Ceiling(test)) if metric.startswith("R@") else test,
+                    where=table,
+                    paper_evidence=paper,
                 )
             )
-    # only tables on the same data and test set (at the paper profile Tables 1-3 use three datasets)
-    by_data: dict[str, dict[float, Any]] = {}
-    for t, per in runs.items():
-        if "clustering" in per:
-            by_data.setdefault(specs[t].config.dataset, {})[specs[t].class_ratio] = per[
-                "clustering"
-            ]
+    return out
+
+
+def ratio_claims(study: Study, ran: Sequence[str]) -> list[ClaimSpec]:
+    """Sec. 3.5's "the choice of C/m does not change the results", on the clustering loss at the
+    first two ratios the profile runs on one dataset (none when no dataset has two)."""
+    by_data: dict[str, dict[float, str]] = {}
+    for t in study.tables:
+        if t.table in ran:
+            by_data.setdefault(t.config.dataset, {})[t.class_ratio] = t.table
     ratios = max(by_data.values(), key=len, default={})
-    if len(ratios) >= 2:
-        (ra, a), (rb, b) = sorted(ratios.items())[:2]
-        for metric in ("NMI", "R@1"):
-            out.append(
-                Claim(
-                    f"Sec. 3.5: the choice of C/m ({ra:g} vs {rb:g}) does not lead to significant "
-                    f"changes in the clustering loss's {metric}",
-                    "Sec. 3.5: 'We tried three different settings C/m = {0.25, 0.50, 0.75} and "
-                    "the choice of the ratio did not lead to significant changes in the "
-                    "experimental results' (no numbers)",
-                    f"clustering loss, same data and test set: {metric} at C/m = {ra:g} "
-                    f"{100 * np.mean(run_values(a, metric, recorded)):.1f}, at {rb:g} "
-                    f"{100 * np.mean(run_values(b, metric, recorded)):.1f} (%, mean over seeds); "
-                    f"effect = C/m {ra:g} minus {rb:g}",
-                    no_difference(
-                        {
-                            f"C/m {ra:g} vs {rb:g}": compare(
-                                run_values(a, metric, recorded),
-                                run_values(b, metric, recorded),
-                                scale=100,
-                                unit=" pts",
-                            )
-                        }
-                    ),
-                )
-            )
+    if len(ratios) < 2:
+        return []
+    (ra, a), (rb, b) = sorted(ratios.items())[:2]
+    label = f"C/m {ra:g} vs {rb:g}"
+    return [
+        ClaimSpec(
+            f"class-ratio-{_slug(metric)}",
+            f"Sec. 3.5: the choice of C/m ({ra:g} vs {rb:g}) does not lead to significant "
+            f"changes in the clustering loss's {metric}",
+            Custom(NoChange(Side(a, "clustering"), Side(b, "clustering"), metric, label)),
+            where="Sec. 3.5",
+            paper_evidence="Sec. 3.5: 'We tried three different settings C/m = {0.25, 0.50, 0.75} "
+            "and the choice of the ratio did not lead to significant changes in the experimental "
+            "results' (no numbers)",
+        )
+        for metric in ("NMI", "R@1")
+    ]
+
+
+def method_claims(scaling: pd.DataFrame | None, traced: pd.DataFrame) -> list[ClaimSpec]:
+    """Sec. 3.4 (linear time, on the in-cell ``scaling``; overhead, untestable here), Lemma 1 (on
+    ``traced``) and Sec. 3.5's two untested statements."""
+    out = []
     if scaling is not None and len(scaling):
-        out.append(_algorithm1_claim(scaling))
-    shares: dict[str, list[float]] = {}
-    for r in all_runs:
-        if r.method == "clustering":
-            s = inside_loss_summary(inside_loss_frame([r]))
-            if len(s) and "inference_share" in s:
-                shares.setdefault(f"{r.table}, gamma {r.spec['gamma']:g}", []).append(
-                    float(s["inference_share"].iloc[0])
-                )
-    share_text = (
-        "logged inference share of a clustering step, per run: "
-        + "; ".join(f"{k}: " + ", ".join(f"{v:.0%}" for v in vs) for k, vs in shares.items())
-        if shares
-        else "—"
-    )
-    out.append(
-        Claim(
+        out.append(
+            ClaimSpec(
+                "algorithm1-linear",
+                "Algorithm 1 (greedy inference) runs in time linear in the batch size |V| at "
+                "fixed |Y|",
+                Custom(LinearTime(scaling)),
+                where="Sec. 3.4",
+                paper_evidence=PAPER_34,
+            )
+        )
+    return out + [
+        ClaimSpec(
+            "inference-overhead",
             "The loss-augmented inference does not add much overhead on top of the gradient "
             "computation",
-            _PAPER_34 + " (no number given)",
-            share_text,
-            not_tested(
-                "the paper's reference is Inception-BN's gradient computation (device not named); "
-                "here the network is a 4-block CNN on one CPU thread, so the share measures "
-                "another ratio, and the runs' shares were logged at different machine loads"
+            Untestable(
+                "needs-gpu",
+                "the paper's reference is Inception-BN's gradient computation (device not "
+                "named); here the network is a 4-block CNN on one CPU thread, so the share "
+                "measures another ratio, and the runs' shares were logged at different machine "
+                "loads",
+                "the paper profile on a GPU, timed on an idle machine",
             ),
-        )
-    )
-    pam = (
-        pam_by_table(all_runs).groupby("refinement")[["runs", "steps", "ended below greedy"]].sum()
-    )
-    traced = _lemma1_default() if lemma1 is None else lemma1
-    lowered = traced[traced["updates lowering A"] > 0]
-    out.append(
-        Claim(
+            where="Sec. 3.4",
+            paper_evidence=PAPER_34 + " (no number given)",
+        ),
+        ClaimSpec(
+            "lemma1",
             "Algorithm 2 as listed increases the objective A monotonically, at every update "
             "(Lemma 1)",
-            "Lemma 1: 'Algorithm 2 monotonically increases the objective function A(S)'; the "
-            "proof: each update keeps the medoid or takes the member that maximises A",
-            f"every update of the listing traced on {len(traced)} batches (the 2-D counterexample "
-            f"of our search and {len(traced) - 1} random L2-normalised batches of 16 to 64 "
-            f"points): A falls at {int(traced['updates lowering A'].sum())} of "
-            f"{int(traced['updates'].sum())} updates"
-            + (
-                " ("
-                + "; ".join(
-                    f"{r['batch']}: {int(r['updates lowering A'])} update(s), by up to "
-                    f"{r['largest fall of A']:.3g}"
-                    for r in lowered.to_dict("records")
-                )
-                + ")"
-                if len(lowered)
-                else ""
-            )
-            + f", {int(traced['passes ending below their start'].sum())} of "
-            f"{int(traced['passes'].sum())} passes end below their start. The runs' logs (refined "
-            "minus greedy A, once per step, after all passes): "
-            + (
-                "; ".join(
-                    f"refinement {a!r}: {int(p['ended below greedy'])} of {int(p['steps'])} steps "
-                    f"below the greedy start ({int(p['runs'])} runs)"
-                    for a, p in pam.iterrows()
-                )
-                if len(pam)
-                else "—"
-            )
-            + "; not a test: for metric distances no pass of the listing ends below its start (a "
-            "proof, dmlnb.losses.facility_location), and the variant 'full' swaps only when A "
-            "rises",
-            lemma1_verdict(traced),
-        )
-    )
-    out.append(
-        Claim(
+            Custom(Lemma1(traced)),
+            where="Lemma 1",
+            paper_evidence="Lemma 1: 'Algorithm 2 monotonically increases the objective function "
+            "A(S)'; the proof: each update keeps the medoid or takes the member that maximises A",
+        ),
+        *_untested_choices(),
+    ]
+
+
+def _untested_choices() -> list[ClaimSpec]:
+    """Sec. 3.5's statements on normalisation and initialisation (no such runs here)."""
+    return [
+        ClaimSpec(
+            "no-normalisation",
             "The clustering loss slightly underperforms without L2 normalisation of the embedding",
-            "Sec. 3.5: 'The model slightly underperformed when we omitted the embedding "
-            "normalization' (no numbers)",
-            "—",
-            not_tested("no run of the clustering loss without normalisation at this profile"),
-        )
-    )
-    out.append(
-        Claim(
+            Untestable(
+                "needs-paper-data",
+                "no run of the clustering loss without normalisation at this profile",
+                "the paper profile with normalize=False for the clustering loss",
+            ),
+            where="Sec. 3.5",
+            paper_evidence="Sec. 3.5: 'The model slightly underperformed when we omitted the "
+            "embedding normalization' (no numbers)",
+        ),
+        ClaimSpec(
+            "random-initialisation",
             "Algorithm 2 from a random initialisation works less well than from the greedy "
             "solution",
-            "Sec. 3.5: 'it didn't work as well as initializing the algorithm with the greedy "
-            "solution' (no numbers)",
-            "—",
-            not_tested("no run with a random initialisation at this profile"),
+            Untestable(
+                "needs-paper-data",
+                "no run with a random initialisation at this profile",
+                "the paper profile with Algorithm 2 started from random medoids",
+            ),
+            where="Sec. 3.5",
+            paper_evidence="Sec. 3.5: 'it didn't work as well as initializing the algorithm with "
+            "the greedy solution' (no numbers)",
+        ),
+    ]
+
+
+def toy_claims(toy: pd.DataFrame) -> list[ClaimSpec]:
+    """Figure 2 per paper local loss of the toy, Figure 3 on the clustering loss."""
+    out = [
+        ClaimSpec(
+            f"figure2-{_slug(name)}",
+            "Figure 2: in its layout a local loss cannot merge a class split by other "
+            f"classes -- {name} (in the toy: its two groups end at least {MERGE_DEGREES:g}° "
+            "apart, our threshold)",
+            Custom(StaysApart(toy, name)),
+            where="Figure 2",
+            paper_evidence="Figure 2: 'Example failure mode for local metric learning methods "
+            "... the purple clusters can't be merged'",
         )
-    )
-    for name in PAPER_LOCAL_TOY_LOSSES:
-        f = toy[toy["loss"] == name]
-        if not len(f):
-            continue
-        gaps = f["gap_degrees"].to_numpy(dtype=float)
-        ev = (
-            f"{name}: angle between the class-0 groups after training per seed "
-            + ", ".join(f"{v:.0f}°" for v in gaps)
-            + f"; nearest neighbour of the same class {f['nn_accuracy'].mean():.2f} (mean); "
-            "largest loss over the steps " + ", ".join(f"{v:.3g}" for v in f["max_loss"])
-        )
-        if (f["max_loss"] == 0).all():
-            verdict = not_tested(
-                f"{name}'s loss is 0 at every step of every seed (no triplet it mines has a "
-                "positive loss), so it moves no point: the layout does not exercise the mechanism"
-            )
-        else:
-            verdict = compare_to_threshold(gaps, MERGE_DEGREES, higher_is_better=True, unit="°")
+        for name in PAPER_LOCAL_TOY_LOSSES
+        if (toy["loss"] == name).any()
+    ]
+    if (toy["loss"] == "clustering").any():
         out.append(
-            Claim(
-                "Figure 2: in its layout a local loss cannot merge a class split by other "
-                f"classes -- {name} (in the toy: its two groups end at least {MERGE_DEGREES:g}° "
-                "apart, our threshold)",
-                "Figure 2: 'Example failure mode for local metric learning methods ... the purple "
-                "clusters can't be merged'",
-                ev,
-                verdict,
-            )
-        )
-    clustering = toy[toy["loss"] == "clustering"]
-    if len(clustering):
-        others = toy[
-            toy["loss"].isin([n for n in LOCAL_TOY_LOSSES if n not in PAPER_LOCAL_TOY_LOSSES])
-        ]
-        out.append(
-            Claim(
+            ClaimSpec(
+                "figure3",
                 "Figure 3: the clustering loss merges the split class (in the toy: its two "
                 f"groups end less than {MERGE_DEGREES:g}° apart, our threshold)",
-                "Figure 3 (illustration)",
-                "angle between the class-0 groups after training, per seed: "
-                + ", ".join(f"{v:.0f}°" for v in clustering["gap_degrees"])
-                + f"; nearest neighbour of the same class {clustering['nn_accuracy'].mean():.2f} "
-                f"(mean); gamma = {TOY_GAMMA:g}, no decay"
-                + "".join(
-                    f"; {n} (not a loss of the paper) ends at "
-                    + ", ".join(f"{v:.0f}°" for v in g["gap_degrees"])
-                    for n, g in others.groupby("loss", sort=False)
-                ),
-                _figure3_verdict(
-                    toy,
-                    compare_to_threshold(
-                        clustering["gap_degrees"].to_numpy(dtype=float),
-                        MERGE_DEGREES,
-                        higher_is_better=False,
-                        unit="°",
-                    ),
-                ),
+                Custom(Merges(toy)),
+                where="Figure 3",
+                paper_evidence="Figure 3 (illustration)",
             )
         )
     return out
 
 
-def _figure3_verdict(toy: pd.DataFrame, verdict: Verdict) -> Verdict:
-    """Figure 3's verdict, naming the paper's local losses that merge the split class at every
-    seed too: the figure's point is the contrast with them (Figure 2), which the toy then does
-    not show."""
-    too = [
-        n
-        for n in PAPER_LOCAL_TOY_LOSSES
-        if len(f := toy[toy["loss"] == n]) and bool((f["merged"] == 1).all())
+def claim_specs(
+    study: Study,
+    profile: str,
+    ran: Sequence[str],
+    toy: pd.DataFrame,
+    scaling: pd.DataFrame | None,
+    traced: pd.DataFrame,
+) -> list[ClaimSpec]:
+    """Every claim of the chapter, in the order the chapter shows them: the tables' (``ran``:
+    the tables with runs), the class ratio's, the methods' (``scaling``: the in-cell timing,
+    ``traced``: :func:`~dmlnb.experiments.facility_location.lemma1.lemma1_per_update`) and the
+    toy's (``toy``: :func:`~dmlnb.experiments.facility_location.toy.toy_frame`)."""
+    assert set(BASELINES) | {"clustering"} == set(METHODS)
+    return [
+        *table_claims(study, profile, ran),
+        *ratio_claims(study, ran),
+        *method_claims(scaling, traced),
+        *toy_claims(toy),
     ]
-    if str(verdict) != HOLDS or not too:
-        return verdict
-    return qualify(
-        verdict,
-        f"{' and '.join(too)} merge{'s' if len(too) == 1 else ''} it too, so the toy does not "
-        "show the contrast with the local losses",
-    )

@@ -56,6 +56,8 @@ __all__ = [
     "train",
     "by_role",
     "kept_metrics",
+    "kept_weights",
+    "recorded",
     "tsne_map",
 ]
 
@@ -347,6 +349,20 @@ def kept_weights(runs: RunSet) -> RunSet:
         return made[id(r)]
 
     return RunSet({g: {k: kept(r) for k, r in rs.items()} for g, rs in runs.runs.items()})
+
+
+def recorded(runs: RunSet) -> RunSet:
+    """``runs`` with every run a plain :class:`dmlnb.runs.Run`: its metrics as the loop recorded
+    them at the epoch its record shows (what :func:`dmlnb.chapter.evaluate_both_ways` moves), the
+    NMI with the arithmetic normalisation."""
+    made: dict[int, Run] = {}
+
+    def plain(r: Run) -> Run:
+        if id(r) not in made:
+            made[id(r)] = Run(r.name, r.record, r.model, r.trained)
+        return made[id(r)]
+
+    return RunSet({g: {k: plain(r) for k, r in rs.items()} for g, rs in runs.runs.items()})
 
 
 def by_role(

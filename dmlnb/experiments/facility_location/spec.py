@@ -80,3 +80,6 @@ def forms_of(call: MethodCall) -> dict[str, str]:
 #: The paper's form of each of :data:`FORMS` (:class:`Study`'s defaults): a run folder names a form
 #: only when it is not the paper's.
 PAPER_FORMS: dict[str, str] = {"refinement": "paper", "pairs": "all", "penalty": "norm"}
+
+#: The chapter's name in the book (its notebook's stem; ``claims.json`` names it).
+CHAPTER = "02_facility_location"
