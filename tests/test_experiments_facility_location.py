@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dmlnb.chapter import RunSet, evaluate
+from dmlnb.chapter import Deviation, RunSet, deviations_frame, evaluate
 from dmlnb.data import load_dataset
 from dmlnb.experiments import facility_location as fl
 from dmlnb.losses import FacilityLocationLoss, LiftedStructureLoss, NPairLoss, TripletLoss
@@ -604,7 +604,9 @@ def test_inference_scaling_and_deviations_tables():
     bench = fl.inference_scaling(sizes=(32, 64), clusters=8, repeats=2)
     assert list(bench.columns) == ["repeat", "batch", "clusters", "seconds"] and len(bench) == 4
     assert (bench["seconds"] > 0).all() and len(fl.scaling_slopes(bench)) == 2
-    dev = fl.deviations({}, {}, fl.make_study("default"), "default")
+    rows = fl.deviations({}, {}, fl.make_study("default"), "default")
+    assert all(isinstance(r, Deviation) for r in rows)
+    dev = deviations_frame(rows).reset_index()
     assert {
         "PAM refinement (Algorithm 2)",
         "N-pairs loss (Eq. 3)",
@@ -616,20 +618,30 @@ def test_inference_scaling_and_deviations_tables():
         "learning rate (paper profile)",
         "seeds (paper profile)",
         "augmentation (paper profile)",
-    } <= set(dev["deviation"])
-    assert list(dev.columns) == ["deviation", "paper", "here", "measured effect"]
-    here = dev.set_index("deviation")["here"]
+    } <= set(dev["setting"])
+    assert list(dev.columns) == ["setting", "paper", "ours", "effect"]
+    # without runs nothing is measured: each row says why not and at which scale
+    assert all(
+        r.why and r.scale for r in rows if r.setting != "training length and model selection"
+    )
+    assert {r.why for r in rows} <= {
+        "needs-paper-data",
+        "needs-gpu",
+        "structurally-untestable",
+        "not-measured",
+    }
+    here = dev.set_index("setting")["ours"]
     # computed from the batches: C/m = 0.25 is 32 classes x 4, C/m = 0.75 is 32 classes x 2 + 64 x 1
     assert (
         "penalty 'norm'" in here["N-pairs loss (Eq. 3)"]
         and "enter only the penalty" not in here["N-pairs loss (Eq. 3)"]
     )
-    sohn = fl.deviations(
-        {}, {}, fl.make_study("default", npair_pairs="first"), "default"
-    ).set_index("deviation")
+    sohn = deviations_frame(
+        fl.deviations({}, {}, fl.make_study("default", npair_pairs="first"), "default")
+    )
     assert (
         "at C/m = 0.25 64 of 128 images enter only the penalty"
-        in sohn.loc["N-pairs loss (Eq. 3)", "here"]
+        in sohn.loc["N-pairs loss (Eq. 3)", "ours"]
     )
     assert (
         "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32"
@@ -647,11 +659,11 @@ def test_inference_scaling_and_deviations_tables():
     # the default profile trains without the paper's crops and mirroring
     assert (
         "no augmentation" in here["scale and data"]
-        and "mirroring" in dev.set_index("deviation").loc["scale and data", "paper"]
+        and "mirroring" in dev.set_index("setting").loc["scale and data", "paper"]
     )
     # the paper's batches are random with C in a range; ours have exactly C classes (Sec. 3.5)
     assert "at C/m = 0.75, 96 classes, 32 x 2 and 64 x 1 images" in here["batch sampling"]
-    assert "Sec. 3.5" in dev.set_index("deviation").loc["batch sampling", "paper"]
+    assert "Sec. 3.5" in dev.set_index("setting").loc["batch sampling", "paper"]
     # the paper reports a fixed iteration; "best iteration" is not in it
     assert "best" not in fl.PAPER_TRAINING_LENGTH and "@10k" in fl.PAPER_TRAINING_LENGTH
     # the toy's gamma is explained by the margin per misplaced point, from the two label sets

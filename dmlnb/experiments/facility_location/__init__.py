@@ -48,9 +48,11 @@ from dmlnb.experiments.facility_location.presets import (
     Study,
     TableSpec,
     build_loss,
+    composition,
     loss_description,
     loss_method,
     make_study,
+    pair_use,
 )
 from dmlnb.experiments.facility_location.runs import (
     ClassRatioRuns,
@@ -105,6 +107,8 @@ from dmlnb.experiments.facility_location.toy import (
 )
 
 __all__ = [
+    "composition",
+    "pair_use",
     "CHAPTER",
     "FORMS",
     "METHODS",

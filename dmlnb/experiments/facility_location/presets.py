@@ -3,6 +3,7 @@ and its decay, the runs beside the tables (:class:`Study`, :func:`make_study`)."
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -416,3 +417,26 @@ def loss_method(method: str, study: Study) -> MethodCall:
 def build_loss(method: str, study: Study) -> nn.Module:
     """The loss of ``method`` in ``study``, built by :func:`loss_method`."""
     return loss_method(method, study).build()
+
+
+def pair_use(table: TableSpec) -> tuple[int, int, int]:
+    """For the pair losses on ``table``'s batches (:class:`~dmlnb.samplers.ClassRatioSampler`:
+    ``B mod C`` classes with ``B // C + 1`` images, the others ``B // C``): the positive pairs of a
+    batch, the images outside the one pair per class the N-pairs loss takes, and the
+    classes of one image."""
+    b, c = table.config.batch_size, table.classes_per_batch
+    per, extra = divmod(b, c)
+    pairs = extra * math.comb(per + 1, 2) + (c - extra) * math.comb(per, 2)
+    singles = c - extra if per == 1 else 0
+    return pairs, b - 2 * (c - singles), singles
+
+
+def composition(table: TableSpec) -> str:
+    """How many classes of a :class:`~dmlnb.samplers.ClassRatioSampler` batch have how many images:
+    ``"32 x 4 images"`` or ``"32 x 2 and 64 x 1 images"``."""
+    b, c = table.config.batch_size, table.classes_per_batch
+    per, extra = divmod(b, c)
+    parts = ([f"{extra} x {per + 1}"] if extra else []) + (
+        [f"{c - extra} x {per}"] if c - extra else []
+    )
+    return " and ".join(parts) + " images"
