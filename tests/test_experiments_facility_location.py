@@ -921,3 +921,23 @@ def test_claims_are_declared_as_data_and_written_to_claims_json(tmp_path):
         c.id for c in specs
     ]
     assert stored["claims"][0]["category"] == "inconclusive"  # NMI: every side alike
+
+
+def test_the_chapters_sentences_come_from_its_numbers():
+    """The paragraphs whose numbers the notebook once typed are computed from the results."""
+    toy = _toy({"triplet semi-hard": [118.0, 120.0, 125.0], "lifted structure": [1.0, 2.0, 0.5]},
+               zero=("triplet semi-hard",))  # fmt: skip
+    toy["merged"] = toy["merged"].fillna(0.0)
+    text = fl.text.toy_paragraph(toy)
+    assert text.startswith("In the toy, lifted structure merge the split class at all 3 seeds")
+    assert "1.17 ± 0.76°" in text and "121.00 ± 3.61° apart, where it started" in text
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    frame = fl.variant_comparison(
+        runs["Table 1"]["clustering"], {"gamma 1": _runs_of(0.5, 0.4)}, ["NMI", "R@1"], "g10"
+    )
+    said = fl.text.versus_sentence(frame, "the margin")
+    assert said.startswith("The margin: holds on NMI (+20 pts") and "runs per side 3 vs 3" in said
+    pairs = fl.comparison_table(runs, [fl.make_study("default").tables[0]])
+    assert fl.text.pairs_paragraph(pairs, "kept epoch").endswith(
+        "every other pair is inconclusive."
+    )

@@ -9,6 +9,7 @@
 * :mod:`.tables`, :mod:`.claims`, :mod:`.deviations`: the comparisons, claims and deviations.
 """
 
+from dmlnb.experiments.facility_location import show, text
 from dmlnb.experiments.facility_location.claims import (
     PAPER_34,
     Ceiling,
@@ -107,6 +108,8 @@ from dmlnb.experiments.facility_location.toy import (
 )
 
 __all__ = [
+    "show",
+    "text",
     "composition",
     "pair_use",
     "CHAPTER",
