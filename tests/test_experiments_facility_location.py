@@ -941,3 +941,19 @@ def test_the_chapters_sentences_come_from_its_numbers():
     assert fl.text.pairs_paragraph(pairs, "kept epoch").endswith(
         "every other pair is inconclusive."
     )
+
+
+def test_claims_json_is_rewritten_only_when_its_content_changes(tmp_path):
+    """A render that judges what the training pass judged leaves claims.json as it was."""
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    runset = RunSet(
+        {"Table 1": {(m, s): r for m, rs in runs["Table 1"].items() for s, r in enumerate(rs)}}
+    )
+    traced = fl.lemma1_per_update(fl.lemma1_batches(repeats=1)[:2])
+    specs = fl.claim_specs(fl.make_study("default"), "default", ["Table 1"], _toy({}), None, traced)
+    path = fl.save_claims(tmp_path, evaluate(specs, runset), "default")
+    stamp = path.stat().st_mtime_ns
+    assert fl.save_claims(tmp_path, evaluate(specs, runset), "default").stat().st_mtime_ns == stamp
+    assert json.loads(path.read_text())["profile"] == "default"
+    fl.save_claims(tmp_path, evaluate(specs, runset), "smoke")
+    assert json.loads(path.read_text())["profile"] == "smoke"

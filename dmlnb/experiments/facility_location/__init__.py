@@ -6,7 +6,11 @@
 * :mod:`.runs`: the runs as :class:`~dmlnb.chapter.RunGroup` values, trained by the layer;
 * :mod:`.toy`: the Figure 2 toy; :mod:`.lemma1`: Lemma 1 traced per update;
 * :mod:`.diagnostics`: the inside-the-loss log, the timing of Algorithm 1;
-* :mod:`.tables`, :mod:`.claims`, :mod:`.deviations`: the comparisons, claims and deviations.
+* :mod:`.tables`, :mod:`.deviations`: the comparisons and the deviations (as
+  :class:`~dmlnb.chapter.Deviation` rows);
+* :mod:`.claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values (:func:`claim_specs`),
+  judged by :func:`dmlnb.chapter.evaluate`; :mod:`.evidence`: our evidence beside them in words;
+* :mod:`.show`, :mod:`.text`: the notebook's figures, tables and computed sentences.
 """
 
 from dmlnb.experiments.facility_location import show, text
@@ -19,6 +23,7 @@ from dmlnb.experiments.facility_location.claims import (
     NoChange,
     StaysApart,
     claim_specs,
+    save_claims,
 )
 from dmlnb.experiments.facility_location.deviations import (
     PAPER_TRAINING_LENGTH,
@@ -176,6 +181,7 @@ __all__ = [
     "NoChange",
     "StaysApart",
     "claim_specs",
+    "save_claims",
     "claims_shown",
     "ClassRatioRuns",
     "KeptRun",

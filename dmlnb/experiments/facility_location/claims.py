@@ -21,25 +21,33 @@ first line is the evidence :func:`dmlnb.chapter.evaluate` records.
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from dmlnb.chapter import (
+    CLAIMS_FILE,
     BeatsEvery,
     ClaimSpec,
     Custom,
+    JudgedClaim,
     RunSet,
     Side,
     Untestable,
     evaluate,
+    write_claims_json,
 )
 from dmlnb.experiments.facility_location.diagnostics import scaling_slopes
 from dmlnb.experiments.facility_location.lemma1 import lemma1_verdict
 from dmlnb.experiments.facility_location.presets import Study
 from dmlnb.experiments.facility_location.spec import (
+    CHAPTER,
     METHODS,
     REPORTED,
     REPORTED_SETTING,
@@ -69,6 +77,7 @@ __all__ = [
     "StaysApart",
     "Merges",
     "claim_specs",
+    "save_claims",
 ]
 
 PAPER_34 = (
@@ -390,3 +399,17 @@ def claim_specs(
         *method_claims(scaling, traced),
         *toy_claims(toy),
     ]
+
+
+def save_claims(folder: str | Path, judged: Sequence[JudgedClaim], profile: str) -> Path:
+    """``folder/claims.json`` by :func:`dmlnb.chapter.write_claims_json`, rewritten only when its
+    content changes: a render that judges what the training pass judged leaves the file as the
+    training pass wrote it (the book's renders write nothing under ``results``)."""
+    path = Path(folder) / CLAIMS_FILE
+    with tempfile.TemporaryDirectory() as tmp:
+        fresh = write_claims_json(tmp, judged, chapter=CHAPTER, profile=profile)
+        if not path.exists() or path.read_bytes() != fresh.read_bytes():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(fresh, path.with_suffix(".tmp"))
+            os.replace(path.with_suffix(".tmp"), path)
+    return path

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import pandas as pd
 
+from dmlnb.experiments.facility_location.presets import Study, composition
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -27,6 +29,7 @@ __all__ = [
     "protocol_sentence",
     "versus_sentence",
     "lemma1_sentence",
+    "design_sentence",
 ]
 
 
@@ -211,3 +214,32 @@ def lemma1_sentence(table: pd.DataFrame, pam: pd.DataFrame) -> str:
         for r in table.to_dict("records")
     )
     return (steps + ". " if steps else "") + "Lemma 1 traced: " + traced + "."
+
+
+def design_sentence(study: Study, splits: Mapping[str, Any]) -> str:
+    """The default-profile design in numbers, from the configuration and the data: the batch of
+    the first table, the held-out validation classes, and what the Table 3 analogue copies."""
+    if not study.tables or study.tables[0].table not in splits:
+        return "The datasets are loaded per table below."
+    t1, s = study.tables[0], splits[study.tables[0].table]
+    per_class = t1.config.batch_size // t1.classes_per_batch
+    out = [
+        f"Table 1's analogue trains on batches of {t1.config.batch_size} with C/m = "
+        f"{t1.class_ratio:g} ({t1.classes_per_batch} classes × {per_class} images)"
+    ]
+    if s.validation is not None:
+        total = s.validation.num_classes + s.train.num_classes
+        out.append(f"{s.validation.num_classes} of its {total} training classes are held out as "
+                   "validation classes")  # fmt: skip
+    test, n = s.test, len(s.test)
+    same = n // test.num_classes - 1
+    for t in study.tables[1:]:
+        if t.config.dataset == t1.config.dataset:
+            out.append(
+                f"{t.table}'s analogue has the same test set ({test.num_classes} classes × "
+                f"{n // test.num_classes} images) with C/m = {t.class_ratio:g} "
+                f"({composition(t)} per batch) and Recall@{'/'.join(map(str, t.config.eval_ks))}; "
+                f"with {same} same-class items per query among {n - 1}, "
+                f"Recall@{max(t.config.eval_ks)} can reach its ceiling"
+            )
+    return "; ".join(out) + "."
