@@ -91,34 +91,14 @@ def test_easy_positive_runs_reload(asked) -> None:
 
 
 def test_facility_location_runs_reload(asked) -> None:
-    from dmlnb.data import load_dataset
+    """The chapter's runs declared in the chapter layer and reloaded by it."""
+    from dmlnb.chapter import runset as layer
     from dmlnb.experiments import facility_location as fl
 
-    notes = asked(fl)
+    notes = asked(layer)
     study = fl.make_study("default", validation=True)  # the notebook's defaults
-    t1 = study.tables[0]
-    splits = load_dataset(
-        t1.config.dataset, **t1.config.dataset_options
-    )  # every run's data (Table 3 too)
-    results = str(RESULTS / "02_facility_location")
-    runs = [
-        fl.run_method(t, m, s, splits, study, results)
-        for t in study.tables
-        for m in fl.METHODS
-        for s in study.seeds_for(t)
-    ]
-    variants = [fl.study_variant(study, gamma=g) for g in study.gamma_ablation]
-    variants += [fl.study_variant(study, refinement=a) for a in study.refinements]
-    runs += [
-        fl.run_method(t1, "clustering", s, splits, v, results)
-        for v in variants
-        for s in study.seeds_for(t1)
-    ]
-    runs += [
-        fl.run_method(study.paired, "npair", s, splits, study, results)
-        for s in study.seeds_for(study.paired)
-    ]
-    assert not any(r.trained for r in runs)
+    runs = fl.train(fl.groups(study), study, RESULTS / "02_facility_location" / "default")
+    assert not runs.trained and len(runs.records()) == 33
     check(notes, "02_facility_location")
     assert len(notes) == 33
 

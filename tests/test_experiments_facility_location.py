@@ -1,6 +1,8 @@
 """Tests of the facility-location chapter's experiment glue
 (dmlnb.experiments.facility_location)."""
 
+import dataclasses
+import json
 import math
 
 import numpy as np
@@ -8,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 
+from dmlnb.chapter import Deviation, RunSet, deviations_frame, evaluate
 from dmlnb.data import load_dataset
 from dmlnb.experiments import facility_location as fl
 from dmlnb.losses import FacilityLocationLoss, LiftedStructureLoss, NPairLoss, TripletLoss
@@ -16,6 +19,17 @@ from dmlnb.models import build_model
 from dmlnb.samplers import ClassRatioSampler
 
 # --------------------------------------------------------------------------- presets
+
+
+def _run(declared, group, label, seed=0):
+    """The declared run of ``label`` with ``seed`` in ``group`` (a :class:`RunSpec`)."""
+    return next(r for r in declared[group].runs() if (r.label, r.seed) == (label, seed))
+
+
+def _only(declared, group, *labels):
+    """``{group: declared[group]}`` with only the methods ``labels``."""
+    g = declared[group]
+    return {group: dataclasses.replace(g, methods={m: g.methods[m] for m in labels})}
 
 
 def test_paper_profile_follows_the_paper():
@@ -122,32 +136,24 @@ def test_the_runs_train_the_papers_forms_and_their_specifications_name_them():
     assert fl.PAPER_FORMS == {"refinement": "paper", "pairs": "all", "penalty": "norm"}
     clu, npair = fl.build_loss("clustering", study), fl.build_loss("npair", study)
     assert clu.refinement == "paper" and (npair.pairs, npair.penalty) == ("all", "norm")
-    table = study.tables[0]
-    spec = fl._spec(table, "clustering", study, tsne=False)
+    declared = fl.groups(study)
+    spec = _run(declared, "Table 1", "clustering").spec
     assert spec["refinement"] == "paper" and spec["factory"]["args"]["refinement"] == "paper"
     assert "Algorithm 2 as listed" in fl.loss_description("clustering", study)
-    assert {k: fl._spec(table, "npair", study, tsne=False)[k] for k in ("pairs", "penalty")} == {
-        "pairs": "all",
-        "penalty": "norm",
-    }
-    npair_args = fl._spec(table, "npair", study, tsne=False)["factory"]["args"]
+    npair_spec = _run(declared, "Table 1", "npair").spec
+    assert {k: npair_spec[k] for k in ("pairs", "penalty")} == {"pairs": "all", "penalty": "norm"}
+    npair_args = npair_spec["factory"]["args"]
     assert (npair_args["pairs"], npair_args["penalty"]) == ("all", "norm")
     assert "unsquared norms" in fl.loss_description("npair", study)
-    assert not {"refinement", "pairs", "penalty"} & set(
-        fl._spec(table, "triplet", study, tsne=False)
-    )
-    full = fl.study_variant(study, refinement="full")
-    assert fl.build_loss("clustering", full).refinement == "full" and full.tsne_methods == ()
-    assert fl._spec(table, "clustering", full, tsne=False)["refinement"] == "full"
-    assert (
-        fl._spec(table, "clustering", full, tsne=False)["factory"]["args"]["refinement"] == "full"
-    )
-    assert "the variant of Algorithm 2" in fl.loss_description("clustering", full)
-    assert fl.run_name(table, "clustering", 0, full) == fl.run_name(
-        table, "clustering", 0, study
-    ).replace("g10-", "g10-full-")
+    assert not {"refinement", "pairs", "penalty"} & set(_run(declared, "Table 1", "triplet").spec)
+    full = _run(declared, "refinement full", "clustering")
+    assert full.call.build().refinement == "full" and not full.procedure.tsne
+    assert full.spec["refinement"] == full.spec["factory"]["args"]["refinement"] == "full"
+    variant = fl.make_study("default", refinement="full")
+    assert "the variant of Algorithm 2" in fl.loss_description("clustering", variant)
+    assert full.name == _run(declared, "Table 1", "clustering").name.replace("g10-", "g10-full-")
     sohn = fl.make_study("default", npair_pairs="first", npair_penalty="squared")
-    assert fl.run_name(table, "npair", 0, sohn).endswith("npair-first-squared-seed0")
+    assert _run(fl.groups(sohn), "Table 1", "npair").name.endswith("npair-first-squared-seed0")
     assert "not Eq. 3" in fl.loss_description("npair", sohn)
     with pytest.raises(ValueError, match="refinement must be one of"):
         fl.make_study("default", refinement="tf")
@@ -194,12 +200,17 @@ def digits():
     return load_dataset("digits")
 
 
-def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
+def test_a_clustering_run_logs_inside_the_loss_and_reloads(digits, tmp_path):
     study = fl.make_study(
         "smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60, diag_every=2
     )
-    table = study.tables[0]
-    run = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+
+    def train(s):
+        runs = fl.train(_only(fl.groups(s), "Table 1", "clustering"), s, tmp_path,
+                        splits={"digits": digits})  # fmt: skip
+        return runs.run("Table 1", "clustering", 0)
+
+    run = train(study)
     assert run.trained and run.record.data["status"] == "finished"
     log = pd.DataFrame(run.extras["inside"])
     assert log["step"].tolist() == [0.0, 2.0, 4.0, 6.0]  # every 2nd of 8 steps
@@ -217,30 +228,62 @@ def test_run_method_logs_inside_the_loss_and_reloads(digits, tmp_path):
     assert ((log["inference_s"] > 0) & (log["inference_s"] < log["step_s"])).all()
     # the geometric NMI and the t-SNE map of the test embedding are stored
     assert set(run.metrics) >= {"NMI", "R@1", "R@8"}
+    assert run.metrics == run.extras["metrics_geometric"]
     assert len(run.extras["tsne"]["indices"]) == 60 and np.asarray(
         run.extras["tsne"]["xy"]
     ).shape == (60, 2)
-    again = fl.run_method(table, "clustering", 0, digits, study, tmp_path)
+    again = train(study)
     assert not again.trained and again.extras["inside"] == run.extras["inside"]
     # another margin multiplier is another run, in its own folder; the first stays reloadable
-    variant = fl.study_variant(study, gamma=2.0)
-    other = fl.run_method(table, "clustering", 0, digits, variant, tmp_path)
-    assert (
-        other.trained and "tsne" not in other.extras and other.extras["inside"]["gamma"][0] == 2.0
-    )
-    assert not fl.run_method(table, "clustering", 0, digits, study, tmp_path).trained
-    assert fl.run_name(table, "clustering", 0, variant) != fl.run_name(
-        table, "clustering", 0, study
-    )
+    other = train(fl.make_study("smoke", {"steps_per_epoch": 4, "epochs": 2}, tsne_points=60,
+                                diag_every=2, gamma=2.0))  # fmt: skip
+    assert other.trained and other.extras["inside"]["gamma"][0] == 2.0
+    assert other.record.path.parent != run.record.path.parent
+    assert not train(study).trained
+    # a procedure's field enters the fingerprint: another log interval retrains
+    assert train(dataclasses.replace(study, diag_every=1)).trained
 
 
-def test_baseline_runs_see_the_same_batches_and_log_step_times(digits, tmp_path):
+def test_baseline_runs_see_the_same_batches_and_log_step_times(digits):
     study = fl.make_study("smoke", {"steps_per_epoch": 3, "epochs": 1})
-    table = study.tables[0]
-    run = fl.run_method(table, "triplet", 0, digits, study, None)
+    runs = fl.train(_only(fl.groups(study), "Table 1", "triplet"), study, None,
+                    splits={"digits": digits})  # fmt: skip
+    run = runs.run("Table 1", "triplet", 0)
     log = run.extras["inside"]
     assert set(log) == {"step", "loss", "step_s"} and len(log["step"]) == 3
     assert "tsne" not in run.extras  # only the clustering loss's first seed is mapped
+
+
+def test_every_field_of_the_procedure_and_every_method_argument_enter_the_fingerprint():
+    """A reader's change to a procedure's field or to a method's argument retrains those runs
+    only; the t-SNE map is stored by the first seed's clustering run of each table alone."""
+    from dmlnb.records import run_fingerprint
+
+    study = fl.make_study("default", validation=True)
+    declared = fl.groups(study)
+    run = _run(declared, "Table 1", "clustering")
+    base = run.config(study.tables[0].config)
+    fingerprint = run_fingerprint(base, run.spec)
+    changed = {"table": "Table 9", "class_ratio": 0.5, "classes_per_batch": 7, "gamma": 3.0,
+               "decay_rate": 0.9, "decay_steps": 5, "diag_every": 3, "tsne_points": 9,
+               "tsne": False}  # fmt: skip
+    assert set(changed) == {f.name for f in dataclasses.fields(fl.ClassRatioRuns)}
+    for key, value in changed.items():
+        other = dataclasses.replace(
+            run, procedure=dataclasses.replace(run.procedure, **{key: value})
+        )
+        assert run_fingerprint(base, other.spec) != fingerprint, key
+    edited = fl.groups(study, {"clustering": {"pam_passes": 3}})
+    assert run_fingerprint(base, _run(edited, "Table 1", "clustering").spec) != fingerprint
+    assert _run(edited, "Table 1", "triplet").spec == _run(declared, "Table 1", "triplet").spec
+    with pytest.raises(KeyError, match="unknown method"):
+        fl.groups(study, {"softmax": {}})
+    mapped = [(g, r.label, r.seed) for g, grp in declared.items() for r in grp.runs()
+              if r.procedure.tsne]  # fmt: skip
+    assert mapped == [("Table 1", "clustering", 0), ("Table 3", "clustering", 0)]
+    assert declared["paired"].changes == {"m_per_class": 2}
+    assert run.config(study.tables[0].config).normalize
+    assert not _run(declared, "Table 1", "lifted").config(study.tables[0].config).normalize
 
 
 # --------------------------------------------------------------------------- summaries
@@ -335,18 +378,11 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     t1, t3 = study.tables
     assert (t1.class_ratio, t3.class_ratio, t3.config.eval_ks) == (0.25, 0.75, (1, 10, 100))
     assert t3.classes_per_batch == 96 and t1.classes_per_batch == 32
-    names = {
-        fl.run_name(t, m, s, study) for t in study.tables for m in fl.METHODS for s in study.seeds
-    }
+    declared = fl.groups(study)
+    names = {r.name for t in study.tables for r in declared[t.table].runs()}
     assert len(names) == 2 * len(fl.METHODS) * len(study.seeds)
     # the variants beside the tables have folders of their own
-    names |= {
-        fl.run_name(t1, "clustering", s, fl.study_variant(study, **change))
-        for s in study.seeds
-        for change in [{"gamma": g} for g in study.gamma_ablation]
-        + [{"refinement": a} for a in study.refinements]
-    }
-    names |= {fl.run_name(study.paired, "npair", s, study) for s in study.seeds}
+    names |= {r.name for g in declared.values() for r in g.runs()}
     assert len(names) == (
         2 * len(fl.METHODS) + len(study.gamma_ablation) + len(study.refinements) + 1
     ) * len(study.seeds)
@@ -357,7 +393,7 @@ def test_default_tables_have_distinct_run_folders_and_their_seeds():
     )
     assert (
         len(study.seeds) >= 3
-        and fl.study_variant(study, gamma=1.0).seeds == study.seeds
+        and tuple(declared["gamma 1"].seeds) == study.seeds
         and len(study.toy_seeds) >= 3
     )
 
@@ -405,13 +441,31 @@ _TOY_OK = {
 }
 
 
+_TRACED: list[pd.DataFrame] = []
+
+
+def _claims(runs, toy, profile="default", scaling=None, all_runs=(), traced=None):
+    """The chapter's claims declared and judged on fabricated runs ``{table: {method: [runs]}}``
+    (the default study's tables), as the chapter shows them."""
+    if traced is None:
+        if not _TRACED:
+            _TRACED.append(fl.lemma1_per_update())
+        traced = _TRACED[0]
+    runset = RunSet(
+        {
+            t: {(m, s): r for m, rs in per.items() for s, r in enumerate(rs)}
+            for t, per in runs.items()
+        }
+    )
+    specs = fl.claim_specs(fl.make_study(profile), profile, list(runs), toy, scaling, traced)
+    return fl.claims_shown(evaluate(specs, runset), runset, list(all_runs), toy)
+
+
 def _by_claim(out):
     return {c.claim: c.verdict for c in out}
 
 
 def test_claims_verdicts_follow_the_numbers():
-    study = fl.make_study("default")
-    t1, t3 = study.tables
     runs = {
         "Table 1": {
             "triplet": _runs_of(0.75, 0.60),
@@ -420,7 +474,7 @@ def test_claims_verdicts_follow_the_numbers():
             "clustering": _runs_of(0.72, 0.65),
         }
     }
-    out = fl.claims(runs, [t1], _toy(_TOY_OK, zero=("triplet semi-hard",)), "default")
+    out = _claims(runs, _toy(_TOY_OK, zero=("triplet semi-hard",)))
     verdicts = [str(c.verdict) for c in out]
     # every metric of the reported Table 1: NMI, R@1, R@2, R@4, R@8
     assert [c.claim.split("higher ")[1].split(" ")[0] for c in out[:5]] == [
@@ -430,7 +484,7 @@ def test_claims_verdicts_follow_the_numbers():
         "R@4",
         "R@8",
     ]
-    assert verdicts[0] == "does not hold: 2 of 3 pairs hold"  # NMI: triplet is higher
+    assert verdicts[0] == "does not hold: 2 of 3 comparisons hold"  # NMI: triplet is higher
     assert verdicts[1] == "holds"  # R@1 higher than every baseline
     assert verdicts[2] == verdicts[3] == "inconclusive"  # R@2, R@4 identical everywhere
     assert out[1].verdict.n == (3, 3) and out[1].verdict.unit == " pts"
@@ -481,9 +535,7 @@ def test_claims_verdicts_follow_the_numbers():
     # no paper local loss merges it: Figure 3's verdict stands unqualified (triplet
     # all is not the paper's)
     apart = {**_TOY_OK, "lifted structure": [90.0, 95.0, 100.0]}
-    (fig3,) = [
-        c for c in fl.claims(runs, [t1], _toy(apart), "default") if c.claim.startswith("Figure 3")
-    ]
+    (fig3,) = [c for c in _claims(runs, _toy(apart)) if c.claim.startswith("Figure 3")]
     assert fig3.verdict == "holds"
     # a saturated Recall@K is not tested; C/m: a significant difference refutes "no change"
     runs3 = {
@@ -498,7 +550,7 @@ def test_claims_verdicts_follow_the_numbers():
     for per in runs3["Table 3"].values():
         for r in per:
             r.metrics.update({"R@10": 0.9, "R@100": 0.995})
-    out = fl.claims(runs3, [t1, t3], _toy({}), "default")
+    out = _claims(runs3, _toy({}))
     r100 = [c for c in out if c.claim.startswith("Table 3") and "R@100" in c.claim][0]
     assert r100.verdict == "not tested at this scale" and "ceiling" in r100.verdict.note
     cm = {
@@ -514,7 +566,6 @@ def test_claims_verdicts_follow_the_numbers():
 
 
 def test_claims_scaling_and_the_paper_profile():
-    t1 = fl.make_study("default").tables[0]
     runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
     linear = pd.DataFrame(
         [
@@ -529,20 +580,18 @@ def test_claims_scaling_and_the_paper_profile():
     for bench, expect in ((linear, "holds"), (quad, "does not hold")):
         # the timed code computes Algorithm 1 as listed (as the authors' cluster_loss does): the
         # paper's claim is judged on its timing, in the band around order 1
-        out = fl.claims(runs, [t1], _toy({}), "default", scaling=bench)
+        out = _claims(runs, _toy({}), scaling=bench)
         (c,) = [c for c in out if c.claim.startswith("Algorithm 1")]
         assert c.verdict == expect and "O(|Y| |V|^2)" in c.our_evidence
     two_sizes = linear[linear["batch"] < 512]  # a line through two points: undecided
     (c,) = [
-        c
-        for c in fl.claims(runs, [t1], _toy({}), "default", scaling=two_sizes)
-        if c.claim.startswith("Algorithm 1")
+        c for c in _claims(runs, _toy({}), scaling=two_sizes) if c.claim.startswith("Algorithm 1")
     ]
     assert c.verdict == "inconclusive"
     assert fl.scaling_slopes(linear) == pytest.approx([1.0] * 3)
     # the paper profile without a GPU: every claim on runs is not tested; Lemma 1 is judged on the
     # traced updates of the listing, which need no run
-    out = fl.claims({}, fl.make_study("paper").tables, _toy({}), "paper")
+    out = _claims({}, _toy({}), "paper")
     on_runs = [c for c in out if "(Lemma 1)" not in c.claim]
     assert len(on_runs) == len(out) - 1
     assert (
@@ -555,7 +604,9 @@ def test_inference_scaling_and_deviations_tables():
     bench = fl.inference_scaling(sizes=(32, 64), clusters=8, repeats=2)
     assert list(bench.columns) == ["repeat", "batch", "clusters", "seconds"] and len(bench) == 4
     assert (bench["seconds"] > 0).all() and len(fl.scaling_slopes(bench)) == 2
-    dev = fl.deviations({}, {}, fl.make_study("default"), "default")
+    rows = fl.deviations({}, {}, fl.make_study("default"), "default")
+    assert all(isinstance(r, Deviation) for r in rows)
+    dev = deviations_frame(rows).reset_index()
     assert {
         "PAM refinement (Algorithm 2)",
         "N-pairs loss (Eq. 3)",
@@ -567,20 +618,30 @@ def test_inference_scaling_and_deviations_tables():
         "learning rate (paper profile)",
         "seeds (paper profile)",
         "augmentation (paper profile)",
-    } <= set(dev["deviation"])
-    assert list(dev.columns) == ["deviation", "paper", "here", "measured effect"]
-    here = dev.set_index("deviation")["here"]
+    } <= set(dev["setting"])
+    assert list(dev.columns) == ["setting", "paper", "ours", "effect"]
+    # without runs nothing is measured: each row says why not and at which scale
+    assert all(
+        r.why and r.scale for r in rows if r.setting != "training length and model selection"
+    )
+    assert {r.why for r in rows} <= {
+        "needs-paper-data",
+        "needs-gpu",
+        "structurally-untestable",
+        "not-measured",
+    }
+    here = dev.set_index("setting")["ours"]
     # computed from the batches: C/m = 0.25 is 32 classes x 4, C/m = 0.75 is 32 classes x 2 + 64 x 1
     assert (
         "penalty 'norm'" in here["N-pairs loss (Eq. 3)"]
         and "enter only the penalty" not in here["N-pairs loss (Eq. 3)"]
     )
-    sohn = fl.deviations(
-        {}, {}, fl.make_study("default", npair_pairs="first"), "default"
-    ).set_index("deviation")
+    sohn = deviations_frame(
+        fl.deviations({}, {}, fl.make_study("default", npair_pairs="first"), "default")
+    )
     assert (
         "at C/m = 0.25 64 of 128 images enter only the penalty"
-        in sohn.loc["N-pairs loss (Eq. 3)", "here"]
+        in sohn.loc["N-pairs loss (Eq. 3)", "ours"]
     )
     assert (
         "at C/m = 0.75, 96 classes per batch, 64 of them with one image, leaving the pair losses 32"
@@ -598,11 +659,11 @@ def test_inference_scaling_and_deviations_tables():
     # the default profile trains without the paper's crops and mirroring
     assert (
         "no augmentation" in here["scale and data"]
-        and "mirroring" in dev.set_index("deviation").loc["scale and data", "paper"]
+        and "mirroring" in dev.set_index("setting").loc["scale and data", "paper"]
     )
     # the paper's batches are random with C in a range; ours have exactly C classes (Sec. 3.5)
     assert "at C/m = 0.75, 96 classes, 32 x 2 and 64 x 1 images" in here["batch sampling"]
-    assert "Sec. 3.5" in dev.set_index("deviation").loc["batch sampling", "paper"]
+    assert "Sec. 3.5" in dev.set_index("setting").loc["batch sampling", "paper"]
     # the paper reports a fixed iteration; "best iteration" is not in it
     assert "best" not in fl.PAPER_TRAINING_LENGTH and "@10k" in fl.PAPER_TRAINING_LENGTH
     # the toy's gamma is explained by the margin per misplaced point, from the two label sets
@@ -723,7 +784,6 @@ def test_logged_steps_are_counted_per_form_and_are_not_the_lemma_1_test():
     assert list(fl.pam_by_table([]).columns)[-1] == "ended below greedy"
     assert not hasattr(fl, "lemma1_holds")  # the logged steps no longer judge Lemma 1
     # the claim: judged on the traced updates; the logs of both forms are quoted, not tested
-    t1 = fl.make_study("default").tables[0]
     runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
     traced = pd.DataFrame(
         [
@@ -743,9 +803,7 @@ def test_logged_steps_are_counted_per_form_and_are_not_the_lemma_1_test():
     )
     (claim,) = [
         c
-        for c in fl.claims(
-            runs, [t1], _toy({}), "default", all_runs=ok + [below] + full, lemma1=traced
-        )
+        for c in _claims(runs, _toy({}), all_runs=ok + [below] + full, traced=traced)
         if c.claim.endswith("(Lemma 1)")
     ]
     assert claim.verdict == "holds" and claim.verdict.n == (
@@ -810,17 +868,92 @@ def test_paired_npairs_and_the_variant_of_algorithm_2_run_at_the_smoke_profile(t
     table = study.tables[0]
     splits = load_dataset(table.config.dataset, **table.config.dataset_options)
     assert splits.num_train_classes == 3
-    paired = fl.run_method(study.paired, "npair", 0, splits, study, tmp_path)
+    declared = fl.groups(study)
+    wanted = {
+        **_only(declared, "Table 1", "clustering"),
+        **{g: declared[g] for g in ("refinement full", "paired")},
+    }
+    runs = fl.train(wanted, study, tmp_path, splits={"digits": splits})
+    paired = runs.run("paired", "npair", 0)
     assert (
         paired.record.data["spec"]["class_ratio"] == 0.5
         and paired.record.selected_on == "validation"
     )
-    full = fl.run_method(
-        table, "clustering", 0, splits, fl.study_variant(study, refinement="full"), tmp_path
-    )
-    main = fl.run_method(table, "clustering", 0, splits, study, tmp_path)
+    full = runs.run("refinement full", "clustering", 0)
+    main = runs.run("Table 1", "clustering", 0)
     assert full.trained and main.trained and full.record.path.parent != main.record.path.parent
     assert fl.pam_by_table([full, main])["refinement"].tolist() == ["full", "paper"]
     assert fl.pam_by_table([main])["ended below greedy"].tolist() == [
         0
     ]  # 2 logged steps, none below the start
+
+
+def test_claims_are_declared_as_data_and_written_to_claims_json(tmp_path):
+    """Every claim has its own id and where the paper makes it; what this scale cannot test says
+    why with a typed reason; the judged claims are written to claims.json."""
+    from dmlnb.chapter import Untestable, write_claims_json
+
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    study = fl.make_study("default")
+    specs = fl.claim_specs(study, "default", ["Table 1"], _toy(_TOY_OK), None, pd.DataFrame())
+    ids = [c.id for c in specs]
+    assert len(set(ids)) == len(ids) and all(c.where for c in specs)
+    untestable = {c.id: c.test.reason for c in specs if isinstance(c.test, Untestable)}
+    assert untestable == {
+        "table-2": "needs-paper-data",
+        "table-3": "needs-paper-data",
+        "inference-overhead": "needs-gpu",
+        "no-normalisation": "needs-paper-data",
+        "random-initialisation": "needs-paper-data",
+    }
+    paper = fl.claim_specs(fl.make_study("paper"), "paper", [], _toy({}), None, pd.DataFrame())
+    assert {c.test.reason for c in paper if c.id.startswith("table")} == {"needs-gpu"}
+    runset = RunSet(
+        {"Table 1": {(m, s): r for m, rs in runs["Table 1"].items() for s, r in enumerate(rs)}}
+    )
+    traced = fl.lemma1_per_update(fl.lemma1_batches(repeats=1)[:2])
+    specs = fl.claim_specs(study, "default", ["Table 1"], _toy(_TOY_OK), None, traced)
+    path = write_claims_json(
+        tmp_path, evaluate(specs, runset), chapter=fl.CHAPTER, profile="default"
+    )
+    stored = json.loads(path.read_text())
+    assert stored["chapter"] == "02_facility_location" and [c["id"] for c in stored["claims"]] == [
+        c.id for c in specs
+    ]
+    assert stored["claims"][0]["category"] == "inconclusive"  # NMI: every side alike
+
+
+def test_the_chapters_sentences_come_from_its_numbers():
+    """The paragraphs whose numbers the notebook once typed are computed from the results."""
+    toy = _toy({"triplet semi-hard": [118.0, 120.0, 125.0], "lifted structure": [1.0, 2.0, 0.5]},
+               zero=("triplet semi-hard",))  # fmt: skip
+    toy["merged"] = toy["merged"].fillna(0.0)
+    text = fl.text.toy_paragraph(toy)
+    assert text.startswith("In the toy, lifted structure merge the split class at all 3 seeds")
+    assert "1.17 ± 0.76°" in text and "121.00 ± 3.61° apart, where it started" in text
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    frame = fl.variant_comparison(
+        runs["Table 1"]["clustering"], {"gamma 1": _runs_of(0.5, 0.4)}, ["NMI", "R@1"], "g10"
+    )
+    said = fl.text.versus_sentence(frame, "the margin")
+    assert said.startswith("The margin: holds on NMI (+20 pts") and "runs per side 3 vs 3" in said
+    pairs = fl.comparison_table(runs, [fl.make_study("default").tables[0]])
+    assert fl.text.pairs_paragraph(pairs, "kept epoch").endswith(
+        "every other pair is inconclusive."
+    )
+
+
+def test_claims_json_is_rewritten_only_when_its_content_changes(tmp_path):
+    """A render that judges what the training pass judged leaves claims.json as it was."""
+    runs = {"Table 1": {m: _runs_of(0.7, 0.6) for m in fl.METHODS}}
+    runset = RunSet(
+        {"Table 1": {(m, s): r for m, rs in runs["Table 1"].items() for s, r in enumerate(rs)}}
+    )
+    traced = fl.lemma1_per_update(fl.lemma1_batches(repeats=1)[:2])
+    specs = fl.claim_specs(fl.make_study("default"), "default", ["Table 1"], _toy({}), None, traced)
+    path = fl.save_claims(tmp_path, evaluate(specs, runset), "default")
+    stamp = path.stat().st_mtime_ns
+    assert fl.save_claims(tmp_path, evaluate(specs, runset), "default").stat().st_mtime_ns == stamp
+    assert json.loads(path.read_text())["profile"] == "default"
+    fl.save_claims(tmp_path, evaluate(specs, runset), "smoke")
+    assert json.loads(path.read_text())["profile"] == "smoke"

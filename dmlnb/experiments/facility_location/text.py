@@ -1,0 +1,245 @@
+"""The chapter's sentences computed from its results: what the claims table says in words
+(:func:`reading`) and the paragraphs whose numbers come from the runs (printed as Markdown)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from dmlnb.experiments.facility_location.presets import Study, composition
+from dmlnb.reporting import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTED,
+    QUALIFIED_HOLDS,
+    Claim,
+    count_line,
+    format_mean_std,
+    summarize_runs,
+    verdict_category,
+)
+
+__all__ = [
+    "reading",
+    "toy_paragraph",
+    "pairs_paragraph",
+    "protocol_sentence",
+    "versus_sentence",
+    "lemma1_sentence",
+    "design_sentence",
+]
+
+
+def _verdicts(claims: Sequence[Claim], profile: str) -> list[str]:
+    """Every claim with its verdict, the counts, and the claims of each kind of verdict."""
+    lines, by_verdict = [], {}
+    for c in claims:
+        note = f" ({c.verdict.note})" if c.verdict.note else ""
+        lines.append(f"- {c.claim}: {c.verdict}{note}.")
+        by_verdict.setdefault(verdict_category(c.verdict), []).append(c.claim)
+    lines.append(
+        f"\n{count_line(c.verdict for c in claims)} (of {len(claims)} claims, profile {profile})."
+    )
+    for k in (QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED):
+        if by_verdict.get(k):
+            lines.append(f"{k[0].upper() + k[1:]}: " + "; ".join(by_verdict[k]) + ".")
+    return lines
+
+
+def _protocols(both: pd.DataFrame | None, shown: str) -> list[str]:
+    if both is None:
+        return []
+    changed = both[both["verdict changes"]]
+    listed = "; ".join(
+        f"{r['claim']}: {r[both.columns[1]]} -> {r[both.columns[2]]}"
+        for r in changed.to_dict("records")
+    )
+    return [
+        f"Claims judged with every run at its {shown}; with the papers' protocol (best epoch on "
+        "the test classes) "
+        + (f"{len(changed)} verdict(s) change: {listed}" if len(changed) else "no verdict changes")
+        + "."
+    ]
+
+
+def reading(
+    claims: Sequence[Claim],
+    both: pd.DataFrame | None,
+    pairs: pd.DataFrame,
+    pam: pd.DataFrame,
+    toy: pd.DataFrame,
+    shown: str,
+    profile: str,
+) -> str:
+    """The outcome in words: every verdict, the baselines ahead of the clustering loss, the
+    verdicts that change with the protocol, what Algorithm 2 added, Figures 2 and 3 in the toy."""
+    lines = _verdicts(claims, profile)
+    ahead = pairs[pairs["verdict"] == FAILS]
+    if len(ahead):
+        lines.append(
+            "Baselines ahead of the clustering loss by the rule: "
+            + "; ".join(f"{r.table} {r.metric}: {r.worse} ({r.effect})" for r in ahead.itertuples())
+            + "."
+        )
+    lines += _protocols(both, shown)
+    if len(pam):
+        lines.append(
+            "Algorithm 2 ended strictly above the greedy set at "
+            + "; ".join(
+                f"{r['table']} (gamma {r['gamma']:g}, refinement '{r['refinement']}'): "
+                f"{r['PAM above greedy']:.0%} of {r['steps']} logged steps, below it at "
+                f"{r['ended below greedy']}"
+                for r in pam.to_dict("records")
+            )
+            + "."
+        )
+    fig2 = [c for c in claims if c.claim.startswith("Figure 2")]
+    held = [
+        c.claim.split("-- ")[1].split(" (")[0] for c in fig2 if verdict_category(c.verdict) == HOLDS
+    ]
+    lines.append(
+        "Figure 2 (in its layout a local loss cannot merge a split class): "
+        + (
+            f"shown on the toy by {', '.join(held)}."
+            if held
+            else "no paper local loss shows it on the toy by the rule."
+        )
+    )
+    merged = (
+        toy[toy["loss"] != "before"].groupby("loss", sort=False)["merged"].agg(["sum", "count"])
+    )
+    lines.append(
+        "In the 2-D toy the split class was merged by: "
+        + ", ".join(
+            f"{n} ({int(r['sum'])} of {int(r['count'])} seeds)" for n, r in merged.iterrows()
+        )
+        + "."
+    )
+    return "\n".join(lines)
+
+
+def _and(items: Sequence[str]) -> str:
+    items = list(items)
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def toy_paragraph(frame: pd.DataFrame) -> str:
+    """What each loss did to the toy's split class (mean ± std of the angle over the seeds)."""
+    per = {n: f.to_dict("records") for n, f in frame.groupby("loss", sort=False) if n != "before"}
+    gaps = format_mean_std(summarize_runs(per, ["gap_degrees"]), scale=1.0, digits=2)
+    merged = [
+        n for n, f in frame.groupby("loss", sort=False) if n != "before" and f["merged"].all()
+    ]
+    apart = [n for n in per if n not in merged]
+    seeds = frame["seed"].nunique()
+    out = []
+    if merged:
+        out.append(
+            f"In the toy, {_and(merged)} merge the split class at all {seeds} seeds (the class-0 "
+            f"groups end {_and([gaps.loc[n, 'gap_degrees'] + '°' for n in merged])} apart)"
+        )
+    for n in apart:
+        zero = bool((frame[frame["loss"] == n]["max_loss"] == 0).all())
+        out.append(
+            f"{n} leaves it {gaps.loc[n, 'gap_degrees']}° apart"
+            + (", where it started, because its loss is 0 at every step" if zero else "")
+        )
+    return "; ".join(out) + "."
+
+
+def pairs_paragraph(pairs: pd.DataFrame, shown: str) -> str:
+    """The pairs behind the tables' claims in words: where the clustering loss is ahead, where a
+    baseline is ahead (effect and interval), the rest inconclusive."""
+    ahead = pairs[pairs["verdict"] == HOLDS]
+    behind = pairs[pairs["verdict"] == FAILS]
+    parts = []
+    for worse, f in ahead.groupby("worse", sort=False):
+        on = [
+            f"{_and(g['metric'].tolist())} of {table}"
+            for table, g in f.groupby("table", sort=False)
+        ]
+        parts.append(f"the clustering loss is ahead of {worse} on " + " and on ".join(on))
+    for worse, f in behind.groupby("worse", sort=False):
+        on = [
+            f"{r['table']}'s {r['metric']} ({r['effect']} {r['90% interval']})"
+            for r in f.to_dict("records")
+        ]
+        parts.append(f"{worse} is ahead of the clustering loss on {_and(on)}")
+    rest = "every other pair is inconclusive" if len(ahead) + len(behind) < len(pairs) else ""
+    return (
+        f"Per pair, with every run at its {shown}: "
+        + "; ".join([*parts, rest] if rest else parts)
+        + "."
+    )
+
+
+def protocol_sentence(frames: Sequence[pd.DataFrame]) -> str:
+    """How many verdicts of the both-protocol tables change."""
+    changed = sum(int((f["verdict changes"] == True).sum()) for f in frames)  # noqa: E712
+    return (
+        f"In the {len(frames)} tables above no verdict changes between the two protocols."
+        if not changed
+        else f"In the {len(frames)} tables above {changed} verdict(s) change between the two "
+        "protocols."
+    )
+
+
+def versus_sentence(frame: pd.DataFrame, subject: str) -> str:
+    """A :func:`~dmlnb.experiments.facility_location.tables.variant_comparison` frame in words:
+    ``"<subject> is inconclusive on NMI (+1.2 pts [-0.3, +2.7]) and on R@1 (...)"``."""
+    parts = [
+        f"{r['verdict']} on {r['metric']} ({r['effect']} {r['90% interval']})"
+        for r in frame.to_dict("records")
+    ]
+    runs = frame["runs per side"].iloc[0] if len(frame) else "—"
+    return f"{subject[:1].upper() + subject[1:]}: {_and(parts)}; runs per side {runs}."
+
+
+def lemma1_sentence(table: pd.DataFrame, pam: pd.DataFrame) -> str:
+    """The logged steps below the greedy start per form, and Lemma 1's trace by kind of batch
+    (:func:`~dmlnb.experiments.facility_location.lemma1.lemma1_table`)."""
+    steps = "; ".join(
+        f"refinement '{r['refinement']}': {r['ended below greedy']} of {r['steps']} logged steps "
+        "ended below the greedy start"
+        for r in pam.to_dict("records")
+    )
+    traced = "; ".join(
+        f"{r['batches']} ({r['count']} batch(es) of {r['points']} points): "
+        f"{r['updates lowering A']} of {r['updates']} updates lower A"
+        + (f", by up to {r['largest fall of A']:.3g}" if r["updates lowering A"] else "")
+        + f", {r['passes ending below their start']} of {r['passes']} passes end below their start"
+        for r in table.to_dict("records")
+    )
+    return (steps + ". " if steps else "") + "Lemma 1 traced: " + traced + "."
+
+
+def design_sentence(study: Study, splits: Mapping[str, Any]) -> str:
+    """The default-profile design in numbers, from the configuration and the data: the batch of
+    the first table, the held-out validation classes, and what the Table 3 analogue copies."""
+    if not study.tables or study.tables[0].table not in splits:
+        return "The datasets are loaded per table below."
+    t1, s = study.tables[0], splits[study.tables[0].table]
+    per_class = t1.config.batch_size // t1.classes_per_batch
+    out = [
+        f"Table 1's analogue trains on batches of {t1.config.batch_size} with C/m = "
+        f"{t1.class_ratio:g} ({t1.classes_per_batch} classes × {per_class} images)"
+    ]
+    if s.validation is not None:
+        total = s.validation.num_classes + s.train.num_classes
+        out.append(f"{s.validation.num_classes} of its {total} training classes are held out as "
+                   "validation classes")  # fmt: skip
+    test, n = s.test, len(s.test)
+    same = n // test.num_classes - 1
+    for t in study.tables[1:]:
+        if t.config.dataset == t1.config.dataset:
+            out.append(
+                f"{t.table}'s analogue has the same test set ({test.num_classes} classes × "
+                f"{n // test.num_classes} images) with C/m = {t.class_ratio:g} "
+                f"({composition(t)} per batch) and Recall@{'/'.join(map(str, t.config.eval_ks))}; "
+                f"with {same} same-class items per query among {n - 1}, "
+                f"Recall@{max(t.config.eval_ks)} can reach its ceiling"
+            )
+    return "; ".join(out) + "."
