@@ -21,9 +21,6 @@ first line is the evidence :func:`dmlnb.chapter.evaluate` records.
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +29,6 @@ import numpy as np
 import pandas as pd
 
 from dmlnb.chapter import (
-    CLAIMS_FILE,
     BeatsEvery,
     ClaimSpec,
     Custom,
@@ -402,14 +398,7 @@ def claim_specs(
 
 
 def save_claims(folder: str | Path, judged: Sequence[JudgedClaim], profile: str) -> Path:
-    """``folder/claims.json`` by :func:`dmlnb.chapter.write_claims_json`, rewritten only when its
-    content changes: a render that judges what the training pass judged leaves the file as the
-    training pass wrote it (the book's renders write nothing under ``results``)."""
-    path = Path(folder) / CLAIMS_FILE
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = write_claims_json(tmp, judged, chapter=CHAPTER, profile=profile)
-        if not path.exists() or path.read_bytes() != fresh.read_bytes():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(fresh, path.with_suffix(".tmp"))
-            os.replace(path.with_suffix(".tmp"), path)
-    return path
+    """``folder/claims.json`` of the chapter by :func:`dmlnb.chapter.write_claims_json` (which
+    leaves a file that already holds these claims as it is: a render writes nothing under
+    ``results``)."""
+    return write_claims_json(folder, judged, chapter=CHAPTER, profile=profile)
