@@ -1237,10 +1237,10 @@ def test_a_variant_whose_batch_needs_more_classes_is_left_out_and_says_why() -> 
     assert X.variant_unfit("1 image per class", off, 100).endswith("and 100 remain")
 
 
-def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
+def _book_runs():
+    """Fabricated runs of every method (3 seeds) and K-means runs: the discriminative loss behind
+    semi-hard at the validation-selected epoch 1, ahead at the test-selected 2."""
     from fabricated import selected_record
-
-    from dmlnb.selection import protocol_column
 
     ev = _evidence()
 
@@ -1277,6 +1277,15 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
                 else run(method, seed, [0.70 + d, 0.69 + d])
             )
     kmeans = [run("discriminative", s, [0.50 + 0.01 * s, 0.90], layer) for s in range(3)]
+    return runs, kmeans, ev
+
+
+def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
+    from fabricated import selected_record
+
+    from dmlnb.selection import protocol_column
+
+    runs, kmeans, ev = _book_runs()
     frame = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
     expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
     assert frame["claim"].tolist() == [c.claim for c in expected]
@@ -1307,6 +1316,50 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
             ev.steps,
             2,
         )
+
+
+def test_the_declared_claims_judge_as_the_chapter_and_export_their_verdicts(tmp_path) -> None:
+    """Every claim is a ClaimSpec with an id and where it stands; evaluate gives the chapter's
+    verdicts, the untestable ones carry a typed reason, claims.json holds them, and both
+    protocols judge them as the chapter's own both-ways table does."""
+    from dmlnb.chapter import (
+        REASONS,
+        RunSet,
+        Untestable,
+        evaluate,
+        evaluate_both_ways,
+        write_claims_json,
+    )
+    from dmlnb.reporting import NOT_TESTED
+
+    runs, kmeans, ev = _book_runs()
+    runset = RunSet(
+        {"table4": runs, "kmeans": {("discriminative", X.run_seed(r)): r for r in kmeans}}
+    )
+    paper, ours = X.claim_specs(runset, ev.slopes, ev.steps, 2)
+    assert [c.id for c in paper] == [i for i, _ in X.PAPER_CLAIMS]
+    assert all(c.where for c in paper) and all(c.origin == "ours" for c in ours)
+    judged = evaluate([*paper, *ours], runset)
+    expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
+    expected += X.our_measurements(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
+    assert [j.spec.text for j in judged] == [c.claim for c in expected]
+    assert [str(j.verdict) for j in judged] == [str(c.verdict) for c in expected]
+    assert [j.verdict.effect for j in judged] == pytest.approx(
+        [c.verdict.effect for c in expected], nan_ok=True
+    )
+    custom = next(j for j in judged if j.spec.id == "bound-tightens")
+    assert custom.evidence == expected[0].our_evidence  # the claim's own words and numbers
+    untestable = [j for j in judged if isinstance(j.spec.test, Untestable)]
+    assert {j.spec.id for j in untestable} == set(X.UNTESTABLE)  # no VGG-16 runs here
+    assert all(j.reason in REASONS and j.verdict == NOT_TESTED for j in untestable)
+    path = write_claims_json(tmp_path, judged, chapter="03_discriminative", profile="smoke")
+    stored = json.loads(path.read_text())["claims"]
+    assert [c["id"] for c in stored] == [j.spec.id for j in judged]
+    assert [c["verdict"] for c in stored] == [str(c.verdict) for c in expected]
+    both = evaluate_both_ways(paper, runset)
+    old = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
+    assert both["claim"].tolist() == old["claim"].tolist()
+    assert both["verdict changes"].tolist() == old["verdict changes"].tolist()
 
 
 # --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the

@@ -35,6 +35,7 @@ calls together:
 
 from dmlnb.experiments.discriminative import (
     claims,
+    declared,
     deviations,
     evidence,
     figures,
@@ -45,6 +46,7 @@ from dmlnb.experiments.discriminative import (
     timing,
 )
 from dmlnb.experiments.discriminative.claims import *  # noqa: F403
+from dmlnb.experiments.discriminative.declared import *  # noqa: F403
 from dmlnb.experiments.discriminative.deviations import *  # noqa: F403
 from dmlnb.experiments.discriminative.evidence import *  # noqa: F403
 from dmlnb.experiments.discriminative.figures import *  # noqa: F403
@@ -62,6 +64,7 @@ __all__ = [
     *timing.__all__,
     *evidence.__all__,
     *claims.__all__,
+    *declared.__all__,
     *deviations.__all__,
     *figures.__all__,
 ]

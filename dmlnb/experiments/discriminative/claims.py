@@ -85,16 +85,21 @@ def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
     return paper, ours
 
 
-def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
-    """The paper's claims, stated as the paper states them, judged by the book's rule
-    (:mod:`dmlnb.reporting`) on the per-run numbers of ``ev``; the paper's evidence is read from
-    :data:`REPORTED`. The chapter's own measurements are :func:`our_measurements`."""
-    pts = dict(scale=100, unit=" pts")
-    t2, t3, t4, t5, t7 = (REPORTED[k] for k in ("table2", "table3", "table4", "table5", "table7"))
-    cub3 = t3[t3["dataset"] == "CUB-200-2011"].set_index("centroids")
-    mean = lambda v: 100 * float(np.mean(v))  # noqa: E731
-    slopes_text = lambda v: ", ".join(f"{x:.2f}" for x in v) or "none"  # noqa: E731
+_PTS = dict(scale=100, unit=" pts")
 
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of fractions, in percent."""
+    return 100 * float(np.mean(values))
+
+
+def _slopes_text(values: Sequence[float]) -> str:
+    return ", ".join(f"{x:.2f}" for x in values) or "none"
+
+
+def lemma_claims(ev: ClaimEvidence) -> list[Claim]:
+    """Sec. 3.1's "the bound tightens" and Sec. 1's "L_d approaches L_t", on the one-hot runs'
+    Lemma 3.1 traces: first tracked point against last."""
     lemma = ev.lemma
     bound0, bound1 = first_last(lemma, "bound/H")
     vacuous = bool(min(np.min(bound0), np.min(bound1)) > TRIVIAL_GAP_PER_TRIPLET)
@@ -102,57 +107,7 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     bound_rises, bound_runs = rises(lemma, "bound/H")
     gap0, gap1 = first_last(lemma, "gap/H")
     eps0, eps1 = first_last(lemma, "eps")
-
-    m = ev.metrics
-    disc = m["Discriminative"]
-    recall = [k for k in disc if k.startswith("R@")]
-    measures = [k for k in ["NMI", *recall] if k in disc]
-    # Table 2: every discriminative run (one-hot and K-means), paired, at every Recall@K.
-    layer_ks = [k for k in recall if k in ev.layers]
-    # Sec. 4.4: over most triplet-based methods under Recall@K (a method counts when every K holds).
-    per_method = triplet_family_verdicts(ev)
-    named = most_of(
-        {row: v for row, v in per_method.items() if row not in TRIPLET_FAMILY_ADDED}, "methods"
-    )
-    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
-    n_disc = slope_values(ev.slopes, "discriminative", "slope in N")
-    c_disc = slope_values(ev.slopes, "discriminative", "slope in C")
-    n_naive = slope_values(ev.slopes, "triplet all (enumerated)", "slope in N")
-    c_naive = slope_values(ev.slopes, "triplet all (enumerated)", "slope in C")
-    n_proxy = slope_values(ev.slopes, "triplet+proxy", "slope in N")
-    margins = alike_margins()
-    rep7 = t7.loc["CUB-200-2011"]
-    scaling = table7_scaling().iloc[:, 0]
-
-    def slope_text(
-        values: Sequence[float], loss: str, axis: str, order: float, at: str = ""
-    ) -> str:
-        low, high = order_band(order)
-        return (
-            f"log-log slope in {axis}{at} per timing repeat: "
-            f"{slopes_text(values)}{sizes_text(ev.slopes, loss, axis)}; the order {order:g} counts "
-            "as "
-            f"the band ({low:g}, {high:g}), ours"
-        )
-
-    def slope_claim(
-        claim: str, values: Sequence[float], loss: str, axis: str, order: float, at: str = ""
-    ) -> Claim:
-        """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
-        :func:`~dmlnb.reporting.order_band` of the claimed ``order``
-        (:func:`~dmlnb.reporting.compare_to_band`), decided only when every repeat's slope rests on
-        at least :data:`~dmlnb.reporting.MIN_FIT_SIZES` sizes
-        (:func:`~dmlnb.reporting.shape_unchecked`)."""
-        return Claim(
-            claim,
-            "Table 1",
-            slope_text(values, loss, axis, order, at),
-            shape_unchecked(
-                compare_to_band(values, *order_band(order)), fit_sizes(ev.slopes, loss, axis)
-            ),
-        )
-
-    claims = [
+    return [
         Claim(
             "the bound tightens as training proceeds (Sec. 3.1: eps shrinks as samples approach "
             "their centroids)",
@@ -185,6 +140,20 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             f"runs: {len(gap0)}); that it tends to zero, its limit, is not tested",
             gap_verdict(gap0, gap1),
         ),
+    ]
+
+
+def layer_and_centroid_claims(ev: ClaimEvidence) -> list[Claim]:
+    """Table 2's layers (every discriminative run, paired, at every Recall@K) and Table 3's
+    one-hot against K-means centroids (an equivalence within the paper's own differences)."""
+    pts, mean = _PTS, _mean
+    t2, t3 = REPORTED["table2"], REPORTED["table3"]
+    cub3 = t3[t3["dataset"] == "CUB-200-2011"].set_index("centroids")
+    disc = ev.metrics["Discriminative"]
+    recall = [k for k in disc if k.startswith("R@")]
+    layer_ks = [k for k in recall if k in ev.layers]
+    margins = alike_margins()
+    return [
         Claim(
             "Table 2: the second-to-last layer gives better Recall@K than the last layer",
             "R@1 "
@@ -210,6 +179,24 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             f"{len(ev.kmeans_r1)} seeds); effect = one-hot - K-means",
             equivalent(disc["R@1"], ev.kmeans_r1, alike_margin() / 100, **pts),
         ),
+    ]
+
+
+def method_claims(ev: ClaimEvidence) -> list[Claim]:
+    """Sec. 4.4's comparisons with the softmax and the triplet family (a method counts when every
+    Recall@K holds)."""
+    pts, mean = _PTS, _mean
+    t4, t5 = REPORTED["table4"], REPORTED["table5"]
+    m = ev.metrics
+    disc = m["Discriminative"]
+    recall = [k for k in disc if k.startswith("R@")]
+    measures = [k for k in ["NMI", *recall] if k in disc]
+    per_method = triplet_family_verdicts(ev)
+    named = most_of(
+        {row: v for row, v in per_method.items() if row not in TRIPLET_FAMILY_ADDED}, "methods"
+    )
+    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
+    return [
         Claim(
             "Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax (T = 0.05) "
             f"at every measure ({', '.join(measures)}) on one dataset (the paper: 'Discriminative "
@@ -262,6 +249,14 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
             f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['N-pair']['R@1']):.1f}; at every K",
             per_method["N-pair"],
         ),
+    ]
+
+
+def unmeasured_claims(ev: ClaimEvidence) -> list[Claim]:
+    """The claims no run of this chapter measures: 'competitive', Table 7's times."""
+    rep7 = REPORTED["table7"].loc["CUB-200-2011"]
+    scaling = table7_scaling().iloc[:, 0]
+    return [
         Claim(
             "Abstract / Sec. 5: 'competitive retrieval accuracy'",
             "Tables 4-5",
@@ -293,6 +288,47 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
                 "execution trains one dataset, every method for the same epochs"
             ),
         ),
+    ]
+
+
+def complexity_claims(ev: ClaimEvidence) -> list[Claim]:
+    """Table 1's orders of growth, on the timing study's per-repeat log-log slopes."""
+    slopes_text = _slopes_text
+    n_disc = slope_values(ev.slopes, "discriminative", "slope in N")
+    c_disc = slope_values(ev.slopes, "discriminative", "slope in C")
+    n_naive = slope_values(ev.slopes, "triplet all (enumerated)", "slope in N")
+    c_naive = slope_values(ev.slopes, "triplet all (enumerated)", "slope in C")
+    n_proxy = slope_values(ev.slopes, "triplet+proxy", "slope in N")
+
+    def slope_text(
+        values: Sequence[float], loss: str, axis: str, order: float, at: str = ""
+    ) -> str:
+        low, high = order_band(order)
+        return (
+            f"log-log slope in {axis}{at} per timing repeat: "
+            f"{slopes_text(values)}{sizes_text(ev.slopes, loss, axis)}; the order {order:g} counts "
+            "as "
+            f"the band ({low:g}, {high:g}), ours"
+        )
+
+    def slope_claim(
+        claim: str, values: Sequence[float], loss: str, axis: str, order: float, at: str = ""
+    ) -> Claim:
+        """A Table 1 complexity claim judged on the per-repeat log-log slopes ``values``: within
+        :func:`~dmlnb.reporting.order_band` of the claimed ``order``
+        (:func:`~dmlnb.reporting.compare_to_band`), decided only when every repeat's slope rests on
+        at least :data:`~dmlnb.reporting.MIN_FIT_SIZES` sizes
+        (:func:`~dmlnb.reporting.shape_unchecked`)."""
+        return Claim(
+            claim,
+            "Table 1",
+            slope_text(values, loss, axis, order, at),
+            shape_unchecked(
+                compare_to_band(values, *order_band(order)), fit_sizes(ev.slopes, loss, axis)
+            ),
+        )
+
+    return [
         slope_claim(
             "Table 1: one pass of the discriminative loss costs O(NC): linear in N",
             n_disc,
@@ -325,31 +361,46 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
         ),
         _clustering_order_claims(ev)[0],
     ]
+
+
+def vgg_claim(ev: ClaimEvidence) -> Claim:
+    """Table 8's VGG-16 variant against the GoogLeNet runs (trained at the paper profile only)."""
+    pts, mean = _PTS, _mean
+    t4 = REPORTED["table4"]
+    disc = ev.metrics["Discriminative"]
     t8 = REPORTED["table8"]
-    vgg_claim = (
+    claim = (
         "Table 8: the VGG-16 variant beats GoogLeNet",
         f"R@1 {t8.loc['CUB-200-2011', 'R@1']:.2f} vs {t4.loc['Discriminative', 'R@1']:.2f} (CUB)",
     )
     if ev.vgg_r1:
-        claims.append(
-            Claim(
-                *vgg_claim,
-                f"R@1 {mean(ev.vgg_r1):.1f} vs {mean(disc['R@1']):.1f}",
-                compare(ev.vgg_r1, disc["R@1"], **pts),
-            )
+        return Claim(
+            *claim,
+            f"R@1 {mean(ev.vgg_r1):.1f} vs {mean(disc['R@1']):.1f}",
+            compare(ev.vgg_r1, disc["R@1"], **pts),
         )
-    else:
-        claims.append(
-            Claim(
-                *vgg_claim,
-                "not run",
-                not_tested(
-                    "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper "
-                    "profile only"
-                ),
-            )
-        )
-    return claims
+    return Claim(
+        *claim,
+        "not run",
+        not_tested(
+            "the VGG-16 variant (ImageNet weights, 224-pixel images) trains at the paper "
+            "profile only"
+        ),
+    )
+
+
+def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
+    """The paper's claims, stated as the paper states them, judged by the book's rule
+    (:mod:`dmlnb.reporting`) on the per-run numbers of ``ev``; the paper's evidence is read from
+    :data:`REPORTED`. The chapter's own measurements are :func:`our_measurements`."""
+    return [
+        *lemma_claims(ev),
+        *layer_and_centroid_claims(ev),
+        *method_claims(ev),
+        *unmeasured_claims(ev),
+        *complexity_claims(ev),
+        vgg_claim(ev),
+    ]
 
 
 def claims_both_ways(
