@@ -17,7 +17,7 @@ import pytest
 import torch
 from torch import nn
 
-from dmlnb.chapter import RunGroup, RunSet, train_runs
+from dmlnb.chapter import WHY_NOT, RunGroup, RunSet, train_runs
 from dmlnb.data import InMemoryDataset, load_dataset
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments import discriminative as X
@@ -958,7 +958,7 @@ def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_sourc
         num_classes=109,
         validation_classes=27,
     )
-    effect = table["measured effect (default profile)"]
+    effect = table["effect"]
     assert effect["K-means centroids"].startswith(
         "at C = D = 100, one draw (seed 0): min 1.172 / max 1.670"
     )
@@ -968,7 +968,7 @@ def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_sourc
     )
     assert (
         "NMI's k-means clusters the same L2-normalised embeddings"
-        in table.loc["retrieval distance", "here"]
+        in table.loc["retrieval distance", "ours"]
     )
     for row in ("baselines", "N-pair baseline", "embedding size D", "network heads"):
         assert (
@@ -1409,7 +1409,7 @@ def test_table_2_has_one_verdict_in_the_claims_the_cell_and_the_deviations_table
     table = X.deviations_table(
         runs, {}, runs, config=config, profile="default", num_classes=109, validation_classes=27
     )
-    row = table.loc["Table 2 runs", "measured effect (default profile)"]
+    row = table.loc["Table 2 runs", "effect"]
     assert f": {INCONCLUSIVE} (each run's epoch was chosen by the second-to-last layer" in row
     assert f"{HOLDS}" not in row.replace("the claim", "")
 
@@ -1430,13 +1430,20 @@ def test_the_deviations_table_names_distance_timing_optimiser_image_size_and_cod
         timing_device="cpu",
         timing_repeats=3,
     )
-    here, effect = table["here"], table["measured effect (default profile)"]
+    here, effect = table["ours"], table["effect"]
     assert here["data and backbone"].startswith("omniglot-small at 28x28 pixels, convnet")
     assert (
         "l2 distance" in table.loc["retrieval distance", "paper"]
         and "cosine" in here["retrieval distance"]
     )
-    assert effect["retrieval distance"] == "not measured at the default profile"
+    assert effect["retrieval distance"].startswith(
+        "not measured (not-measured; the default profile"
+    )
+    assert effect["data and backbone"].startswith(
+        "not measured (needs-paper-data; the paper profile"
+    )
+    rows = X.deviation_rows([], {}, [], config=X.experiment_config("default"), profile="default")
+    assert all(r.effect or r.why in WHY_NOT for r in rows)  # measured, or a typed reason why not
     assert (
         "forward only for the enumerated" in here["Table 1 timing"]
         and "on cpu" in here["Table 1 timing"]

@@ -40,8 +40,10 @@ from dmlnb.experiments.discriminative import (
     evidence,
     figures,
     groups,
+    measured,
     networks,
     procedure,
+    provenance,
     spec,
     timing,
 )
@@ -51,8 +53,10 @@ from dmlnb.experiments.discriminative.deviations import *  # noqa: F403
 from dmlnb.experiments.discriminative.evidence import *  # noqa: F403
 from dmlnb.experiments.discriminative.figures import *  # noqa: F403
 from dmlnb.experiments.discriminative.groups import *  # noqa: F403
+from dmlnb.experiments.discriminative.measured import *  # noqa: F403
 from dmlnb.experiments.discriminative.networks import *  # noqa: F403
 from dmlnb.experiments.discriminative.procedure import *  # noqa: F403
+from dmlnb.experiments.discriminative.provenance import *  # noqa: F403
 from dmlnb.experiments.discriminative.spec import *  # noqa: F403
 from dmlnb.experiments.discriminative.timing import *  # noqa: F403
 
@@ -66,5 +70,7 @@ __all__ = [
     *claims.__all__,
     *declared.__all__,
     *deviations.__all__,
+    *measured.__all__,
+    *provenance.__all__,
     *figures.__all__,
 ]
