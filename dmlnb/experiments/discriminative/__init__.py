@@ -37,6 +37,7 @@ from dmlnb.experiments.discriminative import (
     claims,
     declared,
     deviations,
+    display,
     evidence,
     figures,
     groups,
@@ -50,6 +51,7 @@ from dmlnb.experiments.discriminative import (
 from dmlnb.experiments.discriminative.claims import *  # noqa: F403
 from dmlnb.experiments.discriminative.declared import *  # noqa: F403
 from dmlnb.experiments.discriminative.deviations import *  # noqa: F403
+from dmlnb.experiments.discriminative.display import *  # noqa: F403
 from dmlnb.experiments.discriminative.evidence import *  # noqa: F403
 from dmlnb.experiments.discriminative.figures import *  # noqa: F403
 from dmlnb.experiments.discriminative.groups import *  # noqa: F403
@@ -70,6 +72,7 @@ __all__ = [
     *claims.__all__,
     *declared.__all__,
     *deviations.__all__,
+    *display.__all__,
     *measured.__all__,
     *provenance.__all__,
     *figures.__all__,
