@@ -37,6 +37,8 @@ __all__ = [
     "splits_frame",
     "layer_differences",
     "history_figure",
+    "kmeans_draws_md",
+    "alike_text",
 ]
 
 
@@ -338,3 +340,49 @@ def history_figure(
     fig.suptitle(f"{config.dataset}, {config.model}, profile {profile}")
     fig.tight_layout()
     return fig
+
+
+def kmeans_draws_md(draws: Mapping[int, Mapping[str, float]]) -> str:
+    """How the K-means draws at C = D = 100 (:func:`kmeans_draws`) compare with the paper's
+    Table 3 centroids, in Markdown (glued into the Table 3 section)."""
+    rep = REPORTED["table3"].set_index(["dataset", "centroids"]).loc[("CUB-200-2011", "K-means")]
+    paper = float(rep["max"] - rep["min"])
+    spreads = {seed: float(st["max"] - st["min"]) for seed, st in draws.items()}
+    first, *others = spreads
+    shown = draws[first]
+    below = [s for s in others if spreads[s] < paper]
+    return (
+        f"At $C = D = 100$ the one draw shown (seed {first}) does not match the paper's "
+        f"statistics: its closest centroids are "
+        f"{'closer' if shown['min'] < rep['min'] else 'farther'} and its farthest "
+        f"{'farther' if shown['max'] > rep['max'] else 'closer'}, so "
+        f"$\\kappa_{{\\max}} - \\kappa_{{\\min}}$ ({spreads[first]:.3f} against the paper's "
+        f"{paper:.2f}), and with it the lemma's bound, is "
+        f"{'larger' if spreads[first] > paper else 'smaller'} than with the paper's centroids. "
+        "Other draws of the same generator differ: "
+        f"seeds {others[0]}-{others[-1]} give "
+        f"{', '.join(f'{spreads[s]:.3f}' for s in others[:-1])} and {spreads[others[-1]]:.3f} "
+        "(the line under the table below)"
+        + (f", seed {', '.join(map(str, below))}'s below the paper's {paper:.2f}" if below else "")
+        + ", so one draw does not show how the generator compares with the paper's."
+    )
+
+
+def alike_text(cent_r1: Mapping[str, Sequence[float]]) -> str:
+    """Table 3's "one-hot and K-means centroids perform alike" on Recall@1 (``cent_r1``: centroid
+    set -> per-run R@1), an equivalence within the paper's smaller Table 3 difference."""
+    from dmlnb.experiments.discriminative.evidence import alike_margin, alike_margins
+    from dmlnb.reporting import equivalent
+
+    alike = equivalent(
+        cent_r1["one-hot"], cent_r1["K-means"], alike_margin() / 100, scale=100, unit=" pts"
+    )
+    ev = alike.evidence()
+    return (
+        "the paper's Table 3 Recall@1 differences, which it calls not significant: "
+        + ", ".join(f"{d} {v:.2f} pts" for d, v in alike_margins().items())
+        + f"; equivalence margin: the smaller, {alike_margin():.2f} pts\n"
+        f"Recall@1 one-hot {100 * np.mean(cent_r1['one-hot']):.1f}% vs K-means "
+        f"{100 * np.mean(cent_r1['K-means']):.1f}%: difference {ev['effect']}, 90% interval "
+        f"{ev['90% interval']} ({ev['runs per side']} runs) -> 'alike': {alike}"
+    )
