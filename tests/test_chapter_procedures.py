@@ -83,8 +83,8 @@ def test_every_field_of_a_chapter_procedure_enters_the_fingerprint(cls: type[Pro
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     assert not missing, f"{cls.__qualname__}: give every field a default ({missing})"
-    base = cls()
-    label, config = "m", make_config("smoke")
+    base = cls(**cls.EXAMPLE_FIELDS)
+    label, config = cls.EXAMPLE_LABEL, make_config("smoke")
     c = _call_for(base, label)
     fingerprint = run_fingerprint(config, run_spec(c, base, label))
     hints = typing.get_type_hints(cls)

@@ -107,49 +107,18 @@ def test_discriminative_runs_reload(asked) -> None:
     """As the notebook runs them: validation classes held out, the clustering baseline's gamma
     searched on them (Algorithm 2), the one-image-per-class variant left out (it needs 128 classes,
     109 remain). Fails until the chapter is retrained at these settings."""
+    from dmlnb.chapter import runset, train_runs
     from dmlnb.data import load_dataset
     from dmlnb.experiments import discriminative as disc
 
-    notes = asked(disc)
+    notes = asked(runset)
     config = disc.experiment_config("default", validation=True)
     settings = disc.experiment_settings("default")
     splits = load_dataset(config.dataset, **config.dataset_options)
     runs_dir = disc.runs_folder(RESULTS / "03_discriminative", "default", config)
-    search = disc.clustering_search(config, splits, runs_dir, settings, settings["seeds"])
-    runs = [r for rs in search.runs.values() for r in rs]
-    runs += [
-        disc.run_method(
-            method,
-            config.replace(seed=seed),
-            splits,
-            runs_dir / f"{method}-seed{seed}",
-            settings,
-            track_lemma=(method == "discriminative"),
-        )
-        for seed in settings["seeds"]
-        for method in disc.METHODS.values()
-        if method != "clustering"
-    ]
-    runs += [
-        disc.run_method(
-            "discriminative",
-            config.replace(seed=seed),
-            splits,
-            runs_dir / f"discriminative-kmeans-seed{seed}",
-            settings,
-            centroids="kmeans",
-            track_lemma=True,
-        )
-        for seed in settings["kmeans_seeds"]
-    ]
-    runs += [
-        r
-        for rs in disc.deviation_runs(
-            config, splits, runs_dir, settings, settings["seeds"]
-        ).values()
-        for r in rs
-    ]
-    assert not any(r.model is not None for r in runs)  # reloaded, not trained
+    groups = disc.run_groups(config, settings, splits.num_train_classes)
+    runs = train_runs(groups, config, runs_dir, splits=splits)
+    assert runs.trained == 0 and not any(r.model is not None for r in runs.runs["methods"].values())
     check(notes, "03_discriminative")
     assert (
         len(notes) == 33

@@ -17,6 +17,7 @@ import pytest
 import torch
 from torch import nn
 
+from dmlnb.chapter import WHY_NOT, RunGroup, RunSet, train_runs
 from dmlnb.data import InMemoryDataset, load_dataset
 from dmlnb.evaluation import compute_embeddings
 from dmlnb.experiments import discriminative as X
@@ -28,11 +29,26 @@ from dmlnb.losses.discriminative import (
     onehot_centroids,
     triplet_loss_all,
 )
+from dmlnb.methods import call
 from dmlnb.profiles import PROFILES
+from dmlnb.records import run_fingerprint
+from dmlnb.runs import Run
 
 SMOKE = X.experiment_config(
     "smoke", {"epochs": 2, "steps_per_epoch": 3, "eval_metrics": ("recall",)}
 )
+
+
+def _run(record, seed: int, extras: dict | None = None) -> Run:
+    """A reloaded run of ``record`` (fabricated) with ``seed`` and ``extras``."""
+    record.data["config"]["seed"] = seed
+    record.data["extras"] = extras or {}
+    return Run(record.data["name"], record)
+
+
+def _train(group: RunGroup, splits, folder, config=SMOKE) -> RunSet:
+    """``group``'s runs trained (or reloaded) on ``splits`` in ``folder``."""
+    return train_runs({"g": group}, config, folder, splits=splits)
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +99,11 @@ def test_the_clustering_baseline_runs_algorithm_2_and_names_its_gamma() -> None:
     loss = X.build_loss("clustering", 5, 16)
     assert loss.margin_multiplier == 10.0 and loss.refinement == "paper"
     settings = X.experiment_settings("default")
-    spec = X._spec("clustering", "onehot", None, False, settings)["factory"]
-    assert spec == {
+    config = X.experiment_config("default", validation=True)
+    groups = X.run_groups(config, settings, 109)
+    runs = {r.name: r for g in groups.values() for r in g.runs()}
+    spec = runs["clustering-g10-seed2"].spec
+    assert spec["factory"] == {
         "name": "facility-location",
         "version": 1,
         "args": {
@@ -94,17 +113,54 @@ def test_the_clustering_baseline_runs_algorithm_2_and_names_its_gamma() -> None:
             "refinement": "paper",
         },
     }
-    one = X._spec("clustering", "onehot", None, False, {**settings, "clustering_gamma": 1.0})
-    assert one["factory"]["args"]["margin_multiplier"] == 1.0 and one["factory"] != spec
-    assert X._spec(
-        "semihard", "onehot", None, False, {**settings, "clustering_gamma": 1.0}
-    ) == X._spec("semihard", "onehot", None, False, settings)
+    one = runs["clustering-g1-seed2"].spec
+    assert one["factory"]["args"]["margin_multiplier"] == 1.0 and one["factory"] != spec["factory"]
+    assert (spec["method"], spec["track_lemma"], spec["centroids"]) == ("clustering", False, None)
     other = X.build_loss("clustering", 5, 16, clustering_gamma=1.0, clustering_refinement="full")
     assert other.margin_multiplier == 1.0 and other.refinement == "full"
-    assert (
-        X.clustering_run_name(10.0, 2) == "clustering-g10-seed2"
-        and X.clustering_run_name(0.5, 0) == "clustering-g0.5-seed0"
-    )
+    # without a validation split only the profile's gamma trains
+    off = X.run_groups(X.experiment_config("default"), settings, 136)
+    assert [r.name for r in off["clustering"].runs()] == [
+        f"clustering-g10-seed{s}" for s in (0, 1, 2)
+    ]
+    with pytest.raises(ValueError, match=r"clustering_gammas=\(1.0, 1.0\) must list distinct"):
+        X.run_groups(config, {**settings, "clustering_gammas": (1.0, 1.0)}, 109)
+
+
+def test_the_declared_runs_are_the_committed_folders_and_a_changed_argument_retrains() -> None:
+    """The groups name the committed folders; every field of the procedure and a reader's change
+    to a method's argument change the fingerprint."""
+    import dataclasses
+
+    config = X.experiment_config("default", validation=True)
+    settings = X.experiment_settings("default")
+    groups = X.run_groups(config, settings, 109)
+    names = sorted(r.name for g in groups.values() for r in g.runs())
+    assert len(names) == len(set(names)) == 33
+    assert {"discriminative-kmeans-seed2", "discriminative-D256-seed0", "npair-seed1"} <= set(names)
+    assert "discriminative-weightdecay5e-4-seed0" in names  # the 1-image variant does not fit
+    changed = X.run_groups(config, settings, 109, changes={"semihard": {"margin": 0.1}})
+    fp = lambda g, label: {  # noqa: E731
+        r.name: run_fingerprint(r.config(config), r.spec)
+        for r in g["methods"].runs()
+        if r.label == label
+    }
+    assert fp(changed, "semihard") != fp(groups, "semihard")
+    assert fp(changed, "softmax") == fp(groups, "softmax")
+    base = groups["kmeans"].procedure
+    run = groups["kmeans"].runs()[0]
+    for f in dataclasses.fields(base):
+        value = getattr(base, f.name)
+        new = {
+            "centroids": "onehot",
+            "arch": "vgg16",
+            "track_lemma": not value,
+            "backbone_lr": 0.5,
+        }.get(f.name, (value or 0) + 1 if not isinstance(value, str) else value)
+        other = dataclasses.replace(base, **{f.name: new})
+        assert X.CentroidRuns.spec_entries(other, run.label, run.call) != base.spec_entries(
+            run.label, run.call
+        ), f.name
 
 
 def test_the_paper_profile_trains_car196_in_a_run_set_of_its_own(tmp_path) -> None:
@@ -191,31 +247,13 @@ def test_the_paper_profiles_car196_runs_train_on_fabricated_inputs(tmp_path) -> 
     )
     settings = X.experiment_settings("paper")
     folder = X.runs_folder(tmp_path / "results", "paper", config)
-    onehot = X.run_method(
-        "discriminative",
-        config,
-        splits,
-        folder / "discriminative-seed0",
-        settings,
-        track_lemma=True,
+    groups = X.run_groups(config, {**settings, "seeds": (0,), "kmeans_seeds": (0,)}, 8)
+    wanted = {k: groups[k] for k in ("kmeans", "arch")}
+    wanted["methods"] = RunGroup(
+        {"discriminative": call("discriminative")}, (0,), procedure=groups["methods"].procedure
     )
-    kmeans = X.run_method(
-        "discriminative",
-        config,
-        splits,
-        folder / "discriminative-kmeans-seed0",
-        settings,
-        centroids="kmeans",
-        track_lemma=True,
-    )
-    vgg = X.run_method(
-        "discriminative",
-        config,
-        splits,
-        folder / "discriminative-vgg16-seed0",
-        settings,
-        arch="vgg16",
-    )
+    runs = train_runs(wanted, config, folder, splits=splits)
+    onehot, kmeans, vgg = (runs.run(g, "discriminative", 0) for g in ("methods", "kmeans", "arch"))
     for run in (onehot, kmeans, vgg):
         assert (
             run.record.data["status"] == "finished"
@@ -441,10 +479,14 @@ def test_backbone_lr_equals_sgd_with_two_param_groups() -> None:
 
 
 # --- the runner ---------------------------------------------------------------------------------
-def test_run_method_saves_extras_and_reloads_without_training(digits, tmp_path) -> None:
-    settings = X.experiment_settings("smoke")
-    run = X.run_method("discriminative", SMOKE, digits, tmp_path / "d", settings, track_lemma=True)
+def test_a_tracked_discriminative_run_saves_extras_and_reloads_without_training(
+    digits, tmp_path
+) -> None:
+    tracked = X.CentroidRuns(track_lemma=True)
+    group = RunGroup({"discriminative": call("discriminative")}, (0,), procedure=tracked)
+    run = _train(group, digits, tmp_path / "d").run("g", "discriminative", 0)
     assert run.model is not None and run.record.data["status"] == "finished"
+    assert (tmp_path / "d" / "discriminative-seed0" / "record.json").exists()
     ex = run.extras
     assert (
         run.record.data["spec"]["centroids"] == "onehot" and run.record.data["spec"]["track_lemma"]
@@ -454,29 +496,34 @@ def test_run_method_saves_extras_and_reloads_without_training(digits, tmp_path) 
     assert set(ex["last_layer"]) == {"R@1", "R@2", "R@4", "R@8"}
     # the penultimate layer's metrics are the best epoch's; the final model is left in place
     assert run.model.eval_layer == "penultimate"
-    again = X.run_method(
-        "discriminative", SMOKE, digits, tmp_path / "d", settings, track_lemma=True
+    again = _train(group, digits, tmp_path / "d").run("g", "discriminative", 0)
+    assert again.model is None and dict(again.extras) == run.record.data["extras"]
+    assert again.metrics == run.metrics
+    # other centroids are another experiment: it trains, in a folder of its own
+    kgroup = RunGroup(
+        {"discriminative": call("discriminative")},
+        (0,),
+        procedure=X.CentroidRuns(centroids="kmeans"),
     )
-    assert again.model is None and again.extras == run.record.data["extras"]
-    assert again.best_metrics == run.best_metrics and again.seconds_to_best == run.seconds_to_best
-    # other centroids are another experiment: it trains
-    other = X.run_method(
-        "discriminative", SMOKE, digits, tmp_path / "d", settings, centroids="kmeans"
-    )
+    other = _train(kgroup, digits, tmp_path / "d").run("g", "discriminative", 0)
     assert other.model is not None and other.record.data["spec"]["centroids"] == "kmeans"
-    assert other.extras["centroid_stats"]["std"] > 0
-    assert (
-        "resumed" not in other.record.data
-    )  # trained afresh, not loaded from the one-hot checkpoint
+    assert other.extras["centroid_stats"]["std"] > 0 and "resumed" not in other.record.data
     kmeans = X.make_centroids("kmeans", digits.num_train_classes, seed=SMOKE.seed)
     assert X.build_loss("discriminative", 5, 16, kmeans).centroids.equal(kmeans)
-    assert json.loads((tmp_path / "d" / "record.json").read_text())["spec"]["centroids"] == "kmeans"
-
-
-def test_run_method_baseline_and_lemma_frame(digits, tmp_path) -> None:
-    run = X.run_method(
-        "semihard", SMOKE, digits, tmp_path / "s", X.experiment_settings("smoke"), track_lemma=True
+    assert (
+        X.CentroidRuns(centroids="kmeans")
+        .make_centroids(5, 0)
+        .equal(X.make_centroids("kmeans", 5, seed=0))
     )
+    folder = tmp_path / "d" / "discriminative-kmeans-seed0"
+    assert json.loads((folder / "record.json").read_text())["spec"]["centroids"] == "kmeans"
+
+
+def test_a_baseline_run_and_lemma_frame(digits, tmp_path) -> None:
+    group = RunGroup(
+        {"semihard": X.loss_method("semihard")}, (0,), procedure=X.CentroidRuns(track_lemma=True)
+    )
+    run = _train(group, digits, tmp_path / "s").run("g", "semihard", 0)
     assert "lemma" not in run.extras and "last_layer" not in run.extras  # discriminative only
     assert X.lemma_frame([run]).empty
     rows = [
@@ -492,7 +539,7 @@ def test_run_method_baseline_and_lemma_frame(digits, tmp_path) -> None:
             "eps_mean": 0.5,
         }
     ]
-    fake = X.MethodRun("discriminative", 3, run.record, None, {"lemma": rows})
+    fake = _run(run.record, 3, {"lemma": rows})
     frame = X.lemma_frame([fake])
     assert (
         frame.loc[0, "seed"] == 3 and frame.loc[0, "gap/H"] == 3.0 and frame.loc[0, "L_t/H"] == -1.0
@@ -563,9 +610,9 @@ def test_the_sizes_timed_do_not_depend_on_the_machines_speed(monkeypatch) -> Non
         largest={"lifted structure": 16},
         naive_c=dict(n_fixed=16, c_values=(2, 4, 8)),
     )
-    monkeypatch.setattr(X, "_time_call", lambda fn, repeats: (fn(), 1e-6)[1])
+    monkeypatch.setattr(X.timing, "_time_call", lambda fn, repeats: (fn(), 1e-6)[1])
     fast = X.timing_study((0, 1), **timing)
-    monkeypatch.setattr(X, "_time_call", lambda fn, repeats: (fn(), 100.0)[1])
+    monkeypatch.setattr(X.timing, "_time_call", lambda fn, repeats: (fn(), 100.0)[1])
     slow = X.timing_study((0, 1), **timing)
     keys = ["seed", "sweep", "loss", "N", "C"]
     assert fast[keys].equals(slow[keys])
@@ -911,7 +958,7 @@ def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_sourc
         num_classes=109,
         validation_classes=27,
     )
-    effect = table["measured effect (default profile)"]
+    effect = table["effect"]
     assert effect["K-means centroids"].startswith(
         "at C = D = 100, one draw (seed 0): min 1.172 / max 1.670"
     )
@@ -921,7 +968,7 @@ def test_the_deviations_table_says_one_kmeans_draw_and_names_the_baselines_sourc
     )
     assert (
         "NMI's k-means clusters the same L2-normalised embeddings"
-        in table.loc["retrieval distance", "here"]
+        in table.loc["retrieval distance", "ours"]
     )
     for row in ("baselines", "N-pair baseline", "embedding size D", "network heads"):
         assert (
@@ -1126,14 +1173,14 @@ def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> 
     tiny = {"epochs": 2, "steps_per_epoch": 3, "eval_metrics": ("recall",)}
     config = X.experiment_config("smoke", tiny, validation=True)
     splits = load_dataset(config.dataset, **config.dataset_options)
-    settings = X.experiment_settings("smoke")
-    with pytest.raises(
-        ValueError, match=r"clustering_gammas=\(1.0, 1.0\) must list distinct values"
-    ):
-        X.clustering_search(
-            config, splits, tmp_path, {**settings, "clustering_gammas": (1.0, 1.0)}, seeds=(0,)
-        )
-    search = X.clustering_search(config, splits, tmp_path / "on", settings, seeds=(0, 1))
+    settings = {**X.experiment_settings("smoke"), "seeds": (0, 1)}
+
+    def search_on(cfg, splits, folder, settings):
+        groups = X.run_groups(cfg, settings, splits.num_train_classes)
+        runs = train_runs({"clustering": groups["clustering"]}, cfg, folder, splits=splits)
+        return X.clustering_search(runs, cfg)
+
+    search = search_on(config, splits, tmp_path / "on", settings)
     assert search.searched and list(search.runs) == [1.0, 10.0]
     val = {
         g: np.mean([r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs])
@@ -1144,11 +1191,13 @@ def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> 
     with pytest.raises(KeyError, match="no clustering run of seed 5"):
         search.run(5)
     for gamma, runs in search.runs.items():
-        assert [r.seed for r in runs] == [0, 1]
+        assert [X.run_seed(r) for r in runs] == [0, 1]
         assert all(
             r.record.data["spec"]["factory"]["args"]["margin_multiplier"] == gamma for r in runs
         )
-        assert all(r.record.data["name"] == X.clustering_run_name(gamma, r.seed) for r in runs)
+        assert [r.record.data["name"] for r in runs] == [
+            f"clustering-g{gamma:g}-seed{s}" for s in (0, 1)
+        ]
     assert {p.name for p in (tmp_path / "on").iterdir()} == {
         "clustering-g1-seed0",
         "clustering-g1-seed1",
@@ -1169,7 +1218,7 @@ def test_clustering_search_chooses_gamma_on_the_validation_classes(tmp_path) -> 
     # without a validation split nothing may choose gamma: the profile's value trains alone
     off_config = X.experiment_config("smoke", tiny)
     off_splits = load_dataset(off_config.dataset, **off_config.dataset_options)
-    off = X.clustering_search(off_config, off_splits, tmp_path / "off", settings, seeds=(0,))
+    off = search_on(off_config, off_splits, tmp_path / "off", {**settings, "seeds": (0,)})
     assert (off.searched, list(off.runs), off.chosen) == (False, [10.0], 10.0)
     assert "not searched" in off.text() and off.effect_text() == ""
     assert list(off.frame().columns) == ["runs", "test R@1", "chosen"]
@@ -1188,18 +1237,18 @@ def test_a_variant_whose_batch_needs_more_classes_is_left_out_and_says_why() -> 
     assert X.variant_unfit("1 image per class", off, 100).endswith("and 100 remain")
 
 
-def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
+def _book_runs():
+    """Fabricated runs of every method (3 seeds) and K-means runs: the discriminative loss behind
+    semi-hard at the validation-selected epoch 1, ahead at the test-selected 2."""
     from fabricated import selected_record
-
-    from dmlnb.selection import protocol_column
 
     ev = _evidence()
 
-    def run(method: str, seed: int, test: list[float], extras: dict | None = None) -> X.MethodRun:
+    def run(method: str, seed: int, test: list[float], extras: dict | None = None) -> Run:
         record, _ = selected_record(
             test, [0.8, 0.6], "validation", name=f"{method}-seed{seed}"
         )  # validation: epoch 1
-        return X.MethodRun(method, seed, record, None, extras or {})
+        return _run(record, seed, extras)
 
     lemma = [
         {
@@ -1228,6 +1277,15 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
                 else run(method, seed, [0.70 + d, 0.69 + d])
             )
     kmeans = [run("discriminative", s, [0.50 + 0.01 * s, 0.90], layer) for s in range(3)]
+    return runs, kmeans, ev
+
+
+def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
+    from fabricated import selected_record
+
+    from dmlnb.selection import protocol_column
+
+    runs, kmeans, ev = _book_runs()
     frame = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
     expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
     assert frame["claim"].tolist() == [c.claim for c in expected]
@@ -1252,7 +1310,7 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
     untested, _ = selected_record([0.5, 0.6], None, "test")
     with pytest.raises(ValueError, match="has no epoch selected on the validation classes"):
         X.claims_both_ways(
-            {**runs, ("SoftMax", 0): X.MethodRun("softmax", 0, untested)},
+            {**runs, ("SoftMax", 0): _run(untested, 0)},
             kmeans,
             ev.slopes,
             ev.steps,
@@ -1260,9 +1318,53 @@ def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
         )
 
 
+def test_the_declared_claims_judge_as_the_chapter_and_export_their_verdicts(tmp_path) -> None:
+    """Every claim is a ClaimSpec with an id and where it stands; evaluate gives the chapter's
+    verdicts, the untestable ones carry a typed reason, claims.json holds them, and both
+    protocols judge them as the chapter's own both-ways table does."""
+    from dmlnb.chapter import (
+        REASONS,
+        RunSet,
+        Untestable,
+        evaluate,
+        evaluate_both_ways,
+        write_claims_json,
+    )
+    from dmlnb.reporting import NOT_TESTED
+
+    runs, kmeans, ev = _book_runs()
+    runset = RunSet(
+        {"table4": runs, "kmeans": {("discriminative", X.run_seed(r)): r for r in kmeans}}
+    )
+    paper, ours = X.claim_specs(runset, ev.slopes, ev.steps, 2)
+    assert [c.id for c in paper] == [i for i, _ in X.PAPER_CLAIMS]
+    assert all(c.where for c in paper) and all(c.origin == "ours" for c in ours)
+    judged = evaluate([*paper, *ours], runset)
+    expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
+    expected += X.our_measurements(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
+    assert [j.spec.text for j in judged] == [c.claim for c in expected]
+    assert [str(j.verdict) for j in judged] == [str(c.verdict) for c in expected]
+    assert [j.verdict.effect for j in judged] == pytest.approx(
+        [c.verdict.effect for c in expected], nan_ok=True
+    )
+    custom = next(j for j in judged if j.spec.id == "bound-tightens")
+    assert custom.evidence == expected[0].our_evidence  # the claim's own words and numbers
+    untestable = [j for j in judged if isinstance(j.spec.test, Untestable)]
+    assert {j.spec.id for j in untestable} == set(X.UNTESTABLE)  # no VGG-16 runs here
+    assert all(j.reason in REASONS and j.verdict == NOT_TESTED for j in untestable)
+    path = write_claims_json(tmp_path, judged, chapter="03_discriminative", profile="smoke")
+    stored = json.loads(path.read_text())["claims"]
+    assert [c["id"] for c in stored] == [j.spec.id for j in judged]
+    assert [c["verdict"] for c in stored] == [str(c.verdict) for c in expected]
+    both = evaluate_both_ways(paper, runset)
+    old = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
+    assert both["claim"].tolist() == old["claim"].tolist()
+    assert both["verdict changes"].tolist() == old["verdict changes"].tolist()
+
+
 # --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the
 # wording, run names -----
-def _layer_runs(gaps: list[float], last: float = 0.40) -> list[X.MethodRun]:
+def _layer_runs(gaps: list[float], last: float = 0.40) -> list[Run]:
     """Discriminative runs whose kept (validation-selected) epoch scores ``last + gap`` at the
     second-to-last layer and ``last`` at the last one (R@1 only)."""
     from fabricated import selected_record
@@ -1275,9 +1377,7 @@ def _layer_runs(gaps: list[float], last: float = 0.40) -> list[X.MethodRun]:
             "validation",
             name=f"discriminative-onehot-seed{seed}",
         )
-        runs.append(
-            X.MethodRun("discriminative", seed, record, None, {"last_layer": {"R@1": last}})
-        )
+        runs.append(_run(record, seed, {"last_layer": {"R@1": last}}))
     return runs
 
 
@@ -1309,7 +1409,7 @@ def test_table_2_has_one_verdict_in_the_claims_the_cell_and_the_deviations_table
     table = X.deviations_table(
         runs, {}, runs, config=config, profile="default", num_classes=109, validation_classes=27
     )
-    row = table.loc["Table 2 runs", "measured effect (default profile)"]
+    row = table.loc["Table 2 runs", "effect"]
     assert f": {INCONCLUSIVE} (each run's epoch was chosen by the second-to-last layer" in row
     assert f"{HOLDS}" not in row.replace("the claim", "")
 
@@ -1330,13 +1430,20 @@ def test_the_deviations_table_names_distance_timing_optimiser_image_size_and_cod
         timing_device="cpu",
         timing_repeats=3,
     )
-    here, effect = table["here"], table["measured effect (default profile)"]
+    here, effect = table["ours"], table["effect"]
     assert here["data and backbone"].startswith("omniglot-small at 28x28 pixels, convnet")
     assert (
         "l2 distance" in table.loc["retrieval distance", "paper"]
         and "cosine" in here["retrieval distance"]
     )
-    assert effect["retrieval distance"] == "not measured at the default profile"
+    assert effect["retrieval distance"].startswith(
+        "not measured (not-measured; the default profile"
+    )
+    assert effect["data and backbone"].startswith(
+        "not measured (needs-paper-data; the paper profile"
+    )
+    rows = X.deviation_rows([], {}, [], config=X.experiment_config("default"), profile="default")
+    assert all(r.effect or r.why in WHY_NOT for r in rows)  # measured, or a typed reason why not
     assert (
         "forward only for the enumerated" in here["Table 1 timing"]
         and "on cpu" in here["Table 1 timing"]
@@ -1501,24 +1608,25 @@ def test_the_triplet_family_is_worded_k_by_k() -> None:
 def test_runs_are_named_by_their_folder_and_listed_by_run_set(
     digits, tmp_path, monkeypatch
 ) -> None:
-    import shutil
-
-    settings = X.experiment_settings("smoke")
-    folder = tmp_path / "discriminative-D256-seed0"
-    run = X.run_method("discriminative", SMOKE, digits, folder, settings)
-    assert (
-        run.record.data["name"] == "discriminative-D256-seed0" and X.run_label(run) == folder.name
-    )
-    # a record stored under the old name (variants named like the one-hot runs) reloads: the name is
-    # not in the fingerprint; training is disabled, so a mismatch would raise instead of training
-    stored = json.loads((folder / "record.json").read_text())
-    stored["name"] = "discriminative-onehot-seed0"
-    (folder / "record.json").write_text(json.dumps(stored))
-    shutil.copytree(folder, tmp_path / "discriminative-seed0")
+    disc = {"discriminative": call("discriminative")}
+    groups = {
+        "one-hot": RunGroup(disc, (0,), procedure=X.CentroidRuns()),
+        "D=256": RunGroup(disc, (0,), {"embedding_dim": 256}, X.CentroidRuns()),
+    }
+    runs = train_runs(groups, SMOKE, tmp_path, splits=digits)
+    run = runs.run("D=256", "discriminative", 0)
+    assert run.record.data["name"] == "discriminative-D256-seed0" == X.run_label(run)
+    # a record stored under another name (variants were once named like the one-hot runs) reloads:
+    # the name is not in the fingerprint; training is disabled, so a mismatch would raise
+    for folder in ("discriminative-D256-seed0", "discriminative-seed0"):
+        stored = json.loads((tmp_path / folder / "record.json").read_text())
+        stored["name"] = "discriminative-onehot-seed0"
+        (tmp_path / folder / "record.json").write_text(json.dumps(stored))
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
-    variant = X.run_method("discriminative", SMOKE, digits, folder, settings)
-    onehot = X.run_method(
-        "discriminative", SMOKE, digits, tmp_path / "discriminative-seed0", settings
+    again = train_runs(groups, SMOKE, tmp_path, splits=digits)
+    variant, onehot = (
+        again.run("D=256", "discriminative", 0),
+        again.run("one-hot", "discriminative", 0),
     )
     assert variant.model is None and onehot.model is None
     assert variant.record.data["fingerprint"] == run.record.data["fingerprint"]

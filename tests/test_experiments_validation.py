@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fabricated import selected_record
 
-from dmlnb.chapter import train_runs
+from dmlnb.chapter import RunGroup, train_runs
 from dmlnb.data import load_dataset
 from dmlnb.experiments import (
     discriminative,
@@ -32,6 +32,7 @@ from dmlnb.experiments import (
 from dmlnb.experiments.settings import VALIDATION, validation_holdout, with_validation
 from dmlnb.profiles import check_parameters, make_config
 from dmlnb.records import RunRecord
+from dmlnb.reporting import compare
 from dmlnb.runs import reuse_reason
 from dmlnb.selection import (
     COLUMN_LABELS,
@@ -116,19 +117,16 @@ def book(tmp_path_factory):
         root / "03_discriminative" / "smoke",
     )
     settings = discriminative.experiment_settings("smoke")
+    groups = discriminative.run_groups(cfg, {**settings, "seeds": seeds}, splits.num_train_classes)
+    methods = groups["methods"]
+    pair = RunGroup(
+        {m: methods.methods[m] for m in ("discriminative", "semihard")},
+        seeds,
+        procedure=methods.procedure,
+    )
+    disc_runs = train_runs({"methods": pair}, cfg, folder, splits=splits)
     out["discriminative"] = {
-        m: [
-            discriminative.run_method(
-                m,
-                cfg.replace(seed=s),
-                splits,
-                folder / f"{m}-seed{s}",
-                settings,
-                track_lemma=m == "discriminative",
-            )
-            for s in seeds
-        ]
-        for m in ("discriminative", "semihard")
+        m: [disc_runs.run("methods", m, s) for s in seeds] for m in ("discriminative", "semihard")
     }
     cfg = profs.experiment_config("smoke", {**TINY, "batch_size": 6}, validation=True)
     splits, folder = load_dataset(cfg.dataset, **cfg.dataset_options), root / "04_profs" / "smoke"
@@ -303,11 +301,7 @@ def test_discriminative_and_claims_recomputed_under_each_protocol(book):
 
     def judge():
         r1 = {m: [r.record.best["metrics"]["R@1"] for r in rs] for m, rs in runs.items()}
-        return {
-            "discriminative beats semi-hard": discriminative.compare(
-                r1["discriminative"], r1["semihard"]
-            )
-        }
+        return {"discriminative beats semi-hard": compare(r1["discriminative"], r1["semihard"])}
 
     table = both_ways_verdicts(every, judge)
     assert list(table.columns[:4]) == [
@@ -622,15 +616,11 @@ def test_the_discriminative_notebook_selects_on_validation_with_the_searched_clu
         settings["clustering_gammas"] == (1.0, 10.0)
         and settings["clustering_refinement"] == "paper"
     )
-    specs = {
-        g: discriminative._spec(
-            "clustering", "onehot", None, False, {**settings, "clustering_gamma": g}
-        )["factory"]["args"]
-        for g in settings["clustering_gammas"]
-    }
+    clustering = discriminative.run_groups(config, settings, 109)["clustering"]
+    specs = {r.label: r.spec["factory"]["args"] for r in clustering.runs() if r.seed == 0}
     assert {g: (a["margin_multiplier"], a["refinement"]) for g, a in specs.items()} == {
-        1.0: (1.0, "paper"),
-        10.0: (10.0, "paper"),
+        "clustering-g1": (1.0, "paper"),
+        "clustering-g10": (10.0, "paper"),
     }
     # 109 of Omniglot-small's 136 training classes remain: the one-image-per-class
     # variant is left out
@@ -649,36 +639,10 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
         load_dataset(config.dataset, **config.dataset_options),
         RESULTS / "03_discriminative" / "default",
     )
-    search = discriminative.clustering_search(config, splits, folder, settings, settings["seeds"])
-    runs = [r for rs in search.runs.values() for r in rs]
-    runs += [
-        discriminative.run_method(
-            m,
-            config.replace(seed=s),
-            splits,
-            folder / f"{m}-seed{s}",
-            settings,
-            track_lemma=m == "discriminative",
-        )
-        for s in settings["seeds"]
-        for m in discriminative.METHODS.values()
-        if m != "clustering"
-    ]
-    runs += [
-        discriminative.run_method(
-            "discriminative",
-            config.replace(seed=s),
-            splits,
-            folder / f"discriminative-kmeans-seed{s}",
-            settings,
-            centroids="kmeans",
-            track_lemma=True,
-        )
-        for s in settings["kmeans_seeds"]
-    ]
-    variants = discriminative.deviation_runs(config, splits, folder, settings, settings["seeds"])
-    runs += [r for rs in variants.values() for r in rs]
-    assert _reloaded(runs) == len(list(folder.glob("*/record.json"))) == 33
+    groups = discriminative.run_groups(config, settings, splits.num_train_classes)
+    runs = train_runs(groups, config, folder, splits=splits)  # training disabled: it would raise
+    assert runs.trained == 0
+    assert len(runs.records()) == len(list(folder.glob("*/record.json"))) == 33
 
 
 @needs_records

@@ -89,6 +89,10 @@ class Procedure:
 
     #: field -> its valid values, for a field whose values are a few names
     FIELD_CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {}
+    #: a method label whose runs every field concerns (a field may concern one method only), and
+    #: field values under which every other field matters (e.g. a switch that a period needs)
+    EXAMPLE_LABEL: ClassVar[str] = "method"
+    EXAMPLE_FIELDS: ClassVar[Mapping[str, Any]] = {}
 
     def spec_entries(self, label: str, call: MethodCall) -> dict[str, Any]:
         """The entries this procedure adds to a run's specification (besides the method's

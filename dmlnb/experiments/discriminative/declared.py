@@ -1,0 +1,162 @@
+"""The chapter's claims declared as data (:class:`~dmlnb.chapter.ClaimSpec`: an id, where the
+paper makes it, whose it is, the test) and judged by :func:`dmlnb.chapter.evaluate`.
+
+The claims the vocabulary of :mod:`dmlnb.chapter.claims` says (the VGG-16 variant against the
+GoogLeNet runs) are :class:`~dmlnb.chapter.Beats`; those no run of a profile can test are
+:class:`~dmlnb.chapter.Untestable` with their typed reason and the scale that would; the rest
+(a lemma's trace, Table 2's biased pairs, equivalences, Recall@K at every K, timing slopes) are
+:class:`~dmlnb.chapter.Custom` tests whose judge (:class:`ClaimJudge`) computes the claim of
+:func:`~dmlnb.experiments.discriminative.claims.chapter_claims` (or
+:func:`~dmlnb.experiments.discriminative.claims.our_measurements`) from the run set when called,
+so :func:`dmlnb.chapter.evaluate_both_ways` judges it under both protocols.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pandas as pd
+
+from dmlnb.chapter import Beats, ClaimSpec, Custom, RunSet, Side, Untestable
+from dmlnb.experiments.discriminative.claims import chapter_claims, our_measurements
+from dmlnb.experiments.discriminative.evidence import ClaimEvidence, claim_evidence
+from dmlnb.experiments.discriminative.groups import ClusteringSearch, comparison
+from dmlnb.reporting import Verdict
+
+__all__ = [
+    "PAPER_CLAIMS",
+    "OUR_CLAIMS",
+    "UNTESTABLE",
+    "ClaimJudge",
+    "claims_runset",
+    "runset_evidence",
+    "claim_specs",
+]
+
+#: The paper's claims in the order of ``chapter_claims``: (id, where the paper makes it).
+PAPER_CLAIMS: tuple[tuple[str, str], ...] = (
+    ("bound-tightens", "Sec. 3.1"),
+    ("gap-shrinks", "Sec. 1"),
+    ("table2-second-to-last-layer", "Table 2"),
+    ("table3-centroids-alike", "Table 3, Sec. 4.3"),
+    ("beats-softmax", "Sec. 4.4, Tables 4-5"),
+    ("beats-most-triplet-based", "Sec. 4.4, Tables 4-5"),
+    ("beats-semihard", "Sec. 4.4, Tables 4-5"),
+    ("beats-npair", "Sec. 4.4, Tables 4-5"),
+    ("competitive", "Abstract, Sec. 5"),
+    ("table7-order-of-magnitude-faster", "Table 7"),
+    ("table7-linear-time", "Table 7"),
+    ("table1-linear-in-n", "Table 1"),
+    ("table1-linear-in-c", "Table 1"),
+    ("table1-naive-cubic-in-n", "Table 1"),
+    ("table1-naive-inverse-in-c", "Table 1"),
+    ("table1-proxy-linear-in-n", "Table 1"),
+    ("table1-clustering-linear-in-n", "Table 1"),
+    ("table8-vgg16", "Table 8"),
+)
+#: The chapter's own measurements in the order of ``our_measurements``.
+OUR_CLAIMS: tuple[str, ...] = (
+    "lemma-holds-in-our-code",
+    "step-faster-than-semihard",
+    "step-10x-faster",
+    "loss-share-discriminative",
+    "loss-share-semihard",
+    "our-clustering-loss-linear-in-n",
+)
+#: The claims no run of a CPU profile tests: id -> (typed reason, the scale that would test it).
+UNTESTABLE: dict[str, tuple[str, str]] = {
+    "competitive": (
+        "structurally-untestable",
+        "no run: 'competitive' needs a threshold, which the paper does not give",
+    ),
+    "table7-order-of-magnitude-faster": (
+        "needs-gpu",
+        "each method's whole training in its own default configuration on the paper's data, "
+        "on one machine (the paper profile)",
+    ),
+    "table7-linear-time": (
+        "needs-paper-data",
+        "every method's whole training on CUB-200-2011 and on CAR196 (the paper profile)",
+    ),
+    "table8-vgg16": ("needs-gpu", "the paper profile (VGG-16, ImageNet weights, 224 pixels)"),
+}
+
+
+@dataclass(eq=False)
+class ClaimJudge:
+    """A :class:`~dmlnb.chapter.Custom` test's judge: claim ``index`` of ``chapter_claims`` (of
+    ``our_measurements`` when ``ours``) computed from the run set when called
+    (:func:`runset_evidence`, with the timing study's ``slopes``, the step timing's ``steps`` and
+    the configured ``epochs``). After a call its ``__doc__`` is the claim's evidence in words,
+    which :func:`dmlnb.chapter.evaluate` shows."""
+
+    index: int
+    ours: bool
+    slopes: pd.DataFrame
+    steps: pd.DataFrame
+    epochs: int
+
+    def __call__(self, runs: RunSet) -> Verdict:
+        ev = runset_evidence(runs, self.slopes, self.steps, self.epochs)
+        claim = (our_measurements if self.ours else chapter_claims)(ev)[self.index]
+        self.__doc__ = claim.our_evidence
+        return claim.verdict
+
+
+def claims_runset(runs: RunSet, search: ClusteringSearch) -> RunSet:
+    """The runs the claims read: ``table4`` (Tables 4-5's methods by the paper's row names, the
+    clustering baseline at its chosen gamma, :func:`~dmlnb.experiments.discriminative.groups.
+    comparison`), ``kmeans`` and, when trained, ``arch`` (the VGG-16 variant)."""
+    groups = {"table4": comparison(runs, search), "kmeans": runs.runs["kmeans"]}
+    if "arch" in runs.runs:
+        groups["arch"] = runs.runs["arch"]
+    return RunSet(groups)
+
+
+def runset_evidence(
+    runs: RunSet, slopes: pd.DataFrame, steps: pd.DataFrame, epochs: int
+) -> ClaimEvidence:
+    """:func:`~dmlnb.experiments.discriminative.evidence.claim_evidence` of a
+    :func:`claims_runset`, its metrics read from the records now."""
+    kmeans = [
+        runs.run("kmeans", "discriminative", s) for s in runs.seeds("kmeans", "discriminative")
+    ]
+    vgg = (
+        [runs.run("arch", "discriminative", s) for s in runs.seeds("arch", "discriminative")]
+        if "arch" in runs.runs
+        else []
+    )
+    return claim_evidence(runs.runs["table4"], kmeans, slopes, steps, epochs, vgg)
+
+
+def claim_specs(
+    runs: RunSet, slopes: pd.DataFrame, steps: pd.DataFrame, epochs: int
+) -> tuple[list[ClaimSpec], list[ClaimSpec]]:
+    """The paper's claims and the chapter's own measurements as
+    :class:`~dmlnb.chapter.ClaimSpec` values, their texts and the paper's evidence (read from
+    the reported tables) as ``chapter_claims`` states them on ``runs``
+    (:func:`claims_runset`)."""
+    ev = runset_evidence(runs, slopes, steps, epochs)
+    paper = []
+    for i, ((cid, where), claim) in enumerate(zip(PAPER_CLAIMS, chapter_claims(ev), strict=True)):
+        if cid == "table8-vgg16" and ev.vgg_r1:
+            test = Beats(Side("arch", "discriminative"), Side("table4", "Discriminative"))
+        elif cid in UNTESTABLE:
+            reason, scale = UNTESTABLE[cid]
+            test = Untestable(reason, claim.verdict.note, scale)  # type: ignore[arg-type]
+        else:
+            test = Custom(ClaimJudge(i, False, slopes, steps, epochs))
+        paper.append(
+            ClaimSpec(cid, claim.claim, test, where=where, paper_evidence=claim.paper_evidence)
+        )
+    ours = [
+        ClaimSpec(
+            cid,
+            claim.claim,
+            Custom(ClaimJudge(i, True, slopes, steps, epochs)),
+            origin="ours",
+            paper_evidence=claim.paper_evidence,
+        )
+        for i, (cid, claim) in enumerate(zip(OUR_CLAIMS, our_measurements(ev), strict=True))
+    ]
+    return paper, ours
