@@ -3,6 +3,7 @@ sampler, the runner's reload, gains and sweep verdicts."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from fractions import Fraction
 from pathlib import Path
@@ -13,6 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
+from dmlnb.chapter import RunGroup, train_runs
 from dmlnb.experiments import profs as X
 from dmlnb.hooks import TrainState
 from dmlnb.losses import SoftTripleLoss
@@ -22,7 +24,7 @@ from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSam
 from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, Verdict, compare
-from dmlnb.runs import reuse_reason
+from dmlnb.runs import Run, reuse_reason
 from dmlnb.samplers import MPerClassSampler
 
 
@@ -174,47 +176,65 @@ def test_timed_sampler_is_transparent_and_forwards_hook_calls():
 
 
 # ---------------------------------------------------------------------------- runner
-def test_run_variant_trains_then_reloads(tmp_path):
+def _group(row: str, variant: str, cfg, splits, **kw) -> dict:
+    """One PROFS group of ``row`` with seed 0 at ``cfg`` (M from rho = 6 on ``splits``)."""
+    period = X.period_for(cfg, splits.num_train_classes, 6.0) if variant != "plain" else None
+    lam = kw.pop("lam", 1e-3 if variant != "plain" else None)
+    proc = X.ProfsProcedure(variant, period=period, lam=lam, **kw)
+    calls = X.methods((row,))
+    return {"g": RunGroup(calls, (0,), {"batch_size": cfg.batch_size}, proc)}
+
+
+def test_a_profs_group_trains_through_the_chapter_layer_then_reloads(tmp_path):
     from dmlnb.data import load_dataset
 
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
     splits = load_dataset("digits")
-    first = X.run_variant("lifted", "PROFS-HNCM", cfg, splits, tmp_path, rho=6.0, lam=1e-3)
+    groups = _group("Lifted", "PROFS-HNCM", cfg, splits)
+    first = train_runs(groups, cfg, tmp_path, splits=splits).run("g", "Lifted", 0)
     assert first.trained and first.extras["period"] == X.period_for(
         cfg, splits.num_train_classes, 6.0
     )
-    assert first.extras["batches"] == 2 and 0 < first.bookkeeping_share < 1
-    again = X.run_variant("lifted", "PROFS-HNCM", cfg, splits, tmp_path, rho=6.0, lam=1e-3)
+    assert first.extras["batches"] == 2 and 0 < first.extras["sampler_seconds"]
+    assert first.extras["sampler_seconds"] < first.extras["train_seconds"]
+    again = train_runs(groups, cfg, tmp_path, splits=splits).run("g", "Lifted", 0)
     assert not again.trained and again.metrics == first.metrics
-    assert X.run_name("lifted", "PROFS-HNCM", cfg, first.extras["period"], 1e-3) in {
-        p.name for p in tmp_path.iterdir()
-    }
+    name = f"lifted-PROFS-HNCM-M{first.extras['period']}-lam0.001-rp-b{cfg.batch_size}-seed0"
+    assert {p.name for p in tmp_path.iterdir()} == {name}
     with pytest.raises(ValueError, match="needs M"):
-        X.run_variant("lifted", "PROFS", cfg, splits, None)
+        X.ProfsProcedure("PROFS", lam=1e-3)
+    with pytest.raises(ValueError, match="plain run has no M"):
+        X.ProfsProcedure("plain", period=3)
 
 
 # ---------------------------------------------------------------------------- tables and verdicts
-def fake_runs(
-    *r1: float, share: float = 0.0, batches: int = 0, collapsed: bool = False
-) -> list[SimpleNamespace]:
+def fake_runs(*r1: float, batches: int = 0, collapsed: bool = False) -> list[SimpleNamespace]:
     """Runs with fabricated R@1 values (fractions; the kept epoch's and the first evaluation's),
-    sampler shares, the batches they drew and whether they are collapsed (seeds 0, 1, ...)."""
+    the batches they drew and whether they are collapsed (a triplet loss pinned at its margin, or
+    a SoftTriple loss, which never is; seeds 0, 1, ...)."""
+    key, losses = ("triplet-hard", [0.2, 0.2]) if collapsed else ("softtriple", [1.0, 0.5])
     return [
         SimpleNamespace(
             metrics={"R@1": v},
-            bookkeeping_share=share,
             extras={"batches": batches},
-            collapsed=collapsed,
             record=SimpleNamespace(
                 data={
                     "history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}],
-                    "config": {"seed": s},
+                    "config": {"seed": s, "embedding_dim": 16},
+                    "spec": {"loss": key},
                 },
                 selections={},
+                training_losses=lambda losses=losses: losses,
             ),
         )
         for s, v in enumerate(r1)
     ]
+
+
+def collapse(run: SimpleNamespace) -> None:
+    """Make a fabricated run collapsed (its loss pinned at the triplet loss's margin)."""
+    run.record.data["spec"]["loss"] = "triplet-hard"
+    run.record.training_losses = lambda: [0.2, 0.2]
 
 
 def test_gain_frame_against_hand_computed_means():
@@ -460,7 +480,7 @@ def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
     and one that leaves it: epochs on the plateau, the last, the R@1 at the first evaluation and at
     the kept epoch."""
 
-    def run(seed: int, losses: list[float], r1: list[float], kept: int) -> X.ProfsRun:
+    def run(seed: int, losses: list[float], r1: list[float], kept: int) -> Run:
         history = [{"epoch": 0, "loss": math.nan}] + [
             {
                 "epoch": e,
@@ -469,13 +489,13 @@ def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
             }
             for e, loss in enumerate(losses, 1)
         ]
-        return X.ProfsRun(
-            "triplet-hard",
-            "PROFS",
+        return Run(
+            f"triplet-hard-{seed}",
             RunRecord(
                 {
                     "history": history,
                     "config": {"seed": seed, "epochs": len(losses), "embedding_dim": 8},
+                    "spec": {"loss": "triplet-hard"},
                     "best": {"epoch": kept, "metrics": {"R@1": r1[kept - 1]}},
                 }
             ),
@@ -504,15 +524,12 @@ def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
 
 def test_metric_verdicts():
     runs = {
-        ("A", "plain"): [
-            SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False)
-            for x in (0.50, 0.51, 0.52)
-        ],
-        ("A", "PROFS"): [
-            SimpleNamespace(metrics={"R@1": x, "NMI": 0.5}, collapsed=False)
-            for x in (0.60, 0.61, 0.62)
-        ],
+        ("A", "plain"): fake_runs(0.50, 0.51, 0.52),
+        ("A", "PROFS"): fake_runs(0.60, 0.61, 0.62),
     }
+    for rs in runs.values():
+        for r in rs:
+            r.metrics["NMI"] = 0.5
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
     assert (
         verdicts["A R@1"] == HOLDS
@@ -521,7 +538,7 @@ def test_metric_verdicts():
     )
     # a collapsed run on either side: not tested, whatever the numbers; the table keeps the effect
     runs["A", "PROFS"] = fake_runs(0.60, 0.61, 0.62)
-    runs["A", "PROFS"][2].collapsed = True
+    collapse(runs["A", "PROFS"][2])
     for r in runs["A", "PROFS"]:
         r.metrics["NMI"] = 0.5
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
@@ -543,22 +560,21 @@ def test_collapse_level_is_the_loss_of_one_embedding_repeated():
 
 
 def test_a_run_pinned_at_the_margin_is_collapsed_and_its_comparisons_are_not_tested():
-    def record(losses: list[float]) -> RunRecord:
+    def run(key: str, losses: list[float]) -> Run:
         history = [{"epoch": 0}] + [{"epoch": e, "loss": x} for e, x in enumerate(losses, 1)]
-        return RunRecord({"history": history, "config": {"seed": 0, "embedding_dim": 16}})
+        config = {"seed": 0, "embedding_dim": 16}
+        return Run(key, RunRecord({"history": history, "config": config, "spec": {"loss": key}}))
 
-    pinned = X.ProfsRun("triplet-hard", "PROFS", record([0.25, 0.2, 0.1999, 0.1955]))
-    left = X.ProfsRun(
-        "triplet-hard", "PROFS", record([0.25, 0.2, 0.2, 0.1940])
-    )  # 3% below the margin at the end
-    soft = X.ProfsRun("softtriple", "PROFS", record([4.0, 0.2, 0.2]))
-    assert pinned.collapsed and not left.collapsed and not soft.collapsed
+    pinned = run("triplet-hard", [0.25, 0.2, 0.1999, 0.1955])
+    left = run("triplet-hard", [0.25, 0.2, 0.2, 0.1940])  # 3% below the margin at the end
+    soft = run("softtriple", [4.0, 0.2, 0.2])
+    assert X.is_collapsed(pinned) and not X.is_collapsed(left) and not X.is_collapsed(soft)
     runs = {
         ("T", "plain"): fake_runs(0.50, 0.51, 0.52),
         ("T", "PROFS"): fake_runs(0.60, 0.61, 0.62),
     }
     assert X.gain_frame(runs).loc["T", "PROFS > plain"] == HOLDS
-    runs["T", "PROFS"][1].collapsed = True
+    collapse(runs["T", "PROFS"][1])
     v = X.gain_frame(runs).loc["T", "PROFS > plain"]
     assert v == NOT_TESTED and v.note.endswith("T PROFS (seed 1)")
     # the component ablation: a step with a collapsed run is compared with neither neighbour
@@ -745,10 +761,12 @@ def test_softtriple_profs_runs_every_iteration_as_a_subproblem(tmp_path):
     from dmlnb.data import load_dataset
 
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
-    run = X.run_variant(
-        "softtriple", "PROFS", cfg, load_dataset("digits"), tmp_path, rho=6.0, lam=1e-3
-    )
+    splits = load_dataset("digits")
+    groups = _group("SoftTriple", "PROFS", cfg, splits)
+    assert groups["g"].procedure.period > 1  # the group's M: SoftTriple trains with 1 whatever
+    run = train_runs(groups, cfg, tmp_path, splits=splits).run("g", "SoftTriple", 0)
     assert run.extras["period"] == 1 and "-M1-" in run.record.data["name"]
+    assert run.record.data["spec"]["period"] == 1
 
 
 def test_profs_variants_restrict_pairs_as_sec_5_3_says():
@@ -779,9 +797,10 @@ def test_profs_variants_restrict_pairs_as_sec_5_3_says():
         assert isinstance(wrapped, RepresentativePairs) and wrapped.inner is base
         assert wrapped.mode == expected[key] == X.pair_mode(key, "PROFS")
         assert wrapped.samples_per_class == cfg.m_per_class
-        name = X.run_name(key, "PROFS", cfg, 13, 1e-3)
+        batch = (("batch_size", cfg.batch_size),)
+        name = X.ProfsProcedure("PROFS", period=13, lam=1e-3).run_name(key, 0, batch)
         assert name.endswith(f"-lam0.001{'-rp' if expected[key] != 'all' else ''}-b128-seed0"), name
-        assert "-rp" not in X.run_name(key, "plain", cfg, None, None)
+        assert "-rp" not in X.ProfsProcedure().run_name(key, 0, batch)
 
 
 def test_paper_profile_takes_each_datasets_learning_rate_and_recall_ks():
@@ -801,8 +820,18 @@ def test_paper_profile_takes_each_datasets_learning_rate_and_recall_ks():
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "04_profs" / "default"
 
 
+def declared(config, settings, classes: int, changes=None) -> dict[str, tuple]:
+    """Every run :func:`groups` declares: folder name -> (configuration, specification, M)."""
+    out = {}
+    for group in X.groups(config, settings, classes, changes).values():
+        for run in group.runs():
+            m = run.procedure.m(X.loss_key(run.label))
+            out.setdefault(run.name, (run.config(config), run.spec, m))
+    return out
+
+
 def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloads():
-    """:func:`chapter_runs` at the default profile with its validation split (omniglot-small: 109 of
+    """:func:`groups` at the default profile with its validation split (omniglot-small: 109 of
     the 136 training classes train, 2180 images, so M = ceil(6 * 2 * 109 / 128) = 11 and an epoch
     has 17 steps) names exactly the committed runs, each reloads under today's configuration and
     specification, and every PROFS run makes at least MIN_PROJECTIONS projections (issue #17),
@@ -812,42 +841,80 @@ def test_the_chapters_default_runs_are_the_committed_records_and_every_one_reloa
         X.experiment_settings("default"),
     )
     assert X.period_for(config, 109, settings["rho"]) == 11
-    runs = X.chapter_runs(config, settings, 109)
+    runs = declared(config, settings, 109)
     committed = {p.parent.name for p in RESULTS.glob("*/record.json")}
-    assert len(runs) == len(committed) == 33 and {r.name for r in runs} == committed
-    for run in runs:
-        reason, record = reuse_reason(RESULTS / run.name, run.config, run.spec)
-        assert reason == "", (run.name, reason)
-        assert record.data["fingerprint"] == run_fingerprint(run.config, run.spec)
+    assert len(runs) == len(committed) == 33 and set(runs) == committed
+    for name, (cfg, spec, _) in runs.items():
+        reason, record = reuse_reason(RESULTS / name, cfg, spec)
+        assert reason == "", (name, reason)
+        assert record.data["fingerprint"] == run_fingerprint(cfg, spec)
     for cfg, classes, images in (
         (config, 109, 2180),
         (X.experiment_config("default", validation=False), 136, 2720),
     ):
-        for run in X.chapter_runs(cfg, settings, classes):
-            if run.period is not None:
-                steps = run.config.epochs * (images // run.config.batch_size)
-                assert steps / run.period >= X.MIN_PROJECTIONS, (run.name, steps, run.period)
+        for name, (run_cfg, _, period) in declared(cfg, settings, classes).items():
+            if period is not None:
+                steps = run_cfg.epochs * (images // run_cfg.batch_size)
+                assert steps / period >= X.MIN_PROJECTIONS, (name, steps, period)
+
+
+def test_every_field_of_the_procedure_and_a_readers_change_enter_the_fingerprint():
+    """Each field of :class:`ProfsProcedure` changed alone changes a run's fingerprint (and its
+    folder where the field shows there); so does a reader's change to a loss's argument."""
+    cfg = X.experiment_config("default")
+    call = X.methods(("Contrastive-Hard",))["Contrastive-Hard"]
+    base = X.ProfsProcedure("PROFS-HNCM", period=11, lam=1e-3)
+    changed = {
+        "variant": "PROFS",
+        "period": 12,
+        "lam": 0.0,
+        "pairs": "any",
+        "proximal_params": "backbone",
+        "hncm_mode": "scan",
+    }
+    assert set(changed) == set(base.__dataclass_fields__)
+
+    def fingerprint(proc) -> str:
+        spec = RunGroup({"Contrastive-Hard": call}, (0,), {"batch_size": 128}, proc).runs()[0]
+        return run_fingerprint(spec.config(cfg), spec.spec)
+
+    prints = {fingerprint(base)}
+    for name, value in changed.items():
+        prints.add(fingerprint(dataclasses.replace(base, **{name: value})))
+    assert len(prints) == 1 + len(changed)
+    settings = X.experiment_settings("default")
+    before = declared(cfg, settings, 109)
+    after = declared(cfg, settings, 109, {"Contrastive-Hard": {"neg_margin": 0.5}})
+    assert set(before) == set(after)
+    moved = {n for n in before if run_fingerprint(*before[n][:2]) != run_fingerprint(*after[n][:2])}
+    assert moved == {n for n in before if n.startswith("contrastive-hard-")}
+    with pytest.raises(ValueError, match="not rows trained here"):
+        X.groups(cfg, settings, 109, {"Margin": {"margin": 0.1}})
 
 
 def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
-    cfg = X.experiment_config("default")
-    greedy = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0)
-    scan = X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="scan")
+    batch = (("batch_size", 128),)
+    greedy = X.ProfsProcedure("PROFS-HNCM", period=13, lam=1e-3)
+    scan = X.ProfsProcedure("PROFS-HNCM", period=13, lam=1e-3, hncm_mode="scan")
+    call = X.loss_method("contrastive-hard")
     assert (
-        greedy.name == "contrastive-hard-PROFS-HNCM-M13-lam0.001-rp-b128-seed0"
-        and "hncm_mode" not in greedy.spec
+        greedy.run_name("Contrastive-Hard", 0, batch)
+        == "contrastive-hard-PROFS-HNCM-M13-lam0.001-rp-b128-seed0"
+        and "hncm_mode" not in greedy.spec_entries("Contrastive-Hard", call)
     )
     assert (
-        scan.name == "contrastive-hard-PROFS-HNCM-scan-M13-lam0.001-rp-b128-seed0"
-        and scan.spec["hncm_mode"] == "scan"
+        scan.run_name("Contrastive-Hard", 0, batch)
+        == "contrastive-hard-PROFS-HNCM-scan-M13-lam0.001-rp-b128-seed0"
+        and scan.spec_entries("Contrastive-Hard", call)["hncm_mode"] == "scan"
     )
-    profs = X.run_identity(
-        "contrastive-hard", "PROFS", cfg, 136, rho=6.0, hncm_mode="scan"
-    )  # no HNCM: ignored
-    assert profs == X.run_identity("contrastive-hard", "PROFS", cfg, 136, rho=6.0)
+    with pytest.raises(ValueError, match="picks no classes"):
+        X.ProfsProcedure("PROFS", period=13, lam=1e-3, hncm_mode="scan")
+    paper = X.experiment_settings("paper")
+    groups = X.groups(X.experiment_config("paper"), paper, 100)
+    assert groups["table1/PROFS-HNCM"].procedure.hncm_mode == "scan"
+    assert groups["table1/PROFS"].procedure.hncm_mode == "greedy"
     assert (
-        X.experiment_settings("paper")["hncm_mode"] == "scan"
-        and X.experiment_settings("default")["hncm_mode"] == "greedy"
+        paper["hncm_mode"] == "scan" and X.experiment_settings("default")["hncm_mode"] == "greedy"
     )
     labels = torch.arange(100).repeat_interleave(3)
     model = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
@@ -866,70 +933,50 @@ def test_hncm_mode_scan_is_a_run_of_its_own_and_greedy_keeps_the_names():
         )
         assert sampler.sampler.hncm_mode == "scan"
     with pytest.raises(ValueError, match="unknown hncm_mode"):
-        X.run_identity("contrastive-hard", "PROFS-HNCM", cfg, 136, rho=6.0, hncm_mode="fast")
+        X.ProfsProcedure("PROFS-HNCM", period=13, lam=1e-3, hncm_mode="fast")
     with pytest.raises(ValueError, match="unknown hncm_mode"):
         X.experiment_settings("default", hncm_mode="fast")
 
 
 def test_component_ablation_steps_differ_as_intended(tmp_path):
-    """The ablation's three PROFS runs per loss (smoke profile, switched on): PROFS's batches with
+    """The ablation's three PROFS groups (smoke profile, switched on): PROFS's batches with
     every pair and no proximal term; + the pairs restricted to the representatives' anchors; + the
-    proximal term. Each builds and trains two steps; the pair filter and the proximal gradient are
-    what set them apart."""
+    proximal term (Table 1's PROFS run: one fingerprint, one run). Each builds and trains two
+    steps; the pair filter and the proximal gradient are what set them apart."""
     from dmlnb.data import load_dataset
     from dmlnb.hooks import TrainState as State
     from dmlnb.profs.representative_pairs import RepresentativePairs
 
-    assert [row for row, _, _ in X.component_runs(X.experiment_settings("default"))] == [
-        "Contrastive-Hard"
-    ] * 3
-    assert X.component_runs(X.experiment_settings("default", component_ablation=False)) == []
-    settings = X.experiment_settings(
-        "smoke", component_losses=("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
-    )
-    steps = X.component_runs(settings)
-    assert [(row, step) for row, step, _ in steps] == [
-        (row, step)
-        for row in ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
-        for step in X.COMPONENT_STEPS
-    ]
+    default = X.experiment_settings("default")
+    comps = [g for g in X.groups(X.experiment_config("default"), default, 109) if "comp" in g]
+    assert comps == [f"components/{step}" for step in X.COMPONENT_STEPS]
+    off = X.experiment_settings("default", component_ablation=False)
+    assert not [g for g in X.groups(X.experiment_config("default"), off, 109) if "comp" in g]
+    rows = ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard")
+    settings = X.experiment_settings("smoke", component_losses=rows, seeds=(0,))
     cfg = X.experiment_config("smoke", {"steps_per_epoch": 2})
     splits = load_dataset("digits")
-    kws = {step: kw for row, step, kw in steps if row == "Contrastive-Hard"}
-    assert kws == {
-        "representatives": {"pairs": "all", "lam": 0.0},
-        "+ pair restriction": {"pairs": None, "lam": 0.0},
-        "+ proximal term": {"pairs": None, "lam": settings["lam"]},
-    }
-    idents = {
-        step: X.run_identity(
-            "contrastive-hard", "PROFS", cfg, splits.num_train_classes, rho=settings["rho"], **kw
-        )
-        for step, kw in kws.items()
-    }
-    assert len({i.name for i in idents.values()}) == 3
-    assert [i.pairs for i in idents.values()] == [
-        "all",
-        "anchored",
-        "anchored",
-    ] and "pairs" not in idents["representatives"].spec
-    assert idents["+ proximal term"] == X.run_identity(
-        "contrastive-hard",
-        "PROFS",
-        cfg,
-        splits.num_train_classes,
-        rho=settings["rho"],
-        lam=settings["lam"],
-    )  # Table 1's PROFS run
-    for step, kw in kws.items():
-        run = X.run_variant(
-            "contrastive-hard", "PROFS", cfg, splits, tmp_path, rho=settings["rho"], **kw
-        )
-        assert (
-            run.trained
-            and run.extras["batches"] == 2
-            and run.record.data["name"] == idents[step].name
-        )
+    groups = X.groups(cfg, settings, splits.num_train_classes)
+    procs = {step: groups[f"components/{step}"].procedure for step in X.COMPONENT_STEPS}
+    assert all(tuple(groups[f"components/{s}"].methods) == rows for s in X.COMPONENT_STEPS)
+    assert [(p.pairs, p.lam) for p in procs.values()] == [
+        ("all", 0.0),
+        (None, 0.0),
+        (None, settings["lam"]),
+    ]
+    assert procs["+ proximal term"] == groups["table1/PROFS"].procedure  # Table 1's PROFS run
+    mine = {f"components/{s}": RunGroup(X.methods(rows[:1]), (0,), {"batch_size": cfg.batch_size},
+                                        procs[s]) for s in X.COMPONENT_STEPS}  # fmt: skip
+    runs = train_runs(mine, cfg, tmp_path, splits=splits)
+    trained = X.component_sides(runs)
+    assert list(trained) == [("Contrastive-Hard", step) for step in X.COMPONENT_STEPS]
+    names = [rs[0].record.data["name"] for rs in trained.values()]
+    assert len(set(names)) == 3 and all(rs[0].extras["batches"] == 2 for rs in trained.values())
+    assert "-rp-" not in names[0] and "-rp-" in names[1] and "lam0-" in names[1]
+    assert "pairs" not in trained["Contrastive-Hard", "representatives"][0].record.data["spec"]
+    modes = {s: X.pair_mode("contrastive-hard", "PROFS", p.pairs) for s, p in procs.items()}
+    assert list(modes.values()) == ["all", "anchored", "anchored"]
+    period = procs["representatives"].period
 
     # the pair restriction: every pair vs the pairs anchored at a representative, on one PROFS batch
     labels = torch.as_tensor(splits.train.labels)
@@ -941,7 +988,7 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
         X.build_loss("contrastive-hard", 5, 16),
         labels,
         cfg.replace(batch_size=10),
-        idents["representatives"].period,
+        period,
         0.0,
     )  # all 5 classes
     batch = torch.tensor(next(iter(sampler)))
@@ -949,16 +996,16 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
         torch.randn(len(batch), cfg.embedding_dim, generator=torch.Generator().manual_seed(0))
     )
     losses = {}
-    for step, ident in idents.items():
+    for step, proc in procs.items():
         loss = X.profs_loss(
-            "contrastive-hard", "PROFS", X.build_loss("contrastive-hard", 5, 16), cfg, ident.pairs
+            "contrastive-hard", "PROFS", X.build_loss("contrastive-hard", 5, 16), cfg, proc.pairs
         )
-        assert isinstance(loss, RepresentativePairs) and loss.mode == ident.pairs
+        assert isinstance(loss, RepresentativePairs) and loss.mode == modes[step]
         losses[step] = float(loss(emb, labels[batch]))
     assert losses["representatives"] != losses["+ pair restriction"] == losses["+ proximal term"]
 
     # the proximal term: no gradient without it, lambda (theta - theta_k) with it
-    for step, ident in idents.items():
+    for proc in procs.values():
         torch.manual_seed(0)
         net = build_model("convnet", (1, 8, 8), 16, normalize=True, width=4)
         _, hooks = X.build_components(
@@ -968,8 +1015,8 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
             X.build_loss("contrastive-hard", 5, 16),
             labels,
             cfg,
-            ident.period,
-            ident.lam,
+            proc.period,
+            proc.lam,
         )
         state = State(
             model=net,
@@ -984,8 +1031,8 @@ def test_component_ablation_steps_differ_as_intended(tmp_path):
                 q.add_(0.5)
         hooks[0].after_backward(state)
         grads = [q.grad for q in net.parameters()]
-        if ident.lam:
-            assert all(torch.allclose(g, torch.full_like(g, 0.5 * ident.lam)) for g in grads)
+        if proc.lam:
+            assert all(torch.allclose(g, torch.full_like(g, 0.5 * proc.lam)) for g in grads)
         else:
             assert all(g is None for g in grads)
 

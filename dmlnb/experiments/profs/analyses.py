@@ -31,9 +31,7 @@ from dmlnb.experiments.profs.profiles import (
     REPORTED_RHO,
     period_for,
 )
-from dmlnb.experiments.profs.runs import (
-    ProfsRun,
-)
+from dmlnb.experiments.profs.runs import is_collapsed
 from dmlnb.models import build_model
 from dmlnb.profiles import TrainConfig
 from dmlnb.profs.representatives import (
@@ -44,7 +42,7 @@ from dmlnb.records import RunRecord
 from dmlnb.reporting import (
     COLLAPSE_BAND,
 )
-from dmlnb.runs import stored_measurement
+from dmlnb.runs import Run, stored_measurement
 from dmlnb.training import train
 
 __all__ = [
@@ -315,15 +313,16 @@ def first_evaluation(record: RunRecord) -> dict[str, Any]:
 
 
 def loss_plateau(
-    runs: Mapping[str, Sequence[ProfsRun]], level: float, band: float = COLLAPSE_BAND
+    runs: Mapping[str, Sequence[Run]], level: float, band: float = COLLAPSE_BAND
 ) -> pd.DataFrame:
     """Per run (``runs``: variant -> runs over seeds): the epochs on the plateau, whose mean
     training loss was at least ``level`` less ``band`` of it (the book's collapse band;
     :func:`collapse_level`: a triplet loss's margin is the loss of a collapsed embedding, where
     every distance is equal), the last of them, the loss of the last two epochs, whether the run is
-    collapsed by the book's criterion (:attr:`ProfsRun.collapsed`: within the band over its last
-    two epochs), the test R@1 (%) at the first evaluation, the kept epoch and the test R@1 there,
-    so that a comparison can be read against which runs left the plateau and when."""
+    collapsed by the book's criterion (:func:`~dmlnb.experiments.profs.runs.is_collapsed`:
+    within the band over its last two epochs), the test R@1 (%) at the first evaluation, the kept
+    epoch and the test R@1 there, so that a comparison can be read against which runs left the
+    plateau and when."""
     rows = []
     for variant, rs in runs.items():
         for r in rs:
@@ -337,7 +336,7 @@ def loss_plateau(
                     "last epoch on it": int(stuck.max(initial=0)),
                     "epochs": r.record.data["config"]["epochs"],
                     "last two losses": ", ".join(f"{x:.4f}" for x in losses[-2:]),
-                    "collapsed": r.collapsed,
+                    "collapsed": is_collapsed(r),
                     "R@1 (first evaluation)": 100
                     * float(first_evaluation(r.record)["metrics"]["R@1"]),
                     "kept epoch": r.record.best["epoch"],

@@ -34,9 +34,6 @@ from dmlnb.experiments.profs.reported import (
     reported_differences,
     reported_gains,
 )
-from dmlnb.experiments.profs.runs import (
-    ProfsRun,
-)
 from dmlnb.experiments.profs.tables import (
     COLLAPSED,
     NOT_SWEPT,
@@ -60,6 +57,7 @@ from dmlnb.reporting import (
     not_tested,
     unless_degenerate,
 )
+from dmlnb.runs import Run
 
 __all__ = ["build_claims"]
 
@@ -86,7 +84,7 @@ def _scale_pair(claim: Claim, reason: str | None, projections: float) -> tuple[C
 
 
 def build_claims(
-    runs: Mapping[tuple[str, str], Sequence[ProfsRun]],
+    runs: Mapping[tuple[str, str], Sequence[Run]],
     metrics: Sequence[str],
     m_points: Mapping[str, Mapping[float, Sequence[float]]],
     lam_points: Mapping[float, Sequence[float]],
@@ -95,7 +93,7 @@ def build_claims(
     steps: int,
     period: int,
     class_share: float,
-    components: Mapping[str, Mapping[str, Sequence[ProfsRun]]] | None = None,
+    components: Mapping[str, Mapping[str, Sequence[Run]]] | None = None,
 ) -> tuple[list[Claim], list[Claim]]:
     """The paper's claims and our measurements at this scale, every verdict computed
     (:mod:`dmlnb.reporting`'s rule). Returns ``(paper_claims, measured)``.

@@ -9,15 +9,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dmlnb.chapter import RunSet
 from dmlnb.experiments.profs.analyses import (
     MIN_PROJECTIONS,
 )
 from dmlnb.experiments.profs.losses import (
     VARIANTS,
 )
-from dmlnb.experiments.profs.runs import (
-    ProfsRun,
-)
+from dmlnb.experiments.profs.profiles import period_for
+from dmlnb.experiments.profs.runs import is_collapsed, section_runs
+from dmlnb.profiles import TrainConfig
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
@@ -31,9 +32,11 @@ from dmlnb.reporting import (
     provenance_groups,
     unless_degenerate,
 )
+from dmlnb.runs import Run
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
 
 __all__ = [
+    "hncm_regime",
     "NOT_SWEPT",
     "COLLAPSED",
     "COMPARISONS",
@@ -55,21 +58,23 @@ __all__ = [
 # Tables and verdicts
 # ----------------------------------------------------------------------------------------------
 
-#: Why a comparison with a collapsed side (:attr:`ProfsRun.collapsed`) is not tested at this scale
-#: (:func:`dmlnb.reporting.unless_degenerate`, the book's rule): a loss held at its collapsed
-#: embedding's value says the run's hardest positives and negatives are about equally far, so the
-#: run cannot show what PROFS does to a loss that learns.
+#: Why a comparison with a collapsed side (:func:`~dmlnb.experiments.profs.runs.is_collapsed`)
+#: is not tested at this scale (:func:`dmlnb.reporting.unless_degenerate`, the book's rule): a
+#: loss held at its collapsed embedding's value says the run's hardest positives and negatives
+#: are about equally far, so the run cannot show what PROFS does to a loss that learns.
 COLLAPSED = (
     "collapsed runs (training loss at its value for a collapsed embedding over the last two epochs)"
 )
 
 
-def collapsed_sides(runs: Mapping[Any, Sequence[ProfsRun]], *sides: Any) -> list[str]:
+def collapsed_sides(runs: Mapping[Any, Sequence[Run]], *sides: Any) -> list[str]:
     """The ``sides`` (keys of ``runs``, e.g. ``("Triplet-Hard", "PROFS")``) holding a collapsed run,
     in words with the collapsed seeds: ``["Triplet-Hard PROFS (seed 2)"]``."""
     out = []
     for side in sides:
-        seeds = [str(r.record.data["config"]["seed"]) for r in runs.get(side, ()) if r.collapsed]
+        seeds = [
+            str(r.record.data["config"]["seed"]) for r in runs.get(side, ()) if is_collapsed(r)
+        ]
         if seeds:
             name = " ".join(side) if isinstance(side, tuple) else str(side)
             out.append(f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})")
@@ -84,9 +89,7 @@ COMPARISONS: dict[tuple[str, str], str] = {
 }
 
 
-def gain_frame(
-    runs: Mapping[tuple[str, str], Sequence[ProfsRun]], metric: str = "R@1"
-) -> pd.DataFrame:
+def gain_frame(runs: Mapping[tuple[str, str], Sequence[Run]], metric: str = "R@1") -> pd.DataFrame:
     """Per loss: the mean of ``metric`` (%) of each variant, for each of :data:`COMPARISONS` the
     gain (points) and its :func:`~dmlnb.reporting.compare` verdict on the per-seed values (column
     ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points; not tested with a collapsed side,
@@ -185,7 +188,7 @@ def sweep_verdicts(
 
 
 def metric_verdicts(
-    runs: Mapping[tuple[str, str], Sequence[ProfsRun]],
+    runs: Mapping[tuple[str, str], Sequence[Run]],
     better: str,
     worse: str,
     metrics: Sequence[str],
@@ -230,7 +233,7 @@ def sweep_pairs(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
     return pd.DataFrame(rows).drop(columns="note")
 
 
-def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
+def provenance(runs: Mapping[Any, Sequence[Run]]) -> pd.DataFrame:
     """Which code made the runs (:func:`~dmlnb.reporting.provenance_groups`): per (commit, package
     changed, threads), the runs and when they finished; a run that several sections share
     counts once."""
@@ -239,7 +242,7 @@ def provenance(runs: Mapping[Any, Sequence[ProfsRun]]) -> pd.DataFrame:
 
 
 def comparisons_both_ways(
-    runs: Mapping[tuple[str, str], Sequence[ProfsRun]], metric: str = "R@1"
+    runs: Mapping[tuple[str, str], Sequence[Run]], metric: str = "R@1"
 ) -> pd.DataFrame:
     """:func:`gain_frame`'s verdicts (every loss and comparison of :data:`COMPARISONS`) under both
     protocols (:func:`dmlnb.selection.both_ways_verdicts`): every run at the epoch its validation
@@ -269,21 +272,19 @@ NOT_SWEPT = (
 
 
 def component_steps(
-    table1: Mapping[tuple[str, str], Sequence[ProfsRun]],
-    ablation: Mapping[tuple[str, str], Sequence[ProfsRun]],
-) -> dict[str, dict[str, list[ProfsRun]]]:
+    table1: Mapping[tuple[str, str], Sequence[Run]],
+    ablation: Mapping[tuple[str, str], Sequence[Run]],
+) -> dict[str, dict[str, list[Run]]]:
     """The component ablation per loss, in order: Table 1's ``plain`` runs (no ingredient), then
     each step of :data:`COMPONENT_STEPS` (``ablation``: ``(loss, step)`` -> its runs over seeds;
     the last step is Table 1's PROFS run, reloaded)."""
-    out: dict[str, dict[str, list[ProfsRun]]] = {}
+    out: dict[str, dict[str, list[Run]]] = {}
     for row, step in ablation:
         out.setdefault(row, {"plain": list(table1[row, "plain"])})[step] = list(ablation[row, step])
     return out
 
 
-def _step_verdicts(
-    steps: Mapping[str, Sequence[ProfsRun]], metric: str = "R@1"
-) -> dict[str, Verdict]:
+def _step_verdicts(steps: Mapping[str, Sequence[Run]], metric: str = "R@1") -> dict[str, Verdict]:
     """Each step of one loss's component ablation (but the first) -> the verdict of "it improves
     ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs; not tested
     with a collapsed side, :data:`COLLAPSED`)."""
@@ -304,7 +305,7 @@ def _step_verdicts(
 
 
 def component_frame(
-    components: Mapping[str, Mapping[str, Sequence[ProfsRun]]], metric: str = "R@1"
+    components: Mapping[str, Mapping[str, Sequence[Run]]], metric: str = "R@1"
 ) -> pd.DataFrame:
     """One row per loss and step of the component ablation: the step's ``metric`` (%, mean and std
     over seeds) and the verdict of "this step improves on the one before" by the book's rule
@@ -332,7 +333,7 @@ def component_frame(
     return pd.DataFrame(rows)
 
 
-def component_claims(components: Mapping[str, Mapping[str, Sequence[ProfsRun]]]) -> list[Claim]:
+def component_claims(components: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[Claim]:
     """Our measurements from the component ablation: each step against the one before (R@1,
     :func:`_step_verdicts`), per loss."""
     claims = []
@@ -348,3 +349,45 @@ def component_claims(components: Mapping[str, Mapping[str, Sequence[ProfsRun]]])
                 )
             )
     return claims
+
+
+def hncm_regime(
+    runs: RunSet,
+    table1: Mapping[tuple[str, str], Sequence[Run]],
+    config: TrainConfig,
+    settings: Mapping[str, Any],
+    num_classes: int,
+    steps: int,
+    profile: str,
+) -> tuple[dict[str, Any], pd.DataFrame | str]:
+    """The HNCM regime (a smaller batch, so that a batch holds a smaller share of the classes):
+    what the claims read (``loss``, ``L``; when run, ``small_runs``: variant -> runs, the per-seed
+    HNCM gains ``small`` and ``large`` (Table 1's batch), ``classes`` per batch, ``steps``,
+    ``period``) and its table, or why it is not run."""
+    loss, L = settings["regime_loss"], num_classes
+    regime: dict[str, Any] = {"loss": loss, "L": L}
+    small_runs = section_runs(runs, "regime")
+    if not small_runs:
+        return regime, f"The HNCM regime (a smaller batch) is not run at profile {profile}."
+    small, big = settings["regime_batch"], config.batch_size
+    M = period_for(config, L, settings["rho"])
+    gain = lambda a, b: [100 * (x.metrics["R@1"] - y.metrics["R@1"]) for x, y in zip(a, b)]  # noqa: E731
+    regime.update(small_runs=small_runs, small=gain(small_runs["PROFS-HNCM"], small_runs["PROFS"]))
+    regime["large"] = gain(table1[loss, "PROFS-HNCM"], table1[loss, "PROFS"])
+    regime["classes"] = (small // config.m_per_class, big // config.m_per_class)
+    regime["steps"] = small_runs["PROFS"][0].extras["batches"]  # the batches the run drew
+    regime["period"] = small_runs["PROFS"][0].extras["period"]
+    r1 = lambda rs: 100 * np.mean([r.metrics["R@1"] for r in rs])  # noqa: E731
+    spread = lambda x: f"{np.mean(x):+.2f} ± {np.std(x, ddof=1) if len(x) > 1 else 0:.2f}"  # noqa: E731
+    table = pd.DataFrame(
+        {
+            "classes per batch": regime["classes"],
+            "share of the classes": [c / L for c in regime["classes"]],
+            "M": [regime["period"], M],
+            "projections per run": [regime["steps"] / regime["period"], steps / M],
+            "PROFS R@1": [r1(small_runs["PROFS"]), r1(table1[loss, "PROFS"])],
+            "HNCM gain (points)": [spread(regime["small"]), spread(regime["large"])],
+        },
+        index=[f"batch {small}", f"batch {big}"],
+    )
+    return regime, table
