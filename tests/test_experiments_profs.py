@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dmlnb.chapter import RunGroup, train_runs
+from dmlnb.chapter import RunGroup, RunSet, evaluate, train_runs
 from dmlnb.experiments import profs as X
 from dmlnb.hooks import TrainState
 from dmlnb.losses import SoftTripleLoss
@@ -23,7 +23,7 @@ from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
 from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord, run_fingerprint
-from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Claim, Verdict, compare
+from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Verdict, compare
 from dmlnb.runs import Run, reuse_reason
 from dmlnb.samplers import MPerClassSampler
 
@@ -221,7 +221,7 @@ def fake_runs(*r1: float, batches: int = 0, collapsed: bool = False) -> list[Sim
                 data={
                     "history": [{"epoch": 0}, {"epoch": 1, "metrics": {"R@1": v}}],
                     "config": {"seed": s, "embedding_dim": 16},
-                    "spec": {"loss": key},
+                    "spec": {"loss": key, "lam": 1e-3},
                 },
                 selections={},
                 training_losses=lambda losses=losses: losses,
@@ -335,9 +335,40 @@ def _fabricated_runs(profs_up: bool, batches: int) -> dict:
     return runs
 
 
-def test_build_claims_from_fabricated_seeds():
-    peak = {1: [0.50, 0.51, 0.49], 13: [0.60, 0.61, 0.59], 40: [0.55, 0.56, 0.54]}
-    lam = {0.0: [0.50, 0.51, 0.49], 1e-3: [0.52, 0.50, 0.51], 1.0: [0.60, 0.61, 0.59]}
+def as_runset(sides: dict, components: dict | None = None, sweeps: dict | None = None) -> RunSet:
+    """Fabricated runs as the chapter's groups hold them: ``(row, variant)`` of Tables 1-2,
+    ``(row, step)`` of the component ablation, ``(kind, value, row)`` of the sweeps."""
+    out: dict = {}
+
+    def put(group: str, row: str, rs: list) -> None:
+        for seed, run in enumerate(rs):
+            out.setdefault(group, {})[row, seed] = run
+
+    for (row, v), rs in sides.items():
+        put(f"table2/{row}/{v}" if row in X.TABLE2_LOSSES else f"table1/{v}", row, rs)
+    for (row, step), rs in (components or {}).items():
+        put(f"components/{step}", row, rs)
+    for (kind, value, row), rs in (sweeps or {}).items():
+        put(f"{kind}/{value:g}", row, rs)
+    return RunSet(out)
+
+
+def _context(times, regime, steps: int, period: int, **kw) -> X.ClaimContext:
+    rows = ("Contrastive-Hard", "Triplet-Hard", "Margin-Hard", "Triplet-Semi", "SoftTriple")
+    return X.ClaimContext(("R@1",), steps, period, steps, 0.47, times, regime, rows, **kw)
+
+
+def _judged(runset: RunSet, ctx: X.ClaimContext) -> tuple[dict, dict]:
+    judged = evaluate(X.chapter_claims(ctx), runset)
+    paper = {j.spec.id: j for j in judged if j.spec.origin == "paper"}
+    return paper, {j.spec.id: j for j in judged if j.spec.origin == "ours"}
+
+
+def test_the_claims_judged_on_fabricated_seeds():
+    peak = {1: (0.50, 0.51, 0.49), 13: (0.60, 0.61, 0.59), 40: (0.55, 0.56, 0.54)}
+    lam = {0.0: (0.50, 0.51, 0.49), 1e-3: (0.52, 0.50, 0.51), 1.0: (0.60, 0.61, 0.59)}
+    sweeps = {("M", m, "A"): fake_runs(*x) for m, x in peak.items()}
+    sweeps |= {("lambda", k, "Margin-Hard"): fake_runs(*x) for k, x in lam.items()}
     times = pd.DataFrame(
         [
             {"repeat": r, "variant": v, "steps": 15, "ms per step": ms + 0.1 * r}
@@ -345,9 +376,6 @@ def test_build_claims_from_fabricated_seeds():
             for v, ms in (("plain", 100.0), ("PROFS", 110.0), ("PROFS-HNCM", 120.0))
         ]
     )
-    runs = _fabricated_runs(
-        profs_up=True, batches=4500
-    )  # SoftTriple: the paper's fewest steps (CUB's 4500)
     regime = {
         "small": [2.0, 2.5, 3.0],
         "large": [-1.0, -0.5, 0.0],
@@ -361,79 +389,46 @@ def test_build_claims_from_fabricated_seeds():
             "PROFS-HNCM": fake_runs(0.6, 0.61, 0.62),
         },
     }
-    paper, measured = X.build_claims(
-        runs, ["R@1"], {"A": peak}, lam, regime, times, steps=4500, period=10, class_share=0.47
+    # SoftTriple: the paper's fewest steps (CUB's 4500)
+    runset = as_runset(_fabricated_runs(profs_up=True, batches=4500), sweeps=sweeps)
+    ctx = _context(times, regime, 4500, 10, m_swept=True, lam_swept=True)
+    paper, ours = _judged(runset, ctx)
+    assert all(j.spec.where for j in paper.values()) and all(
+        not j.spec.where for j in ours.values()
     )
-    assert all(isinstance(c, Claim) for c in paper + measured)
-    v = {c.claim.split(" (")[0].split(":")[0]: c.verdict for c in paper}
+    v = {k: j.verdict for k, j in paper.items()}
+    assert v["profs-improves-every-loss"] == HOLDS
+    assert v["convergence-unchanged"] == FAILS
+    assert v["softtriple-regularisation"] == HOLDS
+    assert v["m-interior-optimum"] == HOLDS
+    assert v["lambda-flat-range"] == FAILS  # the largest value beats every interior one
+    assert v["competitive-with-margin"] == NOT_TESTED  # no threshold for "competitive"
+    assert "no threshold" in v["competitive-with-margin"].note
+    sop = paper["hncm-most-useful-on-sop"]
+    assert sop.verdict == NOT_TESTED and sop.reason == "needs-paper-data"
+    assert [str(v[k]) for k in ("profs-no-step-cost", "hncm-scan-cost")] == [NOT_TESTED] * 2
+    assert ours["profs-step-time"].verdict == FAILS
+    assert ours["hncm-step-share"].verdict == FAILS  # step_times: greedy
     assert (
-        v["PROFS consistently improves the performance of the integrated loss functions"] == HOLDS
+        ours["hncm-small-batch"].verdict == HOLDS and "M = 51" in ours["hncm-small-batch"].evidence
     )
-    assert (
-        v[
-            "No significant increase or decrease in the convergence rate owing to re-utilization "
-            "of the class samples"
-        ]
-        == FAILS
-    )
-    assert v["PROFS improves SoftTriple, a gain that comes from the regularisation alone"] == HOLDS
-    assert v["M has an interior optimum"] == HOLDS
-    assert v["lambda"] == FAILS  # the largest value beats every interior one
-    assert (
-        v[
-            "PROFS with the contrastive and triplet losses is competitive with the superior "
-            "Margin loss"
-        ]
-        == NOT_TESTED
-    )
-    assert (
-        v[
-            "Utilizing HNCM is more efficient on SOP, since it has almost 100 times more classes "
-            "than CARS196 and CUB-200-2011"
-        ]
-        == NOT_TESTED
-    )
-    assert [str(c.verdict) for c in paper if "computation" in c.claim or "cost" in c.claim] == [
-        NOT_TESTED,
-        NOT_TESTED,
-    ]
-    m = {c.claim.split(" [")[0]: c.verdict for c in measured}
-    assert m["PROFS adds no time to a step"] == FAILS
-    assert (
-        m["Our greedy HNCM adds at most 0.9% to a step (the paper's largest figure, SOP)"] == FAILS
-    )  # step_times: greedy
     # a short run: the gains are not tested, the measurement is ours, in the second table
-    paper_s, measured_s = X.build_claims(
-        _fabricated_runs(profs_up=False, batches=63),
-        ["R@1"],
-        {"A": peak},
-        lam,
-        regime,
-        times,
-        steps=63,
-        period=13,
-        class_share=0.47,
-    )
-    first = paper_s[0]
-    assert (
-        first.verdict == NOT_TESTED
-        and "4.8 projections" in first.verdict.note
-        and "cut-off" in first.verdict.note
-    )
-    assert (
-        "R@1 higher in 21 of 21" in first.paper_evidence
-    )  # Table 1 only: Table 2's plain rows are cited numbers
-    gains = [c for c in measured_s if c.claim.startswith("PROFS consistently")]
-    assert (
-        gains and gains[0].verdict == INCONCLUSIVE and "4.8 projections per run" in gains[0].claim
-    )
-    conv = [c for c in paper_s if c.claim.startswith("No significant")][0]
+    short = as_runset(_fabricated_runs(profs_up=False, batches=63), sweeps=sweeps)
+    paper_s, ours_s = _judged(short, _context(times, regime, 63, 13))
+    first = paper_s["profs-improves-every-loss"]
+    assert first.verdict == NOT_TESTED and first.reason == "needs-gpu"
+    assert "4.8 projections" in first.verdict.note and "cut-off" in first.verdict.note
+    # Table 1 only: Table 2's plain rows are cited numbers
+    assert "R@1 higher in 21 of 21" in first.spec.paper_evidence
+    gains = ours_s["profs-improves-every-loss-measured"]
+    assert gains.verdict == INCONCLUSIVE and "4.8 projections per run" in gains.spec.text
+    conv = paper_s["convergence-unchanged"]
     assert conv.verdict == INCONCLUSIVE and "refuted, not shown" in conv.verdict.note
-    assert (
-        "SoftTriple" not in conv.our_evidence
-    )  # its 63 steps are outside the paper's range: not in the every-loss claims
-    soft = [c for c in measured_s if c.claim.startswith("PROFS improves SoftTriple")]
-    assert soft and "63.0 projections per run" in soft[0].claim
+    # its 63 steps are outside the paper's range: not in the every-loss claims
+    assert "SoftTriple" not in conv.evidence
+    soft = ours_s["softtriple-regularisation-measured"]
+    assert "63.0 projections per run" in soft.spec.text
+    assert paper_s["m-interior-optimum"].reason == "needs-gpu"  # not swept here
 
 
 def test_the_component_ablation_tests_re_used_samples_alone_after_the_same_early_steps():
@@ -448,28 +443,23 @@ def test_the_component_ablation_tests_re_used_samples_alone_after_the_same_early
         ]
     )
     regime = {"classes": (16, 64), "L": 136}
+    ctx = _context(times, regime, 4500, 10, component_rows=("Contrastive-Hard",))
 
-    def measured(reps: list) -> Claim:
+    def measured(reps: list) -> object:
+        sides = _fabricated_runs(profs_up=True, batches=4500)
+        sides["Contrastive-Hard", "plain"] = fake_runs(0.50, 0.51, 0.52)
         comps = {
-            "Contrastive-Hard": {"plain": fake_runs(0.50, 0.51, 0.52), "representatives": reps}
+            ("Contrastive-Hard", "representatives"): reps,
+            ("Contrastive-Hard", "+ pair restriction"): fake_runs(0.5, 0.5, 0.5),
+            ("Contrastive-Hard", "+ proximal term"): sides["Contrastive-Hard", "PROFS"],
         }
-        _, ms = X.build_claims(
-            _fabricated_runs(profs_up=True, batches=4500),
-            ["R@1"],
-            {},
-            {},
-            regime,
-            times,
-            steps=4500,
-            period=10,
-            class_share=0.47,
-            components=comps,
-        )
-        return next(c for c in ms if "re-used class samples alone" in c.claim)
+        _, ours = _judged(as_runset(sides, comps), ctx)
+        assert "components-Contrastive-Hard-proximal-term" in ours
+        return ours["reused-samples-Contrastive-Hard"]
 
     slower = measured(fake_runs(0.40, 0.41, 0.42))
     assert slower.verdict == FAILS and slower.verdict.effect == pytest.approx(-0.10)
-    assert "epoch 1" in slower.our_evidence and "3 vs 3 seeds" in slower.our_evidence
+    assert "epoch 1" in slower.evidence and "3 vs 3 seeds" in slower.evidence
     alike = measured(fake_runs(0.50, 0.52, 0.51))
     assert alike.verdict == INCONCLUSIVE and "refuted, not shown" in alike.verdict.note
     assert measured(fake_runs(0.40, 0.41, 0.42, collapsed=True)).verdict == NOT_TESTED

@@ -149,9 +149,10 @@ class Untestable:
 @dataclass(frozen=True)
 class Custom:
     """``judge(runs) -> Verdict`` (from the rule's functions), for what the vocabulary cannot
-    say; its docstring's first line is the evidence shown."""
+    say; its docstring's first line is the evidence shown. A judge whose evidence depends on the
+    runs (the per-loss gains it read) returns ``(verdict, evidence in words)`` instead."""
 
-    judge: Callable[[RunSet], Verdict]
+    judge: Callable[[RunSet], Verdict | tuple[Verdict, str]]
 
 
 Test = Union[Beats, BeatsEvery, AboveThreshold, InteriorOptimum, Untestable, Custom]
@@ -267,10 +268,15 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
         return v, f"{test.metric} over {len(points)} swept values"
     if isinstance(test, Custom):
         v = test.judge(runs)
+        said = None
+        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str):
+            v, said = v
         if not isinstance(v, Verdict):
             raise TypeError(
                 f"{test.judge!r} returned a {type(v).__name__}; return a Verdict from the rule"
             )
+        if said is not None:
+            return v, said
         doc = (getattr(test.judge, "__doc__", None) or "").strip()
         return v, doc.splitlines()[0] if doc else getattr(test.judge, "__name__", repr(test.judge))
     raise TypeError(f"unknown test {test!r}")

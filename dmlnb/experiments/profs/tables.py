@@ -23,7 +23,6 @@ from dmlnb.reporting import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
-    Claim,
     Verdict,
     all_of,
     compare,
@@ -36,6 +35,7 @@ from dmlnb.runs import Run
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
 
 __all__ = [
+    "step_verdicts",
     "hncm_regime",
     "NOT_SWEPT",
     "COLLAPSED",
@@ -43,7 +43,6 @@ __all__ = [
     "collapsed_sides",
     "comparisons_both_ways",
     "comparisons_table",
-    "component_claims",
     "component_frame",
     "component_steps",
     "gain_frame",
@@ -284,7 +283,7 @@ def component_steps(
     return out
 
 
-def _step_verdicts(steps: Mapping[str, Sequence[Run]], metric: str = "R@1") -> dict[str, Verdict]:
+def step_verdicts(steps: Mapping[str, Sequence[Run]], metric: str = "R@1") -> dict[str, Verdict]:
     """Each step of one loss's component ablation (but the first) -> the verdict of "it improves
     ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs; not tested
     with a collapsed side, :data:`COLLAPSED`)."""
@@ -309,10 +308,10 @@ def component_frame(
 ) -> pd.DataFrame:
     """One row per loss and step of the component ablation: the step's ``metric`` (%, mean and std
     over seeds) and the verdict of "this step improves on the one before" by the book's rule
-    (:func:`_step_verdicts`), with its effect, 90% interval and runs per side."""
+    (:func:`step_verdicts`), with its effect, 90% interval and runs per side."""
     rows = []
     for row, steps in components.items():
-        verdicts = _step_verdicts(steps, metric)
+        verdicts = step_verdicts(steps, metric)
         for step, rs in steps.items():
             vals = [float(r.metrics[metric]) for r in rs]
             out: dict[str, Any] = {
@@ -331,24 +330,6 @@ def component_frame(
                 )
             rows.append(out)
     return pd.DataFrame(rows)
-
-
-def component_claims(components: Mapping[str, Mapping[str, Sequence[Run]]]) -> list[Claim]:
-    """Our measurements from the component ablation: each step against the one before (R@1,
-    :func:`_step_verdicts`), per loss."""
-    claims = []
-    for row, steps in components.items():
-        names = list(steps)
-        for before, (after, v) in zip(names, _step_verdicts(steps).items()):
-            claims.append(
-                Claim(
-                    f"{row}: '{after}' improves R@1 over '{before}' [component ablation]",
-                    "—",
-                    f"{len(steps[after])} vs {len(steps[before])} seeds, equal steps",
-                    v,
-                )
-            )
-    return claims
 
 
 def hncm_regime(
