@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import torch
 
-from dmlnb.chapter import RunGroup, RunSet, evaluate, train_runs
+from dmlnb.chapter import RunGroup, RunSet, deviations_frame, evaluate, train_runs
 from dmlnb.experiments import profs as X
 from dmlnb.hooks import TrainState
 from dmlnb.losses import SoftTripleLoss
@@ -578,8 +578,13 @@ def test_a_run_pinned_at_the_margin_is_collapsed_and_its_comparisons_are_not_tes
     ] == [NOT_TESTED, NOT_TESTED]
 
 
+def table_of(*args, **kw) -> pd.DataFrame:
+    """The deviation rows rendered as the notebook shows them."""
+    return deviations_frame(X.deviation_rows(*args, **kw))
+
+
 def test_deviations_table_lists_every_deviation():
-    table = X.deviations_table(
+    table = table_of(
         X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"}
     )
     default = X.experiment_settings(
@@ -587,9 +592,7 @@ def test_deviations_table_lists_every_deviation():
     )  # the rows of a loss not trained are left out: "losses ... run" says which
     assert (
         "losses and ablations run"
-        in X.deviations_table(
-            X.experiment_config("default", validation=True), 100.45, settings=default
-        ).index
+        in table_of(X.experiment_config("default", validation=True), 100.45, settings=default).index
     )
     for d in (
         "scale",
@@ -609,9 +612,17 @@ def test_deviations_table_lists_every_deviation():
         "proximal term" not in table.index
     )  # on every network parameter, as Eq. 4.7 reads: the paper's setting
     assert "our estimate" in table.loc["scale", "paper"] and "I = 2" in table.loc["scale", "paper"]
-    assert table.loc["HNCM picking", "measured effect"] == "3 ms"
-    assert table.loc["learning rate", "measured effect"] == "not measured at this scale"
-    here = table["here"]
+    assert table.loc["HNCM picking", "effect"] == "3 ms"
+    assert (
+        table.loc["learning rate", "effect"]
+        == "not measured (not-measured; this profile at the paper's rate)"
+    )
+    assert table.loc["scale", "effect"].startswith("not measured (needs-gpu; ")
+    rows = X.deviation_rows(
+        X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"}
+    )
+    assert {r.setting for r in rows if r.why} == set(table.index) - {"HNCM picking"}
+    here = table["ours"]
     assert (
         "width 32" in here["scale"]
         and "65 epochs" in here["scale"]
@@ -621,9 +632,7 @@ def test_deviations_table_lists_every_deviation():
         "validation classes" in here["scale"] and "optimiser" not in here
     )  # the paper's moments: no deviation
     assert (
-        X.deviations_table(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["here"][
-            "optimiser"
-        ]
+        table_of(X.experiment_config("default", {"betas": (0.9, 0.999)}), 100)["ours"]["optimiser"]
         == "Adam, beta = (0.9, 0.999)"
     )
     assert here["embedding size"] == "64"
@@ -640,7 +649,7 @@ def test_deviations_table_lists_every_deviation():
     ):
         assert d in table.index
     assert "20% of them" in here["training classes"] and here["augmentation"].startswith("none")
-    shown = X.deviations_table(
+    shown = table_of(
         X.experiment_config("default", validation=True),
         100.45,
         settings=X.experiment_settings("default", table2_seeds=()),
@@ -652,11 +661,9 @@ def test_deviations_table_lists_every_deviation():
         "SoftTriple's HNCM representatives",
     } & set(shown.index)
     assert (
-        shown.loc["learning rate", "here"] == "0.001 for every network parameter"
+        shown.loc["learning rate", "ours"] == "0.001 for every network parameter"
     )  # no SoftTriple: no centres
-    paper = X.deviations_table(X.experiment_config("paper"), 450.0)[
-        "here"
-    ]  # the paper's settings say so
+    paper = table_of(X.experiment_config("paper"), 450.0)["ours"]  # the paper's settings say so
     assert "augmentation" not in paper and "training classes" not in paper
     assert (
         "optimiser" not in paper
@@ -1083,7 +1090,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
         if cell["cell_type"] == "code"
         for o in cell.get("outputs", [])
         for html_text in ["".join(o.get("data", {}).get("text/html", ""))]
-        if "measured effect" in html_text
+        if "effect" in html_text and "setting" in html_text
     ]
     assert len(shown) == 1
     rows = re.findall(
@@ -1094,7 +1101,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     measured = {
         html.unescape(d): html.unescape(e)
         for d, _, _, e in rows
-        if e != "not measured at this scale"
+        if not e.startswith("not measured (")
     }
     from dmlnb.data import load_dataset
 
@@ -1106,8 +1113,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
         "display.precision", 3, "display.max_colwidth", None
     ):  # the notebook's options
         settings = X.experiment_settings("default")
-        now = X.deviations_table(config, projections, measured, settings=settings)
-        now = now._repr_html_()
+        now = table_of(config, projections, measured, settings=settings)._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
 
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import pandas as pd
 
+from dmlnb.chapter import Deviation
 from dmlnb.experiments.profs.analyses import (
     paper_projections,
 )
@@ -25,27 +26,51 @@ from dmlnb.experiments.profs.profiles import (
     table_rows,
 )
 from dmlnb.profiles import TrainConfig
+from dmlnb.reporting import Verdict, compare
+from dmlnb.runs import Run
 from dmlnb.training import precision_description
 
-__all__ = ["deviations_table"]
+__all__ = ["deviation_rows", "measured_effects", "NOT_MEASURED"]
 
 
 _PAPER_AUGMENTATION = "resize to 256 x 256, random 224 crops and horizontal flips"
 
 
-def deviations_table(
-    config: TrainConfig,
-    projections: float,
-    measured: Mapping[str, str] | None = None,
-    settings: Mapping[str, Any] | None = None,
-) -> pd.DataFrame:
-    """Every known departure from the paper of the runs of ``config`` (the chapter's
-    configuration; ``projections``: a Table 1 PROFS run's), with its effect where this profile
-    measured it (``measured``: deviation -> text), else "not measured at this scale". A setting
-    of ``config`` that is the paper's (e.g. Adam's moments) is no departure and has no row; a row
-    about one loss only appears when ``settings`` (the chapter's :func:`experiment_settings`;
-    ``None``: every row and sweep, as the paper profile) train that loss."""
-    measured = dict(measured or {})
+#: Why a departure's effect is not measured at this profile, and the scale that would measure it
+#: (:class:`dmlnb.chapter.Deviation`); the departures this profile measures take their effect from
+#: the chapter (``measured``).
+NOT_MEASURED: dict[str, tuple[str, str]] = {
+    "scale": ("needs-gpu", "the paper profile on a GPU"),
+    "losses and ablations run": ("needs-gpu", "the paper profile on a GPU"),
+    "optimiser": ("not-measured", "this profile with the paper's moments"),
+    "learning rate": ("not-measured", "this profile at the paper's rate"),
+    "embedding size": ("not-measured", "this profile at the paper's size"),
+    "Margin-Hard": ("needs-gpu", "the paper profile with Wu et al.'s learnable beta"),
+    "SoftTriple's proximal anchor": ("not-measured", "this profile with the literal anchor"),
+    "HNCM picking": ("not-measured", "this profile with the scan"),
+    "pair restriction": ("not-measured", "the component ablation"),
+    "Margin and SoftTriple setups": ("needs-gpu", "the paper profile on a GPU"),
+    "N-pair": ("not-measured", "this profile with Euclidean distances"),
+    "hard mining": ("not-measured", "this profile with the paper's mining"),
+    "images per class": ("not-measured", "this profile with each baseline's images per class"),
+    "augmentation": ("needs-paper-data", "the paper profile's images"),
+    "training classes": ("not-measured", "this profile with validation=False"),
+    "SoftTriple's HNCM representatives": ("not-measured", "this profile with the centres"),
+    "numeric precision": ("structurally-untestable", "none: the paper does not state it"),
+    "code versions": ("not-measured", "a retrain of every run"),
+}
+
+#: Rows about one loss: shown only where that loss trains.
+_ABOUT = {
+    "Margin-Hard": "Margin-Hard",
+    "N-pair": "N-pair",
+    "SoftTriple's proximal anchor": "SoftTriple",
+    "SoftTriple's HNCM representatives": "SoftTriple",
+}
+
+
+def _facts(config: TrainConfig, settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """What the rows read of ``config`` and ``settings``."""
     rows1 = table_rows(settings, 1) if settings else tuple(LOSSES)
     rows2 = table_rows(settings, 2) if settings else tuple(TABLE2_LOSSES)
     trained = set(rows1) | set(rows2)
@@ -71,7 +96,33 @@ def deviations_table(
         if "SoftTriple" in trained
         else None
     )
-    rows = [
+    return dict(
+        rows1=rows1,
+        rows2=rows2,
+        trained=trained,
+        swept=swept,
+        paper_runs=paper_runs,
+        holdout=holdout,
+        augmented=augmented,
+        betas=betas,
+        size=size,
+        soft=soft,
+    )
+
+
+def _setup_rows(
+    config: TrainConfig, projections: float, f: dict[str, Any]
+) -> list[tuple[str, str, str]]:
+    """The scale, the runs, the optimiser and the embedding: ``(setting, paper, ours)``."""
+    rows1 = f["rows1"]
+    rows2 = f["rows2"]
+    trained = f["trained"]
+    swept = f["swept"]
+    paper_runs = f["paper_runs"]
+    betas = f["betas"]
+    size = f["size"]
+    soft = f["soft"]
+    return [
         (
             "scale",
             f"GoogLeNet V1 (ImageNet), 224 px, {PAPER_EPOCHS} epochs, best epoch; "
@@ -131,6 +182,18 @@ def deviations_table(
             "'entangle the updates of the iterations'",
             "anchor = the previous iterate (lags one step)",
         ),
+    ]
+
+
+def _method_rows(
+    config: TrainConfig, settings: Mapping[str, Any] | None, f: dict[str, Any]
+) -> list[tuple[str, str, str]]:
+    """PROFS's components, the losses' settings, the data and the code:
+    ``(setting, paper, ours)``."""
+    rows2 = f["rows2"]
+    holdout = f["holdout"]
+    augmented = f["augmented"]
+    return [
         (
             "HNCM picking",
             "a scan of the L class representatives, O(L) per batch (Sec. 1, 5.4)",
@@ -215,23 +278,78 @@ def deviations_table(
             "(see the provenance table)",
         ),
     ]
-    about = {
-        "Margin-Hard": "Margin-Hard",
-        "N-pair": "N-pair",
-        "SoftTriple's proximal anchor": "SoftTriple",
-        "SoftTriple's HNCM representatives": "SoftTriple",
+
+
+def deviation_rows(
+    config: TrainConfig,
+    projections: float,
+    measured: Mapping[str, str] | None = None,
+    settings: Mapping[str, Any] | None = None,
+) -> list[Deviation]:
+    """Every known departure from the paper of the runs of ``config`` (the chapter's
+    configuration; ``projections``: a Table 1 PROFS run's), as :class:`dmlnb.chapter.Deviation`
+    rows, with its effect where this profile measured it (``measured``: setting -> text), else
+    why not and the scale that would (:data:`NOT_MEASURED`). A setting of ``config`` that is the
+    paper's (e.g. Adam's moments) is no departure and has no row; a row about one loss only
+    appears when ``settings`` (the chapter's :func:`experiment_settings`; ``None``: every row
+    and sweep, as the paper profile) train that loss."""
+    measured = dict(measured or {})
+    f = _facts(config, settings)
+    rows = _setup_rows(config, projections, f) + _method_rows(config, settings, f)
+    out = []
+    for setting, paper, ours in rows:
+        if ours == paper or (setting in _ABOUT and _ABOUT[setting] not in f["trained"]):
+            continue  # the paper's: no row
+        if setting in measured:
+            out.append(Deviation(setting, paper, ours, effect=measured[setting]))
+        else:
+            why, scale = NOT_MEASURED[setting]
+            out.append(Deviation(setting, paper, ours, why=why, scale=scale))
+    return out
+
+
+def _verdict_text(v: Verdict) -> str:
+    e = v.evidence()
+    return f"{e['effect']} {e['90% interval']} ({v}, {e['runs per side']} seeds)"
+
+
+def measured_effects(
+    pick_cost: pd.DataFrame,
+    components: Mapping[str, Mapping[str, Sequence[Run]]],
+    table2: Mapping[tuple[str, str], Sequence[Run]],
+    code_groups: int,
+) -> dict[str, str]:
+    """The departures this profile measures, in words: HNCM's pick against a uniform draw
+    (``pick_cost``, :func:`~dmlnb.experiments.profs.analyses.cached_pick_cost`), the pair
+    restriction (the component ablation's ``components``), SoftTriple's lagged anchor against
+    the literal reading (plain SoftTriple, ``table2``) and the ``code_groups`` of the provenance
+    table."""
+    r1 = lambda rs: [r.metrics["R@1"] for r in rs]  # noqa: E731
+    n = int(pick_cost["classes per batch"].iloc[0])
+    out = {
+        "HNCM picking": f"one batch of {n} classes, HNCM vs uniform: "
+        + ", ".join(
+            f"{r['HNCM ms']:.1f} vs {r['uniform ms']:.2f} ms at L = {int(r['L'])}"
+            for _, r in pick_cost.iterrows()
+        )
     }
-    rows = [
-        (d, p, h) for d, p, h in rows if h != p and (d not in about or about[d] in trained)
-    ]  # the paper's: no row
-    return pd.DataFrame(
-        [
-            {
-                "deviation": d,
-                "paper": p,
-                "here": h,
-                "measured effect": measured.get(d, "not measured at this scale"),
-            }
-            for d, p, h in rows
-        ]
-    ).set_index("deviation")
+    for row, st in components.items():
+        v = compare(r1(st["+ pair restriction"]), r1(st["representatives"]), scale=100, unit=" pts")
+        out["pair restriction"] = (
+            f"{row}, R@1 with the pairs restricted minus every pair (both with PROFS's batches, "
+            f"lambda = 0): {_verdict_text(v)}"
+        )
+    if ("SoftTriple", "PROFS") in table2:
+        v = compare(
+            r1(table2["SoftTriple", "PROFS"]),
+            r1(table2["SoftTriple", "plain"]),
+            scale=100,
+            unit=" pts",
+        )
+        out["SoftTriple's proximal anchor"] = (
+            f"lagged anchor minus the literal reading (= plain SoftTriple), R@1: {_verdict_text(v)}"
+        )
+    out["code versions"] = (
+        f"{code_groups} (commit, package changed, threads) groups, see below; not retrained"
+    )
+    return out
