@@ -55,6 +55,7 @@ from dmlnb.experiments.profs import (
     reported,
     runs,
     tables,
+    text,
 )
 from dmlnb.experiments.profs.analyses import *  # noqa: F403
 from dmlnb.experiments.profs.claims import *  # noqa: F403
@@ -65,6 +66,7 @@ from dmlnb.experiments.profs.profiles import *  # noqa: F403
 from dmlnb.experiments.profs.reported import *  # noqa: F403
 from dmlnb.experiments.profs.runs import *  # noqa: F403
 from dmlnb.experiments.profs.tables import *  # noqa: F403
+from dmlnb.experiments.profs.text import *  # noqa: F403
 
 __all__ = [
     *losses.__all__,
@@ -76,4 +78,5 @@ __all__ = [
     *tables.__all__,
     *deviations.__all__,
     *claims.__all__,
+    *text.__all__,
 ]

@@ -117,6 +117,43 @@ def hncm_pick_cost(
 # ----------------------------------------------------------------------------------------------
 
 
+def _timed_steps(
+    key: str,
+    variant: str,
+    c: TrainConfig,
+    splits: Any,
+    labels: torch.Tensor,
+    period: int,
+    lam: float,
+) -> tuple[float, Any]:
+    """Train ``variant`` of loss ``key`` for ``c``'s steps from its seed, no evaluation: the
+    seconds the steps took and the (timed) sampler."""
+    torch.manual_seed(c.seed)
+    model = build_model(
+        c.model,
+        splits.input_shape,
+        c.embedding_dim,
+        normalize=c.normalize,
+        pretrained=c.pretrained,
+        width=c.width,
+    )
+    loss = profs_loss(key, variant, build_loss(key, splits.num_train_classes, c.embedding_dim), c)
+    sampler, hooks = build_components(key, variant, model, loss, labels, c, period, lam)
+    record = train(
+        model,
+        loss,
+        splits.train,
+        None,
+        c,
+        sampler=sampler,
+        hooks=hooks,
+        run_dir=None,
+        progress=False,
+        name=f"timing-{variant}",
+    )
+    return sum(h["train_seconds"] for h in record.data["history"]), sampler
+
+
 def step_times(
     key: str,
     config: TrainConfig,
@@ -149,32 +186,7 @@ def step_times(
             order = VARIANTS[r % 3 :] + VARIANTS[: r % 3]  # each variant takes its turn first
             for variant in order:
                 c = cfg.replace(seed=max(r, 0))
-                torch.manual_seed(c.seed)
-                model = build_model(
-                    c.model,
-                    splits.input_shape,
-                    c.embedding_dim,
-                    normalize=c.normalize,
-                    pretrained=c.pretrained,
-                    width=c.width,
-                )
-                loss = profs_loss(
-                    key, variant, build_loss(key, splits.num_train_classes, c.embedding_dim), c
-                )
-                sampler, hooks = build_components(key, variant, model, loss, labels, c, period, lam)
-                record = train(
-                    model,
-                    loss,
-                    splits.train,
-                    None,
-                    c,
-                    sampler=sampler,
-                    hooks=hooks,
-                    run_dir=None,
-                    progress=False,
-                    name=f"timing-{variant}",
-                )
-                seconds = sum(h["train_seconds"] for h in record.data["history"])
+                seconds, sampler = _timed_steps(key, variant, c, splits, labels, period, lam)
                 if r >= 0:
                     rows.append(
                         {

@@ -185,14 +185,54 @@ def _setup_rows(
     ]
 
 
+def _data_rows(config: TrainConfig, f: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The images, the classes, SoftTriple's representatives, the precision and the code:
+    ``(setting, paper, ours)``."""
+    holdout, augmented = f["holdout"], f["augmented"]
+    return [
+        (
+            "images per class",
+            "I = 2 in the M ablation (Sec. 5.4.1); Table 1 follows each baseline's 'number of "
+            "positive samples'",
+            f"I = {config.m_per_class} for every loss",
+        ),
+        (
+            "augmentation",
+            _PAPER_AUGMENTATION,
+            _PAPER_AUGMENTATION
+            if augmented
+            else f"none: {config.dataset}'s images are used as they are",
+        ),
+        (
+            "training classes",
+            "every training class of the dataset",
+            "every training class of the dataset"
+            if not holdout
+            else "the training classes less a class-disjoint validation hold-out "
+            f"({f'{holdout:.0%}' if holdout < 1 else holdout} of them), which selects each run's "
+            "kept epoch and the best variant",
+        ),
+        (
+            "SoftTriple's HNCM representatives",
+            "its 'cluster centers'",
+            "each class's normalised mean direction of its K normalised centres",
+        ),
+        ("numeric precision", "not stated", precision_description(config)),
+        (
+            "code versions",
+            "—",
+            "records reload when the configuration matches; the code version is not checked "
+            "(see the provenance table)",
+        ),
+    ]
+
+
 def _method_rows(
     config: TrainConfig, settings: Mapping[str, Any] | None, f: dict[str, Any]
 ) -> list[tuple[str, str, str]]:
     """PROFS's components, the losses' settings, the data and the code:
     ``(setting, paper, ours)``."""
     rows2 = f["rows2"]
-    holdout = f["holdout"]
-    augmented = f["augmented"]
     return [
         (
             "HNCM picking",
@@ -243,40 +283,6 @@ def _method_rows(
             "Contrastive-Hard, Triplet-Hard and Margin-Hard: each anchor's hardest positive "
             "and hardest negative in the batch",
         ),
-        (
-            "images per class",
-            "I = 2 in the M ablation (Sec. 5.4.1); Table 1 follows each baseline's 'number of "
-            "positive samples'",
-            f"I = {config.m_per_class} for every loss",
-        ),
-        (
-            "augmentation",
-            _PAPER_AUGMENTATION,
-            _PAPER_AUGMENTATION
-            if augmented
-            else f"none: {config.dataset}'s images are used as they are",
-        ),
-        (
-            "training classes",
-            "every training class of the dataset",
-            "every training class of the dataset"
-            if not holdout
-            else "the training classes less a class-disjoint validation hold-out "
-            f"({f'{holdout:.0%}' if holdout < 1 else holdout} of them), which selects each run's "
-            "kept epoch and the best variant",
-        ),
-        (
-            "SoftTriple's HNCM representatives",
-            "its 'cluster centers'",
-            "each class's normalised mean direction of its K normalised centres",
-        ),
-        ("numeric precision", "not stated", precision_description(config)),
-        (
-            "code versions",
-            "—",
-            "records reload when the configuration matches; the code version is not checked "
-            "(see the provenance table)",
-        ),
     ]
 
 
@@ -295,7 +301,11 @@ def deviation_rows(
     and sweep, as the paper profile) train that loss."""
     measured = dict(measured or {})
     f = _facts(config, settings)
-    rows = _setup_rows(config, projections, f) + _method_rows(config, settings, f)
+    rows = [
+        *_setup_rows(config, projections, f),
+        *_method_rows(config, settings, f),
+        *_data_rows(config, f),
+    ]
     out = []
     for setting, paper, ours in rows:
         if ours == paper or (setting in _ABOUT and _ABOUT[setting] not in f["trained"]):
