@@ -1137,3 +1137,52 @@ def test_epochs_for_at_least_100_projections():
         X.epochs_for_projections(cfg, 2720, 136)
     with pytest.raises(ValueError, match="no step"):
         X.epochs_for_projections(cfg, 100, 136, period=13)
+
+
+def test_the_findings_are_written_from_the_committed_runs(monkeypatch):
+    """The closing section's numbers come from the runs and the judged claims: reloaded from the
+    committed records (nothing trains), each loss's PROFS gain and the claims' counts appear as
+    computed here, and a changed judgement would change the text."""
+    from dmlnb.data import load_dataset
+    from dmlnb.reporting import count_line
+
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    config, settings = (
+        X.experiment_config("default", validation=True),
+        X.experiment_settings("default"),
+    )
+    splits = load_dataset(config.dataset, **config.dataset_options)
+    L = splits.num_train_classes
+    runs = train_runs(X.groups(config, settings, L), config, RESULTS, splits=splits, say=print)
+    assert runs.trained == 0
+    sides = {**X.table_sides(runs, 1), **X.table_sides(runs, 2)}
+    times = X.step_times(
+        "contrastive-hard",
+        config,
+        splits,
+        rho=6.0,
+        lam=1e-3,
+        path=RESULTS / "step-times-contrastive-hard",
+    )
+    classes = sorted({100, max(L, 64), 1000, 11318})  # as the notebook asks
+    pick = X.cached_pick_cost(
+        RESULTS / "hncm-pick-cost",
+        config=config,
+        num_classes=classes,
+        dim=512,
+        classes_per_batch=64,
+    )
+    steps = config.epochs * (len(splits.train) // config.batch_size)
+    regime, _ = X.hncm_regime(runs, X.table_sides(runs, 1), config, settings, L, steps, "default")
+    ctx = X.claim_context(config, settings, len(splits.train), L, times, regime)
+    judged = evaluate(X.chapter_claims(ctx), runs)
+    gains = pd.concat([X.gain_frame(X.table_sides(runs, 1)), X.gain_frame(X.table_sides(runs, 2))])
+    text = X.findings_markdown(config, settings, "default", judged, None, gains, sides, ctx, pick)
+    paper = [j.verdict for j in judged if j.spec.origin == "paper"]
+    assert count_line(paper) in text and f"{steps / ctx.period:.1f} projections" in text
+    for row in ("Contrastive-Hard", "Triplet-Hard"):
+        gain = 100 * (
+            np.mean(X.judges.r1(sides[row, "PROFS"])) - np.mean(X.judges.r1(sides[row, "plain"]))
+        )
+        assert f"{row}: " in text and f"(R@1 {gain:+.2f} points)".replace("-", "−") in text
+    assert f"{times.groupby('variant')['ms per step'].mean()['plain']:.1f} ms per step" in text

@@ -49,6 +49,7 @@ from dmlnb.experiments.profs import (
     analyses,
     claims,
     deviations,
+    findings,
     losses,
     procedure,
     profiles,
@@ -60,6 +61,7 @@ from dmlnb.experiments.profs import (
 from dmlnb.experiments.profs.analyses import *  # noqa: F403
 from dmlnb.experiments.profs.claims import *  # noqa: F403
 from dmlnb.experiments.profs.deviations import *  # noqa: F403
+from dmlnb.experiments.profs.findings import *  # noqa: F403
 from dmlnb.experiments.profs.losses import *  # noqa: F403
 from dmlnb.experiments.profs.procedure import *  # noqa: F403
 from dmlnb.experiments.profs.profiles import *  # noqa: F403
@@ -79,4 +81,5 @@ __all__ = [
     *deviations.__all__,
     *claims.__all__,
     *text.__all__,
+    *findings.__all__,
 ]
