@@ -510,6 +510,11 @@ def test_loss_plateau_reads_the_first_evaluation_and_the_kept_epoch():
     assert frame.loc["plain", "kept epoch"] == 3 and frame.loc[
         "plain", "R@1 (kept epoch)"
     ] == pytest.approx(50)
+    text = X.plateau_markdown(X.loss_plateau({"PROFS": [stuck], "plain": [left]}, level=0.2), 0.2)
+    assert text.startswith("Every plain run left the plateau after 2 epochs.")
+    assert "One run (PROFS seed 0) stayed on it for all 4 epochs" in text
+    assert "ended at 0.2000 and 0.2000, the band's lower edge being 0.1950" in text
+    assert "these runs reach 40.0, and their R@1 rose on the plateau, from 25.0" in text
 
 
 def test_metric_verdicts():
@@ -1186,3 +1191,19 @@ def test_the_findings_are_written_from_the_committed_runs(monkeypatch):
         )
         assert f"{row}: " in text and f"(R@1 {gain:+.2f} points)".replace("-", "−") in text
     assert f"{times.groupby('variant')['ms per step'].mean()['plain']:.1f} ms per step" in text
+
+
+def test_claims_json_is_left_alone_when_the_claims_are_unchanged(tmp_path):
+    """A render from the records writes nothing under results/ (tests/test_notebooks.py): the
+    claims file is rewritten only when a verdict or its evidence changes."""
+    from dmlnb.chapter import write_claims_json
+
+    sides = {("Contrastive-Hard", v): fake_runs(0.5, 0.51, 0.52) for v in X.VARIANTS}
+    spec = X.chapter_claims(_context(pd.DataFrame(), {"classes": (16, 64), "L": 136}, 4500, 10))
+    judged = evaluate([c for c in spec if c.id == "convergence-unchanged"], as_runset(sides))
+    path = write_claims_json(tmp_path, judged, chapter="04_profs", profile="smoke")
+    stamp = path.stat().st_mtime_ns
+    assert write_claims_json(tmp_path, judged, chapter="04_profs", profile="smoke") == path
+    assert path.stat().st_mtime_ns == stamp
+    write_claims_json(tmp_path, judged, chapter="04_profs", profile="default")
+    assert path.stat().st_mtime_ns != stamp and '"profile": "default"' in path.read_text()

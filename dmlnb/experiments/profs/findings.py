@@ -28,7 +28,7 @@ from dmlnb.reporting import (
 )
 from dmlnb.runs import Run
 
-__all__ = ["findings_markdown"]
+__all__ = ["findings_markdown", "plateau_markdown"]
 
 _WORDS = dict(enumerate("one two three four five six seven eight nine".split(), 1))
 
@@ -264,3 +264,64 @@ def findings_markdown(
     parts += ([plateau] if plateau else []) + _gains(f) + _measured(f)
     parts.append(_limits(config, settings, f))
     return "\n".join(parts)
+
+
+def _range(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)} to {fmt.format(hi)}"
+
+
+def plateau_markdown(frame: pd.DataFrame, level: float) -> str:
+    """What the Triplet-Hard runs' plateau table (``frame``,
+    :func:`~dmlnb.experiments.profs.analyses.loss_plateau` at the margin ``level``) shows, in
+    Markdown: which runs left the plateau and when, which stayed (collapsed by the book's
+    criterion, so set aside), how close the closest is to the band's edge, and their R@1."""
+    stuck, left = frame[frame["collapsed"]], frame[~frame["collapsed"]]
+    edge = level * (1 - COLLAPSE_BAND)
+    out = []
+    for v, group in left.groupby("variant", sort=False):
+        k = len(group)
+        who = f"every {v} run" if k == (frame["variant"] == v).sum() else f"{_n(k)} {v} run"
+        out.append(
+            f"{who}{'s' * (k > 1 and not who.startswith('every'))} left the plateau after "
+            f"{_range(group['last epoch on it'].tolist())} epochs"
+        )
+    text = "; ".join(out) + "."
+    text = text[0].upper() + text[1:]
+    if stuck.empty:
+        return text + " No run is collapsed by the book's criterion."
+    lowest = set(frame.nsmallest(len(stuck), "R@1 (kept epoch)").index) == set(stuck.index)
+    r1 = stuck["R@1 (kept epoch)"].tolist()
+    text += (
+        f" {_n(len(stuck)).capitalize()} run{'s' * (len(stuck) > 1)} ("
+        + ", ".join(f"{r.variant} seed {r.seed}" for r in stuck.itertuples())
+        + f") stayed on it for all {int(stuck['epochs'].max())} epochs"
+        + (f" and have the {_n(len(stuck))} lowest R@1 of the {_n(len(frame))}" if lowest else "")
+        + f" ({_range(r1, '{:.1f}')}). Why was not investigated.\n\n"
+        "They are collapsed by the book's criterion, so every comparison with a Triplet-Hard side "
+        "that contains one (" + ", ".join(dict.fromkeys(stuck["variant"])) + ") is *not tested "
+        "at this scale* (`unless_degenerate`), whatever its numbers; the comparisons table keeps "
+        "their measured effects beside the verdict."
+    )
+    last = [float(x.split(", ")[-1]) for x in stuck["last two losses"]]
+    closest = stuck.iloc[int(np.argmin(last))]
+    text += (
+        f"\n\n* **How close it is:** the closest, {closest['variant']} seed {closest['seed']}, "
+        f"ended at {closest['last two losses'].replace(', ', ' and ')}, the band's lower edge "
+        f"being {edge:.4f}."
+    )
+    if (
+        set(stuck["variant"]) <= {"PROFS", "PROFS-HNCM"}
+        and not left[left["variant"] == "plain"].empty
+    ):
+        text += (
+            "\n* **It is not favourable to the paper.** Every set-aside run is on the PROFS side; "
+            'no plain run stays on the plateau, so "not tested" should not be read as a draw.'
+        )
+    first = stuck["R@1 (first evaluation)"].tolist()
+    return text + (
+        f"\n\nThe criterion reads the loss, not the R@1: these runs reach {_range(r1, '{:.1f}')}, "
+        f"and their R@1 rose on the plateau, from {_range(first, '{:.1f}')} at the first "
+        "evaluation. The book sets aside every run whose loss sits at its collapsed embedding's "
+        "value, in every chapter, rather than judge some and not others."
+    )
