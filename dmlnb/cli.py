@@ -1,8 +1,10 @@
 """The ``python -m dmlnb`` command line: :func:`main` and its argument parser.
 
-Two commands: ``render`` (a chapter re-executed from copied run records, never training:
-:mod:`dmlnb.render`) and ``train`` (a chapter's runs trained in several processes:
-:mod:`dmlnb.launch`). ``python -m dmlnb`` (:mod:`dmlnb.__main__`) calls :func:`main`.
+Three commands: ``render`` (a chapter re-executed from copied run records, never training:
+:mod:`dmlnb.render`), ``train`` (a chapter's runs trained in several processes:
+:mod:`dmlnb.launch`) and ``replicate`` (a chapter trained again on other seeds, its verdicts
+compared with the book's: :mod:`dmlnb.replicate`). ``python -m dmlnb`` (:mod:`dmlnb.__main__`)
+calls :func:`main`.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands.required = True
     _add_render(commands)
     _add_train(commands)
+    _add_replicate(commands)
     return parser
 
 
@@ -125,6 +128,72 @@ def _add_train(commands: Any) -> None:
     sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
 
 
+def _add_replicate(commands: Any) -> None:
+    """The ``replicate`` command's arguments."""
+    sub = commands.add_parser(
+        "replicate",
+        help="train a chapter again on other seeds and compare its verdicts with the book's",
+        description=(
+            "Train NOTEBOOK's runs with every seed shifted by --seed-offset into --runs (as the "
+            "train command does, in --processes shards), render the chapter from them (its "
+            "claims.json lands in RUNS/PROFILE/) and compare its verdicts with the book's, claim "
+            "by claim: a claim agrees when both verdicts fall in one category. The comparison is "
+            "printed and stored in RUNS/PROFILE/replication.json."
+        ),
+    )
+    sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
+    sub.add_argument("--seed-offset", type=int, required=True, help="added to every seed, e.g. 100")
+    sub.add_argument(
+        "--runs",
+        type=Path,
+        required=True,
+        help="the replica's results folder, named like the book's, e.g. "
+        "results-replica/00_protocol (chapter 00 reads the runs of every chapter beside it)",
+    )
+    sub.add_argument("--processes", type=int, default=2, help="shards (default: %(default)s)")
+    sub.add_argument("--profile", default="default", help="the profile (default: %(default)s)")
+    sub.add_argument(
+        "--book",
+        type=Path,
+        default=None,
+        help="the folder of the book's claims.json (default: the notebook's results_dir/PROFILE)",
+    )
+    sub.add_argument("--kernel", default="python3", help="Jupyter kernel (default: %(default)s)")
+
+
+def _replicate(args: argparse.Namespace) -> int:
+    """Run the ``replicate`` command; its exit status."""
+    import pandas as pd
+
+    from dmlnb.chapter import replication_summary
+    from dmlnb.replicate import ReplicationError, replicate
+
+    try:
+        frame = replicate(
+            args.notebook,
+            args.seed_offset,
+            args.runs,
+            processes=args.processes,
+            profile=args.profile,
+            book=args.book,
+            kernel=args.kernel,
+        )
+    except (ReplicationError, LaunchError, RenderError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except WorkerFailed as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    with pd.option_context("display.width", 200, "display.max_colwidth", 60):
+        print(frame.drop(columns=["claim"]).to_string(index=False))
+    s = replication_summary(frame)
+    print(
+        f"{s['agreeing']} of {s['tested']} tested claims agree, {s['disagreeing']} disagree "
+        f"({s['claims'] - s['tested']} not tested on either side)"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of ``python -m dmlnb``; returns the exit status."""
     args = build_parser().parse_args(argv)
@@ -168,4 +237,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         except WorkerFailed as err:
             print(f"error: {err}", file=sys.stderr)
             return 1
+    elif args.command == "replicate":
+        return _replicate(args)
     return 0

@@ -420,6 +420,7 @@ PARAMETER_RULES: dict[str, Rule] = {
     "overrides": Rule("dict", example='{"epochs": 3}'),
     "seeds": _SEEDS,
     "kmeans_seeds": _SEEDS,
+    "seed_offset": _count(0),
     "group_sizes": _grid(_count(2), "[2, 4, 8]"),
     "m_grid": _grid(_count(), "[1, 4, 40]"),
     "lambda_grid": _grid(_number(), "[0.0, 0.001, 0.1]"),

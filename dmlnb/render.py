@@ -16,6 +16,7 @@ chapter's runs trained in several processes), is :mod:`dmlnb.launch`.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -55,10 +56,12 @@ def render_call(
     data_root: str | Path | None = None,
     kernel: str = "python3",
     log_output: bool = False,
+    parameters: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The keyword arguments of ``papermill.execute_notebook`` that render ``notebook`` from the
     records in ``runs`` (checked: the notebook has a ``results_dir`` parameter and ``runs``
-    holds a ``profile`` folder)."""
+    holds a ``profile`` folder), with further notebook ``parameters`` (each one the notebook
+    has, e.g. ``{"seed_offset": 100}``)."""
     notebook, runs, output = (
         existing_notebook(notebook, RenderError),
         Path(runs).resolve(),
@@ -86,7 +89,12 @@ def render_call(
             f"--runs {runs} holds no {profile!r} folder: pass the chapter's results folder, which "
             f"holds one folder per profile (e.g. results/{notebook.stem}, holding {profile}/){hint}"
         )
-    parameters: dict[str, Any] = {"profile": profile, "results_dir": str(runs)}
+    unknown = sorted(set(parameters or {}) - names)
+    if unknown:
+        raise RenderError(
+            f"{notebook.name} has no parameter {unknown} (its parameters: {sorted(names)})"
+        )
+    parameters = {**(parameters or {}), "profile": profile, "results_dir": str(runs)}
     if "retrain" in names:
         parameters["retrain"] = False
     if data_root is not None:

@@ -18,10 +18,17 @@ A chapter is a few declarations and three calls::
     write_claims_json(results_dir, judged, chapter="toy", profile="smoke")
 """
 
-from dmlnb.chapter import claims, deviations, procedure, runset
+from dmlnb.chapter import claims, deviations, procedure, replication, runset
 from dmlnb.chapter.claims import *  # noqa: F403  (the declarations, evaluate, claims.json)
 from dmlnb.chapter.deviations import *  # noqa: F403  (deviations as rows, one table)
 from dmlnb.chapter.procedure import *  # noqa: F403  (how a group's runs train)
+from dmlnb.chapter.replication import *  # noqa: F403  (verdicts on other seeds)
 from dmlnb.chapter.runset import *  # noqa: F403  (run groups, train_runs, RunSet)
 
-__all__ = [*runset.__all__, *procedure.__all__, *claims.__all__, *deviations.__all__]
+__all__ = [
+    *runset.__all__,
+    *procedure.__all__,
+    *claims.__all__,
+    *deviations.__all__,
+    *replication.__all__,
+]

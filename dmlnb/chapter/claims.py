@@ -80,7 +80,7 @@ class Side:
     label: str
 
     def __str__(self) -> str:
-        return f"{self.label} ({self.group})"
+        return self.label if self.label == self.group else f"{self.label} ({self.group})"
 
 
 @dataclass(frozen=True)
@@ -150,10 +150,11 @@ class Untestable:
 @dataclass(frozen=True)
 class Custom:
     """``judge(runs) -> Verdict`` (from the rule's functions), for what the vocabulary cannot
-    say; its docstring's first line is the evidence shown. A judge whose evidence depends on the
-    runs (the per-loss gains it read) returns ``(verdict, evidence in words)`` instead."""
+    say; its docstring's first line is the evidence shown, or ``evidence(runs)`` when given (the
+    numbers the verdict rests on, in words)."""
 
-    judge: Callable[[RunSet], Verdict | tuple[Verdict, str]]
+    judge: Callable[[RunSet], Verdict]
+    evidence: Callable[[RunSet], str] | None = None
 
 
 Test = Union[Beats, BeatsEvery, AboveThreshold, InteriorOptimum, Untestable, Custom]
@@ -261,7 +262,7 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
             scale=scale,
             unit=unit,
         )
-        return v, f"{test.metric} of {test.side} against {test.threshold:g}"
+        return v, f"{test.metric} of {test.side} against {test.threshold * scale:.3g}{unit}"
     if isinstance(test, InteriorOptimum):
         points = {k: runs.values(s.group, s.label, test.metric) for k, s in test.points.items()}
         scale, unit = _units(test.metric)
@@ -269,15 +270,12 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
         return v, f"{test.metric} over {len(points)} swept values"
     if isinstance(test, Custom):
         v = test.judge(runs)
-        said = None
-        if isinstance(v, tuple) and len(v) == 2 and isinstance(v[1], str):
-            v, said = v
         if not isinstance(v, Verdict):
             raise TypeError(
                 f"{test.judge!r} returned a {type(v).__name__}; return a Verdict from the rule"
             )
-        if said is not None:
-            return v, said
+        if test.evidence is not None:
+            return v, test.evidence(runs)
         doc = (getattr(test.judge, "__doc__", None) or "").strip()
         return v, doc.splitlines()[0] if doc else getattr(test.judge, "__name__", repr(test.judge))
     raise TypeError(f"unknown test {test!r}")
@@ -318,8 +316,8 @@ def write_claims_json(
     where, verdict and its category, effect and interval in the metric's own units (``scale``
     and ``unit`` say how the book shows them: ``effect * scale`` in ``unit``), runs per side
     (one count for a paired test: the pairs), whether it is paired and the typed reason of an
-    untestable claim. A file that already holds the same claims is left as it is (a render from
-    the records writes nothing). Returns the file's path."""
+    untestable claim. A file that already holds these claims is left as it is. Returns the
+    file's path."""
     rows: list[dict[str, Any]] = []
     for j in judged:
         v = j.verdict
@@ -343,16 +341,20 @@ def write_claims_json(
             }
         )
     path = Path(folder) / CLAIMS_FILE
-    data = {"chapter": chapter, "profile": profile, "claims": rows}
-    if path.exists() and read_json(path) == json.loads(json.dumps(data)):
+    payload = {"chapter": chapter, "profile": profile, "claims": rows}
+    if path.exists() and read_json(path) == json.loads(json.dumps(payload)):
         return path  # unchanged: a render from the records writes nothing under results/
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, data)
+    write_json_atomic(path, payload)
     return path
 
 
 def evaluate_both_ways(
-    claims: Sequence[ClaimSpec], runs: RunSet, *, strict: bool = False
+    claims: Sequence[ClaimSpec],
+    runs: RunSet,
+    *,
+    strict: bool = False,
+    kept_weights: Callable[[str], bool] | None = None,
 ) -> pd.DataFrame | None:
     """Every claim judged under both selection protocols
     (:func:`dmlnb.selection.both_ways_verdicts`: each run at the epoch its validation classes
@@ -361,12 +363,16 @@ def evaluate_both_ways(
     ``None`` when no run has a validation split (one protocol only). ``strict=False`` lets runs
     without a validation split keep their test selection under both. A :class:`Custom` test
     must read the runs' metrics when called (from ``record.best``), never from weights kept at
-    one epoch."""
+    one epoch; name the claims that do (claim text -> bool) with ``kept_weights``: they are not
+    recomputed (:func:`dmlnb.selection.both_ways_verdicts`)."""
     records = runs.records()
     if not any("validation" in r.selections for r in records):
         return None
     frame = both_ways_verdicts(
-        records, lambda: {c.text: _judge(c.test, runs)[0] for c in claims}, strict=strict
+        records,
+        lambda: {c.text: _judge(c.test, runs)[0] for c in claims},
+        strict=strict,
+        kept_weights=kept_weights,
     )
     frame.insert(0, "id", [c.id for c in claims])
     return frame

@@ -28,10 +28,10 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -70,18 +70,25 @@ class RunContext:
 @dataclass
 class Components:
     """What :func:`dmlnb.training.train` is given: the ``loss`` it minimises (the method's, or a
-    wrapper of it), the batch ``sampler`` (``None``: the configuration's) and the ``hooks``."""
+    wrapper of it), the batch ``sampler`` (``None``: the configuration's), the ``hooks`` and
+    further keyword ``options`` of the loop (e.g. ``{"eval_at_start": True}``)."""
 
     loss: nn.Module
     sampler: Sampler | None = None
     hooks: Sequence[Hook] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
 class Procedure:
     """The default procedure: the configured network, the loss alone, nothing stored after
     training. Subclass it as a frozen dataclass; every field is an argument of the procedure and
-    enters every run's fingerprint (:meth:`spec_entries`)."""
+    enters every run's fingerprint (:meth:`spec_entries`). A field that takes one of a few
+    values names them in :attr:`FIELD_CHOICES` (or is typed ``Literal[...]``), so that
+    ``tests/test_chapter_procedures.py`` can change it."""
+
+    #: field -> its valid values, for a field whose values are a few names
+    FIELD_CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {}
 
     def spec_entries(self, label: str, call: MethodCall) -> dict[str, Any]:
         """The entries this procedure adds to a run's specification (besides the method's

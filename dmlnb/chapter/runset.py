@@ -24,7 +24,7 @@ Example::
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +36,9 @@ from dmlnb.data import load_dataset
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
+from dmlnb.reporting import provenance_frame, provenance_groups
 from dmlnb.runs import Run, train_or_reload
-from dmlnb.training import train
+from dmlnb.training import evaluation_sets, train
 
 __all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
 
@@ -156,6 +157,12 @@ class RunSet:
                 seen.setdefault(id(r), r.record)
         return list(seen.values())
 
+    def provenance(self) -> pd.DataFrame:
+        """Which code made the runs, each distinct run once
+        (:func:`dmlnb.reporting.provenance_groups`): per commit, whether the package had
+        uncommitted changes and threads, the runs and when they finished."""
+        return provenance_groups(provenance_frame(self.records()))
+
     @property
     def trained(self) -> int:
         """How many distinct runs were trained now (the others were reloaded)."""
@@ -179,10 +186,14 @@ def train_runs(
     splits: Any = None,
     data_root: str | Path | None = None,
     retrain: bool = False,
+    seed_offset: int = 0,
     say: Callable[[str], None] = print,
 ) -> RunSet:
     """Train, resume or reload every run of ``groups`` on ``config`` (each run's changes and seed
     applied), each in ``results_dir / RunSpec.name`` (``None``: in memory, nothing stored).
+
+    ``seed_offset`` is added to every declared seed (the runs, their folders and the run set's
+    keys): the chapter again on an independent set of seeds (``python -m dmlnb replicate``).
 
     The dataset (``config.dataset``) is loaded once, and only when a run trains (``splits``
     passes one already loaded). Runs with one fingerprint (the same method call, seed and
@@ -199,6 +210,7 @@ def train_runs(
     folders: dict[str, str] = {}  # folder name -> fingerprint
     for group, runs in groups.items():
         for spec in runs.runs():
+            spec = replace(spec, seed=spec.seed + int(seed_offset))
             extra = set(spec.call.method.context) - set(_CONTEXT)
             if extra and type(spec.procedure).build is Procedure.build:
                 raise ValueError(
@@ -255,10 +267,7 @@ def _train_one(
         ctx = RunContext(spec.label, spec.call, spec.seed, config, splits, model, loss, folder)
         contexts.append(ctx)
         parts = proc.components(ctx)
-        if splits.query is not None and splits.gallery is not None:
-            eval_set, gallery = splits.query, splits.gallery
-        else:
-            eval_set, gallery = splits.test, None
+        eval_set, gallery = evaluation_sets(splits)
         record = train(
             model,
             parts.loss,
@@ -273,6 +282,7 @@ def _train_one(
             name=spec.name,
             spec=method_spec,
             val_set=splits.validation,
+            **parts.options,
         )
         return record, model
 

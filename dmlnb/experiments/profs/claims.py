@@ -57,7 +57,9 @@ _STEP_REASON = (
 
 
 def _custom(fn, ctx: ClaimContext, *args: str) -> Custom:
-    return Custom(partial(fn, *args, ctx))
+    """A :class:`Custom` test of ``fn(*args, ctx, runs) -> (verdict, evidence in words)``."""
+    judged = partial(fn, *args, ctx)
+    return Custom(lambda runs: judged(runs)[0], evidence=lambda runs: judged(runs)[1])
 
 
 def _at_scale(spec: ClaimSpec, reason: str | None, projections: float) -> list[ClaimSpec]:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -17,6 +18,7 @@ from dmlnb.experiments.profs.losses import (
     VARIANTS,
     pair_mode,
 )
+from dmlnb.experiments.profs.profiles import REPORTED_LAMBDA
 from dmlnb.hooks import Hook
 from dmlnb.methods import MethodCall
 from dmlnb.models import configured_model
@@ -127,13 +129,17 @@ def build_components(
 ROW_KEYS: dict[str, str] = {**LOSSES, **TABLE2_LOSSES}
 
 
-def loss_key(label: str) -> str:
+def loss_key(label: str, call: MethodCall | None = None) -> str:
     """The loss key of a run's ``label``: a row of :data:`LOSSES` / :data:`TABLE2_LOSSES`, or a
-    key of :data:`~dmlnb.experiments.profs.losses.LOSS_METHODS` itself."""
+    key of :data:`~dmlnb.experiments.profs.losses.LOSS_METHODS` itself; for another label, the
+    first key whose method is ``call``'s."""
     if label in ROW_KEYS:
         return ROW_KEYS[label]
     if label in LOSS_METHODS:
         return label
+    for key, c in LOSS_METHODS.items():
+        if call is not None and c.name == call.name:
+            return key
     raise ValueError(f"unknown loss {label!r}; choose a row of {list(ROW_KEYS)}")
 
 
@@ -153,23 +159,31 @@ class ProfsProcedure(Procedure):
     greedy chain; the folder ``<key>-<variant>[-scan][-M<M>-lam<lambda>[-prox-<params>]][-rp]
     -b<batch>-seed<seed>`` (the batch from the group's changes, which always name it)."""
 
-    variant: str = "plain"
-    period: int | None = None
-    lam: float | None = None
+    variant: str = "PROFS"
+    period: int | None = 1
+    lam: float | None = REPORTED_LAMBDA
     pairs: str | None = None
     proximal_params: str = "all"
     hncm_mode: str = "greedy"
+
+    #: the values of the fields that take one of a few names
+    FIELD_CHOICES: ClassVar[Mapping[str, Sequence[Any]]] = {
+        "variant": VARIANTS,
+        "pairs": ("all", "any", "anchored", None),  # None: Sec. 5.3's mode for the loss
+        "proximal_params": ("all", "backbone"),
+        "hncm_mode": HNCM_MODES,
+    }
 
     def __post_init__(self) -> None:
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {list(VARIANTS)}")
         if self.hncm_mode not in HNCM_MODES:
             raise ValueError(f"unknown hncm_mode {self.hncm_mode!r}; choose one of {HNCM_MODES}")
-        if self.variant != "PROFS-HNCM" and self.hncm_mode != "greedy":
-            raise ValueError(
-                f"hncm_mode={self.hncm_mode!r} is PROFS-HNCM's; {self.variant} picks no classes"
-            )
         plain = self.variant == "plain"
+        if plain and self.hncm_mode != "greedy":
+            raise ValueError(
+                f"hncm_mode={self.hncm_mode!r} is PROFS-HNCM's; plain picks no classes"
+            )
         ignored = (self.period, self.lam, self.pairs, None if self.proximal_params == "all" else 1)
         if plain and any(x is not None for x in ignored):
             raise ValueError("a plain run has no M, lambda, pair restriction or proximal term")
@@ -183,7 +197,7 @@ class ProfsProcedure(Procedure):
         return 1 if key == "softtriple" else int(self.period)  # type: ignore[arg-type]
 
     def spec_entries(self, label: str, call: MethodCall) -> dict[str, Any]:
-        key = loss_key(label)
+        key = loss_key(label, call)
         spec: dict[str, Any] = {
             "loss": key,
             "variant": self.variant,
@@ -194,7 +208,7 @@ class ProfsProcedure(Procedure):
         mode = pair_mode(key, self.variant, self.pairs)
         if mode != "all":  # "all" trains the loss unchanged: its records stay valid
             spec["pairs"] = mode
-        if self.hncm_mode != "greedy":  # the greedy chain's records stay valid
+        if self.hncm_mode != "greedy":  # the greedy chain's records stay valid (PROFS ignores it)
             spec["hncm_mode"] = self.hncm_mode
         return spec
 
@@ -202,7 +216,7 @@ class ProfsProcedure(Procedure):
         key, batch = loss_key(label), dict(changes).get("batch_size")
         if batch is None:
             raise ValueError("a PROFS group's changes name its batch_size (the folder holds it)")
-        scan = "-scan" if self.hncm_mode != "greedy" else ""
+        scan = f"-{self.hncm_mode}" if self.hncm_mode != "greedy" else ""
         profs = ""
         if self.variant != "plain":
             prox = "" if self.proximal_params == "all" else f"-prox-{self.proximal_params}"
@@ -211,7 +225,7 @@ class ProfsProcedure(Procedure):
         return f"{key}-{self.variant}{scan}{profs}{rp}-b{batch}-seed{seed}"
 
     def configure(self, config: TrainConfig, label: str, call: MethodCall) -> TrainConfig:
-        return loss_config(loss_key(label), config)
+        return loss_config(loss_key(label, call), config)
 
     def build(
         self, call: MethodCall, config: TrainConfig, splits: Any
@@ -222,7 +236,7 @@ class ProfsProcedure(Procedure):
         return model, loss
 
     def components(self, run: RunContext) -> Components:
-        key = loss_key(run.label)
+        key = loss_key(run.label, run.call)
         loss = profs_loss(key, self.variant, run.loss, run.config, self.pairs)
         labels = torch.as_tensor(run.splits.train.labels)
         m, lam = self.m(key) or 1, self.lam or 0.0
@@ -239,7 +253,7 @@ class ProfsProcedure(Procedure):
             h["train_seconds"] for h in record.data["history"]
         )
         return {
-            "period": self.m(loss_key(run.label)),
+            "period": self.m(loss_key(run.label, run.call)),
             "sampler_seconds": timed.seconds,
             "batches": timed.calls,
             "train_seconds": float(seconds),

@@ -65,7 +65,7 @@ def methods(
 
 def _variant(variant: str, period: int, lam: float, mode: str, **kw: Any) -> ProfsProcedure:
     if variant == "plain":
-        return ProfsProcedure()
+        return ProfsProcedure("plain", period=None, lam=None)
     hncm = mode if variant == "PROFS-HNCM" else "greedy"
     return ProfsProcedure(variant, period=period, lam=lam, hncm_mode=hncm, **kw)
 
