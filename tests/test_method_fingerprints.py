@@ -20,32 +20,38 @@ from dmlnb.training import train
 RESULTS = Path(__file__).resolve().parents[1] / "results" / "04_profs" / "default"
 
 
-def _committed_contrastive_run() -> X.RunIdentity:
+def _committed_contrastive_run(changes=None):
+    """The default profile's plain Contrastive-Hard run of seed 0, as the chapter declares it
+    (:func:`dmlnb.experiments.profs.groups`): its folder, configuration and specification."""
     config, settings = (
         X.experiment_config("default", validation=True),
         X.experiment_settings("default"),
     )
-    return next(
-        r
-        for r in X.chapter_runs(config, settings, 109)
-        if r.key == "contrastive-hard" and r.variant == "plain"
-    )
+    group = X.groups(config, settings, 109, changes)["table1/plain"]
+    run = next(r for r in group.runs() if r.label == "Contrastive-Hard" and r.seed == 0)
+    return run.name, run.config(config), run.spec
 
 
 def test_a_changed_loss_argument_stales_the_committed_record(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The issue's example: Contrastive-Hard's ``neg_margin`` 1.0 -> 0.3 used to reload the old
-    record silently. Now its committed record no longer matches and the run would train."""
-    before = _committed_contrastive_run()
-    assert reuse_reason(RESULTS / before.name, before.config, before.spec)[0] == ""
+    record silently. Now its committed record no longer matches and the run would train, whether
+    the chapter's table of methods changes or a reader's notebook changes the argument."""
+    name, config, spec = _committed_contrastive_run()
+    assert reuse_reason(RESULTS / name, config, spec)[0] == ""
     changed = X.LOSS_METHODS["contrastive-hard"].replace(neg_margin=0.3)
-    monkeypatch.setitem(X.LOSS_METHODS, "contrastive-hard", changed)
-    after = _committed_contrastive_run()
-    assert after.name == before.name and after.spec["factory"]["args"]["neg_margin"] == 0.3
-    assert run_fingerprint(after.config, after.spec) != run_fingerprint(before.config, before.spec)
-    reason, _ = reuse_reason(RESULTS / after.name, after.config, after.spec)
-    assert "fingerprint changed" in reason and "factory" in reason
+    for after in (
+        _committed_contrastive_run({"Contrastive-Hard": {"neg_margin": 0.3}}),
+        (
+            monkeypatch.setitem(X.LOSS_METHODS, "contrastive-hard", changed),
+            _committed_contrastive_run(),
+        )[1],
+    ):
+        assert after[0] == name and after[2]["factory"]["args"]["neg_margin"] == 0.3
+        assert run_fingerprint(after[1], after[2]) != run_fingerprint(config, spec)
+        reason, _ = reuse_reason(RESULTS / after[0], after[1], after[2])
+        assert "fingerprint changed" in reason and "factory" in reason
     loss = X.build_loss("contrastive-hard", 10, 8)
     assert loss.neg_margin == 0.3 and loss.method_spec == changed.spec
 

@@ -25,7 +25,6 @@ NOT_YET: dict[str, str] = {
     "02_facility_location": "153 code lines, cells of at most 24; the paper's constants (0.94, "
     "2.2, 0.1, 0.25, 0.75) and the rule's 95% and 90% still typed in its Markdown",
     "03_discriminative": "304 code lines, a 29-line cell",
-    "04_profs": "249 code lines, a 33-line cell; 62 numbers typed in its closing Markdown",
     "05_ssdml": "376 code lines, a 68-line cell",
 }
 

@@ -1,0 +1,327 @@
+"""The closing section of the PROFS chapter, "What this chapter finds", written from the runs,
+the judged claims and the measurements: every number in it is computed, none typed. Each
+paragraph is a function of what it reads; a paragraph whose runs a profile does not make is
+left out."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from dmlnb.chapter import JudgedClaim
+from dmlnb.experiments.profs.analyses import loss_plateau, paper_projections
+from dmlnb.experiments.profs.judges import first_r1, guarded, r1
+from dmlnb.experiments.profs.losses import collapse_level
+from dmlnb.experiments.profs.procedure import loss_config
+from dmlnb.experiments.profs.profiles import PAPER_EPOCHS, table2_config, table_rows
+from dmlnb.experiments.profs.tables import collapsed_sides, metric_verdicts
+from dmlnb.profiles import TrainConfig
+from dmlnb.reporting import (
+    COLLAPSE_BAND,
+    HOLDS,
+    NOT_TESTED,
+    compare,
+    count_line,
+)
+from dmlnb.runs import Run
+
+__all__ = ["findings_markdown", "plateau_markdown"]
+
+_WORDS = dict(enumerate("one two three four five six seven eight nine".split(), 1))
+
+
+def _n(k: int) -> str:
+    return _WORDS.get(k, str(k))
+
+
+def _pts(x: float, digits: int = 2) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _ev(v: Any) -> str:
+    """A verdict's effect and interval in words."""
+    e = v.evidence()
+    return f"{e['effect']}, interval {e['90% interval']}".replace("-", "−")
+
+
+def _opening(cfg: TrainConfig, settings: Mapping[str, Any], profile: str, f: Mapping) -> str:
+    rows1, rows2 = table_rows(settings, 1), table_rows(settings, 2)
+    paper = [j.verdict for j in f["judged"] if j.spec.origin == "paper"]
+    ours = [j.verdict for j in f["judged"] if j.spec.origin == "ours"]
+    holds = sum(str(v).startswith(HOLDS) for v in paper)
+    head = (
+        "none of the paper's claims holds" if not holds else f"{holds} of the paper's claims hold"
+    )
+    soft = ""
+    if "SoftTriple" in rows2:
+        st = table2_config(cfg, "SoftTriple", settings)
+        soft = f", Table 2 on SoftTriple with {st.epochs} epochs and {f['soft_steps']} projections"
+    text = (
+        f"At the {profile} profile ({cfg.dataset}, a width-{cfg.width} {cfg.model} "
+        f"{'pretrained' if cfg.pretrained else 'from scratch'}, {cfg.epochs} epochs evaluated "
+        f"every {cfg.eval_every} with the kept epoch chosen on the {cfg.select_on} classes, "
+        f"$M = {f['M']}$, {f['steps'] / f['M']:.1f} projections per PROFS run, "
+        f"{len(settings['seeds'])} seeds per variant; Table 1 on {' and '.join(rows1)}{soft}), "
+        f"**{head}**: {count_line(paper)}. Of our own measurements: {count_line(ours)}."
+    )
+    both = f["both_ways"]
+    if both is not None:
+        changed = int(both["verdict changes"].sum())
+        text += (
+            f" {changed} of {len(both)} verdicts change between the validation- and the "
+            "test-selected epoch."
+        )
+    return text + (
+        f" Our absolute numbers ({cfg.dataset}) are not comparable with the paper's CUB-200-2011 "
+        "numbers beside them; only the gains are compared."
+    )
+
+
+def _plateau(cfg: TrainConfig, table1: Mapping[tuple[str, str], Sequence[Run]]) -> str | None:
+    """The batch-hard triplet loss's collapsed runs, set aside."""
+    sides = {v: table1[r, v] for r, v in table1 if r == "Triplet-Hard"}
+    level = collapse_level("triplet-hard", cfg.embedding_dim)
+    if not sides or level is None:
+        return None
+    frame = loss_plateau(sides, level=level)
+    stuck = frame[frame["collapsed"]]
+    if stuck.empty:
+        return None
+    parts = []
+    for v, group in stuck.groupby("variant", sort=False):
+        k, total = len(group), len(sides[v])
+        seeds = ", ".join(str(s) for s in group["seed"])
+        parts.append(
+            f"all {_n(k)} {v} runs"
+            if k == total
+            else f"{_n(k)} {v} run{'s' * (k > 1)} (seed {seeds})"
+        )
+    plain = frame[frame["variant"] == "plain"]
+    lowest = set(frame.nsmallest(len(stuck), "R@1 (kept epoch)").index) == set(stuck.index)
+    lo, hi = stuck["R@1 (kept epoch)"].min(), stuck["R@1 (kept epoch)"].max()
+    on_profs = set(stuck["variant"]) <= {"PROFS", "PROFS-HNCM"}
+    raw = compare(r1(sides["PROFS-HNCM"]), r1(sides["plain"]), scale=100, unit=" pts")
+    return (
+        "* **Triplet-Hard sides with collapsed runs are set aside: no comparison with them is "
+        "tested.**"
+        + (
+            f" Every plain run left the loss plateau within {plain['last epoch on it'].max()} "
+            "epochs;"
+            if not plain["collapsed"].any()
+            else ""
+        )
+        + f" {' and '.join(parts)} stayed on it (at least the margin less {COLLAPSE_BAND:.1%}, "
+        f"the loss of a collapsed embedding) for all {int(stuck['epochs'].max())} epochs"
+        + (f" and have the {_n(len(stuck))} lowest R@1 of the {_n(len(frame))}" if lowest else "")
+        + f" ({lo:.1f} to {hi:.1f}). By the book's collapse criterion they are set aside."
+        + (
+            " This is not favourable to the paper: every set-aside run is a PROFS run, and "
+            f"judged as they are, PROFS-HNCM > plain on Triplet-Hard would be: {raw}."
+            if on_profs
+            else ""
+        )
+    )
+
+
+def _gains(f: Mapping) -> list[str]:
+    """PROFS over every loss, HNCM further, and the convergence claim."""
+    j, runs, rows = f["claims"], f["sides"], f["rows"]
+    _, table = metric_verdicts(runs, "PROFS", "plain", f["metrics"], rows)
+    per = []
+    for row in rows:
+        marks = [x[-2] for x in table.loc[row]]
+        gain = 100 * (np.mean(r1(runs[row, "PROFS"])) - np.mean(r1(runs[row, "plain"])))
+        per.append(
+            f"{row}: {marks.count('+')} higher, {marks.count('-')} lower, {marks.count('=')} "
+            f"inconclusive, {marks.count('x')} not tested of its {len(marks)} (loss, metric) "
+            f"comparisons (R@1 {_pts(gain)} points)"
+        )
+    out = [
+        f"* **PROFS improves every loss: {j['profs-improves-every-loss'].verdict}.** "
+        + "; ".join(per)
+        + "."
+    ]
+    hncm = [
+        f"{row} {_pts(f['gains'].loc[row, 'HNCM gain over PROFS'], 1)} points "
+        f"({f['gains'].loc[row, 'PROFS-HNCM > PROFS']})"
+        for row in f["gains"].index
+    ]
+    out.append(
+        f"* **HNCM boosts PROFS further: {j['hncm-boosts-profs'].verdict}.** HNCM over PROFS, "
+        "R@1 per loss of Tables 1-2: " + "; ".join(hncm) + "."
+    )
+    first = {
+        row: guarded(
+            first_r1(runs[row, "PROFS"]),
+            first_r1(runs[row, "plain"]),
+            collapsed_sides(runs, (row, "PROFS"), (row, "plain")),
+            keep=True,
+        )
+        for row in rows
+    }
+    conv = j["convergence-unchanged"].verdict
+    out.append(
+        f"* **Convergence rate unchanged: {conv}.** After the same steps (the first "
+        "evaluation) PROFS against plain: "
+        + "; ".join(f"{row} {_pts(100 * v.effect, 1)} points ({v})" for row, v in first.items())
+        + ". The test compares one R@1 level after the same early steps, not a rate, and PROFS "
+        "differs from plain there in its batches, its pair restriction and its proximal term at "
+        "once."
+        + "".join(
+            f" Representative batches alone ({c.spec.text.split(':')[0]}, our measurement): "
+            f"{_ev(c.verdict)}, {c.verdict}."
+            for key, c in j.items()
+            if key.startswith("reused-samples-")
+        )
+        + " The paper states the claim without numbers."
+    )
+    return out
+
+
+def _measured(f: Mapping) -> list[str]:
+    """SoftTriple, the component ablation and the costs."""
+    j, out = f["claims"], []
+    soft = j.get("softtriple-regularisation-measured") or j.get("softtriple-regularisation")
+    if soft is not None:
+        paper_steps = int(paper_projections()["steps"].min())
+        out.append(
+            f"* **SoftTriple with the proximal term alone: {soft.verdict}** "
+            f"({_ev(soft.verdict)}). The paper's SoftTriple claim is "
+            f"{j['softtriple-regularisation'].verdict}: {f['soft_steps']} projections per run "
+            f"against the {paper_steps} of the paper's shortest SoftTriple run."
+        )
+    steps = [c for key, c in j.items() if key.startswith("components-")]
+    if steps:
+        out.append(
+            "* **The component ablation, each step against the one before:** "
+            + "; ".join(
+                f"{c.spec.text.split(' [')[0]}: {c.verdict} ({_ev(c.verdict)})" for c in steps
+            )
+            + f". Lambda = 0 over-fits: {j['lambda-zero-overfits'].verdict}."
+        )
+    if "profs-step-time" in j:
+        t = f["times"].groupby("variant", sort=False)["ms per step"].mean()
+        share, pick = j["hncm-step-share"].verdict, f["pick_cost"]
+        first, last = pick.iloc[0], pick.iloc[-1]
+        out.append(
+            f"* **Cost, measured in one process:** plain {t['plain']:.1f} ms per step, PROFS "
+            f'{t["PROFS"]:.1f}, PROFS-HNCM {t["PROFS-HNCM"]:.1f}. "PROFS adds no time to a step" '
+            f'is {j["profs-step-time"].verdict} ({_ev(j["profs-step-time"].verdict)}); "our HNCM '
+            f"adds at most the paper's share\": {share} ({_ev(share)}). Our greedy HNCM pick of "
+            f"{int(first['classes per batch'])} classes takes {first['HNCM ms']:.1f} ms against "
+            f"{first['uniform ms']:.2f} ms for a uniform draw at L = {int(first['L'])}, and "
+            f"{last['HNCM ms']:.1f} ms against {last['uniform ms']:.2f} ms at "
+            f"L = {int(last['L'])}. "
+            "The paper's own cost claims are not tested: a share of a step depends on the step's "
+            "cost, and our HNCM is not the paper's O(L) scan."
+        )
+    return out
+
+
+def _limits(cfg: TrainConfig, settings: Mapping[str, Any], f: Mapping) -> str:
+    untested = [
+        c.spec.text
+        for c in f["judged"]
+        if c.spec.origin == "paper" and str(c.verdict) == NOT_TESTED
+    ]
+    soft = loss_config("softtriple", table2_config(cfg, "SoftTriple", settings))
+    size = cfg.dataset_options.get("image_size", "?")
+    return (
+        f"* **Not tested at this profile ({len(untested)}):** " + "; ".join(untested) + ".\n"
+        f"* **What limits all of this:** another dataset ({size}-px {cfg.dataset}), a "
+        f"{cfg.model} {'pretrained' if cfg.pretrained else 'from scratch'}, "
+        f"{cfg.embedding_dim}-d embeddings, a learning rate of {cfg.lr:g} (SoftTriple's centres "
+        f"{soft.loss_lr:g}), {cfg.epochs} epochs instead of {PAPER_EPOCHS}, batch-hard mining "
+        f"and $I = {cfg.m_per_class}$ for every loss (the deviations table)."
+    )
+
+
+def findings_markdown(
+    config: TrainConfig,
+    settings: Mapping[str, Any],
+    profile: str,
+    judged: Sequence[JudgedClaim],
+    both_ways: pd.DataFrame | None,
+    gains: pd.DataFrame,
+    sides: Mapping[tuple[str, str], Sequence[Run]],
+    ctx: Any,
+    pick_cost: pd.DataFrame,
+) -> str:
+    """The chapter's findings in Markdown, from the judged claims (``judged``), the protocols'
+    table (``both_ways``), the gains of Tables 1-2 (``gains``), their runs (``sides``), the
+    claims' context (``ctx``: projections, step times) and HNCM's pick cost."""
+    claims = {j.spec.id: j for j in judged}
+    rows = [r for r in table_rows(settings, 1) if (r, "PROFS") in sides]
+    f = dict(judged=judged, claims=claims, both_ways=both_ways, gains=gains, sides=sides,
+             rows=rows, metrics=ctx.metrics, M=ctx.period, steps=ctx.steps,
+             soft_steps=ctx.soft_steps, times=ctx.times, pick_cost=pick_cost)  # fmt: skip
+    table1 = {k: v for k, v in sides.items() if k[0] in table_rows(settings, 1)}
+    parts = [_opening(config, settings, profile, f), ""]
+    plateau = _plateau(config, table1)
+    parts += ([plateau] if plateau else []) + _gains(f) + _measured(f)
+    parts.append(_limits(config, settings, f))
+    return "\n".join(parts)
+
+
+def _range(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+    lo, hi = min(values), max(values)
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)} to {fmt.format(hi)}"
+
+
+def plateau_markdown(frame: pd.DataFrame, level: float) -> str:
+    """What the Triplet-Hard runs' plateau table (``frame``,
+    :func:`~dmlnb.experiments.profs.analyses.loss_plateau` at the margin ``level``) shows, in
+    Markdown: which runs left the plateau and when, which stayed (collapsed by the book's
+    criterion, so set aside), how close the closest is to the band's edge, and their R@1."""
+    stuck, left = frame[frame["collapsed"]], frame[~frame["collapsed"]]
+    edge = level * (1 - COLLAPSE_BAND)
+    out = []
+    for v, group in left.groupby("variant", sort=False):
+        k = len(group)
+        who = f"every {v} run" if k == (frame["variant"] == v).sum() else f"{_n(k)} {v} run"
+        out.append(
+            f"{who}{'s' * (k > 1 and not who.startswith('every'))} left the plateau after "
+            f"{_range(group['last epoch on it'].tolist())} epochs"
+        )
+    text = "; ".join(out) + "."
+    text = text[0].upper() + text[1:]
+    if stuck.empty:
+        return text + " No run is collapsed by the book's criterion."
+    lowest = set(frame.nsmallest(len(stuck), "R@1 (kept epoch)").index) == set(stuck.index)
+    r1 = stuck["R@1 (kept epoch)"].tolist()
+    text += (
+        f" {_n(len(stuck)).capitalize()} run{'s' * (len(stuck) > 1)} ("
+        + ", ".join(f"{r.variant} seed {r.seed}" for r in stuck.itertuples())
+        + f") stayed on it for all {int(stuck['epochs'].max())} epochs"
+        + (f" and have the {_n(len(stuck))} lowest R@1 of the {_n(len(frame))}" if lowest else "")
+        + f" ({_range(r1, '{:.1f}')}). Why was not investigated.\n\n"
+        "They are collapsed by the book's criterion, so every comparison with a Triplet-Hard side "
+        "that contains one (" + ", ".join(dict.fromkeys(stuck["variant"])) + ") is *not tested "
+        "at this scale* (`unless_degenerate`), whatever its numbers; the comparisons table keeps "
+        "their measured effects beside the verdict."
+    )
+    last = [float(x.split(", ")[-1]) for x in stuck["last two losses"]]
+    closest = stuck.iloc[int(np.argmin(last))]
+    text += (
+        f"\n\n* **How close it is:** the closest, {closest['variant']} seed {closest['seed']}, "
+        f"ended at {closest['last two losses'].replace(', ', ' and ')}, the band's lower edge "
+        f"being {edge:.4f}."
+    )
+    if (
+        set(stuck["variant"]) <= {"PROFS", "PROFS-HNCM"}
+        and not left[left["variant"] == "plain"].empty
+    ):
+        text += (
+            "\n* **It is not favourable to the paper.** Every set-aside run is on the PROFS side; "
+            'no plain run stays on the plateau, so "not tested" should not be read as a draw.'
+        )
+    first = stuck["R@1 (first evaluation)"].tolist()
+    return text + (
+        f"\n\nThe criterion reads the loss, not the R@1: these runs reach {_range(r1, '{:.1f}')}, "
+        f"and their R@1 rose on the plateau, from {_range(first, '{:.1f}')} at the first "
+        "evaluation. The book sets aside every run whose loss sits at its collapsed embedding's "
+        "value, in every chapter, rather than judge some and not others."
+    )

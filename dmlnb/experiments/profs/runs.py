@@ -1,0 +1,186 @@
+"""The PROFS chapter's runs, declared once as data (:class:`dmlnb.chapter.RunGroup`) and trained
+or reloaded by :func:`dmlnb.chapter.train_runs`.
+
+:func:`groups` declares every run of the chapter at a profile: Table 1 and Table 2 (a group per
+variant, and per Table 2 row, whose setup differs), the M and lambda sweeps, the HNCM regime, the
+proximal term on the backbone only and the component ablation, each a :class:`RunGroup` of
+methods (the rows' registered losses, :data:`~dmlnb.experiments.profs.losses.LOSS_METHODS`) x
+seeds trained by a :class:`~dmlnb.experiments.profs.procedure.ProfsProcedure`. Runs that several
+sections share (Table 1's PROFS run is the component ablation's last step) have one fingerprint
+and train once. The functions below read the :class:`~dmlnb.chapter.RunSet` back by section.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from dmlnb.chapter import RunGroup, RunSet
+from dmlnb.experiments.profs.losses import LOSS_METHODS, VARIANTS, collapse_level
+from dmlnb.experiments.profs.procedure import ProfsProcedure, loss_key
+from dmlnb.experiments.profs.profiles import period_for, table2_config, table_rows
+from dmlnb.methods import MethodCall
+from dmlnb.profiles import TrainConfig
+from dmlnb.reporting import collapsed
+from dmlnb.runs import Run
+
+__all__ = [
+    "COMPONENT_STEPS",
+    "groups",
+    "methods",
+    "is_collapsed",
+    "table_sides",
+    "component_sides",
+    "sweep_points",
+    "section_runs",
+]
+
+#: The component ablation's steps (issue #17): PROFS's ingredients added one at a time, each a
+#: ``PROFS`` procedure's ``pairs`` and ``lam`` (``lam=None``: the profile's ``lambda``).
+#:
+#: * ``"representatives"``: PROFS's batches (one representative per class kept ``M`` steps, as the
+#:   first of its group) with every pair of the loss and no proximal term;
+#: * ``"+ pair restriction"``: the pairs restricted to those anchored at a
+#:   representative (Sec. 5.3);
+#: * ``"+ proximal term"``: ``lambda/2 ||theta - theta_k||^2`` added: Table 1's PROFS run.
+COMPONENT_STEPS: dict[str, dict[str, Any]] = {
+    "representatives": {"pairs": "all", "lam": 0.0},
+    "+ pair restriction": {"pairs": None, "lam": 0.0},
+    "+ proximal term": {"pairs": None, "lam": None},
+}
+
+
+def methods(
+    rows: tuple[str, ...], changes: Mapping[str, Mapping[str, Any]] | None = None
+) -> dict[str, MethodCall]:
+    """Each row's registered loss (:data:`LOSS_METHODS`), with a reader's ``changes`` to its
+    arguments (``{"Contrastive-Hard": {"neg_margin": 0.5}}``: they enter those runs'
+    fingerprints)."""
+    changes = changes or {}
+    unknown = set(changes) - set(rows)
+    if unknown:
+        raise ValueError(f"changes name {sorted(unknown)}, not rows trained here ({list(rows)})")
+    return {row: LOSS_METHODS[loss_key(row)].replace(**dict(changes.get(row, {}))) for row in rows}
+
+
+def _variant(variant: str, period: int, lam: float, mode: str, **kw: Any) -> ProfsProcedure:
+    if variant == "plain":
+        return ProfsProcedure("plain", period=None, lam=None)
+    hncm = mode if variant == "PROFS-HNCM" else "greedy"
+    return ProfsProcedure(variant, period=period, lam=lam, hncm_mode=hncm, **kw)
+
+
+def groups(
+    config: TrainConfig,
+    settings: Mapping[str, Any],
+    num_classes: int,
+    changes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, RunGroup]:
+    """Every run of the chapter at ``config`` and ``settings``
+    (:func:`~dmlnb.experiments.profs.profiles.experiment_settings`) on ``num_classes`` training
+    classes (``M = ceil(rho I L / B)`` depends on them), with a reader's ``changes`` to the
+    losses' arguments. Group names: ``table1/<variant>``, ``table2/<row>/<variant>``,
+    ``M/<M>``, ``lambda/<lambda>``, ``regime/<variant>``, ``backbone``,
+    ``components/<step>``; a section a profile does not run has no group."""
+    rho, lam, mode = settings["rho"], settings["lam"], settings.get("hncm_mode", "greedy")
+    batch = {"batch_size": config.batch_size}  # every group names it: the folder holds it
+    M = period_for(config, num_classes, rho)
+    calls = methods(tuple(dict.fromkeys([*table_rows(settings, 1), *table_rows(settings, 2),
+                                         *settings["ablation_losses"], settings["lambda_loss"],
+                                         settings["regime_loss"]])), changes)  # fmt: skip
+    pick = lambda rows: {r: calls[r] for r in rows}  # noqa: E731
+    out: dict[str, RunGroup] = {}
+
+    def add(name: str, rows: Any, seeds: Any, procedure: ProfsProcedure, **change: Any) -> None:
+        if rows and seeds:
+            out[name] = RunGroup(pick(rows), tuple(seeds), {**batch, **change}, procedure)
+
+    for v in VARIANTS:
+        add(f"table1/{v}", table_rows(settings, 1), settings["seeds"], _variant(v, M, lam, mode))
+    for row in table_rows(settings, 2):
+        setup = dict(settings.get("table2_setups", {}).get(row, {}))
+        m2 = period_for(table2_config(config, row, settings), num_classes, rho)
+        for v in VARIANTS:
+            proc = _variant(v, m2, lam, mode)
+            add(f"table2/{row}/{v}", (row,), settings["table2_seeds"], proc, **setup)
+    for m in sorted(set(settings["m_grid"]) | {M}) if settings["ablation_losses"] else ():
+        proc = _variant("PROFS", m, lam, mode)
+        add(f"M/{m}", settings["ablation_losses"], settings["sweep_seeds"], proc)
+    for value in settings["lambda_grid"]:
+        proc = _variant("PROFS", M, value, mode)
+        add(f"lambda/{value:g}", (settings["lambda_loss"],), settings["sweep_seeds"], proc)
+    if settings["regime_batch"]:
+        small = config.replace(batch_size=settings["regime_batch"])
+        m_small = period_for(small, num_classes, rho)
+        for v in ("PROFS", "PROFS-HNCM"):
+            proc = _variant(v, m_small, lam, mode)
+            add(f"regime/{v}", (settings["regime_loss"],), settings["regime_seeds"], proc,
+                batch_size=small.batch_size)  # fmt: skip
+    proc = _variant("PROFS", M, lam, mode, proximal_params="backbone")
+    add("backbone", ("Contrastive-Hard",), settings["backbone_seeds"], proc)
+    for step, kw in COMPONENT_STEPS.items() if settings.get("component_ablation") else ():
+        proc = _variant(
+            "PROFS", M, lam if kw["lam"] is None else kw["lam"], mode, pairs=kw["pairs"]
+        )
+        add(f"components/{step}", settings["component_losses"], settings["component_seeds"], proc)
+    return out
+
+
+def is_collapsed(run: Run) -> bool:
+    """Whether ``run`` is collapsed by the book's criterion (:func:`dmlnb.reporting.collapsed`):
+    its training loss stays within 2.5% of its loss's value on a collapsed embedding
+    (:func:`~dmlnb.experiments.profs.losses.collapse_level`) over its last two epochs; never for a
+    loss without such a value."""
+    data = run.record.data
+    level = collapse_level(data["spec"]["loss"], int(data["config"]["embedding_dim"]))
+    return level is not None and collapsed(run.record.training_losses(), level)
+
+
+def _side(runs: RunSet, group: str, label: str) -> list[Run]:
+    return [runs.run(group, label, s) for s in runs.seeds(group, label)]
+
+
+def table_sides(runs: RunSet, table: int = 1) -> dict[tuple[str, str], list[Run]]:
+    """Table ``table``'s runs: ``(row, variant)`` -> the runs over seeds, row by row, each row's
+    variants in the order of :data:`VARIANTS` (empty: not run)."""
+    out: dict[tuple[str, str], list[Run]] = {}
+    for name, group in runs.runs.items():
+        parts = name.split("/")
+        if parts[0] == f"table{table}":
+            for row in dict.fromkeys(label for label, _ in group):
+                out[row, parts[-1]] = _side(runs, name, row)
+    rows = dict.fromkeys(row for row, _ in out)
+    return {(r, v): out[r, v] for r in rows for v in VARIANTS if (r, v) in out}
+
+
+def component_sides(runs: RunSet) -> dict[tuple[str, str], list[Run]]:
+    """The component ablation: ``(row, step)`` -> the runs over seeds (empty: not run)."""
+    out = {}
+    for step in COMPONENT_STEPS:
+        name = f"components/{step}"
+        for row in dict.fromkeys(label for label, _ in runs.runs.get(name, {})):
+            out[row, step] = _side(runs, name, row)
+    return out
+
+
+def sweep_points(runs: RunSet, swept: str) -> dict[str, dict[float, list[float]]]:
+    """A sweep (``swept``: ``"M"`` or ``"lambda"``): loss -> swept value -> per-seed R@1."""
+    out: dict[str, dict[float, list[float]]] = {}
+    for name, group in runs.runs.items():
+        kind, _, value = name.partition("/")
+        if kind == swept:
+            for row in dict.fromkeys(label for label, _ in group):
+                x = int(value) if swept == "M" else float(value)
+                out.setdefault(row, {})[x] = runs.values(name, row, "R@1")
+    return {row: dict(sorted(pts.items())) for row, pts in out.items()}
+
+
+def section_runs(runs: RunSet, prefix: str) -> dict[str, list[Run]]:
+    """The runs of the groups named ``prefix`` or ``prefix/<x>``: ``x`` (or ``prefix``) -> the
+    runs over seeds of its one loss (``"regime"``: variant -> runs; ``"backbone"``)."""
+    out = {}
+    for name, group in runs.runs.items():
+        if name == prefix or name.startswith(prefix + "/"):
+            for row in dict.fromkeys(label for label, _ in group):
+                out[name.rpartition("/")[2]] = _side(runs, name, row)
+    return out
