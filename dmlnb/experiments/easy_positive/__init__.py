@@ -12,7 +12,7 @@
 * :mod:`.claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values;
 * :mod:`.deviations`: the departures from the paper as :class:`~dmlnb.chapter.Deviation` rows;
 * :mod:`.reported`, :mod:`.tables`, :mod:`.figures`: the paper's numbers, the chapter's tables
-  and figures.
+  and figures; :mod:`.reading`: the numbers its closing text glues.
 """
 
 from dmlnb.experiments.easy_positive import (
@@ -21,6 +21,7 @@ from dmlnb.experiments.easy_positive import (
     deviations,
     diagnostics,
     figures,
+    reading,
     reported,
     runs,
     spec,
@@ -34,6 +35,7 @@ from dmlnb.experiments.easy_positive.design import *  # noqa: F403
 from dmlnb.experiments.easy_positive.deviations import *  # noqa: F403
 from dmlnb.experiments.easy_positive.diagnostics import *  # noqa: F403
 from dmlnb.experiments.easy_positive.figures import *  # noqa: F403
+from dmlnb.experiments.easy_positive.reading import *  # noqa: F403
 from dmlnb.experiments.easy_positive.reported import *  # noqa: F403
 from dmlnb.experiments.easy_positive.runs import *  # noqa: F403
 from dmlnb.experiments.easy_positive.spec import *  # noqa: F403
@@ -48,6 +50,7 @@ __all__ = [
     *deviations.__all__,
     *diagnostics.__all__,
     *figures.__all__,
+    *reading.__all__,
     *reported.__all__,
     *runs.__all__,
     *spec.__all__,
