@@ -5,6 +5,7 @@ fabricated CUB and Hotels-50K trees."""
 
 import json
 import math
+import os
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -1274,3 +1275,55 @@ def test_the_chapter_claims_are_declared_with_where_and_a_typed_reason():
             assert j.verdict == c.verdict and j.evidence == c.our_evidence
         else:
             assert c.verdict.note in j.verdict.note
+
+
+# ------------------------------------------------------------------------------ the chapter's size
+
+
+def test_the_chapter_package_and_notebook_keep_the_books_sizes():
+    """No module of the package over 500 lines, no function over 80; the notebook's code cells at
+    most 200 lines in all, none over 25 (ARCHITECTURE.md, issue #45)."""
+    import ast
+
+    package = Path(ep.__file__).parent
+    for path in package.glob("*.py"):
+        text = path.read_text()
+        assert len(text.splitlines()) <= 500, path.name
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.FunctionDef):
+                assert node.end_lineno - node.lineno < 80, f"{path.name}: {node.name}"
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "01_easy_positive.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    code = [len("".join(c["source"]).splitlines()) for c in cells if c["cell_type"] == "code"]
+    assert sum(code) <= 200 and max(code) <= 25, (sum(code), max(code))
+
+
+@pytest.mark.skipif(
+    torch.cuda.is_available()
+    or not (Path(os.environ.get("DMLNB_DATA", "/")) / "omniglot").exists(),
+    reason="needs Omniglot under DMLNB_DATA, and no GPU (the committed claims name none)",
+)
+def test_the_committed_claims_json_is_the_judgement_of_the_committed_records(monkeypatch, tmp_path):
+    """Reloaded (nothing trains), the committed records judged by the declared claims give the
+    committed ``claims.json``, verdict for verdict."""
+    from dmlnb.chapter import evaluate, write_claims_json
+
+    monkeypatch.setenv(NO_TRAINING_ENV, "1")
+    study = ep.make_study("default", validation=True)
+    batches = ep.declare(study)
+    runs = ep.train_chapter(batches, COMMITTED)
+    assert not runs.trained
+    splits = ep.StoredAnalyses(COMMITTED, batches).splits(study.config)
+    paper = ep.make_study("paper", validation=True)
+    status = paper_run_status(paper.table2 + paper.table3)
+    context = ep.ClaimContext(study, len(splits.train) // splits.train.num_classes, status)
+    judged = evaluate(ep.declare_claims(context, runs), runs)
+    path = write_claims_json(tmp_path, judged, chapter=ep.CHAPTER, profile="default")
+    committed = json.loads((COMMITTED / "claims.json").read_text())
+    assert json.loads(path.read_text()) == committed
+    assert len(committed["claims"]) == len(judged) and {
+        c["origin"] for c in committed["claims"]
+    } == {
+        "paper",
+        "ours",
+    }
