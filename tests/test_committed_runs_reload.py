@@ -74,18 +74,17 @@ def check(notes: dict[Path, str], chapter: str) -> None:
 def test_easy_positive_runs_reload(asked) -> None:
     """The chapter at its notebook defaults (validation=True, the paper's strict semi-hard rule,
     EPSHN's inclusive rule beside it): holds once its default-profile records are retrained so."""
+    from dmlnb.chapter import runset
     from dmlnb.experiments import easy_positive as ep
 
-    notes = asked(ep)
+    notes = asked(runset)
     study = ep.make_study("default", validation=True)
-    runner = ep.Runner(study, RESULTS / "01_easy_positive")
-    inclusive = runner.with_study(study.other_semihard())
-    runs = [(runner, c, m) for c, m in study.figure4_runs() + study.table1_runs()]
-    runs += [(inclusive, c, m) for c, m in study.semihard_runs()]
-    for r, cfg, method in runs:
-        assert cfg.select_on == "validation" and (method != "EPSHN" or "semihard" in r.spec(method))
-    for r, cfg, method in runs:
-        assert not r.run(cfg, method).trained
+    runs = ep.train_chapter(ep.declare(study), RESULTS / "01_easy_positive" / "default")
+    assert not runs.trained
+    for record in runs.records():
+        spec = record.data["spec"]
+        assert record.config["select_on"] == "validation"
+        assert spec["method"] != "EPSHN" or "semihard" in spec
     check(notes, "01_easy_positive")
     assert len(notes) == 75
 

@@ -94,11 +94,11 @@ def book(tmp_path_factory):
         seeds=seeds,
         table1_seeds=seeds,
     )
-    runner = easy_positive.Runner(study, root / "01_easy_positive")
-    runner.run_all(study.table1_runs())
-    out["easy_positive"] = {
-        m: [runner.get(study.config, m, 2, s) for s in seeds] for m in easy_positive.TABLE1_METHODS
-    }
+    (batch,) = easy_positive.declare(study)
+    table1 = ("table1", "table1 N-pair", "table1 Proxy-NCA")
+    t1 = easy_positive.Batch(batch.config, {g: batch.groups[g] for g in table1})
+    done = easy_positive.train_chapter([t1], root / "01_easy_positive" / "smoke")
+    (out["easy_positive"],) = easy_positive.table1_runs(done, study).values()
     fl = facility_location.make_study(
         "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=seeds
     )
@@ -483,40 +483,35 @@ def test_protocol_records_reload_with_the_chapters_validation_split(no_training)
     assert train_runs(groups, config, folder).trained == 0
 
 
-def _easy_positive_notebook_runs(runner):
-    """Every run of notebooks/01_easy_positive.ipynb at its defaults (validation=True, the strict
-    semi-hard rule), in the order it asks for them (before any is trained): Figure 4, Table 1 and
-    EPSHN under the inclusive rule (its own runner, :meth:`easy_positive.Runner.with_study`)."""
-    study = runner.study
-    other = runner.with_study(study.other_semihard())
-    return [(runner, c, m) for c, m in study.figure4_runs() + study.table1_runs()] + [
-        (other, c, m) for c, m in study.semihard_runs()
-    ]
+def _easy_positive_notebook_runs():
+    """Every distinct run of notebooks/01_easy_positive.ipynb at its defaults (validation=True,
+    the strict semi-hard rule, the inclusive one beside it), as declared:
+    ``{folder name: (RunSpec, resolved config)}``."""
+    study = easy_positive.make_study("default", validation=True)
+    return {
+        s.name: (s, s.config(b.config))
+        for b in easy_positive.declare(study)
+        for g in b.groups.values()
+        for s in g.runs()
+    }
 
 
-def test_easy_positive_notebook_runs_select_on_validation_and_name_the_semihard_rule(tmp_path):
+def test_easy_positive_notebook_runs_select_on_validation_and_name_the_semihard_rule():
     """The chapter's default-profile design: 75 runs, each holding out the profile's validation
     classes, evaluated every epoch and selecting on them; EPSHN's specification names its rule."""
-    study = easy_positive.make_study("default", validation=True)  # the notebook's defaults
-    runs = _easy_positive_notebook_runs(easy_positive.Runner(study, tmp_path))
+    runs = _easy_positive_notebook_runs()
     assert len(runs) == 75
-    names = [easy_positive.run_name(c, m, r.study) for r, c, m in runs]
-    assert len(set(names)) == len(names)
-    for runner, config, method in runs:
+    for spec, config in runs.values():
         assert (
             config.select_on == "validation"
             and config.dataset_options["validation"] == VALIDATION["default"]
         )
         assert (config.eval_every, config.epochs) == (1, 5)
-        spec = runner.spec(method)
-        assert ("semihard" in spec) == (method == "EPSHN") and spec.get(
-            "semihard", runner.study.semihard
-        ) == runner.study.semihard
-    rules = {runner.spec(m)["semihard"] for runner, _, m in runs if m == "EPSHN"}
-    assert (
-        rules == {"strict", "inclusive"}
-        and sum(n.endswith("-semihard-inclusive") for n in names) == 3
-    )
+        method = spec.spec["method"]
+        assert ("semihard" in spec.spec) == (method == "EPSHN")
+    rules = {s.spec["semihard"] for s, _ in runs.values() if s.spec["method"] == "EPSHN"}
+    assert rules == {"strict", "inclusive"}
+    assert sum(n.endswith("-semihard-inclusive") for n in runs) == 3
 
 
 @needs_records
@@ -524,14 +519,13 @@ def test_easy_positive_records_reload_at_the_notebook_defaults(no_training):
     """The committed records are the notebook's runs at its defaults: this holds once
     results/01_easy_positive/default is retrained with validation=True and the strict rule."""
     study = easy_positive.make_study("default", validation=True)
-    runs = [
-        runner.run(c, m)
-        for runner, c, m in _easy_positive_notebook_runs(
-            easy_positive.Runner(study, RESULTS / "01_easy_positive")
-        )
-    ]
-    n = _reloaded(runs)
-    assert n == len(list((RESULTS / "01_easy_positive" / "default").glob("*/record.json")))
+    done = easy_positive.train_chapter(
+        easy_positive.declare(study), RESULTS / "01_easy_positive" / "default"
+    )
+    assert _reloaded(r for g in done.runs.values() for r in g.values()) and not done.trained
+    assert len(done.records()) == len(
+        list((RESULTS / "01_easy_positive" / "default").glob("*/record.json"))
+    )
 
 
 def _facility_location_runs(study):

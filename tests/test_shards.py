@@ -76,21 +76,31 @@ import sys
 from pathlib import Path
 import dmlnb.runs
 import dmlnb.experiments.easy_positive as ep
+from dmlnb.chapter import RunGroup
+from dmlnb.experiments.easy_positive import stored as ep_stored
 dmlnb.runs.POLL_SECONDS = 0.05
 computed = []
-real = ep.embedding_statistics
+real = ep_stored.embedding_statistics
 
 def counted(model, splits, batch_size=512):
     computed.append(1)
     return real(model, splits, batch_size)
 
-ep.embedding_statistics = counted
+ep_stored.embedding_statistics = counted
 study = ep.make_study("smoke", {"epochs": 1, "steps_per_epoch": 2})
-runner = ep.Runner(study, Path(sys.argv[1]), retrain=True)
-for m, rs in ep.analysis_runs(runner, 2).items():
+(b,) = ep.declare(study)
+g = b.groups["n3"]  # the figures' runs: their methods at the key n = 3, and N-pair
+picked = {m: c for m, c in g.methods.items() if m in ep.FIGURE_METHODS}
+key = RunGroup(picked, g.seeds, g.changes, g.procedure)
+batch = ep.Batch(b.config, {"n3": key, "N-pair": b.groups["N-pair"]})
+folder = Path(sys.argv[1]) / "smoke"
+runs = ep.train_chapter([batch], folder, retrain=True)
+stored = ep.StoredAnalyses(folder, [batch])
+for m, rs in ep.analysis_runs(runs, study, stored, 2).items():
     for r in rs:
-        print(f"RESULT {r.name} trained={r.trained} analysis={sorted(r.analysis.items())}")
-    print(f"RESULT figures {m} {sorted((k, v.tolist()) for k, v in runner.figures(rs[0]).items())}")
+        summary = sorted(r.record.data["analysis"].items())
+        print(f"RESULT {r.name} trained={r.trained} analysis={summary}")
+    print(f"RESULT figures {m} {sorted((k, v.tolist()) for k, v in stored.figures(rs[0]).items())}")
 print(f"STATISTICS {len(computed)}")
 """
 

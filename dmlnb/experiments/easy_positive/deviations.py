@@ -1,0 +1,456 @@
+"""The chapter's departures from the paper as :class:`~dmlnb.chapter.Deviation` rows, built by
+:func:`deviation_rows` from the configuration of the profile (and of the ``paper`` profile where it
+departs too), the loaded dataset and what the records or the one diagnostic rerun measure;
+rendered by :func:`dmlnb.chapter.deviations_frame`. A row whose effect this profile does not
+measure says so (``why="not-measured"``) with the scale that would."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+import torch
+
+from dmlnb.chapter import Deviation
+from dmlnb.data.crops import crop_description, crop_options
+from dmlnb.experiments.easy_positive.design import Study, make_study
+from dmlnb.experiments.easy_positive.diagnostics import (
+    collapsed_groups,
+    drop_rule_effect,
+    last_epoch_fall,
+)
+from dmlnb.experiments.easy_positive.reported import DATASET_NAMES
+from dmlnb.experiments.easy_positive.spec import METHODS
+from dmlnb.experiments.easy_positive.table_verdicts import table1_baselines_effect
+from dmlnb.methods import MethodCall
+from dmlnb.profiles import TrainConfig
+from dmlnb.records import RunRecord
+from dmlnb.reporting import provenance_frame, provenance_text
+from dmlnb.selection import selection_gain_text
+from dmlnb.training import precision_description
+
+__all__ = ["deviation_rows", "record_provenance"]
+
+#: The scale that would measure the effect of a setting this profile does not vary.
+SCALE = "a rerun of this profile with the paper's setting"
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What the rows read: the study and its configuration, the paper profile's study, the
+    dataset's sizes, the records and the diagnostics (see :func:`deviations`)."""
+
+    study: Study
+    cfg: TrainConfig
+    holdout: Any
+    paper: Study
+    images_per_class: int
+    smallest: int | None
+    largest_n: int
+    selection: str
+    paper_holdout: Any
+    paper_seeds: str
+    t3: TrainConfig
+    prov: dict[str, Any]
+    nm: str
+    n_coll: int
+    groups: list
+    key: int
+    nca: Any
+    curves: pd.DataFrame
+    drop: pd.DataFrame
+    records: list[RunRecord]
+    table1: Mapping[str, Mapping[str, Sequence[float]]]
+    calls: Mapping[str, MethodCall]
+
+
+def _rows(c: _Context, rows: list[tuple[str, str, str, str]]) -> list[Deviation]:
+    """``(setting, paper, ours, measured effect)`` as rows; an effect of ``c.nm`` is not
+    measured at this profile."""
+    return [
+        Deviation(s, p, o, effect=e)
+        if e != c.nm
+        else Deviation(s, p, o, why="not-measured", scale=SCALE)
+        for s, p, o, e in rows
+    ]
+
+
+def _kept_classes(holdout: float | int) -> str:
+    """The training classes a run keeps after holding out ``holdout`` (a fraction or a count) as
+    validation classes, in words: ``"80%"``, ``"all but 20"``."""
+    return f"{1 - holdout:.0%}" if isinstance(holdout, float) else f"all but {holdout}"
+
+
+def record_provenance(records: Sequence[RunRecord]) -> dict[str, Any]:
+    """Code versions and threads of ``records``: which commits and whether the package had
+    uncommitted changes (:func:`~dmlnb.reporting.provenance_text`), the thread counts, and the
+    range of training seconds."""
+    import numpy as np
+
+    frame = provenance_frame(records)
+    secs = frame["train seconds"].to_numpy()
+    return {
+        "code": provenance_text(frame),
+        "threads": dict(frame["threads"].value_counts().sort_index()),
+        "train seconds": (float(np.nanmin(secs)), float(np.nanmax(secs))),
+    }
+
+
+def _selection(cfg: TrainConfig, splits: Any, holdout: Any) -> str:
+    """Where every run of this profile chooses its epoch, in words."""
+    val = splits.validation
+    if val is None:
+        return (
+            f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its "
+            "best epoch by Recall@1 on the test classes it reports (the papers' protocol: "
+            "optimistic)"
+        )
+    return (
+        f"every run is evaluated every {cfg.eval_every} of {cfg.epochs} epochs and keeps its "
+        f"best epoch by Recall@1 on {val.num_classes} validation classes ({len(val)} images) "
+        f"held out of the {val.num_classes + splits.train.num_classes} training classes "
+        f"(validation={holdout!r}), so training uses {splits.train.num_classes} classes "
+        f"({len(splits.train)} images); the test classes are measured at that epoch, and the "
+        "best epoch on the test classes (the book's name for it: the papers' protocol) is "
+        "shown beside it"
+    )
+
+
+def deviation_rows(
+    study: Study,
+    splits: Any,
+    curves: pd.DataFrame,
+    drop: pd.DataFrame,
+    records: Sequence[RunRecord],
+    table1: Mapping[str, Mapping[str, Sequence[float]]],
+    calls: Mapping[str, MethodCall] = METHODS,
+) -> list[Deviation]:
+    """Every departure of ``study``'s profile from the paper (Sec. 5.1, 6.1-6.3), and of the
+    ``paper`` profile where it departs too, with its measured effect where the records or one
+    diagnostic run measure it. ``splits``: the study's dataset; ``curves``:
+    :func:`~dmlnb.experiments.easy_positive.diagnostics.loss_curves`; ``drop``:
+    :func:`~dmlnb.experiments.easy_positive.diagnostics.drop_rule_diagnosis`; ``records``: every
+    run's record; ``table1``: Table 1's R@1 per cell, method and seed; ``calls``: the methods as
+    run (:func:`~dmlnb.experiments.easy_positive.spec.methods`)."""
+    cfg = study.config
+    holdout = cfg.dataset_options.get("validation")
+    paper = make_study("paper", validation=True if holdout is not None else None)
+    labels = getattr(splits.train, "labels", None)  # 0..C_train - 1
+    c = _Context(
+        study=study,
+        cfg=cfg,
+        holdout=holdout,
+        paper=paper,
+        images_per_class=len(splits.train) // splits.train.num_classes,
+        smallest=int(torch.bincount(torch.as_tensor(labels)).min()) if labels is not None else None,
+        largest_n=max(study.group_sizes),
+        selection=_selection(cfg, splits, holdout),
+        paper_holdout=paper.config.dataset_options.get("validation"),
+        paper_seeds=f"{len(paper.paper_seeds)} run{'s' if len(paper.paper_seeds) != 1 else ''}",
+        t3=paper.table3[0],
+        prov=record_provenance(records),
+        nm=f"not measured at the {study.profile} profile",
+        n_coll=int(curves["collapsed"].sum()),
+        groups=sorted(collapsed_groups(curves), key=lambda k: (k[0], k[1])),
+        key=study.key_group_size,
+        nca=calls["N-pair"].build(num_classes=1, embedding_dim=cfg.embedding_dim),
+        curves=curves,
+        drop=drop,
+        records=list(records),
+        table1=table1,
+        calls=calls,
+    )
+    return [
+        *_data_rows(c),
+        *_input_rows(c),
+        *_mining_rows(c),
+        *_selection_rows(c),
+        *_table_rows(c),
+        *_other_rows(c),
+    ]
+
+
+def _data_rows(c: _Context) -> list[Deviation]:
+    """Rows of the training schedule and precision."""
+    rows = [
+        (
+            "training length",
+            "40 epochs (Sec. 5.1)",
+            f"{c.cfg.epochs} epochs",
+            last_epoch_fall(c.curves) + "; the effect on R@1 is " + c.nm,
+        ),
+        (
+            "optimiser",
+            "SGD, lr 5e-4 (Cars), divided by 10 after epochs 20 and 30 (Sec. 5.1)",
+            f"{c.cfg.optimizer}, constant lr {c.cfg.lr:g}",
+            c.nm,
+        ),
+        (
+            "optimiser (paper profile)",
+            "SGD (Sec. 5.1); momentum and weight decay not stated",
+            f"{c.paper.config.optimizer}, momentum {c.paper.config.momentum:g}, weight decay "
+            f"{c.paper.config.weight_decay:g}: the authors' code's settings; lr as the paper's, "
+            "divided by 10 after epochs "
+            + " and ".join(f"{m:g}" for m in c.paper.config.lr_milestones),
+            c.nm,
+        ),
+        (
+            "numeric precision (paper profile)",
+            "not stated",
+            precision_description(c.paper.config),
+            c.nm,
+        ),
+    ]
+    return _rows(c, rows)
+
+
+def _input_rows(c: _Context) -> list[Deviation]:
+    """Rows of the data, the network and the group-size grid."""
+    rows = [
+        (
+            "data augmentation",
+            "training images resized to 256 x 256, random crops padded by 10 px on each side and "
+            "random horizontal flips (Sec. 5.1); test preprocessing not stated",
+            crop_description(*crop_options(c.cfg.dataset_options))
+            if c.cfg.dataset in DATASET_NAMES
+            else f"none ({c.cfg.dataset})",
+            c.nm,
+        ),
+        (
+            "data augmentation (paper profile)",
+            "as above",
+            crop_description(*crop_options(c.paper.config.dataset_options)),
+            c.nm,
+        ),
+        (
+            "data and network",
+            "Cars196 photographs at 256 px, ImageNet-pretrained ResNet-18 (Sec. 6.1)",
+            f"{c.cfg.dataset}: 28x28 greyscale characters, {c.cfg.model} "
+            f"(width {c.cfg.width}) trained "
+            f"from scratch, {c.cfg.embedding_dim}-d",
+            c.nm,
+        ),
+        (
+            "group-size grid",
+            "2 to 64 (Figure 4; no seeds stated)",
+            f"{list(c.study.group_sizes)}, "
+            + (
+                f"{len(c.study.seeds)} seeds at every n"
+                if c.study.seeds == c.study.grid_seeds
+                else f"{len(c.study.seeds)} seeds at n = {c.study.key_group_size} and for N-pair, "
+                f"{len(c.study.grid_seeds)} at the other n"
+            )
+            + (
+                f" (a training class has {c.images_per_class} images)" if c.images_per_class else ""
+            ),
+            "the n = 16 optimum and the drop beyond it cannot be tested"
+            if max(c.study.group_sizes) <= 16
+            else c.nm,
+        ),
+    ]
+    return _rows(c, rows)
+
+
+def _mining_rows(c: _Context) -> list[Deviation]:
+    """Rows of the sampler, collapsed runs and the authors' rules."""
+    rows = [
+        (
+            "classes smaller than n",
+            "a class with fewer than n images gives all of them and the batch is filled with "
+            "further classes; the last class gets only the room left (Sec. 5.1)",
+            "dmlnb.samplers.MPerClassSampler: such a class gives all its images plus duplicates "
+            "drawn from them with replacement up to n (as the authors' sampler pads every "
+            f"class), so every batch holds {c.cfg.batch_size} / n classes of n images; "
+            "at the paper "
+            "profile this applies wherever a training class has fewer than n images: SOP, "
+            "In-Shop and Hotels-50K at n = 4 (the paper's smallest training classes: 2, 1 and 2 "
+            "images, Sec. 5.2) and any Cars196 class smaller than Figure 4's n = 32 or 64",
+            (
+                f"never applied at the {c.study.profile} profile: its smallest training class has "
+                f"{c.smallest} images, its largest n is {c.largest_n}"
+            )
+            if c.smallest is not None and c.smallest >= c.largest_n
+            else c.nm,
+        ),
+        (
+            "collapse of single-negative runs",
+            "not reported",
+            f"{c.n_coll} of {len(c.curves)} Figure 4 runs stay within 2.5% of ln 2 "
+            "(S_ap = S_an) over "
+            "the last two epochs, the book's collapse criterion (dmlnb.reporting.collapsed): "
+            + ", ".join(f"{m} n = {n}" for m, n in c.groups),
+            "a collapsed embedding cannot test the paper's mechanism: every comparison with a "
+            "collapsed side is not tested at this scale (dmlnb.reporting.unless_degenerate), and "
+            "claims made of such comparisons count them as untested parts",
+        ),
+        (
+            "drop rule (authors' code)",
+            "not in the paper; Sec. 6.1: EPHN = HPHN at n = 2; an anchor without a "
+            "semi-hard negative: not stated",
+            "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not; an EPSHN "
+            "anchor with no semi-hard negative (none less similar than its easy positive) gets no "
+            "term",
+            drop_rule_effect(c.curves, c.drop, c.nm),
+        ),
+        (
+            "duplicate positives",
+            "not in the paper",
+            "a positive with S_ap > 0.9999 is never used, in all six variants",
+            c.nm,
+        ),
+    ]
+    return _rows(c, rows)
+
+
+def _selection_rows(c: _Context) -> list[Deviation]:
+    """Rows of model selection and Tables 1 and 2."""
+    rows = [
+        (
+            "model selection",
+            "not stated (40 epochs, LR steps at 20 and 30; which epoch is reported is not said)",
+            c.selection,
+            selection_gain_text(c.records) or c.nm,
+        ),
+        (
+            "Table 1 cells",
+            "CUB and Cars196, each with GoogLeNet, ResNet-18 and ResNet-50, 64-d (Table 1)",
+            f"{len(c.study.table1)} cell(s): "
+            + ", ".join(f"{c.dataset} / {c.model}, {c.embedding_dim}-d" for c in c.study.table1)
+            + "; a cell the paper did not run is shown beside the paper's two cells with all four "
+            "methods (CUB / GoogLeNet, CAR / GoogLeNet), each in its own columns: other data, so "
+            "only the ranking of the methods compares",
+            c.nm,
+        ),
+        (
+            "Table 2 (state of the art)",
+            "EPSHN, ResNet-50, 512-d on CUB, Cars196, SOP and In-Shop (Sec. 6.3)",
+            f"the paper profile only, {c.paper_seeds} of EPSHN per dataset (n = "
+            + ", ".join(f"{c.m_per_class} on {c.dataset}" for c in c.paper.table2)
+            + "), when a GPU and the data are "
+            "present, judged against the best other reported R@1"
+            + ("" if c.study.table2 else f"; not run at the {c.study.profile} profile"),
+            c.nm,
+        ),
+    ]
+    return _rows(c, rows)
+
+
+def _table_rows(c: _Context) -> list[Deviation]:
+    """Rows of Table 3, the baselines and the measures of the figures."""
+    rows = [
+        (
+            "Table 3 (Hotels-50K)",
+            "EPSHN256 against batch all, ResNet-50, batch 128, n = 4 (Table 3, Sec. 5.1, 6.3); "
+            "learning rate not stated",
+            f"the paper profile only, {c.paper_seeds} of EPSHN ({c.t3.model}, "
+            f"{c.t3.embedding_dim}-d, "
+            f"batch {c.t3.batch_size}, n = {c.t3.m_per_class}, lr {c.t3.lr:g}: "
+            "the paper's rate for "
+            "Cars, SOP and In-Shop) when a GPU and the data are present, test images queried "
+            "against the training images (Sec. 5.2); batch all's numbers are the Hotels-50K "
+            "authors', not rerun"
+            + ("" if c.study.table3 else f"; not run at the {c.study.profile} profile"),
+            c.nm,
+        ),
+        (
+            "Table 1 baselines",
+            "settings not given in the paper; N-pair: Sec. 2.2 writes Sohn's (2016) loss as NCA "
+            "on the unit sphere, Sec. 5.1 sets the NCA temperature to 0.1 in all cases, and Sec. "
+            "6.1 equates N-pair with EP, HP and BA at n = 2; which N-pair form gave Table 1's row "
+            "is not stated",
+            f"N-pair: the EP loss at n = 2 (NCA, temperature {c.nca.temperature:g}, L2-normalised "
+            "embeddings), the paper's Sec. 6.1 reading, not Sohn's (2016) loss with an L2 "
+            "penalty on unnormalised embeddings; triplet: semi-hard, margin "
+            f"{c.calls['triplet'].args['margin']:g}; Proxy-NCA: scale "
+            f"{c.calls['Proxy-NCA'].args['scale']:g}, proxies at "
+            f"{c.study.proxy_lr_factor:g}x the lr; neither triplet nor Proxy-NCA tuned",
+            table1_baselines_effect(c.table1) or c.nm,
+        ),
+        (
+            "Table 1 group size",
+            "not stated (Sec. 6.2, Table 1)",
+            f"EPSHN, triplet and Proxy-NCA at n = {c.key} (the key comparison's batches, "
+            f"{c.cfg.batch_size // c.key} classes of {c.key}), N-pair at n = 2",
+            c.nm,
+        ),
+        (
+            "Batch All loss",
+            "Figure 1(b) and Sec. 6.1 describe batch all (every positive and every negative) but "
+            "give no formula",
+            "ours: one NCA term per (anchor, positive) pair with all the anchor's negatives, "
+            "averaged over the pairs",
+            c.nm,
+        ),
+        (
+            "Figure 5 measure",
+            "Figure 5: the nearest same-class against the nearest other-class similarity of every "
+            "training and every test image, compared by eye (no number)",
+            "the same scatter, drawn; the claim is judged on a stand-in of ours: "
+            "nearest-neighbour accuracy on the training set minus on the test set (a smaller "
+            "drop: generalises better)",
+            c.nm,
+        ),
+    ]
+    return _rows(c, rows)
+
+
+def _other_rows(c: _Context) -> list[Deviation]:
+    """Rows of the paper profile's own choices, the statistics and the records."""
+    rows = [
+        (
+            "embedding size (paper profile)",
+            "Figure 4 (Cars196, ResNet-18): not stated",
+            f"{c.paper.config.embedding_dim}-d (Table 2's size)",
+            c.nm,
+        ),
+        (
+            "model selection (paper profile)",
+            "not stated (40 epochs)",
+            f"evaluated every {c.paper.config.eval_every} of {c.paper.config.epochs} epochs, "
+            "each run "
+            f"keeping its best epoch by Recall@1 on the {c.paper.config.select_on} classes"
+            + (" (optimistic)" if c.paper.config.select_on == "test" else "")
+            + (
+                f", which it holds out of the training classes (validation={c.paper_holdout!r}): "
+                "Figure 4's, Table 1's and Table 2's runs train on "
+                f"{_kept_classes(c.paper_holdout)} of the paper's training classes (the paper on "
+                "all of them)"
+                if c.paper_holdout is not None
+                else ""
+            )
+            + f"; Table 3's Hotels-50K runs on the {c.t3.select_on} images (optimistic): "
+            "their test "
+            "hotels are training hotels, so no class-disjoint validation split exists",
+            c.nm,
+        ),
+        (
+            "Figure 6",
+            "one joint t-SNE of training and test points",
+            "t-SNE of training points, test points placed by openTSNE transform",
+            c.nm,
+        ),
+        (
+            "statistics",
+            "no seeds or tests reported",
+            "Welch test treats seeds as independent although both sides of a pair share each "
+            "seed's init and batches",
+            c.nm,
+        ),
+        (
+            "run records",
+            "—",
+            f"{c.prov['code']}; threads "
+            + ", ".join(f"{k}: {v}" for k, v in c.prov["threads"].items())
+            + "; reuse matches the configuration, not the code",
+            "not measured (no run retrained to check)",
+        ),
+        (
+            "timings",
+            "not reported",
+            f"per-run training time {c.prov['train seconds'][0]:.0f} s to "
+            f"{c.prov['train seconds'][1]:.0f} s on a shared CPU",
+            "no timing is compared in this chapter",
+        ),
+    ]
+    return _rows(c, rows)
