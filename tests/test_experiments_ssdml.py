@@ -15,6 +15,7 @@ import torch
 from committed import rounds_as_committed
 
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
+from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.records import RunRecord
 from dmlnb.selection import NOT_RECOMPUTED, protocol_column
@@ -93,7 +94,7 @@ def tiny_digits():
     train = InMemoryDataset(
         torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y
     )
-    splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
+    splits = semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
     st = ssx.settings_for("smoke")["digits"]
     return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
 
@@ -325,10 +326,10 @@ def test_purity_chance_and_deviations_table():
 
 
 def test_reported_evidence_names_its_datasets():
-    assert ssx._reported_best("R@1").endswith(
+    assert ssx.reported_best("R@1").endswith(
         "on 5 of 5 datasets (MNIST, Fashion-MNIST, CIFAR-10, CUB-200, Cars-196)"
     )
-    over = ssx._reported_over_initial(["R@1"])
+    over = ssx.reported_over_initial(["R@1"])
     assert (
         over.startswith("Tables 1-2: ours R@1 above Initial on 5 of 5 datasets (")
         and " pts on " in over
@@ -506,7 +507,7 @@ def test_initial_coordinates_are_stored_one_thread_tables(tmp_path, monkeypatch)
     made = []
     real = ssx.initial_metrics
     monkeypatch.setattr(
-        ssx,
+        ssx.initial,
         "initial_metrics",
         lambda *a, **k: made.append(torch.get_num_threads()) or real(*a, **k),
     )
@@ -532,21 +533,21 @@ def test_googlenet_features_feed_the_metric_directly():
 
 def test_mining_options_enter_the_spec_only_when_not_the_papers():
     st = ssx.settings_for("default")["digits"]
-    spec = ssx._spec("ours", st, st.alpha)
+    spec = ssx.training._spec("ours", st, st.alpha)
     assert (
         "propagation" not in spec
         and "negatives" not in spec
-        and "hyper" not in ssx._spec("triplet", st, st.alpha)
+        and "hyper" not in ssx.training._spec("triplet", st, st.alpha)
     )
     two = dataclasses.replace(st, propagation="two-sided")
-    assert ssx._spec("ours", two, st.alpha)["propagation"] == "two-sided"
+    assert ssx.training._spec("ours", two, st.alpha)["propagation"] == "two-sided"
     assert ssx.build_objective("ours", two, 64).propagation == "two-sided"
     outside = ssx.build_objective("ours-outside", st, 64)
     assert outside.negatives == "outside" and outside.metric.orthogonal
-    assert ssx._spec("ours-outside", st, st.alpha)["method"] == "ours-outside"
+    assert ssx.training._spec("ours-outside", st, st.alpha)["method"] == "ours-outside"
     margin = ssx.with_hyper(st, {"triplet": {"margin": 0.4}})
     assert ssx.build_objective("triplet", margin, 64).margin == 0.4
-    assert ssx._spec("triplet", margin, st.alpha)["hyper"] == {"margin": 0.4}
+    assert ssx.training._spec("triplet", margin, st.alpha)["hyper"] == {"margin": 0.4}
 
 
 def test_baseline_table_prints_the_hyper_parameters_as_built():
@@ -800,7 +801,7 @@ def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monk
         made.append((setting.name, tuple(seeds)))
         return pd.DataFrame({"seed": list(seeds), "setting": [setting.name] * len(seeds)})
 
-    monkeypatch.setattr(ssx, "mining_measurements", fake)
+    monkeypatch.setattr(ssx.mining, "mining_measurements", fake)
     settings = ssx.settings_for("smoke")
     frames = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))
     assert list(frames) == list(settings) and made == [
