@@ -14,10 +14,12 @@ import pytest
 import torch
 from committed import rounds_as_committed
 
+from dmlnb.chapter import RunSet
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.records import RunRecord
+from dmlnb.runs import Run
 from dmlnb.selection import NOT_RECOMPUTED, protocol_column
 from dmlnb.ssdml.algorithm import TrainingPool, embed
 from dmlnb.ssdml.base import PartitionObjective
@@ -99,52 +101,98 @@ def tiny_digits():
     return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
 
 
-def test_run_method_trains_then_reloads(tmp_path):
+def _train(splits, groups, folder, made=None):
+    """``groups`` trained (or reloaded) on the fabricated ``splits`` at the smoke profile."""
+    return ssx.train_groups(groups, "smoke", folder, made=made, load=lambda run, cfg: splits)
+
+
+def test_train_groups_trains_then_reloads(tmp_path):
     splits, st = tiny_digits()
-    run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
+    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
+    run = _train(splits, group, tmp_path).run("digits", "ours", 0)
     assert run.trained and run.record.data["status"] == "finished"
-    assert {"spectrum", "neighbours", "queries"} <= set(run.extras)
-    again = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
-    assert not again.trained and again.best == run.best
+    assert {"spectrum", "neighbours", "queries", "tsne"} <= set(run.extras)  # tsne: first seed
+    assert (tmp_path / "smoke" / f"{st.name}-ours-seed0" / "record.json").exists()
+    again = _train(splits, group, tmp_path)
+    assert not again.trained and again.run("digits", "ours", 0).metrics == run.metrics
+    # a changed argument of the method's call is another run (its fingerprint changed)
+    changed = {"digits": ssx.groups({"digits": st}, (0,), changes={"ours": {"k": 5}})["digits"]}
+    with pytest.raises(ValueError, match="declared twice|fingerprint"):
+        _train(splits, {**group, "k5": changed["digits"]}, tmp_path)
 
 
 def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
     """The baseline's run at the search's seed and chosen value is the search's run (same
     fingerprint): taken from ``made``, no folder of its own; another value still trains."""
     splits, st = tiny_digits()
-    searched = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        tag="-margin0.2",
+    # the search chooses on validation classes; no α grid here
+    st = dataclasses.replace(st, validation=0.2, alpha_grid=())
+    splits = dataclasses.replace(splits, validation=splits.test)
+    search = ssx.search_groups({"digits": st}, "smoke")
+    assert sorted(search) == [
+        "digits-search-lrml-0.01",
+        "digits-search-lrml-0.03",
+        "digits-search-triplet-0.1",
+        "digits-search-triplet-0.2",
+    ]
+    only = {"digits-search-triplet-0.2": search["digits-search-triplet-0.2"]}
+    searched = _train(splits, only, tmp_path)
+    assert searched.trained == 1
+    assert (tmp_path / "smoke" / f"{st.name}-triplet-margin0.2-seed0" / "record.json").exists()
+    main = ssx.groups(
+        {"digits": dataclasses.replace(st, methods=("triplet",))},
+        (0,),
+        hyper={"digits": {"triplet": {"margin": 0.2}}},
     )
-    assert searched.trained
-    same = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        made=[searched],
+    same = _train(splits, main, tmp_path, made=searched)  # the same run object: not trained again
+    assert same.run("digits", "triplet", 0) is searched.run(
+        "digits-search-triplet-0.2", "triplet", 0
     )
-    assert not same.trained and same.record is searched.record
     assert not (tmp_path / "smoke" / f"{st.name}-triplet-seed0").exists()
-    other = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.1}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        made=[searched],
+    main = ssx.groups(
+        {"digits": dataclasses.replace(st, methods=("triplet",))},
+        (0,),
+        hyper={"digits": {"triplet": {"margin": 0.1}}},
     )
-    assert (
-        other.trained and (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+    other = _train(splits, main, tmp_path, made=searched)
+    assert other.run("digits", "triplet", 0).trained
+    assert (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+
+
+def test_declared_runs_reproduce_the_committed_records():
+    """Every committed run of the default profile is declared, with its folder and fingerprint:
+    the search, the main comparison with the values the search chose and the α grid."""
+    from dmlnb.records import run_fingerprint
+
+    folder = RESULTS / "05_ssdml" / "default"
+    settings = ssx.settings_for("default", True)
+    records = lambda groups: {  # noqa: E731
+        g: {
+            (r.method, r.seed): RunRecord.load(folder / r.name / "record.json")
+            for r in grp.runs()
+            if (folder / r.name).exists()
+        }
+        for g, grp in groups.items()
+    }
+    search = ssx.search_groups(settings, "default")
+    found = records(search)
+    runs = RunSet(
+        {g: {k: types.SimpleNamespace(record=r) for k, r in v.items()} for g, v in found.items()}
     )
+    hyper = ssx.chosen(runs, list(settings), "default")
+    assert set(hyper) == {"omniglot"} and set(hyper["omniglot"]) == set(
+        ssx.BASELINE_SEARCH["default"]
+    )
+    declared = {**search, **ssx.groups(settings, hyper=hyper)}
+    fingerprints = {}
+    for g, grp in declared.items():
+        for r in grp.runs():
+            fingerprints.setdefault(run_fingerprint(r.config("default"), r.spec), r.name)
+    committed = {p.parent.name: RunRecord.load(p) for p in folder.glob("*/record.json")}
+    assert committed, "no committed records"
+    for name, record in committed.items():
+        assert fingerprints.get(record.data["fingerprint"]) == name, name
+    assert len(fingerprints) == len(committed)  # and nothing declared is missing
 
 
 def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
@@ -181,7 +229,8 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert bool((splits.unlabelled.labels == -1).all())
     assert sorted(splits.unlabelled_targets.tolist()) == [0, 0, 1, 1, 2, 2]
     assert not set(splits.train.paths) & set(splits.unlabelled.paths)
-    run = ssx.run_method("ours", st, "paper", 0, splits, tmp_path / "results", overrides=small)
+    declared = ssx.SSDMLRun(st, "ours", ssx.objective_method("ours", st), 0)
+    run = ssx.train_run(declared, cfg, lambda: splits, tmp_path / "results" / declared.name)
     assert run.record.data["status"] == "finished"
     assert (
         len(run.extras["neighbours"][0]) == 5
@@ -191,11 +240,19 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert len(fig.axes) >= len(run.extras["queries"]) * 6
 
 
-def _fake_run(r1, rank=10.0):
-    """A stand-in for a finished :class:`ssx.MethodRun`: best metrics and a spectrum."""
+def _fake_run(r1, rank=10.0, initial=None):
+    """A stand-in for a finished :class:`dmlnb.runs.Run`: best metrics, a spectrum and, with
+    ``initial``, its evaluation at initialisation."""
+    history = [{"epoch": 0, "metrics": initial}] if initial else [{"epoch": 1}]
     return types.SimpleNamespace(
-        best={"R@1": r1, "NMI": 0.5}, extras={"spectrum": {"effective_rank": rank}}
+        metrics={"R@1": r1, "NMI": 0.5},
+        extras={"spectrum": {"effective_rank": rank}},
+        record=types.SimpleNamespace(data={"history": history}),
     )
+
+
+def _set_initial(run, initial):
+    run.record.data["history"] = [{"epoch": 0, "metrics": initial}]
 
 
 def _fake_runs(ours, others):
@@ -275,7 +332,7 @@ def test_initialisation_claim():
     settings = ssx.settings_for("default")
     runs = _fake_runs([0.60, 0.62, 0.61], {})
     for r, init in zip(runs["ours"], (0.70, 0.71, 0.72)):
-        r.initial = {"R@1": init, "NMI": 0.5}
+        _set_initial(r, {"R@1": init, "NMI": 0.5})
     c = _claim(
         ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation"
     )
@@ -354,7 +411,7 @@ def test_unit_counts_replay_the_partitions_each_run_drew():
             for e in range(8)
         ]
         return types.SimpleNamespace(
-            seed=seed, record=types.SimpleNamespace(data={"history": history})
+            record=types.SimpleNamespace(data={"history": history}, config={"seed": seed})
         )
 
     frame = ssx.unit_counts(
@@ -426,11 +483,9 @@ def _record_run(
         "name": "same-name",
     }
     record = types.SimpleNamespace(
-        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None}
+        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None, "seed": seed}
     )
-    return types.SimpleNamespace(
-        seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial}
-    )
+    return types.SimpleNamespace(record=record, metrics={"R@1": best})
 
 
 def test_over_initial_metric_steps_and_provenance():
@@ -464,11 +519,12 @@ def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
     """The "Initial" row of a run is its seeded network at initialisation on the first l coordinates
     of z (L starts at the identity there): re-evaluated without training, it is the same."""
     splits, st = tiny_digits()
-    run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
+    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
+    run = _train(splits, group, tmp_path).run("digits", "ours", 0)
     views = ssx.initial_metrics(st, "smoke", 0, splits)
     first, every = views.values()
     assert list(views)[0] == f"first l = {st.metric_dim} of z (the Initial row)"
-    assert all(first[m] == pytest.approx(run.initial[m], abs=1e-12) for m in first)
+    assert all(first[m] == pytest.approx(ssx.initial_of(run)[m], abs=1e-12) for m in first)
     assert set(every) == set(first)
 
 
@@ -533,21 +589,22 @@ def test_googlenet_features_feed_the_metric_directly():
 
 def test_mining_options_enter_the_spec_only_when_not_the_papers():
     st = ssx.settings_for("default")["digits"]
-    spec = ssx.training._spec("ours", st, st.alpha)
+    entries = lambda m, st: ssx.method_entries(m, st, ssx.objective_method(m, st))  # noqa: E731
+    spec = entries("ours", st)
     assert (
         "propagation" not in spec
         and "negatives" not in spec
-        and "hyper" not in ssx.training._spec("triplet", st, st.alpha)
+        and "hyper" not in entries("triplet", st)
     )
     two = dataclasses.replace(st, propagation="two-sided")
-    assert ssx.training._spec("ours", two, st.alpha)["propagation"] == "two-sided"
+    assert entries("ours", two)["propagation"] == "two-sided"
     assert ssx.build_objective("ours", two, 64).propagation == "two-sided"
     outside = ssx.build_objective("ours-outside", st, 64)
     assert outside.negatives == "outside" and outside.metric.orthogonal
-    assert ssx.training._spec("ours-outside", st, st.alpha)["method"] == "ours-outside"
+    assert entries("ours-outside", st)["method"] == "ours-outside"
     margin = ssx.with_hyper(st, {"triplet": {"margin": 0.4}})
     assert ssx.build_objective("triplet", margin, 64).margin == 0.4
-    assert ssx.training._spec("triplet", margin, st.alpha)["hyper"] == {"margin": 0.4}
+    assert entries("triplet", margin)["hyper"] == {"margin": 0.4}
 
 
 def test_baseline_table_prints_the_hyper_parameters_as_built():
@@ -577,8 +634,11 @@ def test_chosen_hyper_reads_validation_only_and_the_search_needs_a_validation_sp
     }
     table = ssx.search_table(search, "smoke")
     assert table["chosen"].tolist() == [False, True, True, False]
-    with pytest.raises(ValueError, match="has no validation split"):
-        ssx.run_baseline_search("digits", "smoke", None)
+    # a hyper-parameter is never chosen on the test classes: no search without validation classes
+    assert not ssx.search_groups(ssx.settings_for("smoke", False), "smoke")
+    assert set(
+        g.split("-search-")[0] for g in ssx.search_groups(ssx.settings_for("smoke", True), "smoke")
+    ) == {"digits-classes"}
 
 
 def test_mining_verdicts_judge_each_question_by_the_rule():
@@ -647,7 +707,7 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     the rule lets it be at most inconclusive; with validation classes it can hold."""
     runs = _fake_runs([0.70, 0.71, 0.72], {})
     for r, init in zip(runs["ours"], (0.50, 0.51, 0.52)):
-        r.initial = {"R@1": init, "NMI": 0.4}
+        _set_initial(r, {"R@1": init, "NMI": 0.4})
     same_class = ssx.settings_for("default", True)  # digits: no validation split
     c = _claim(
         ssx.claims({"digits": runs}, same_class), "Ours improves on the network at initialisation"
@@ -661,7 +721,7 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     )
     # a failure despite the bias stands
     for r in runs["ours"]:
-        r.initial = {"R@1": 0.9 + r.best["R@1"] / 100, "NMI": 0.4}
+        _set_initial(r, {"R@1": 0.9 + r.metrics["R@1"] / 100, "NMI": 0.4})
     assert _claim(ssx.claims({"digits": runs}, same_class), "Ours improves").verdict.startswith(
         "does not hold"
     )
@@ -726,7 +786,7 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
 
     def run(method, seed, val, test, rank=10.0):
         m = lambda v: {"R@1": v, "NMI": v}  # noqa: E731
-        return ssx.MethodRun(method, seed, _Record(m(val), m(test), m(0.20), rank), trained=False)
+        return Run(f"{method}-seed{seed}", _Record(m(val), m(test), m(0.20), rank))
 
     runs = {
         "omniglot": {
@@ -751,7 +811,7 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
     rank = next(c for c in frame.index if c.startswith("Orthogonality keeps"))
     assert frame.loc[rank, "verdict changes"] == NOT_RECOMPUTED and frame.loc[rank, test] == "—"
     # the records are restored after both judgements
-    assert runs["omniglot"]["ours"][0].best["R@1"] == 0.40
+    assert runs["omniglot"]["ours"][0].metrics["R@1"] == 0.40
 
 
 def test_mining_verdicts_pair_the_variants_by_seed():

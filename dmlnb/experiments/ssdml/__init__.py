@@ -1,24 +1,35 @@
-"""Experiment glue of the SSDML chapter (Dutta, Harandi and Sekhar, AAAI 2021)."""
+"""The SSDML chapter (Dutta, Harandi and Sekhar, AAAI 2021): its runs declared as data
+(:mod:`~dmlnb.experiments.ssdml.spec`: settings x methods x seeds, the α grid, the baselines'
+search), trained or reloaded by Algorithm 1 into one :class:`dmlnb.chapter.RunSet`
+(:mod:`~dmlnb.experiments.ssdml.training`), and what is this paper's own: the settings of each
+profile, the reported tables and the statements computed from them, the claims, the deviations,
+the Initial row and the protocol's floors, the mining diagnosis and the analyses of the runs.
 
-from dmlnb.experiments.ssdml.analyses import (  # noqa: F401
+``notebooks/05_ssdml.ipynb`` imports it as ``import dmlnb.experiments.ssdml as ssdml_chapter``;
+every public name of the modules is here. (:mod:`dmlnb.ssdml` is the method package: the
+objectives and Algorithm 1.)
+"""
+
+from dmlnb.experiments.ssdml.analyses import (
     diagnosis,
     metric_steps,
     over_initial,
+    partitions_run,
     provenance,
     purity_chance,
     selection_gain,
     unit_counts,
 )
-from dmlnb.experiments.ssdml.claims import (  # noqa: F401
+from dmlnb.experiments.ssdml.claims import (
     EFFECTIVE_RANK_PROXY,
     claims,
     claims_both_ways,
     initial_selection_bias,
     per_seed,
 )
-from dmlnb.experiments.ssdml.deviations import DEVIATIONS  # noqa: F401
-from dmlnb.experiments.ssdml.figures import retrieval_figure  # noqa: F401
-from dmlnb.experiments.ssdml.initial import (  # noqa: F401
+from dmlnb.experiments.ssdml.deviations import DEVIATIONS
+from dmlnb.experiments.ssdml.figures import retrieval_figure
+from dmlnb.experiments.ssdml.initial import (
     below_floor_sentence,
     floor_rows,
     floor_verdicts,
@@ -27,7 +38,7 @@ from dmlnb.experiments.ssdml.initial import (  # noqa: F401
     initial_metrics,
     protocol_floors,
 )
-from dmlnb.experiments.ssdml.mining import (  # noqa: F401
+from dmlnb.experiments.ssdml.mining import (
     FEATURE_SOURCES,
     MINING_QUESTIONS,
     MINING_VARIANTS,
@@ -38,7 +49,7 @@ from dmlnb.experiments.ssdml.mining import (  # noqa: F401
     partition_features,
     stored_mining,
 )
-from dmlnb.experiments.ssdml.network import (  # noqa: F401
+from dmlnb.experiments.ssdml.network import (
     POOLED_BACKBONES,
     NormalizedFeatures,
     build_network,
@@ -49,8 +60,8 @@ from dmlnb.experiments.ssdml.network import (  # noqa: F401
     pretrain_softmax,
     triplet_purity,
 )
-from dmlnb.experiments.ssdml.profile_settings import PAPER_TRAINING, PROFILE_SETTINGS, settings_for  # noqa: F401
-from dmlnb.experiments.ssdml.reported import (  # noqa: F401
+from dmlnb.experiments.ssdml.profile_settings import PAPER_TRAINING, PROFILE_SETTINGS, settings_for
+from dmlnb.experiments.ssdml.reported import (
     M5,
     REPORTED,
     REPORTED_CONVERGENCE_EPOCHS,
@@ -63,14 +74,15 @@ from dmlnb.experiments.ssdml.reported import (  # noqa: F401
     reported_orthogonality_sentence,
     reported_over_initial,
 )
-from dmlnb.experiments.ssdml.search import (  # noqa: F401
+from dmlnb.experiments.ssdml.search import (
     BASELINE_NOTES,
     baseline_table,
+    chosen,
     chosen_hyper,
-    run_baseline_search,
     search_table,
+    searched,
 )
-from dmlnb.experiments.ssdml.settings import (  # noqa: F401
+from dmlnb.experiments.ssdml.settings import (
     BASELINE_SEARCH,
     METHODS,
     NAMES,
@@ -80,10 +92,112 @@ from dmlnb.experiments.ssdml.settings import (  # noqa: F401
     Setting,
     with_hyper,
 )
-from dmlnb.experiments.ssdml.training import (  # noqa: F401
-    MethodRun,
-    results_frame,
-    run_alpha_grid,
-    run_method,
-    run_setting,
+from dmlnb.experiments.ssdml.spec import (
+    PAPER_MINING,
+    TSNE_METHODS,
+    SSDMLGroup,
+    SSDMLRun,
+    alpha_group_name,
+    groups,
+    initial_of,
+    method_entries,
+    search_group_name,
+    search_groups,
+    seed_of,
 )
+from dmlnb.experiments.ssdml.training import (
+    alpha_runs,
+    by_method,
+    query_rows,
+    results_frame,
+    train_groups,
+    train_run,
+)
+
+__all__ = [
+    "METHODS",
+    "SEMI_SUPERVISED",
+    "NAMES",
+    "Setting",
+    "TABLE_SETTINGS",
+    "REPORTED_COLUMN",
+    "with_hyper",
+    "BASELINE_SEARCH",
+    "PAPER_TRAINING",
+    "PROFILE_SETTINGS",
+    "settings_for",
+    "TSNE_METHODS",
+    "PAPER_MINING",
+    "method_entries",
+    "SSDMLRun",
+    "SSDMLGroup",
+    "alpha_group_name",
+    "groups",
+    "search_group_name",
+    "search_groups",
+    "initial_of",
+    "seed_of",
+    "load_splits",
+    "build_network",
+    "POOLED_BACKBONES",
+    "NormalizedFeatures",
+    "objective_method",
+    "build_objective",
+    "embedding_spectrum",
+    "triplet_purity",
+    "pretrain_softmax",
+    "query_rows",
+    "train_groups",
+    "train_run",
+    "by_method",
+    "results_frame",
+    "alpha_runs",
+    "searched",
+    "chosen",
+    "chosen_hyper",
+    "search_table",
+    "BASELINE_NOTES",
+    "baseline_table",
+    "M5",
+    "REPORTED",
+    "REPORTED_CONVERGENCE_EPOCHS",
+    "reported_leaders",
+    "reported_leader_sentence",
+    "reported_orthogonality_drops",
+    "reported_orthogonality_sentence",
+    "alpha_margin",
+    "reported_alpha_sentence",
+    "reported_best",
+    "reported_over_initial",
+    "DEVIATIONS",
+    "initial_embedding",
+    "initial_metrics",
+    "initial_coordinates",
+    "protocol_floors",
+    "floor_rows",
+    "floor_verdicts",
+    "below_floor_sentence",
+    "retrieval_figure",
+    "per_seed",
+    "EFFECTIVE_RANK_PROXY",
+    "initial_selection_bias",
+    "claims",
+    "claims_both_ways",
+    "selection_gain",
+    "over_initial",
+    "metric_steps",
+    "provenance",
+    "unit_counts",
+    "partitions_run",
+    "purity_chance",
+    "diagnosis",
+    "FEATURE_SOURCES",
+    "SOFTMAX_EPOCHS",
+    "MINING_VARIANTS",
+    "MINING_QUESTIONS",
+    "partition_features",
+    "mining_measurements",
+    "stored_mining",
+    "mining_table",
+    "mining_verdicts",
+]

@@ -13,7 +13,7 @@ from dmlnb.experiments.ssdml.claims import per_seed
 from dmlnb.experiments.ssdml.profile_settings import PROFILE_SETTINGS
 from dmlnb.experiments.ssdml.reported import REPORTED
 from dmlnb.experiments.ssdml.settings import NAMES, REPORTED_COLUMN, SEMI_SUPERVISED, Setting
-from dmlnb.experiments.ssdml.training import MethodRun
+from dmlnb.experiments.ssdml.spec import initial_of, seed_of
 from dmlnb.reporting import (
     best_minus_last,
     biased_toward_claim,
@@ -21,6 +21,7 @@ from dmlnb.reporting import (
     provenance_frame,
     provenance_text,
 )
+from dmlnb.runs import Run as MethodRun
 from dmlnb.ssdml.algorithm import (
     unlabelled_reached,
 )
@@ -43,10 +44,10 @@ def selection_gain(
             if not evaluated:
                 continue
             evals = [[h["metrics"][metric] for h in r.record.evaluations()] for r in evaluated]
-            best = [r.best[metric] for r in evaluated]
+            best = [r.metrics[metric] for r in evaluated]
             # the same runs on both sides of "selected - initial"
             over_init = [
-                r.best[metric] - r.initial[metric] for r in evaluated if r.initial is not None
+                r.metrics[metric] - i[metric] for r in evaluated if (i := initial_of(r)) is not None
             ]
             counts = [len(e) for e in evals]
             rows[(settings[key].name, NAMES[method])] = {
@@ -73,10 +74,10 @@ def over_initial(
     "holds" becomes inconclusive (:func:`~dmlnb.reporting.biased_toward_claim`)."""
     out = {}
     for name, rs in runs.items():
-        rs = [r for r in rs if r.initial is not None]
+        rs = [r for r in rs if initial_of(r) is not None]
         v = paired_differences(
-            [float(r.best[metric]) for r in rs],
-            [float(r.initial[metric]) for r in rs],
+            [float(r.metrics[metric]) for r in rs],
+            [float(initial_of(r)[metric]) for r in rs],
             scale=100.0,
             unit=" pts",
         )
@@ -156,9 +157,9 @@ def unit_counts(
                 "units trained on per partition": span(used),
             }
             if pools and key in pools and method not in ("triplet", "angular"):
+                pool = pools[key]
                 never = [
-                    pools[key]
-                    - len(unlabelled_reached(pools[key], st.schedule, r.seed, _partitions_run(r)))
+                    pool - len(unlabelled_reached(pool, st.schedule, seed_of(r), partitions_run(r)))
                     for r in rs
                 ]
                 row["unlabelled pool"] = f"{pools[key]:,}"
@@ -167,7 +168,7 @@ def unit_counts(
     return pd.DataFrame.from_dict(rows, orient="index").fillna("—")
 
 
-def _partitions_run(run: MethodRun) -> list[int]:
+def partitions_run(run: MethodRun) -> list[int]:
     """The partitions a run's record went through (its history rows' ``partition``)."""
     return sorted({h["partition"] for h in run.record.data["history"] if "partition" in h})
 
@@ -227,7 +228,7 @@ def diagnosis(
             "mined negatives of the anchor's class (%)": 100 * mined["neg_same"],
             "chance level (%)": 100 * chance[key] if chance and key in chance else np.nan,
             f"{metric} at initialisation": 100
-            * np.mean([r.initial[metric] for r in ours if r.initial])
+            * np.mean([initial_of(r)[metric] for r in ours if initial_of(r)])
             if ours
             else np.nan,
             f"{metric} ours": 100 * np.mean(per_seed(ours, metric)) if ours else np.nan,

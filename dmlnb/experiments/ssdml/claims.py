@@ -19,7 +19,7 @@ from dmlnb.experiments.ssdml.reported import (
     reported_over_initial,
 )
 from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
-from dmlnb.experiments.ssdml.training import MethodRun
+from dmlnb.experiments.ssdml.spec import initial_of
 from dmlnb.reporting import (
     HOLDS,
     Claim,
@@ -33,13 +33,14 @@ from dmlnb.reporting import (
     paired_differences,
     qualify,
 )
+from dmlnb.runs import Run as MethodRun
 from dmlnb.selection import COLUMN_LABELS, both_ways_verdicts
 
 # --------------------------------------------------------------------------- claims
 
 
 def per_seed(rs: Sequence[Any], metric: str) -> list[float]:
-    return [float(r.best[metric]) for r in rs]
+    return [float(r.metrics[metric]) for r in rs]
 
 
 def _fmt(vals: Sequence[float], scale: float = 100.0) -> str:
@@ -218,7 +219,7 @@ def claims(
             )
         )
         init_metrics = [m for m in ("R@1", "NMI")]
-        initial = [getattr(r, "initial", None) for r in by_method.get("ours", [])]
+        initial = [initial_of(r) for r in by_method.get("ours", [])]
         if ours and all(i is not None for i in initial):
             parts = {
                 m: paired_differences(
@@ -262,7 +263,7 @@ def claims(
             shown = [
                 m
                 for m in M5
-                if all(m in r.best for r in by_method["ours"] + by_method["ours-noorth"])
+                if all(m in r.metrics for r in by_method["ours"] + by_method["ours-noorth"])
             ]
             parts = {
                 m: compare(

@@ -14,13 +14,14 @@ from dmlnb.evaluation import evaluate
 from dmlnb.experiments.ssdml.network import build_network, load_splits
 from dmlnb.experiments.ssdml.reported import M5
 from dmlnb.experiments.ssdml.settings import Setting
-from dmlnb.experiments.ssdml.training import MethodRun, results_frame
+from dmlnb.experiments.ssdml.training import results_frame
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.reporting import (
     compare,
     compare_to_threshold,
 )
 from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables
+from dmlnb.runs import Run as MethodRun
 from dmlnb.ssdml.algorithm import (
     embed,
 )

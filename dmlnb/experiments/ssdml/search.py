@@ -1,82 +1,51 @@
-"""The SSDML chapter: search."""
+"""The SSDML chapter's baselines: what dmlnb implements of each, the search of one key
+hyper-parameter each on the validation classes, and the values it chose."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from dmlnb.experiments.ssdml.network import build_objective, load_splits
-from dmlnb.experiments.ssdml.profile_settings import settings_for
+from dmlnb.chapter import RunSet
+from dmlnb.experiments.ssdml.network import build_objective
 from dmlnb.experiments.ssdml.settings import (
     BASELINE_SEARCH,
     NAMES,
     SEMI_SUPERVISED,
     Setting,
-    with_hyper,
 )
-from dmlnb.experiments.ssdml.training import MethodRun, run_method
+from dmlnb.experiments.ssdml.spec import search_group_name
+from dmlnb.runs import Run
 
 
-def run_baseline_search(
-    key: str,
-    profile: str,
-    results_dir: str | Path | None,
-    *,
-    retrain: bool = False,
-    data_root: str | Path | None = None,
-    overrides: Mapping[str, Any] | None = None,
-    progress: bool = False,
-    validation: bool | float | int = True,
-) -> dict[str, dict[float, list[MethodRun]]]:
-    """Each baseline of setting ``key`` at each value of its :data:`BASELINE_SEARCH` grid (the
-    setting's first seed, its epochs; runs named ``<setting>-<method>-<keyword><value>-seed<s>``),
-    on a setting that holds out validation classes: ``{method: {value: [run]}}``.
-
-    Raises:
-        ValueError: the setting has no validation split (its train and test share classes, or
-            ``validation`` is off): a hyper-parameter is never chosen on the test classes.
-    """
-    setting = settings_for(profile, validation)[key]
-    if setting.validation is None:
-        raise ValueError(
-            f"setting {key!r} at the {profile} profile has no validation split "
-            f"(validation={validation!r}; same-class settings have none): the search chooses on "
-            "validation classes only; pass validation=True on a class-disjoint setting"
-        )
-    seed = setting.seeds[0]
-    splits = load_splits(setting, setting.train_config(profile, seed, overrides), seed, data_root)
-    out: dict[str, dict[float, list[MethodRun]]] = {}
-    for method, (name, values) in BASELINE_SEARCH[profile].items():
-        if method not in setting.methods:
-            continue
-        out[method] = {
-            v: [
-                run_method(
-                    method,
-                    with_hyper(setting, {method: {name: v}}),
-                    profile,
-                    seed,
-                    splits,
-                    results_dir,
-                    overrides=overrides,
-                    retrain=retrain,
-                    progress=progress,
-                    tsne_points=False,
-                    tag=f"-{name}{v:g}",
-                )
-            ]
-            for v in values
-        }
+def searched(runs: RunSet, key: str, profile: str) -> dict[str, dict[float, list[Run]]]:
+    """The baselines' search on setting ``key``
+    (:func:`~dmlnb.experiments.ssdml.spec.search_groups`) in ``runs``:
+    ``{method: {value: [run]}}`` (empty when the setting has no search)."""
+    out: dict[str, dict[float, list[Run]]] = {}
+    for method, (_, values) in BASELINE_SEARCH[profile].items():
+        for v in values:
+            group = search_group_name(key, method, v)
+            if group in runs.runs:
+                out.setdefault(method, {})[v] = list(runs.runs[group].values())
     return out
 
 
+def chosen(
+    runs: RunSet, keys: Sequence[str], profile: str
+) -> dict[str, dict[str, dict[str, float]]]:
+    """``{setting key: {method: {keyword: value}}}``: the values the search of each setting of
+    ``keys`` chose (:func:`chosen_hyper`), for the settings that ran one."""
+    found = {k: searched(runs, k, profile) for k in keys}
+    return {k: chosen_hyper(s, profile) for k, s in found.items() if s}
+
+
 def chosen_hyper(
-    search: Mapping[str, Mapping[float, Sequence[MethodRun]]], profile: str, metric: str = "R@1"
+    search: Mapping[str, Mapping[float, Sequence[Any]]], profile: str, metric: str = "R@1"
 ) -> dict[str, dict[str, float]]:
-    """``{method: {keyword: value}}``: per baseline of ``search`` (:func:`run_baseline_search`),
+    """``{method: {keyword: value}}``: per baseline of ``search`` (:func:`searched`),
     the value with the highest validation ``metric``
     (:func:`dmlnb.selection.choose_on_validation`)."""
     from dmlnb.selection import choose_on_validation
@@ -92,7 +61,7 @@ def chosen_hyper(
 
 
 def search_table(
-    search: Mapping[str, Mapping[float, Sequence[MethodRun]]], profile: str, metric: str = "R@1"
+    search: Mapping[str, Mapping[float, Sequence[Any]]], profile: str, metric: str = "R@1"
 ) -> pd.DataFrame:
     """The search in a table: per (baseline, keyword, value), the runs, the validation ``metric``
     (%, mean over runs, at each run's validation-selected epoch; no test number) and whether it
