@@ -14,7 +14,7 @@ import pytest
 import torch
 from committed import rounds_as_committed
 
-from dmlnb.chapter import RunSet
+from dmlnb.chapter import RunSet, evaluate, evaluate_both_ways
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
@@ -242,12 +242,15 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
 
 def _fake_run(r1, rank=10.0, initial=None):
     """A stand-in for a finished :class:`dmlnb.runs.Run`: best metrics, a spectrum and, with
-    ``initial``, its evaluation at initialisation."""
+    ``initial``, its evaluation at initialisation (shown at its own, test, selection)."""
     history = [{"epoch": 0, "metrics": initial}] if initial else [{"epoch": 1}]
+    record = types.SimpleNamespace(
+        data={"history": history, "best": {}}, selections={}, selected_on="test"
+    )
     return types.SimpleNamespace(
         metrics={"R@1": r1, "NMI": 0.5},
         extras={"spectrum": {"effective_rank": rank}},
-        record=types.SimpleNamespace(data={"history": history}),
+        record=record,
     )
 
 
@@ -264,62 +267,88 @@ def _fake_runs(ours, others):
     return runs
 
 
-def _claim(out, start):
-    return next(c for c in out if c.claim.startswith(start))
+def _run_set(groups):
+    """``{group: {method: [runs by seed]}}`` as a :class:`RunSet` (seeds 0, 1, ...)."""
+    return RunSet(
+        {
+            g: {(m, s): r for m, rs in by.items() for s, r in enumerate(rs)}
+            for g, by in groups.items()
+        }
+    )
+
+
+def _judged(groups, settings, alpha_key=None, methods=None):
+    """The chapter's claims on ``settings`` (cut to ``methods``) judged on fabricated runs."""
+    if methods is not None:
+        settings = {k: dataclasses.replace(st, methods=methods) for k, st in settings.items()}
+    return {j.spec.id: j for j in evaluate(ssx.claim_specs(settings, alpha_key), _run_set(groups))}
 
 
 def test_claims_verdicts_on_fabricated_seeds():
-    settings = ssx.settings_for("default")
+    settings = {"digits": ssx.settings_for("default")["digits"]}
     ours = [0.60, 0.62, 0.61]
     low = [0.40, 0.42, 0.41]
     good = _fake_runs(
         ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "triplet": low, "angular": low}
     )
     # every angle within ±0.7 pts (the paper's spread) of 40°, with a 90% interval inside the margin
-    flat = {a: [_fake_run(v) for v in (0.6100, 0.6102, 0.6098)] for a in (35.0, 40.0, 45.0, 55.0)}
-    out = ssx.claims({"digits": good}, settings, flat, "digits")
-    verdicts = {c.claim.split(" (")[0].split(":")[0]: str(c.verdict) for c in out}
-    assert verdicts == {
-        "Ours beats the deep SSDML baselines": "holds",
-        # a proxy partly implied by the constraint: the "holds" names what it measured
-        "Orthogonality keeps a higher effective rank of the test embedding": (
-            f"holds: {ssx.EFFECTIVE_RANK_PROXY}"
-        ),
-        # NMI is equal with and without orthogonality in the fabricated runs: not
-        # every metric improves
-        "Orthogonality improves every metric": "inconclusive",
-        "Unlabelled data helps over supervised-only training with the same labels": "holds",
-        "α is insensitive in 35°-55°": "holds",
-        "The objective decreases steadily during training": "not tested at this scale",
-        "Ours beats the unsupervised methods": "not tested at this scale",
+    flat = {
+        ssx.alpha_group_name("digits", a): {
+            "ours": [_fake_run(v) for v in (0.6100, 0.6102, 0.6098)]
+        }
+        for a in (35.0, 40.0, 45.0, 55.0)
     }
-    assert out[0].verdict.n == (3, 3) and out[0].verdict.evidence()["effect"] == "+20 pts"
-    assert out[0].verdict.note.startswith("effect: Ours vs Deep-")  # the pair whose effect is shown
-    assert "effect: NMI" in _claim(out, "Orthogonality improves").verdict.note
-    assert "digits: 8 epochs in 4 partitions" in _claim(out, "The objective").verdict.note
+    out = _judged({"digits": good, **flat}, settings, "digits")
+    assert {k: str(j.verdict) for k, j in out.items()} == {
+        "digits-beats-baselines": "holds",
+        # no evaluation at initialisation in these runs
+        "digits-over-initial": "not tested at this scale",
+        # a proxy partly implied by the constraint: the "holds" names what it measured
+        "digits-effective-rank": f"holds: {ssx.EFFECTIVE_RANK_PROXY}",
+        # NMI is equal with and without orthogonality in the fabricated runs: not every metric
+        "digits-orthogonality-every-metric": "inconclusive",
+        "digits-unlabelled-data-helps": "holds",
+        "alpha-stable": "holds",
+        "objective-decreases": "not tested at this scale",
+        "beats-unsupervised": "not tested at this scale",
+    }
+    first = out["digits-beats-baselines"]
+    assert first.verdict.n == (3, 3) and first.verdict.evidence()["effect"] == "+20 pts"
+    assert "effect: NMI" in out["digits-orthogonality-every-metric"].verdict.note
+    assert (
+        "NMI w/ 50.0 ± 0.0 vs w/o 50.0 ± 0.0 (inconclusive)"
+        in out["digits-orthogonality-every-metric"].evidence
+    )
+    assert "digits: 8 epochs in 4 partitions" in out["objective-decreases"].verdict.note
+    assert out["objective-decreases"].reason == "needs-gpu"
+    assert out["beats-unsupervised"].reason == "needs-paper-data"
     # one seed per side never holds, whatever the difference
     one = {m: rs[:1] for m, rs in good.items()}
-    assert {str(c.verdict) for c in ssx.claims({"digits": one}, settings)[:4]} == {"inconclusive"}
+    judged = _judged({"digits": one, **flat}, settings, "digits")
+    assert str(judged["digits-beats-baselines"].verdict) == "inconclusive"
+    assert str(judged["digits-unlabelled-data-helps"].verdict) == "inconclusive"
     # one baseline better than ours: the group claim fails with the count of pairs that hold
     bad = _fake_runs(
-        ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "isdml": [0.80, 0.82, 0.81], "triplet": low}
+        ours,
+        {
+            **{m: low for m in ssx.SEMI_SUPERVISED},
+            "isdml": [0.80, 0.82, 0.81],
+            "triplet": low,
+            "angular": low,
+        },
     )
-    out = ssx.claims({"digits": bad}, settings)
-    assert out[0].verdict == "does not hold: 4 of 5 pairs hold"
-    assert "Deep-ISDML 81.0 ± 1.0 (does not hold)" in out[0].our_evidence
-    assert out[0].verdict.note.startswith("effect: Ours vs Deep-ISDML")
-    # a missing baseline is named and scopes the claim
+    v = _judged({"digits": bad}, settings)["digits-beats-baselines"].verdict
+    assert str(v).startswith("does not hold: 4 of 5") and "isdml" in v.note
+    # a baseline the setting does not run scopes the claim
     partial = _fake_runs(ours, {"lrml": low})
-    first = ssx.claims({"digits": partial}, settings)[0]
+    out = _judged({"digits": partial}, settings, methods=("ours", "ours-noorth", "lrml"))
+    first = out["digits-beats-baselines"]
+    assert first.spec.text.startswith("Ours beats the 1 of 5 deep SSDML baselines run here")
     assert (
-        first.claim.startswith("Ours beats the 1 of 5 deep SSDML baselines run here")
-        and first.verdict == "holds"
+        str(first.verdict) == "holds"
+        and str(out["alpha-stable"].verdict) == "not tested at this scale"
     )
-    assert "not run here: Deep-SERAPH" in first.our_evidence
-    assert (
-        _claim(ssx.claims({"digits": partial}, settings), "α is").verdict
-        == "not tested at this scale"
-    )
+    assert str(out["digits-unlabelled-data-helps"].verdict) == "not tested at this scale"
 
 
 def test_alpha_margin_is_the_reported_spread():
@@ -329,16 +358,14 @@ def test_alpha_margin_is_the_reported_spread():
 
 
 def test_initialisation_claim():
-    settings = ssx.settings_for("default")
+    settings = {"digits": ssx.settings_for("default")["digits"]}
     runs = _fake_runs([0.60, 0.62, 0.61], {})
     for r, init in zip(runs["ours"], (0.70, 0.71, 0.72)):
         _set_initial(r, {"R@1": init, "NMI": 0.5})
-    c = _claim(
-        ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation"
-    )
+    c = _judged({"digits": runs}, settings, methods=("ours",))["digits-over-initial"]
     assert (
-        c.verdict == "does not hold"
-        and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.our_evidence
+        str(c.verdict) == "does not hold"
+        and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.evidence
     )
 
 
@@ -708,23 +735,19 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     runs = _fake_runs([0.70, 0.71, 0.72], {})
     for r, init in zip(runs["ours"], (0.50, 0.51, 0.52)):
         _set_initial(r, {"R@1": init, "NMI": 0.4})
-    same_class = ssx.settings_for("default", True)  # digits: no validation split
-    c = _claim(
-        ssx.claims({"digits": runs}, same_class), "Ours improves on the network at initialisation"
-    )
+    same_class = {"digits": ssx.settings_for("default", True)["digits"]}  # no validation split
+    c = _judged({"digits": runs}, same_class, methods=("ours",))["digits-over-initial"]
     assert c.verdict == "inconclusive" and "selection biased toward the claim" in c.verdict.note
     disjoint = {"digits": dataclasses.replace(same_class["digits"], validation=0.2)}
-    assert _claim(ssx.claims({"digits": runs}, disjoint), "Ours improves").verdict == "holds"
-    assert (
-        _claim(ssx.claims({"digits": runs}, disjoint, protocol="test"), "Ours improves").verdict
-        == "inconclusive"
-    )
+    for r in runs["ours"]:
+        r.record.selected_on = "validation"  # each run's epoch chosen on its validation classes
+    held = _judged({"digits": runs}, disjoint, methods=("ours",))["digits-over-initial"]
+    assert held.verdict == "holds"
     # a failure despite the bias stands
     for r in runs["ours"]:
         _set_initial(r, {"R@1": 0.9 + r.metrics["R@1"] / 100, "NMI": 0.4})
-    assert _claim(ssx.claims({"digits": runs}, same_class), "Ours improves").verdict.startswith(
-        "does not hold"
-    )
+    c = _judged({"digits": runs}, same_class, methods=("ours",))["digits-over-initial"]
+    assert str(c.verdict).startswith("does not hold")
     # every method and every angle against its initial network: the same rule
     gain = [_record_run(s, b, i) for s, b, i in ((0, 0.70, 0.60), (1, 0.72, 0.61), (2, 0.71, 0.62))]
     biased = ssx.over_initial(
@@ -734,43 +757,40 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     assert ssx.initial_selection_bias(disjoint["digits"]) is None
 
 
-def test_baseline_claims_name_the_search_and_the_failures_it_did_not_touch():
-    settings = ssx.settings_for("default", True)
+def test_search_sentence_names_the_search_and_the_failures_it_did_not_touch():
+    settings = {"omniglot": ssx.settings_for("default", True)["omniglot"]}
     ours = [0.40, 0.41, 0.42]
     high = [0.60, 0.61, 0.62]
-    runs = _fake_runs(
-        ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high}
+    runs = _run_set(
+        {
+            "omniglot": _fake_runs(
+                ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high}
+            )
+        }
     )
     hyper = {
         "omniglot": {"lrml": {"gamma_d": 0.01}, "seraph": {"eta": 2.0}, "triplet": {"margin": 0.1}}
     }
-    out = ssx.claims({"omniglot": runs}, settings, hyper=hyper)
-    base = _claim(out, "Ours beats the deep SSDML baselines")
-    assert base.verdict.startswith("does not hold")
-    assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base.our_evidence
-    assert "Deep-SERAPH eta = 2;" in base.our_evidence
+    base, sup = ssx.search_sentence(runs, settings, hyper).splitlines()
+    assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base
+    assert "Deep-SERAPH eta = 2;" in base
     # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do
     # not rest on the search
-    assert base.our_evidence.endswith(
-        "left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT"
-    )
-    sup = _claim(out, "Unlabelled data helps")
-    assert "Triplet (labelled only) margin = 0.1" in sup.our_evidence
-    assert sup.our_evidence.endswith("left as it was: Angular (labelled only)")
-    # without a search the evidence says nothing of one
-    assert (
-        "searched"
-        not in _claim(ssx.claims({"omniglot": runs}, settings), "Ours beats").our_evidence
-    )
+    assert base.endswith("left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT")
+    assert "Triplet (labelled only) margin = 0.1" in sup
+    assert sup.endswith("left as it was: Angular (labelled only)")
+    # without a search nothing is said of one
+    assert ssx.search_sentence(runs, settings, {}) == ""
 
 
 class _Record:
     """A run record's selection state, as :func:`dmlnb.selection.selected_on` switches it."""
 
     def __init__(self, val, test, initial, rank=10.0):
+        selections = {"validation": {"metrics": val}, "test": {"metrics": test}}
         self.data = {
-            "best": {"metrics": val},
-            "selections": {"validation": {"metrics": val}, "test": {"metrics": test}},
+            "best": dict(selections["validation"]),
+            "selections": selections,
             "history": [{"epoch": 0, "metrics": initial}],
             "config": {"select_on": "validation"},
             "extras": {"spectrum": {"effective_rank": rank}},
@@ -782,36 +802,45 @@ class _Record:
 
 
 def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
-    settings = ssx.settings_for("default", True)
+    settings = {"omniglot": ssx.settings_for("default", True)["omniglot"]}
+    methods = ("ours", "ours-noorth", *ssx.SEMI_SUPERVISED)
+    settings = {"omniglot": dataclasses.replace(settings["omniglot"], methods=methods)}
 
     def run(method, seed, val, test, rank=10.0):
         m = lambda v: {"R@1": v, "NMI": v}  # noqa: E731
         return Run(f"{method}-seed{seed}", _Record(m(val), m(test), m(0.20), rank))
 
-    runs = {
-        "omniglot": {
-            "ours": [run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)],
-            "ours-noorth": [
-                run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)
-            ],
-            **{
-                m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)]
-                for m in ssx.SEMI_SUPERVISED
-            },
+    runs = _run_set(
+        {
+            "omniglot": {
+                "ours": [
+                    run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)
+                ],
+                "ours-noorth": [
+                    run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)
+                ],
+                **{
+                    m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)]
+                    for m in ssx.SEMI_SUPERVISED
+                },
+            }
         }
-    }
-    frame = ssx.claims_both_ways(runs, settings).set_index("claim")
+    )
+    specs = ssx.claim_specs(settings)
+    frame = evaluate_both_ways(
+        specs, runs, kept_weights=lambda t: t.startswith(ssx.EFFECTIVE_RANK_CLAIM)
+    ).set_index("id")
     val, test = (protocol_column("verdict", b) for b in ("validation", "test"))
-    beats = next(c for c in frame.index if c.startswith("Ours beats the deep"))
+    beats = "omniglot-beats-baselines"
     assert frame.loc[beats, val] == "holds" and frame.loc[beats, test].startswith("does not hold")
     assert frame.loc[beats, "verdict changes"] is True
-    init = next(c for c in frame.index if c.startswith("Ours improves"))
+    init = "omniglot-over-initial"
     # it holds at the validation-selected epochs; at the test-selected ones the selection favours it
     assert frame.loc[init, val] == "holds" and frame.loc[init, test] == "inconclusive"
-    rank = next(c for c in frame.index if c.startswith("Orthogonality keeps"))
+    rank = "omniglot-effective-rank"
     assert frame.loc[rank, "verdict changes"] == NOT_RECOMPUTED and frame.loc[rank, test] == "—"
     # the records are restored after both judgements
-    assert runs["omniglot"]["ours"][0].metrics["R@1"] == 0.40
+    assert runs.run("omniglot", "ours", 0).metrics["R@1"] == 0.40
 
 
 def test_mining_verdicts_pair_the_variants_by_seed():
@@ -879,3 +908,26 @@ def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monk
         settings, "smoke", tmp_path, seeds=(2, 0)
     )  # reloaded: nothing made again
     assert len(made) == 2 * len(settings) and all(again[k].equals(frames[k]) for k in settings)
+
+
+def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatch):
+    """The default profile's declared runs reload from the committed records (nothing trains),
+    and the claims judged on them are those of the committed claims.json, verdict by verdict."""
+    import json
+
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    results = RESULTS / "05_ssdml"
+    settings = ssx.settings_for("default", True)
+    quiet = {"retrain": False}
+    search = ssx.train_groups(ssx.search_groups(settings, "default"), "default", results, **quiet)
+    hyper = ssx.chosen(search, list(settings), "default")
+    groups = ssx.groups(settings, hyper=hyper)
+    runs = ssx.train_groups(groups, "default", results, made=search, **quiet)
+    assert runs.trained == 0
+    alpha_key = next(k for k in settings if settings[k].alpha_grid)
+    judged = evaluate(ssx.claim_specs(settings, alpha_key), runs)
+    stored = json.loads((results / "default" / "claims.json").read_text())
+    assert stored["chapter"] == "05_ssdml" and stored["profile"] == "default"
+    assert [(c["id"], c["verdict"]) for c in stored["claims"]] == [
+        (j.spec.id, str(j.verdict)) for j in judged
+    ]

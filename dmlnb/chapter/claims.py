@@ -149,9 +149,11 @@ class Untestable:
 @dataclass(frozen=True)
 class Custom:
     """``judge(runs) -> Verdict`` (from the rule's functions), for what the vocabulary cannot
-    say; its docstring's first line is the evidence shown."""
+    say; its docstring's first line is the evidence shown, or ``evidence(runs)`` when given (the
+    numbers the verdict rests on, in words)."""
 
     judge: Callable[[RunSet], Verdict]
+    evidence: Callable[[RunSet], str] | None = None
 
 
 Test = Union[Beats, BeatsEvery, AboveThreshold, InteriorOptimum, Untestable, Custom]
@@ -271,6 +273,8 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
             raise TypeError(
                 f"{test.judge!r} returned a {type(v).__name__}; return a Verdict from the rule"
             )
+        if test.evidence is not None:
+            return v, test.evidence(runs)
         doc = (getattr(test.judge, "__doc__", None) or "").strip()
         return v, doc.splitlines()[0] if doc else getattr(test.judge, "__name__", repr(test.judge))
     raise TypeError(f"unknown test {test!r}")
@@ -341,7 +345,11 @@ def write_claims_json(
 
 
 def evaluate_both_ways(
-    claims: Sequence[ClaimSpec], runs: RunSet, *, strict: bool = False
+    claims: Sequence[ClaimSpec],
+    runs: RunSet,
+    *,
+    strict: bool = False,
+    kept_weights: Callable[[str], bool] | None = None,
 ) -> pd.DataFrame | None:
     """Every claim judged under both selection protocols
     (:func:`dmlnb.selection.both_ways_verdicts`: each run at the epoch its validation classes
@@ -350,12 +358,16 @@ def evaluate_both_ways(
     ``None`` when no run has a validation split (one protocol only). ``strict=False`` lets runs
     without a validation split keep their test selection under both. A :class:`Custom` test
     must read the runs' metrics when called (from ``record.best``), never from weights kept at
-    one epoch."""
+    one epoch; name the claims that do (claim text -> bool) with ``kept_weights``: they are not
+    recomputed (:func:`dmlnb.selection.both_ways_verdicts`)."""
     records = runs.records()
     if not any("validation" in r.selections for r in records):
         return None
     frame = both_ways_verdicts(
-        records, lambda: {c.text: _judge(c.test, runs)[0] for c in claims}, strict=strict
+        records,
+        lambda: {c.text: _judge(c.test, runs)[0] for c in claims},
+        strict=strict,
+        kept_weights=kept_weights,
     )
     frame.insert(0, "id", [c.id for c in claims])
     return frame

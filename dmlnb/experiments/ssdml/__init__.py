@@ -21,11 +21,11 @@ from dmlnb.experiments.ssdml.analyses import (
     unit_counts,
 )
 from dmlnb.experiments.ssdml.claims import (
-    EFFECTIVE_RANK_PROXY,
-    claims,
-    claims_both_ways,
-    initial_selection_bias,
-    per_seed,
+    EFFECTIVE_RANK_CLAIM,
+    alpha_claim,
+    claim_specs,
+    setting_claims,
+    untestable,
 )
 from dmlnb.experiments.ssdml.deviations import DEVIATIONS
 from dmlnb.experiments.ssdml.figures import retrieval_figure
@@ -37,6 +37,18 @@ from dmlnb.experiments.ssdml.initial import (
     initial_embedding,
     initial_metrics,
     protocol_floors,
+)
+from dmlnb.experiments.ssdml.judges import (
+    EFFECTIVE_RANK_PROXY,
+    PTS,
+    AlphaStable,
+    EffectiveRank,
+    EveryMetric,
+    OverInitial,
+    fmt,
+    initial_selection_bias,
+    per_seed,
+    shown_protocol,
 )
 from dmlnb.experiments.ssdml.mining import (
     FEATURE_SOURCES,
@@ -105,6 +117,7 @@ from dmlnb.experiments.ssdml.spec import (
     search_groups,
     seed_of,
 )
+from dmlnb.experiments.ssdml.text import claims_summary, search_sentence
 from dmlnb.experiments.ssdml.training import (
     alpha_runs,
     by_method,
@@ -178,11 +191,23 @@ __all__ = [
     "floor_verdicts",
     "below_floor_sentence",
     "retrieval_figure",
-    "per_seed",
+    "PTS",
     "EFFECTIVE_RANK_PROXY",
+    "per_seed",
+    "fmt",
+    "shown_protocol",
     "initial_selection_bias",
-    "claims",
-    "claims_both_ways",
+    "OverInitial",
+    "EffectiveRank",
+    "EveryMetric",
+    "AlphaStable",
+    "EFFECTIVE_RANK_CLAIM",
+    "setting_claims",
+    "alpha_claim",
+    "untestable",
+    "claim_specs",
+    "search_sentence",
+    "claims_summary",
     "selection_gain",
     "over_initial",
     "metric_steps",

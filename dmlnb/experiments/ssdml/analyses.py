@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from dmlnb.experiments.ssdml.claims import per_seed
+from dmlnb.experiments.ssdml.judges import per_seed
 from dmlnb.experiments.ssdml.profile_settings import PROFILE_SETTINGS
 from dmlnb.experiments.ssdml.reported import REPORTED
 from dmlnb.experiments.ssdml.settings import NAMES, REPORTED_COLUMN, SEMI_SUPERVISED, Setting
