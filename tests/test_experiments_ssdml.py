@@ -771,7 +771,9 @@ def test_search_sentence_names_the_search_and_the_failures_it_did_not_touch():
     hyper = {
         "omniglot": {"lrml": {"gamma_d": 0.01}, "seraph": {"eta": 2.0}, "triplet": {"margin": 0.1}}
     }
-    base, sup = ssx.search_sentence(runs, settings, hyper).splitlines()
+    base, sup = ssx.comparison_sentence(runs, settings, hyper).splitlines()
+    assert base.startswith("omniglot-small, deep SSDML baselines (R@1): ours 41.0 ± 1.0; Deep-LRML")
+    assert "Deep-ISDML 61.0 ± 1.0 (does not hold)" in base
     assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base
     assert "Deep-SERAPH eta = 2;" in base
     # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do
@@ -780,7 +782,7 @@ def test_search_sentence_names_the_search_and_the_failures_it_did_not_touch():
     assert "Triplet (labelled only) margin = 0.1" in sup
     assert sup.endswith("left as it was: Angular (labelled only)")
     # without a search nothing is said of one
-    assert ssx.search_sentence(runs, settings, {}) == ""
+    assert "searched" not in ssx.comparison_sentence(runs, settings, {})
 
 
 class _Record:

@@ -117,7 +117,7 @@ from dmlnb.experiments.ssdml.spec import (
     search_groups,
     seed_of,
 )
-from dmlnb.experiments.ssdml.text import claims_summary, search_sentence
+from dmlnb.experiments.ssdml.text import claims_summary, comparison_sentence
 from dmlnb.experiments.ssdml.training import (
     alpha_runs,
     by_method,
@@ -206,7 +206,7 @@ __all__ = [
     "alpha_claim",
     "untestable",
     "claim_specs",
-    "search_sentence",
+    "comparison_sentence",
     "claims_summary",
     "selection_gain",
     "over_initial",

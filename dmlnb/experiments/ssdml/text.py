@@ -8,13 +8,13 @@ from typing import Any
 
 from dmlnb.chapter import JudgedClaim, RunSet
 from dmlnb.experiments.ssdml.analyses import over_initial, selection_gain
-from dmlnb.experiments.ssdml.judges import initial_selection_bias, per_seed
+from dmlnb.experiments.ssdml.judges import fmt, initial_selection_bias, per_seed
 from dmlnb.experiments.ssdml.network import build_objective
 from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
 from dmlnb.experiments.ssdml.training import by_method
 from dmlnb.reporting import NOT_TESTED, compare
 
-__all__ = ["search_sentence", "claims_summary"]
+__all__ = ["comparison_sentence", "claims_summary"]
 
 
 def _searched(
@@ -36,40 +36,49 @@ def _searched(
     return parts, untouched
 
 
-def search_sentence(
+def comparison_sentence(
     runs: RunSet,
     settings: Mapping[str, Setting],
     hyper: Mapping[str, Mapping[str, Mapping[str, Any]]],
     metric: str = "R@1",
 ) -> str:
-    """Per setting with a search, the baselines' values chosen on the validation classes and
-    which comparisons of ours with a baseline that do not hold (:func:`~dmlnb.reporting.compare`,
-    as the claims judge them) are against a baseline the search left as it was."""
+    """Per setting, ours and each baseline of the two group claims (the deep SSDML baselines,
+    the supervised-only ones): ``metric`` mean ± std and the pair's verdict
+    (:func:`~dmlnb.reporting.compare`, as the claims judge each pair); where the setting ran a
+    search, the values chosen on the validation classes and which pairs that do not hold are
+    against a baseline the search left as it was. One line per (setting, group)."""
     out = []
-    for key, chosen in hyper.items():
-        st, groups = settings[key], by_method(runs, key)
-        for methods in (SEMI_SUPERVISED, ("triplet", "angular")):
+    for key, st in settings.items():
+        groups = by_method(runs, key)
+        if "ours" not in groups:
+            continue
+        ours = per_seed(groups["ours"], metric)
+        for what, methods in (
+            ("deep SSDML baselines", SEMI_SUPERVISED),
+            ("supervised-only", ("triplet", "angular")),
+        ):
             methods = [m for m in methods if m in groups]
-            parts, untouched = _searched(st, chosen, methods)
-            if not parts:
+            if not methods:
                 continue
-            ours = per_seed(groups["ours"], metric)
-            failing = [
-                NAMES[m]
-                for m in untouched
-                if str(compare(ours, per_seed(groups[m], metric))).startswith("does not hold")
-            ]
-            out.append(
-                f"{st.name}: searched on the validation classes (1 seed per value; the chosen "
-                "value's first seed is the search's winning run): "
-                + ", ".join(parts)
-                + (
-                    "; pairs that do not hold against a baseline the search left as it was: "
-                    + ", ".join(failing)
-                    if failing
-                    else "; every pair that does not hold is against a searched value"
-                )
+            pairs = {m: compare(ours, per_seed(groups[m], metric)) for m in methods}
+            line = f"{st.name}, {what} ({metric}): ours {fmt(ours)}; " + ", ".join(
+                f"{NAMES[m]} {fmt(per_seed(groups[m], metric))} ({v})" for m, v in pairs.items()
             )
+            parts, untouched = _searched(st, hyper.get(key, {}), methods)
+            if parts:
+                failing = [NAMES[m] for m in untouched if str(pairs[m]).startswith("does not hold")]
+                line += (
+                    "; searched on the validation classes (1 seed per value; the chosen value's "
+                    "first seed is the search's winning run): "
+                    + ", ".join(parts)
+                    + (
+                        "; pairs that do not hold against a baseline the search left as it was: "
+                        + ", ".join(failing)
+                        if failing
+                        else "; every pair that does not hold is against a searched value"
+                    )
+                )
+            out.append(line)
     return "\n".join(out)
 
 
