@@ -14,7 +14,7 @@ import pytest
 import torch
 from committed import rounds_as_committed
 
-from dmlnb.chapter import RunSet, evaluate, evaluate_both_ways
+from dmlnb.chapter import RunSet, deviations_frame, evaluate, evaluate_both_ways
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
@@ -405,8 +405,9 @@ def test_reported_statements_are_computed_from_the_tables():
 def test_purity_chance_and_deviations_table():
     # two classes in proportion 3:1 (unlabelled -1 ignored): 0.75² + 0.25²
     assert ssx.purity_chance(torch.tensor([0, 0, 0, 1, -1])) == pytest.approx(0.625)
-    assert all({"deviation", "applies to", "effect"} == set(d) for d in ssx.DEVIATIONS)
-    assert any("SGD" in d["deviation"] for d in ssx.DEVIATIONS)
+    rows = {d.setting: d for d in ssx.deviations(ssx.settings_for("default", True), "default")}
+    assert "SGD" in rows["optimiser"].paper and rows["optimiser"].ours == "adam"
+    assert deviations_frame(list(rows.values())).index.is_unique
 
 
 def test_reported_evidence_names_its_datasets():
@@ -872,17 +873,31 @@ def test_mining_verdicts_pair_the_variants_by_seed():
     assert not any(q.startswith("W's negatives") for q in verdicts.index)
 
 
-def test_deviations_name_the_validation_classes_and_the_search():
-    rows = " ".join(d["deviation"] for d in ssx.DEVIATIONS)
-    assert (
-        "27 of Omniglot-small's 136" in rows and "ours keeps the paper's k, γ, α unsearched" in rows
-    )
-    assert (
-        "without saying on what" in rows
-    )  # the paper does not say what it chooses its best model on
-    note = ssx.settings_for("default")["omniglot"].note
-    assert "27 of the 136 characters are held out as validation classes" in note
-    assert "triplet margin of 0.2 (not given" not in note  # the margin is searched on this setting
+def test_deviations_are_computed_from_the_settings():
+    """What a deviation says of the runs follows their configuration: change the epochs, the
+    validation hold-out or k and the rows change; every row has a measured effect or a typed
+    reason and the scale that would measure it."""
+    settings = ssx.settings_for("default", True)
+    rows = {d.setting: d for d in ssx.deviations(settings, "default")}
+    assert "digits: 8 epochs, 4 partition(s) of 400" in rows["epochs and partitions"].ours
+    assert "omniglot-small: 0.2 of the training classes held out" in rows["model selection"].ours
+    assert "digits: on the test set" in rows["model selection"].ours
+    assert rows["k and α (class-disjoint)"].ours == "omniglot-small: k = 10, α = 40°"
+    assert rows["k and α (class-disjoint)"].paper == "k = 50, α = 45° (CUB, Cars)"
+    assert all(d.effect or (d.why and d.scale) for d in rows.values())
+    changed = {
+        "digits": dataclasses.replace(
+            settings["digits"], config={**settings["digits"].config, "epochs": 12}
+        ),
+        "omniglot": dataclasses.replace(settings["omniglot"], k=50, validation=0.3),
+    }
+    again = {d.setting: d for d in ssx.deviations(changed, "default")}
+    assert "digits: 12 epochs, 6 partition(s) of 400" in again["epochs and partitions"].ours
+    assert "0.3 of the training classes" in again["model selection"].ours
+    assert again["k and α (class-disjoint)"].ours.startswith("omniglot-small: k = 50")
+    assert not any(d.setting == "GoogLeNet pooling" for d in again.values())
+    paper = {d.setting: d for d in ssx.deviations(ssx.settings_for("paper", True), "paper")}
+    assert paper["GoogLeNet pooling"].ours.endswith("inputs at 224 px")
 
 
 def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monkeypatch, tmp_path):

@@ -27,7 +27,7 @@ from dmlnb.experiments.ssdml.claims import (
     setting_claims,
     untestable,
 )
-from dmlnb.experiments.ssdml.deviations import DEVIATIONS
+from dmlnb.experiments.ssdml.deviations import deviations
 from dmlnb.experiments.ssdml.figures import retrieval_figure
 from dmlnb.experiments.ssdml.initial import (
     below_floor_sentence,
@@ -117,6 +117,7 @@ from dmlnb.experiments.ssdml.spec import (
     search_groups,
     seed_of,
 )
+from dmlnb.experiments.ssdml.tables import settings_table
 from dmlnb.experiments.ssdml.text import claims_summary, comparison_sentence
 from dmlnb.experiments.ssdml.training import (
     alpha_runs,
@@ -182,7 +183,7 @@ __all__ = [
     "reported_alpha_sentence",
     "reported_best",
     "reported_over_initial",
-    "DEVIATIONS",
+    "deviations",
     "initial_embedding",
     "initial_metrics",
     "initial_coordinates",
@@ -225,4 +226,5 @@ __all__ = [
     "stored_mining",
     "mining_table",
     "mining_verdicts",
+    "settings_table",
 ]

@@ -1,181 +1,229 @@
-"""The SSDML chapter: deviations."""
+"""The SSDML chapter's departures from the paper as :class:`dmlnb.chapter.Deviation` rows, built
+by :func:`deviations` from the settings that train the runs (what ``ours`` says of them is
+computed from their configurations, never typed) and rendered by
+:func:`dmlnb.chapter.deviations_frame`."""
 
 from __future__ import annotations
 
-from dmlnb.experiments.ssdml.profile_settings import PAPER_TRAINING
-from dmlnb.profiles import make_config
+from collections.abc import Mapping
+
+from dmlnb.chapter import Deviation
+from dmlnb.experiments.ssdml.profile_settings import PROFILE_SETTINGS
+from dmlnb.experiments.ssdml.settings import BASELINE_SEARCH, Setting
 from dmlnb.training import precision_description
 
-_NOT_MEASURED = "not measured at this scale"
-# Every departure from the paper, the settings it applies to and what is known of its effect. The
-# chapter prints it as its deviations table; "measured" entries name the table that measures it.
-DEVIATIONS: list[dict[str, str]] = [
-    {
-        "deviation": "model selection: with validation= on, the class-disjoint settings "
-        "(Omniglot-small, CUB-200, Cars-196) hold out a fifth of their training classes (27 of "
-        "Omniglot-small's 136: the runs train on 109) and choose each run's best epoch on them; "
-        "the paper tunes its hyper-parameters on 15% of the examples of each training class and "
-        'chooses "the best model" without saying on what; the same-class settings (digits, '
-        "MNIST, Fashion-MNIST, CIFAR-10) have no class-disjoint validation split and keep "
-        "choosing it on the test set",
-        "applies to": "all",
-        "effect": "measured: the selection-gain table and the main comparison under both protocols",
-    },
-    {
-        "deviation": 'the "Initial" row (Tables 1-2, the initialisation claims, the diagnosis '
-        "table) evaluates the seeded network at initialisation through L at its start, i.e. the "
-        "first l of the d coordinates of its L2-normalised output z, with Euclidean distances; "
-        "the paper does not say how its Initial row is measured",
-        "applies to": "all",
-        "effect": "measured: after Table 2, the same networks evaluated on the first l and on all "
-        "d coordinates",
-    },
-    {
-        "deviation": "small datasets (sklearn digits, Omniglot-small), a 4-block CNN from "
-        "scratch, 4-8 epochs",
-        "applies to": "default",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "d = 64, l = 32 on both settings (the paper: 128 → 64 on MNIST, a 128-d "
-        "metric on CUB / Cars)",
-        "applies to": "default",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "lr 1e-3 (the paper: an initial rate of 1e-4 on MNIST, Fashion-MNIST and "
-        "CIFAR-10), constant; 200 units per mini-batch (the paper: 100 triplets)",
-        "applies to": "default",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "lr 1e-4 held constant: the paper's initial rate on MNIST, Fashion-MNIST and "
-        "CIFAR-10 (its schedule is not given), the book's choice on CUB / Cars (the paper gives "
-        "no rate there)",
-        "applies to": "paper",
-        "effect": "not run (needs a GPU)",
-    },
-    {
-        "deviation": "Omniglot-small: k = 10, α = 40° (the paper's class-disjoint protocol: k = "
-        "50, α = 45°)",
-        "applies to": "default (omniglot-small)",
-        "effect": "mining on fixed features measured: the diagnosis's k = 50 against k = 10 "
-        "(right triplets); α = 45° and retrieval with k = 50 not measured on this setting",
-    },
-    {
-        "deviation": "ties in the propagated affinities (the paper does not say how they fall): "
-        "the worked example rounds W to 9 decimals, so that pairs equal up to float noise keep "
-        "the kNN order; the runs and the mining diagnosis mine on W as solved (float32), where "
-        "such near-ties fall by rounding",
-        "applies to": "every profile",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "partitions reach only part of the unlabelled pool: a sweep takes as many "
-        "whole partitions as fit in a fresh shuffle of the pool and skips the rest (digits; "
-        "Omniglot-small's runs make one sweep, of 2 partitions of 700 drawings: the unseen "
-        "drawings are counted below); each method trains on at most a fixed number of units per "
-        "partition (ours on fewer than it mines on Omniglot-small)",
-        "applies to": "default",
-        "effect": "counts, replayed from each run's seed and partitions: the units table; "
-        "effect " + _NOT_MEASURED,
-    },
-    {
-        "deviation": "digits: the same classes in train and test, width 32 (not the protocol "
-        "page's class-disjoint digits smoke split nor its 64-channel default network)",
-        "applies to": "default (digits)",
-        "effect": _NOT_MEASURED + " (the analogue of the paper's MNIST protocol)",
-    },
-    {
-        "deviation": "Adam (the paper's Algorithm 1: SGD)",
-        "applies to": "all",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "numeric precision (the paper does not state it): "
-        + precision_description(make_config("paper", PAPER_TRAINING)),
-        "applies to": "paper",
-        "effect": "not run (needs a GPU)",
-    },
-    {
-        "deviation": "metric step: one pass of Adam mini-batches on L kept orthogonal by torch's "
-        "parametrisation (the paper: Manopt conjugate gradient, 10 iterations); Eq. (3) averaged, "
-        "not summed",
-        "applies to": "all",
-        "effect": "steps on L: printed under Table 4; effect " + _NOT_MEASURED,
-    },
-    {
-        "deviation": "L starts at the identity on the first l coordinates (the paper does not say)",
-        "applies to": "all",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "GoogLeNet: global average pooling + L2 before L, inputs at 224 px (the "
-        "paper: R-MAC aggregated over input scales 512, 512/√2 and 256 → L); no layer between the "
-        "pooled features and L, as in the paper (the randomly initialised FC(1024 → 1024) an "
-        "earlier version put there is removed)",
-        "applies to": "paper (CUB-200, Cars-196)",
-        "effect": "not run (needs a GPU)",
-    },
-    {
-        "deviation": "the five deep baselines reformulated for mini-batches; with validation= on, "
-        "one key hyper-parameter of each (and the triplet baseline's margin) chosen on the "
-        "validation classes of the class-disjoint settings (BASELINE_SEARCH, one seed per value, "
-        "the setting's epochs; the chosen value's seed-0 run in the main comparison is the "
-        "search's winning run itself, the same fingerprint, trained once), while ours keeps the "
-        "paper's k, γ, α unsearched; the values below elsewhere: rank-l M = L Lᵀ, graph terms on "
-        "kNN edges; LRML γ_S = γ_D = 0.01 rescaled by Ω, log|M| ≥ 0 as an equality; LRML and "
-        "ISDML heat-kernel affinities with bandwidth σ² = the mean squared kNN distance (the "
-        "paper gives none); ISDML normalised Laplacian; SERAPH 5,000 sampled unlabelled pairs, μ "
-        "= |P|/|U|, η = 1, λ = 1; APLLR a KISSME prior with shrinkage, APIT an ITML prior (5th / "
-        "95th percentile bounds, slack 1, at most 5,000 labelled constraints, at most 10 sweeps), "
-        "both kept close to their prior by the LogDet divergence, λ = 1",
-        "applies to": "all",
-        "effect": _NOT_MEASURED + "; every baseline comparison depends on them",
-    },
-    {
-        "deviation": "Table 5 baselines: unconstrained L, a triplet margin (not in the paper) of "
-        "0.2 on the same-class settings and chosen on the validation classes of the "
-        "class-disjoint ones (BASELINE_SEARCH), their own units per epoch; every ordered labelled "
-        "positive pair gets one negative drawn uniformly at random per partition",
-        "applies to": "all",
-        "effect": "units: the units table; effect " + _NOT_MEASURED,
-    },
-    {
-        "deviation": "Table 5's \"Angular (labelled only)\" is this chapter's Eq. (3), softplus "
-        "of m_i with one negative on the unnormalised Lᵀz, not Wang et al.'s angular loss (a "
-        "hinge in its triplet form, and an N-pair form over a batch's negatives)",
-        "applies to": "all",
-        "effect": _NOT_MEASURED + "; the row is the proposed loss on the labelled part",
-    },
-    {
-        "deviation": 'the row "Ours, negatives outside N_k" mines its negatives uniformly '
-        "outside the anchor's kNN neighbourhood instead of the paper's lower-affinity half of "
-        "it: the diagnosis's alternative, shown beside the paper's mining, not a reading of the "
-        "paper",
-        "applies to": "default",
-        "effect": "mining quality: the diagnosis section; retrieval: its row in Tables 1-2",
-    },
-    {
-        "deviation": "Table 3 (five unsupervised methods on CUB-200 / Cars-196) is not "
-        "reproduced: none of Exemplar, RotationNet, NCE, DeepCluster and Synthetic is implemented "
-        "in dmlnb (each is its own paper), and its only row this chapter trains, Ours, is Table "
-        "2's, whose paper-profile network lacks R-MAC",
-        "applies to": "paper",
-        "effect": "out of scope; Table 3 is shown as reported",
-    },
-    {
-        "deviation": "evaluation: Recall@K and k-means on the learned Lᵀz (unnormalised) with "
-        "Euclidean distances; the paper says only that it evaluates the test embeddings (the "
-        "book's other chapters use cosine similarity)",
-        "applies to": "all",
-        "effect": _NOT_MEASURED,
-    },
-    {
-        "deviation": "t-SNE: the left panel embeds the untrained network's whole z "
-        "(d-dimensional), not the first l coordinates the Initial row evaluates; the trained "
-        "panels embed Lᵀz (l-dimensional)",
-        "applies to": "all",
-        "effect": "the left panel is not the embedding the Initial row measures",
-    },
-]
+__all__ = ["deviations"]
+
+_GPU = "the paper profile on a GPU"
+_NOT = "not-measured"
+
+
+def _partitions(st: Setting) -> str:
+    epochs = st.config["epochs"]
+    parts = -(-epochs // st.epochs_per_partition)
+    size = "the whole training set" if st.partition_size >= 10**9 else f"{st.partition_size:,}"
+    return f"{st.name}: {epochs} epochs, {parts} partition(s) of {size}"
+
+
+def _scale(settings: Mapping[str, Setting], profile: str) -> list[Deviation]:
+    """Datasets, networks, epochs, optimiser: the profile's scale against the paper's."""
+    paper = PROFILE_SETTINGS["paper"]
+    ours = list(settings.values())
+    cfgs = [st.train_config(profile, st.seeds[0]) for st in ours]
+    p_cfg = [st.train_config("paper", st.seeds[0]) for st in paper.values()]
+    net = "; ".join(
+        f"{st.name}: {c.model}, d = {c.embedding_dim}, l = {st.metric_dim}"
+        for st, c in zip(ours, cfgs)
+    )
+    return [
+        Deviation(
+            "datasets",
+            ", ".join(st.name for st in paper.values()),
+            ", ".join(f"{st.name} ({c.dataset})" for st, c in zip(ours, cfgs)),
+            why="needs-paper-data",
+            scale="the paper profile",
+        ),
+        Deviation(
+            "network and embedding",
+            "; ".join(
+                f"{st.name}: {c.model}, d = {c.embedding_dim}, l = {st.metric_dim}"
+                for st, c in zip(paper.values(), p_cfg)
+            )
+            + " (CUB / Cars: R-MAC → L)",
+            net,
+            why="needs-gpu",
+            scale=_GPU,
+        ),
+        Deviation(
+            "epochs and partitions",
+            "; ".join(_partitions(st) for st in paper.values()),
+            "; ".join(_partitions(st) for st in ours),
+            why="needs-gpu",
+            scale=_GPU,
+        ),
+        Deviation(
+            "learning rate and batch",
+            f"an initial lr {p_cfg[0].lr:g}, no schedule given (MNIST, Fashion-MNIST, "
+            f"CIFAR-10), none given on CUB / Cars; {p_cfg[0].batch_size} triplets per batch",
+            "; ".join(
+                f"{st.name}: lr {c.lr:g}, constant; {c.batch_size} units per mini-batch"
+                for st, c in zip(ours, cfgs)
+            ),
+            why=_NOT,
+            scale="a learning-rate sweep at this profile",
+        ),
+        Deviation(
+            "optimiser",
+            'SGD (Algorithm 1: "learn θ by backpropagation using SGD")',
+            ", ".join(sorted({c.optimizer for c in cfgs})),
+            why=_NOT,
+            scale="SGD runs at this profile",
+        ),
+        Deviation(
+            "numeric precision",
+            "not stated",
+            f"{profile}: {precision_description(cfgs[0])}; paper profile: "
+            f"{precision_description(p_cfg[0])}",
+            why="needs-gpu",
+            scale=_GPU,
+        ),
+    ]
+
+
+def _protocol(settings: Mapping[str, Setting], profile: str) -> list[Deviation]:
+    """Model selection, the Initial row, evaluation and the t-SNE panel."""
+    held = [st for st in settings.values() if st.validation is not None]
+    same = [st.name for st in settings.values() if st.validation is None]
+    first = next(iter(settings.values()))
+    d = first.train_config(profile, first.seeds[0]).embedding_dim
+    return [
+        Deviation(
+            "model selection",
+            "hyper-parameters tuned on 15% of the examples of each training class; "
+            '"the best model" chosen without saying on what',
+            "; ".join(
+                f"{st.name}: {st.validation:g} of the training classes held out as validation "
+                "classes, each run's epoch (and the baselines' searched values) chosen on them"
+                for st in held
+            )
+            + (f"; {', '.join(same)}: on the test set (no class-disjoint split)" if same else ""),
+            effect="the selection-gain table and the main comparison under both protocols",
+        ),
+        Deviation(
+            "the Initial row",
+            "not said how it is measured (Tables 1-2)",
+            f"the seeded network through L at its start: the first l = {first.metric_dim} of d = "
+            f"{d} coordinates of z ({first.name}), Euclidean",
+            effect="after Table 2: the same networks on the first l and on all d coordinates",
+        ),
+        Deviation(
+            "evaluation",
+            "the test embeddings evaluated (the distance not said)",
+            "Recall@K and k-means on the unnormalised Lᵀz, Euclidean",
+            why=_NOT,
+            scale="a cosine evaluation of the same runs",
+        ),
+        Deviation(
+            "t-SNE (left panel)",
+            "the embedding at initialisation",
+            f"the untrained network's whole z (d = {d}), not the first l the Initial row uses",
+            effect="the left panel is not the embedding the Initial row measures",
+        ),
+    ]
+
+
+def _method(settings: Mapping[str, Setting], profile: str) -> list[Deviation]:
+    """The metric step, the mining, the baselines."""
+    sts = list(settings.values())
+    paper = PROFILE_SETTINGS["paper"]
+    cub, disjoint = paper["cub200"], [st for st in sts if st.validation is not None]
+    search = BASELINE_SEARCH.get(profile, {})
+    rows = [
+        Deviation(
+            "metric step",
+            "Manopt conjugate gradient, 10 iterations; Eq. (3) summed",
+            f"{sts[0].metric_epochs} pass(es) of mini-batches on L per partition, orthogonal by "
+            "torch's parametrisation, L starting at the identity on the first l coordinates; "
+            "Eq. (3) averaged",
+            effect="the steps on L are printed under Table 4; their effect is not measured",
+        ),
+        Deviation(
+            "k and α (class-disjoint)",
+            f"k = {cub.k}, α = {cub.alpha:g}° (CUB, Cars)",
+            "; ".join(f"{st.name}: k = {st.k}, α = {st.alpha:g}°" for st in disjoint) or "—",
+            effect="the diagnosis mines on fixed features with k = 50 against k = 10; retrieval "
+            "with k = 50 and α = 45° not measured",
+        ),
+        Deviation(
+            "partitions and units",
+            "every partition a random draw of the unlabelled data",
+            "; ".join(
+                f"{st.name}: whole partitions of {st.partition_size:,} per sweep, the rest "
+                f"skipped; at most {st.max_units:,} units per partition"
+                for st in sts
+                if st.max_units
+            ),
+            effect="counts replayed from each run's seed: the units table (effect not measured)",
+        ),
+        Deviation(
+            "ties in the propagated affinities",
+            "not said how they fall",
+            "the worked example rounds W to 9 decimals; the runs and the diagnosis mine on W as "
+            "solved (float32)",
+            why=_NOT,
+            scale="the default profile with W rounded",
+        ),
+        Deviation(
+            "deep baselines",
+            "the classical methods (a full M; SDP, EM or closed-form solvers)",
+            "reformulated for mini-batches: rank-l M = L Lᵀ, graph terms on kNN edges; "
+            + (
+                "searched on the validation classes: "
+                + ", ".join(f"{m} {kw}" for m, (kw, _) in search.items())
+                + "; ours unsearched (the baselines table)"
+                if search and disjoint
+                else "the values of the baselines table"
+            ),
+            why=_NOT,
+            scale="every baseline comparison depends on them",
+        ),
+        Deviation(
+            "Table 5 baselines",
+            "triplet and angular (Wang et al.) losses on the labelled images",
+            "an unconstrained L, one uniformly drawn negative per labelled positive pair; the "
+            "'angular' row is Eq. (3) on those triplets",
+            why=_NOT,
+            scale="Wang et al.'s angular loss at this profile",
+        ),
+        Deviation(
+            "Ours, negatives outside N_k",
+            "negatives from the lower-affinity half of N_k",
+            "an extra row whose negatives are drawn uniformly outside N_k (the diagnosis's "
+            "alternative, not a reading of the paper)",
+            effect="mining quality: the diagnosis section; retrieval: its row in Tables 1-2",
+        ),
+        Deviation(
+            "Table 3",
+            "five unsupervised methods on CUB / Cars",
+            "not reproduced: none of the five is implemented in dmlnb",
+            why="needs-paper-data",
+            scale="the paper profile with the five methods implemented",
+        ),
+    ]
+    if "cub200" in settings:
+        size = settings["cub200"].train_config(profile, 0).dataset_options.get("image_size")
+        rows.append(
+            Deviation(
+                "GoogLeNet pooling",
+                "R-MAC over input scales 512, 512/√2 and 256 → L",
+                f"global average pooling + L2 → L, inputs at {size} px",
+                why="needs-gpu",
+                scale=_GPU,
+            )
+        )
+    return rows
+
+
+def deviations(settings: Mapping[str, Setting], profile: str) -> list[Deviation]:
+    """Every departure of ``settings`` (at ``profile``) from the paper, as rows."""
+    return _scale(settings, profile) + _protocol(settings, profile) + _method(settings, profile)

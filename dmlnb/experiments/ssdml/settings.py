@@ -47,7 +47,6 @@ class Setting:
         alpha_grid: angles of the sensitivity study (every seed of ``seeds``; ``()``: not run).
         baseline_hyper: keyword arguments of :func:`dmlnb.ssdml.baselines.build_baseline` per key.
         pretrain_epochs: softmax pre-training on the labelled data before Algorithm 1 (CIFAR-10).
-        note: what differs from the paper.
         propagation, negatives: the proposed method's reading of the affinity propagation and
             where its negatives come from (:class:`~dmlnb.ssdml.angular.AngularSSDML`; the paper's
             ``"one-sided"`` and ``"neighbourhood"`` by default, the alternatives are the
@@ -76,7 +75,6 @@ class Setting:
     alpha_grid: tuple = ()
     baseline_hyper: dict = field(default_factory=dict)
     pretrain_epochs: int = 0
-    note: str = ""
     propagation: str = "one-sided"
     negatives: str = "neighbourhood"
     validation: float | int | None = None
