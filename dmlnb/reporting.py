@@ -309,6 +309,20 @@ class Verdict(str):
         obj.scale, obj.unit = scale, unit
         return obj
 
+    def relabel(self, text: str | None = None, note: str | None = None) -> "Verdict":
+        """This verdict's evidence (effect, interval, runs, format) under another ``text`` or
+        ``note`` (``None``: keep this one's)."""
+        return Verdict(
+            str(self) if text is None else text,
+            self.effect,
+            self.low,
+            self.high,
+            self.n,
+            self.note if note is None else note,
+            self.scale,
+            self.unit,
+        )
+
     def evidence(self) -> dict[str, str]:
         """The columns a claims table shows: effect, interval and runs per side
         (``"—"`` if none)."""
@@ -512,16 +526,7 @@ def shape_unchecked(verdict: Verdict, sizes: Sequence[int]) -> Verdict:
     )
     text = INCONCLUSIVE if str(verdict).split(":")[0] in (HOLDS, FAILS) else str(verdict)
     note = why + (f"; {verdict.note}" if verdict.note else "")
-    return Verdict(
-        text,
-        verdict.effect,
-        verdict.low,
-        verdict.high,
-        verdict.n,
-        note,
-        verdict.scale,
-        verdict.unit,
-    )
+    return verdict.relabel(text, note)
 
 
 def unless_degenerate(
@@ -541,16 +546,7 @@ def unless_degenerate(
         return verdict
     note = f"{what}: {', '.join(sides)}"
     if keep_effect:
-        return Verdict(
-            NOT_TESTED,
-            verdict.effect,
-            verdict.low,
-            verdict.high,
-            verdict.n,
-            note,
-            verdict.scale,
-            verdict.unit,
-        )
+        return verdict.relabel(NOT_TESTED, note)
     return not_tested(note)
 
 
@@ -591,32 +587,14 @@ def biased_toward_claim(verdict: Verdict, why: str) -> Verdict:
         f"; {verdict.note}" if verdict.note else ""
     )
     text = INCONCLUSIVE if str(verdict) == HOLDS else str(verdict)
-    return Verdict(
-        text,
-        verdict.effect,
-        verdict.low,
-        verdict.high,
-        verdict.n,
-        note,
-        verdict.scale,
-        verdict.unit,
-    )
+    return verdict.relabel(text, note)
 
 
 def qualify(verdict: Verdict, what: str) -> Verdict:
     """``verdict`` with its text qualified by what was tested: ``"holds: the bound falls, but stays
     vacuous"``; the evidence is the verdict's, and so is the category (the text before ``":"``),
     except that a count keeps a qualified hold apart (:func:`verdict_category`)."""
-    return Verdict(
-        f"{verdict}: {what}",
-        verdict.effect,
-        verdict.low,
-        verdict.high,
-        verdict.n,
-        verdict.note,
-        verdict.scale,
-        verdict.unit,
-    )
+    return verdict.relabel(f"{verdict}: {what}")
 
 
 def verdict_category(verdict: Verdict | str) -> str:
@@ -899,7 +877,7 @@ def all_of(
     note = (
         v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
     )
-    return Verdict(text, v.effect, v.low, v.high, v.n, note, v.scale, v.unit)
+    return v.relabel(text, note)
 
 
 def most_of(parts: Mapping[str, Verdict], what: str = "parts") -> Verdict:
@@ -952,11 +930,11 @@ def no_difference(parts: Mapping[str, Verdict], what: str = "cases") -> Verdict:
             if m == 1
             else f"{len(differ)} of {m} {what} differ beyond the interval: {', '.join(differ)}"
         )
-        return Verdict(FAILS, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
+        return v.relabel(FAILS, note + skipped)
     v = parts[min(parts, key=lambda k: _lowest_bound(parts[k]))]
     head = v.note if m == 1 else f"none of {m} {what} differs beyond the interval"
     note = f"{head}; {_NO_MARGIN}" if head else _NO_MARGIN
-    return Verdict(INCONCLUSIVE, v.effect, v.low, v.high, v.n, note + skipped, v.scale, v.unit)
+    return v.relabel(INCONCLUSIVE, note + skipped)
 
 
 def group_verdict(

@@ -74,6 +74,7 @@ from dmlnb.samplers import stream_generator
 __all__ = [
     "train",
     "fit",
+    "evaluation_sets",
     "resolve_device",
     "build_optimizer",
     "evaluate_model",
@@ -870,6 +871,15 @@ class _EpochBatches:
                 )
 
 
+def evaluation_sets(splits: Any) -> tuple[Any, Any]:
+    """What a run of ``splits`` (:class:`dmlnb.data.DatasetSplits`) is evaluated on:
+    ``(query, gallery)`` when the dataset has both (In-Shop), else ``(test, None)`` (the test
+    set against itself)."""
+    if splits.query is not None and splits.gallery is not None:
+        return splits.query, splits.gallery
+    return splits.test, None
+
+
 def fit(
     config: TrainConfig,
     loss_fn: nn.Module,
@@ -894,10 +904,7 @@ def fit(
     if splits is None:
         splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
     model = configured_model(config, splits.input_shape)
-    if splits.query is not None and splits.gallery is not None:
-        eval_set, gallery = splits.query, splits.gallery
-    else:
-        eval_set, gallery = splits.test, None
+    eval_set, gallery = evaluation_sets(splits)
     record = train(
         model,
         loss_fn,

@@ -23,6 +23,7 @@ the tests read (and, once the chapters are declared in this layer, the front pag
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +33,7 @@ from typing import Any, Literal, Union
 import pandas as pd
 
 from dmlnb.chapter.runset import RunSet
-from dmlnb.records import write_json_atomic
+from dmlnb.records import read_json, write_json_atomic
 from dmlnb.reporting import (
     Claim,
     Verdict,
@@ -79,7 +80,7 @@ class Side:
     label: str
 
     def __str__(self) -> str:
-        return f"{self.label} ({self.group})"
+        return self.label if self.label == self.group else f"{self.label} ({self.group})"
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,7 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
             scale=scale,
             unit=unit,
         )
-        return v, f"{test.metric} of {test.side} against {test.threshold:g}"
+        return v, f"{test.metric} of {test.side} against {test.threshold * scale:.3g}{unit}"
     if isinstance(test, InteriorOptimum):
         points = {k: runs.values(s.group, s.label, test.metric) for k, s in test.points.items()}
         scale, unit = _units(test.metric)
@@ -315,7 +316,8 @@ def write_claims_json(
     where, verdict and its category, effect and interval in the metric's own units (``scale``
     and ``unit`` say how the book shows them: ``effect * scale`` in ``unit``), runs per side
     (one count for a paired test: the pairs), whether it is paired and the typed reason of an
-    untestable claim. Returns the file's path."""
+    untestable claim. A file that already holds these claims is left as it is. Returns the
+    file's path."""
     rows: list[dict[str, Any]] = []
     for j in judged:
         v = j.verdict
@@ -339,8 +341,11 @@ def write_claims_json(
             }
         )
     path = Path(folder) / CLAIMS_FILE
+    payload = {"chapter": chapter, "profile": profile, "claims": rows}
+    if path.exists() and read_json(path) == json.loads(json.dumps(payload)):
+        return path  # unchanged: a render from the records writes nothing under results/
     path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(path, {"chapter": chapter, "profile": profile, "claims": rows})
+    write_json_atomic(path, payload)
     return path
 
 

@@ -28,7 +28,7 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -70,11 +70,13 @@ class RunContext:
 @dataclass
 class Components:
     """What :func:`dmlnb.training.train` is given: the ``loss`` it minimises (the method's, or a
-    wrapper of it), the batch ``sampler`` (``None``: the configuration's) and the ``hooks``."""
+    wrapper of it), the batch ``sampler`` (``None``: the configuration's), the ``hooks`` and
+    further keyword ``options`` of the loop (e.g. ``{"eval_at_start": True}``)."""
 
     loss: nn.Module
     sampler: Sampler | None = None
     hooks: Sequence[Hook] = ()
+    options: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

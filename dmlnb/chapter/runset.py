@@ -36,8 +36,9 @@ from dmlnb.data import load_dataset
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
+from dmlnb.reporting import provenance_frame, provenance_groups
 from dmlnb.runs import Run, train_or_reload
-from dmlnb.training import train
+from dmlnb.training import evaluation_sets, train
 
 __all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
 
@@ -156,6 +157,12 @@ class RunSet:
                 seen.setdefault(id(r), r.record)
         return list(seen.values())
 
+    def provenance(self) -> pd.DataFrame:
+        """Which code made the runs, each distinct run once
+        (:func:`dmlnb.reporting.provenance_groups`): per commit, whether the package had
+        uncommitted changes and threads, the runs and when they finished."""
+        return provenance_groups(provenance_frame(self.records()))
+
     @property
     def trained(self) -> int:
         """How many distinct runs were trained now (the others were reloaded)."""
@@ -255,10 +262,7 @@ def _train_one(
         ctx = RunContext(spec.label, spec.call, spec.seed, config, splits, model, loss, folder)
         contexts.append(ctx)
         parts = proc.components(ctx)
-        if splits.query is not None and splits.gallery is not None:
-            eval_set, gallery = splits.query, splits.gallery
-        else:
-            eval_set, gallery = splits.test, None
+        eval_set, gallery = evaluation_sets(splits)
         record = train(
             model,
             parts.loss,
@@ -273,6 +277,7 @@ def _train_one(
             name=spec.name,
             spec=method_spec,
             val_set=splits.validation,
+            **parts.options,
         )
         return record, model
 

@@ -4,8 +4,9 @@ baseline runs, and what the chapter draws from the trained network.
 * :func:`chapter_config`: the chapter's configuration at a profile, selecting its best epochs on
   the test classes (the papers' protocol) or on validation classes (``validation=``,
   :mod:`dmlnb.experiments.settings`);
-* :func:`softmax_run`: one seed's normalised-softmax run through the run layer (its finished
-  record reloaded from its folder, or trained);
+* :func:`softmax_groups`: the normalised-softmax runs, one per seed, declared for the chapter
+  layer (:func:`dmlnb.chapter.train_runs` reloads or trains them), trained as
+  :class:`SoftmaxBaseline` says;
 * :func:`pixel_vectors` and :func:`floors`: the two rows that need no training, raw pixels and
   the untrained network, evaluated on the test classes (the SSDML chapter reads its Omniglot
   numbers against the same two rows);
@@ -14,48 +15,66 @@ baseline runs, and what the chapter draws from the trained network.
   the run's weights and stored next to its record (``analysis.json``,
   :mod:`dmlnb.run_analysis`), so the chapter re-renders without weights;
 * :func:`book_optimism`: the optimism of test-set selection over every run of the book (every
-  chapter's records under ``results/``), per chapter and method.
+  chapter's records under ``results/``), per chapter and method;
+* :func:`chapter_claims`: the chapter's claims, declared for :func:`dmlnb.chapter.evaluate`.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
 
+from dmlnb.chapter import (
+    AboveThreshold,
+    ClaimSpec,
+    Components,
+    Custom,
+    Procedure,
+    RunContext,
+    RunGroup,
+    RunSet,
+    Side,
+    train_runs,
+)
 from dmlnb.checkpoints import load_checkpoint
 from dmlnb.data import gather_images
 from dmlnb.evaluation import compute_embeddings, evaluate, knn
 from dmlnb.experiments.settings import validation_holdout, with_validation
-from dmlnb.methods import call, from_spec
+from dmlnb.methods import MethodCall, call
 from dmlnb.models import build_model, configured_model, in_training_format
 from dmlnb.profiles import TrainConfig, make_config
 from dmlnb.records import RunRecord
+from dmlnb.reporting import Verdict
 from dmlnb.run_analysis import missing_reason, rounded, save_analysis, stored_analysis
-from dmlnb.runs import EVALUATION_THREADS, Table, stored_tables, train_or_reload
+from dmlnb.runs import EVALUATION_THREADS, Run, Table, stored_tables
 from dmlnb.selection import OPTIMISM_COLUMNS, optimism_summary, selection_optimism
-from dmlnb.training import check_training_allowed, fit
+from dmlnb.training import check_training_allowed
 
 __all__ = [
     "chapter_config",
-    "SoftmaxRun",
-    "softmax_run",
-    "softmax_spec",
+    "SoftmaxBaseline",
+    "GROUP",
+    "LABEL",
+    "softmax_groups",
     "pixel_vectors",
     "untrained_name",
     "floors",
+    "holdout_sentence",
     "VIEW_SETTINGS",
     "view_indices",
     "embedding_views",
     "BOOK_OPTIMISM_COLUMNS",
     "book_optimism",
+    "chapter_claims",
 ]
 
 #: The raw-pixel row resizes images to at most this side (a 224-px paper dataset would otherwise
@@ -92,59 +111,51 @@ def chapter_config(
     return with_validation(make_config(profile, overrides), validation_holdout(profile, validation))
 
 
-@dataclass
-class SoftmaxRun:
-    """One seed's normalised-softmax run: its configuration, loss temperature, folder and
-    finished record, and whether it was trained in this session."""
+@dataclass(frozen=True)
+class SoftmaxBaseline(Procedure):
+    """How the chapter's normalised-softmax runs train: the loss alone on the configured network
+    (its class weights drawn after seeding with the run's seed), evaluated before the first step
+    too. The specification keeps, beside the method's call, the entries the committed records
+    were made with: the loss's class, its temperature (the call's) and how its weights are
+    seeded."""
 
-    config: TrainConfig
-    temperature: float
-    run_dir: Path
-    record: RunRecord
-    trained: bool = False
+    def spec_entries(self, label: str, call: MethodCall) -> dict[str, Any]:
+        return {
+            "loss": "NormalizedSoftmaxLoss",
+            "temperature": float(call.args["temperature"]),
+            "loss_seed": "config.seed",
+        }
 
-
-def softmax_spec(temperature: float) -> dict[str, Any]:
-    """The method specification of a normalised-softmax run (:mod:`dmlnb.runs`): the registered
-    method with every argument, the class weights drawn after seeding with the run's seed."""
-    return {
-        "loss": "NormalizedSoftmaxLoss",
-        "temperature": float(temperature),
-        "loss_seed": "config.seed",
-        "factory": call("normalized-softmax", temperature=float(temperature)).spec,
-    }
+    def components(self, run: RunContext) -> Components:
+        return Components(run.loss, options={"eval_at_start": True})
 
 
-def softmax_run(
-    config: TrainConfig, temperature: float, splits: Any, run_dir: str | Path, retrain: bool = False
-) -> SoftmaxRun:
-    """The normalised-softmax run of ``config`` in ``run_dir`` through the run layer
-    (:func:`dmlnb.runs.train_or_reload`): its finished record when its fingerprint matches, else
-    trained now with :func:`dmlnb.training.fit` (evaluated before the first step too; with
-    training disabled that raises :class:`~dmlnb.env.TrainingDisabledError` naming the
-    folder). The loss's class weights are drawn after seeding with ``config.seed``, so a run
-    does not depend on what the notebook ran before it."""
-    run_dir = Path(run_dir)
-    spec = softmax_spec(temperature)
+#: The group of the chapter's trained baseline (:func:`softmax_groups`) and its method's label.
+GROUP, LABEL = "softmax", "softmax"
 
-    def train(resume: bool) -> tuple[RunRecord, nn.Module]:
-        torch.manual_seed(config.seed)
-        loss = from_spec(spec["factory"]).build(
-            num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim
+
+def softmax_groups(seeds: Sequence[int], temperature: float) -> dict[str, RunGroup]:
+    """The chapter's runs: the normalised-softmax loss at ``temperature``, one run per seed of
+    ``seeds``, each in ``<results_dir>/softmax-seed<seed>``."""
+    method = call("normalized-softmax", temperature=float(temperature))
+    return {GROUP: RunGroup({LABEL: method}, seeds=tuple(seeds), procedure=SoftmaxBaseline())}
+
+
+def holdout_sentence(classes: Mapping[str, int]) -> str:
+    """The chapter's sentence on its validation classes, from the class counts of its splits
+    (``{"train": n, "validation": v, "test": t}``; no ``"validation"``: none held out)."""
+    held = int(classes.get("validation", 0))
+    if not held:
+        return (
+            "No validation classes are held out: each run's best epoch is chosen on the test "
+            "classes (the papers' protocol)."
         )
-        model, record = fit(
-            config,
-            loss,
-            splits=splits,
-            run_dir=run_dir,
-            eval_at_start=True,
-            resume=resume,
-            spec=spec,
-        )
-        return record, model
-
-    done = train_or_reload(run_dir.name, run_dir, config, spec, train, retrain=retrain)
-    return SoftmaxRun(config, temperature, run_dir, done.record, trained=done.trained)
+    total = held + int(classes["train"])
+    return (
+        f"{held} of the {total} training classes (drawn with a fixed seed: "
+        "`dmlnb.data.hold_out_classes`) are held out as **validation classes**: no run trains on "
+        "them, and they choose each run's best epoch."
+    )
 
 
 def pixel_vectors(splits: Any) -> Tensor:
@@ -217,55 +228,59 @@ def view_indices(n_test: int, settings: Mapping[str, Any] = VIEW_SETTINGS) -> tu
     return points[: int(settings["points"])], queries[: int(settings["queries"])]
 
 
-def _final_model(run: SoftmaxRun, splits: Any, why: str) -> nn.Module:
-    """The network at the end of training (``checkpoint.pt``); when those weights are gone the run
-    is trained again (``run`` takes the new record and is marked trained), or, with training
-    disabled, :class:`~dmlnb.env.TrainingDisabledError` says ``why`` they are needed."""
-    path = run.run_dir / "checkpoint.pt"
+def _final_model(run: Run, config: TrainConfig, splits: Any, why: str) -> tuple[nn.Module, Run]:
+    """The network at the end of training (``checkpoint.pt`` beside the run's record) and the
+    run; when those weights are gone the run is trained again (the returned run is the new one,
+    marked trained), or, with training disabled, :class:`~dmlnb.env.TrainingDisabledError` says
+    ``why`` they are needed."""
+    folder = _folder(run)
+    path = folder / "checkpoint.pt"
     if path.exists():
-        model = configured_model(run.config, splits.input_shape)
+        model = configured_model(config, splits.input_shape)
         model.load_state_dict(load_checkpoint(path)["model"])
-        return model.eval()
-    check_training_allowed(
-        run.run_dir, f"{run.record.data['name']!r} ({why}, and its weights {path} are gone)"
-    )
-    again = softmax_run(run.config, run.temperature, splits, run.run_dir, retrain=True)
-    run.record, run.trained = again.record, True
-    return _final_model(run, splits, why)
+        return model.eval(), run
+    check_training_allowed(folder, f"{run.name!r} ({why}, and its weights {path} are gone)")
+    spec = run.record.data["spec"]
+    groups = softmax_groups([config.seed], spec["factory"]["args"]["temperature"])
+    again = train_runs(groups, config, folder.parent, splits=splits, retrain=True)
+    return _final_model(again.run(GROUP, LABEL, config.seed), config, splits, why)
+
+
+def _folder(run: Run) -> Path:
+    if run.record.path is None:
+        raise ValueError(f"run {run.name!r} was trained in memory: it has no folder to read")
+    return Path(run.record.path).parent
 
 
 def embedding_views(
-    run: SoftmaxRun, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS
-) -> dict[str, np.ndarray]:
-    """What the chapter draws from the trained network, read from the run's ``analysis.json``
-    when stored with ``settings`` from this training, else computed from its weights (see
-    :func:`_final_model`) and stored:
+    run: Run, config: TrainConfig, splits: Any, settings: Mapping[str, Any] = VIEW_SETTINGS
+) -> tuple[dict[str, np.ndarray], Run]:
+    """What the chapter draws from the trained network of ``run`` (trained on ``config``), read
+    from the run's ``analysis.json`` when stored with ``settings`` from this training, else
+    computed from its weights (see :func:`_final_model`) and stored; and the run (another one
+    when it had to be trained again: read the tables from it):
 
     * ``tsne`` ``(P, 2)``: t-SNE of the test embedding of the :func:`view_indices` points;
     * ``neighbours`` ``(Q, k)``: each query's ``k`` nearest other test images (indices into the
       test set, nearest first; cosine similarity).
-
-    Call it before a table reads ``run.record``: a run trained again here replaces its record.
     """
     from dmlnb.plots import tsne
 
-    name = "embedding_views"
-    values = stored_analysis(run.run_dir, name, settings, run.record)
+    name, folder = "embedding_views", _folder(run)
+    values = stored_analysis(folder, name, settings, run.record)
     if values is None:
         why = f"its analysis {name!r} is needed: " + missing_reason(
-            run.run_dir, name, settings, run.record
+            folder, name, settings, run.record
         )
-        model = _final_model(run, splits, why)
-        emb, _ = compute_embeddings(
-            model, splits.test, batch_size=run.config.eval_batch_size
-        )  # (N_test, D)
+        model, run = _final_model(run, config, splits, why)
+        emb, _ = compute_embeddings(model, splits.test, batch_size=config.eval_batch_size)  # (N, D)
         points, queries = view_indices(len(splits.test), settings)
         _, neighbours = knn(emb, None, k=int(settings["k"]))  # (N_test, k), self excluded
         xy = tsne(
             emb[points], seed=int(settings["tsne_seed"]), perplexity=float(settings["perplexity"])
         )
         values = save_analysis(
-            run.run_dir,
+            folder,
             name,
             settings,
             run.record,
@@ -274,7 +289,7 @@ def embedding_views(
                 "neighbours": neighbours[queries].tolist(),
             },
         )
-    return {k: np.asarray(v) for k, v in values.items()}
+    return {k: np.asarray(v) for k, v in values.items()}, run
 
 
 #: The columns of :func:`book_optimism`'s per-run frame.
@@ -341,3 +356,39 @@ def book_optimism(
     runs = pd.DataFrame(rows, columns=BOOK_OPTIMISM_COLUMNS)
     validated = runs[runs["validation split"]].astype({"optimism": float})
     return runs, optimism_summary(validated, by=["chapter", "method"], scale=100.0, unit=" pts")
+
+
+def chapter_claims(
+    floor_rows: Mapping[str, Mapping[str, float]], optimism: pd.DataFrame
+) -> list[ClaimSpec]:
+    """The chapter's claims, its own (the protocol reproduces no paper's table): the trained
+    baseline clears each floor (:func:`floors`) on the test classes' Recall@1, and choosing each
+    run's best epoch on the test classes overstates its test Recall@1, over the book's runs
+    with a validation split (``optimism``: :func:`book_optimism`'s per-run frame)."""
+    side = Side(GROUP, LABEL)
+    claims = [
+        ClaimSpec(
+            f"softmax-beats-{re.sub(r'[^a-z]+', '-', row.lower()).strip('-')}",
+            f"Above the {row} floor: the trained normalised-softmax network's Recall@1 on the "
+            "test classes",
+            AboveThreshold(side, float(metrics["R@1"])),
+            origin="ours",
+        )
+        for row, metrics in floor_rows.items()
+    ]
+    validated = optimism[optimism["validation split"]].astype({"optimism": float})
+
+    def test_selection_is_optimistic(runs: RunSet) -> Verdict:
+        """Mean optimism of the book's runs with a validation split, against 0."""
+        return optimism_summary(validated, scale=100.0, unit=" pts")["verdict"].iloc[0]
+
+    claims.append(
+        ClaimSpec(
+            "test-selection-optimistic",
+            "Test-set selection is optimistic: choosing each run's best epoch on the test classes "
+            "overstates its test Recall@1 (the book's runs with a validation split)",
+            Custom(test_selection_is_optimistic),
+            origin="ours",
+        )
+    )
+    return claims
