@@ -948,3 +948,17 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     assert [(c["id"], c["verdict"]) for c in stored["claims"]] == [
         (j.spec.id, str(j.verdict)) for j in judged
     ]
+    # the display tables read the same runs: Table 4's effective rank is the runs' mean
+    view = {k: ssx.by_method(runs, k) for k in settings}
+    t4 = ssx.table4(view, settings)
+    ranks = [r.extras["spectrum"]["effective_rank"] for r in view["digits"]["ours"]]
+    assert t4.loc[("digits", "w/ orth"), "eff. rank"].startswith(f"{np.mean(ranks):.1f}")
+    t5 = ssx.table5(view, settings)
+    assert list(t5.columns.get_level_values(0).unique()) == [st.name for st in settings.values()]
+    zero = ssx.near_zero(view, settings)
+    assert set(zero.index) >= {("digits", "Ours"), ("omniglot-small", "Deep-LRML")}
+    seconds = ssx.train_seconds(view, settings)
+    r = view["digits"]["ours"]
+    assert seconds.loc["Ours", "digits"] == pytest.approx(
+        np.mean([x.record.data["total_train_seconds"] for x in r])
+    )

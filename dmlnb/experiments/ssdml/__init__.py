@@ -28,7 +28,15 @@ from dmlnb.experiments.ssdml.claims import (
     untestable,
 )
 from dmlnb.experiments.ssdml.deviations import deviations
-from dmlnb.experiments.ssdml.figures import retrieval_figure
+from dmlnb.experiments.ssdml.figures import (
+    Runs,
+    alpha_figure,
+    convergence_figure,
+    first_seed_splits,
+    retrieval_figure,
+    spectra_figure,
+    tsne_figure,
+)
 from dmlnb.experiments.ssdml.initial import (
     below_floor_sentence,
     floor_rows,
@@ -117,8 +125,19 @@ from dmlnb.experiments.ssdml.spec import (
     search_groups,
     seed_of,
 )
-from dmlnb.experiments.ssdml.tables import settings_table
-from dmlnb.experiments.ssdml.text import claims_summary, comparison_sentence
+from dmlnb.experiments.ssdml.tables import (
+    alpha_table,
+    mined_during_training,
+    near_zero,
+    pct,
+    reproduced_label,
+    settings_table,
+    summary,
+    table4,
+    table5,
+    train_seconds,
+)
+from dmlnb.experiments.ssdml.text import claims_summary, comparison_sentence, purity_sentence
 from dmlnb.experiments.ssdml.training import (
     alpha_runs,
     by_method,
@@ -191,7 +210,13 @@ __all__ = [
     "floor_rows",
     "floor_verdicts",
     "below_floor_sentence",
+    "Runs",
     "retrieval_figure",
+    "spectra_figure",
+    "convergence_figure",
+    "alpha_figure",
+    "first_seed_splits",
+    "tsne_figure",
     "PTS",
     "EFFECTIVE_RANK_PROXY",
     "per_seed",
@@ -209,6 +234,7 @@ __all__ = [
     "claim_specs",
     "comparison_sentence",
     "claims_summary",
+    "purity_sentence",
     "selection_gain",
     "over_initial",
     "metric_steps",
@@ -227,4 +253,13 @@ __all__ = [
     "mining_table",
     "mining_verdicts",
     "settings_table",
+    "pct",
+    "summary",
+    "reproduced_label",
+    "train_seconds",
+    "table4",
+    "near_zero",
+    "table5",
+    "mined_during_training",
+    "alpha_table",
 ]

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import pandas as pd
+
 from dmlnb.chapter import JudgedClaim, RunSet
 from dmlnb.experiments.ssdml.analyses import over_initial, selection_gain
 from dmlnb.experiments.ssdml.judges import fmt, initial_selection_bias, per_seed
@@ -14,7 +16,7 @@ from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
 from dmlnb.experiments.ssdml.training import by_method
 from dmlnb.reporting import NOT_TESTED, compare
 
-__all__ = ["comparison_sentence", "claims_summary"]
+__all__ = ["comparison_sentence", "claims_summary", "purity_sentence"]
 
 
 def _searched(
@@ -227,3 +229,20 @@ def claims_summary(
         + "."
     )
     return "\n".join(f"- {line}" for line in lines)
+
+
+def purity_sentence(diagnosed: pd.DataFrame) -> str:
+    """The share of ours' mined positives and negatives of the anchor's class during training, per
+    setting, against the chance levels (:func:`~dmlnb.experiments.ssdml.analyses.diagnosis`)."""
+    pos, neg = (
+        "mined positives of the anchor's class (%)",
+        "mined negatives of the anchor's class (%)",
+    )
+    rates = ", ".join(
+        f"{row[pos]:.1f}% and {row[neg]:.1f}% on {name}" for name, row in diagnosed.iterrows()
+    )
+    chance = " and ".join(f"{c:.1f}%" for c in diagnosed["chance level (%)"])
+    return (
+        "During training, ours' mined positives and negatives are of the anchor's class at similar "
+        f"rates (not tested): {rates}, against chance levels of {chance}."
+    )
