@@ -962,3 +962,13 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     assert seconds.loc["Ours", "digits"] == pytest.approx(
         np.mean([x.record.data["total_train_seconds"] for x in r])
     )
+    # the numbers the conclusions' Markdown glues are computed from the same runs and claims
+    alpha_runs = ssx.alpha_runs(runs, alpha_key, settings[alpha_key])
+    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs, alpha_key)
+    assert nums["n_claims"] == str(len(judged))
+    assert sum(int(v) for k, v in nums.items() if k.startswith("n_") and k != "n_claims") == len(
+        judged
+    )
+    r1 = [x.metrics["R@1"] for x in view["omniglot"]["ours-outside"]]
+    assert nums["omniglot_outside_r1"] == ssx.fmt(r1)
+    assert nums["alpha_top"].endswith("°") and nums["digits_selection_gain"][0] in "+-"

@@ -137,7 +137,12 @@ from dmlnb.experiments.ssdml.tables import (
     table5,
     train_seconds,
 )
-from dmlnb.experiments.ssdml.text import claims_summary, comparison_sentence, purity_sentence
+from dmlnb.experiments.ssdml.text import (
+    claims_summary,
+    comparison_sentence,
+    conclusion_numbers,
+    purity_sentence,
+)
 from dmlnb.experiments.ssdml.training import (
     alpha_runs,
     by_method,
@@ -235,6 +240,7 @@ __all__ = [
     "comparison_sentence",
     "claims_summary",
     "purity_sentence",
+    "conclusion_numbers",
     "selection_gain",
     "over_initial",
     "metric_steps",

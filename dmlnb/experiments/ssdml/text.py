@@ -13,10 +13,11 @@ from dmlnb.experiments.ssdml.analyses import over_initial, selection_gain
 from dmlnb.experiments.ssdml.judges import fmt, initial_selection_bias, per_seed
 from dmlnb.experiments.ssdml.network import build_objective
 from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
+from dmlnb.experiments.ssdml.spec import initial_of
 from dmlnb.experiments.ssdml.training import by_method
-from dmlnb.reporting import NOT_TESTED, compare
+from dmlnb.reporting import NOT_TESTED, compare, verdict_counts
 
-__all__ = ["comparison_sentence", "claims_summary", "purity_sentence"]
+__all__ = ["comparison_sentence", "claims_summary", "purity_sentence", "conclusion_numbers"]
 
 
 def _searched(
@@ -246,3 +247,45 @@ def purity_sentence(diagnosed: pd.DataFrame) -> str:
         "During training, ours' mined positives and negatives are of the anchor's class at similar "
         f"rates (not tested): {rates}, against chance levels of {chance}."
     )
+
+
+def conclusion_numbers(
+    judged: Sequence[JudgedClaim],
+    runs: RunSet,
+    settings: Mapping[str, Setting],
+    alpha_runs: Mapping[float, Sequence[Any]],
+    alpha_key: str,
+) -> dict[str, str]:
+    """The numbers the chapter's conclusions quote, by the name the Markdown glues them under
+    (``{glue:md}`name```): per setting ``<key>_r1_ours``, ``<key>_r1_init``, ``<key>_nmi_ours``,
+    ``<key>_nmi_init`` (mean ± std), ``<key>_<method>_over_init`` (R@1 against the same runs at
+    initialisation, paired), ``<key>_<method>_r1`` (mean ± std) and ``<key>_selection_gain``; the α
+    grid's ``alpha_top`` and ``alpha_top_gain``; the claims' ``n_claims`` and ``n_<category>``."""
+    out: dict[str, str] = {}
+    tag = {"ours": "ours", "ours-noorth": "noorth", "ours-outside": "outside", "triplet": "triplet"}
+    for key, st in settings.items():
+        groups = by_method(runs, key)
+        ours = groups["ours"]
+        for m, short in (("R@1", "r1"), ("NMI", "nmi")):
+            out[f"{key}_{short}_ours"] = fmt(per_seed(ours, m))
+            if all(initial_of(r) is not None for r in ours):
+                out[f"{key}_{short}_init"] = fmt([float(initial_of(r)[m]) for r in ours])
+        every = over_initial(
+            {m: rs for m, rs in groups.items() if m in tag},
+            biased=initial_selection_bias(st),
+        )
+        for m, v in every.items():
+            out[f"{key}_{tag[m]}_over_init"] = v.evidence()["effect"]
+            out[f"{key}_{tag[m]}_r1"] = fmt(per_seed(groups[m], "R@1"))
+    gain = selection_gain({k: {"ours": by_method(runs, k)["ours"]} for k in settings}, settings)
+    key_of = {st.name: k for k, st in settings.items()}
+    for (name, _), s in gain["selected − mean of evaluations R@1"].items():
+        out[f"{key_of[name]}_selection_gain"] = f"{s:+.1f}"
+    by_alpha = over_initial({f"{a:g}°": rs for a, rs in alpha_runs.items()})
+    top = max(by_alpha, key=lambda a: by_alpha[a].effect)
+    out.update(alpha_top=top, alpha_top_gain=by_alpha[top].evidence()["effect"])
+    counts = verdict_counts(j.verdict for j in judged)
+    out["n_claims"] = str(len(judged))
+    out.update({f"n_{k.replace(' ', '_').replace('(', '').replace(')', '')}": str(v)
+                for k, v in counts.items()})  # fmt: skip
+    return out
