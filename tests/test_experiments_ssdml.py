@@ -14,9 +14,12 @@ import pytest
 import torch
 from committed import rounds_as_committed
 
+from dmlnb.chapter import RunSet, deviations_frame, evaluate, evaluate_both_ways
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
+from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
 from dmlnb.records import RunRecord
+from dmlnb.runs import Run
 from dmlnb.selection import NOT_RECOMPUTED, protocol_column
 from dmlnb.ssdml.algorithm import TrainingPool, embed
 from dmlnb.ssdml.base import PartitionObjective
@@ -93,57 +96,103 @@ def tiny_digits():
     train = InMemoryDataset(
         torch.randn(36, 1, 8, 8, generator=g) + y[:, None, None, None].float(), y
     )
-    splits = ssx.semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
+    splits = semi_supervised(DatasetSplits("fake", train=train, test=train), 3, seed=0)
     st = ssx.settings_for("smoke")["digits"]
     return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
 
 
-def test_run_method_trains_then_reloads(tmp_path):
+def _train(splits, groups, folder, made=None):
+    """``groups`` trained (or reloaded) on the fabricated ``splits`` at the smoke profile."""
+    return ssx.train_groups(groups, "smoke", folder, made=made, load=lambda run, cfg: splits)
+
+
+def test_train_groups_trains_then_reloads(tmp_path):
     splits, st = tiny_digits()
-    run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
+    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
+    run = _train(splits, group, tmp_path).run("digits", "ours", 0)
     assert run.trained and run.record.data["status"] == "finished"
-    assert {"spectrum", "neighbours", "queries"} <= set(run.extras)
-    again = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
-    assert not again.trained and again.best == run.best
+    assert {"spectrum", "neighbours", "queries", "tsne"} <= set(run.extras)  # tsne: first seed
+    assert (tmp_path / "smoke" / f"{st.name}-ours-seed0" / "record.json").exists()
+    again = _train(splits, group, tmp_path)
+    assert not again.trained and again.run("digits", "ours", 0).metrics == run.metrics
+    # a changed argument of the method's call is another run (its fingerprint changed)
+    changed = {"digits": ssx.groups({"digits": st}, (0,), changes={"ours": {"k": 5}})["digits"]}
+    with pytest.raises(ValueError, match="declared twice|fingerprint"):
+        _train(splits, {**group, "k5": changed["digits"]}, tmp_path)
 
 
 def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
     """The baseline's run at the search's seed and chosen value is the search's run (same
     fingerprint): taken from ``made``, no folder of its own; another value still trains."""
     splits, st = tiny_digits()
-    searched = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        tag="-margin0.2",
+    # the search chooses on validation classes; no α grid here
+    st = dataclasses.replace(st, validation=0.2, alpha_grid=())
+    splits = dataclasses.replace(splits, validation=splits.test)
+    search = ssx.search_groups({"digits": st}, "smoke")
+    assert sorted(search) == [
+        "digits-search-lrml-0.01",
+        "digits-search-lrml-0.03",
+        "digits-search-triplet-0.1",
+        "digits-search-triplet-0.2",
+    ]
+    only = {"digits-search-triplet-0.2": search["digits-search-triplet-0.2"]}
+    searched = _train(splits, only, tmp_path)
+    assert searched.trained == 1
+    assert (tmp_path / "smoke" / f"{st.name}-triplet-margin0.2-seed0" / "record.json").exists()
+    main = ssx.groups(
+        {"digits": dataclasses.replace(st, methods=("triplet",))},
+        (0,),
+        hyper={"digits": {"triplet": {"margin": 0.2}}},
     )
-    assert searched.trained
-    same = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.2}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        made=[searched],
+    same = _train(splits, main, tmp_path, made=searched)  # the same run object: not trained again
+    assert same.run("digits", "triplet", 0) is searched.run(
+        "digits-search-triplet-0.2", "triplet", 0
     )
-    assert not same.trained and same.record is searched.record
     assert not (tmp_path / "smoke" / f"{st.name}-triplet-seed0").exists()
-    other = ssx.run_method(
-        "triplet",
-        ssx.with_hyper(st, {"triplet": {"margin": 0.1}}),
-        "smoke",
-        0,
-        splits,
-        tmp_path,
-        made=[searched],
+    main = ssx.groups(
+        {"digits": dataclasses.replace(st, methods=("triplet",))},
+        (0,),
+        hyper={"digits": {"triplet": {"margin": 0.1}}},
     )
-    assert (
-        other.trained and (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+    other = _train(splits, main, tmp_path, made=searched)
+    assert other.run("digits", "triplet", 0).trained
+    assert (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
+
+
+def test_declared_runs_reproduce_the_committed_records():
+    """Every committed run of the default profile is declared, with its folder and fingerprint:
+    the search, the main comparison with the values the search chose and the α grid."""
+    from dmlnb.records import run_fingerprint
+
+    folder = RESULTS / "05_ssdml" / "default"
+    settings = ssx.settings_for("default", True)
+    records = lambda groups: {  # noqa: E731
+        g: {
+            (r.method, r.seed): RunRecord.load(folder / r.name / "record.json")
+            for r in grp.runs()
+            if (folder / r.name).exists()
+        }
+        for g, grp in groups.items()
+    }
+    search = ssx.search_groups(settings, "default")
+    found = records(search)
+    runs = RunSet(
+        {g: {k: types.SimpleNamespace(record=r) for k, r in v.items()} for g, v in found.items()}
     )
+    hyper = ssx.chosen(runs, list(settings), "default")
+    assert set(hyper) == {"omniglot"} and set(hyper["omniglot"]) == set(
+        ssx.BASELINE_SEARCH["default"]
+    )
+    declared = {**search, **ssx.groups(settings, hyper=hyper)}
+    fingerprints = {}
+    for g, grp in declared.items():
+        for r in grp.runs():
+            fingerprints.setdefault(run_fingerprint(r.config("default"), r.spec), r.name)
+    committed = {p.parent.name: RunRecord.load(p) for p in folder.glob("*/record.json")}
+    assert committed, "no committed records"
+    for name, record in committed.items():
+        assert fingerprints.get(record.data["fingerprint"]) == name, name
+    assert len(fingerprints) == len(committed)  # and nothing declared is missing
 
 
 def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
@@ -180,7 +229,8 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert bool((splits.unlabelled.labels == -1).all())
     assert sorted(splits.unlabelled_targets.tolist()) == [0, 0, 1, 1, 2, 2]
     assert not set(splits.train.paths) & set(splits.unlabelled.paths)
-    run = ssx.run_method("ours", st, "paper", 0, splits, tmp_path / "results", overrides=small)
+    declared = ssx.SSDMLRun(st, "ours", ssx.objective_method("ours", st), 0)
+    run = ssx.train_run(declared, cfg, lambda: splits, tmp_path / "results" / declared.name)
     assert run.record.data["status"] == "finished"
     assert (
         len(run.extras["neighbours"][0]) == 5
@@ -190,11 +240,22 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert len(fig.axes) >= len(run.extras["queries"]) * 6
 
 
-def _fake_run(r1, rank=10.0):
-    """A stand-in for a finished :class:`ssx.MethodRun`: best metrics and a spectrum."""
-    return types.SimpleNamespace(
-        best={"R@1": r1, "NMI": 0.5}, extras={"spectrum": {"effective_rank": rank}}
+def _fake_run(r1, rank=10.0, initial=None):
+    """A stand-in for a finished :class:`dmlnb.runs.Run`: best metrics, a spectrum and, with
+    ``initial``, its evaluation at initialisation (shown at its own, test, selection)."""
+    history = [{"epoch": 0, "metrics": initial}] if initial else [{"epoch": 1}]
+    record = types.SimpleNamespace(
+        data={"history": history, "best": {}}, selections={}, selected_on="test"
     )
+    return types.SimpleNamespace(
+        metrics={"R@1": r1, "NMI": 0.5},
+        extras={"spectrum": {"effective_rank": rank}},
+        record=record,
+    )
+
+
+def _set_initial(run, initial):
+    run.record.data["history"] = [{"epoch": 0, "metrics": initial}]
 
 
 def _fake_runs(ours, others):
@@ -206,62 +267,88 @@ def _fake_runs(ours, others):
     return runs
 
 
-def _claim(out, start):
-    return next(c for c in out if c.claim.startswith(start))
+def _run_set(groups):
+    """``{group: {method: [runs by seed]}}`` as a :class:`RunSet` (seeds 0, 1, ...)."""
+    return RunSet(
+        {
+            g: {(m, s): r for m, rs in by.items() for s, r in enumerate(rs)}
+            for g, by in groups.items()
+        }
+    )
+
+
+def _judged(groups, settings, alpha_key=None, methods=None):
+    """The chapter's claims on ``settings`` (cut to ``methods``) judged on fabricated runs."""
+    if methods is not None:
+        settings = {k: dataclasses.replace(st, methods=methods) for k, st in settings.items()}
+    return {j.spec.id: j for j in evaluate(ssx.claim_specs(settings, alpha_key), _run_set(groups))}
 
 
 def test_claims_verdicts_on_fabricated_seeds():
-    settings = ssx.settings_for("default")
+    settings = {"digits": ssx.settings_for("default")["digits"]}
     ours = [0.60, 0.62, 0.61]
     low = [0.40, 0.42, 0.41]
     good = _fake_runs(
         ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "triplet": low, "angular": low}
     )
     # every angle within ±0.7 pts (the paper's spread) of 40°, with a 90% interval inside the margin
-    flat = {a: [_fake_run(v) for v in (0.6100, 0.6102, 0.6098)] for a in (35.0, 40.0, 45.0, 55.0)}
-    out = ssx.claims({"digits": good}, settings, flat, "digits")
-    verdicts = {c.claim.split(" (")[0].split(":")[0]: str(c.verdict) for c in out}
-    assert verdicts == {
-        "Ours beats the deep SSDML baselines": "holds",
-        # a proxy partly implied by the constraint: the "holds" names what it measured
-        "Orthogonality keeps a higher effective rank of the test embedding": (
-            f"holds: {ssx.EFFECTIVE_RANK_PROXY}"
-        ),
-        # NMI is equal with and without orthogonality in the fabricated runs: not
-        # every metric improves
-        "Orthogonality improves every metric": "inconclusive",
-        "Unlabelled data helps over supervised-only training with the same labels": "holds",
-        "α is insensitive in 35°-55°": "holds",
-        "The objective decreases steadily during training": "not tested at this scale",
-        "Ours beats the unsupervised methods": "not tested at this scale",
+    flat = {
+        ssx.alpha_group_name("digits", a): {
+            "ours": [_fake_run(v) for v in (0.6100, 0.6102, 0.6098)]
+        }
+        for a in (35.0, 40.0, 45.0, 55.0)
     }
-    assert out[0].verdict.n == (3, 3) and out[0].verdict.evidence()["effect"] == "+20 pts"
-    assert out[0].verdict.note.startswith("effect: Ours vs Deep-")  # the pair whose effect is shown
-    assert "effect: NMI" in _claim(out, "Orthogonality improves").verdict.note
-    assert "digits: 8 epochs in 4 partitions" in _claim(out, "The objective").verdict.note
+    out = _judged({"digits": good, **flat}, settings, "digits")
+    assert {k: str(j.verdict) for k, j in out.items()} == {
+        "digits-beats-baselines": "holds",
+        # no evaluation at initialisation in these runs
+        "digits-over-initial": "not tested at this scale",
+        # a proxy partly implied by the constraint: the "holds" names what it measured
+        "digits-effective-rank": f"holds: {ssx.EFFECTIVE_RANK_PROXY}",
+        # NMI is equal with and without orthogonality in the fabricated runs: not every metric
+        "digits-orthogonality-every-metric": "inconclusive",
+        "digits-unlabelled-data-helps": "holds",
+        "alpha-stable": "holds",
+        "objective-decreases": "not tested at this scale",
+        "beats-unsupervised": "not tested at this scale",
+    }
+    first = out["digits-beats-baselines"]
+    assert first.verdict.n == (3, 3) and first.verdict.evidence()["effect"] == "+20 pts"
+    assert "effect: NMI" in out["digits-orthogonality-every-metric"].verdict.note
+    assert (
+        "NMI w/ 50.0 ± 0.0 vs w/o 50.0 ± 0.0 (inconclusive)"
+        in out["digits-orthogonality-every-metric"].evidence
+    )
+    assert "digits: 8 epochs in 4 partitions" in out["objective-decreases"].verdict.note
+    assert out["objective-decreases"].reason == "needs-gpu"
+    assert out["beats-unsupervised"].reason == "needs-paper-data"
     # one seed per side never holds, whatever the difference
     one = {m: rs[:1] for m, rs in good.items()}
-    assert {str(c.verdict) for c in ssx.claims({"digits": one}, settings)[:4]} == {"inconclusive"}
+    judged = _judged({"digits": one, **flat}, settings, "digits")
+    assert str(judged["digits-beats-baselines"].verdict) == "inconclusive"
+    assert str(judged["digits-unlabelled-data-helps"].verdict) == "inconclusive"
     # one baseline better than ours: the group claim fails with the count of pairs that hold
     bad = _fake_runs(
-        ours, {**{m: low for m in ssx.SEMI_SUPERVISED}, "isdml": [0.80, 0.82, 0.81], "triplet": low}
+        ours,
+        {
+            **{m: low for m in ssx.SEMI_SUPERVISED},
+            "isdml": [0.80, 0.82, 0.81],
+            "triplet": low,
+            "angular": low,
+        },
     )
-    out = ssx.claims({"digits": bad}, settings)
-    assert out[0].verdict == "does not hold: 4 of 5 pairs hold"
-    assert "Deep-ISDML 81.0 ± 1.0 (does not hold)" in out[0].our_evidence
-    assert out[0].verdict.note.startswith("effect: Ours vs Deep-ISDML")
-    # a missing baseline is named and scopes the claim
+    v = _judged({"digits": bad}, settings)["digits-beats-baselines"].verdict
+    assert str(v).startswith("does not hold: 4 of 5") and "isdml" in v.note
+    # a baseline the setting does not run scopes the claim
     partial = _fake_runs(ours, {"lrml": low})
-    first = ssx.claims({"digits": partial}, settings)[0]
+    out = _judged({"digits": partial}, settings, methods=("ours", "ours-noorth", "lrml"))
+    first = out["digits-beats-baselines"]
+    assert first.spec.text.startswith("Ours beats the 1 of 5 deep SSDML baselines run here")
     assert (
-        first.claim.startswith("Ours beats the 1 of 5 deep SSDML baselines run here")
-        and first.verdict == "holds"
+        str(first.verdict) == "holds"
+        and str(out["alpha-stable"].verdict) == "not tested at this scale"
     )
-    assert "not run here: Deep-SERAPH" in first.our_evidence
-    assert (
-        _claim(ssx.claims({"digits": partial}, settings), "α is").verdict
-        == "not tested at this scale"
-    )
+    assert str(out["digits-unlabelled-data-helps"].verdict) == "not tested at this scale"
 
 
 def test_alpha_margin_is_the_reported_spread():
@@ -271,16 +358,14 @@ def test_alpha_margin_is_the_reported_spread():
 
 
 def test_initialisation_claim():
-    settings = ssx.settings_for("default")
+    settings = {"digits": ssx.settings_for("default")["digits"]}
     runs = _fake_runs([0.60, 0.62, 0.61], {})
     for r, init in zip(runs["ours"], (0.70, 0.71, 0.72)):
-        r.initial = {"R@1": init, "NMI": 0.5}
-    c = _claim(
-        ssx.claims({"digits": runs}, settings), "Ours improves on the network at initialisation"
-    )
+        _set_initial(r, {"R@1": init, "NMI": 0.5})
+    c = _judged({"digits": runs}, settings, methods=("ours",))["digits-over-initial"]
     assert (
-        c.verdict == "does not hold"
-        and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.our_evidence
+        str(c.verdict) == "does not hold"
+        and "R@1 ours 61.0 ± 1.0 vs initial 71.0 ± 1.0" in c.evidence
     )
 
 
@@ -320,15 +405,16 @@ def test_reported_statements_are_computed_from_the_tables():
 def test_purity_chance_and_deviations_table():
     # two classes in proportion 3:1 (unlabelled -1 ignored): 0.75² + 0.25²
     assert ssx.purity_chance(torch.tensor([0, 0, 0, 1, -1])) == pytest.approx(0.625)
-    assert all({"deviation", "applies to", "effect"} == set(d) for d in ssx.DEVIATIONS)
-    assert any("SGD" in d["deviation"] for d in ssx.DEVIATIONS)
+    rows = {d.setting: d for d in ssx.deviations(ssx.settings_for("default", True), "default")}
+    assert "SGD" in rows["optimiser"].paper and rows["optimiser"].ours == "adam"
+    assert deviations_frame(list(rows.values())).index.is_unique
 
 
 def test_reported_evidence_names_its_datasets():
-    assert ssx._reported_best("R@1").endswith(
+    assert ssx.reported_best("R@1").endswith(
         "on 5 of 5 datasets (MNIST, Fashion-MNIST, CIFAR-10, CUB-200, Cars-196)"
     )
-    over = ssx._reported_over_initial(["R@1"])
+    over = ssx.reported_over_initial(["R@1"])
     assert (
         over.startswith("Tables 1-2: ours R@1 above Initial on 5 of 5 datasets (")
         and " pts on " in over
@@ -353,7 +439,7 @@ def test_unit_counts_replay_the_partitions_each_run_drew():
             for e in range(8)
         ]
         return types.SimpleNamespace(
-            seed=seed, record=types.SimpleNamespace(data={"history": history})
+            record=types.SimpleNamespace(data={"history": history}, config={"seed": seed})
         )
 
     frame = ssx.unit_counts(
@@ -425,11 +511,9 @@ def _record_run(
         "name": "same-name",
     }
     record = types.SimpleNamespace(
-        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None}
+        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None, "seed": seed}
     )
-    return types.SimpleNamespace(
-        seed=seed, record=record, best={"R@1": best}, initial={"R@1": initial}
-    )
+    return types.SimpleNamespace(record=record, metrics={"R@1": best})
 
 
 def test_over_initial_metric_steps_and_provenance():
@@ -463,11 +547,12 @@ def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
     """The "Initial" row of a run is its seeded network at initialisation on the first l coordinates
     of z (L starts at the identity there): re-evaluated without training, it is the same."""
     splits, st = tiny_digits()
-    run = ssx.run_method("ours", st, "smoke", 0, splits, tmp_path, tsne_points=False)
+    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
+    run = _train(splits, group, tmp_path).run("digits", "ours", 0)
     views = ssx.initial_metrics(st, "smoke", 0, splits)
     first, every = views.values()
     assert list(views)[0] == f"first l = {st.metric_dim} of z (the Initial row)"
-    assert all(first[m] == pytest.approx(run.initial[m], abs=1e-12) for m in first)
+    assert all(first[m] == pytest.approx(ssx.initial_of(run)[m], abs=1e-12) for m in first)
     assert set(every) == set(first)
 
 
@@ -506,7 +591,7 @@ def test_initial_coordinates_are_stored_one_thread_tables(tmp_path, monkeypatch)
     made = []
     real = ssx.initial_metrics
     monkeypatch.setattr(
-        ssx,
+        ssx.initial,
         "initial_metrics",
         lambda *a, **k: made.append(torch.get_num_threads()) or real(*a, **k),
     )
@@ -532,21 +617,22 @@ def test_googlenet_features_feed_the_metric_directly():
 
 def test_mining_options_enter_the_spec_only_when_not_the_papers():
     st = ssx.settings_for("default")["digits"]
-    spec = ssx._spec("ours", st, st.alpha)
+    entries = lambda m, st: ssx.method_entries(m, st, ssx.objective_method(m, st))  # noqa: E731
+    spec = entries("ours", st)
     assert (
         "propagation" not in spec
         and "negatives" not in spec
-        and "hyper" not in ssx._spec("triplet", st, st.alpha)
+        and "hyper" not in entries("triplet", st)
     )
     two = dataclasses.replace(st, propagation="two-sided")
-    assert ssx._spec("ours", two, st.alpha)["propagation"] == "two-sided"
+    assert entries("ours", two)["propagation"] == "two-sided"
     assert ssx.build_objective("ours", two, 64).propagation == "two-sided"
     outside = ssx.build_objective("ours-outside", st, 64)
     assert outside.negatives == "outside" and outside.metric.orthogonal
-    assert ssx._spec("ours-outside", st, st.alpha)["method"] == "ours-outside"
+    assert entries("ours-outside", st)["method"] == "ours-outside"
     margin = ssx.with_hyper(st, {"triplet": {"margin": 0.4}})
     assert ssx.build_objective("triplet", margin, 64).margin == 0.4
-    assert ssx._spec("triplet", margin, st.alpha)["hyper"] == {"margin": 0.4}
+    assert entries("triplet", margin)["hyper"] == {"margin": 0.4}
 
 
 def test_baseline_table_prints_the_hyper_parameters_as_built():
@@ -576,8 +662,11 @@ def test_chosen_hyper_reads_validation_only_and_the_search_needs_a_validation_sp
     }
     table = ssx.search_table(search, "smoke")
     assert table["chosen"].tolist() == [False, True, True, False]
-    with pytest.raises(ValueError, match="has no validation split"):
-        ssx.run_baseline_search("digits", "smoke", None)
+    # a hyper-parameter is never chosen on the test classes: no search without validation classes
+    assert not ssx.search_groups(ssx.settings_for("smoke", False), "smoke")
+    assert set(
+        g.split("-search-")[0] for g in ssx.search_groups(ssx.settings_for("smoke", True), "smoke")
+    ) == {"digits-classes"}
 
 
 def test_mining_verdicts_judge_each_question_by_the_rule():
@@ -646,24 +735,20 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     the rule lets it be at most inconclusive; with validation classes it can hold."""
     runs = _fake_runs([0.70, 0.71, 0.72], {})
     for r, init in zip(runs["ours"], (0.50, 0.51, 0.52)):
-        r.initial = {"R@1": init, "NMI": 0.4}
-    same_class = ssx.settings_for("default", True)  # digits: no validation split
-    c = _claim(
-        ssx.claims({"digits": runs}, same_class), "Ours improves on the network at initialisation"
-    )
+        _set_initial(r, {"R@1": init, "NMI": 0.4})
+    same_class = {"digits": ssx.settings_for("default", True)["digits"]}  # no validation split
+    c = _judged({"digits": runs}, same_class, methods=("ours",))["digits-over-initial"]
     assert c.verdict == "inconclusive" and "selection biased toward the claim" in c.verdict.note
     disjoint = {"digits": dataclasses.replace(same_class["digits"], validation=0.2)}
-    assert _claim(ssx.claims({"digits": runs}, disjoint), "Ours improves").verdict == "holds"
-    assert (
-        _claim(ssx.claims({"digits": runs}, disjoint, protocol="test"), "Ours improves").verdict
-        == "inconclusive"
-    )
+    for r in runs["ours"]:
+        r.record.selected_on = "validation"  # each run's epoch chosen on its validation classes
+    held = _judged({"digits": runs}, disjoint, methods=("ours",))["digits-over-initial"]
+    assert held.verdict == "holds"
     # a failure despite the bias stands
     for r in runs["ours"]:
-        r.initial = {"R@1": 0.9 + r.best["R@1"] / 100, "NMI": 0.4}
-    assert _claim(ssx.claims({"digits": runs}, same_class), "Ours improves").verdict.startswith(
-        "does not hold"
-    )
+        _set_initial(r, {"R@1": 0.9 + r.metrics["R@1"] / 100, "NMI": 0.4})
+    c = _judged({"digits": runs}, same_class, methods=("ours",))["digits-over-initial"]
+    assert str(c.verdict).startswith("does not hold")
     # every method and every angle against its initial network: the same rule
     gain = [_record_run(s, b, i) for s, b, i in ((0, 0.70, 0.60), (1, 0.72, 0.61), (2, 0.71, 0.62))]
     biased = ssx.over_initial(
@@ -673,43 +758,42 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
     assert ssx.initial_selection_bias(disjoint["digits"]) is None
 
 
-def test_baseline_claims_name_the_search_and_the_failures_it_did_not_touch():
-    settings = ssx.settings_for("default", True)
+def test_search_sentence_names_the_search_and_the_failures_it_did_not_touch():
+    settings = {"omniglot": ssx.settings_for("default", True)["omniglot"]}
     ours = [0.40, 0.41, 0.42]
     high = [0.60, 0.61, 0.62]
-    runs = _fake_runs(
-        ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high}
+    runs = _run_set(
+        {
+            "omniglot": _fake_runs(
+                ours, {**{m: high for m in ssx.SEMI_SUPERVISED}, "triplet": high, "angular": high}
+            )
+        }
     )
     hyper = {
         "omniglot": {"lrml": {"gamma_d": 0.01}, "seraph": {"eta": 2.0}, "triplet": {"margin": 0.1}}
     }
-    out = ssx.claims({"omniglot": runs}, settings, hyper=hyper)
-    base = _claim(out, "Ours beats the deep SSDML baselines")
-    assert base.verdict.startswith("does not hold")
-    assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base.our_evidence
-    assert "Deep-SERAPH eta = 2;" in base.our_evidence
+    base, sup = ssx.comparison_sentence(runs, settings, hyper).splitlines()
+    assert base.startswith("omniglot-small, deep SSDML baselines (R@1): ours 41.0 ± 1.0; Deep-LRML")
+    assert "Deep-ISDML 61.0 ± 1.0 (does not hold)" in base
+    assert "Deep-LRML gamma_d = 0.01 (its value without the search)" in base
+    assert "Deep-SERAPH eta = 2;" in base
     # LRML kept its value; ISDML, APLLR, APIT were not searched: their failures do
     # not rest on the search
-    assert base.our_evidence.endswith(
-        "left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT"
-    )
-    sup = _claim(out, "Unlabelled data helps")
-    assert "Triplet (labelled only) margin = 0.1" in sup.our_evidence
-    assert sup.our_evidence.endswith("left as it was: Angular (labelled only)")
-    # without a search the evidence says nothing of one
-    assert (
-        "searched"
-        not in _claim(ssx.claims({"omniglot": runs}, settings), "Ours beats").our_evidence
-    )
+    assert base.endswith("left as it was: Deep-LRML, Deep-ISDML, Deep-APLLR, Deep-APIT")
+    assert "Triplet (labelled only) margin = 0.1" in sup
+    assert sup.endswith("left as it was: Angular (labelled only)")
+    # without a search nothing is said of one
+    assert "searched" not in ssx.comparison_sentence(runs, settings, {})
 
 
 class _Record:
     """A run record's selection state, as :func:`dmlnb.selection.selected_on` switches it."""
 
     def __init__(self, val, test, initial, rank=10.0):
+        selections = {"validation": {"metrics": val}, "test": {"metrics": test}}
         self.data = {
-            "best": {"metrics": val},
-            "selections": {"validation": {"metrics": val}, "test": {"metrics": test}},
+            "best": dict(selections["validation"]),
+            "selections": selections,
             "history": [{"epoch": 0, "metrics": initial}],
             "config": {"select_on": "validation"},
             "extras": {"spectrum": {"effective_rank": rank}},
@@ -721,36 +805,45 @@ class _Record:
 
 
 def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
-    settings = ssx.settings_for("default", True)
+    settings = {"omniglot": ssx.settings_for("default", True)["omniglot"]}
+    methods = ("ours", "ours-noorth", *ssx.SEMI_SUPERVISED)
+    settings = {"omniglot": dataclasses.replace(settings["omniglot"], methods=methods)}
 
     def run(method, seed, val, test, rank=10.0):
         m = lambda v: {"R@1": v, "NMI": v}  # noqa: E731
-        return ssx.MethodRun(method, seed, _Record(m(val), m(test), m(0.20), rank), trained=False)
+        return Run(f"{method}-seed{seed}", _Record(m(val), m(test), m(0.20), rank))
 
-    runs = {
-        "omniglot": {
-            "ours": [run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)],
-            "ours-noorth": [
-                run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)
-            ],
-            **{
-                m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)]
-                for m in ssx.SEMI_SUPERVISED
-            },
+    runs = _run_set(
+        {
+            "omniglot": {
+                "ours": [
+                    run("ours", s, 0.40 + s / 100, 0.41 + s / 100, 20.0 + s) for s in range(3)
+                ],
+                "ours-noorth": [
+                    run("ours-noorth", s, 0.30 + s / 100, 0.30 + s / 100) for s in range(3)
+                ],
+                **{
+                    m: [run(m, s, 0.30 + s / 100, 0.60 + s / 100) for s in range(3)]
+                    for m in ssx.SEMI_SUPERVISED
+                },
+            }
         }
-    }
-    frame = ssx.claims_both_ways(runs, settings).set_index("claim")
+    )
+    specs = ssx.claim_specs(settings)
+    frame = evaluate_both_ways(
+        specs, runs, kept_weights=lambda t: t.startswith(ssx.EFFECTIVE_RANK_CLAIM)
+    ).set_index("id")
     val, test = (protocol_column("verdict", b) for b in ("validation", "test"))
-    beats = next(c for c in frame.index if c.startswith("Ours beats the deep"))
+    beats = "omniglot-beats-baselines"
     assert frame.loc[beats, val] == "holds" and frame.loc[beats, test].startswith("does not hold")
     assert frame.loc[beats, "verdict changes"] is True
-    init = next(c for c in frame.index if c.startswith("Ours improves"))
+    init = "omniglot-over-initial"
     # it holds at the validation-selected epochs; at the test-selected ones the selection favours it
     assert frame.loc[init, val] == "holds" and frame.loc[init, test] == "inconclusive"
-    rank = next(c for c in frame.index if c.startswith("Orthogonality keeps"))
+    rank = "omniglot-effective-rank"
     assert frame.loc[rank, "verdict changes"] == NOT_RECOMPUTED and frame.loc[rank, test] == "—"
     # the records are restored after both judgements
-    assert runs["omniglot"]["ours"][0].best["R@1"] == 0.40
+    assert runs.run("omniglot", "ours", 0).metrics["R@1"] == 0.40
 
 
 def test_mining_verdicts_pair_the_variants_by_seed():
@@ -780,17 +873,31 @@ def test_mining_verdicts_pair_the_variants_by_seed():
     assert not any(q.startswith("W's negatives") for q in verdicts.index)
 
 
-def test_deviations_name_the_validation_classes_and_the_search():
-    rows = " ".join(d["deviation"] for d in ssx.DEVIATIONS)
-    assert (
-        "27 of Omniglot-small's 136" in rows and "ours keeps the paper's k, γ, α unsearched" in rows
-    )
-    assert (
-        "without saying on what" in rows
-    )  # the paper does not say what it chooses its best model on
-    note = ssx.settings_for("default")["omniglot"].note
-    assert "27 of the 136 characters are held out as validation classes" in note
-    assert "triplet margin of 0.2 (not given" not in note  # the margin is searched on this setting
+def test_deviations_are_computed_from_the_settings():
+    """What a deviation says of the runs follows their configuration: change the epochs, the
+    validation hold-out or k and the rows change; every row has a measured effect or a typed
+    reason and the scale that would measure it."""
+    settings = ssx.settings_for("default", True)
+    rows = {d.setting: d for d in ssx.deviations(settings, "default")}
+    assert "digits: 8 epochs, 4 partition(s) of 400" in rows["epochs and partitions"].ours
+    assert "omniglot-small: 0.2 of the training classes held out" in rows["model selection"].ours
+    assert "digits: on the test set" in rows["model selection"].ours
+    assert rows["k and α (class-disjoint)"].ours == "omniglot-small: k = 10, α = 40°"
+    assert rows["k and α (class-disjoint)"].paper == "k = 50, α = 45° (CUB, Cars)"
+    assert all(d.effect or (d.why and d.scale) for d in rows.values())
+    changed = {
+        "digits": dataclasses.replace(
+            settings["digits"], config={**settings["digits"].config, "epochs": 12}
+        ),
+        "omniglot": dataclasses.replace(settings["omniglot"], k=50, validation=0.3),
+    }
+    again = {d.setting: d for d in ssx.deviations(changed, "default")}
+    assert "digits: 12 epochs, 6 partition(s) of 400" in again["epochs and partitions"].ours
+    assert "0.3 of the training classes" in again["model selection"].ours
+    assert again["k and α (class-disjoint)"].ours.startswith("omniglot-small: k = 50")
+    assert not any(d.setting == "GoogLeNet pooling" for d in again.values())
+    paper = {d.setting: d for d in ssx.deviations(ssx.settings_for("paper", True), "paper")}
+    assert paper["GoogLeNet pooling"].ours.endswith("inputs at 224 px")
 
 
 def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monkeypatch, tmp_path):
@@ -800,7 +907,7 @@ def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monk
         made.append((setting.name, tuple(seeds)))
         return pd.DataFrame({"seed": list(seeds), "setting": [setting.name] * len(seeds)})
 
-    monkeypatch.setattr(ssx, "mining_measurements", fake)
+    monkeypatch.setattr(ssx.mining, "mining_measurements", fake)
     settings = ssx.settings_for("smoke")
     frames = ssx.stored_mining(settings, "smoke", tmp_path, seeds=(2, 0))
     assert list(frames) == list(settings) and made == [
@@ -818,3 +925,50 @@ def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monk
         settings, "smoke", tmp_path, seeds=(2, 0)
     )  # reloaded: nothing made again
     assert len(made) == 2 * len(settings) and all(again[k].equals(frames[k]) for k in settings)
+
+
+def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatch):
+    """The default profile's declared runs reload from the committed records (nothing trains),
+    and the claims judged on them are those of the committed claims.json, verdict by verdict."""
+    import json
+
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    results = RESULTS / "05_ssdml"
+    settings = ssx.settings_for("default", True)
+    quiet = {"retrain": False}
+    search = ssx.train_groups(ssx.search_groups(settings, "default"), "default", results, **quiet)
+    hyper = ssx.chosen(search, list(settings), "default")
+    groups = ssx.groups(settings, hyper=hyper)
+    runs = ssx.train_groups(groups, "default", results, made=search, **quiet)
+    assert runs.trained == 0
+    alpha_key = next(k for k in settings if settings[k].alpha_grid)
+    judged = evaluate(ssx.claim_specs(settings, alpha_key), runs)
+    stored = json.loads((results / "default" / "claims.json").read_text())
+    assert stored["chapter"] == "05_ssdml" and stored["profile"] == "default"
+    assert [(c["id"], c["verdict"]) for c in stored["claims"]] == [
+        (j.spec.id, str(j.verdict)) for j in judged
+    ]
+    # the display tables read the same runs: Table 4's effective rank is the runs' mean
+    view = {k: ssx.by_method(runs, k) for k in settings}
+    t4 = ssx.table4(view, settings)
+    ranks = [r.extras["spectrum"]["effective_rank"] for r in view["digits"]["ours"]]
+    assert t4.loc[("digits", "w/ orth"), "eff. rank"].startswith(f"{np.mean(ranks):.1f}")
+    t5 = ssx.table5(view, settings)
+    assert list(t5.columns.get_level_values(0).unique()) == [st.name for st in settings.values()]
+    zero = ssx.near_zero(view, settings)
+    assert set(zero.index) >= {("digits", "Ours"), ("omniglot-small", "Deep-LRML")}
+    seconds = ssx.train_seconds(view, settings)
+    r = view["digits"]["ours"]
+    assert seconds.loc["Ours", "digits"] == pytest.approx(
+        np.mean([x.record.data["total_train_seconds"] for x in r])
+    )
+    # the numbers the conclusions' Markdown glues are computed from the same runs and claims
+    alpha_runs = ssx.alpha_runs(runs, alpha_key, settings[alpha_key])
+    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs, alpha_key)
+    assert nums["n_claims"] == str(len(judged))
+    assert sum(int(v) for k, v in nums.items() if k.startswith("n_") and k != "n_claims") == len(
+        judged
+    )
+    r1 = [x.metrics["R@1"] for x in view["omniglot"]["ours-outside"]]
+    assert nums["omniglot_outside_r1"] == ssx.fmt(r1)
+    assert nums["alpha_top"].endswith("°") and nums["digits_selection_gain"][0] in "+-"
