@@ -204,6 +204,40 @@ class _Worker:
         return "\n".join(lines[-_TAIL_LINES:])
 
 
+def _wait(workers: list[_Worker], abort: Path, what: str) -> None:
+    """Wait for every worker; when one fails, write ``abort`` (the others stop at their next
+    run) and raise :class:`WorkerFailed` with the end of its log."""
+    running, total = list(workers), len(workers)
+    while running:
+        time.sleep(POLL_SECONDS)
+        for worker in list(running):
+            code = worker.process.poll()
+            if code is None:
+                continue
+            running.remove(worker)
+            if code != 0:
+                write_text_atomic(
+                    abort, f"worker {worker.index} of {total} failed (exit status {code})\n"
+                )
+                raise WorkerFailed(
+                    f"worker {worker.index} of {total} ({what}) failed with exit status "
+                    f"{code}; the others were stopped. The end of its log:\n{worker.tail()}"
+                )
+
+
+def _stop(workers: list[_Worker]) -> None:
+    """Terminate the workers still running (killed after 30 s) and reap them all."""
+    for worker in workers:
+        if worker.process.poll() is None:
+            worker.process.terminate()
+    for worker in workers:
+        try:
+            worker.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            worker.process.kill()
+            worker.process.wait()
+
+
 def train_notebook(
     notebook: str | Path,
     processes: int = 2,
@@ -272,34 +306,9 @@ def train_notebook(
                         env=worker_env(i, processes, profile, abort, folder / "claims", since),
                     )
                 workers.append(_Worker(i, process, output, log))
-            running = list(workers)
-            while running:
-                time.sleep(POLL_SECONDS)
-                for worker in list(running):
-                    code = worker.process.poll()
-                    if code is None:
-                        continue
-                    running.remove(worker)
-                    if code != 0:
-                        write_text_atomic(
-                            abort,
-                            f"worker {worker.index} of {processes} failed (exit status {code})\n",
-                        )
-                        raise WorkerFailed(
-                            f"worker {worker.index} of {processes} ({notebook.name}, profile "
-                            f"{profile}) failed with exit status {code}; the others were stopped. "
-                            f"The end of its log:\n{worker.tail()}"
-                        )
+            _wait(workers, abort, f"{notebook.name}, profile {profile}")
         finally:
-            for worker in workers:
-                if worker.process.poll() is None:
-                    worker.process.terminate()
-            for worker in workers:
-                try:
-                    worker.process.wait(timeout=30)
-                except subprocess.TimeoutExpired:
-                    worker.process.kill()
-                    worker.process.wait()
+            _stop(workers)
         import nbformat
 
         executed = [nbformat.read(w.output, as_version=4) for w in workers]

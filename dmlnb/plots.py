@@ -685,6 +685,25 @@ def _spread_subset(xy: np.ndarray, min_separation: float, seed: int) -> np.ndarr
     return np.asarray(kept, dtype=np.int64)
 
 
+def _thumbnail_inputs(
+    xy: np.ndarray, images: Tensor | np.ndarray, thumb_fraction: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`plot_thumbnails`'s inputs checked: ``xy`` ``(N, 2)`` as float64 and ``images``
+    ``(N, C, H, W)`` with ``C`` in {1, 3} as an array."""
+    xy = np.asarray(xy, dtype=np.float64)
+    imgs = _numpy(images)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise ValueError(f"xy must be (N, 2), got shape {xy.shape}")
+    if imgs.ndim != 4 or imgs.shape[0] != xy.shape[0] or imgs.shape[1] not in (1, 3):
+        raise ValueError(
+            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape "
+            f"{imgs.shape}"
+        )
+    if not 0.0 < thumb_fraction <= 1.0:
+        raise ValueError(f"thumb_fraction must be in (0, 1], got {thumb_fraction}")
+    return xy, imgs
+
+
 def plot_thumbnails(
     xy: np.ndarray,
     images: Tensor | np.ndarray,
@@ -712,17 +731,7 @@ def plot_thumbnails(
     """
     from matplotlib.offsetbox import AnnotationBbox, OffsetImage
 
-    xy = np.asarray(xy, dtype=np.float64)
-    imgs = _numpy(images)
-    if xy.ndim != 2 or xy.shape[1] != 2:
-        raise ValueError(f"xy must be (N, 2), got shape {xy.shape}")
-    if imgs.ndim != 4 or imgs.shape[0] != xy.shape[0] or imgs.shape[1] not in (1, 3):
-        raise ValueError(
-            f"images must be (N, C, H, W) with N = {xy.shape[0]} and C in (1, 3), got shape "
-            f"{imgs.shape}"
-        )
-    if not 0.0 < thumb_fraction <= 1.0:
-        raise ValueError(f"thumb_fraction must be in (0, 1], got {thumb_fraction}")
+    xy, imgs = _thumbnail_inputs(xy, images, thumb_fraction)
     ax = ax if ax is not None else plt.subplots(figsize=(7, 7))[1]
     extent = float(np.ptp(xy, axis=0).max()) if len(xy) > 1 else 1.0
     extent = extent if extent > 0 else 1.0

@@ -788,6 +788,28 @@ def _lowest_bound(v: Verdict) -> float:
     return v.low if math.isfinite(v.low) else -math.inf
 
 
+def _breakdown(
+    held: list[str], open_: list[str], untested: list[str], failing: list[str], m: int, what: str
+) -> str:
+    """:func:`all_of`'s tally naming every category: ``"fails on 1 of 9 pairs (EP vs HP); of the
+    other 8: 8 inconclusive"``."""
+    rest = [
+        f"{len(held)} hold{'s' if len(held) == 1 else ''}" if held else "",
+        f"{len(open_)} inconclusive" if open_ else "",
+        f"{len(untested)} not tested" if untested else "",
+    ]
+    rest = ", ".join(r for r in rest if r)
+    others = m - len(failing)
+    if not failing:
+        return f"of {m} {what}: {rest}"
+    head = f"fails on {len(failing)} of {m} {what} ({', '.join(failing)})"
+    if not rest:
+        return head
+    return head + (
+        f"; of the other {others}: {rest}" if others > 1 else f"; the other {rest.split(' ', 1)[1]}"
+    )
+
+
 def all_of(
     parts: Mapping[str, Verdict],
     what: str = "parts",
@@ -854,25 +876,7 @@ def all_of(
         )
         tally = f"{len(held)} of {m} {what} hold, none fails" + skipped
     if breakdown:
-        rest = [
-            f"{len(held)} hold{'s' if len(held) == 1 else ''}" if held else "",
-            f"{len(open_)} inconclusive" if open_ else "",
-            f"{len(untested)} not tested" if untested else "",
-        ]
-        rest = ", ".join(r for r in rest if r)
-        others = m - len(failing)
-        if failing:
-            tally = f"fails on {len(failing)} of {m} {what} ({', '.join(failing)})" + (
-                (
-                    f"; of the other {others}: {rest}"
-                    if others > 1
-                    else f"; the other {rest.split(' ', 1)[1]}"
-                )
-                if rest
-                else ""
-            )
-        else:
-            tally = f"of {m} {what}: {rest}"
+        tally = _breakdown(held, open_, untested, failing, m, what)
     v = parts[name]
     note = (
         v.note if m == 1 else f"effect: {name}" + (f" ({v.note})" if v.note else "") + f"; {tally}"
