@@ -1273,8 +1273,8 @@ def test_the_chapter_claims_are_declared_with_where_and_a_typed_reason():
         assert str(j.verdict) == str(c.verdict)
         if isinstance(spec.test, Custom):
             assert j.verdict == c.verdict and j.evidence == c.our_evidence
-        else:
-            assert c.verdict.note in j.verdict.note
+        else:  # the typed reason's words are the evidence shown, the scale in the note
+            assert c.verdict.note == j.evidence and spec.test.scale in j.verdict.note
 
 
 # ------------------------------------------------------------------------------ the chapter's size

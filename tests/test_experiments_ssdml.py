@@ -319,7 +319,7 @@ def test_claims_verdicts_on_fabricated_seeds():
         "NMI w/ 50.0 ± 0.0 vs w/o 50.0 ± 0.0 (inconclusive)"
         in out["digits-orthogonality-every-metric"].evidence
     )
-    assert "digits: 8 epochs in 4 partitions" in out["objective-decreases"].verdict.note
+    assert "digits: 8 epochs in 4 partitions" in out["objective-decreases"].evidence
     assert out["objective-decreases"].reason == "needs-gpu"
     assert out["beats-unsupervised"].reason == "needs-paper-data"
     # one seed per side never holds, whatever the difference

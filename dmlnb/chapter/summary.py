@@ -58,6 +58,7 @@ _SHORT = {
     "needs-paper-data": "data",
     "needs-gpu": "GPU",
     "structurally-untestable": "never",
+    "not-run": "not run yet",
 }
 
 

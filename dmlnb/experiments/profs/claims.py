@@ -119,7 +119,7 @@ def _competitive(ctx: ClaimContext) -> ClaimSpec:
     missing = [f"{r} {v}" for r, v in compared if r not in ctx.rows]
     test = (
         Untestable(
-            "needs-gpu",
+            "not-run",
             "the runs it compares are not trained at this profile: " + ", ".join(missing),
             PAPER_SCALE,
         )
@@ -200,7 +200,7 @@ def _hncm_sop(ctx: ClaimContext) -> list[ClaimSpec]:
 
 def _sweeps(ctx: ClaimContext) -> list[ClaimSpec]:
     """Figs. 2-3: M's and lambda's interior optima, and lambda = 0 over-fitting."""
-    not_swept = lambda what: Untestable("needs-gpu", NOT_SWEPT.format(what=what), PAPER_SCALE)  # noqa: E731
+    not_swept = lambda what: Untestable("not-run", NOT_SWEPT.format(what=what), PAPER_SCALE)  # noqa: E731
     m = ClaimSpec(
         "m-interior-optimum",
         "M has an interior optimum: performance improves as M increases up to certain values, "
@@ -224,7 +224,7 @@ def _sweeps(ctx: ClaimContext) -> list[ClaimSpec]:
         zero, evidence = _custom(J.lam_zero_components, ctx), "Sec. 5.4.2, Fig. 3 (Margin)"
     else:
         why = "neither the lambda sweep nor the component ablation ran"
-        zero, evidence = Untestable("needs-gpu", why, PAPER_SCALE), "Sec. 5.4.2, Fig. 3"
+        zero, evidence = Untestable("not-run", why, PAPER_SCALE), "Sec. 5.4.2, Fig. 3"
     text = f"lambda = 0 (no regularisation) over-fits: the paper's lambda = {REPORTED_LAMBDA:g} "
     return [m, lam, ClaimSpec("lambda-zero-overfits", text + "beats it", zero,
                               where="Sec. 5.4.2, Fig. 3", paper_evidence=evidence)]  # fmt: skip
