@@ -418,6 +418,7 @@ _SEEDS = _grid(_count(0), "[0, 1, 2]")
 PARAMETER_RULES: dict[str, Rule] = {
     "profile": Rule("str", choices=tuple(PROFILES)),
     "overrides": Rule("dict", example='{"epochs": 3}'),
+    "methods": Rule("dict", example='{"clustering": {"pam_passes": 3}}'),
     "seeds": _SEEDS,
     "kmeans_seeds": _SEEDS,
     "seed_offset": _count(0),
