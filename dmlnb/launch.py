@@ -238,6 +238,17 @@ def _stop(workers: list[_Worker]) -> None:
             worker.process.wait()
 
 
+def _start(index: int, arguments: list[str], folder: Path, env: Mapping[str, str]) -> _Worker:
+    """Worker ``index``: ``papermill`` on ``arguments`` (the notebook first), its executed
+    notebook and its log in ``folder``, with the environment ``env``."""
+    output, log = folder / f"worker-{index}.ipynb", folder / f"worker-{index}.log"
+    notebook, *rest = arguments
+    command = [sys.executable, "-m", "papermill", notebook, str(output), "--no-progress-bar", *rest]
+    with open(log, "wb") as sink:
+        process = subprocess.Popen(command, stdout=sink, stderr=subprocess.STDOUT, env=env)
+    return _Worker(index, process, output, log)
+
+
 def train_notebook(
     notebook: str | Path,
     processes: int = 2,
@@ -284,28 +295,9 @@ def train_notebook(
         workers = []
         try:
             for i in range(processes):
-                output, log = folder / f"worker-{i}.ipynb", folder / f"worker-{i}.log"
-                command = [
-                    sys.executable,
-                    "-m",
-                    "papermill",
-                    str(copy),
-                    str(output),
-                    "-k",
-                    kernel,
-                    "--cwd",
-                    str(notebook.parent),
-                    "--no-progress-bar",
-                    *arguments,
-                ]
-                with open(log, "wb") as sink:
-                    process = subprocess.Popen(
-                        command,
-                        stdout=sink,
-                        stderr=subprocess.STDOUT,
-                        env=worker_env(i, processes, profile, abort, folder / "claims", since),
-                    )
-                workers.append(_Worker(i, process, output, log))
+                command = [str(copy), "-k", kernel, "--cwd", str(notebook.parent), *arguments]
+                env = worker_env(i, processes, profile, abort, folder / "claims", since)
+                workers.append(_start(i, command, folder, env))
             _wait(workers, abort, f"{notebook.name}, profile {profile}")
         finally:
             _stop(workers)
