@@ -21,12 +21,15 @@ from dmlnb.chapter import (
     ClaimSpec,
     Custom,
     InteriorOptimum,
+    NoDifference,
     RunGroup,
     RunSet,
+    SetAside,
     Side,
     Untestable,
     claims_frame,
     evaluate,
+    shape_of,
     train_runs,
     write_claims_json,
 )
@@ -118,6 +121,60 @@ def test_every_threshold_optimum_untestable_and_custom() -> None:
     assert "would be tested at an H100" in judged[3].verdict.note
     frame = claims_frame(judged)
     assert list(frame["where"]) == ["T", "T", "F3", "S5", "ours"] and len(frame) == 5
+
+
+def test_set_aside_no_difference_and_declared_shapes() -> None:
+    runs = _runs({"a": [0.60, 0.62, 0.61], "b": [0.50, 0.52, 0.51], "c": [0.99, 0.995, 0.99]})
+    runs.runs["g"][("b", 2)].collapsed = True  # one degenerate run on side b
+    for key, run in runs.runs["g"].items():
+        run.collapsed = getattr(run, "collapsed", False)
+    flag = SetAside(degenerate=lambda run: run.collapsed, what="collapsed runs")
+    a, b, c = Side("g", "a"), Side("g", "b"), Side("g", "c")
+    judged = evaluate(
+        [
+            ClaimSpec("plain", "a beats b", Beats(a, b), where="T"),
+            ClaimSpec("aside", "a beats b", Beats(a, b, set_aside=flag), where="T"),
+            ClaimSpec("clean", "c beats a", Beats(c, a, set_aside=flag), where="T"),
+            ClaimSpec("top", "c beats a", Beats(c, a, set_aside=SetAside(ceiling=0.5)), where="T"),
+            ClaimSpec(
+                "every",
+                "c beats a and b",
+                BeatsEvery(c, (a, b), set_aside=SetAside(ceiling=0.5)),
+                where="T",
+            ),
+            ClaimSpec("same", "a and b do not differ", NoDifference(a, b), where="T"),
+            ClaimSpec("close", "a and a do not differ", NoDifference(a, a), where="T"),
+            ClaimSpec(
+                "trace",
+                "the lemma holds at every update",
+                Custom(lambda r: compare([1.0, 1.1, 0.9], [0.0, 0.1, 0.0]), shape="trace"),
+                where="L1",
+            ),
+        ],
+        runs,
+    )
+    v = {j.spec.id: j.verdict for j in judged}
+    assert str(v["plain"]) == "holds" and str(v["aside"]) == "not tested at this scale"
+    assert "collapsed runs: b (g) seed 2" in v["aside"].note
+    assert math.isclose(v["aside"].effect, v["plain"].effect)  # the effect kept beside the reason
+    assert str(v["clean"]) == "holds"  # no run of a or c is degenerate
+    assert str(v["top"]) == str(v["every"]) == "not tested at this scale"
+    assert "at its ceiling" in v["top"].note and "50 pts" in v["top"].note
+    assert str(v["same"]) == "does not hold" and str(v["close"]) == "inconclusive"
+    assert [shape_of(j.spec.test) for j in judged] == [
+        "comparison",
+        "comparison",
+        "comparison",
+        "comparison",
+        "every",
+        "no-difference",
+        "no-difference",
+        "trace",
+    ]
+    with pytest.raises(ValueError, match="shape must be one of"):
+        Custom(lambda r: compare([1.0], [0.0]), shape="wiggle")
+    with pytest.raises(ValueError, match="SetAside needs"):
+        SetAside()
 
 
 def test_bad_declarations_name_the_fix() -> None:

@@ -1,20 +1,8 @@
 """A chapter's claims declared as data and judged by one function.
 
 A claim is a :class:`ClaimSpec`: the paper's words and where they stand (or ``origin="ours"``
-for a measurement of the chapter's own), and its *test*, one of a small vocabulary:
-
-* :class:`Beats`: one side beats another on a metric (paired by seed when the sides share their
-  seeds by design, :func:`dmlnb.reporting.paired_differences`; else
-  :func:`dmlnb.reporting.compare`);
-* :class:`BeatsEvery`: one side beats each of several (:func:`dmlnb.reporting.all_of`);
-* :class:`AboveThreshold`: a side's metric beats a threshold
-  (:func:`dmlnb.reporting.compare_to_threshold`);
-* :class:`InteriorOptimum`: a sweep (one side per swept value) peaks inside
-  (:func:`dmlnb.reporting.interior_optimum`);
-* :class:`Untestable`: this scale cannot test it, with a typed reason (:data:`REASONS`) and the
-  scale that would;
-* :class:`Custom`: what the vocabulary cannot say (a lemma's trace, a timing slope): a function
-  of the runs that returns a :class:`~dmlnb.reporting.Verdict` from the rule.
+for a measurement of the chapter's own), and its *test*, one of the small vocabulary of
+:mod:`dmlnb.chapter.claim_tests` (re-exported here).
 
 :func:`evaluate` judges every claim into a :class:`JudgedClaim`, always through the book's one
 rule; :func:`write_claims_json` writes them to ``results/<chapter>/<profile>/claims.json``, which
@@ -25,13 +13,30 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 
+from dmlnb.chapter import claim_tests
+from dmlnb.chapter.claim_tests import *  # noqa: F403  (the vocabulary of tests)
+from dmlnb.chapter.claim_tests import (
+    AboveThreshold,
+    Beats,
+    BeatsEvery,
+    Custom,
+    InteriorOptimum,
+    NoDifference,
+    SetAside,
+    Side,
+    Test,
+    Untestable,
+    is_fraction,
+    shape_of,
+)
 from dmlnb.chapter.runset import RunSet
 from dmlnb.records import read_json, write_json_atomic
 from dmlnb.reporting import (
@@ -42,21 +47,16 @@ from dmlnb.reporting import (
     compare,
     compare_to_threshold,
     interior_optimum,
+    no_difference,
     not_tested,
     paired_differences,
+    unless_degenerate,
     verdict_category,
 )
 from dmlnb.selection import both_ways_verdicts
 
 __all__ = [
-    "REASONS",
-    "Side",
-    "Beats",
-    "BeatsEvery",
-    "AboveThreshold",
-    "InteriorOptimum",
-    "Untestable",
-    "Custom",
+    *claim_tests.__all__,
     "ClaimSpec",
     "JudgedClaim",
     "evaluate",
@@ -66,100 +66,7 @@ __all__ = [
     "evaluate_both_ways",
 ]
 
-#: Why a claim is not tested at a scale: it needs the paper's datasets (or backbone), a GPU's
-#: budget, or it cannot be tested by any run (a statement about other work, a definition); or,
-#: ``"not-run"``, this scale could test it and the chapter has not run it yet: a gap, never an
-#: excuse, counted apart on the front page (issue #46 closes them).
-REASONS = ("needs-paper-data", "needs-gpu", "structurally-untestable", "not-run")
 CLAIMS_FILE = "claims.json"
-
-
-@dataclass(frozen=True)
-class Side:
-    """The runs of method ``label`` in ``group`` (:class:`~dmlnb.chapter.runset.RunSet`)."""
-
-    group: str
-    label: str
-
-    def __str__(self) -> str:
-        return self.label if self.label == self.group else f"{self.label} ({self.group})"
-
-
-@dataclass(frozen=True)
-class Beats:
-    """``better`` beats ``worse`` on ``metric`` (``paired``: seed by seed, for sides that share
-    their seeds by design)."""
-
-    better: Side
-    worse: Side
-    metric: str = "R@1"
-    paired: bool = False
-    higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class BeatsEvery:
-    """``better`` beats each side of ``worse`` on ``metric``."""
-
-    better: Side
-    worse: tuple[Side, ...]
-    metric: str = "R@1"
-    paired: bool = False
-    higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class AboveThreshold:
-    """``side``'s ``metric`` is above ``threshold`` (below it when not ``higher_is_better``),
-    in the metric's own units (a retrieval metric's 0.5, shown as 50 points)."""
-
-    side: Side
-    threshold: float
-    metric: str = "R@1"
-    higher_is_better: bool = True
-
-    def __post_init__(self) -> None:
-        if _is_fraction(self.metric) and not 0.0 <= self.threshold <= 1.0:
-            raise ValueError(
-                f"{self.metric} is a fraction: its threshold {self.threshold!r} must be in "
-                f"[0, 1] (e.g. {self.threshold / 100:g} for {self.threshold:g} points)"
-            )
-
-
-@dataclass(frozen=True)
-class InteriorOptimum:
-    """The sweep ``points`` (swept value -> side) has its optimum inside, on ``metric``."""
-
-    points: Mapping[float, Side]
-    metric: str = "R@1"
-    higher_is_better: bool = True
-
-
-@dataclass(frozen=True)
-class Untestable:
-    """This scale cannot test the claim: ``reason`` (one of :data:`REASONS`), ``why`` in words and
-    the ``scale`` that would test it (e.g. ``"the paper profile on CUB-200-2011"``)."""
-
-    reason: Literal["needs-paper-data", "needs-gpu", "structurally-untestable", "not-run"]
-    why: str
-    scale: str
-
-    def __post_init__(self) -> None:
-        if self.reason not in REASONS:
-            raise ValueError(f"reason must be one of {REASONS}, got {self.reason!r}")
-
-
-@dataclass(frozen=True)
-class Custom:
-    """``judge(runs) -> Verdict`` (from the rule's functions), for what the vocabulary cannot
-    say; its docstring's first line is the evidence shown, or ``evidence(runs)`` when given (the
-    numbers the verdict rests on, in words)."""
-
-    judge: Callable[[RunSet], Verdict]
-    evidence: Callable[[RunSet], str] | None = None
-
-
-Test = Union[Beats, BeatsEvery, AboveThreshold, InteriorOptimum, Untestable, Custom]
 
 
 @dataclass(frozen=True)
@@ -210,31 +117,81 @@ def _pair(runs: RunSet, a: Side, b: Side, metric: str) -> tuple[list[float], lis
     )
 
 
-def _is_fraction(metric: str) -> bool:
-    """Whether ``metric`` is one of the evaluation's fractions (Recall@K, NMI, F1, MAP@R)."""
-    return metric.startswith("R@") or metric in ("NMI", "F1", "MAP@R")
-
-
 def _units(metric: str) -> tuple[float, str]:
     """How a verdict on ``metric`` shows its effect: a fraction in points, anything else as is."""
-    return (100.0, " pts") if _is_fraction(metric) else (1.0, "")
+    return (100.0, " pts") if is_fraction(metric) else (1.0, "")
 
 
 def _beats(
-    runs: RunSet, better: Side, worse: Side, metric: str, paired: bool, higher: bool
+    runs: RunSet,
+    better: Side,
+    worse: Side,
+    metric: str,
+    paired: bool,
+    higher: bool,
+    set_aside: SetAside | None = None,
 ) -> Verdict:
     scale, unit = _units(metric)
     if paired:
         a, b = _pair(runs, better, worse, metric)
         a, b = (a, b) if higher else (b, a)
-        return paired_differences(a, b, scale=scale, unit=unit)
-    return compare(
-        runs.values(better.group, better.label, metric),
-        runs.values(worse.group, worse.label, metric),
-        higher,
-        scale=scale,
-        unit=unit,
+        v = paired_differences(a, b, scale=scale, unit=unit)
+    else:
+        v = compare(
+            runs.values(better.group, better.label, metric),
+            runs.values(worse.group, worse.label, metric),
+            higher,
+            scale=scale,
+            unit=unit,
+        )
+    return _unless_set_aside(v, runs, (better, worse), metric, set_aside)
+
+
+def _degenerate_sides(runs: RunSet, sides: Sequence[Side], flag: Callable[[Any], bool]) -> list:
+    """``sides`` holding a run ``flag`` marks, in words with their seeds (``"HPHN seed 2"``)."""
+    out = []
+    for side in sides:
+        seeds = [
+            str(s)
+            for s in runs.seeds(side.group, side.label)
+            if flag(runs.run(side.group, side.label, s))
+        ]
+        if seeds:
+            out.append(f"{side} seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)}")
+    return out
+
+
+def _at_ceiling(
+    runs: RunSet, sides: Sequence[Side], metric: str, set_aside: SetAside | None
+) -> Verdict | None:
+    """ "Not tested" when ``set_aside`` has a ceiling every side's mean reaches, else ``None``."""
+    if set_aside is None or set_aside.ceiling is None:
+        return None
+    means = [float(np.mean(runs.values(s.group, s.label, metric))) for s in sides]
+    if min(means) < set_aside.ceiling:
+        return None
+    scale, unit = _units(metric)
+    return not_tested(
+        f"{metric} is at its ceiling here: every side's mean is at least "
+        f"{set_aside.ceiling * scale:g}{unit}, the metric cannot separate them"
     )
+
+
+def _unless_set_aside(
+    verdict: Verdict,
+    runs: RunSet,
+    sides: Sequence[Side],
+    metric: str,
+    set_aside: SetAside | None,
+) -> Verdict:
+    """``verdict``, or "not tested" when ``set_aside`` applies to ``sides`` (:class:`SetAside`)."""
+    ceiling = _at_ceiling(runs, sides, metric, set_aside)
+    if ceiling is not None:
+        return ceiling
+    if set_aside is None or set_aside.degenerate is None:
+        return verdict
+    bad = _degenerate_sides(runs, sides, set_aside.degenerate)
+    return unless_degenerate(verdict, bad, set_aside.what, keep_effect=set_aside.keep_effect)
 
 
 def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
@@ -243,16 +200,40 @@ def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
         return not_tested(f"{test.reason}; would be tested at {test.scale}"), test.why
     if isinstance(test, Beats):
         how = "paired by seed" if test.paired else "unpaired"
-        v = _beats(runs, test.better, test.worse, test.metric, test.paired, test.higher_is_better)
+        v = _beats(
+            runs,
+            test.better,
+            test.worse,
+            test.metric,
+            test.paired,
+            test.higher_is_better,
+            test.set_aside,
+        )
         return v, f"{test.metric}: {test.better} vs {test.worse}, {how}"
+    if isinstance(test, NoDifference):
+        how = "paired by seed" if test.paired else "unpaired"
+        v = _beats(runs, test.a, test.b, test.metric, test.paired, True, test.set_aside)
+        return no_difference({f"{test.a} vs {test.b}": v}), (
+            f"{test.metric}: {test.a} vs {test.b}, {how}"
+        )
     if isinstance(test, BeatsEvery):
+        said = f"{test.metric}: {test.better} vs each of {', '.join(map(str, test.worse))}"
+        ceiling = _at_ceiling(runs, (test.better, *test.worse), test.metric, test.set_aside)
+        if ceiling is not None:
+            return ceiling, said
         parts = {
-            str(w): _beats(runs, test.better, w, test.metric, test.paired, test.higher_is_better)
+            str(w): _beats(
+                runs,
+                test.better,
+                w,
+                test.metric,
+                test.paired,
+                test.higher_is_better,
+                test.set_aside,
+            )
             for w in test.worse
         }
-        return all_of(
-            parts, "comparisons"
-        ), f"{test.metric}: {test.better} vs each of {', '.join(parts)}"
+        return all_of(parts, "comparisons"), said
     if isinstance(test, AboveThreshold):
         scale, unit = _units(test.metric)
         v = compare_to_threshold(
@@ -334,6 +315,7 @@ def write_claims_json(
                 "scale": v.scale,
                 "unit": v.unit.strip(),
                 "runs_per_side": list(v.n),
+                "test": shape_of(j.spec.test),
                 "paired": bool(getattr(j.spec.test, "paired", False)),
                 "note": v.note,
                 "reason": j.reason,
