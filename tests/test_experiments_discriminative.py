@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import matplotlib
 
@@ -1700,3 +1701,18 @@ def test_the_findings_read_their_numbers_from_code(tmp_path) -> None:
     assert X.later_step_ratios(notes) == ["0.99", "0.98"]
     assert X.later_step_ratios(tmp_path / "none.txt") == []
     assert X.later_step_ratios()  # the committed notes hold the later measurements
+
+
+def test_the_chapter_replicates_on_other_seeds() -> None:
+    """``python -m dmlnb replicate`` needs the notebook's ``seed_offset`` and ``results_dir``
+    parameters and the book's claims where the notebook writes them."""
+    from dmlnb import replicate as replication_command
+    from dmlnb.records import read_json
+    from dmlnb.render import notebook_parameters
+
+    root = Path(__file__).resolve().parent.parent
+    notebook = root / "notebooks" / "03_discriminative.ipynb"
+    assert {"seed_offset", "results_dir"} <= set(notebook_parameters(notebook))
+    folder = replication_command.book_claims_folder(notebook, "default")
+    assert folder == (root / "results" / "03_discriminative" / "default").resolve()
+    assert read_json(folder / "claims.json")["chapter"] == "03_discriminative"
