@@ -29,6 +29,7 @@ from dmlnb.reporting import (
     count_line,
 )
 from dmlnb.runs import Run
+from dmlnb.selection import protocol_column
 
 __all__ = ["findings_markdown", "plateau_markdown"]
 
@@ -53,6 +54,18 @@ def _set_aside(v: Verdict) -> str:
     """A verdict in words; one not tested because its runs were set aside says so, with its note
     (what was set aside: the sides, with their seeds)."""
     return f"{v}, set aside for {v.note}" if str(v) == NOT_TESTED and v.note else str(v)
+
+
+def _at_test_epoch(f: Mapping, claim_id: str) -> str:
+    """When claim ``claim_id``'s verdict changes between the protocols: its verdict at the
+    test-selected epoch, in words; else nothing."""
+    both = f["both_ways"]
+    if both is None:
+        return ""
+    row = both[both["id"] == claim_id]
+    if row.empty or not bool(row["verdict changes"].iloc[0]):
+        return ""
+    return f"; at the test-selected epoch: {row[protocol_column('verdict', 'test')].iloc[0]}"
 
 
 def _opening(cfg: TrainConfig, settings: Mapping[str, Any], profile: str, f: Mapping) -> str:
@@ -227,9 +240,12 @@ def _measured(f: Mapping) -> list[str]:
                 "ablation against the one before is inconclusive: "
             )
             + "; ".join(
-                f"{c.spec.text.split(' [')[0]}: {c.verdict} ({_ev(c.verdict)})" for c in steps
+                f"{c.spec.text.split(' [')[0]}: {c.verdict} ({_ev(c.verdict)}"
+                f"{_at_test_epoch(f, c.spec.id)})"
+                for c in steps
             )
-            + f". Lambda = 0 over-fits: {j['lambda-zero-overfits'].verdict}."
+            + f". Lambda = 0 over-fits: {j['lambda-zero-overfits'].verdict}"
+            + f"{_at_test_epoch(f, 'lambda-zero-overfits')}."
         )
     if "profs-step-time" in j:
         t = f["times"].groupby("variant", sort=False)["ms per step"].mean()
@@ -367,8 +383,8 @@ def plateau_markdown(frame: pd.DataFrame, level: float) -> str:
     return text + (
         f"\n\nThe criterion reads the loss, not the R@1: these runs reach {_range(r1, '{:.1f}')}, "
         f"and their R@1 rose on the plateau, from {_range(first, '{:.1f}', '–')} at the first "
-        f"evaluation to {_range(r1, '{:.1f}', '–')} at the kept epoch ({_range(kept)}"
-        + (", the last: still rising when training stopped" if at_end else "")
+        f"evaluation to {_range(r1, '{:.1f}', '–')} at the kept epoch (epoch {_range(kept)}"
+        + (", the last evaluated: still rising when training stopped" if at_end else "")
         + "). The book sets aside every run whose loss sits at its collapsed embedding's "
         "value, in every chapter, rather than judge some and not others."
     )
