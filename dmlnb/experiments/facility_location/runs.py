@@ -264,11 +264,13 @@ def train(
     data_root: str | Path | None = None,
     retrain: bool = False,
     splits: Mapping[str, Any] | None = None,
+    seed_offset: int = 0,
 ) -> RunSet:
     """Train or reload every declared run with :func:`dmlnb.chapter.train_runs` in ``folder``
     (``results_dir / profile``), one call per dataset (the tables of the paper profile train on
     three), each on its first table's configuration; ``splits`` passes datasets already loaded
-    (``{dataset: splits}``)."""
+    (``{dataset: splits}``); ``seed_offset`` is added to every declared seed (``python -m dmlnb
+    replicate``: the chapter again on other seeds)."""
     ref = study.tables[0].config
     by_data: dict[str, dict[str, RunGroup]] = {}
     configs: dict[str, TrainConfig] = {}
@@ -285,6 +287,7 @@ def train(
             splits=(splits or {}).get(dataset),
             data_root=data_root,
             retrain=retrain,
+            seed_offset=seed_offset,
         )
         out.update(done.runs)
     return kept_weights(RunSet({name: out[name] for name in declared}))
