@@ -23,8 +23,6 @@ MAX_CODE_LINES, MAX_CELL_LINES = 200, 25
 NOT_YET: dict[str, str] = {
     "01_easy_positive": "165 code lines, cells of at most 25; the protocol's raw-pixel floor "
     "(36.6), the paper's constants and the rule's 95% and 90% still typed in its Markdown",
-    "02_facility_location": "153 code lines, cells of at most 24; the paper's constants (0.94, "
-    "2.2, 0.1, 0.25, 0.75) and the rule's 95% and 90% still typed in its Markdown",
     "05_ssdml": "200 code lines, cells of at most 23; the mining percentages, the papers' "
     "numbers and verdict counts of its conclusions typed in its Markdown",
 }
