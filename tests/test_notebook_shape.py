@@ -21,8 +21,6 @@ MAX_CODE_LINES, MAX_CELL_LINES = 200, 25
 
 #: chapter -> why it does not meet the shape yet (the chapter layer's issue #45 moves it)
 NOT_YET: dict[str, str] = {
-    "02_facility_location": "153 code lines, cells of at most 24; the paper's constants (0.94, "
-    "2.2, 0.1, 0.25, 0.75) and the rule's 95% and 90% still typed in its Markdown",
     "05_ssdml": "200 code lines, cells of at most 23; the mining percentages, the papers' "
     "numbers and verdict counts of its conclusions typed in its Markdown",
 }
