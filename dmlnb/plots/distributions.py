@@ -68,24 +68,11 @@ def plot_same_vs_other(
     ok = np.isfinite(s) & np.isfinite(o)
     s, o = s[ok], o[ok]
     good = s > o
-    ax.scatter(
-        s[good],
-        o[good],
-        s=size,
-        color="tab:blue",
-        alpha=0.5,
-        rasterized=True,
-        label=f"below y = x: correct ({100 * good.mean():.1f}%)",
-    )
-    ax.scatter(
-        s[~good],
-        o[~good],
-        s=size,
-        color="tab:red",
-        alpha=0.5,
-        rasterized=True,
-        label=f"above: wrong ({100 * (~good).mean():.1f}%)",
-    )
+    for side, colour, label in (
+        (good, "tab:blue", f"below y = x: correct ({100 * good.mean():.1f}%)"),
+        (~good, "tab:red", f"above: wrong ({100 * (~good).mean():.1f}%)"),
+    ):
+        ax.scatter(s[side], o[side], s=size, color=colour, alpha=0.5, rasterized=True, label=label)
     if lims is None:
         lo = float(min(s.min(), o.min())) if s.size else 0.0
         lims = (np.floor(lo * 10) / 10, 1.0)

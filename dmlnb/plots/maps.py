@@ -4,6 +4,8 @@ plots coloured by class.
 
 from __future__ import annotations
 
+from typing import Any
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.axes import Axes
@@ -14,23 +16,28 @@ from dmlnb.plots.arrays import as_numpy
 __all__ = ["tsne", "tsne_with_reference", "plot_embedding_2d", "plot_reference_overlay"]
 
 
-def tsne(
-    x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1
-) -> np.ndarray:
-    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA
-    initialisation) -> ``(N, 2)``."""
+def _fitted_tsne(x: Tensor | np.ndarray, seed: int, perplexity: float, n_jobs: int) -> Any:
+    """openTSNE's map of ``x`` ``(N, D)`` (a ``TSNEEmbedding`` ``(N, 2)``): cosine metric, PCA
+    initialisation, the perplexity capped at ``(N - 1) / 3`` (at least 2)."""
     from openTSNE import TSNE
 
     data = as_numpy(x).astype(np.float64)
     perplexity = min(perplexity, max(2.0, (len(data) - 1) / 3))
-    emb = TSNE(
+    return TSNE(
         perplexity=perplexity,
         metric="cosine",
         initialization="pca",
         random_state=seed,
         n_jobs=n_jobs,
     ).fit(data)
-    return np.asarray(emb)
+
+
+def tsne(
+    x: Tensor | np.ndarray, seed: int = 0, perplexity: float = 30.0, n_jobs: int = 1
+) -> np.ndarray:
+    """2-D t-SNE of ``x`` ``(N, D)`` with openTSNE (cosine metric, PCA
+    initialisation) -> ``(N, 2)``."""
+    return np.asarray(_fitted_tsne(x, seed, perplexity, n_jobs))
 
 
 def tsne_with_reference(
@@ -46,17 +53,7 @@ def tsne_with_reference(
     reference map). Returns ``(reference_2d (N, 2), new_2d (M, 2))``; the reference map is copied
     before ``transform``, which re-centres it in place.
     """
-    from openTSNE import TSNE
-
-    ref = as_numpy(reference).astype(np.float64)
-    perplexity = min(perplexity, max(2.0, (len(ref) - 1) / 3))
-    emb = TSNE(
-        perplexity=perplexity,
-        metric="cosine",
-        initialization="pca",
-        random_state=seed,
-        n_jobs=n_jobs,
-    ).fit(ref)
+    emb = _fitted_tsne(reference, seed, perplexity, n_jobs)
     ref_2d = np.array(emb, copy=True)
     new_2d = np.asarray(emb.transform(as_numpy(new).astype(np.float64)))
     return ref_2d, new_2d
@@ -124,24 +121,19 @@ def plot_reference_overlay(
     """A 2-D map with the reference points in red and the new points (e.g. placed by
     :func:`tsne_with_reference`) in blue, as in Xuan et al.'s Figure 6."""
     ax = ax if ax is not None else plt.subplots(figsize=(5, 5))[1]
-    ax.scatter(
-        reference_2d[:, 0],
-        reference_2d[:, 1],
-        s=size,
-        color="tab:red",
-        alpha=0.6,
-        rasterized=True,
-        label=f"{reference_label} ({len(reference_2d)})",
-    )
-    ax.scatter(
-        new_2d[:, 0],
-        new_2d[:, 1],
-        s=size,
-        color="tab:blue",
-        alpha=0.6,
-        rasterized=True,
-        label=f"{new_label} ({len(new_2d)})",
-    )
+    for points, colour, label in (
+        (reference_2d, "tab:red", reference_label),
+        (new_2d, "tab:blue", new_label),
+    ):
+        ax.scatter(
+            points[:, 0],
+            points[:, 1],
+            s=size,
+            color=colour,
+            alpha=0.6,
+            rasterized=True,
+            label=f"{label} ({len(points)})",
+        )
     ax.set_xlabel("t-SNE 1")
     ax.set_ylabel("t-SNE 2")
     ax.set_title(title)
