@@ -239,7 +239,7 @@ def interior_optimum(
     ends, interior = (keys[0], keys[-1]), keys[1:-1]
     sign = 1.0 if higher_is_better else -1.0
     judge = lambda x, y: compare(points[x], points[y], higher_is_better, scale=scale, unit=unit)  # noqa: E731
-    weaker = lambda vs: min(vs, key=lambda v: v.low if math.isfinite(v.low) else -math.inf)  # noqa: E731
+    weaker = lambda vs: min(vs, key=_lowest_bound)  # noqa: E731
     rows, versus = [], {}
     for k in interior:
         versus[k] = (judge(k, ends[0]), judge(k, ends[1]))
