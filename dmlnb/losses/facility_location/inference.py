@@ -176,7 +176,7 @@ def infer_medoids(
     on CUDA (``graphs``) the static stages replay CUDA graphs captured on the first call with the
     same device, dtype, ``B`` and ``C``. ``refinement="paper"`` runs :func:`paper_pass`
     eagerly, members gathered, on any device. (The public default is ``"paper"``
-    (:func:`loss_augmented_inference`); this private engine's is ``"full"``, its static path's.)
+    (:func:`loss_augmented_inference`); this engine's is ``"full"``, its static path's.)
     """
     static = dist.is_cuda if static_shapes is None else static_shapes
     with torch.no_grad():
