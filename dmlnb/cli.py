@@ -41,9 +41,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _command(commands: Any, name: str, help: str, description: str) -> argparse.ArgumentParser:
+    """The parser of the command ``name``, with the chapter's notebook as its first argument."""
+    sub = commands.add_parser(name, help=help, description=description)
+    sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
+    return sub
+
+
+def _fail(err: Exception, status: int) -> int:
+    """Print ``err`` as the command's error and return the exit ``status``."""
+    print(f"error: {err}", file=sys.stderr)
+    return status
+
+
 def _add_render(commands: Any) -> None:
     """The ``render`` command's arguments."""
-    sub = commands.add_parser(
+    sub = _command(
+        commands,
         "render",
         help="execute a chapter from run records made elsewhere, never training",
         description=(
@@ -53,7 +67,6 @@ def _add_render(commands: Any) -> None:
             "stored table is missing or stale is measured on this machine."
         ),
     )
-    sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
     sub.add_argument(
         "--runs",
         type=Path,
@@ -84,7 +97,8 @@ def _add_render(commands: Any) -> None:
 
 def _add_train(commands: Any) -> None:
     """The ``train`` command's arguments."""
-    sub = commands.add_parser(
+    sub = _command(
+        commands,
         "train",
         help="train a chapter's runs in several processes (shards), then discard the executed "
         "notebooks",
@@ -98,7 +112,6 @@ def _add_train(commands: Any) -> None:
             "failed process stops the others."
         ),
     )
-    sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
     sub.add_argument(
         "--processes",
         type=int,
@@ -130,7 +143,8 @@ def _add_train(commands: Any) -> None:
 
 def _add_replicate(commands: Any) -> None:
     """The ``replicate`` command's arguments."""
-    sub = commands.add_parser(
+    sub = _command(
+        commands,
         "replicate",
         help="train a chapter again on other seeds and compare its verdicts with the book's",
         description=(
@@ -141,7 +155,6 @@ def _add_replicate(commands: Any) -> None:
             "printed and stored in RUNS/PROFILE/replication.json."
         ),
     )
-    sub.add_argument("notebook", type=Path, help=_NOTEBOOK_HELP)
     sub.add_argument("--seed-offset", type=int, required=True, help="added to every seed, e.g. 100")
     sub.add_argument(
         "--runs",
@@ -179,11 +192,9 @@ def _replicate(args: argparse.Namespace) -> int:
             kernel=args.kernel,
         )
     except (ReplicationError, LaunchError, RenderError, FileNotFoundError) as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+        return _fail(err, 2)
     except WorkerFailed as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 1
+        return _fail(err, 1)
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):
         print(frame.drop(columns=["claim"]).to_string(index=False))
     s = replication_summary(frame)
@@ -211,8 +222,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 log_output=args.log_output,
             )
         except RenderError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return _fail(err, 2)
         except papermill.PapermillExecutionError as err:
             print(
                 f"error: {args.notebook} failed in cell {err.exec_count}: {err.ename}: "
@@ -232,11 +242,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 kernel=args.kernel,
             )
         except LaunchError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            return _fail(err, 2)
         except WorkerFailed as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 1
+            return _fail(err, 1)
     elif args.command == "replicate":
         return _replicate(args)
     return 0

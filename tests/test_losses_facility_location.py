@@ -19,7 +19,6 @@ from facility_location_reference import reference_inference
 from sklearn.metrics import normalized_mutual_info_score
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from dmlnb.losses import facility_location as fl
 from dmlnb.losses.facility_location import (
     FacilityLocationLoss,
     augmented_objective,
@@ -30,6 +29,8 @@ from dmlnb.losses.facility_location import (
     nmi_from_assignment,
     oracle_score,
 )
+from dmlnb.losses.facility_location import inference as fl_inference
+from dmlnb.losses.facility_location.inputs import encode_labels
 from dmlnb.pairs import euclidean_distance
 
 # --------------------------------------------------------------------------- loop references
@@ -305,8 +306,8 @@ def test_inference_reproduces_the_previous_implementation_exactly():
 def static_path(dist: torch.Tensor, labels: torch.Tensor, gamma: float):
     """The static-shape inference of a batch (all points scored, no host read inside a stage; what
     CUDA runs and captures in graphs), before its first stage."""
-    codes, num_classes = fl._encode(labels)
-    return fl._Inference(
+    codes, num_classes = encode_labels(labels)
+    return fl_inference._Inference(
         dist, codes, num_classes, torch.full((), gamma, dtype=torch.float64), compact=False
     )
 
@@ -775,11 +776,11 @@ def test_cuda_graphs_replay_the_static_path_without_host_reads():
                 x[: b // 4] = x[b // 4 : b // 2]  # exact ties
             dist = euclidean_distance(x.to([torch.float32, torch.float64][trial // 3]))
             gamma = [0.5, 2.0, 10.0][trial % 3]
-            codes, num_classes = fl._encode(labels.cuda())
-            medoids, values, swaps = fl._inference(
+            codes, num_classes = encode_labels(labels.cuda())
+            medoids, values, swaps = fl_inference.infer_medoids(
                 dist.cuda(), codes, num_classes, gamma, 5, refinement="full"
             )
-            eager = fl._inference(
+            eager = fl_inference.infer_medoids(
                 dist.cuda(), codes, num_classes, gamma, 5, graphs=False, refinement="full"
             )
             assert torch.equal(medoids, eager[0]) and torch.equal(values, eager[1])
@@ -789,8 +790,10 @@ def test_cuda_graphs_replay_the_static_path_without_host_reads():
                 assert torch.equal(medoids.cpu(), ref_medoids)
                 want = [ref["greedy_objective"], ref["refined_objective"], ref["nmi"]]
                 assert values.tolist() == pytest.approx(want, abs=1e-12)
-    graphed = next(reversed(fl._GRAPHED.values()))
-    eager = fl._Inference(graphed.dist, graphed.codes, graphed.num_classes, graphed.gamma, False)
+    graphed = next(reversed(fl_inference._GRAPHED.values()))
+    eager = fl_inference._Inference(
+        graphed.dist, graphed.codes, graphed.num_classes, graphed.gamma, False
+    )
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:

@@ -41,7 +41,7 @@ Both use the standard crops of the DML literature (:mod:`dmlnb.data.crops`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -162,6 +162,37 @@ def _cache_side(decoded_cache: bool, cache_size: int | None, crops: _Crops) -> i
             f"for that default, got {cache_size!r}"
         )
     return cache_size
+
+
+#: A benchmark's reader, ``build(root, crops, cache_side) -> DatasetSplits``
+#: (:func:`_image_loader`).
+_Build = Callable[[Path, _Crops, "int | None"], DatasetSplits]
+
+
+def _image_loader(name: str) -> Callable[[_Build], Callable[..., DatasetSplits]]:
+    """Register ``build(root, crops, cache_side)`` under ``name`` as a loader that takes the options
+    of every benchmark (see the module docstring: ``image_size``, ``resize``, ``padding``,
+    ``decoded_cache``, ``cache_size``), checked into the crops and the decoded cache's side
+    (``None``: the PIL path); the loader keeps ``build``'s name and docstring."""
+
+    def decorator(build: _Build) -> Callable[..., DatasetSplits]:
+        def load(
+            root: Path,
+            *,
+            image_size: int = 224,
+            resize: int | None = None,
+            padding: int = 0,
+            decoded_cache: bool = True,
+            cache_size: int | None = None,
+        ) -> DatasetSplits:
+            crops = _Crops(image_size, resize, padding)
+            return build(root, crops, _cache_side(decoded_cache, cache_size, crops))
+
+        load.__name__ = load.__qualname__ = build.__name__
+        load.__doc__, load.__module__ = build.__doc__, build.__module__
+        return register_dataset(name)(load)
+
+    return decorator
 
 
 @dataclass(frozen=True)
@@ -323,21 +354,11 @@ HOTELS = _Benchmark(
 )
 
 
-@register_dataset("cub200")
-def load_cub200(
-    root: Path,
-    *,
-    image_size: int = 224,
-    resize: int | None = None,
-    padding: int = 0,
-    decoded_cache: bool = True,
-    cache_size: int | None = None,
-) -> DatasetSplits:
+@_image_loader("cub200")
+def load_cub200(root: Path, crops: _Crops, cache_side: int | None) -> DatasetSplits:
     """CUB-200-2011: classes 1-100 train (5,864 images), 101-200 test (5,924 images).
 
     Options: see the module docstring."""
-    crops = _Crops(image_size, resize, padding)
-    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / CUB.folder
     for name in ("images.txt", "image_class_labels.txt"):
         CUB.require(folder / name)
@@ -368,24 +389,14 @@ def load_cub200(
     return DatasetSplits("cub200", parts["train"], parts["test"], class_names=names)
 
 
-@register_dataset("cars196")
-def load_cars196(
-    root: Path,
-    *,
-    image_size: int = 224,
-    resize: int | None = None,
-    padding: int = 0,
-    decoded_cache: bool = True,
-    cache_size: int | None = None,
-) -> DatasetSplits:
+@_image_loader("cars196")
+def load_cars196(root: Path, crops: _Crops, cache_side: int | None) -> DatasetSplits:
     """Cars196 (Stanford Cars): classes 1-98 train (8,054 images), 99-196 test (8,131 images).
 
     ``cars_annos.mat`` holds ``annotations`` (fields ``relative_im_path``, ``class`` 1..196, ...)
     and ``class_names``. Its train/test flag is ignored: the DML protocol splits by class over
     all 16,185 images. Options: see the module docstring.
     """
-    crops = _Crops(image_size, resize, padding)
-    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / CARS.folder
     CARS.require(folder / "cars_annos.mat")
     mat = scipy.io.loadmat(folder / "cars_annos.mat", squeeze_me=True)
@@ -403,24 +414,14 @@ def load_cars196(
     return DatasetSplits("cars196", parts["train"], parts["test"], class_names=names)
 
 
-@register_dataset("sop")
-def load_sop(
-    root: Path,
-    *,
-    image_size: int = 224,
-    resize: int | None = None,
-    padding: int = 0,
-    decoded_cache: bool = True,
-    cache_size: int | None = None,
-) -> DatasetSplits:
+@_image_loader("sop")
+def load_sop(root: Path, crops: _Crops, cache_side: int | None) -> DatasetSplits:
     """Stanford Online Products by the official ``Ebay_train.txt`` (11,318 classes, 59,551
     images) / ``Ebay_test.txt`` (11,316 classes, 60,502 images); one class per product.
 
     Index rows are ``image_id class_id super_class_id path`` after one header line. Options: see
     the module docstring.
     """
-    crops = _Crops(image_size, resize, padding)
-    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / SOP.folder
     parts = {}
     for split in ("train", "test"):
@@ -434,16 +435,8 @@ def load_sop(
     return DatasetSplits("sop", parts["train"], parts["test"])
 
 
-@register_dataset("inshop")
-def load_inshop(
-    root: Path,
-    *,
-    image_size: int = 224,
-    resize: int | None = None,
-    padding: int = 0,
-    decoded_cache: bool = True,
-    cache_size: int | None = None,
-) -> DatasetSplits:
+@_image_loader("inshop")
+def load_inshop(root: Path, crops: _Crops, cache_side: int | None) -> DatasetSplits:
     """In-Shop Clothes Retrieval: ``train`` (3,997 items, 25,882 images), ``query`` (14,218) and
     ``gallery`` (12,612 images) of 3,985 other items, from ``list_eval_partition.txt`` (a count
     line, a header line, then ``image_name item_id evaluation_status`` rows).
@@ -451,8 +444,6 @@ def load_inshop(
     Query and gallery share one label map (an item has the same label in both); ``test`` is
     query followed by gallery. Options: see the module docstring.
     """
-    crops = _Crops(image_size, resize, padding)
-    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / INSHOP.folder
     index = folder / "list_eval_partition.txt"
     INSHOP.require(index)
@@ -497,16 +488,8 @@ def _hotel_images(folder: Path) -> tuple[list[str], list[int]]:
     return rel, hotels
 
 
-@register_dataset("hotels50k")
-def load_hotels50k(
-    root: Path,
-    *,
-    image_size: int = 224,
-    resize: int | None = None,
-    padding: int = 0,
-    decoded_cache: bool = True,
-    cache_size: int | None = None,
-) -> DatasetSplits:
+@_image_loader("hotels50k")
+def load_hotels50k(root: Path, crops: _Crops, cache_side: int | None) -> DatasetSplits:
     """Hotels-50K (Stylianou et al., AAAI 2019): one class per hotel. ``train``: the images under
     ``images/train`` (1,027,871 images of 50,000 hotels); the test images are the unoccluded
     TraffickCam images under ``images/test/unoccluded`` (17,954 images of 5,000 hotels, every one a
@@ -527,8 +510,6 @@ def load_hotels50k(
         ValueError: an image outside the layout, a folder without images, or a test hotel without
             training images (it could never be retrieved from the gallery).
     """
-    crops = _Crops(image_size, resize, padding)
-    cache_side = _cache_side(decoded_cache, cache_size, crops)
     folder = root / HOTELS.folder / "images"
     train_dir, test_dir = folder / "train", folder / "test" / "unoccluded"
     for path in (train_dir, test_dir):

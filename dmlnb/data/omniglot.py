@@ -23,6 +23,7 @@ import functools
 import hashlib
 import io
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -135,15 +136,40 @@ def _fetch_small(folder: Path, filename: str) -> None:
         raise OSError(f"downloaded {path} has sha256 {digest}, expected {SMALL_SHA256[filename]}")
 
 
-@register_dataset("omniglot-small")
-def load_omniglot_small(
-    root: Path,
-    *,
-    image_size: int = 28,
-    labelled_per_class: int | None = None,
-    seed: int = 0,
-    download: bool = False,
-) -> DatasetSplits:
+#: An Omniglot set's reader: ``parts(root, image_size, download) -> (train, test)``, each
+#: ``(dataset, class names)`` (:func:`_omniglot_loader`).
+_Parts = tuple[tuple[InMemoryDataset, list[str]], tuple[InMemoryDataset, list[str]]]
+
+
+def _omniglot_loader(
+    name: str,
+) -> Callable[[Callable[[Path, int, bool], _Parts]], Callable[..., DatasetSplits]]:
+    """Register ``parts(root, image_size, download)`` under ``name`` as a loader that takes the
+    options of both Omniglot sets: ``image_size`` (checked), ``labelled_per_class`` and ``seed``
+    (a semi-supervised split, :func:`_splits`) and ``download``; the loader keeps ``parts``'s name
+    and docstring."""
+
+    def decorator(parts: Callable[[Path, int, bool], _Parts]) -> Callable[..., DatasetSplits]:
+        def load(
+            root: Path,
+            *,
+            image_size: int = 28,
+            labelled_per_class: int | None = None,
+            seed: int = 0,
+            download: bool = False,
+        ) -> DatasetSplits:
+            _check_size(image_size)
+            return _splits(name, *parts(root, image_size, download), labelled_per_class, seed)
+
+        load.__name__ = load.__qualname__ = parts.__name__
+        load.__doc__, load.__module__ = parts.__doc__, parts.__module__
+        return register_dataset(name)(load)
+
+    return decorator
+
+
+@_omniglot_loader("omniglot-small")
+def load_omniglot_small(root: Path, image_size: int, download: bool) -> _Parts:
     """Omniglot's two small background archives, split class-disjointly by alphabet.
 
     Train: the 5 alphabets of small1 (Balinese, Early_Aramaic, Greek, Korean, Latin; 136 classes,
@@ -158,7 +184,6 @@ def load_omniglot_small(
         seed: seed of the labelled draw.
         download: fetch missing archives from the Omniglot GitHub repository.
     """
-    _check_size(image_size)
     folder = root / "omniglot"
     for filename in SMALL_SHA256:
         if not (folder / filename).is_file():
@@ -174,24 +199,11 @@ def load_omniglot_small(
     small2 = _archive(folder / "images_background_small2.zip", image_size)
     train_alphabets = {c.split("/")[0] for c in small1["classes"]}
     test_alphabets = {c.split("/")[0] for c in small2["classes"]} - train_alphabets
-    return _splits(
-        "omniglot-small",
-        _dataset(small1, None),
-        _dataset(small2, test_alphabets),
-        labelled_per_class,
-        seed,
-    )
+    return _dataset(small1, None), _dataset(small2, test_alphabets)
 
 
-@register_dataset("omniglot")
-def load_omniglot(
-    root: Path,
-    *,
-    image_size: int = 28,
-    labelled_per_class: int | None = None,
-    seed: int = 0,
-    download: bool = False,
-) -> DatasetSplits:
+@_omniglot_loader("omniglot")
+def load_omniglot(root: Path, image_size: int, download: bool) -> _Parts:
     """Full Omniglot: background set (30 alphabets, 964 classes, 19,280 images) for training,
     evaluation set (20 other alphabets, 659 classes, 13,180 images) for testing.
 
@@ -201,7 +213,6 @@ def load_omniglot(
         image_size, labelled_per_class, seed: as for ``omniglot-small``.
         download: fetch (and check) the archives with ``torchvision.datasets.Omniglot``.
     """
-    _check_size(image_size)
     folder = root / "omniglot" / Omniglot.folder
     parts = []
     for background in (True, False):
@@ -214,6 +225,4 @@ def load_omniglot(
                 )
             Omniglot(str(root / "omniglot"), background=background, download=True)
         parts.append(_archive(path, image_size))
-    return _splits(
-        "omniglot", _dataset(parts[0], None), _dataset(parts[1], None), labelled_per_class, seed
-    )
+    return _dataset(parts[0], None), _dataset(parts[1], None)
