@@ -15,7 +15,15 @@ from dmlnb.experiments.ssdml.network import build_objective
 from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
 from dmlnb.experiments.ssdml.spec import initial_of
 from dmlnb.experiments.ssdml.training import by_method
-from dmlnb.reporting import NOT_TESTED, compare, verdict_counts
+from dmlnb.reporting import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTED,
+    QUALIFIED_HOLDS,
+    paired_differences,
+    verdict_counts,
+)
 
 __all__ = ["comparison_sentence", "claims_summary", "purity_sentence", "conclusion_numbers"]
 
@@ -47,9 +55,9 @@ def comparison_sentence(
 ) -> str:
     """Per setting, ours and each baseline of the two group claims (the deep SSDML baselines,
     the supervised-only ones): ``metric`` mean ± std and the pair's verdict
-    (:func:`~dmlnb.reporting.compare`, as the claims judge each pair); where the setting ran a
-    search, the values chosen on the validation classes and which pairs that do not hold are
-    against a baseline the search left as it was. One line per (setting, group)."""
+    (:func:`~dmlnb.reporting.paired_differences` by seed, as the claims judge each pair); where
+    the setting ran a search, the values chosen on the validation classes and which pairs that
+    do not hold are against a baseline the search left as it was. One line per (setting, group)."""
     out = []
     for key, st in settings.items():
         groups = by_method(runs, key)
@@ -63,7 +71,7 @@ def comparison_sentence(
             methods = [m for m in methods if m in groups]
             if not methods:
                 continue
-            pairs = {m: compare(ours, per_seed(groups[m], metric)) for m in methods}
+            pairs = {m: paired_differences(ours, per_seed(groups[m], metric)) for m in methods}
             line = f"{st.name}, {what} ({metric}): ours {fmt(ours)}; " + ", ".join(
                 f"{NAMES[m]} {fmt(per_seed(groups[m], metric))} ({v})" for m, v in pairs.items()
             )
@@ -286,6 +294,7 @@ def conclusion_numbers(
     out.update(alpha_top=top, alpha_top_gain=by_alpha[top].evidence()["effect"])
     counts = verdict_counts(j.verdict for j in judged)
     out["n_claims"] = str(len(judged))
-    out.update({f"n_{k.replace(' ', '_').replace('(', '').replace(')', '')}": str(v)
-                for k, v in counts.items()})  # fmt: skip
+    for category in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED):  # 0 included
+        name = category.replace(" ", "_").replace("(", "").replace(")", "")
+        out[f"n_{name}"] = str(counts.get(category, 0))
     return out
