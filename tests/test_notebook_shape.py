@@ -27,8 +27,6 @@ NOT_YET: dict[str, str] = {
     "2.2, 0.1, 0.25, 0.75) and the rule's 95% and 90% still typed in its Markdown",
     "03_discriminative": "199 code lines, cells of at most 25; its findings and the papers' "
     "numbers typed in its Markdown (about 130)",
-    "05_ssdml": "200 code lines, cells of at most 23; the mining percentages, the papers' "
-    "numbers and verdict counts of its conclusions typed in its Markdown",
 }
 
 #: What in Markdown is not a typed result: code, math, roles (glue, cite, doc), link targets,
