@@ -964,7 +964,7 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     )
     # the numbers the conclusions' Markdown glues are computed from the same runs and claims
     alpha_runs = ssx.alpha_runs(runs, alpha_key, settings[alpha_key])
-    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs, alpha_key)
+    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs)
     assert nums["n_claims"] == str(len(judged))
     assert sum(int(v) for k, v in nums.items() if k.startswith("n_") and k != "n_claims") == len(
         judged

@@ -218,18 +218,18 @@ def chapter_numbers(
     judged: Sequence[JudgedClaim],
     runs: RunSet,
     settings: Mapping[str, Setting],
-    alpha: tuple[Mapping[float, Sequence[Any]], str],
+    alpha_runs: Mapping[float, Sequence[Any]],
     search: tuple[RunSet, Mapping[str, Mapping[str, Mapping[str, Any]]]],
     mining: Mapping[str, pd.DataFrame],
     diagnosed: pd.DataFrame,
     profile: str,
     splits: Mapping[str, DatasetSplits] | None = None,
 ) -> dict[str, str]:
-    """Every number the chapter's Markdown glues: :func:`conclusion_numbers` (``alpha``: the α
-    runs and their setting's key), :func:`setting_numbers` (``search``: the search's runs and the
+    """Every number the chapter's Markdown glues: :func:`conclusion_numbers` (``alpha_runs``: the
+    α grid's runs by angle), :func:`setting_numbers` (``search``: the search's runs and the
     values it chose; ``splits``: each setting's first seed's) and :func:`mining_numbers`."""
     return {
-        **conclusion_numbers(judged, runs, settings, *alpha),
+        **conclusion_numbers(judged, runs, settings, alpha_runs),
         **setting_numbers(settings, search[0], search[1], profile, diagnosed, splits, runs),
         **mining_numbers(mining),
     }

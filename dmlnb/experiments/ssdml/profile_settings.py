@@ -19,22 +19,15 @@ WHOLE_SET = 10**9
 #: (:data:`dmlnb.profiles.PROFILES`, which :meth:`Setting.train_config` applies first): a small
 #: CNN from scratch at the smoke and default profiles; the paper's optimiser, batches and
 #: evaluation cadence at the paper profile, where each setting adds its network.
-_CPU_TRAINING = dict(
-    model="convnet", batch_size=200, m_per_class=10, lr=1e-3, eval_metrics=("recall", "nmi")
-)
-PAPER_TRAINING = dict(
-    batch_size=100,
-    m_per_class=10,
-    optimizer="adam",
-    lr=1e-4,
-    weight_decay=0.0,
-    eval_every=10,
-    eval_metrics=("recall", "nmi"),
-)
+#: The optimiser is TrainConfig's default, Adam, everywhere; :data:`PAPER_TRAINING` holds the
+#: paper's rate, weight decay and batches (100 triplets).
+_EVALUATION = dict(eval_metrics=("recall", "nmi"))
+_CPU_TRAINING = dict(_EVALUATION, model="convnet", batch_size=200, m_per_class=10, lr=1e-3)
+PAPER_TRAINING = dict(_EVALUATION, batch_size=100, m_per_class=10, lr=1e-4, weight_decay=0.0)
 _TRAINING = {
     "smoke": dict(_CPU_TRAINING, width=16, embedding_dim=32, eval_every=1),
     "default": dict(_CPU_TRAINING, width=32, embedding_dim=64, eval_every=2),
-    "paper": PAPER_TRAINING,
+    "paper": dict(PAPER_TRAINING, eval_every=10),
 }
 #: The Setting fields every setting of a profile shares.
 _SHARED: dict[str, dict[str, Any]] = {
@@ -117,15 +110,8 @@ def _setting(row: tuple) -> Setting:
         epochs=epochs,
         **extras.pop("config", {}),
     )
-    return Setting(
-        name=name,
-        config=config,
-        labelled_per_class=labelled,
-        partition_size=partition,
-        epochs_per_partition=per_partition,
-        metric_dim=dim,
-        **{**_SHARED[profile], **extras},
-    )
+    shared = {**_SHARED[profile], **extras}
+    return Setting(name, config, labelled, partition, per_partition, dim, **shared)
 
 
 PROFILE_SETTINGS: dict[str, dict[str, Setting]] = {

@@ -117,9 +117,11 @@ def _initial_lines(
     judged: Sequence[JudgedClaim],
     runs: RunSet,
     settings: Mapping[str, Setting],
-    alpha_runs: Mapping[float, Sequence[Any]],
-    alpha_key: str,
+    alpha: tuple[Mapping[float, Sequence[Any]], str],
 ) -> list[str]:
+    """The initialisation claims, every method and every angle of the α grid (``alpha``: its runs
+    by angle and its setting's key) against its network at initialisation."""
+    alpha_runs, alpha_key = alpha
     where = _protocols(runs, settings)
     init = [j for j in judged if j.spec.id.endswith("-over-initial")]
     name = {j.spec.id: where[j.spec.id.removesuffix("-over-initial")] for j in init}
@@ -211,7 +213,7 @@ def claims_summary(
     method and every angle against its initial network, what the selection adds, then each
     family of claims per setting and the untested claims."""
     where = _protocols(runs, settings)
-    lines = _initial_lines(judged, runs, settings, alpha_runs, alpha_key)
+    lines = _initial_lines(judged, runs, settings, (alpha_runs, alpha_key))
     lines.append(_selection_line(runs, settings))
     tested = [j for j in judged if str(j.verdict) != NOT_TESTED]
     for end, what in _FAMILIES:
@@ -262,7 +264,6 @@ def conclusion_numbers(
     runs: RunSet,
     settings: Mapping[str, Setting],
     alpha_runs: Mapping[float, Sequence[Any]],
-    alpha_key: str,
 ) -> dict[str, str]:
     """The numbers the chapter's conclusions quote, by the name the Markdown glues them under
     (``{glue:md}`name```): per setting ``<key>_r1_ours``, ``<key>_r1_init``, ``<key>_nmi_ours``,
