@@ -22,6 +22,7 @@ from dmlnb.data import DatasetSplits
 from dmlnb.experiments.ssdml.mining import (
     FEATURE_SOURCES,
     MINING_QUESTIONS,
+    MINING_VARIANTS,
     SOFTMAX_EPOCHS,
     mining_question_verdicts,
 )
@@ -112,8 +113,14 @@ def mining_numbers(mining: Mapping[str, pd.DataFrame]) -> dict[str, str]:
     paper, %), k = 50 against k = 10 (``<key>_k50_holds``, ``_k50_fails``, ``_k50_best``) and where
     W beats chance at k = 50 (``<key>_chance_k50_holds``); over every setting, how the two-sided
     propagation fares (``two_sided_fails``, ``two_sided_inconclusive``, ``two_sided_holds``,
-    ``two_sided_cases``) and ``n_sources``."""
-    out: dict[str, str] = {"n_sources": str(len(FEATURE_SOURCES))}
+    ``two_sided_cases``), ``n_sources`` and the smallest and largest k compared (``k_small``,
+    ``k_large``)."""
+    ks = sorted({int(v["k"]) for v in MINING_VARIANTS.values()})
+    out: dict[str, str] = {
+        "n_sources": str(len(FEATURE_SOURCES)),
+        "k_small": str(ks[0]),
+        "k_large": str(ks[-1]),
+    }
     two_sided = _questions("the two-sided propagation")[0]
     calls = []
     for key, measured in mining.items():
