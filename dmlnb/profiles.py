@@ -419,6 +419,7 @@ PARAMETER_RULES: dict[str, Rule] = {
     "profile": Rule("str", choices=tuple(PROFILES)),
     "overrides": Rule("dict", example='{"epochs": 3}'),
     "methods": Rule("dict", example='{"clustering": {"pam_passes": 3}}'),
+    "changes": Rule("dict", example='{"EPSHN": {"temperature": 0.05}}'),
     "seeds": _SEEDS,
     "kmeans_seeds": _SEEDS,
     "seed_offset": _count(0),

@@ -39,6 +39,7 @@ __all__ = [
     "ClassRatioSampler",
     "ClassIndex",
     "epoch_length",
+    "groups_per_batch",
     "stream_generator",
 ]
 
@@ -135,6 +136,21 @@ class ClassIndex:
         if not torch.equal(classes[slots], labels):
             raise ValueError("labels contain a class the sampler was not built with")
         return slots
+
+
+def groups_per_batch(batch_size: int, m: int) -> int:
+    """``B / m``: the classes of a batch of ``batch_size`` images in whole groups of ``m`` per
+    class (:class:`MPerClassSampler`, PROFS' representative batches).
+
+    Raises:
+        ValueError: ``batch_size`` is not a multiple of ``m``.
+    """
+    if batch_size % m != 0:
+        raise ValueError(
+            f"batch_size={batch_size} is not a multiple of m={m}: a batch holds batch_size/m "
+            "whole groups; pick a batch_size divisible by m"
+        )
+    return batch_size // m
 
 
 def epoch_length(num_labelled: int, batch_size: int, num_batches: int | None) -> int:
@@ -325,12 +341,8 @@ class MPerClassSampler(_ClassGroupSampler):
     ) -> None:
         if m < 1:
             raise ValueError(f"m (images per class) must be >= 1, got {m}")
-        if batch_size % m != 0:
-            raise ValueError(
-                f"batch_size={batch_size} is not a multiple of m={m}: a batch holds batch_size/m "
-                "whole groups; pick a batch_size divisible by m"
-            )
-        super().__init__(labels, batch_size, batch_size // m, seed=seed, num_batches=num_batches)
+        groups = groups_per_batch(batch_size, m)
+        super().__init__(labels, batch_size, groups, seed=seed, num_batches=num_batches)
         self.m = int(m)
 
 

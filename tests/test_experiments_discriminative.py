@@ -6,6 +6,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+from pathlib import Path
 
 import matplotlib
 
@@ -1280,42 +1281,47 @@ def _book_runs():
     return runs, kmeans, ev
 
 
-def test_claims_both_ways_flags_a_verdict_the_papers_protocol_changes() -> None:
-    from fabricated import selected_record
-
-    from dmlnb.selection import protocol_column
+def _book_runset():
+    """:func:`_book_runs` as the run set the declared claims read (``table4``, ``kmeans``)."""
+    from dmlnb.chapter import RunSet
 
     runs, kmeans, ev = _book_runs()
-    frame = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
+    groups = {"table4": runs, "kmeans": {("discriminative", X.run_seed(r)): r for r in kmeans}}
+    return RunSet(groups), runs, kmeans, ev
+
+
+def test_both_protocols_flag_a_verdict_the_papers_protocol_changes() -> None:
+    from fabricated import selected_record
+
+    from dmlnb.chapter import RunSet, evaluate_both_ways
+    from dmlnb.selection import protocol_column
+
+    runset, runs, kmeans, ev = _book_runset()
+    paper, _ = X.claim_specs(runset, ev.slopes, ev.steps, 2)
+    frame = evaluate_both_ways(paper, runset, strict=True)
     expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
-    assert frame["claim"].tolist() == [c.claim for c in expected]
+    assert frame["id"].tolist() == [c[0] for c in X.PAPER_CLAIMS]
     val, test = protocol_column("verdict", "validation"), protocol_column("verdict", "test")
-    by = frame.set_index("claim")
-    semihard = by.loc["... 'e.g., Semi-hard'"]
+    by = frame.set_index("id")
+    semihard = by.loc["beats-semihard"]
     assert (semihard[val], semihard[test], semihard["verdict changes"]) == (
         "does not hold",
         "holds",
         True,
     )
-    assert by.loc["... 'e.g., Semi-hard'", val] == str(
+    assert semihard[val] == str(
         next(c.verdict for c in expected if c.claim == "... 'e.g., Semi-hard'")
     )
-    table2 = by.loc[next(c for c in by.index if c.startswith("Table 2"))]
-    assert not table2[
-        "verdict changes"
-    ]  # the last layer was scored at the kept epoch: its pairs stay there
+    # the last layer was scored at the kept epoch: its pairs stay there
+    assert not by.loc["table2-second-to-last-layer", "verdict changes"]
     assert all(
         r.record.best == r.record.selections["validation"] for r in [*runs.values(), *kmeans]
     )  # restored
     untested, _ = selected_record([0.5, 0.6], None, "test")
+    mixed = dict(runset.runs)
+    mixed["table4"] = {**runs, ("SoftMax", 0): _run(untested, 0)}
     with pytest.raises(ValueError, match="has no epoch selected on the validation classes"):
-        X.claims_both_ways(
-            {**runs, ("SoftMax", 0): _run(untested, 0)},
-            kmeans,
-            ev.slopes,
-            ev.steps,
-            2,
-        )
+        evaluate_both_ways(paper, RunSet(mixed), strict=True)
 
 
 def test_the_declared_claims_judge_as_the_chapter_and_export_their_verdicts(tmp_path) -> None:
@@ -1324,25 +1330,37 @@ def test_the_declared_claims_judge_as_the_chapter_and_export_their_verdicts(tmp_
     protocols judge them as the chapter's own both-ways table does."""
     from dmlnb.chapter import (
         REASONS,
-        RunSet,
         Untestable,
         evaluate,
         evaluate_both_ways,
+        shape_of,
         write_claims_json,
     )
     from dmlnb.reporting import NOT_TESTED
 
-    runs, kmeans, ev = _book_runs()
-    runset = RunSet(
-        {"table4": runs, "kmeans": {("discriminative", X.run_seed(r)): r for r in kmeans}}
-    )
+    runset, runs, kmeans, ev = _book_runset()
     paper, ours = X.claim_specs(runset, ev.slopes, ev.steps, 2)
-    assert [c.id for c in paper] == [i for i, _ in X.PAPER_CLAIMS]
+    assert [c.id for c in paper] == [c[0] for c in X.PAPER_CLAIMS]
+    assert [c.id for c in ours] == [c[0] for c in X.OUR_CLAIMS]
     assert all(c.where for c in paper) and all(c.origin == "ours" for c in ours)
     judged = evaluate([*paper, *ours], runset)
     expected = X.chapter_claims(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
     expected += X.our_measurements(X.claim_evidence(runs, kmeans, ev.slopes, ev.steps, 2))
-    assert [j.spec.text for j in judged] == [c.claim for c in expected]
+    where = [c.where for c in paper] + [""] * len(ours)
+    assert [j.spec.text for j in judged] == [
+        X.claim_text(c.claim, w) for c, w in zip(expected, where)
+    ]
+    # the where column says where a claim stands; its text does not repeat it
+    t2 = next(j for j in judged if j.spec.id == "table2-second-to-last-layer")
+    assert (t2.spec.where, t2.spec.text) == (
+        "Table 2",
+        "The second-to-last layer gives better Recall@K than the last layer",
+    )
+    # each Custom test declares its shape and pairing; Sec. 4.4's methods share seeds: paired
+    shapes = {j.spec.id: (shape_of(j.spec.test), j.spec.test) for j in judged}
+    assert shapes["beats-semihard"][0] == "every" and shapes["beats-semihard"][1].paired
+    assert shapes["table3-centroids-alike"][0] == "no-difference"
+    assert not shapes["step-faster-than-semihard"][1].paired
     assert [str(j.verdict) for j in judged] == [str(c.verdict) for c in expected]
     assert [j.verdict.effect for j in judged] == pytest.approx(
         [c.verdict.effect for c in expected], nan_ok=True
@@ -1356,24 +1374,25 @@ def test_the_declared_claims_judge_as_the_chapter_and_export_their_verdicts(tmp_
     stored = json.loads(path.read_text())["claims"]
     assert [c["id"] for c in stored] == [j.spec.id for j in judged]
     assert [c["verdict"] for c in stored] == [str(c.verdict) for c in expected]
+    assert [c["test"] for c in stored] == [shape_of(j.spec.test) for j in judged]
     both = evaluate_both_ways(paper, runset)
-    old = X.claims_both_ways(runs, kmeans, ev.slopes, ev.steps, epochs=2)
-    assert both["claim"].tolist() == old["claim"].tolist()
-    assert both["verdict changes"].tolist() == old["verdict changes"].tolist()
+    assert both["claim"].tolist() == [c.text for c in paper]
 
 
 # --- one rule per verdict: Table 2, the gap, two-point slopes, the C sweep, the
 # wording, run names -----
-def _layer_runs(gaps: list[float], last: float = 0.40) -> list[Run]:
+def _layer_runs(gaps: list[float], last: float = 0.40, chose: bool = True) -> list[Run]:
     """Discriminative runs whose kept (validation-selected) epoch scores ``last + gap`` at the
-    second-to-last layer and ``last`` at the last one (R@1 only)."""
+    second-to-last layer and ``last`` at the last one (R@1 only); ``chose``: the validation
+    classes select the first of two epochs (else the last: the selection chose nothing)."""
     from fabricated import selected_record
 
     runs = []
     for seed, gap in enumerate(gaps):
+        test, val = [last + gap - 0.05, last + gap], [0.6, 0.8]
         record, _ = selected_record(
-            [last + gap - 0.05, last + gap],
-            [0.6, 0.8],
+            test[::-1] if chose else test,
+            val[::-1] if chose else val,
             "validation",
             name=f"discriminative-onehot-seed{seed}",
         )
@@ -1412,6 +1431,28 @@ def test_table_2_has_one_verdict_in_the_claims_the_cell_and_the_deviations_table
     row = table.loc["Table 2 runs", "effect"]
     assert f": {INCONCLUSIVE} (each run's epoch was chosen by the second-to-last layer" in row
     assert f"{HOLDS}" not in row.replace("the claim", "")
+
+
+def test_table_2_is_not_biased_when_every_run_kept_its_last_epoch() -> None:
+    """The rule for a biased selection applies only where the selection chose an epoch: runs
+    that all kept their last epoch chose nothing, and the paired test at every K decides."""
+    from dmlnb.reporting import HOLDS
+
+    chose, kept_last = (
+        _layer_runs([0.02, 0.021, 0.023]),
+        _layer_runs([0.02, 0.021, 0.023], chose=False),
+    )
+    assert X.selection_chose(chose) and not X.selection_chose(kept_last)
+    pairs = X.layer_pairs(kept_last)
+    assert pairs == X.layer_pairs(chose)  # the same scores at the kept epoch
+    assert X.layer_verdict(pairs, chose=False) == HOLDS
+    _, text = X.layer_differences(kept_last, 3, ["R@1"])
+    assert "the selection chose nothing): holds" in text
+    config = X.experiment_config("default", validation=True)
+    table = X.deviations_table(
+        kept_last, {}, kept_last, config=config, profile="default", num_classes=109
+    )
+    assert ": holds (every run kept its last epoch" in table.loc["Table 2 runs", "effect"]
 
 
 def test_the_deviations_table_names_distance_timing_optimiser_image_size_and_code_version() -> None:
@@ -1635,3 +1676,43 @@ def test_runs_are_named_by_their_folder_and_listed_by_run_set(
     )
     frame = X.run_provenance([variant, onehot])
     assert frame["run sets"].tolist() == ["discriminative x1, discriminative-D256 x1"]
+
+
+def test_the_findings_read_their_numbers_from_code(tmp_path) -> None:
+    """The findings' levels come from the rule and the later step ratios from the benchmark
+    notes, never typed (the chapter's Markdown states none)."""
+    from dmlnb.reporting import CONFIDENCE
+
+    glued = X.glued_texts(X.experiment_config("default"), X.experiment_settings("default"))
+    assert glued == {
+        "min_runs": "3",
+        "confidence": f"{CONFIDENCE:.0%}",
+        "interval_level": f"{1 - 2 * (1 - CONFIDENCE):.0%}",
+        "epochs": "5",
+        "gammas": "1 and 10",
+        "paper_d": "256",
+        "paper_epochs": "40",
+    }
+    notes = tmp_path / "notes.txt"
+    notes.write_text(
+        "#   03 step timing: semi-hard / discriminative step 0.99x (stored 1.11x)\n"
+        "#   03 step timing: semi-hard / discriminative step 0.98x (stored 1.11x)\n"
+    )
+    assert X.later_step_ratios(notes) == ["0.99", "0.98"]
+    assert X.later_step_ratios(tmp_path / "none.txt") == []
+    assert X.later_step_ratios()  # the committed notes hold the later measurements
+
+
+def test_the_chapter_replicates_on_other_seeds() -> None:
+    """``python -m dmlnb replicate`` needs the notebook's ``seed_offset`` and ``results_dir``
+    parameters and the book's claims where the notebook writes them."""
+    from dmlnb import replicate as replication_command
+    from dmlnb.records import read_json
+    from dmlnb.render import notebook_parameters
+
+    root = Path(__file__).resolve().parent.parent
+    notebook = root / "notebooks" / "03_discriminative.ipynb"
+    assert {"seed_offset", "results_dir"} <= set(notebook_parameters(notebook))
+    folder = replication_command.book_claims_folder(notebook, "default")
+    assert folder == (root / "results" / "03_discriminative" / "default").resolve()
+    assert read_json(folder / "claims.json")["chapter"] == "03_discriminative"

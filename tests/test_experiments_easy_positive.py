@@ -602,181 +602,360 @@ def test_chapter_plots_label_everything():
     plt.close("all")
 
 
-# ------------------------------------------------------------- claims (fabricated per-seed numbers)
+# ------------------------------------------------------------- claims (fabricated runs)
+
+#: Recall@1 of each mining method at n = 2 and n = 16 (linear between), easy rising, hard falling.
+_BASE = {
+    "EP": (0.50, 0.70),
+    "EPHN": (0.45, 0.68),
+    "EPSHN": (0.52, 0.72),
+    "HP": (0.50, 0.40),
+    "HPHN": (0.45, 0.30),
+    "BA": (0.50, 0.55),
+}
+_JITTER = np.array([-0.004, 0.0, 0.004, 0.002, -0.002])
 
 
-def _fabricated_inputs(ep_rises: bool = True, seeds: int = 3, **changes) -> ep.ClaimInputs:
-    """Per-seed numbers in which easy-positive variants clearly beat hard ones at n = 16 (and, if
-    ``ep_rises``, improve from n = 2), with a small seed-to-seed spread."""
-    jitter = np.array([-0.004, 0.0, 0.004, 0.002, -0.002][:seeds])
-    base = {
-        "EP": (0.50, 0.70),
-        "EPHN": (0.45, 0.68),
-        "EPSHN": (0.52, 0.72),
-        "HP": (0.50, 0.40),
-        "HPHN": (0.45, 0.30),
-        "BA": (0.50, 0.55),
+def _record(name, seed, method, r1, losses=(1.0, 0.5), analysis=None):
+    """A finished record of ``method`` with ``seed``: two epochs of training ``losses``, the last
+    (its best) with Recall@1 ``r1`` and MAP@R ``r1 / 3``; ``analysis``: its kept weights'
+    statistics."""
+    from dmlnb.records import RunRecord
+
+    record = RunRecord.new(
+        name,
+        config={"seed": seed},
+        components={},
+        environment={"device": "cpu"},
+        spec={"method": method},
+    )
+    for e, loss in enumerate(losses, 1):
+        r = r1 - 0.01 * (len(losses) - e)
+        metrics = {"R@1": r, "MAP@R": r / 3}
+        record.add_epoch(
+            {"epoch": e, "loss": loss, "train_seconds": 0.0, "metrics": metrics}, "R@1"
+        )
+    record.finish("2024-01-01T00:00:00+00:00")
+    if analysis is not None:
+        record.data["analysis"] = analysis
+    return Run(name, record)
+
+
+def _stats(med, t2t, gap, j):
+    return {
+        "train_same_class_median": med + j,
+        "test_to_train_mean": t2t + j,
+        "train_nn_correct": 0.9 + j,
+        "test_nn_correct": 0.9 - gap + 2 * j,
     }
-    if not ep_rises:
-        base["EP"] = (0.70, 0.50)
-    recall = {}
-    for m, (lo, hi) in base.items():
-        recall[m] = {n: list(lo + (hi - lo) * i / 3 + jitter) for i, n in enumerate((2, 4, 8, 16))}
-    stats = lambda med, t2t, gap: [  # noqa: E731
-        {
-            "train_same_class_median": med + j,
-            "test_to_train_mean": t2t + j,
-            "train_nn_correct": 0.9 + j,
-            "test_nn_correct": 0.9 - gap + j,
+
+
+def fabricated_runs(
+    study, recall=None, collapsed=(), analysis=None, table1=None, semihard=None, alike=()
+):
+    """A :class:`~dmlnb.chapter.RunSet` shaped like the chapter's declaration of ``study``
+    (groups ``n<n>``, ``N-pair``, ``semihard``, ``table1...``): ``recall``: method -> n -> R@1 per
+    seed (default: :data:`_BASE`, each method with its own jitter); ``collapsed``: (method, n)
+    whose runs sit at ln 2; ``analysis``: Figure method -> (median, test-to-train, NN gap);
+    ``table1``: method -> R@1 per seed; ``semihard``: rule -> R@1 per seed, ``alike``: seeds
+    whose two rules' runs have the same history."""
+    from dmlnb.chapter import RunSet
+
+    seeds, key = study.seeds, study.key_group_size
+    grid = study.group_sizes
+    if recall is None:
+        recall = {
+            m: {
+                n: list(lo + (hi - lo) * i / (len(grid) - 1) + np.roll(_JITTER[: len(seeds)], k))
+                for i, n in enumerate(grid)
+            }
+            for k, (m, (lo, hi)) in enumerate(_BASE.items())
         }
-        for j in jitter
-    ]
-    analysis = {m: stats(0.5, 0.6, 0.1) for m in ("EP", "EPHN", "EPSHN")}
-    analysis |= {m: stats(0.9, 0.8, 0.3) for m in ("BA", "HP", "N-pair")}
-    analysis["EPSHN"] = stats(
-        0.95, 0.6, 0.1
-    )  # EPSHN clusters tighter than the rest: that claim fails
-    table1 = {
-        "omniglot-small, convnet, 64-d": {
-            "triplet": list(0.60 + jitter),
-            "N-pair": list(0.66 + jitter),
-            "Proxy-NCA": list(0.44 + jitter),
-            "EPSHN": list(0.62 + jitter),
-        }
+    analysis = analysis or {
+        **{m: (0.5, 0.6, 0.1) for m in ("EP", "EPHN", "EPSHN")},
+        **{m: (0.9, 0.8, 0.3) for m in ("BA", "HP", "N-pair")},
     }
-    kw = dict(
-        recall=recall,
-        analysis=analysis,
-        table1=table1,
-        key_group_size=16,
-        images_per_class=20,
-        profile="default",
-    )
-    return ep.ClaimInputs(**{**kw, **changes})
+    figure = lambda m, i: _stats(*analysis[m], _JITTER[i % 5])  # noqa: E731
+    ln2 = (ep.LN2, ep.LN2)
+    runs: dict = {}
+
+    def put(group, label, s, method, r1, n, k=0):
+        bad = (method, n) in collapsed
+        stats = figure(label, k + s) if label in analysis and n in (2, key) else None
+        name = f"{group}-{label}-seed{s}"
+        runs.setdefault(group, {})[(label, s)] = _record(
+            name, s, method, r1, ln2 if bad else (1.0, 0.5), stats
+        )
+
+    for n in grid:
+        for k, m in enumerate(ep.MINING_METHODS):
+            c = ep.canonical_method(m, n)
+            for i, s in enumerate(seeds):
+                if c == "N-pair":
+                    put("N-pair", "N-pair", s, "N-pair", recall[m][n][i], 2, k)
+                else:
+                    put(f"n{n}", m, s, m, recall[m][n][i], n, k)
+    table1 = table1 or {
+        "triplet": list(0.60 + _JITTER[:3]),
+        "N-pair": list(0.66 + np.roll(_JITTER[:3], 1)),
+        "Proxy-NCA": list(0.44 + np.roll(_JITTER[:3], 2)),
+        "EPSHN": list(0.62 + _JITTER[:3]),
+    }
+    for m, values in table1.items():
+        for s, v in zip(study.table1_seeds, values):
+            put(ep.table1_side(m)[0], m, s, m, v, key)
+    semihard = semihard or {"strict": recall["EPSHN"][key], "inclusive": recall["EPSHN"][key]}
+    for rule, values in semihard.items():
+        for s, v in zip(seeds, values):
+            loss = (1.0, 0.5) if rule == "strict" or s in alike else (1.0, 0.4)
+            runs.setdefault("semihard", {})[(rule, s)] = _record(
+                f"semihard-{rule}-seed{s}",
+                s,
+                "EPSHN",
+                v,
+                ln2 if ("EPSHN", key) in collapsed else loss,
+            )
+    return RunSet(runs)
 
 
-def _verdicts(claims) -> dict[str, str]:
-    return {c.claim: str(c.verdict) for c in claims}
+def _judged(study, runs, per_class=20, status=None):
+    from dmlnb.chapter import evaluate
+
+    claims = ep.declare_claims(study, runs, per_class, status)
+    return claims, {j.spec.id: j.verdict for j in evaluate(claims, runs)}
 
 
-def test_claims_are_judged_by_the_rule_on_fabricated_seeds():
-    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Verdict, claims_table
+def test_claims_are_declared_with_the_vocabulary_and_judged_by_the_rule():
+    from dmlnb.chapter import AboveThreshold, Beats, BeatsEvery, Custom, Untestable
+    from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED
 
-    claims = ep.build_claims(_fabricated_inputs())
-    v = _verdicts(claims)
-    assert all(isinstance(c.verdict, Verdict) for c in claims)
-    assert v["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS
-    assert v["HPHN degrades as the group size grows (n = 2 -> 16)"] == HOLDS
-    contrast = next(c for c in claims if c.claim.startswith("The contrast"))
-    assert str(contrast.verdict) == HOLDS and "collapsed" not in contrast.our_evidence
-    # the figure reading (easy beats HP, HPHN and BA at n = 16) is ours, not
-    # among the paper's claims
-    assert not any(
-        c.claim.startswith("Easy-positive mining") or "beat HP, HPHN, BA" in c.claim for c in claims
-    )
-    ours = _verdicts(ep.our_measurement_claims(_fabricated_inputs(), _fabricated_inputs().recall))
-    assert ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"] == HOLDS
-    assert ours["BA degrades as the group size grows (n = 2 -> 16)"] == FAILS
-    assert v["Easy-positive embeddings cluster same-class training images less tightly"].startswith(
-        FAILS
-    )
-    assert (
-        v["Test images of unseen classes land less directly on training images with easy positives"]
-        == HOLDS
-    )
-    # Proxy-NCA (0.44) is far below the rest: an untuned baseline, whose pair never counts as held
-    assert (
-        v["EPSHN beats triplet, N-pair, Proxy-NCA (omniglot-small, convnet, 64-d)"]
-        == "does not hold: 1 of 3 pairs hold"
-    )
-    # the grid stops at 16: the paper's interior optimum at n = 16 is not tested, with the reason
-    peak = next(c for c in claims if c.claim.startswith("Recall@1 peaks"))
-    assert (
-        peak.verdict == NOT_TESTED
-        and "n = 16" in peak.verdict.note
-        and "20 images" in peak.verdict.note
-    )
-    # Tables 2 and 3 are not run at this profile: not tested, never failed
-    t2 = [c for c in claims if "Table 2" in c.claim]
-    assert len(t2) == 4 and all(
-        c.verdict == NOT_TESTED and "default profile" in c.verdict.note for c in t2
-    )
-    # the paper's evidence is computed from the transcribed tables
-    assert any("EPSHN512 64.9 vs DREML576 63.9" in c.paper_evidence for c in t2)
-    assert any("in 5 of 6" in c.paper_evidence and "Proxy-NCA" in c.paper_evidence for c in claims)
-    hotels = next(c for c in claims if "Hotels-50K" in c.claim)
-    assert (
-        "2.0 times" in hotels.claim
-        and hotels.verdict == NOT_TESTED
-        and "default profile" in hotels.verdict.note
-    )
-    table = claims_table(claims)
-    first = table.iloc[0]
-    assert (
-        first["runs per side"] == "3 vs 3"
-        and first["effect"].endswith(" pts")
-        and first["90% interval"] != "—"
-    )
-    # EP falling with n: its trend claim fails; with one seed per side nothing holds or fails
-    falling = ep.build_claims(_fabricated_inputs(ep_rises=False))
-    assert _verdicts(falling)["EP improves as the group size grows (n = 2 -> 16)"] == FAILS
-    # EP falling as fast as HP: the contrast is not supported
-    assert not str(next(c for c in falling if c.claim.startswith("The contrast")).verdict) == HOLDS
-    # a collapsed group is named in the evidence of every claim that uses it
-    marked = ep.build_claims(_fabricated_inputs(collapsed=frozenset({("HPHN", 16)})))
-    assert (
-        "HPHN n = 16" in next(c for c in marked if c.claim.startswith("HPHN degrades")).our_evidence
-    )
-    assert (
-        "collapsed" not in next(c for c in marked if c.claim.startswith("EP improves")).our_evidence
-    )
-    one = ep.build_claims(_fabricated_inputs(seeds=1))
-    assert {str(c.verdict) for c in one} <= {INCONCLUSIVE, NOT_TESTED}
+    study = ep.make_study("default")
+    claims, v = _judged(study, fabricated_runs(study))
+    tests = {c.id: c.test for c in claims}
+    assert len(tests) == len(claims) and all(c.where for c in claims if c.origin == "paper")
+    # comparisons are Beats / BeatsEvery, paired by seed; every-pair claims a declared Custom
+    assert isinstance(tests["fig4-EP-rises"], Beats) and tests["fig4-EP-rises"].paired
+    assert isinstance(tests["table1-cell0"], BeatsEvery) and tests["table1-cell0"].paired
+    for ident in ("fig4-contrast", "fig2-embedding", "ours-easy-beat-hard-r1"):
+        assert isinstance(tests[ident], Custom) and tests[ident].shape == "every"
+        assert tests[ident].paired
+    untestable = {k: t for k, t in tests.items() if isinstance(t, Untestable)}
+    assert set(untestable) == {
+        "fig4-optimum",
+        "table2-cub",
+        "table2-car",
+        "table2-sop",
+        "table2-in-shop",
+        "table3-hotels50k",
+    }
+    assert {t.reason for t in untestable.values()} == {"needs-paper-data"}
+    assert "20 images" in untestable["fig4-optimum"].why
+    assert "default profile" in untestable["table2-cub"].why
+    assert not any(isinstance(t, AboveThreshold) for t in tests.values())
+    assert v["fig4-EP-rises"] == HOLDS and v["fig4-HPHN-falls"] == HOLDS
+    assert v["fig4-contrast"] == HOLDS and v["ours-easy-beat-hard-r1"] == HOLDS
+    assert v["ours-ba-falls"] == FAILS and v["fig2-embedding"] == HOLDS
+    assert v["fig4-optimum"] == NOT_TESTED
+    # Proxy-NCA (0.44) is far below the rest: an untuned baseline, set aside; N-pair beats EPSHN
+    assert str(v["table1-cell0"]).startswith(FAILS) and "1 not tested" in v["table1-cell0"].note
+    # the two rules give the same R@1 (their histories differ): judged, inconclusive
+    assert v["ours-semihard-strict-beats-inclusive-r1"] == INCONCLUSIVE
 
 
-def test_a_claim_resting_on_collapsed_runs_is_not_tested():
+def test_a_comparison_resting_on_collapsed_runs_is_set_aside():
     from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
 
-    collapsed = frozenset({("HPHN", 2), ("HPHN", 16), ("EPHN", 2)})
-    clean, marked = (
-        ep.build_claims(_fabricated_inputs()),
-        ep.build_claims(_fabricated_inputs(collapsed=collapsed)),
-    )
-    v, w = _verdicts(clean), _verdicts(marked)
-    # the same numbers hold without the collapse, and are not a test with it
-    for m in ("EPHN improves", "HPHN degrades"):
-        claim = next(k for k in v if k.startswith(m))
-        assert v[claim] == HOLDS and w[claim] == NOT_TESTED
-        c = next(c for c in marked if c.claim == claim)
-        assert c.verdict.note.startswith(ep.COLLAPSED) and f"{m.split()[0]} n = 2" in c.verdict.note
-    assert (
-        w["EP improves as the group size grows (n = 2 -> 16)"] == HOLDS
-    )  # its runs did not collapse
-    # the contrast: the pairs with EPHN or HPHN are untested parts; the rest still decide
-    contrast = next(c for c in marked if c.claim.startswith("The contrast"))
-    assert contrast.verdict == INCONCLUSIVE and contrast.verdict.note.endswith(
-        "of 6 pairs: 2 hold, 4 not tested"
-    )
-    # ours: the pairs against the collapsed HPHN at n = 16 are not tested
-    ours = {
-        c.claim: c.verdict
-        for c in ep.our_measurement_claims(_fabricated_inputs(collapsed=collapsed))
-    }
-    beat = ours["EP, EPHN, EPSHN beat HP, HPHN, BA at n = 16 in R@1"]
+    study = ep.make_study("default")
+    collapsed = {("HPHN", 2), ("HPHN", 16), ("EPHN", 2)}
+    claims, v = _judged(study, fabricated_runs(study, collapsed=collapsed))
+    for ident in ("fig4-EPHN-rises", "fig4-HPHN-falls"):
+        assert v[ident] == NOT_TESTED and v[ident].note.startswith(ep.COLLAPSED)
+    assert "EPHN (n2) seeds 0, 1, 2" in v["fig4-EPHN-rises"].note
+    assert v["fig4-EP-rises"] == HOLDS  # its runs did not collapse
+    # the contrast: pairs with EPHN or HPHN are untested parts; the rest still decide
+    assert v["fig4-contrast"] == INCONCLUSIVE
+    assert v["fig4-contrast"].note.endswith("of 6 pairs: 2 hold, 4 not tested")
+    beat = v["ours-easy-beat-hard-r1"]
     assert beat == INCONCLUSIVE and "3 not tested" in beat.note
-    # the pair table says so too, keeping the measured effect
-    pairs = ep.pair_tables(_fabricated_inputs(collapsed=collapsed)).reset_index()
-    hphn = pairs[(pairs["worse"] == "HPHN") & pairs["comparison"].str.startswith("change")]
-    assert (hphn["verdict"] == NOT_TESTED).all() and (hphn["effect"] != "—").all()
-    # a sweep with a collapsed end has no tested interior optimum (cell 16's table)
+    pairs = ep.pair_tables(claims, fabricated_runs(study, collapsed=collapsed)).reset_index()
+    hphn = pairs[(pairs["worse"] == "HPHN") & (pairs["comparison"] == "fig4-contrast")]
+    assert (hphn["verdict"] == NOT_TESTED).all() and len(hphn) == 3
+    # a sweep with a collapsed end has no tested interior optimum (the Figure 4 section's table)
     points = {"EPHN": {2: [0.4, 0.41, 0.39], 8: [0.7, 0.71, 0.69], 16: [0.6, 0.61, 0.59]}}
     assert ep.group_size_optima(points).loc["EPHN", "interior optimum"] == HOLDS
     row = ep.group_size_optima(points, frozenset({("EPHN", 2)})).loc["EPHN"]
-    assert (
-        row["interior optimum"] == NOT_TESTED
-        and "collapsed" in row["note"]
-        and row["effect"] != "—"
+    assert row["interior optimum"] == NOT_TESTED and "collapsed" in row["note"]
+    assert row["effect"] != "—"
+
+
+def test_the_contrast_is_paired_through_the_shared_n2_runs():
+    """At n = 2 EP and HP are the same N-pair runs, so "EP gains more than HP" is "EP beats HP at
+    n = 16", seed by seed: a difference the seeds' spread hides from an unpaired test shows."""
+    from dmlnb.reporting import HOLDS, compare
+
+    study = ep.make_study("default")
+    recall = {m: {n: [0.5 + 0.1 * s for s in range(3)] for n in study.group_sizes} for m in _BASE}
+    recall["EP"][16] = [0.51 + 0.1 * s + 0.001 * s for s in range(3)]
+    claims, v = _judged(study, fabricated_runs(study, recall=recall))
+    pairs = ep.pair_tables(claims, fabricated_runs(study, recall=recall))
+    assert pairs.loc[("fig4-contrast", "EP", "HP"), "verdict"] == HOLDS
+    # unpaired, the seeds' spread hides the same difference
+    assert str(compare(recall["EP"][16], recall["HP"][16])) != HOLDS
+
+
+def test_claims_with_a_grid_beyond_16_and_the_paper_tables_when_run():
+    from dmlnb.chapter import InteriorOptimum, evaluate
+    from dmlnb.reporting import FAILS, HOLDS
+
+    study = ep.make_study("default", group_sizes=[2, 4, 8, 16, 32], key_group_size=16)
+    recall = {
+        m: {
+            n: [0.5 + 0.1 * min(n, 16) / 16 + j for j in np.roll(_JITTER[:3], k)]
+            for n in study.group_sizes
+        }
+        for k, m in enumerate(_BASE)
+    }
+    recall["EP"][32] = [x + 0.05 for x in recall["EP"][16]]  # EP keeps rising: no interior optimum
+    recall["EPSHN"][32] = [x - 0.05 for x in recall["EPSHN"][16]]
+    runs = fabricated_runs(study, recall=recall)
+    claims, v = _judged(study, runs)
+    assert isinstance(next(c for c in claims if c.id == "fig4-optimum-EPSHN").test, InteriorOptimum)
+    assert v["fig4-optimum-EPSHN"] == HOLDS and v["fig4-optimum-EP"] == FAILS
+    # Tables 2 and 3, run: judged against the best other reported R@1 and twice batch all's
+    from dmlnb.chapter import RunSet
+
+    paper = dict(runs.runs)
+    paper["table2 CUB"] = {
+        ("EPSHN", s): _record(f"cub{s}", s, "EPSHN", 0.70 + 0.01 * s) for s in range(3)
+    }
+    paper["table3"] = {
+        ("EPSHN", s): _record(f"h{s}", s, "EPSHN", 0.20 + 0.01 * s) for s in range(3)
+    }
+    more = RunSet(paper)
+    judged = {j.spec.id: j.verdict for j in evaluate(ep.declare_claims(study, more, 20), more)}
+    assert judged["table2-cub"] == HOLDS and judged["table3-hotels50k"] == HOLDS
+
+
+def test_two_semihard_rules_that_trained_alike_are_not_a_test():
+    from dmlnb.reporting import INCONCLUSIVE, NOT_TESTED
+
+    study = ep.make_study("default")
+    every = fabricated_runs(study, alike=(0, 1, 2))
+    pairs = [
+        [every.run("semihard", r, s).record for r in ("strict", "inclusive")] for s in range(3)
+    ]
+    assert all(ep.identical_histories(a, b) for a, b in pairs)
+    _, v = _judged(study, every)
+    for metric in ("r1", "mapr"):
+        verdict = v[f"ours-semihard-strict-beats-inclusive-{metric}"]
+        assert verdict == NOT_TESTED and verdict.note.startswith(ep.SAME_NEGATIVES)
+    # one seed whose two runs differ: the rule was exercised, the comparison is judged
+    some = fabricated_runs(study, alike=(0, 2))
+    a, b = (some.run("semihard", r, 1).record for r in ("strict", "inclusive"))
+    assert not ep.identical_histories(a, b)
+    assert _judged(study, some)[1]["ours-semihard-strict-beats-inclusive-r1"] == INCONCLUSIVE
+
+
+def test_an_untuned_baseline_is_set_aside_in_table1():
+    from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
+
+    study = ep.make_study("default")
+    res = {
+        "triplet": list(0.60 + _JITTER[:3]),
+        "N-pair": list(0.62 + np.roll(_JITTER[:3], 1)),
+        "Proxy-NCA": list(0.40 + np.roll(_JITTER[:3], 2)),
+        "EPSHN": list(0.70 + _JITTER[:3]),
+    }
+    assert ep.untuned_baselines(res) == ["Proxy-NCA"]
+    runs = fabricated_runs(study, table1=res)
+    claims, v = _judged(study, runs)
+    # EPSHN beats all three by the numbers, but the untuned pair is not a test: it cannot hold
+    assert v["table1-cell0"] == INCONCLUSIVE
+    pairs = ep.pair_tables(claims, runs).loc["table1-cell0"]
+    proxy = pairs.loc[("EPSHN", "Proxy-NCA")]
+    assert proxy["verdict"] == NOT_TESTED and proxy["note"].startswith(ep.UNTUNED)
+    assert pairs.loc[("EPSHN", "triplet"), "verdict"] == HOLDS
+    # a baseline within reach of the others is judged as any pair
+    close = {**res, "Proxy-NCA": list(0.58 + _JITTER[:3])}
+    assert _judged(study, fabricated_runs(study, table1=close))[1]["table1-cell0"] == HOLDS
+    # collapsed EPSHN runs: every pair is not tested, for that reason
+    gone = fabricated_runs(study, table1=res)
+    for s in range(3):
+        gone.run("table1", "EPSHN", s).record.data["history"][-1]["loss"] = ep.LN2
+        gone.run("table1", "EPSHN", s).record.data["history"][-2]["loss"] = ep.LN2
+    w = _judged(study, gone)[1]["table1-cell0"]
+    assert w == NOT_TESTED and ep.COLLAPSED in w.note
+
+
+def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_protocol():
+    from dmlnb.chapter import ClaimSpec, Custom, RunSet, evaluate_both_ways
+    from dmlnb.reporting import compare
+    from dmlnb.selection import protocol_column
+
+    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9);
+    # theirs: 0.7 either way
+    ours = [
+        selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0]
+        for i in range(3)
+    ]
+    theirs = [
+        selected_record(
+            [0.5, 0.6, 0.7 + 0.01 * i], [0.5, 0.6, 0.7], "validation", name=f"theirs{i}"
+        )[0]
+        for i in range(3)
+    ]
+    runs = RunSet(
+        {
+            "g": {
+                **{("ours", i): Run(r.data["name"], r) for i, r in enumerate(ours)},
+                **{("theirs", i): Run(r.data["name"], r) for i, r in enumerate(theirs)},
+            }
+        }
     )
+    kept = {"ours": [0.2, 0.21, 0.22], "theirs": [0.5, 0.51, 0.52]}  # of the kept weights
+    r1 = lambda rs, label: rs.values("g", label, "R@1")  # noqa: E731
+    claims = [
+        ClaimSpec(
+            "a",
+            "ours beats theirs",
+            Custom(lambda rs: compare(r1(rs, "ours"), r1(rs, "theirs"))),
+            "Sec. 1",
+        ),
+        ClaimSpec(
+            "b",
+            ep.KEPT_WEIGHTS_CLAIMS[0],
+            Custom(lambda rs: compare(kept["theirs"], kept["ours"])),
+            "Figure 2",
+        ),
+    ]
+    frame = evaluate_both_ways(claims, runs, kept_weights=ep.kept_weights).set_index("claim")
+    assert frame.loc["ours beats theirs", "verdict changes"] is True
+    row = frame.loc[ep.KEPT_WEIGHTS_CLAIMS[0]]
+    assert (
+        row["verdict changes"] == NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
+    )
+    assert row[protocol_column("verdict", "validation")] == "holds"
+    text = both_ways_text(frame.reset_index())
+    assert text == (
+        "1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim "
+        "reads the kept weights and is not recomputed"
+    )
+    # the three claims of Figures 2, 3 and 5 are the chapter's claims on the kept weights
+    study = ep.make_study("default")
+    names = [c.text for c in ep.declare_claims(study, fabricated_runs(study), 20)]
+    assert all(k in names for k in ep.KEPT_WEIGHTS_CLAIMS)
+    # no run with a validation split: one protocol only
+    papers = RunSet({"g": {("p", 0): Run("p", selected_record([0.5], None, "test", name="p")[0])}})
+    assert evaluate_both_ways(claims[:1], papers) is None
+
+
+def test_the_pair_tables_list_every_pair_of_the_claims_about_several():
+    study = ep.make_study("default")
+    runs = fabricated_runs(study)
+    t = ep.pair_tables(ep.declare_claims(study, runs, 20), runs)
+    comps = t.index.get_level_values("comparison")
+    assert (comps == "fig4-contrast").sum() == 6 and (comps == "fig5-embedding").sum() == 9
+    assert (comps == "table1-cell0").sum() == 3 and (comps == "ours-easy-beat-npair").sum() == 3
 
 
 def test_collapsed_groups_near_ln2_and_the_kept_epoch_in_words():
@@ -932,8 +1111,16 @@ def test_deviations_say_what_was_measured(monkeypatch):
     # (20 images, n <= 16)
     assert dev["classes smaller than n"].startswith("never applied at the default profile")
     # a setting this profile does not vary is not measured, with the scale that would
-    assert dev["optimiser"] == f"not measured (not-measured; {module.SCALE})"
-    assert {r.why for r in rows} <= {"", "not-measured"}
+    assert dev["optimiser"].startswith("not measured (not-measured; this profile with SGD")
+    # each row not measured says why: a rerun of this profile, the paper's data or GPU, or none
+    why = {r.setting: r.why for r in rows}
+    assert why["data and network"] == "needs-gpu" and why["Batch All loss"] == (
+        "structurally-untestable"
+    )
+    assert why["group-size grid"] == "needs-paper-data" and why["duplicate positives"] == (
+        "not-measured"
+    )
+    assert not any("a rerun of this profile" in r.scale for r in rows)
     here = frame["ours"]
     assert "duplicates" in here["classes smaller than n"]
     # the paper profile's runs, with validation classes, train on 80% of the training classes
@@ -969,73 +1156,6 @@ def test_a_baseline_far_below_every_other_method_is_named_untuned():
     )
 
 
-def test_claims_with_a_grid_beyond_16_judge_the_interior_optimum():
-    from dmlnb.reporting import FAILS, HOLDS
-
-    inputs = _fabricated_inputs()
-    recall = {m: {**by_n, 32: [x - 0.05 for x in by_n[16]]} for m, by_n in inputs.recall.items()}
-    recall["EP"][32] = [x + 0.05 for x in recall["EP"][16]]  # EP keeps rising: no interior optimum
-    claims = ep.build_claims(_fabricated_inputs(recall=recall))
-    v = _verdicts(claims)
-    assert (
-        v[
-            "EPSHN: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
-            "drops beyond it"
-        ]
-        == HOLDS
-    )
-    assert (
-        v[
-            "EP: Recall@1 peaks at an interior group size (n = 16 of the paper's 2 to 64) and "
-            "drops beyond it"
-        ]
-        == FAILS
-    )
-    # Table 2 runs at the paper profile are judged against the best other reported R@1
-    t2 = _verdicts(
-        ep.build_claims(_fabricated_inputs(profile="paper", table2={"CUB": [0.70, 0.71, 0.72]}))
-    )
-    assert t2["EPSHN512 (ResNet-50) has the best R@1 on CUB in Table 2"] == HOLDS
-    # Table 3 runs are judged against twice batch all's reported R@1 (8.1%)
-    hotels = "EPSHN256 doubles batch all's Hotels-50K R@1 (reported: 2.0 times)"
-    assert (
-        _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.20, 0.21, 0.22])))[
-            hotels
-        ]
-        == HOLDS
-    )
-    assert (
-        _verdicts(ep.build_claims(_fabricated_inputs(profile="paper", table3=[0.10, 0.11, 0.12])))[
-            hotels
-        ]
-        == FAILS
-    )
-
-
-def test_semihard_claims_compare_the_two_rules_per_seed():
-    from dmlnb.reporting import FAILS, HOLDS, NOT_TESTED
-
-    values = {
-        "strict": {"R@1": [0.60, 0.61, 0.62], "MAP@R": [0.30, 0.31, 0.30]},
-        "inclusive": {"R@1": [0.50, 0.51, 0.52], "MAP@R": [0.40, 0.41, 0.40]},
-    }
-    claims = ep.semihard_claims(values, (), 16)
-    assert [c.claim for c in claims] == [
-        f"EPSHN with the strict semi-hard rule beats the inclusive rule at n = 16 in {m}"
-        for m in ("R@1", "MAP@R")
-    ]
-    assert [str(c.verdict) for c in claims] == [HOLDS, FAILS]
-    assert claims[0].our_evidence == "R@1 (%): strict 61.0, inclusive 51.0"
-    collapsed = ep.semihard_claims(values, ("inclusive",), 16)
-    assert all(
-        c.verdict == NOT_TESTED and "EPSHN (inclusive) n = 16" in c.verdict.note for c in collapsed
-    )
-    assert ep.semihard_claims({}, (), 16) == []
-    # the chapter's measurements carry them
-    ours = ep.our_measurement_claims(_fabricated_inputs(semihard=values))
-    assert [c.claim for c in ours[-2:]] == [c.claim for c in claims]
-
-
 def test_group_size_optima_calls_an_optimum_only_through_the_rule():
     from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE
 
@@ -1065,216 +1185,6 @@ def test_anchor_terms_average_to_the_hp_and_ep_losses():
     assert (
         ep.anchor_terms(x, y, "hard")["positive"].tolist()[0] == 2
     )  # 0 deg: its hard positive is 150 deg
-
-
-def test_pair_tables_list_every_pair_of_the_group_claims():
-    t = ep.pair_tables(_fabricated_inputs())
-    comps = t.index.get_level_values("comparison")
-    assert (comps.str.startswith("change of R@1")).sum() == 6 and (
-        comps.str.startswith("Fig. 5")
-    ).sum() == 9
-    assert (comps.str.startswith("Table 1")).sum() == 3
-
-
-def test_an_untuned_baseline_never_counts_as_held_in_table1():
-    from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
-
-    cell = "omniglot-small, convnet, 64-d"
-    jitter = np.array([-0.004, 0.0, 0.004])
-    res = {
-        "triplet": list(0.60 + jitter),
-        "N-pair": list(0.62 + jitter),
-        "Proxy-NCA": list(0.40 + jitter),
-        "EPSHN": list(0.70 + jitter),
-    }
-    assert ep.untuned_baselines(res) == ["Proxy-NCA"]
-    claim = next(
-        c
-        for c in ep.build_claims(_fabricated_inputs(table1={cell: res}))
-        if c.claim.startswith("EPSHN beats")
-    )
-    # EPSHN beats all three by the numbers, but the untuned pair is not a test:
-    # the claim cannot hold
-    assert claim.verdict == INCONCLUSIVE and claim.verdict.note.endswith(
-        "of 3 pairs: 2 hold, 1 not tested"
-    )
-    assert "an untuned baseline, so its pair is not tested" in claim.our_evidence
-    pairs = ep.pair_tables(_fabricated_inputs(table1={cell: res})).loc[f"Table 1 R@1 ({cell})"]
-    proxy = pairs.loc[("EPSHN", "Proxy-NCA")]
-    assert (
-        proxy["verdict"] == NOT_TESTED
-        and proxy["note"] == f"{ep.UNTUNED}: Proxy-NCA"
-        and proxy["effect"] == "+30 pts"
-    )
-    assert pairs.loc[("EPSHN", "triplet"), "verdict"] == HOLDS
-    # a baseline within reach of the others is judged as any pair
-    close = {**res, "Proxy-NCA": list(0.58 + jitter)}
-    assert ep.untuned_baselines(close) == []
-    again = next(
-        c
-        for c in ep.build_claims(_fabricated_inputs(table1={cell: close}))
-        if c.claim.startswith("EPSHN beats")
-    )
-    assert again.verdict == HOLDS and "untuned" not in again.our_evidence
-    # collapsed EPSHN runs: every pair is not tested, for that reason
-    gone = next(
-        c
-        for c in ep.build_claims(
-            _fabricated_inputs(table1={cell: res}, collapsed=frozenset({("EPSHN", 16)}))
-        )
-        if c.claim.startswith("EPSHN beats")
-    )
-    assert gone.verdict == NOT_TESTED and ep.COLLAPSED in gone.verdict.note
-
-
-def _semihard_runs(curves, rules=("strict", "inclusive"), alter=()):
-    """EPSHN runs of each rule, one per (test, validation) curve pair (seed = its index), selected
-    on validation; the inclusive runs copy the strict ones' histories except for the seeds in
-    ``alter`` (their last training loss changed)."""
-    runs = {}
-    for rule in rules:
-        out = []
-        for seed, (test, val) in enumerate(curves):
-            record, _ = selected_record(test, val, "validation", name=f"EPSHN-seed{seed}-{rule}")
-            record.data["config"]["seed"] = seed
-            if rule == "inclusive" and seed in alter:
-                record.data["history"][-1]["loss"] = 0.5
-            if rule == "inclusive":  # the timings of an identical run differ: never compared
-                record.data["history"][-1]["metrics"]["eval_seconds"] = 9.0
-            out.append(Run(record.data["name"], record))
-        runs[rule] = out
-    return runs
-
-
-def test_two_semihard_rules_that_trained_alike_are_not_a_test():
-    from dmlnb.reporting import INCONCLUSIVE, NOT_TESTED
-
-    curves = [
-        ([0.5, 0.6, 0.7], [0.6, 0.7, 0.65]),
-        ([0.52, 0.61, 0.69], [0.6, 0.7, 0.66]),
-        ([0.49, 0.62, 0.71], [0.6, 0.71, 0.6]),
-    ]
-    runs = _semihard_runs(curves)
-    assert ep.identical_histories(runs["strict"][0].record, runs["inclusive"][0].record)
-    values, collapsed, same = ep.semihard_values(runs)
-    assert collapsed == () and same == (0, 1, 2) and values["strict"] == values["inclusive"]
-    (claim,) = ep.semihard_claims(values, collapsed, 16, same)
-    assert claim.verdict == NOT_TESTED
-    assert claim.verdict.note == (
-        f"{ep.SAME_NEGATIVES}: EPSHN n = 16, identical training histories (per-epoch loss "
-        "and metrics) in 3 of 3 seeds (0, 1, 2)"
-    )
-    assert "identical training histories" in claim.our_evidence
-    # without the histories the same numbers read "inconclusive": the rule is what makes it untested
-    assert ep.semihard_claims(values, collapsed, 16)[0].verdict == INCONCLUSIVE
-    # one seed whose two runs differ: the rule was exercised, the comparison is judged
-    some = _semihard_runs(curves, alter=(1,))
-    assert not ep.identical_histories(some["strict"][1].record, some["inclusive"][1].record)
-    values, collapsed, same = ep.semihard_values(some)
-    assert same == (0, 2)
-    (judged,) = ep.semihard_claims(values, collapsed, 16, same)
-    assert judged.verdict == INCONCLUSIVE and "2 of 3 seeds" in judged.our_evidence
-    # the chapter's claims carry it through claim inputs
-    ours = ep.our_measurement_claims(
-        _fabricated_inputs(semihard=ep.semihard_values(runs)[0], semihard_same=(0, 1, 2))
-    )
-    assert ours[-1].verdict == NOT_TESTED and ours[-1].verdict.note.startswith(ep.SAME_NEGATIVES)
-    assert ep.semihard_values({}) == ({}, (), ())
-
-
-def test_claims_read_from_the_kept_weights_are_not_recomputed_under_the_other_protocol():
-    from dmlnb.chapter import ClaimSpec, Custom, RunSet, evaluate_both_ways
-    from dmlnb.reporting import compare
-    from dmlnb.selection import protocol_column
-
-    # ours: the validation classes pick epoch 1 (R@1 0.5), the test classes epoch 3 (0.9);
-    # theirs: 0.7 either way
-    ours = [
-        selected_record([0.5, 0.6, 0.9], [0.8, 0.5, 0.4], "validation", name=f"ours{i}")[0]
-        for i in range(3)
-    ]
-    theirs = [
-        selected_record(
-            [0.5, 0.6, 0.7 + 0.01 * i], [0.5, 0.6, 0.7], "validation", name=f"theirs{i}"
-        )[0]
-        for i in range(3)
-    ]
-    runs = RunSet(
-        {
-            "g": {
-                **{("ours", i): Run(r.data["name"], r) for i, r in enumerate(ours)},
-                **{("theirs", i): Run(r.data["name"], r) for i, r in enumerate(theirs)},
-            }
-        }
-    )
-    kept = {"ours": [0.2, 0.21, 0.22], "theirs": [0.5, 0.51, 0.52]}  # of the kept weights
-    r1 = lambda rs, label: rs.values("g", label, "R@1")  # noqa: E731
-    claims = [
-        ClaimSpec(
-            "a",
-            "ours beats theirs",
-            Custom(lambda rs: compare(r1(rs, "ours"), r1(rs, "theirs"))),
-            "Sec. 1",
-        ),
-        ClaimSpec(
-            "b",
-            ep.KEPT_WEIGHTS_CLAIMS[0],
-            Custom(lambda rs: compare(kept["theirs"], kept["ours"])),
-            "Figure 2",
-        ),
-    ]
-    frame = evaluate_both_ways(claims, runs, kept_weights=ep.kept_weights).set_index("claim")
-    assert frame.loc["ours beats theirs", "verdict changes"] is True
-    row = frame.loc[ep.KEPT_WEIGHTS_CLAIMS[0]]
-    assert (
-        row["verdict changes"] == NOT_RECOMPUTED and row[protocol_column("verdict", "test")] == "—"
-    )
-    assert row[protocol_column("verdict", "validation")] == "holds"
-    text = both_ways_text(frame.reset_index())
-    assert text == (
-        "1 of 1 recomputed verdicts change under the papers' protocol: ours beats theirs; 1 claim "
-        "reads the kept weights and is not recomputed"
-    )
-    # the three claims of Figures 2, 3 and 5 are the ones build_claims makes from the kept weights
-    names = [c.claim for c in ep.build_claims(_fabricated_inputs())]
-    assert all(k in names for k in ep.KEPT_WEIGHTS_CLAIMS)
-    # no run with a validation split: one protocol only
-    papers = RunSet({"g": {("p", 0): Run("p", selected_record([0.5], None, "test", name="p")[0])}})
-    assert evaluate_both_ways(claims[:1], papers) is None
-
-
-def test_the_chapter_claims_are_declared_with_where_and_a_typed_reason():
-    """The declared claims on fabricated verdicts: every paper claim says where, the chapter's own
-    are ``ours``, ids are unique, and a claim this profile cannot test is ``Untestable`` with its
-    typed reason (Tables 2 and 3 not run, an optimum beyond the grid); the rest are judged by the
-    chapter's verdicts, through :func:`dmlnb.chapter.evaluate`."""
-    from dmlnb.chapter import Custom, Untestable, evaluate
-
-    inputs = _fabricated_inputs()
-    context = SimpleNamespace(study=ep.make_study("default"), images_per_class=20)
-    claims = [*ep.build_claims(inputs), *ep.our_measurement_claims(inputs, inputs.recall)]
-    context.claims = lambda runs: claims
-    specs = ep.claims.specs_of(context, claims, len(ep.build_claims(inputs)))
-    assert len({s.id for s in specs}) == len(specs) == len(claims)
-    assert all(s.where for s in specs if s.origin == "paper")
-    assert {s.origin for s in specs[len(ep.build_claims(inputs)) :]} == {"ours"}
-    untestable = {s.id: s.test for s in specs if isinstance(s.test, Untestable)}
-    assert set(untestable) == {
-        "fig4-optimum",
-        "table2-cub",
-        "table2-car",
-        "table2-sop",
-        "table2-in-shop",
-        "table3-hotels50k",
-    }
-    assert {t.reason for t in untestable.values()} == {"needs-paper-data"}
-    judged = evaluate(specs, runs=None)
-    for spec, j, c in zip(specs, judged, claims):
-        assert str(j.verdict) == str(c.verdict)
-        if isinstance(spec.test, Custom):
-            assert j.verdict == c.verdict and j.evidence == c.our_evidence
-        else:  # the typed reason's words are the evidence shown, the scale in the note
-            assert c.verdict.note == j.evidence and spec.test.scale in j.verdict.note
 
 
 # ------------------------------------------------------------------------------ the chapter's size
@@ -1313,11 +1223,13 @@ def test_the_committed_claims_json_is_the_judgement_of_the_committed_records(mon
     batches = ep.declare(study)
     runs = ep.train_chapter(batches, COMMITTED)
     assert not runs.trained
-    splits = ep.StoredAnalyses(COMMITTED, batches).splits(study.config)
+    stored = ep.StoredAnalyses(COMMITTED, batches)
+    splits = stored.splits(study.config)
+    ep.analysis_runs(runs, study, stored, 30)  # the statistics of Figures 2, 3 and 5, stored
     paper = ep.make_study("paper", validation=True)
     status = paper_run_status(paper.table2 + paper.table3)
-    context = ep.ClaimContext(study, len(splits.train) // splits.train.num_classes, status)
-    judged = evaluate(ep.declare_claims(context, runs), runs)
+    per_class = len(splits.train) // splits.train.num_classes
+    judged = evaluate(ep.declare_claims(study, runs, per_class, status), runs)
     path = write_claims_json(tmp_path, judged, chapter=ep.CHAPTER, profile="default")
     committed = json.loads((COMMITTED / "claims.json").read_text())
     assert json.loads(path.read_text()) == committed
@@ -1327,3 +1239,23 @@ def test_the_committed_claims_json_is_the_judgement_of_the_committed_records(mon
         "paper",
         "ours",
     }
+
+
+def test_seed_offset_shifts_every_seed_of_the_study():
+    """``python -m dmlnb replicate`` sets the notebook's ``seed_offset``: every run of the study
+    moves to the shifted seeds (folders and lookups alike)."""
+    base, moved = ep.make_study("default"), ep.make_study("default", seed_offset=100)
+    for name in ("seeds", "grid_seeds", "table1_seeds"):
+        assert getattr(moved, name) == tuple(s + 100 for s in getattr(base, name))
+    names = {s.name for b in ep.declare(moved) for g in b.groups.values() for s in g.runs()}
+    assert names and all("seed10" in n for n in names)
+
+
+def test_the_methods_table_shows_each_call_and_what_it_trains():
+    frame = ep.methods_frame(ep.methods())
+    assert frame.loc["EPSHN", "what dmlnb trains"] == str(ep.METHODS["EPSHN"])
+    terms = frame["in the paper's terms"]
+    assert "semi-hard (strict rule)" in terms["EPSHN"] and "drops terms" in terms["EPSHN"]
+    assert "strict" not in terms["EP"] and "no drop rule" in terms["EP"]  # unused, resolved
+    assert "margin 0.2" in terms["triplet"] and "scale 9" in terms["Proxy-NCA"]
+    assert (terms != "").all()

@@ -487,7 +487,7 @@ def test_claims_verdicts_follow_the_numbers():
     assert verdicts[0] == "does not hold: 2 of 3 comparisons hold"  # NMI: triplet is higher
     assert verdicts[1] == "holds"  # R@1 higher than every baseline
     assert verdicts[2] == verdicts[3] == "inconclusive"  # R@2, R@4 identical everywhere
-    assert out[1].verdict.n == (3, 3) and out[1].verdict.unit == " pts"
+    assert out[1].verdict.n == (3,) and out[1].verdict.unit == " pts"  # 3 pairs of seeds
     assert out[1].verdict.effect == pytest.approx(0.05)
     assert "(analogue)" in out[0].claim and "3 seeds" in out[0].our_evidence
     untested = [
@@ -957,3 +957,76 @@ def test_claims_json_is_rewritten_only_when_its_content_changes(tmp_path):
     assert json.loads(path.read_text())["profile"] == "default"
     fl.save_claims(tmp_path, evaluate(specs, runset), "smoke")
     assert json.loads(path.read_text())["profile"] == "smoke"
+
+
+def test_comparisons_are_the_vocabularys_paired_and_customs_declare_their_shape(tmp_path):
+    """The tables' claims are BeatsEvery paired by seed (a Recall@K set aside at its ceiling),
+    the class ratio's NoDifference paired too; the judges of traces, timings and the toy are
+    Custom with their shape declared; the verdicts name the methods as the prose does."""
+    from dmlnb.chapter import BeatsEvery, Custom, NoDifference, write_claims_json
+
+    study = fl.make_study("default")
+    traced = fl.lemma1_per_update(fl.lemma1_batches(repeats=1)[:2])
+    linear = pd.DataFrame(
+        [
+            {"repeat": r, "batch": v, "clusters": 32, "seconds": 1e-3 * v}
+            for r in range(3)
+            for v in (128, 256, 512)
+        ]
+    )
+    specs = {
+        c.id: c
+        for c in fl.claim_specs(
+            study, "default", ["Table 1", "Table 3"], _toy(_TOY_OK), linear, traced
+        )
+    }
+    t1 = specs["table-1-r-1"].test
+    assert isinstance(t1, BeatsEvery) and t1.paired and t1.set_aside.ceiling == fl.SATURATED
+    assert specs["table-1-nmi"].test.set_aside is None
+    ratio = specs["class-ratio-nmi"].test
+    assert isinstance(ratio, NoDifference) and ratio.paired
+    shapes = {
+        i: (c.test.shape, c.test.paired) for i, c in specs.items() if isinstance(c.test, Custom)
+    }
+    assert shapes == {
+        "algorithm1-linear": ("band", False),
+        "lemma1": ("trace", False),
+        **{
+            f"figure2-{n}": ("threshold", False)
+            for n in ("triplet-semi-hard", "lifted-structure", "n-pairs")
+        },
+        "figure3": ("threshold", False),
+    }
+    runs = {
+        "Table 1": {
+            "triplet": _runs_of(0.75, 0.70),
+            "lifted": _runs_of(0.70, 0.60),
+            "npair": _runs_of(0.70, 0.60),
+            "clustering": _runs_of(0.72, 0.65),
+        }
+    }
+    runset = RunSet(
+        {"Table 1": {(m, s): r for m, rs in runs["Table 1"].items() for s, r in enumerate(rs)}}
+    )
+    judged = evaluate(
+        fl.claim_specs(study, "default", ["Table 1"], _toy(_TOY_OK), linear, traced), runset
+    )
+    nmi = judged[0].verdict
+    assert str(nmi).startswith("does not hold") and "triplet semi-hard" in nmi.note
+    assert "(Table 1)" not in nmi.note  # the reader's name, not the run's key
+    stored = json.loads(
+        write_claims_json(tmp_path, judged, chapter=fl.CHAPTER, profile="default").read_text()
+    )
+    rows = {c["id"]: c for c in stored["claims"]}
+    assert (rows["table-1-nmi"]["test"], rows["table-1-nmi"]["paired"]) == ("every", True)
+    assert rows["table-1-nmi"]["runs_per_side"] == [3] and rows["lemma1"]["test"] == "trace"
+    # the reading paragraph, from the judged claims and the paired comparisons behind them
+    pairs = fl.comparison_table(runs, [study.tables[0]])
+    said = fl.text.synthesis(judged, None, pairs, "kept epoch")
+    held = sum(str(j.verdict) == "holds" for j in judged)
+    assert said.startswith(f"With every run at its kept epoch, {held} of the {len(judged)} claims")
+    assert "Table 1 NMI (triplet semi-hard ahead, effect -3 pts)" in said
+    low, ups = int(traced["updates lowering A"].sum()), int(traced["updates"].sum())
+    assert f"{low} of the {ups} traced updates" in said and "exponents 1.00-1.00" in said
+    assert fl.text.constants(study)["paper_decay"] == "0.94"
+    assert fl.text.constants(study)["interval"] == "90%"  # from reporting.CONFIDENCE

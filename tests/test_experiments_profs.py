@@ -23,7 +23,15 @@ from dmlnb.profs.proximal import LaggedProximalHook, ProximalHook
 from dmlnb.profs.representatives import CenterRepresentatives, RepresentativeSampler
 from dmlnb.profs.timing import TimedSampler
 from dmlnb.records import RunRecord, run_fingerprint
-from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, Verdict, compare
+from dmlnb.reporting import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTED,
+    Verdict,
+    compare,
+    paired_differences,
+)
 from dmlnb.runs import Run, reuse_reason
 from dmlnb.samplers import MPerClassSampler
 
@@ -249,15 +257,15 @@ def test_gain_frame_against_hand_computed_means():
     assert g["HNCM gain over PROFS"] == pytest.approx(100 * (0.50 - 0.56))
     assert g["best variant"] == "PROFS" and g["seeds"] == 3
     v = g["PROFS > plain"]
-    assert isinstance(v, Verdict) and v == compare([55, 56, 57], [50, 52, 51]) == HOLDS
-    assert v.effect == pytest.approx(0.05) and v.n == (3, 3) and v.evidence()["effect"] == "+5 pts"
-    assert g["PROFS-HNCM > plain"] == INCONCLUSIVE  # -1 point, within the Welch interval
+    # the variants share their seeds: paired by seed (the chapter layer's Beats)
+    assert isinstance(v, Verdict) and v == paired_differences([55, 56, 57], [50, 52, 51]) == HOLDS
+    assert v.effect == pytest.approx(0.05) and v.n == (3,) and v.evidence()["effect"] == "+5 pts"
+    assert g["PROFS-HNCM > plain"] == INCONCLUSIVE  # -1 point, within the paired interval
     assert g["PROFS-HNCM > PROFS"] == FAILS
     long = X.comparisons_table(X.gain_frame(table))
     assert list(long["comparison"]) == ["PROFS > plain", "PROFS-HNCM > plain", "PROFS-HNCM > PROFS"]
-    assert list(long["verdict"]) == [HOLDS, INCONCLUSIVE, FAILS] and set(long["runs per side"]) == {
-        "3 vs 3"
-    }
+    assert list(long["verdict"]) == [HOLDS, INCONCLUSIVE, FAILS]
+    assert set(long["runs per side"]) == {"3"}  # paired: the pairs
 
 
 def test_one_seed_per_side_is_inconclusive_however_large_the_gain():
@@ -275,15 +283,22 @@ DOWN = ([0.40, 0.41, 0.42], [0.50, 0.51, 0.52])
 FLAT = ([0.50, 0.55, 0.45], [0.50, 0.51, 0.52])
 
 
-def test_sweep_verdicts_need_an_interior_value_beating_both_ends_with_three_seeds():
+def test_the_m_sweep_needs_an_interior_value_beating_both_ends_for_every_loss():
     peak = {1: [0.50, 0.51, 0.49], 13: [0.60, 0.61, 0.59], 40: [0.55, 0.56, 0.54]}
     rising = {1: [0.50, 0.51, 0.49], 13: [0.55, 0.56, 0.54], 40: [0.60, 0.61, 0.59]}
-    v, per_loss, table = X.sweep_verdicts({"a": peak, "b": peak})
-    assert v == HOLDS and per_loss["a"] == HOLDS and set(table["loss"]) == {"a", "b"}
-    v, per_loss, _ = X.sweep_verdicts({"a": peak, "b": rising})
-    assert per_loss["b"] == FAILS and v == f"{FAILS}: 1 of 2 losses hold"
+
+    def judged(curves: dict) -> dict:
+        sweeps = {("M", m, loss): fake_runs(*x) for loss, c in curves.items() for m, x in c.items()}
+        ctx = _context(pd.DataFrame(), {"classes": (16, 64), "L": 136}, 4500, 10,
+                       m_grid=(1, 13, 40), sweep_losses=tuple(curves))  # fmt: skip
+        (claim,) = [c for c in X.chapter_claims(ctx) if c.id == "m-interior-optimum"]
+        return evaluate([claim], as_runset({}, sweeps=sweeps))[0]
+
+    assert judged({"a": peak, "b": peak}).verdict == HOLDS
+    both = judged({"a": peak, "b": rising})
+    assert both.verdict == f"{FAILS}: 1 of 2 losses hold" and "b: does not hold" in both.evidence
     one_seed = {k: x[:1] for k, x in peak.items()}  # the old chapter's single seed per point
-    assert X.sweep_verdicts({"a": one_seed})[0] == INCONCLUSIVE
+    assert judged({"a": one_seed}).verdict == INCONCLUSIVE
     frame = X.sweep_frame({"a": peak}, "M")
     assert list(frame["M"]) == [1, 13, 40] and frame["mean"].iloc[1] == pytest.approx(60.0)
     assert frame["std"].iloc[1] == pytest.approx(1.0) and set(frame["seeds"]) == {3}
@@ -335,9 +350,15 @@ def _fabricated_runs(profs_up: bool, batches: int) -> dict:
     return runs
 
 
-def as_runset(sides: dict, components: dict | None = None, sweeps: dict | None = None) -> RunSet:
+def as_runset(
+    sides: dict,
+    components: dict | None = None,
+    sweeps: dict | None = None,
+    other: dict | None = None,
+) -> RunSet:
     """Fabricated runs as the chapter's groups hold them: ``(row, variant)`` of Tables 1-2,
-    ``(row, step)`` of the component ablation, ``(kind, value, row)`` of the sweeps."""
+    ``(row, step)`` of the component ablation, ``(kind, value, row)`` of the sweeps,
+    ``(section, variant)`` of the regime's Contrastive-Hard runs."""
     out: dict = {}
 
     def put(group: str, row: str, rs: list) -> None:
@@ -350,6 +371,8 @@ def as_runset(sides: dict, components: dict | None = None, sweeps: dict | None =
         put(f"components/{step}", row, rs)
     for (kind, value, row), rs in (sweeps or {}).items():
         put(f"{kind}/{value:g}", row, rs)
+    for (section, v), rs in (other or {}).items():
+        put(f"{section}/{v}", "Contrastive-Hard", rs)
     return RunSet(out)
 
 
@@ -390,8 +413,10 @@ def test_the_claims_judged_on_fabricated_seeds():
         },
     }
     # SoftTriple: the paper's fewest steps (CUB's 4500)
-    runset = as_runset(_fabricated_runs(profs_up=True, batches=4500), sweeps=sweeps)
-    ctx = _context(times, regime, 4500, 10, m_swept=True, lam_swept=True)
+    small = {("regime", v): rs for v, rs in regime["small_runs"].items()}
+    runset = as_runset(_fabricated_runs(profs_up=True, batches=4500), sweeps=sweeps, other=small)
+    ctx = _context(times, regime, 4500, 10, m_grid=(1, 13, 40), sweep_losses=("A",),
+                   lambda_grid=(0.0, 1e-3, 1.0))  # fmt: skip
     paper, ours = _judged(runset, ctx)
     assert all(j.spec.where for j in paper.values()) and all(
         not j.spec.where for j in ours.values()
@@ -409,11 +434,10 @@ def test_the_claims_judged_on_fabricated_seeds():
     assert [str(v[k]) for k in ("profs-no-step-cost", "hncm-scan-cost")] == [NOT_TESTED] * 2
     assert ours["profs-step-time"].verdict == FAILS
     assert ours["hncm-step-share"].verdict == FAILS  # step_times: greedy
-    assert (
-        ours["hncm-small-batch"].verdict == HOLDS and "M = 51" in ours["hncm-small-batch"].evidence
-    )
+    regime_claim = ours["hncm-small-batch"]
+    assert regime_claim.verdict == HOLDS and "paired by seed" in regime_claim.evidence
     # a short run: the gains are not tested, the measurement is ours, in the second table
-    short = as_runset(_fabricated_runs(profs_up=False, batches=63), sweeps=sweeps)
+    short = as_runset(_fabricated_runs(profs_up=False, batches=63), sweeps=sweeps, other=small)
     paper_s, ours_s = _judged(short, _context(times, regime, 63, 13))
     first = paper_s["profs-improves-every-loss"]
     assert first.verdict == NOT_TESTED and first.reason == "needs-gpu"
@@ -539,7 +563,7 @@ def test_metric_verdicts():
     verdicts, table = X.metric_verdicts(runs, "PROFS", "plain", ["R@1", "NMI"])
     assert (
         verdicts["A R@1"] == NOT_TESTED
-        and verdicts["A R@1"].note == f"{X.COLLAPSED}: A PROFS (seed 2)"
+        and verdicts["A R@1"].note == f"{X.COLLAPSED}: A (PROFS) seed 2"
     )
     assert table.loc["A", "R@1"] == "+10.0 (x)"
 
@@ -571,7 +595,7 @@ def test_a_run_pinned_at_the_margin_is_collapsed_and_its_comparisons_are_not_tes
     assert X.gain_frame(runs).loc["T", "PROFS > plain"] == HOLDS
     collapse(runs["T", "PROFS"][1])
     v = X.gain_frame(runs).loc["T", "PROFS > plain"]
-    assert v == NOT_TESTED and v.note.endswith("T PROFS (seed 1)")
+    assert v == NOT_TESTED and v.note.endswith("T (PROFS) seed 1")
     # the component ablation: a step with a collapsed run is compared with neither neighbour
     steps = {
         "plain": fake_runs(0.5, 0.51, 0.52),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from fabricated import selected_record
 
-from dmlnb.chapter import RunGroup, train_runs
+from dmlnb.chapter import RunGroup, deviations_frame, evaluate, evaluate_both_ways, train_runs
 from dmlnb.data import load_dataset
 from dmlnb.experiments import (
     discriminative,
@@ -42,6 +42,7 @@ from dmlnb.selection import (
     optimism_text,
     protocol_column,
     selected_metrics,
+    selected_on,
     selection_optimism,
 )
 from dmlnb.training import NO_TRAINING_ENV
@@ -73,15 +74,6 @@ def _validated(runs):
         for record in rs:
             _check_validated(record)
     return records
-
-
-#: The cross-chapter checks of chapters 02 and 04 still call the APIs the chapter layer replaced
-#: (facility location's ``run_method``/``MethodRun``/``both_ways_claims``, PROFS's
-#: ``run_variant``): until they are ported, they are expected failures, and the shared fixture
-#: trains neither chapter (their own test files check their validation selection and reloads).
-NOT_PORTED = pytest.mark.xfail(
-    strict=True, raises=(KeyError, AttributeError), reason="not yet ported to the chapter layer"
-)
 
 
 @pytest.fixture(scope="module")
@@ -222,9 +214,31 @@ def test_easy_positive_main_comparison_both_ways(book):
         main_comparison(records, "EP")
 
 
-@NOT_PORTED
-def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the_kept_epoch(book):
-    runs = book["facility_location"]
+#: Chapter 02's tiny study: the smoke profile's Table 1 (B = 12, C/m = 0.25: the 3 training
+#: classes left after the hold-out, 4 images each) at TINY, on two seeds.
+FL_STUDY = dict(
+    profile="smoke", overrides={**TINY, "batch_size": 12}, validation=True, seeds=(0, 1)
+)
+
+
+@pytest.fixture(scope="module")
+def fl_tiny(tmp_path_factory):
+    """Chapter 02's Table 1 at the TINY smoke size, trained through the chapter layer (the shared
+    ``book`` fixture does not train it): the run set and ``{method: [runs by seed]}``."""
+    study = facility_location.make_study(**FL_STUDY)
+    table = study.tables[0]
+    splits = load_dataset(table.config.dataset, **table.config.dataset_options)
+    declared = {table.table: facility_location.groups(study)[table.table]}
+    folder = tmp_path_factory.mktemp("results") / "02_facility_location" / "smoke"
+    runset = facility_location.train(declared, study, folder, splits={"digits": splits})
+    runs, *_ = facility_location.by_role(runset, study)
+    return runset, runs[table.table]
+
+
+def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the_kept_epoch(
+    fl_tiny,
+):
+    _, runs = fl_tiny
     records = _validated(runs)
     for run in runs["clustering"]:
         assert run.metrics["R@1"] == pytest.approx(
@@ -232,40 +246,35 @@ def test_facility_location_runs_validate_and_their_geometric_metrics_stay_at_the
         )  # the kept (validation) epoch
     frame = main_comparison(records, "clustering", "NMI")
     assert protocol_column("NMI", "validation") in frame and len(frame) == 4
-    # the claims read the geometric NMI of the kept weights: shown at another epoch, they refuse
+    # the claims read the geometric NMI of the kept weights; shown at another epoch (the test
+    # classes' choice), a run's metrics are the record's there, and the kept ones come back after
     record, _ = selected_record(
         [0.5, 0.7, 0.6, 0.8], [0.6, 0.9, 0.7, 0.65], "validation"
     )  # test: 4, validation: 2
-    run = facility_location.MethodRun(
-        "Table 1", "clustering", 0, record, {"metrics_geometric": {"R@1": 0.7}}
-    )
+    record.data["extras"] = {"metrics_geometric": {"R@1": 0.7}}
+    run = facility_location.KeptRun("x", record)
     assert run.metrics == {"R@1": 0.7}
-    with pytest.raises(
-        ValueError, match=r"shown at epoch 4, but .*geometric NMI were computed at the kept epoch 2"
-    ):
-        both_ways_verdicts(
-            [record], lambda: {"x": facility_location.compare([run.metrics["R@1"]], [0.5])}
-        )
+    with selected_on([record], "test"):
+        assert run.metrics["R@1"] == pytest.approx(0.8) and run.recorded_metrics["R@1"] == 0.8
     assert run.metrics == {"R@1": 0.7}  # restored
 
 
-@NOT_PORTED
-def test_facility_location_claims_and_main_comparison_under_both_protocols(book):
-    runs = book["facility_location"]
+def test_facility_location_claims_and_main_comparison_under_both_protocols(fl_tiny):
+    runset, runs = fl_tiny
     every = [r for rs in runs.values() for r in rs]
-    study = facility_location.make_study(
-        "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1)
-    )
+    study = facility_location.make_study(**FL_STUDY)
     toy = facility_location.toy_frame(
         facility_location.run_toy([0], losses=["clustering"], steps=2)
     )
-    both = facility_location.both_ways_claims({"Table 1": runs}, study.tables, toy, "smoke", every)
-    on_validation = facility_location.claims(
-        {"Table 1": runs}, study.tables, toy, "smoke", every, recorded=True
-    )
-    assert both["claim"].tolist() == [c.claim for c in on_validation]
+    traced = facility_location.lemma1_per_update(facility_location.lemma1_batches(repeats=1)[:1])
+    specs = facility_location.claim_specs(study, "smoke", ["Table 1"], toy, None, traced)
+    recorded = facility_location.recorded(runset)
+    both = evaluate_both_ways(specs, recorded)
+    on_validation = evaluate(specs, recorded)
+    assert both["id"].tolist() == [c.id for c in specs]
+    assert both["claim"].tolist() == [j.spec.text for j in on_validation]
     assert both[protocol_column("verdict", "validation")].tolist() == [
-        str(c.verdict) for c in on_validation
+        str(j.verdict) for j in on_validation
     ]
     assert both["verdict changes"].tolist() == [
         v != t
@@ -312,26 +321,34 @@ def test_discriminative_and_claims_recomputed_under_each_protocol(book):
         assert run.extras["last_layer"] and run.record.best == run.record.selections["validation"]
 
 
-@NOT_PORTED
-def test_profs_runs_validate_and_the_best_variant_is_chosen_on_validation(book):
-    runs = book["profs"]
-    _validated(runs)
-    gains = profs.gain_frame({("Contrastive-Hard", v): rs for v, rs in runs.items()})
+def test_profs_runs_validate_and_the_best_variant_is_chosen_on_validation(tmp_path):
+    """Chapter 04's Table 1 variants on Contrastive-Hard at the smoke profile, trained tiny through
+    the chapter layer (:func:`dmlnb.experiments.profs.groups`, :func:`train_runs`): every run
+    selects on the validation classes, and the best variant is chosen on them."""
+    cfg = profs.experiment_config("smoke", {**TINY, "batch_size": 6}, validation=True)
+    settings = profs.experiment_settings("smoke", seeds=(0, 1))
+    splits = load_dataset(cfg.dataset, **cfg.dataset_options)
+    groups = profs.groups(cfg, settings, splits.num_train_classes)
+    table1 = {
+        name: replace(g, methods={"Contrastive-Hard": g.methods["Contrastive-Hard"]})
+        for name, g in groups.items()
+        if name.startswith("table1/")
+    }
+    runs = train_runs(table1, cfg, tmp_path / "04_profs" / "smoke", splits=splits)
+    sides = profs.table_sides(runs, 1)
+    by_variant = {v: rs for (row, v), rs in sides.items() if row == "Contrastive-Hard"}
+    assert set(by_variant) == set(profs.VARIANTS) and all(
+        len(rs) == 2 for rs in by_variant.values()
+    )
+    _validated(by_variant)
+    gains = profs.gain_frame(sides)
     val_r1 = {
         v: sum(r.record.selections["validation"]["val_metrics"]["R@1"] for r in rs)
-        for v, rs in runs.items()
+        for v, rs in by_variant.items()
     }
     assert gains.loc["Contrastive-Hard", "best variant"] == max(val_r1, key=val_r1.get)
     # a timing run does not evaluate, so it selects nothing, also in a chapter that validates
-    times = profs.step_times(
-        "contrastive-hard",
-        book["profs_config"],
-        book["profs_splits"],
-        rho=6.0,
-        lam=1e-3,
-        steps=2,
-        repeats=1,
-    )
+    times = profs.step_times("contrastive-hard", cfg, splits, rho=6.0, lam=1e-3, steps=2, repeats=1)
     assert set(times["variant"]) == set(profs.VARIANTS)
 
 
@@ -564,12 +581,11 @@ def test_discriminative_records_reload_at_the_notebooks_defaults(no_training):
     assert len(runs.records()) == len(list(folder.glob("*/record.json"))) == 33
 
 
-@NOT_PORTED
 def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_would_add(book):
     disc = book["discriminative"]
     every = [r for rs in disc.values() for r in rs]
     config = discriminative.experiment_config("smoke", {**TINY, "batch_size": 24}, validation=True)
-    table = discriminative.deviations_table(
+    rows = discriminative.deviation_rows(
         disc["discriminative"],
         {},
         every,
@@ -578,12 +594,15 @@ def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_
         num_classes=3,
         validation_classes=2,
     )
-    row = table.loc["model selection"]
-    assert row["here"].startswith(
+    by_setting = {row.setting: row for row in rows}
+    row = by_setting["model selection"]
+    assert row.ours.startswith(
         "2 of the 5 training classes held out as validation classes (training on the other 3)"
     )
-    assert table.loc["batches"].iloc[-1] == (
-        "not measured: a batch of 24 images, 1 per class, needs 24 training classes "
+    batches = by_setting["batches"]
+    assert (batches.effect, batches.why) == ("", "not-measured")
+    assert batches.scale == (
+        "a batch of 24 images, 1 per class, needs 24 training classes "
         "and 3 remain after the validation classes are held out"
     )
     expected = optimism_text(r.record for r in every)
@@ -591,12 +610,17 @@ def test_the_deviation_tables_say_where_the_runs_select_and_what_test_selection_
         expected.startswith("; choosing on the test classes instead would add +")
         and "R@1 (4 runs)" in expected
     )
-    assert row.iloc[-1].endswith(expected)  # the measured-effect column, named after the profile
-    runs = book["facility_location"]
-    study = facility_location.make_study(
-        "smoke", {**TINY, "batch_size": 12}, validation=True, seeds=(0, 1)
+    assert row.effect.endswith(expected)  # the measured effect, where the runs select
+    table = discriminative.deviations_table(
+        disc["discriminative"], {}, every, config=config, profile="smoke", num_classes=3
     )
-    fl = facility_location.deviations({"Table 1": runs}, {}, study, "smoke").set_index("deviation")
-    row = fl.loc["training length and model selection"]
-    assert "on validation classes held out of training" in row["here"]
-    assert row.iloc[-1].endswith(optimism_text(r.record for rs in runs.values() for r in rs))
+    assert table.loc["model selection", "effect"] == row.effect  # rendered by deviations_frame
+
+
+def test_the_facility_location_deviations_say_where_the_runs_select(fl_tiny):
+    _, runs = fl_tiny
+    study = facility_location.make_study(**FL_STUDY)
+    rows = facility_location.deviations({"Table 1": runs}, {}, study, "smoke")
+    row = deviations_frame(rows).loc["training length and model selection"]
+    assert "on validation classes held out of training" in row["ours"]
+    assert row["effect"].endswith(optimism_text(r.record for rs in runs.values() for r in rs))

@@ -25,7 +25,7 @@ ceiling) set it aside as "not tested" instead of deciding it.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Union
 
 from dmlnb.reporting import Verdict
@@ -75,12 +75,17 @@ SHAPES = (
 
 @dataclass(frozen=True)
 class Side:
-    """The runs of method ``label`` in ``group`` (:class:`~dmlnb.chapter.runset.RunSet`)."""
+    """The runs of method ``label`` in ``group`` (:class:`~dmlnb.chapter.runset.RunSet`);
+    ``name``, when given, is how verdicts and their notes show the side to a reader (the
+    method's name in the paper rather than the run's key; it takes no part in equality)."""
 
     group: str
     label: str
+    name: str = field(default="", compare=False)
 
     def __str__(self) -> str:
+        if self.name:
+            return self.name
         return self.label if self.label == self.group else f"{self.label} ({self.group})"
 
 

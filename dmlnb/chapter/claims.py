@@ -64,6 +64,7 @@ __all__ = [
     "write_claims_json",
     "CLAIMS_FILE",
     "evaluate_both_ways",
+    "unless_set_aside",
 ]
 
 CLAIMS_FILE = "claims.json"
@@ -144,7 +145,7 @@ def _beats(
             scale=scale,
             unit=unit,
         )
-    return _unless_set_aside(v, runs, (better, worse), metric, set_aside)
+    return unless_set_aside(v, runs, (better, worse), metric, set_aside)
 
 
 def _degenerate_sides(runs: RunSet, sides: Sequence[Side], flag: Callable[[Any], bool]) -> list:
@@ -177,14 +178,15 @@ def _at_ceiling(
     )
 
 
-def _unless_set_aside(
+def unless_set_aside(
     verdict: Verdict,
     runs: RunSet,
     sides: Sequence[Side],
     metric: str,
     set_aside: SetAside | None,
 ) -> Verdict:
-    """``verdict``, or "not tested" when ``set_aside`` applies to ``sides`` (:class:`SetAside`)."""
+    """``verdict``, or "not tested" when ``set_aside`` applies to ``sides`` (:class:`SetAside`):
+    the guard a :class:`Custom` judge applies to the sides it compares, as :class:`Beats` does."""
     ceiling = _at_ceiling(runs, sides, metric, set_aside)
     if ceiling is not None:
         return ceiling

@@ -11,6 +11,7 @@ from torch import Tensor
 
 from dmlnb.losses.base import MetricLoss
 from dmlnb.pairs import PairMasks
+from dmlnb.samplers import groups_per_batch
 
 __all__ = ["PAIR_MODES", "representative_pair_filter", "RepresentativePairs"]
 
@@ -34,11 +35,9 @@ def representative_pair_filter(
     """
     if mode not in PAIR_MODES:
         raise ValueError(f"mode must be one of {PAIR_MODES}, got {mode!r}")
-    if samples_per_class < 1 or batch_size % samples_per_class != 0:
-        raise ValueError(
-            f"batch size {batch_size} is not a multiple of samples_per_class={samples_per_class}: "
-            "a RepresentativeSampler batch is whole groups of m samples per class"
-        )
+    if samples_per_class < 1:
+        raise ValueError(f"samples_per_class must be >= 1, got {samples_per_class}")
+    groups_per_batch(batch_size, samples_per_class)  # a RepresentativeSampler batch: whole groups
     if mode == "all":
         return None
     rep = torch.arange(batch_size, device=device) % samples_per_class == 0  # (B,)

@@ -26,7 +26,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from dmlnb.hooks import Hook, TrainState
-from dmlnb.samplers import ClassBatchSampler, stream_generator
+from dmlnb.samplers import ClassBatchSampler, groups_per_batch, stream_generator
 
 __all__ = ["HNCM_MODES", "projection_period", "RepresentativeSampler", "CenterRepresentatives"]
 
@@ -159,13 +159,10 @@ class RepresentativeSampler(ClassBatchSampler, Hook):
                 f"m={m}: a PROFS group is the representative plus m - 1 samples of its class; "
                 "use m >= 2"
             )
-        if batch_size % m != 0:
-            raise ValueError(
-                f"batch_size={batch_size} is not a multiple of m={m}; pick a divisible batch_size"
-            )
         if period < 1:
             raise ValueError(f"period (M) must be >= 1, got {period}")
-        super().__init__(labels, batch_size, batch_size // m, seed=seed, num_batches=num_batches)
+        groups = groups_per_batch(batch_size, m)
+        super().__init__(labels, batch_size, groups, seed=seed, num_batches=num_batches)
         self.m, self.period = int(m), int(period)
         self.hncm, self.hncm_mode = bool(hncm), hncm_mode
         self._cycle = 0

@@ -18,7 +18,8 @@
   :func:`dmlnb.chapter.evaluate` and ``claims.json``;
 * :mod:`.deviations` (with :mod:`.measured`): the deviations as :class:`~dmlnb.chapter.Deviation`
   rows; :mod:`.provenance`: the code versions of the records;
-* :mod:`.display` and :mod:`.figures`: the notebook's printed lines, tables and figures.
+* :mod:`.display` and :mod:`.figures`: the notebook's printed lines, tables and figures;
+  :mod:`.findings`: the section "What this chapter finds", generated from the verdicts.
 """
 
 from dmlnb.experiments.discriminative import (
@@ -28,6 +29,7 @@ from dmlnb.experiments.discriminative import (
     display,
     evidence,
     figures,
+    findings,
     groups,
     measured,
     networks,
@@ -42,6 +44,7 @@ from dmlnb.experiments.discriminative.deviations import *  # noqa: F403
 from dmlnb.experiments.discriminative.display import *  # noqa: F403
 from dmlnb.experiments.discriminative.evidence import *  # noqa: F403
 from dmlnb.experiments.discriminative.figures import *  # noqa: F403
+from dmlnb.experiments.discriminative.findings import *  # noqa: F403
 from dmlnb.experiments.discriminative.groups import *  # noqa: F403
 from dmlnb.experiments.discriminative.measured import *  # noqa: F403
 from dmlnb.experiments.discriminative.networks import *  # noqa: F403
@@ -64,4 +67,5 @@ __all__ = [
     *measured.__all__,
     *provenance.__all__,
     *figures.__all__,
+    *findings.__all__,
 ]

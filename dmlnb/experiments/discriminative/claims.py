@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Sequence
 
 import numpy as np
-import pandas as pd
 
 from dmlnb.experiments.discriminative.evidence import (
     CUBIC_ORDER,
@@ -18,11 +17,11 @@ from dmlnb.experiments.discriminative.evidence import (
     ClaimEvidence,
     alike_margin,
     alike_margins,
-    claim_evidence,
     first_last,
     fit_sizes,
     gap_verdict,
     layer_verdict,
+    paired_equivalent,
     rises,
     sizes_text,
     slope_values,
@@ -47,15 +46,12 @@ from dmlnb.reporting import (
     most_of,
     not_tested,
     order_band,
+    paired_differences,
     qualify,
     shape_unchecked,
 )
-from dmlnb.runs import Run
-from dmlnb.selection import (
-    both_ways_verdicts,
-)
 
-__all__ = ["chapter_claims", "claims_both_ways", "our_measurements"]
+__all__ = ["chapter_claims", "our_measurements"]
 
 
 def _clustering_order_claims(ev: ClaimEvidence) -> tuple[Claim, Claim]:
@@ -165,9 +161,13 @@ def layer_and_centroid_claims(ev: ClaimEvidence) -> list[Claim]:
             + "; better at every K on both",
             f"paired per run (penultimate - last), {len(ev.layers['R@1'][0])} runs (one-hot and "
             f"K-means), at {', '.join(layer_ks)}; R@1 {mean(ev.layers['R@1'][0]):.1f} vs "
-            f"{mean(ev.layers['R@1'][1]):.1f}; the best epoch is chosen by the penultimate layer "
-            "(biased toward the claim)",
-            layer_verdict({k: ev.layers[k] for k in layer_ks}),
+            f"{mean(ev.layers['R@1'][1]):.1f}; "
+            + (
+                "the best epoch is chosen by the penultimate layer (biased toward the claim)"
+                if ev.layer_selection_chose
+                else "every run kept its last epoch: the selection chose nothing"
+            ),
+            layer_verdict({k: ev.layers[k] for k in layer_ks}, ev.layer_selection_chose),
         ),
         Claim(
             "Table 3 / Sec. 4.3: one-hot and K-means centroids show 'not a significant difference'",
@@ -176,8 +176,12 @@ def layer_and_centroid_claims(ev: ClaimEvidence) -> list[Claim]:
             + ", ".join(f"{v:.2f} ({d})" for d, v in margins.items())
             + f"; margin: the smaller, {alike_margin():.2f} pts",
             f"R@1 {mean(disc['R@1']):.1f} vs {mean(ev.kmeans_r1):.1f} ({len(disc['R@1'])} / "
-            f"{len(ev.kmeans_r1)} seeds); effect = one-hot - K-means",
-            equivalent(disc["R@1"], ev.kmeans_r1, alike_margin() / 100, **pts),
+            f"{len(ev.kmeans_r1)} seeds"
+            + ("; paired by seed" if ev.kmeans_paired else "")
+            + "); effect = one-hot - K-means",
+            (paired_equivalent if ev.kmeans_paired else equivalent)(
+                disc["R@1"], ev.kmeans_r1, alike_margin() / 100, **pts
+            ),
         ),
     ]
 
@@ -195,7 +199,9 @@ def method_claims(ev: ClaimEvidence) -> list[Claim]:
     named = most_of(
         {row: v for row, v in per_method.items() if row not in TRIPLET_FAMILY_ADDED}, "methods"
     )
-    softmax_v = all_of({k: compare(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures")
+    softmax_v = all_of(
+        {k: paired_differences(disc[k], m["SoftMax"][k], **pts) for k in measures}, "measures"
+    )
     return [
         Claim(
             "Sec. 4.4, as tested here: the discriminative loss beats a cosine softmax (T = 0.05) "
@@ -207,7 +213,8 @@ def method_claims(ev: ClaimEvidence) -> list[Claim]:
                 f"{t.loc['Discriminative', 'R@1'] - t.loc['SoftMax', 'R@1']:+.2f} ({d})"
                 for t, d in ((t4, "CUB"), (t5, "CAR196"))
             ),
-            f"one dataset; better at each of {', '.join(measures)}; R@1 {mean(disc['R@1']):.1f} vs "
+            f"one dataset; better at each of {', '.join(measures)}, paired by seed; R@1 "
+            f"{mean(disc['R@1']):.1f} vs "
             f"{mean(m['SoftMax']['R@1']):.1f}",
             softmax_v,
         ),
@@ -223,7 +230,8 @@ def method_claims(ev: ClaimEvidence) -> list[Claim]:
             )
             + " implemented here",
             f"each of the {len(TRIPLET_FAMILY)} triplet-based methods "
-            f"({', '.join(TRIPLET_FAMILY)}) counts when R@K is better at every K; counting "
+            f"({', '.join(TRIPLET_FAMILY)}) counts when R@K is better at every K, paired by seed; "
+            "counting "
             f"{' and '.join(TRIPLET_FAMILY_ADDED)} as triplet-based is this chapter's choice (the "
             f"paper's examples: {', '.join(PAPER_TRIPLET_EXAMPLES)}, Triplet+Global); without "
             f"them: {named} ({named.note})",
@@ -236,7 +244,8 @@ def method_claims(ev: ClaimEvidence) -> list[Claim]:
                 f"{t.loc['Discriminative', 'R@1']:.2f} vs {t.loc['Semi-hard', 'R@1']:.2f} ({d})"
                 for t, d in ((t4, "CUB"), (t5, "CAR196"))
             ),
-            f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['Semi-hard']['R@1']):.1f}; at every K",
+            f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['Semi-hard']['R@1']):.1f}; at every K, "
+            "paired by seed",
             per_method["Semi-hard"],
         ),
         Claim(
@@ -246,7 +255,8 @@ def method_claims(ev: ClaimEvidence) -> list[Claim]:
                 f"{t.loc['Discriminative', 'R@1']:.2f} vs {t.loc['N-pair', 'R@1']:.2f} ({d})"
                 for t, d in ((t4, "CUB"), (t5, "CAR196"))
             ),
-            f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['N-pair']['R@1']):.1f}; at every K",
+            f"R@1 {mean(disc['R@1']):.1f} vs {mean(m['N-pair']['R@1']):.1f}; at every K, "
+            "paired by seed",
             per_method["N-pair"],
         ),
     ]
@@ -403,30 +413,6 @@ def chapter_claims(ev: ClaimEvidence) -> list[Claim]:
     ]
 
 
-def claims_both_ways(
-    runs: Mapping[tuple[str, int], Run],
-    kmeans_runs: Sequence[Run],
-    slopes: pd.DataFrame,
-    steps: pd.DataFrame,
-    epochs: int,
-    vgg_runs: Sequence[Run] = (),
-) -> pd.DataFrame:
-    """The paper's claims (:func:`chapter_claims` of :func:`claim_evidence`, arguments as there)
-    under both protocols (:func:`dmlnb.selection.both_ways_verdicts`): every run's metrics at the
-    epoch its validation classes select and at the epoch its test classes select, with the claims
-    whose verdict changes flagged. What the claims read from the kept weights (Table 2's last
-    layer, the lemma rows) stays at the kept epoch, so those verdicts never change.
-
-    Raises:
-        ValueError: a run has no validation split (its records cannot be shown both ways).
-    """
-    records = [r.record for r in [*runs.values(), *kmeans_runs, *vgg_runs]]
-    return both_ways_verdicts(
-        records,
-        lambda: chapter_claims(claim_evidence(runs, kmeans_runs, slopes, steps, epochs, vgg_runs)),
-    )
-
-
 def our_measurements(ev: ClaimEvidence) -> list[Claim]:
     """Statements of this chapter, not of the paper (its implementation check, its same-cell step
     timing and the timing of dmlnb's facility-location loss against the order Table 1 claims for
@@ -467,24 +453,20 @@ def our_measurements(ev: ClaimEvidence) -> list[Claim]:
             "the same per-repeat ratios",
             compare_to_threshold(ratio, ORDER_OF_MAGNITUDE, unit="x"),
         ),
-        Claim(
-            "the network, not the loss, dominates a discriminative step (loss share below "
-            f"{LOSS_SHARE_LIMIT:.0%}, ours)",
-            "—",
-            "loss-only forward + backward / whole step, per repeat: "
-            + ", ".join(f"{v:.3f}" for v in share.get_group("discriminative")),
-            compare_to_threshold(
-                share.get_group("discriminative").tolist(), LOSS_SHARE_LIMIT, higher_is_better=False
-            ),
-        ),
-        Claim(
-            f"... and a semi-hard step (loss share below {LOSS_SHARE_LIMIT:.0%}, ours)",
-            "—",
-            "loss-only forward + backward / whole step, per repeat: "
-            + ", ".join(f"{v:.3f}" for v in share.get_group("semihard")),
-            compare_to_threshold(
-                share.get_group("semihard").tolist(), LOSS_SHARE_LIMIT, higher_is_better=False
-            ),
+        *(
+            Claim(
+                what + f" (loss share below {LOSS_SHARE_LIMIT:.0%}, ours)",
+                "—",
+                "loss-only forward + backward / whole step, per repeat: "
+                + ", ".join(f"{v:.3f}" for v in share.get_group(method)),
+                compare_to_threshold(
+                    share.get_group(method).tolist(), LOSS_SHARE_LIMIT, higher_is_better=False
+                ),
+            )
+            for method, what in (
+                ("discriminative", "the network, not the loss, dominates a discriminative step"),
+                ("semihard", "... and a semi-hard step"),
+            )
         ),
         _clustering_order_claims(ev)[1],
     ]

@@ -20,7 +20,6 @@ from dmlnb.experiments.discriminative.measured import (
 from dmlnb.experiments.discriminative.provenance import code_version_text
 from dmlnb.experiments.discriminative.spec import (
     PAPER_DATASETS,
-    PRESETS,
     experiment_config,
     variant_unfit,
 )
@@ -87,7 +86,7 @@ def _data_rows(config: TrainConfig, profile: str, effect_of: Any) -> list[Deviat
     size_text = f" at {image_size}x{image_size} pixels" if image_size else ""
     trains = (
         f"this execution trains {config.dataset}; the paper profile trains "
-        f"{PAPER_DATASETS[PRESETS['paper']['dataset']]} and, with overrides={{'dataset': "
+        f"{PAPER_DATASETS[experiment_config('paper').dataset]} and, with overrides={{'dataset': "
         f"'cars196'}}, CAR196 in a run set of its own (Tables 2, 3, 5 and 8, 3 seeds)"
     )
     paper_profile = PAPER_PROFILE

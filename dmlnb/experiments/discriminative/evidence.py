@@ -9,15 +9,15 @@ from typing import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dmlnb.experiments.discriminative.groups import lemma_frame
+from dmlnb.experiments.discriminative.groups import lemma_frame, run_seed
 from dmlnb.experiments.discriminative.spec import METHODS, REPORTED, TRIPLET_FAMILY
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
+    INCONCLUSIVE,
     Verdict,
     all_of,
     biased_toward_claim,
-    compare,
     compare_to_threshold,
     paired_differences,
     qualify,
@@ -41,6 +41,8 @@ __all__ = [
     "claim_evidence",
     "layer_pairs",
     "layer_verdict",
+    "selection_chose",
+    "paired_equivalent",
     "first_last",
     "rises",
     "slope_values",
@@ -121,6 +123,10 @@ class ClaimEvidence:
         steps: :func:`step_timing` rows (same-cell step timing).
         epochs: configured epochs; ``last_epoch_share``: share of runs whose best epoch is the last.
         vgg_r1: Recall@1 of the VGG-16 variant (empty when it was not trained).
+        layer_selection_chose: whether the selection of some Table 2 run kept an epoch other
+            than its last (:func:`selection_chose`): only then is Table 2 biased toward its claim.
+        kmeans_paired: whether the K-means runs have the one-hot runs' seeds (same seeds, same
+            batches), in the same order: Table 3 is then paired by seed.
     """
 
     metrics: dict[str, dict[str, list[float]]]
@@ -132,6 +138,8 @@ class ClaimEvidence:
     epochs: int
     last_epoch_share: float
     vgg_r1: list[float] = field(default_factory=list)
+    layer_selection_chose: bool = True
+    kmeans_paired: bool = False
 
     @property
     def r1(self) -> dict[str, list[float]]:
@@ -174,6 +182,8 @@ def claim_evidence(
         epochs=epochs,
         last_epoch_share=float(np.mean([r.record.best_is_last for r in every])),
         vgg_r1=[r.metrics["R@1"] for r in vgg_runs],
+        layer_selection_chose=selection_chose(both),
+        kmeans_paired=[run_seed(r) for r in kmeans_runs] == seeds,
     )
 
 
@@ -193,20 +203,61 @@ def layer_pairs(runs: Sequence[Run]) -> dict[str, tuple[list[float], list[float]
     }
 
 
-def layer_verdict(pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]]) -> Verdict:
+def selection_chose(runs: Sequence[Run]) -> bool:
+    """Whether the selection of some run kept an epoch other than its last evaluated one
+    (:func:`~dmlnb.selection.kept_selection`): when every run kept its last epoch the selection
+    chose nothing, whatever criterion it read."""
+    for run in runs:
+        evaluated = run.record.evaluations()
+        kept = kept_selection(run.record)
+        if evaluated and kept is not None and kept["epoch"] != evaluated[-1]["epoch"]:
+            return True
+    return False
+
+
+def layer_verdict(
+    pairs: Mapping[str, tuple[Sequence[float], Sequence[float]]], chose: bool = True
+) -> Verdict:
     """Table 2's claim, "the second-to-last layer gives better Recall@K than the last layer", on
     :func:`layer_pairs`: at every Recall@K (:func:`~dmlnb.reporting.all_of`), each K by the paired
-    test of the per-run differences (:func:`~dmlnb.reporting.paired_differences`), then the rule
-    for a selection biased toward the claim (:func:`~dmlnb.reporting.biased_toward_claim` with
-    :data:`LAYER_SELECTION_BIAS`): each run's epoch was chosen by the second-to-last layer, so the
-    claim cannot hold on these runs. The one computation of this verdict: the claims table, the
-    notebook's Table 2 cell and the deviations table's one-hot row all call it."""
+    test of the per-run differences (:func:`~dmlnb.reporting.paired_differences`), then, when the
+    selection ``chose`` an epoch (:func:`selection_chose`), the rule for a selection biased toward
+    the claim (:func:`~dmlnb.reporting.biased_toward_claim` with :data:`LAYER_SELECTION_BIAS`):
+    each run's epoch was chosen by the second-to-last layer. When every run kept its last epoch
+    the selection chose nothing and the rule does not apply. The one computation of this verdict:
+    the claims table, the notebook's Table 2 cell and the deviations table's one-hot row all call
+    it."""
     parts = {
         k: paired_differences(*pairs[k], scale=100, unit=" pts")
         for k in pairs
         if k.startswith("R@")
     }
-    return biased_toward_claim(all_of(parts, "Recall@K"), LAYER_SELECTION_BIAS)
+    every = all_of(parts, "Recall@K")
+    return biased_toward_claim(every, LAYER_SELECTION_BIAS) if chose else every
+
+
+def paired_equivalent(
+    a: Sequence[float], b: Sequence[float], margin: float, *, scale: float = 1.0, unit: str = ""
+) -> Verdict:
+    """ "A and B perform alike" within ``±margin`` on paired per-run values (``a[i]`` and
+    ``b[i]`` share a seed: the same batches): the two one-sided tests of
+    :func:`~dmlnb.reporting.equivalent` on the per-run differences
+    (:func:`~dmlnb.reporting.compare_to_threshold` against ``-margin`` and ``+margin``). Holds
+    when both hold (the 90% interval of the mean difference lies inside the margin), does not hold
+    when one does not, else inconclusive; the effect shown is the mean difference
+    (:func:`~dmlnb.reporting.paired_differences`)."""
+    d = paired_differences(a, b, scale=scale, unit=unit)
+    diffs = [x - y for x, y in zip(a, b)]
+    above = compare_to_threshold(diffs, -margin)
+    below = compare_to_threshold(diffs, margin, higher_is_better=False)
+    both = (str(above), str(below))
+    text = HOLDS if both == (HOLDS, HOLDS) else FAILS if FAILS in both else INCONCLUSIVE
+    note = f"equivalence margin ±{margin * scale:.3g}{unit}, paired by seed"
+    if d.note:
+        note += f"; {d.note}"
+    elif text == INCONCLUSIVE:
+        note += "; the interval crosses the margin"
+    return Verdict(text, d.effect, d.low, d.high, d.n, note, scale, unit)
 
 
 def first_last(lemma: pd.DataFrame, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -298,11 +349,15 @@ def fit_sizes(slopes: pd.DataFrame, loss: str, sweep: str) -> list[int]:
 
 def triplet_family_parts(ev: ClaimEvidence) -> dict[str, dict[str, Verdict]]:
     """Per method of :data:`TRIPLET_FAMILY`, per Recall@K: "the discriminative loss beats it at this
-    K" (:func:`~dmlnb.reporting.compare`), the parts of :func:`triplet_family_verdicts`."""
+    K", paired by seed (every method trains with the same seeds and batches:
+    :func:`~dmlnb.reporting.paired_differences`), the parts of :func:`triplet_family_verdicts`."""
     disc = ev.metrics["Discriminative"]
     recall = [k for k in disc if k.startswith("R@")]
     return {
-        row: {k: compare(disc[k], ev.metrics[row][k], scale=100, unit=" pts") for k in recall}
+        row: {
+            k: paired_differences(disc[k], ev.metrics[row][k], scale=100, unit=" pts")
+            for k in recall
+        }
         for row in TRIPLET_FAMILY
     }
 
@@ -310,7 +365,7 @@ def triplet_family_parts(ev: ClaimEvidence) -> dict[str, dict[str, Verdict]]:
 def triplet_family_verdicts(ev: ClaimEvidence) -> dict[str, Verdict]:
     """Sec. 4.4's "improves over ... methods based on triplet", one verdict per method of
     :data:`TRIPLET_FAMILY`: the discriminative loss beats it at every Recall@K
-    (:func:`~dmlnb.reporting.all_of` over the K, each by :func:`~dmlnb.reporting.compare`;
+    (:func:`~dmlnb.reporting.all_of` over the K, each paired by seed;
     :func:`triplet_family_parts`)."""
     return {row: all_of(parts, "measures") for row, parts in triplet_family_parts(ev).items()}
 

@@ -7,7 +7,11 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from dmlnb.experiments.discriminative.evidence import layer_pairs, layer_verdict
+from dmlnb.experiments.discriminative.evidence import (
+    layer_pairs,
+    layer_verdict,
+    selection_chose,
+)
 from dmlnb.experiments.discriminative.spec import (
     REPORTED,
 )
@@ -68,9 +72,12 @@ def kmeans_stats_text(
 
 def table2_onehot_text(base: Sequence[Run]) -> str:
     """Table 2 on the paper's one-hot runs only, judged as the claim is (:func:`layer_verdict`:
-    every K, paired, biased); ``""`` without last-layer scores."""
-    onehot_pairs = layer_pairs([r for r in base if r.extras.get("last_layer")])
-    onehot_v = layer_verdict(onehot_pairs) if onehot_pairs else None
+    every K, paired, the bias rule where the selection chose an epoch); ``""`` without last-layer
+    scores."""
+    scored = [r for r in base if r.extras.get("last_layer")]
+    onehot_pairs = layer_pairs(scored)
+    chose = selection_chose(scored)
+    onehot_v = layer_verdict(onehot_pairs, chose) if onehot_pairs else None
     table2_runs = ""
     if onehot_v is not None:
         e, r1 = (
@@ -91,9 +98,14 @@ def table2_onehot_text(base: Sequence[Run]) -> str:
             "one-hot runs only, second-to-last minus last layer (paired, "
             f"{len(onehot_pairs['R@1'][0])} runs): R@1 {r1['effect']} {r1['90% interval']}; at "
             f"every K (the claim), weakest {k_name + ' ' if k_name else ''}{e['effect']} "
-            f"{e['90% interval']}{' (' + why if why else ''}: {onehot_v} (each run's epoch was "
-            "chosen by the second-to-last layer: the rule for a selection biased toward the "
-            "claim)"
+            f"{e['90% interval']}{' (' + why if why else ''}: {onehot_v} ("
+            + (
+                "each run's epoch was chosen by the second-to-last layer: the rule for a "
+                "selection biased toward the claim)"
+                if chose
+                else "every run kept its last epoch: the selection chose nothing, the rule for a "
+                "biased selection does not apply)"
+            )
         )
     return table2_runs
 

@@ -134,14 +134,11 @@ PRESETS: dict[str, dict[str, Any]] = {
     # learning rate 0.1 for the two new layers halved every 5 epochs and ten times smaller for
     # the backbone (BackboneLR applies the factor and the weight decay; SGD momentum 0.9 is our
     # choice, the paper does not name the optimiser), random crops and flips (the cub200 loader).
+    # (layered over dmlnb.profiles.PROFILES["paper"]: CUB-200-2011 at 224 pixels, pretrained,
+    # batches of 128 with 4 images per class, 8 workers)
     "paper": dict(
-        dataset="cub200",
-        dataset_options={"image_size": 224},
         model="googlenet",
-        pretrained=True,
         embedding_dim=256,
-        batch_size=128,
-        m_per_class=4,
         epochs=40,
         optimizer="sgd",
         lr=0.1,
@@ -151,23 +148,26 @@ PRESETS: dict[str, dict[str, Any]] = {
         lr_gamma=0.5,
         eval_every=1,
         eval_metrics=("recall", "nmi"),
-        num_workers=8,
     ),
 }
+
+#: The clustering baseline's settings, alike at every profile.
+_CLUSTERING: dict[str, Any] = dict(
+    clustering_gammas=CLUSTERING_GAMMAS,
+    clustering_gamma=CLUSTERING_GAMMA,
+    clustering_refinement=CLUSTERING_REFINEMENT,
+)
+#: The CPU profiles' settings of the lemma tracking and the paper's options (none of them).
+_CPU: dict[str, Any] = dict(lemma_every=1, backbone_lr=None, weight_decay=0.0, arch_variant=None)
 
 # Experiment settings that are not training-run fields.
 SETTINGS: dict[str, dict[str, Any]] = {
     "smoke": dict(
         seeds=(0,),
         kmeans_seeds=(0,),
-        lemma_every=1,
-        backbone_lr=None,
-        weight_decay=0.0,
-        arch_variant=None,
+        **_CPU,
         timing_seeds=(0,),
-        clustering_gammas=CLUSTERING_GAMMAS,
-        clustering_gamma=CLUSTERING_GAMMA,
-        clustering_refinement=CLUSTERING_REFINEMENT,
+        **_CLUSTERING,
         step_timing=dict(steps=2, repeats=3),
         timing=dict(
             n_values=(32, 64, 128),
@@ -183,14 +183,9 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "default": dict(
         seeds=(0, 1, 2),
         kmeans_seeds=(0, 1, 2),
-        lemma_every=1,
-        backbone_lr=None,
-        weight_decay=0.0,
-        arch_variant=None,
+        **_CPU,
         timing_seeds=(0, 1, 2),
-        clustering_gammas=CLUSTERING_GAMMAS,
-        clustering_gamma=CLUSTERING_GAMMA,
-        clustering_refinement=CLUSTERING_REFINEMENT,
+        **_CLUSTERING,
         step_timing=dict(steps=5, repeats=5),
         # 768 and 1536 between the powers of two, and C up to 2048, so that the slopes of the losses
         # timed only to a smaller N (`largest`: the enumerated sum, clustering) and the linear
@@ -223,9 +218,7 @@ SETTINGS: dict[str, dict[str, Any]] = {
         weight_decay=5e-4,
         arch_variant="vgg16",
         timing_seeds=(0, 1, 2),
-        clustering_gammas=CLUSTERING_GAMMAS,
-        clustering_gamma=CLUSTERING_GAMMA,
-        clustering_refinement=CLUSTERING_REFINEMENT,
+        **_CLUSTERING,
         step_timing=dict(steps=5, repeats=3),
         # `largest` from the losses' orders of growth, for one GPU; not yet measured on one. The
         # (N, N) losses stop where an (N, N) float32 matrix takes about 1 GiB. Clustering stops at

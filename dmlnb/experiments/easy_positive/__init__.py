@@ -8,7 +8,8 @@
   and tables read of it;
 * :mod:`.stored`: what the figures draw of a trained model, stored beside its record;
 * :mod:`.diagnostics`: the worked example's terms, collapsed runs, the drop rule;
-* :mod:`.verdicts`, :mod:`.table_verdicts`: the chapter's verdicts by the book's rule;
+* :mod:`.judges`: what the claims read of a run, the runs they set aside, and the one test the
+  vocabulary cannot say (every method of one set beats every method of another);
 * :mod:`.claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values;
 * :mod:`.deviations`: the departures from the paper as :class:`~dmlnb.chapter.Deviation` rows;
 * :mod:`.reported`, :mod:`.tables`, :mod:`.figures`: the paper's numbers, the chapter's tables
@@ -21,28 +22,26 @@ from dmlnb.experiments.easy_positive import (
     deviations,
     diagnostics,
     figures,
+    judges,
     reading,
     reported,
     runs,
     spec,
     stored,
-    table_verdicts,
     tables,
-    verdicts,
 )
 from dmlnb.experiments.easy_positive.claims import *  # noqa: F403
 from dmlnb.experiments.easy_positive.design import *  # noqa: F403
 from dmlnb.experiments.easy_positive.deviations import *  # noqa: F403
 from dmlnb.experiments.easy_positive.diagnostics import *  # noqa: F403
 from dmlnb.experiments.easy_positive.figures import *  # noqa: F403
+from dmlnb.experiments.easy_positive.judges import *  # noqa: F403
 from dmlnb.experiments.easy_positive.reading import *  # noqa: F403
 from dmlnb.experiments.easy_positive.reported import *  # noqa: F403
 from dmlnb.experiments.easy_positive.runs import *  # noqa: F403
 from dmlnb.experiments.easy_positive.spec import *  # noqa: F403
 from dmlnb.experiments.easy_positive.stored import *  # noqa: F403
-from dmlnb.experiments.easy_positive.table_verdicts import *  # noqa: F403
 from dmlnb.experiments.easy_positive.tables import *  # noqa: F403
-from dmlnb.experiments.easy_positive.verdicts import *  # noqa: F403
 
 __all__ = [
     *claims.__all__,
@@ -50,12 +49,11 @@ __all__ = [
     *deviations.__all__,
     *diagnostics.__all__,
     *figures.__all__,
+    *judges.__all__,
     *reading.__all__,
     *reported.__all__,
     *runs.__all__,
     *spec.__all__,
     *stored.__all__,
-    *table_verdicts.__all__,
     *tables.__all__,
-    *verdicts.__all__,
 ]

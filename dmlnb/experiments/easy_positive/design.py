@@ -174,6 +174,7 @@ def make_study(
     profile: str,
     overrides: Mapping[str, Any] | None = None,
     validation: bool | float | int | None = None,
+    seed_offset: int = 0,
     **design: Any,
 ) -> Study:
     """The :class:`Study` of ``profile``.
@@ -190,6 +191,10 @@ def make_study(
         design: replaces preset design entries: ``group_sizes``, ``key_group_size``, ``seeds``,
             ``grid_seeds``, ``table1_seeds``, ``paper_seeds``, ``proxy_lr_factor`` (the methods'
             arguments are the declaration's: :func:`~dmlnb.experiments.easy_positive.spec.methods`).
+        seed_offset: added to every seed of the study (its runs, their folders and every lookup
+            of them): ``python -m dmlnb replicate`` trains the chapter again on other seeds, as
+            :func:`dmlnb.chapter.train_runs`'s ``seed_offset`` does for a chapter whose runs are
+            one declaration.
     """
     if profile not in PRESETS:
         raise ValueError(f"unknown profile {profile!r}; choose one of {list(PRESETS)}")
@@ -222,6 +227,8 @@ def make_study(
         make_config(profile, {**row, **overrides}) for row in preset["table3"]
     )  # same hotels: test selection
     group_sizes, key = _grid(preset, base.batch_size)
+    for name in ("seeds", "grid_seeds", "table1_seeds", "paper_seeds"):
+        preset[name] = tuple(int(x) + int(seed_offset) for x in preset[name])
     return Study(
         profile=profile,
         config=base,

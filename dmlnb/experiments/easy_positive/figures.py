@@ -20,7 +20,7 @@ from dmlnb.plots import (
     plot_similarity_distributions,
 )
 
-__all__ = ["plot_figure4", "plot_figures_2_3", "plot_figure5", "plot_figure6"]
+__all__ = ["AXIS_PERCENTILE", "plot_figure4", "plot_figures_2_3", "plot_figure5", "plot_figure6"]
 
 
 def plot_figure4(fig4: pd.DataFrame, title: str) -> plt.Figure:
@@ -55,6 +55,10 @@ def plot_figures_2_3(
     return fig
 
 
+#: Figure 5's shared axes start at this percentile of every plotted similarity.
+AXIS_PERCENTILE = 0.5
+
+
 def plot_figure5(
     figs: Mapping[str, Mapping[str, np.ndarray]], labels: Mapping[str, str], title: str
 ) -> tuple[plt.Figure, str]:
@@ -64,7 +68,7 @@ def plot_figure5(
     every = np.concatenate(
         [f[f"{p}_{w}"] for f in figs.values() for p in ("train", "test") for w in ("same", "other")]
     )
-    lims = (float(np.floor(np.nanpercentile(every, 0.5) * 10) / 10), 1.0)
+    lims = (float(np.floor(np.nanpercentile(every, AXIS_PERCENTILE) * 10) / 10), 1.0)
     k = len(FIGURE_METHODS)
     fig, axes = plt.subplots(2, k, figsize=(2.7 * k, 6.0))
     for j, m in enumerate(FIGURE_METHODS):

@@ -1,24 +1,90 @@
-"""The numbers the chapter's closing text ("Reading the results") states, computed from its runs
-and verdicts, for the notebook to glue (``myst_nb.glue``) into the Markdown: none is typed."""
+"""The numbers the chapter's text states, computed from its runs, verdicts and settings, for the
+notebook to glue (``myst_nb.glue``) into the Markdown: none is typed. :func:`text_constants`: the
+settings it names (the methods' arguments, the rule's confidence, the collapse band);
+:func:`collapse_numbers`: the collapse section's (the drop-rule rerun, the protocol chapter's
+raw-pixel floor); :func:`reading_numbers`: the closing text's."""
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from dmlnb.chapter import JudgedClaim, RunSet
+from dmlnb.data import load_dataset
 from dmlnb.experiments.easy_positive.design import Study
-from dmlnb.experiments.easy_positive.runs import semihard_runs, table1_runs
-from dmlnb.experiments.easy_positive.spec import MINING_METHODS
-from dmlnb.experiments.easy_positive.table_verdicts import pair_tables
-from dmlnb.experiments.easy_positive.verdicts import EASY, TIGHT, ClaimInputs
-from dmlnb.reporting import verdict_category
-from dmlnb.selection import selected_metrics, selection_gain_text
+from dmlnb.experiments.easy_positive.figures import AXIS_PERCENTILE
+from dmlnb.experiments.easy_positive.runs import figure_runs, semihard_runs, table1_runs
+from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT
+from dmlnb.experiments.easy_positive.stored import FIGURE_SETTINGS
+from dmlnb.methods import MethodCall
+from dmlnb.reporting import COLLAPSE_BAND, CONFIDENCE, verdict_category
+from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics, selection_gain_text
 
-__all__ = ["reading_numbers"]
+__all__ = ["text_constants", "protocol_floor", "collapse_numbers", "reading_numbers"]
+
+
+def text_constants(calls: Mapping[str, MethodCall], study: Study) -> dict[str, str]:
+    """The settings the chapter's text names, as the text shows them: the methods' arguments as
+    run (``calls``), the rule's one-sided confidence and its interval, the collapse band, the
+    stored quantiles of Figure 2 and the axes of Figure 5."""
+    q = FIGURE_SETTINGS["train_same_class_quantiles"]
+    return {
+        "duplicate_threshold": f"{calls['N-pair'].args['duplicate_threshold']:g}",
+        "temperature": f"{calls['N-pair'].args['temperature']:g}",
+        "triplet_margin": f"{calls['triplet'].args['margin']:g}",
+        "proxy_scale": f"{calls['Proxy-NCA'].args['scale']:g}",
+        "proxy_lr_factor": f"{study.proxy_lr_factor:g}",
+        "confidence": f"{CONFIDENCE:.0%}",
+        "interval": f"{1 - 2 * (1 - CONFIDENCE):.0%}",
+        "collapse_band": f"{COLLAPSE_BAND:.1%}",
+        "quantiles": f"{q}",
+        "quantile_share": f"{1 / (q - 1):.1%}",
+        "axis_percentile": f"{AXIS_PERCENTILE:g}%",
+    }
+
+
+def protocol_floor(
+    profile: str, results_dir: str | Path, data_root: str | Path | None = None
+) -> float:
+    """The protocol chapter's raw-pixel Recall@1 on its test classes at ``profile``
+    (:func:`dmlnb.experiments.protocol.floors`, reloaded from that chapter's results beside
+    ``results_dir`` when they are there, else computed: no training)."""
+    from dmlnb.experiments.protocol import chapter_config, floors
+
+    config = chapter_config(profile, {}, True)
+    folder = Path(results_dir).parent / "00_protocol" / profile / "floors"
+    splits = load_dataset(config.dataset, root=data_root, **config.dataset_options)
+    rows = floors(config, splits, folder=folder if folder.exists() else None)
+    return float(rows["raw pixels"]["R@1"])
+
+
+def collapse_numbers(drop: pd.DataFrame, floor: float) -> dict[str, Any]:
+    """The collapse section's numbers: the protocol's raw-pixel floor (Recall@1 in %) and the
+    lowest similarity of any batch from the second epoch on in the drop-rule rerun
+    (:func:`~dmlnb.experiments.easy_positive.diagnostics.drop_rule_diagnosis`), rounded down to
+    a tenth (the text says "above" it)."""
+    later = drop.loc[drop.index >= 2, "min similarity in a batch"]
+    return {"raw_floor": 100 * floor, "min_similarity": f"{np.floor(10 * later.min()) / 10:.1f}"}
+
+
+def _changed(both_ways: pd.DataFrame | None, judged: Sequence[JudgedClaim]) -> str:
+    """The recomputed verdicts that change under the papers' protocol, in words."""
+    if both_ways is None:
+        return "no verdict is recomputed (one protocol only)"
+    rows = both_ways[both_ways["verdict changes"].map(lambda v: v is True)]
+    if rows.empty:
+        return "no recomputed verdict changes with it"
+    text = {j.spec.id: j.spec.text for j in judged}
+    cols = [protocol_column("verdict", b) for b in COLUMN_LABELS]
+    parts = [
+        f"'{text[r['id']]}' ({r[cols[0]]} here, {r[cols[1]]} under the papers' protocol)"
+        for _, r in rows.iterrows()
+    ]
+    return "the verdict of " + "; of ".join(parts) + (" changes" if len(parts) == 1 else " change")
 
 
 def _counts(judged: Sequence[JudgedClaim], both_ways: pd.DataFrame | None) -> dict[str, Any]:
@@ -41,26 +107,35 @@ def _counts(judged: Sequence[JudgedClaim], both_ways: pd.DataFrame | None) -> di
     return out
 
 
-def _pairs(inputs: ClaimInputs) -> dict[str, int]:
-    """Per figure's claim about several pairs, how many pairs hold, fail, are inconclusive."""
-    table = pair_tables(inputs).reset_index()
+def _pairs(pairs: pd.DataFrame) -> dict[str, int]:
+    """Per figure's claim about several pairs (``pairs``:
+    :func:`~dmlnb.experiments.easy_positive.claims.pair_tables`), how many pairs hold, fail, are
+    inconclusive."""
+    table = pairs.reset_index()
     out = {}
-    for fig, prefix in (("fig2", "Fig. 2"), ("fig3", "Fig. 3"), ("fig5", "Fig. 5")):
-        rows = table[table["comparison"].str.startswith(prefix)]
+    for fig in ("fig2", "fig3", "fig5"):
+        rows = table[table["comparison"] == f"{fig}-embedding"]
         kinds = Counter(verdict_category(v) for v in rows["verdict"])
         out[f"{fig}_pairs"] = len(rows)
         out[f"{fig}_holds"] = kinds["holds"]
         out[f"{fig}_fails"] = kinds["does not hold"]
         out[f"{fig}_inconclusive"] = kinds["inconclusive"]
+        failing = rows[rows["verdict"].map(verdict_category) == "does not hold"]
+        out[f"{fig}_failing"] = ", ".join(
+            f"{b} vs {w}" for b, w in zip(failing["better"], failing["worse"])
+        )
     return out
 
 
-def _embedding(inputs: ClaimInputs) -> dict[str, float]:
+def _embedding(runs: RunSet, study: Study) -> dict[str, float]:
     """The median same-class training similarity's range over the easy and the tight methods,
-    and each method's drop in nearest-neighbour accuracy from training to test, in points."""
+    and each method's drop in nearest-neighbour accuracy from training to test, in points (from
+    each run's stored statistics)."""
+    analysis = {
+        m: [r.record.data["analysis"] for r in rs] for m, rs in figure_runs(runs, study).items()
+    }
     median = {
-        m: float(np.mean([a["train_same_class_median"] for a in v]))
-        for m, v in inputs.analysis.items()
+        m: float(np.mean([a["train_same_class_median"] for a in v])) for m, v in analysis.items()
     }
     out = {
         "median_easy_lo": min(median[m] for m in EASY),
@@ -68,7 +143,7 @@ def _embedding(inputs: ClaimInputs) -> dict[str, float]:
         "median_tight_lo": min(median[m] for m in TIGHT),
         "median_tight_hi": max(median[m] for m in TIGHT),
     }
-    for m, v in inputs.analysis.items():
+    for m, v in analysis.items():
         gap = [a["train_nn_correct"] - a["test_nn_correct"] for a in v]
         out[f"gap_{m.replace('-', '')}"] = 100 * float(np.mean(gap))
     return out
@@ -92,13 +167,15 @@ def reading_numbers(
     judged: Sequence[JudgedClaim],
     both_ways: pd.DataFrame | None,
     curves: pd.DataFrame,
-    inputs: ClaimInputs,
+    pairs: pd.DataFrame,
     fig4: pd.DataFrame,
 ) -> dict[str, Any]:
     """Every number of the closing text: verdict counts, Figure 4's Recall@1 (%) per method at
     each group size (``r1_<method>_<n>``), the pairs of Figures 2, 3 and 5,
     the embeddings' statistics, Table 1's means under both protocols (``t1_<method>`` and
-    ``t1_<method>_test``), EPSHN's semi-hard runs and the model-selection sentence."""
+    ``t1_<method>_test``), EPSHN's semi-hard runs and the model-selection sentence; ``pairs``:
+    every pair behind the claims about several pairs
+    (:func:`~dmlnb.experiments.easy_positive.claims.pair_tables`)."""
     lo, key = min(study.group_sizes), study.key_group_size
     out: dict[str, Any] = {
         "lo": lo,
@@ -106,7 +183,7 @@ def reading_numbers(
         "seeds": len(study.seeds),
         "runs": len(runs.records()),
     }
-    out |= _counts(judged, both_ways) | _pairs(inputs) | _embedding(inputs) | _fall(curves)
+    out |= _counts(judged, both_ways) | _pairs(pairs) | _embedding(runs, study) | _fall(curves)
     means = fig4.set_index(["method", "n"])["mean"]
     for m in MINING_METHODS:
         for n in study.group_sizes:
@@ -124,4 +201,5 @@ def reading_numbers(
             name = metric.replace("@", "").lower()
             out[f"semihard_{name}"] = f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}"
     out["selection"] = selection_gain_text(runs.records())
+    out["changed"] = _changed(both_ways, judged)
     return out

@@ -34,6 +34,9 @@ __all__ = [
     "TSNE_METHODS",
     "TABLE1_METHODS",
     "ALL_METHODS",
+    "EASY",
+    "HARD",
+    "TIGHT",
     "METHODS",
     "methods",
     "canonical_method",
@@ -56,6 +59,11 @@ TSNE_METHODS: tuple[str, ...] = ("N-pair", "EPSHN")
 #: The rows of Table 1.
 TABLE1_METHODS: tuple[str, ...] = ("triplet", "N-pair", "Proxy-NCA", "EPSHN")
 ALL_METHODS: tuple[str, ...] = (*MINING_METHODS, "N-pair", "triplet", "Proxy-NCA")
+#: The easy-positive variants, the hard ones of the key comparison, and the embeddings that pull
+#: whole classes together (Figures 2, 3 and 5).
+EASY: tuple[str, ...] = ("EP", "EPHN", "EPSHN")
+HARD: tuple[str, ...] = ("HP", "HPHN", "BA")
+TIGHT: tuple[str, ...] = ("BA", "HP", "N-pair")
 
 #: Every method the chapter trains, with every argument (the registered defaults where none is
 #: given): the mining variants (NCA, temperature 0.1; EPSHN with the paper's strict semi-hard

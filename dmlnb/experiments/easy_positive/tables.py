@@ -11,9 +11,10 @@ import numpy as np
 import pandas as pd
 from pandas.io.formats.style import Styler
 
-from dmlnb.chapter import JudgedClaim, RunSet
+from dmlnb.chapter import JudgedClaim, RunSet, claims_frame
 from dmlnb.experiments.easy_positive.design import Study
-from dmlnb.experiments.easy_positive.diagnostics import LN2, collapsed_groups, near_ln2
+from dmlnb.experiments.easy_positive.diagnostics import COLLAPSED, LN2, collapsed_groups, near_ln2
+from dmlnb.experiments.easy_positive.judges import identical_histories
 from dmlnb.experiments.easy_positive.reported import (
     REPORTED_TABLE1,
     reported_table1,
@@ -25,18 +26,12 @@ from dmlnb.experiments.easy_positive.runs import (
     key_runs,
     recall_table,
 )
-from dmlnb.experiments.easy_positive.spec import MINING_METHODS
-from dmlnb.experiments.easy_positive.verdicts import (
-    SEMIHARD_LABELS,
-    group_size_optima,
-    semihard_claims,
-    semihard_values,
-)
+from dmlnb.experiments.easy_positive.spec import ALL_METHODS, MINING_METHODS, canonical_method
 from dmlnb.methods import MethodCall
 from dmlnb.reporting import (
-    claims_table,
     count_line,
     format_mean_std,
+    interior_optimum,
     reported_vs_reproduced,
     summarize_runs,
 )
@@ -52,7 +47,9 @@ __all__ = [
     "metric_columns",
     "key_table",
     "key_lines",
+    "group_size_optima",
     "optima_table",
+    "SEMIHARD_LABELS",
     "semihard_tables",
     "embedding_summary",
     "embedding_lines",
@@ -62,17 +59,44 @@ __all__ = [
 ]
 
 
+def _in_effect(label: str, c: MethodCall) -> str:
+    """What an easy-positive call trains, in the paper's terms: its positive and negatives, the
+    semi-hard rule where the variant has semi-hard negatives, and the authors' rules as they
+    apply to it (``drop_nonpositive=None`` resolved to the variant's own); the baselines' settings
+    in words."""
+    if c.name == "triplet":
+        return f"{c.args['mining']} negatives, margin {c.args['margin']:g} (not given in the paper)"
+    if c.name == "proxy-nca":
+        return f"one learned proxy per class, scale {c.args['scale']:g} (not given in the paper)"
+    if c.name != "easy-positive":
+        return ""
+    loss = c.build(num_classes=1, embedding_dim=2)
+    negatives = {"all": "all of the batch", "hard": "the hardest", "semihard": "semi-hard"}
+    parts = [
+        f"{loss.positive} positive" if loss.positive != "all" else "every positive",
+        f"negatives: {negatives[loss.negative]}"
+        + (f" ({loss.semihard} rule)" if loss.negative == "semihard" else ""),
+        f"NCA, temperature {loss.temperature:g}",
+        "drops terms with S <= 0" if loss.drop_nonpositive else "no drop rule",
+    ]
+    if loss.duplicate_threshold is not None:
+        parts.append(f"skips positives with S > {loss.duplicate_threshold:g}")
+    if label == "N-pair":
+        parts.append("run at n = 2: one positive per anchor")
+    return "; ".join(parts)
+
+
 def methods_frame(calls: Mapping[str, MethodCall]) -> pd.DataFrame:
-    """Every method as declared: its registered name, version and every argument."""
-    rows = {
-        label: {
-            "method": c.name,
-            "version": c.spec["version"],
-            **{k: str(v) for k, v in c.args.items()},
+    """Every method as declared: the call dmlnb trains (every argument, the fingerprint's) and,
+    what it means in the paper's terms (:func:`_in_effect`)."""
+    frame = pd.DataFrame(
+        {
+            "what dmlnb trains": {label: str(c) for label, c in calls.items()},
+            "in the paper's terms": {label: _in_effect(label, c) for label, c in calls.items()},
         }
-        for label, c in calls.items()
-    }
-    return pd.DataFrame.from_dict(rows, orient="index").fillna("")
+    )
+    frame.index.name = "method"
+    return frame
 
 
 def data_table(study: Study, splits: Any) -> tuple[str, pd.DataFrame]:
@@ -189,6 +213,35 @@ def key_lines(runs: RunSet, study: Study, fig4: pd.DataFrame) -> str:
     return "\n".join(lines)
 
 
+def group_size_optima(
+    points: Mapping[str, Mapping[int, Sequence[float]]],
+    collapsed: frozenset = frozenset(),
+    scale: float = 100.0,
+    unit: str = " pts",
+) -> pd.DataFrame:
+    """Per method of a group-size sweep (:func:`group_size_points`), the verdict of
+    :func:`dmlnb.reporting.interior_optimum` ("some interior n beats both ends") with its effect,
+    90% interval, runs per side and note; the only way this chapter names a best group size. A
+    sweep with a collapsed group size (``collapsed``: (canonical method, n),
+    :func:`collapsed_groups`) is not tested (:data:`COLLAPSED`); its row keeps the measured
+    effect, and the note names the collapsed n."""
+    rows = []
+    for method, by_n in points.items():
+        name = (
+            (lambda n: canonical_method(method, n)) if method in ALL_METHODS else (lambda n: method)
+        )
+        bad = [n for n in by_n if (name(n), n) in collapsed]
+        raw, _ = interior_optimum(by_n, scale=scale, unit=unit)
+        verdict, _ = interior_optimum(
+            by_n, scale=scale, unit=unit, degenerate=bad, degenerate_what=COLLAPSED
+        )
+        ev = raw.evidence()
+        if verdict != raw:
+            ev["note"] = f"{verdict.note} (measured: {raw}, {raw.note})"
+        rows.append({"method": method, "interior optimum": str(verdict), **ev})
+    return pd.DataFrame(rows).set_index("method")
+
+
 def optima_table(runs: RunSet, study: Study, curves: pd.DataFrame) -> Styler:
     """Per method, whether an interior group size beats both ends (the rule's verdict)."""
     points = group_size_points(runs, study, "R@1")
@@ -201,31 +254,44 @@ def optima_table(runs: RunSet, study: Study, curves: pd.DataFrame) -> Styler:
     )
 
 
+#: The two semi-hard rules, in words.
+SEMIHARD_LABELS: dict[str, str] = {
+    "strict": "strict, S_an < S_ap (the paper, Sec. 3.1)",
+    "inclusive": "inclusive, S_an <= S_ap (the authors' code)",
+}
+
+
 def semihard_tables(
-    semihard: Mapping[str, Sequence[Run]], study: Study, caption: str, selected: str
+    semihard: Mapping[str, Sequence[Run]],
+    study: Study,
+    caption: str,
+    selected: str,
+    judged: Sequence[JudgedClaim],
 ) -> tuple[Styler, str, Styler]:
     """EPSHN under each semi-hard rule: its metrics, the seeds whose two runs trained alike, and
-    the verdict of 'strict beats inclusive'."""
+    the verdicts of 'strict beats inclusive' (``judged``: those claims, judged)."""
     summary = summarize_runs(
         {SEMIHARD_LABELS[rule]: [r.metrics for r in rs] for rule, rs in semihard.items()},
         metric_columns(study),
     )
     n = next(iter(semihard.values()))[0].record.config["m_per_class"]
     table = format_mean_std(summary).rename_axis(f"EPSHN, n = {n}").style.set_caption(caption)
-    values, collapsed, same = semihard_values(semihard)
+    same = [
+        a.record.config["seed"]
+        for a, b in zip(semihard["strict"], semihard["inclusive"])
+        if identical_histories(a.record, b.record)
+    ]
     line = (
         "seeds whose two runs have identical training histories (per-epoch loss, test and "
         f"validation metrics): {len(same)} of {len(study.seeds)}"
         + (f" ({', '.join(map(str, same))})" if same else "")
     )
-    verdict = claims_table(semihard_claims(values, collapsed, study.key_group_size, same))
     return (
         table,
         line,
-        verdict.style.set_caption(
-            "Does the paper's strict rule beat the authors' inclusive one? "
-            "(dmlnb.reporting.compare, not tested when the two rules trained alike; "
-            f"{selected})"
+        claims_frame(judged).style.set_caption(
+            "Does the paper's strict rule beat the authors' inclusive one? (paired by seed; not "
+            f"tested when the two rules trained alike in every seed; {selected})"
         ),
     )
 

@@ -16,11 +16,9 @@
 from dmlnb.experiments.facility_location import show, text
 from dmlnb.experiments.facility_location.claims import (
     PAPER_34,
-    Ceiling,
     Lemma1,
     LinearTime,
     Merges,
-    NoChange,
     StaysApart,
     claim_specs,
     save_claims,
@@ -174,11 +172,9 @@ __all__ = [
     "PAPER_TRAINING_LENGTH",
     "deviations",
     "PAPER_34",
-    "Ceiling",
     "Lemma1",
     "LinearTime",
     "Merges",
-    "NoChange",
     "StaysApart",
     "claim_specs",
     "save_claims",

@@ -5,10 +5,10 @@
 ratios on one test set), the Figure 2 toy, the timing of Algorithm 1 and Lemma 1's trace:
 
 * per table and metric: the clustering loss beats the three baselines (:class:`~dmlnb.chapter.
-  BeatsEvery`; a Recall@K at its ceiling is not tested, :class:`Ceiling`); a table without runs
-  at this profile is :class:`~dmlnb.chapter.Untestable`;
+  BeatsEvery`, paired by seed; a Recall@K at its ceiling is set aside, :class:`~dmlnb.chapter.
+  SetAside`); a table without runs at this profile is :class:`~dmlnb.chapter.Untestable`;
 * Sec. 3.5: the choice of ``C / m`` does not change the clustering loss's results
-  (:class:`NoChange`);
+  (:class:`~dmlnb.chapter.NoDifference`, paired by seed);
 * Sec. 3.4: Algorithm 1 is linear in the batch size (:class:`LinearTime`, on the in-cell timing
   of the listing) and adds little overhead (untestable here);
 * Lemma 1 on every update of Algorithm 2 as listed (:class:`Lemma1`);
@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from dmlnb.chapter import (
@@ -33,10 +32,11 @@ from dmlnb.chapter import (
     ClaimSpec,
     Custom,
     JudgedClaim,
+    NoDifference,
     RunSet,
+    SetAside,
     Side,
     Untestable,
-    evaluate,
     write_claims_json,
 )
 from dmlnb.experiments.facility_location.diagnostics import scaling_slopes
@@ -45,6 +45,7 @@ from dmlnb.experiments.facility_location.presets import Study
 from dmlnb.experiments.facility_location.spec import (
     CHAPTER,
     METHODS,
+    READER_NAMES,
     REPORTED,
     REPORTED_SETTING,
     ROW_NAMES,
@@ -54,10 +55,8 @@ from dmlnb.experiments.facility_location.toy import MERGE_DEGREES, PAPER_LOCAL_T
 from dmlnb.reporting import (
     HOLDS,
     Verdict,
-    compare,
     compare_to_band,
     compare_to_threshold,
-    no_difference,
     not_tested,
     order_band,
     qualify,
@@ -66,8 +65,6 @@ from dmlnb.reporting import (
 
 __all__ = [
     "PAPER_34",
-    "Ceiling",
-    "NoChange",
     "LinearTime",
     "Lemma1",
     "StaysApart",
@@ -81,39 +78,17 @@ PAPER_34 = (
     "minibatch, and hence does not add much overhead on top of the gradient computation'"
 )
 BASELINES = ("triplet", "lifted", "npair")
+#: The tables' comparisons are paired by seed: every method of a seed starts from the same
+#: initial weights and sees the same batches (:class:`~dmlnb.samplers.ClassRatioSampler`), and
+#: the class ratios' runs share their seeds and test set (issue #46: sides that share seeds by
+#: design are tested paired).
+PAIRED = True
 
 
-@dataclass(frozen=True)
-class Ceiling:
-    """The clustering loss against each baseline, unless every mean is at its ceiling"""
-
-    test: BeatsEvery
-
-    def __call__(self, runs: RunSet) -> Verdict:
-        t = self.test
-        sides = (t.better, *t.worse)
-        means = [float(np.mean(runs.values(s.group, s.label, t.metric))) for s in sides]
-        if min(means) >= SATURATED:
-            return not_tested(
-                f"{t.metric} is at its ceiling here: every method's mean is at least "
-                f"{100 * SATURATED:g}% (our threshold), the metric cannot separate them"
-            )
-        return evaluate([ClaimSpec("inner", "inner", t, origin="ours")], runs)[0].verdict
-
-
-@dataclass(frozen=True)
-class NoChange:
-    """No significant change between two class ratios (a difference either way refutes it)"""
-
-    a: Side
-    b: Side
-    metric: str
-    label: str
-
-    def __call__(self, runs: RunSet) -> Verdict:
-        va = runs.values(self.a.group, self.a.label, self.metric)
-        vb = runs.values(self.b.group, self.b.label, self.metric)
-        return no_difference({self.label: compare(va, vb, scale=100, unit=" pts")})
+def _side(table: str, method: str) -> Side:
+    """The runs of ``method`` in ``table``, shown by the name a reader knows
+    (:data:`~dmlnb.experiments.facility_location.spec.READER_NAMES`)."""
+    return Side(table, method, READER_NAMES[method])
 
 
 @dataclass(frozen=True)
@@ -188,7 +163,8 @@ def _slug(text: str) -> str:
 
 def table_claims(study: Study, profile: str, ran: Sequence[str]) -> list[ClaimSpec]:
     """Per reported table: per metric of the table's runs "the clustering loss beats the three
-    baselines" (a Recall@K through :class:`Ceiling`), or one untestable claim without runs."""
+    baselines", paired by seed (a Recall@K set aside at its ceiling, :data:`SATURATED`), or one
+    untestable claim without runs."""
     out = []
     specs = {t.table: t for t in study.tables}
     margins = reported_margins().set_index(["table", "metric"])
@@ -221,7 +197,11 @@ def table_claims(study: Study, profile: str, ran: Sequence[str]) -> list[ClaimSp
             continue
         for metric in claim_metrics(specs[table]):
             test = BeatsEvery(
-                Side(table, "clustering"), tuple(Side(table, m) for m in BASELINES), metric
+                _side(table, "clustering"),
+                tuple(_side(table, m) for m in BASELINES),
+                metric,
+                paired=PAIRED,
+                set_aside=SetAside(ceiling=SATURATED) if metric.startswith("R@") else None,
             )
             paper = (
                 f"{where}: "
@@ -236,7 +216,7 @@ def table_claims(study: Study, profile: str, ran: Sequence[str]) -> list[ClaimSp
                     f"{_slug(table)}-{_slug(metric)}",
                     f"{table}{analogue}: the clustering loss gives a higher {metric} than triplet "
                     "semi-hard, lifted structure and N-pairs",
-                    Custom(Ceiling(test)) if metric.startswith("R@") else test,
+                    test,
                     where=table,
                     paper_evidence=paper,
                 )
@@ -255,13 +235,17 @@ def ratio_claims(study: Study, ran: Sequence[str]) -> list[ClaimSpec]:
     if len(ratios) < 2:
         return []
     (ra, a), (rb, b) = sorted(ratios.items())[:2]
-    label = f"C/m {ra:g} vs {rb:g}"
     return [
         ClaimSpec(
             f"class-ratio-{_slug(metric)}",
             f"Sec. 3.5: the choice of C/m ({ra:g} vs {rb:g}) does not lead to significant "
             f"changes in the clustering loss's {metric}",
-            Custom(NoChange(Side(a, "clustering"), Side(b, "clustering"), metric, label)),
+            NoDifference(
+                Side(a, "clustering", f"C/m {ra:g}"),
+                Side(b, "clustering", f"C/m {rb:g}"),
+                metric,
+                paired=PAIRED,
+            ),
             where="Sec. 3.5",
             paper_evidence="Sec. 3.5: 'We tried three different settings C/m = {0.25, 0.50, 0.75} "
             "and the choice of the ratio did not lead to significant changes in the experimental "
@@ -281,7 +265,7 @@ def method_claims(scaling: pd.DataFrame | None, traced: pd.DataFrame) -> list[Cl
                 "algorithm1-linear",
                 "Algorithm 1 (greedy inference) runs in time linear in the batch size |V| at "
                 "fixed |Y|",
-                Custom(LinearTime(scaling)),
+                Custom(LinearTime(scaling), shape="band", paired=False),
                 where="Sec. 3.4",
                 paper_evidence=PAPER_34,
             )
@@ -306,7 +290,7 @@ def method_claims(scaling: pd.DataFrame | None, traced: pd.DataFrame) -> list[Cl
             "lemma1",
             "Algorithm 2 as listed increases the objective A monotonically, at every update "
             "(Lemma 1)",
-            Custom(Lemma1(traced)),
+            Custom(Lemma1(traced), shape="trace", paired=False),
             where="Lemma 1",
             paper_evidence="Lemma 1: 'Algorithm 2 monotonically increases the objective function "
             "A(S)'; the proof: each update keeps the medoid or takes the member that maximises A",
@@ -354,7 +338,7 @@ def toy_claims(toy: pd.DataFrame) -> list[ClaimSpec]:
             "Figure 2: in its layout a local loss cannot merge a class split by other "
             f"classes -- {name} (in the toy: its two groups end at least {MERGE_DEGREES:g}° "
             "apart, our threshold)",
-            Custom(StaysApart(toy, name)),
+            Custom(StaysApart(toy, name), shape="threshold", paired=False),
             where="Figure 2",
             paper_evidence="Figure 2: 'Example failure mode for local metric learning methods "
             "... the purple clusters can't be merged'",
@@ -368,7 +352,7 @@ def toy_claims(toy: pd.DataFrame) -> list[ClaimSpec]:
                 "figure3",
                 "Figure 3: the clustering loss merges the split class (in the toy: its two "
                 f"groups end less than {MERGE_DEGREES:g}° apart, our threshold)",
-                Custom(Merges(toy)),
+                Custom(Merges(toy), shape="threshold", paired=False),
                 where="Figure 3",
                 paper_evidence="Figure 3 (illustration)",
             )

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim, RunSet
-from dmlnb.experiments.facility_location.claims import Ceiling, LinearTime, NoChange
+from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim, NoDifference, RunSet
+from dmlnb.experiments.facility_location.claims import LinearTime
 from dmlnb.experiments.facility_location.diagnostics import (
     inside_loss_frame,
     inside_loss_summary,
@@ -40,18 +40,19 @@ def table_evidence(test: BeatsEvery, runs: RunSet) -> str:
     return (
         f"{metric} (%, mean over seeds): "
         + ", ".join(f"{ROW_NAMES[m]} {100 * v:.1f}" for m, v in means.items())
-        + f" ({seeds} seed{'s' if seeds > 1 else ''})"
+        + f" ({seeds} seed{'s' if seeds > 1 else ''}"
+        + (", paired by seed)" if test.paired else ")")
     )
 
 
-def ratio_evidence(test: NoChange, runs: RunSet) -> str:
-    """The clustering loss's means at the two class ratios."""
-    (ra, rb), m = test.label.removeprefix("C/m ").split(" vs "), test.metric
+def ratio_evidence(test: NoDifference, runs: RunSet) -> str:
+    """The clustering loss's means at the two class ratios (the sides named ``"C/m <ratio>"``)."""
+    (ra, rb), m = (str(s).removeprefix("C/m ") for s in (test.a, test.b)), test.metric
     a = np.mean(runs.values(test.a.group, test.a.label, m))
     b = np.mean(runs.values(test.b.group, test.b.label, m))
     return (
         f"clustering loss, same data and test set: {m} at C/m = {ra} {100 * a:.1f}, at {rb} "
-        f"{100 * b:.1f} (%, mean over seeds); effect = C/m {ra} minus {rb}"
+        f"{100 * b:.1f} (%, mean over seeds); effect = C/m {ra} minus {rb}, paired by seed"
     )
 
 
@@ -145,12 +146,10 @@ def toy_evidence(toy: pd.DataFrame, name: str) -> str:
 def _evidence(j: JudgedClaim, runs: RunSet, all_runs: Sequence[KeptRun], toy: pd.DataFrame) -> str:
     test = j.spec.test
     judge = test.judge if isinstance(test, Custom) else None
-    if isinstance(judge, Ceiling):
-        return table_evidence(judge.test, runs)
     if isinstance(test, BeatsEvery):
         return table_evidence(test, runs)
-    if isinstance(judge, NoChange):
-        return ratio_evidence(judge, runs)
+    if isinstance(test, NoDifference):
+        return ratio_evidence(test, runs)
     if isinstance(judge, LinearTime):
         return timing_evidence(judge.scaling)
     if j.spec.id == "inference-overhead":

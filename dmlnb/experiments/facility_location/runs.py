@@ -264,11 +264,13 @@ def train(
     data_root: str | Path | None = None,
     retrain: bool = False,
     splits: Mapping[str, Any] | None = None,
+    seed_offset: int = 0,
 ) -> RunSet:
     """Train or reload every declared run with :func:`dmlnb.chapter.train_runs` in ``folder``
     (``results_dir / profile``), one call per dataset (the tables of the paper profile train on
     three), each on its first table's configuration; ``splits`` passes datasets already loaded
-    (``{dataset: splits}``)."""
+    (``{dataset: splits}``); ``seed_offset`` is added to every declared seed (``python -m dmlnb
+    replicate``: the chapter again on other seeds)."""
     ref = study.tables[0].config
     by_data: dict[str, dict[str, RunGroup]] = {}
     configs: dict[str, TrainConfig] = {}
@@ -285,6 +287,7 @@ def train(
             splits=(splits or {}).get(dataset),
             data_root=data_root,
             retrain=retrain,
+            seed_offset=seed_offset,
         )
         out.update(done.runs)
     return kept_weights(RunSet({name: out[name] for name in declared}))
@@ -339,30 +342,28 @@ class KeptRun(Run):
         return int(self.record.config["seed"])
 
 
-def kept_weights(runs: RunSet) -> RunSet:
-    """``runs`` with every run a :class:`KeptRun` (a run shared by two groups stays one)."""
-    made: dict[int, KeptRun] = {}
+def _recast(runs: RunSet, kind: type[Run]) -> RunSet:
+    """``runs`` with every run made again as ``kind`` (a run shared by two groups stays one)."""
+    made: dict[int, Run] = {}
 
-    def kept(r: Run) -> KeptRun:
+    def recast(r: Run) -> Run:
         if id(r) not in made:
-            made[id(r)] = KeptRun(r.name, r.record, r.model, r.trained)
+            made[id(r)] = kind(r.name, r.record, r.model, r.trained)
         return made[id(r)]
 
-    return RunSet({g: {k: kept(r) for k, r in rs.items()} for g, rs in runs.runs.items()})
+    return RunSet({g: {k: recast(r) for k, r in rs.items()} for g, rs in runs.runs.items()})
+
+
+def kept_weights(runs: RunSet) -> RunSet:
+    """``runs`` with every run a :class:`KeptRun` (a run shared by two groups stays one)."""
+    return _recast(runs, KeptRun)
 
 
 def recorded(runs: RunSet) -> RunSet:
     """``runs`` with every run a plain :class:`dmlnb.runs.Run`: its metrics as the loop recorded
     them at the epoch its record shows (what :func:`dmlnb.chapter.evaluate_both_ways` moves), the
     NMI with the arithmetic normalisation."""
-    made: dict[int, Run] = {}
-
-    def plain(r: Run) -> Run:
-        if id(r) not in made:
-            made[id(r)] = Run(r.name, r.record, r.model, r.trained)
-        return made[id(r)]
-
-    return RunSet({g: {k: plain(r) for k, r in rs.items()} for g, rs in runs.runs.items()})
+    return _recast(runs, Run)
 
 
 def by_role(

@@ -267,15 +267,22 @@ def margins_line() -> str:
 def _beside(
     summary: Mapping[str, Sequence[KeptRun]],
     versus: tuple[Sequence[KeptRun], Mapping[str, Sequence[KeptRun]], str],
-    table: TableSpec,
-    what: str,
+    title: tuple[str, Study, str, str],
     caption: str,
 ) -> list[Styler]:
-    """Runs beside the tables against the main ones: the metrics of ``summary`` (label -> runs),
-    then the rule's verdicts of ``versus`` (main runs, the others by label, the main's label)."""
-    cols = ["NMI"] + [f"R@{k}" for k in table.config.eval_ks]
+    """Runs beside the tables against the main ones, at the first table's setting: the metrics
+    of ``summary`` (label -> runs), captioned ``"<what>: <dataset>, profile <profile>, ..."``
+    from ``title`` (what, study, profile, how the runs chose their epoch), then the rule's
+    verdicts of ``versus`` (main runs, the others by label, the main's label)."""
+    what, study, profile, shown = title
+    t = study.tables[0]
+    cols = ["NMI"] + [f"R@{k}" for k in t.config.eval_ks]
     per = {k: _metrics(rs) for k, rs in summary.items()}
     verdicts = variant_comparison(versus[0], versus[1], ["NMI", "R@1"], versus[2])
+    what = (
+        f"{what}: {t.config.dataset}, profile {profile}, test metrics in %, mean ± std over seeds "
+        f"{list(study.seeds_for(t))}, each run at its {shown}"
+    )
     return [
         format_mean_std(summarize_runs(per, cols)).style.set_caption(what),
         verdicts.style.set_caption(caption),
@@ -290,16 +297,13 @@ def gamma_tables(
     shown: str,
 ) -> list[Styler]:
     """The clustering loss at the initial margin multiplier and at the ablation's values."""
-    t = study.tables[0]
     summary = {f"gamma = {study.gamma:g}": main}
     summary.update({f"gamma = {g:g}": rs for g, rs in ablation.items()})
     versus = {f"gamma {g:g}": rs for g, rs in ablation.items()}
     return _beside(
         summary,
         (main, versus, f"gamma {study.gamma:g}"),
-        t,
-        f"Clustering loss, initial margin multiplier: {t.config.dataset}, profile {profile}, test "
-        f"metrics in %, mean ± std over seeds {list(study.seeds_for(t))}, each run at its {shown}",
+        ("Clustering loss, initial margin multiplier", study, profile, shown),
         f"gamma {study.gamma:g} against the ablation, by the verdict rule (effect in points)",
     )
 
@@ -323,15 +327,12 @@ def forms_tables(
     shown: str,
 ) -> list[Styler]:
     """Algorithm 2 as listed against the variant: metrics, verdicts and the logged steps."""
-    t = study.tables[0]
     label = f"refinement '{study.refinement}'"
     others = {f"refinement '{a}'": rs for a, rs in variants.items()}
     out = _beside(
         {label: main, **others},
         (main, others, label),
-        t,
-        f"Clustering loss, forms of Algorithm 2: {t.config.dataset}, profile {profile}, test "
-        f"metrics in %, mean ± std over seeds {list(study.seeds_for(t))}, each run at its {shown}",
+        ("Clustering loss, forms of Algorithm 2", study, profile, shown),
         "Algorithm 2 as listed against the variant, by the verdict rule (effect in points)",
     )
     pam = pam_by_table([*main, *[r for rs in variants.values() for r in rs]])
@@ -375,10 +376,7 @@ def paired_tables(
     return _beside(
         summary,
         (main, {"paired batches": paired}, f"C/m = {t.class_ratio:g}"),
-        t,
-        f"N-pairs (Eq. 3) on the tables' and on paired batches: {t.config.dataset}, profile "
-        f"{profile}, test metrics in %, mean ± std over seeds {list(study.seeds_for(t))}, each "
-        f"run at its {shown}",
+        ("N-pairs (Eq. 3) on the tables' and on paired batches", study, profile, shown),
         f"N-pairs on the C/m = {t.class_ratio:g} batches against paired batches, by the verdict "
         "rule (effect in points)",
     )

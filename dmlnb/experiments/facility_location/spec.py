@@ -17,6 +17,13 @@ ROW_NAMES: dict[str, str] = {
     "npair": "Npairs",
     "clustering": "Clustering",
 }
+#: The methods as the chapter's prose and the claims' verdicts name them.
+READER_NAMES: dict[str, str] = {
+    "triplet": "triplet semi-hard",
+    "lifted": "lifted structure",
+    "npair": "N-pairs",
+    "clustering": "the clustering loss",
+}
 #: The parts of :func:`loss_description` that name a form of the paper's algorithms: the N-pairs
 #: loss's pairs and penalty (:class:`~dmlnb.losses.NPairLoss`) and the clustering loss's form of
 #: Algorithm 2 (:class:`~dmlnb.losses.FacilityLocationLoss`), each the paper's or the variant.

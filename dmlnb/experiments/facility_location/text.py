@@ -8,12 +8,19 @@ from typing import Any
 
 import pandas as pd
 
-from dmlnb.experiments.facility_location.presets import Study, composition
+from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim
+from dmlnb.experiments.facility_location.claims import Lemma1, LinearTime
+from dmlnb.experiments.facility_location.diagnostics import scaling_slopes
+from dmlnb.experiments.facility_location.presets import Study, composition, make_study
+from dmlnb.experiments.facility_location.spec import READER_NAMES, ROW_NAMES
+from dmlnb.experiments.facility_location.toy import MERGE_DEGREES, TOY_GAMMA, toy_points
 from dmlnb.reporting import (
+    CONFIDENCE,
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     NOT_TESTED,
+    ORDER_HALF_WIDTH,
     QUALIFIED_HOLDS,
     Claim,
     count_line,
@@ -23,6 +30,8 @@ from dmlnb.reporting import (
 )
 
 __all__ = [
+    "constants",
+    "synthesis",
     "reading",
     "toy_paragraph",
     "pairs_paragraph",
@@ -31,6 +40,127 @@ __all__ = [
     "lemma1_sentence",
     "design_sentence",
 ]
+
+
+def constants(study: Study) -> dict[str, str]:
+    """The numbers the chapter's prose states, for myst-nb ``glue``: the paper's (its margin
+    decay, the class ratios of its tables, read from the paper profile, which follows it), the
+    study's (the initial margin multiplier, the first table's batch), the toy's (its points, its
+    gamma, the merge threshold) and the rule's (the one-sided confidence, the interval shown, the
+    half-width of an order band)."""
+    paper = make_study("paper")
+    ratios = {t.table: t.class_ratio for t in paper.tables}
+    return {
+        "paper_decay": f"{paper.decay_rate:g}",
+        "paper_ratio_cub": f"{ratios['Table 1']:g}",
+        "paper_ratio_sop": f"{ratios['Table 3']:g}",
+        "gamma0": f"{study.gamma:g}",
+        "decay": f"{study.decay_rate:g}",
+        "batch": str(study.tables[0].config.batch_size),
+        "toy_points": str(len(toy_points()[1])),
+        "toy_gamma": f"{TOY_GAMMA:g}",
+        "merge_degrees": f"{MERGE_DEGREES:g}°",
+        "confidence": f"{CONFIDENCE:.0%}",
+        "interval": f"{1 - 2 * (1 - CONFIDENCE):.0%}",
+        "half_width": f"{ORDER_HALF_WIDTH:g}",
+    }
+
+
+def _and(items: Sequence[str]) -> str:
+    items = list(items)
+    if not items:
+        return "none"
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+#: The comparison table's rows (the paper's row names) by the names the prose uses.
+_READER = {ROW_NAMES[m]: READER_NAMES[m] for m in ROW_NAMES}
+
+
+def _tables_said(judged: Sequence[JudgedClaim], pairs: pd.DataFrame) -> str:
+    """The tables' claims by category, each named by its table and metric; for those that do
+    not hold, the baselines ahead of the clustering loss (from ``pairs``,
+    :func:`~dmlnb.experiments.facility_location.tables.comparison_table`, paired as the claims)."""
+    by: dict[str, list[str]] = {}
+    for j in judged:
+        t = j.spec.test
+        if not isinstance(t, BeatsEvery):
+            continue
+        name = f"{t.better.group} {t.metric}"
+        if verdict_category(j.verdict) == FAILS and len(pairs):
+            ahead = pairs[
+                (pairs["table"] == t.better.group)
+                & (pairs["metric"] == t.metric)
+                & (pairs["verdict"] == FAILS)
+            ]
+            said = [f"{_READER[r.worse]} ahead, effect {r.effect}" for r in ahead.itertuples()]
+            name += f" ({_and(said)})"
+        by.setdefault(verdict_category(j.verdict), []).append(name)
+    if not by:
+        return ""
+    held = len(by.get(HOLDS, []))
+    return (
+        f"Of the {sum(map(len, by.values()))} claims of the tables' analogues (the clustering "
+        f"loss above all three baselines, per table and metric, paired by seed), {held} "
+        f"{'holds' if held == 1 else 'hold'} as stated; "
+        + "; ".join(
+            f"{k}: {_and(by[k])}"
+            for k in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED)
+            if by.get(k)
+        )
+        + "."
+    )
+
+
+def _method_said(j: JudgedClaim) -> str:
+    """Lemma 1's failing updates, or Algorithm 1's timing exponents, from the claim's judge."""
+    judge = j.spec.test.judge if isinstance(j.spec.test, Custom) else None
+    verdict = j.verdict.split(":")[0]
+    if isinstance(judge, Lemma1) and len(judge.traced):
+        t = judge.traced
+        low = int(t["updates lowering A"].sum())
+        return (
+            f"Lemma 1 for Algorithm 2 as listed {verdict}: {low} of the "
+            f"{int(t['updates'].sum())} traced updates {'lowers' if low == 1 else 'lower'} A "
+            f"({int(t['passes ending below their start'].sum())} of {int(t['passes'].sum())} "
+            "passes end below their start)."
+        )
+    if isinstance(judge, LinearTime):
+        slopes = scaling_slopes(judge.scaling)
+        return (
+            "Algorithm 1 as listed, timed in one cell, grows with the batch size at exponents "
+            f"{min(slopes):.2f}-{max(slopes):.2f} (one per repeat), so 'linear in the batch "
+            f"size' {verdict} ({j.verdict.note})."
+        )
+    return ""
+
+
+def synthesis(
+    judged: Sequence[JudgedClaim], both: pd.DataFrame | None, pairs: pd.DataFrame, shown: str
+) -> str:
+    """The chapter's outcome as a paragraph, from the judged claims (nothing typed): how many
+    claims hold as stated, the tables' claims (``pairs``: the comparisons behind them), Lemma 1's
+    failing updates, Algorithm 1's timing exponents and the verdicts the papers' protocol
+    changes (``both``: :func:`dmlnb.chapter.evaluate_both_ways`)."""
+    cats = [verdict_category(j.verdict) for j in judged]
+    n = {k: cats.count(k) for k in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED)}
+    qualified = [
+        f"{j.spec.text.split(' (in the toy')[0]} ({j.verdict})"
+        for j in judged
+        if verdict_category(j.verdict) == QUALIFIED_HOLDS
+    ]
+    out = [
+        f"With every run at its {shown}, {n[HOLDS]} of the {len(judged)} claims "
+        f"{'holds' if n[HOLDS] == 1 else 'hold'} as stated and {n[QUALIFIED_HOLDS]} "
+        f"{'holds' if n[QUALIFIED_HOLDS] == 1 else 'hold'} only with a qualification"
+        + (f" ({'; '.join(qualified)})" if qualified else "")
+        + f"; {n[FAILS]} do not hold, {n[INCONCLUSIVE]} are inconclusive and {n[NOT_TESTED]} "
+        "are not tested at this scale.",
+        _tables_said(judged, pairs),
+        *(_method_said(j) for j in judged),
+        *_protocols(both, shown),
+    ]
+    return " ".join(x for x in out if x)
 
 
 def _verdicts(claims: Sequence[Claim], profile: str) -> list[str]:
@@ -119,11 +249,6 @@ def reading(
         + "."
     )
     return "\n".join(lines)
-
-
-def _and(items: Sequence[str]) -> str:
-    items = list(items)
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
 def toy_paragraph(frame: pd.DataFrame) -> str:

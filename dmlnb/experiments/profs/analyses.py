@@ -32,7 +32,7 @@ from dmlnb.experiments.profs.profiles import (
     period_for,
 )
 from dmlnb.experiments.profs.runs import is_collapsed
-from dmlnb.models import build_model
+from dmlnb.models import configured_model
 from dmlnb.profiles import TrainConfig
 from dmlnb.profs.representatives import (
     RepresentativeSampler,
@@ -128,15 +128,7 @@ def _timed_steps(
 ) -> tuple[float, Any]:
     """Train ``variant`` of loss ``key`` for ``c``'s steps from its seed, no evaluation: the
     seconds the steps took and the (timed) sampler."""
-    torch.manual_seed(c.seed)
-    model = build_model(
-        c.model,
-        splits.input_shape,
-        c.embedding_dim,
-        normalize=c.normalize,
-        pretrained=c.pretrained,
-        width=c.width,
-    )
+    model = configured_model(c, splits.input_shape)
     loss = profs_loss(key, variant, build_loss(key, splits.num_train_classes, c.embedding_dim), c)
     sampler, hooks = build_components(key, variant, model, loss, labels, c, period, lam)
     record = train(

@@ -18,7 +18,7 @@ from typing import Any
 
 import pandas as pd
 
-from dmlnb.chapter import ClaimSpec, Custom, Untestable
+from dmlnb.chapter import Beats, ClaimSpec, Custom, InteriorOptimum, Side, Test, Untestable
 from dmlnb.experiments.profs import judges as J
 from dmlnb.experiments.profs.judges import ClaimContext
 from dmlnb.experiments.profs.profiles import (
@@ -39,7 +39,12 @@ from dmlnb.experiments.profs.reported import (
     reported_differences,
     reported_gains,
 )
-from dmlnb.experiments.profs.runs import COMPONENT_STEPS
+from dmlnb.experiments.profs.runs import (
+    COLLAPSE_DROPPED,
+    COMPONENT_STEPS,
+    component_side,
+    table_side,
+)
 from dmlnb.experiments.profs.tables import NOT_SWEPT
 from dmlnb.profiles import TrainConfig
 
@@ -48,6 +53,14 @@ __all__ = ["chapter_claims", "claim_context", "ClaimContext", "PAPER_SCALE"]
 #: Where the claims this profile cannot test would be tested.
 PAPER_SCALE = "the paper profile (GoogLeNet V1 on CUB-200-2011, a GPU)"
 _DATASETS = ("SOP", "CARS196", "CUB-200-2011")
+#: Each section's seeds in the profile's settings: sides of sections with equal seeds pair.
+_SEEDS = {
+    "table1": "seeds",
+    "table2": "table2_seeds",
+    "components": "component_seeds",
+    "sweeps": "sweep_seeds",
+    "regime": "regime_seeds",
+}
 _STEP_REASON = (
     "a cost's share of a step depends on the step's own cost: the paper's is a GoogLeNet step "
     "on 128 images of 224 px (on hardware the paper does not name), ours a 4-block CNN on 28 "
@@ -56,10 +69,40 @@ _STEP_REASON = (
 )
 
 
-def _custom(fn, ctx: ClaimContext, *args: str) -> Custom:
-    """A :class:`Custom` test of ``fn(*args, ctx, runs) -> (verdict, evidence in words)``."""
+def _custom(fn, ctx: ClaimContext, *args: str, shape: str, paired: bool) -> Custom:
+    """A :class:`Custom` test of ``fn(*args, ctx, runs) -> (verdict, evidence in words)``, of
+    the declared ``shape`` and pairing."""
     judged = partial(fn, *args, ctx)
-    return Custom(lambda runs: judged(runs)[0], evidence=lambda runs: judged(runs)[1])
+    return Custom(
+        lambda runs: judged(runs)[0],
+        evidence=lambda runs: judged(runs)[1],
+        shape=shape,
+        paired=paired,
+    )
+
+
+def _every(parts: Mapping[str, Test], what: str, shape: str, paired: bool, said: str) -> Test:
+    """The one test of ``parts`` (loss -> test), or every one holds (:func:`J.every`)."""
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+
+    def evidence(runs) -> str:
+        verdicts = J.every(parts, what, runs)[1]
+        return (
+            said
+            + ": "
+            + "; ".join(f"{k}: {v} ({v.evidence()['effect']})" for k, v in verdicts.items())
+        )
+
+    return Custom(lambda runs: J.every(parts, what, runs)[0], evidence, shape=shape, paired=paired)
+
+
+def _reported_hncm_gains() -> dict[str, float]:
+    """Per dataset of Table 1: HNCM's R@1 gain over PROFS, the mean over the losses (reported)."""
+    return {
+        ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean()
+        for ds in _DATASETS
+    }
 
 
 def _at_scale(spec: ClaimSpec, reason: str | None, projections: float) -> list[ClaimSpec]:
@@ -86,20 +129,17 @@ def _gains(ctx: ClaimContext) -> list[ClaimSpec]:
         "profs-improves-every-loss",
         "PROFS consistently improves the performance of the integrated loss functions (every "
         "loss, clustering and retrieval)",
-        _custom(J.profs_improves, ctx),
+        _custom(J.profs_improves, ctx, shape="every", paired=True),
         where="Abstract; Sec. 5.5, Tables 1-2",
         paper_evidence=describe_reported(reported_differences("PROFS", "plain", table2=False))
         + "; Table 2 against the cited papers' published numbers: "
         + describe_reported(table2),
     )
-    hncm = {
-        ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean()
-        for ds in _DATASETS
-    }
+    hncm = _reported_hncm_gains()
     boosts = ClaimSpec(
         "hncm-boosts-profs",
         "PROFS with HNCM boosts the performance further (R@1, averaged over the integrated losses)",
-        _custom(J.hncm_boosts, ctx),
+        _custom(J.hncm_boosts, ctx, shape="comparison", paired=True),
         where="Abstract; Sec. 5.5, Tables 1-2",
         paper_evidence=describe_reported(reported_differences("PROFS-HNCM", "PROFS"))
         + "; mean R@1 gain over the losses of Table 1: "
@@ -124,7 +164,7 @@ def _competitive(ctx: ClaimContext) -> ClaimSpec:
             PAPER_SCALE,
         )
         if any(r not in ctx.rows for r in need)
-        else _custom(J.competitive, ctx)
+        else _custom(J.competitive, ctx, shape="comparison", paired=True)
     )
     t = REPORTED_TABLE1
     return ClaimSpec(
@@ -154,7 +194,12 @@ def _softtriple(ctx: ClaimContext) -> list[ClaimSpec]:
     spec = ClaimSpec(
         "softtriple-regularisation",
         "PROFS improves SoftTriple, a gain that comes from the regularisation alone",
-        _custom(J.softtriple, ctx),
+        Beats(
+            table_side("SoftTriple", "PROFS"),
+            table_side("SoftTriple", "plain"),
+            paired=True,
+            set_aside=COLLAPSE_DROPPED,
+        ),
         where="Sec. 5.5, Table 2",
         paper_evidence="Table 2 R@1, SoftTriple-PROFS minus SoftTriple [30]'s published numbers: "
         + ", ".join(f"{ds} {g:+.1f}" for ds, g in gain.items()),
@@ -163,10 +208,7 @@ def _softtriple(ctx: ClaimContext) -> list[ClaimSpec]:
 
 
 def _hncm_sop(ctx: ClaimContext) -> list[ClaimSpec]:
-    hncm = {
-        ds: (reported_gains(ds)["PROFS-HNCM gain"] - reported_gains(ds)["PROFS gain"]).mean()
-        for ds in _DATASETS
-    }
+    hncm = _reported_hncm_gains()
     sop = PAPER_BATCH / PAPER_I / PAPER_TRAIN_SETS["SOP"][1]
     reg = ctx.regime
     small = reg["classes"][0] / reg["L"] if reg.get("small_runs") else ctx.class_share
@@ -191,7 +233,12 @@ def _hncm_sop(ctx: ClaimContext) -> list[ClaimSpec]:
                 "hncm-small-batch",
                 "HNCM improves PROFS when a batch holds a smaller share of the classes "
                 f"({reg['loss']}, batch of {reg['classes'][0]} classes)",
-                _custom(J.regime_gain, ctx),
+                Beats(
+                    Side("regime/PROFS-HNCM", reg["loss"]),
+                    Side("regime/PROFS", reg["loss"]),
+                    paired=True,
+                    set_aside=COLLAPSE_DROPPED,
+                ),
                 origin="ours",
             )
         )
@@ -201,55 +248,79 @@ def _hncm_sop(ctx: ClaimContext) -> list[ClaimSpec]:
 def _sweeps(ctx: ClaimContext) -> list[ClaimSpec]:
     """Figs. 2-3: M's and lambda's interior optima, and lambda = 0 over-fitting."""
     not_swept = lambda what: Untestable("not-run", NOT_SWEPT.format(what=what), PAPER_SCALE)  # noqa: E731
+    optima = {
+        loss: InteriorOptimum({m: Side(f"M/{m}", loss) for m in ctx.m_grid})
+        for loss in ctx.sweep_losses
+    }
+    grid = ", ".join(f"M = {m:g}: {ctx.steps / m:.1f}" for m in ctx.m_grid)
     m = ClaimSpec(
         "m-interior-optimum",
         "M has an interior optimum: performance improves as M increases up to certain values, "
         "then drops (over-fitting to the subproblems)",
-        _custom(J.m_optimum, ctx) if ctx.m_swept else not_swept("M"),
+        _every(optima, "losses", "interior-optimum", False, f"projections per run: {grid}")
+        if ctx.m_swept
+        else not_swept("M"),
         where="Sec. 5.4.1, Fig. 2",
         paper_evidence="Fig. 2 (contrastive, triplet, N-pair, margin; SOP, CARS196, "
         "CUB-200-2011), curves not transcribed",
     )
+    lam_side = lambda lam: Side(f"lambda/{lam:g}", ctx.lambda_loss)  # noqa: E731
     lam = ClaimSpec(
         "lambda-flat-range",
         "lambda: large values drop performance (over-regularisation), lambda = 0 over-fits the "
         f"subproblems; similar within [{REPORTED_LAMBDA_FLAT[0]:g}, {REPORTED_LAMBDA_FLAT[1]:g}]",
-        _custom(J.lam_optimum, ctx) if ctx.lam_swept else not_swept("lambda"),
+        InteriorOptimum({x: lam_side(x) for x in ctx.lambda_grid})
+        if ctx.lam_swept
+        else not_swept("lambda"),
         where="Sec. 5.4.2, Fig. 3",
         paper_evidence="Fig. 3 (Margin, GoogLeNet V1), curves not transcribed",
     )
-    if ctx.lam_swept:
-        zero, evidence = _custom(J.lam_zero_sweep, ctx), "Sec. 5.4.2, Fig. 3"
+    zero: Test
+    if ctx.lam_swept and REPORTED_LAMBDA in ctx.lambda_grid:
+        zero = Beats(lam_side(REPORTED_LAMBDA), lam_side(min(ctx.lambda_grid)), paired=True)
+        evidence = "Sec. 5.4.2, Fig. 3"
     elif ctx.component_rows:
-        zero, evidence = _custom(J.lam_zero_components, ctx), "Sec. 5.4.2, Fig. 3 (Margin)"
+        said = "the component ablation, the proximal term's step against lambda = 0, paired"
+        zero = _every(J.lam_zero_parts(ctx), "losses", "every", True, said)
+        evidence = "Sec. 5.4.2, Fig. 3 (Margin)"
     else:
-        why = "neither the lambda sweep nor the component ablation ran"
+        why = f"neither a lambda sweep holding {REPORTED_LAMBDA:g} nor the component ablation ran"
         zero, evidence = Untestable("not-run", why, PAPER_SCALE), "Sec. 5.4.2, Fig. 3"
     text = f"lambda = 0 (no regularisation) over-fits: the paper's lambda = {REPORTED_LAMBDA:g} "
     return [m, lam, ClaimSpec("lambda-zero-overfits", text + "beats it", zero,
                               where="Sec. 5.4.2, Fig. 3", paper_evidence=evidence)]  # fmt: skip
 
 
+def _section(step: str) -> str:
+    return "table1" if step == "plain" else "components"
+
+
 def _components(ctx: ClaimContext) -> list[ClaimSpec]:
-    """Ours: each step of the component ablation against the one before, and re-used samples
-    alone after the same early steps."""
+    """Ours: each step of the component ablation against the one before (paired by seed where
+    the steps share their seeds), and re-used samples alone after the same early steps."""
     names = ["plain", *COMPONENT_STEPS]
     out = [
         ClaimSpec(
             f"components-{row}-{after.removeprefix('+ ').replace(' ', '-')}",
             f"{row}: '{after}' improves R@1 over '{before}' [component ablation]",
-            _custom(J.component_step, ctx, row, after),
+            Beats(
+                component_side(row, after),
+                component_side(row, before),
+                paired=ctx.paired(_section(after), _section(before)),
+                set_aside=COLLAPSE_DROPPED,
+            ),
             origin="ours",
         )
         for row in ctx.component_rows
         for before, after in zip(names, names[1:])
     ]
+    paired = ctx.paired("components", "table1")
     return out + [
         ClaimSpec(
             f"reused-samples-{row}",
             f"{row}: re-used class samples alone ('representatives') leave R@1 after the same "
             "early steps unchanged [component ablation]",
-            _custom(J.reused_samples, ctx, row),
+            _custom(J.reused_samples, ctx, row, shape="no-difference", paired=paired),
             origin="ours",
         )
         for row in ctx.component_rows
@@ -289,14 +360,14 @@ def _cost(ctx: ClaimContext) -> list[ClaimSpec]:
         ClaimSpec(
             "profs-step-time",
             "PROFS adds no time to a step [measured: same process, variants interleaved]",
-            _custom(J.profs_step_cost, ctx),
+            _custom(J.profs_step_cost, ctx, shape="comparison", paired=False),
             origin="ours",
         ),
         ClaimSpec(
             "hncm-step-share",
             f"Our greedy HNCM adds at most {most:g}% to a step (the paper's largest figure, SOP) "
             "[measured: same process]",
-            _custom(J.hncm_step_cost, ctx),
+            _custom(J.hncm_step_cost, ctx, shape="threshold", paired=True),
             origin="ours",
         ),
     ]
@@ -309,7 +380,7 @@ def chapter_claims(ctx: ClaimContext) -> list[ClaimSpec]:
         "convergence-unchanged",
         "No significant increase or decrease in the convergence rate owing to re-utilization of "
         "the class samples",
-        _custom(J.convergence, ctx),
+        _custom(J.convergence, ctx, shape="no-difference", paired=True),
         where="Sec. 5.4",
         paper_evidence="Sec. 5.4, stated without numbers",
     )
@@ -338,12 +409,13 @@ def claim_context(
     of ``num_train`` images of ``num_classes`` classes, with the step ``times`` and the HNCM
     ``regime`` measured."""
     per_epoch = lambda c: c.steps_per_epoch or num_train // c.batch_size  # noqa: E731
+    period = period_for(config, num_classes, settings["rho"])
     rows = (*table_rows(settings, 1), *table_rows(settings, 2))
     soft = table2_config(config, "SoftTriple", settings)
     return ClaimContext(
         metrics=("NMI", "F1", *(f"R@{k}" for k in config.eval_ks)),
         steps=config.epochs * per_epoch(config),
-        period=period_for(config, num_classes, settings["rho"]),
+        period=period,
         soft_steps=soft.epochs * per_epoch(soft) if "SoftTriple" in rows else 0,
         class_share=config.batch_size / config.m_per_class / num_classes,
         times=times,
@@ -352,7 +424,9 @@ def claim_context(
         component_rows=tuple(
             settings["component_losses"] if settings["component_ablation"] else ()
         ),
-        m_swept=bool(settings["m_grid"]) and bool(settings["ablation_losses"]),
-        lam_swept=bool(settings["lambda_grid"]),
+        m_grid=tuple(sorted(set(settings["m_grid"]) | {period})) if settings["m_grid"] else (),
+        sweep_losses=tuple(settings["ablation_losses"]),
+        lambda_grid=tuple(settings["lambda_grid"]),
         lambda_loss=settings["lambda_loss"],
+        seeds={section: tuple(settings[key]) for section, key in _SEEDS.items()},
     )

@@ -30,7 +30,7 @@ from dmlnb.reporting import Verdict, compare
 from dmlnb.runs import Run
 from dmlnb.training import precision_description
 
-__all__ = ["deviation_rows", "measured_effects", "NOT_MEASURED"]
+__all__ = ["deviation_rows", "measured_effects", "NOT_MEASURED", "is_augmented"]
 
 
 _PAPER_AUGMENTATION = "resize to 256 x 256, random 224 crops and horizontal flips"
@@ -69,6 +69,12 @@ _ABOUT = {
 }
 
 
+def is_augmented(config: TrainConfig) -> bool:
+    """Whether ``config``'s images are augmented as the paper's are (resized to at least 224 px,
+    random crops and flips); the book's small datasets are used as they are."""
+    return "resize" in config.dataset_options or config.dataset_options.get("image_size", 0) >= 224
+
+
 def _facts(config: TrainConfig, settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """What the rows read of ``config`` and ``settings``."""
     rows1 = table_rows(settings, 1) if settings else tuple(LOSSES)
@@ -81,9 +87,7 @@ def _facts(config: TrainConfig, settings: Mapping[str, Any] | None) -> dict[str,
     ]
     paper_runs = paper_projections()["projections"]
     holdout = config.dataset_options.get("validation")
-    augmented = (
-        "resize" in config.dataset_options or config.dataset_options.get("image_size", 0) >= 224
-    )
+    augmented = is_augmented(config)
     betas = tuple(config.betas) if config.betas else (0.9, 0.999)
     size = config.dataset_options.get("image_size", "?")
     # SoftTriple's centres learn at their own rate (loss_config); settings=None: the

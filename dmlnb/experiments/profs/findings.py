@@ -12,21 +12,24 @@ import numpy as np
 import pandas as pd
 
 from dmlnb.chapter import JudgedClaim
-from dmlnb.experiments.profs.analyses import loss_plateau, paper_projections
-from dmlnb.experiments.profs.judges import first_r1, guarded, r1
+from dmlnb.experiments.profs.analyses import first_evaluation, loss_plateau, paper_projections
+from dmlnb.experiments.profs.deviations import is_augmented
+from dmlnb.experiments.profs.judges import first_verdicts, hncm_extra, r1
 from dmlnb.experiments.profs.losses import collapse_level
 from dmlnb.experiments.profs.procedure import loss_config
 from dmlnb.experiments.profs.profiles import PAPER_EPOCHS, table2_config, table_rows
-from dmlnb.experiments.profs.tables import collapsed_sides, metric_verdicts
+from dmlnb.experiments.profs.tables import beats, metric_verdicts
 from dmlnb.profiles import TrainConfig
 from dmlnb.reporting import (
     COLLAPSE_BAND,
+    FAILS,
     HOLDS,
     NOT_TESTED,
-    compare,
+    Verdict,
     count_line,
 )
 from dmlnb.runs import Run
+from dmlnb.selection import protocol_column
 
 __all__ = ["findings_markdown", "plateau_markdown"]
 
@@ -47,13 +50,33 @@ def _ev(v: Any) -> str:
     return f"{e['effect']}, interval {e['90% interval']}".replace("-", "−")
 
 
+def _set_aside(v: Verdict) -> str:
+    """A verdict in words; one not tested because its runs were set aside says so, with its note
+    (what was set aside: the sides, with their seeds)."""
+    return f"{v}, set aside for {v.note}" if str(v) == NOT_TESTED and v.note else str(v)
+
+
+def _at_test_epoch(f: Mapping, claim_id: str) -> str:
+    """When claim ``claim_id``'s verdict changes between the protocols: its verdict at the
+    test-selected epoch, in words; else nothing."""
+    both = f["both_ways"]
+    if both is None:
+        return ""
+    row = both[both["id"] == claim_id]
+    if row.empty or not bool(row["verdict changes"].iloc[0]):
+        return ""
+    return f"; at the test-selected epoch: {row[protocol_column('verdict', 'test')].iloc[0]}"
+
+
 def _opening(cfg: TrainConfig, settings: Mapping[str, Any], profile: str, f: Mapping) -> str:
     rows1, rows2 = table_rows(settings, 1), table_rows(settings, 2)
     paper = [j.verdict for j in f["judged"] if j.spec.origin == "paper"]
     ours = [j.verdict for j in f["judged"] if j.spec.origin == "ours"]
     holds = sum(str(v).startswith(HOLDS) for v in paper)
     head = (
-        "none of the paper's claims holds" if not holds else f"{holds} of the paper's claims hold"
+        "none of the paper's claims holds"
+        if not holds
+        else f"{_n(holds)} of the paper's claims hold{'s' * (holds == 1)}"
     )
     soft = ""
     if "SoftTriple" in rows2:
@@ -103,7 +126,8 @@ def _plateau(cfg: TrainConfig, table1: Mapping[tuple[str, str], Sequence[Run]]) 
     lowest = set(frame.nsmallest(len(stuck), "R@1 (kept epoch)").index) == set(stuck.index)
     lo, hi = stuck["R@1 (kept epoch)"].min(), stuck["R@1 (kept epoch)"].max()
     on_profs = set(stuck["variant"]) <= {"PROFS", "PROFS-HNCM"}
-    raw = compare(r1(sides["PROFS-HNCM"]), r1(sides["plain"]), scale=100, unit=" pts")
+    key = lambda v: ("Triplet-Hard", v)  # noqa: E731
+    raw = beats(table1, key("PROFS-HNCM"), key("plain"), set_aside=None)
     return (
         "* **Triplet-Hard sides with collapsed runs are set aside: no comparison with them is "
         "tested.**"
@@ -123,6 +147,23 @@ def _plateau(cfg: TrainConfig, table1: Mapping[tuple[str, str], Sequence[Run]]) 
             if on_profs
             else ""
         )
+    )
+
+
+def _still_on_plateau(f: Mapping) -> str:
+    """When every Triplet-Hard run, plain too, is still on its loss plateau at the first
+    evaluation: that, in a sentence (the convergence test reads R@1 there); else nothing."""
+    runs = [r for (row, _), rs in f["sides"].items() if row == "Triplet-Hard" for r in rs]
+    level = collapse_level("triplet-hard", f["config"].embedding_dim)
+    if not runs or level is None:
+        return ""
+    first = [int(first_evaluation(r.record)["epoch"]) for r in runs]
+    edge = level - COLLAPSE_BAND * abs(level)
+    if not all(r.record.training_losses()[e - 1] >= edge for r, e in zip(runs, first)):
+        return ""
+    return (
+        f" At the first evaluation (epoch {_range(first)}) every Triplet-Hard run, plain too, "
+        "is still on its loss plateau, so Triplet-Hard's R@1 there says little about a rate."
     )
 
 
@@ -150,24 +191,19 @@ def _gains(f: Mapping) -> list[str]:
         for row in f["gains"].index
     ]
     out.append(
-        f"* **HNCM boosts PROFS further: {j['hncm-boosts-profs'].verdict}.** HNCM over PROFS, "
+        f"* **HNCM boosts PROFS further: {_set_aside(j['hncm-boosts-profs'].verdict)}.** HNCM "
+        "over PROFS, "
         "R@1 per loss of Tables 1-2: " + "; ".join(hncm) + "."
     )
-    first = {
-        row: guarded(
-            first_r1(runs[row, "PROFS"]),
-            first_r1(runs[row, "plain"]),
-            collapsed_sides(runs, (row, "PROFS"), (row, "plain")),
-            keep=True,
-        )
-        for row in rows
-    }
+    first = first_verdicts(runs, rows)
     conv = j["convergence-unchanged"].verdict
     out.append(
         f"* **Convergence rate unchanged: {conv}.** After the same steps (the first "
         "evaluation) PROFS against plain: "
         + "; ".join(f"{row} {_pts(100 * v.effect, 1)} points ({v})" for row, v in first.items())
-        + ". The test compares one R@1 level after the same early steps, not a rate, and PROFS "
+        + "."
+        + _still_on_plateau(f)
+        + " The test compares one R@1 level after the same early steps, not a rate, and PROFS "
         "differs from plain there in its batches, its pair restriction and its proximal term at "
         "once."
         + "".join(
@@ -195,22 +231,34 @@ def _measured(f: Mapping) -> list[str]:
         )
     steps = [c for key, c in j.items() if key.startswith("components-")]
     if steps:
+        decided = [c for c in steps if str(c.verdict) in (HOLDS, FAILS)]
         out.append(
-            "* **The component ablation, each step against the one before:** "
-            + "; ".join(
-                f"{c.spec.text.split(' [')[0]}: {c.verdict} ({_ev(c.verdict)})" for c in steps
+            (
+                "* **The component ablation, each step against the one before:** "
+                if decided
+                else "* **No ingredient of PROFS is separated:** every step of the component "
+                "ablation against the one before is inconclusive: "
             )
-            + f". Lambda = 0 over-fits: {j['lambda-zero-overfits'].verdict}."
+            + "; ".join(
+                f"{c.spec.text.split(' [')[0]}: {c.verdict} ({_ev(c.verdict)}"
+                f"{_at_test_epoch(f, c.spec.id)})"
+                for c in steps
+            )
+            + f". Lambda = 0 over-fits: {j['lambda-zero-overfits'].verdict}"
+            + f"{_at_test_epoch(f, 'lambda-zero-overfits')}."
         )
     if "profs-step-time" in j:
         t = f["times"].groupby("variant", sort=False)["ms per step"].mean()
         share, pick = j["hncm-step-share"].verdict, f["pick_cost"]
         first, last = pick.iloc[0], pick.iloc[-1]
+        extra = hncm_extra(f["times"])
         out.append(
             f"* **Cost, measured in one process:** plain {t['plain']:.1f} ms per step, PROFS "
             f'{t["PROFS"]:.1f}, PROFS-HNCM {t["PROFS-HNCM"]:.1f}. "PROFS adds no time to a step" '
             f'is {j["profs-step-time"].verdict} ({_ev(j["profs-step-time"].verdict)}); "our HNCM '
-            f"adds at most the paper's share\": {share} ({_ev(share)}). Our greedy HNCM pick of "
+            f"adds at most the paper's share\": {share} ({_ev(share)}): it added "
+            f"{_range(extra, '{:.1f}%')} of a step over the {_n(len(extra))} repeats. Our greedy "
+            "HNCM pick of "
             f"{int(first['classes per batch'])} classes takes {first['HNCM ms']:.1f} ms against "
             f"{first['uniform ms']:.2f} ms for a uniform draw at L = {int(first['L'])}, and "
             f"{last['HNCM ms']:.1f} ms against {last['uniform ms']:.2f} ms at "
@@ -229,13 +277,23 @@ def _limits(cfg: TrainConfig, settings: Mapping[str, Any], f: Mapping) -> str:
     ]
     soft = loss_config("softtriple", table2_config(cfg, "SoftTriple", settings))
     size = cfg.dataset_options.get("image_size", "?")
+    runs = [r for (row, _), rs in f["sides"].items() if row in f["rows"] for r in rs]
+    last = [r for r in runs if r.record.best["epoch"] == r.record.evaluations()[-1]["epoch"]]
+    still = (
+        f" {_n(len(last)).capitalize()} of the {_n(len(runs))} runs of Table 1 keep their last "
+        f"evaluation (epoch {_range([r.record.best['epoch'] for r in last])}): still improving "
+        "when training stopped, so longer training could move their numbers."
+        if last
+        else ""
+    )
     return (
         f"* **Not tested at this profile ({len(untested)}):** " + "; ".join(untested) + ".\n"
-        f"* **What limits all of this:** another dataset ({size}-px {cfg.dataset}), a "
+        f"* **What limits all of this:** another dataset ({size}-px {cfg.dataset}"
+        f"{'' if is_augmented(cfg) else ', no augmentation'}), a "
         f"{cfg.model} {'pretrained' if cfg.pretrained else 'from scratch'}, "
         f"{cfg.embedding_dim}-d embeddings, a learning rate of {cfg.lr:g} (SoftTriple's centres "
         f"{soft.loss_lr:g}), {cfg.epochs} epochs instead of {PAPER_EPOCHS}, batch-hard mining "
-        f"and $I = {cfg.m_per_class}$ for every loss (the deviations table)."
+        f"and $I = {cfg.m_per_class}$ for every loss (the deviations table)." + still
     )
 
 
@@ -257,7 +315,8 @@ def findings_markdown(
     rows = [r for r in table_rows(settings, 1) if (r, "PROFS") in sides]
     f = dict(judged=judged, claims=claims, both_ways=both_ways, gains=gains, sides=sides,
              rows=rows, metrics=ctx.metrics, M=ctx.period, steps=ctx.steps,
-             soft_steps=ctx.soft_steps, times=ctx.times, pick_cost=pick_cost)  # fmt: skip
+             soft_steps=ctx.soft_steps, times=ctx.times, pick_cost=pick_cost,
+             config=config)  # fmt: skip
     table1 = {k: v for k, v in sides.items() if k[0] in table_rows(settings, 1)}
     parts = [_opening(config, settings, profile, f), ""]
     plateau = _plateau(config, table1)
@@ -266,9 +325,9 @@ def findings_markdown(
     return "\n".join(parts)
 
 
-def _range(values: Sequence[float], fmt: str = "{:.0f}") -> str:
+def _range(values: Sequence[float], fmt: str = "{:.0f}", sep: str = " to ") -> str:
     lo, hi = min(values), max(values)
-    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)} to {fmt.format(hi)}"
+    return fmt.format(lo) if lo == hi else f"{fmt.format(lo)}{sep}{fmt.format(hi)}"
 
 
 def plateau_markdown(frame: pd.DataFrame, level: float) -> str:
@@ -319,9 +378,13 @@ def plateau_markdown(frame: pd.DataFrame, level: float) -> str:
             'no plain run stays on the plateau, so "not tested" should not be read as a draw.'
         )
     first = stuck["R@1 (first evaluation)"].tolist()
+    kept = sorted(set(stuck["kept epoch"]))
+    at_end = all(stuck["kept epoch"] == stuck["epochs"])
     return text + (
         f"\n\nThe criterion reads the loss, not the R@1: these runs reach {_range(r1, '{:.1f}')}, "
-        f"and their R@1 rose on the plateau, from {_range(first, '{:.1f}')} at the first "
-        "evaluation. The book sets aside every run whose loss sits at its collapsed embedding's "
+        f"and their R@1 rose on the plateau, from {_range(first, '{:.1f}', '–')} at the first "
+        f"evaluation to {_range(r1, '{:.1f}', '–')} at the kept epoch (epoch {_range(kept)}"
+        + (", the last evaluated: still rising when training stopped" if at_end else "")
+        + "). The book sets aside every run whose loss sits at its collapsed embedding's "
         "value, in every chapter, rather than judge some and not others."
     )

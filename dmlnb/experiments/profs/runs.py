@@ -12,11 +12,11 @@ and train once. The functions below read the :class:`~dmlnb.chapter.RunSet` back
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dmlnb.chapter import RunGroup, RunSet
-from dmlnb.experiments.profs.losses import LOSS_METHODS, VARIANTS, collapse_level
+from dmlnb.chapter import RunGroup, RunSet, SetAside, Side
+from dmlnb.experiments.profs.losses import LOSS_METHODS, TABLE2_LOSSES, VARIANTS, collapse_level
 from dmlnb.experiments.profs.procedure import ProfsProcedure, loss_key
 from dmlnb.experiments.profs.profiles import period_for, table2_config, table_rows
 from dmlnb.methods import MethodCall
@@ -29,6 +29,13 @@ __all__ = [
     "groups",
     "methods",
     "is_collapsed",
+    "COLLAPSED",
+    "COLLAPSE",
+    "COLLAPSE_DROPPED",
+    "table_side",
+    "component_side",
+    "runset_of",
+    "side_of",
     "table_sides",
     "component_sides",
     "sweep_points",
@@ -134,6 +141,50 @@ def is_collapsed(run: Run) -> bool:
     data = run.record.data
     level = collapse_level(data["spec"]["loss"], int(data["config"]["embedding_dim"]))
     return level is not None and collapsed(run.record.training_losses(), level)
+
+
+#: Why a comparison with a collapsed side (:func:`is_collapsed`) is not tested at this scale: a
+#: loss held at its collapsed embedding's value says the run's hardest positives and negatives
+#: are about equally far, so the run cannot show what PROFS does to a loss that learns.
+COLLAPSED = (
+    "collapsed runs (training loss at its value for a collapsed embedding over the last two epochs)"
+)
+#: The chapter's guard (:class:`dmlnb.chapter.SetAside`): a side holding a collapsed run is not
+#: tested, its measured effect kept beside the verdict (the tables, the per-loss comparisons).
+COLLAPSE = SetAside(degenerate=is_collapsed, what=COLLAPSED)
+#: The same guard without the measured effect (a claim on one comparison, a step of the
+#: component ablation).
+COLLAPSE_DROPPED = SetAside(degenerate=is_collapsed, what=COLLAPSED, keep_effect=False)
+
+
+def table_side(row: str, variant: str) -> Side:
+    """The side of ``row``'s ``variant`` in Table 1 (group ``table1/<variant>``) or, for a row of
+    Table 2 (:data:`TABLE2_LOSSES`), in its own group (``table2/<row>/<variant>``)."""
+    group = f"table2/{row}/{variant}" if row in TABLE2_LOSSES else f"table1/{variant}"
+    return Side(group, row)
+
+
+def component_side(row: str, step: str) -> Side:
+    """The side of ``row`` at ``step`` of the component ablation (``"plain"``: Table 1's)."""
+    return table_side(row, "plain") if step == "plain" else Side(f"components/{step}", row)
+
+
+def side_of(key: Any) -> Side:
+    """The :class:`Side` :func:`runset_of` files the runs of ``key`` under: ``(row, variant)``
+    -> group ``variant``, label ``row``; any other key is its own group and label."""
+    return Side(key[1], key[0]) if isinstance(key, tuple) else Side(str(key), str(key))
+
+
+def runset_of(sides: Mapping[Any, Sequence[Run]]) -> RunSet:
+    """Runs by side (``(row, variant)`` -> the runs over seeds, or ``step`` -> runs) as a
+    :class:`~dmlnb.chapter.RunSet` (:func:`side_of`; each run under the seed of its
+    configuration), so that the chapter layer's tests judge them."""
+    out: dict[str, dict[tuple[str, int], Run]] = {}
+    for key, rs in sides.items():
+        side = side_of(key)
+        for r in rs:
+            out.setdefault(side.group, {})[side.label, int(r.record.data["config"]["seed"])] = r
+    return RunSet(out)
 
 
 def _side(runs: RunSet, group: str, label: str) -> list[Run]:

@@ -9,38 +9,39 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import RunSet
-from dmlnb.experiments.profs.analyses import (
-    MIN_PROJECTIONS,
-)
-from dmlnb.experiments.profs.losses import (
-    VARIANTS,
-)
+from dmlnb.chapter import Beats, ClaimSpec, RunSet, SetAside, Test, evaluate, unless_set_aside
+from dmlnb.experiments.profs.analyses import MIN_PROJECTIONS, first_evaluation
+from dmlnb.experiments.profs.losses import VARIANTS
 from dmlnb.experiments.profs.profiles import period_for
-from dmlnb.experiments.profs.runs import is_collapsed, section_runs
+from dmlnb.experiments.profs.runs import (
+    COLLAPSE,
+    COLLAPSE_DROPPED,
+    runset_of,
+    section_runs,
+    side_of,
+)
 from dmlnb.profiles import TrainConfig
 from dmlnb.reporting import (
     FAILS,
     HOLDS,
     INCONCLUSIVE,
     Verdict,
-    all_of,
     compare,
-    interior_optimum,
+    paired_differences,
     provenance_frame,
     provenance_groups,
-    unless_degenerate,
 )
 from dmlnb.runs import Run
 from dmlnb.selection import both_ways_verdicts, choose_on_validation
 
 __all__ = [
+    "verdict_of",
+    "beats",
+    "first_beats",
     "step_verdicts",
     "hncm_regime",
     "NOT_SWEPT",
-    "COLLAPSED",
     "COMPARISONS",
-    "collapsed_sides",
     "comparisons_both_ways",
     "comparisons_table",
     "component_frame",
@@ -50,34 +51,51 @@ __all__ = [
     "provenance",
     "sweep_frame",
     "sweep_pairs",
-    "sweep_verdicts",
 ]
 
 
 # Tables and verdicts
 # ----------------------------------------------------------------------------------------------
 
-#: Why a comparison with a collapsed side (:func:`~dmlnb.experiments.profs.runs.is_collapsed`)
-#: is not tested at this scale (:func:`dmlnb.reporting.unless_degenerate`, the book's rule): a
-#: loss held at its collapsed embedding's value says the run's hardest positives and negatives
-#: are about equally far, so the run cannot show what PROFS does to a loss that learns.
-COLLAPSED = (
-    "collapsed runs (training loss at its value for a collapsed embedding over the last two epochs)"
-)
+
+def verdict_of(test: Test, runs: RunSet) -> Verdict:
+    """The verdict of one test of the chapter layer's vocabulary on ``runs``
+    (:func:`dmlnb.chapter.evaluate`, the book's one rule)."""
+    return evaluate([ClaimSpec("part", "part", test, origin="ours")], runs)[0].verdict
 
 
-def collapsed_sides(runs: Mapping[Any, Sequence[Run]], *sides: Any) -> list[str]:
-    """The ``sides`` (keys of ``runs``, e.g. ``("Triplet-Hard", "PROFS")``) holding a collapsed run,
-    in words with the collapsed seeds: ``["Triplet-Hard PROFS (seed 2)"]``."""
-    out = []
-    for side in sides:
-        seeds = [
-            str(r.record.data["config"]["seed"]) for r in runs.get(side, ()) if is_collapsed(r)
-        ]
-        if seeds:
-            name = " ".join(side) if isinstance(side, tuple) else str(side)
-            out.append(f"{name} (seed{'s' if len(seeds) > 1 else ''} {', '.join(seeds)})")
-    return out
+def beats(
+    runs: Mapping[Any, Sequence[Run]],
+    better: Any,
+    worse: Any,
+    metric: str = "R@1",
+    set_aside: SetAside = COLLAPSE,
+) -> Verdict:
+    """``runs[better]`` beats ``runs[worse]`` on ``metric``: the chapter layer's
+    :class:`~dmlnb.chapter.Beats`, paired by seed when both sides hold the same seeds (the
+    chapter trains the sides of a comparison on one seed list by design), a side holding a
+    collapsed run set aside (``set_aside``, :data:`~dmlnb.experiments.profs.runs.COLLAPSE`)."""
+    rs = runset_of({better: runs[better], worse: runs[worse]})
+    a, b = side_of(better), side_of(worse)
+    paired = rs.seeds(a.group, a.label) == rs.seeds(b.group, b.label)
+    return verdict_of(Beats(a, b, metric, paired=paired, set_aside=set_aside), rs)
+
+
+def first_beats(
+    runs: Mapping[Any, Sequence[Run]], better: Any, worse: Any, set_aside: SetAside = COLLAPSE
+) -> Verdict:
+    """As :func:`beats`, on R@1 at each run's first evaluation (the same early steps) instead of
+    the kept epoch's."""
+    rs = runset_of({better: runs[better], worse: runs[worse]})
+    a, b = side_of(better), side_of(worse)
+    seeds = [rs.seeds(s.group, s.label) for s in (a, b)]
+    x, y = (
+        [float(first_evaluation(rs.run(s.group, s.label, k).record)["metrics"]["R@1"]) for k in ks]
+        for s, ks in zip((a, b), seeds)
+    )
+    pts = dict(scale=100, unit=" pts")
+    v = paired_differences(x, y, **pts) if seeds[0] == seeds[1] else compare(x, y, **pts)
+    return unless_set_aside(v, rs, (a, b), "R@1", set_aside)
 
 
 #: The comparisons of variants made for every loss: ``(better, worse)`` -> the gain column's name.
@@ -90,9 +108,9 @@ COMPARISONS: dict[tuple[str, str], str] = {
 
 def gain_frame(runs: Mapping[tuple[str, str], Sequence[Run]], metric: str = "R@1") -> pd.DataFrame:
     """Per loss: the mean of ``metric`` (%) of each variant, for each of :data:`COMPARISONS` the
-    gain (points) and its :func:`~dmlnb.reporting.compare` verdict on the per-seed values (column
-    ``"A > B"``, a :class:`~dmlnb.reporting.Verdict` in points; not tested with a collapsed side,
-    :data:`COLLAPSED`, its measured effect kept), the best variant and the seeds.
+    gain (points) and its verdict (:func:`beats`: column ``"A > B"``, a
+    :class:`~dmlnb.reporting.Verdict` in points, paired by seed; not tested with a collapsed side,
+    its measured effect kept), the best variant and the seeds.
     The best variant is the one with the highest mean test ``metric``, or, when every run has a
     validation split, the one chosen on the validation classes
     (:func:`~dmlnb.selection.choose_on_validation`: the highest mean validation ``metric``).
@@ -111,12 +129,7 @@ def gain_frame(runs: Mapping[tuple[str, str], Sequence[Run]], metric: str = "R@1
         for (a, b), gain in COMPARISONS.items():
             if a in vals and b in vals:
                 out[gain] = means[a] - means[b]
-                out[f"{a} > {b}"] = unless_degenerate(
-                    compare(vals[a], vals[b], scale=100, unit=" pts"),
-                    collapsed_sides(runs, (row, a), (row, b)),
-                    COLLAPSED,
-                    keep_effect=True,
-                )
+                out[f"{a} > {b}"] = beats(runs, (row, a), (row, b), metric)
         records = {v: [getattr(r, "record", None) for r in runs[row, v]] for v in vals}
         validated = all(r is not None and r.selections for rs in records.values() for r in rs)
         out["best variant"] = (
@@ -166,26 +179,6 @@ def sweep_frame(points: Mapping[str, Mapping[float, Sequence[float]]], name: str
     )
 
 
-def sweep_verdicts(
-    points: Mapping[str, Mapping[float, Sequence[float]]],
-    *,
-    scale: float = 100.0,
-    unit: str = " pts",
-) -> tuple[Verdict, dict[str, Verdict], pd.DataFrame]:
-    """Verdicts on "the sweep has an interior optimum" for each loss of ``points`` (loss -> swept
-    value -> per-seed results), each by :func:`dmlnb.reporting.interior_optimum`, and on "for
-    every loss" (:func:`~dmlnb.reporting.all_of` over the losses). Returns that verdict, the
-    per-loss verdicts and the table of every interior value against both ends, per loss."""
-    per_loss, tables = {}, []
-    for loss, pts in points.items():
-        per_loss[loss], table = interior_optimum(pts, scale=scale, unit=unit)
-        tables.append(table.assign(loss=loss))
-    table = pd.concat(tables, ignore_index=True) if tables else pd.DataFrame()
-    if len(table):
-        table = table[["loss", *[c for c in table if c != "loss"]]]
-    return all_of(per_loss, "losses"), per_loss, table
-
-
 def metric_verdicts(
     runs: Mapping[tuple[str, str], Sequence[Run]],
     better: str,
@@ -193,26 +186,16 @@ def metric_verdicts(
     metrics: Sequence[str],
     losses: Sequence[str] | None = None,
 ) -> tuple[dict[str, Verdict], pd.DataFrame]:
-    """``better > worse`` judged by :func:`~dmlnb.reporting.compare` for every loss (``losses``,
-    default all of ``runs``) and every metric (points; not tested with a collapsed side,
-    :data:`COLLAPSED`): ``{"loss metric": verdict}`` and a table (loss x metric of verdict strings
-    with the effect: ``+`` holds, ``-`` does not hold, ``=`` inconclusive, ``x`` not tested)."""
+    """``better > worse`` for every loss (``losses``, default all of ``runs``) and every metric,
+    each by :func:`beats` (paired by seed; not tested with a collapsed side, its effect kept):
+    ``{"loss metric": verdict}`` and a table (loss x metric of the effect in points with ``+``
+    holds, ``-`` does not hold, ``=`` inconclusive, ``x`` not tested)."""
     out, table = {}, {}
     for row in losses if losses is not None else dict.fromkeys(r for r, _ in runs):
         if (row, better) not in runs or (row, worse) not in runs:
             continue
         for m in metrics:
-            v = unless_degenerate(
-                compare(
-                    [r.metrics[m] for r in runs[row, better]],
-                    [r.metrics[m] for r in runs[row, worse]],
-                    scale=100,
-                    unit=" pts",
-                ),
-                collapsed_sides(runs, (row, better), (row, worse)),
-                COLLAPSED,
-                keep_effect=True,
-            )
+            v = beats(runs, (row, better), (row, worse), m)
             out[f"{row} {m}"] = v
             sign = {INCONCLUSIVE: "=", HOLDS: "+", FAILS: "-"}.get(str(v), "x")
             table.setdefault(row, {})[m] = f"{v.effect * 100:+.1f} ({sign})"
@@ -285,20 +268,11 @@ def component_steps(
 
 def step_verdicts(steps: Mapping[str, Sequence[Run]], metric: str = "R@1") -> dict[str, Verdict]:
     """Each step of one loss's component ablation (but the first) -> the verdict of "it improves
-    ``metric`` on the step before" (:func:`~dmlnb.reporting.compare`, seeds as runs; not tested
-    with a collapsed side, :data:`COLLAPSED`)."""
+    ``metric`` on the step before" (:func:`beats`, paired by seed; not tested with a collapsed
+    side)."""
     names = list(steps)
     return {
-        after: unless_degenerate(
-            compare(
-                [float(x.metrics[metric]) for x in steps[after]],
-                [float(x.metrics[metric]) for x in steps[before]],
-                scale=100,
-                unit=" pts",
-            ),
-            collapsed_sides(steps, after, before),
-            COLLAPSED,
-        )
+        after: beats(steps, after, before, metric, COLLAPSE_DROPPED)
         for before, after in zip(names, names[1:])
     }
 
