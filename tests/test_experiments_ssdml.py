@@ -312,8 +312,8 @@ def test_claims_verdicts_on_fabricated_seeds():
         "objective-decreases": "not tested at this scale",
         "beats-unsupervised": "not tested at this scale",
     }
-    first = out["digits-beats-baselines"]
-    assert first.verdict.n == (3, 3) and first.verdict.evidence()["effect"] == "+20 pts"
+    first = out["digits-beats-baselines"]  # paired by seed: three differences
+    assert first.verdict.n == (3,) and first.verdict.evidence()["effect"] == "+20 pts"
     assert "effect: NMI" in out["digits-orthogonality-every-metric"].verdict.note
     assert (
         "NMI w/ 50.0 ± 0.0 vs w/o 50.0 ± 0.0 (inconclusive)"
@@ -964,7 +964,7 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     )
     # the numbers the conclusions' Markdown glues are computed from the same runs and claims
     alpha_runs = ssx.alpha_runs(runs, alpha_key, settings[alpha_key])
-    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs, alpha_key)
+    nums = ssx.conclusion_numbers(judged, runs, settings, alpha_runs)
     assert nums["n_claims"] == str(len(judged))
     assert sum(int(v) for k, v in nums.items() if k.startswith("n_") and k != "n_claims") == len(
         judged
@@ -972,3 +972,70 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     r1 = [x.metrics["R@1"] for x in view["omniglot"]["ours-outside"]]
     assert nums["omniglot_outside_r1"] == ssx.fmt(r1)
     assert nums["alpha_top"].endswith("°") and nums["digits_selection_gain"][0] in "+-"
+
+
+def test_claims_declare_their_shape_and_pairing():
+    """Every comparison between a setting's methods is paired by seed (they share their seeds by
+    design); the α claim, an equivalence over every pair of angles, is not."""
+    from dmlnb.chapter import Custom, shape_of
+
+    settings = ssx.settings_for("default", True)
+    specs = {c.id: c.test for c in ssx.claim_specs(settings, "digits")}
+    shapes = {i: (shape_of(t), getattr(t, "paired", None)) for i, t in specs.items()}
+    for key in settings:
+        assert shapes[f"{key}-beats-baselines"] == ("every", True)
+        assert shapes[f"{key}-unlabelled-data-helps"] == ("every", True)
+        assert shapes[f"{key}-over-initial"] == ("every", True)
+        assert shapes[f"{key}-effective-rank"] == ("comparison", True)
+        assert shapes[f"{key}-orthogonality-every-metric"] == ("every", True)
+    assert shapes["alpha-stable"] == ("no-difference", False)
+    assert isinstance(specs["alpha-stable"], Custom)
+
+
+def test_settings_for_shifts_every_seed_the_chapter_declares():
+    """``seed_offset`` (``python -m dmlnb replicate``) moves every run the chapter declares: the
+    main comparison, the α grid and the search on the first seed; ``seeds`` replace them."""
+    base = ssx.settings_for("default", True)
+    moved = ssx.settings_for("default", True, seed_offset=100)
+    assert ssx.settings_for("default", True, seed_offset=0) == base
+    for key, st in moved.items():
+        assert st.seeds == tuple(s + 100 for s in base[key].seeds)
+        assert dataclasses.replace(st, seeds=base[key].seeds) == base[key]
+    runs = [r for g in ssx.groups(moved).values() for r in g.runs()]
+    runs += [r for g in ssx.search_groups(moved, "default").values() for r in g.runs()]
+    assert runs and all(r.seed >= 100 and r.name.endswith(f"-seed{r.seed}") for r in runs)
+    assert {r.seed for r in runs if r.tsne} == {100}  # Figure 2's runs: the first seed
+    chosen = ssx.settings_for("smoke", seeds=[3, 4], seed_offset=10)
+    assert {st.seeds for st in chosen.values()} == {(13, 14)}
+
+
+def test_profile_settings_share_the_profile_defaults():
+    """The paper's GoogLeNet settings take the paper profile's ImageNet weights and workers."""
+    cub = ssx.settings_for("paper")["cub200"]
+    cfg = cub.train_config("paper", 0)
+    assert cfg.pretrained and cfg.num_workers == 8 and cfg.dataset_options == {"image_size": 224}
+    assert "pretrained" not in cub.config
+    mnist = ssx.settings_for("paper")["mnist"].train_config("paper", 0)
+    assert not mnist.pretrained and mnist.num_workers == 0 and mnist.model == "ssdml-mnist"
+
+
+def test_mining_numbers_are_read_from_the_diagnosis_tables(monkeypatch):
+    """The numbers the conclusions glue from the committed mining diagnosis: the paper's mining
+    per feature source as the table shows it, the spans, and the verdict counts."""
+    monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    settings = ssx.settings_for("default", True)
+    mining = ssx.stored_mining(settings, "default", RESULTS / "05_ssdml")
+    nums = ssx.mining_numbers(mining)
+    table = ssx.mining_table(mining["digits"])
+    paper = table.xs("W (paper), k = 10", level="variant")
+    neg = "negatives of another class (%)"
+    assert nums["digits_neg_other_raw"] == f"{paper.at['raw pixels', neg]:.1f}"
+    assert nums["n_sources"] == str(len(ssx.FEATURE_SOURCES))
+    counts = [int(nums[f"two_sided_{v}"]) for v in ("fails", "inconclusive", "holds")]
+    assert sum(counts) == int(nums["two_sided_cases"]) == len(settings) * len(ssx.FEATURE_SOURCES)
+    verdicts = ssx.mining_question_verdicts(mining["omniglot"])
+    k50 = next(q for q, *_ in ssx.MINING_QUESTIONS if q.startswith("k = 50"))
+    fails = sum(str(verdicts[k50, s]) == "does not hold" for s in ssx.FEATURE_SOURCES)
+    assert nums["omniglot_k50_fails"] == str(fails)
+    lo, _, hi = nums["omniglot_neg_other_span"].partition("-")
+    assert int(lo) <= int(hi or lo)

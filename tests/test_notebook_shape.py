@@ -20,10 +20,7 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 MAX_CODE_LINES, MAX_CELL_LINES = 200, 25
 
 #: chapter -> why it does not meet the shape yet (the chapter layer's issue #45 moves it)
-NOT_YET: dict[str, str] = {
-    "05_ssdml": "200 code lines, cells of at most 23; the mining percentages, the papers' "
-    "numbers and verdict counts of its conclusions typed in its Markdown",
-}
+NOT_YET: dict[str, str] = {}
 
 #: What in Markdown is not a typed result: code, math, roles (glue, cite, doc), link targets,
 #: HTML, references to the papers' parts, years, metric names.
@@ -54,7 +51,6 @@ COUNTS_NOT_YET: dict[str, str] = {
     "02_facility_location": "the image size (28 x 28), SOP's 11,316 test classes",
     "03_discriminative": "Omniglot's 20 drawings per character, the timing sizes",
     "04_profs": "65 epochs, 32 channels, 100 projections, 4500",
-    "05_ssdml": "the validation classes (27 of 136), 540 test images, the channels",
 }
 
 
@@ -141,7 +137,8 @@ def test_typed_counts_are_found() -> None:
         "cell_type": "markdown",
         "source": [
             "27 of the 136 classes, 11,316 test classes, 65 epochs; ResNet-50, 512-d, "
-            "Hotels-50K, [48], issue #46, 59.2, 3 seeds, Table 12, 2020 and {glue:text}`n` are not counts."
+            "Hotels-50K, [48], issue #46, 59.2, 3 seeds, Table 12, 2020 and {glue:text}`n` "
+            "are not counts."
         ],
     }
     assert typed_counts({"cells": [cell]}) == ["27", "136", "11,316", "65"]

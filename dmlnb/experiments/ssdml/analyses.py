@@ -26,6 +26,17 @@ from dmlnb.ssdml.algorithm import (
     unlabelled_reached,
 )
 
+__all__ = [
+    "diagnosis",
+    "metric_steps",
+    "over_initial",
+    "partitions_run",
+    "provenance",
+    "purity_chance",
+    "selection_gain",
+    "unit_counts",
+]
+
 
 def selection_gain(
     runs: Mapping[str, Mapping[str, Sequence[MethodRun]]],

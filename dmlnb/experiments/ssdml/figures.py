@@ -27,6 +27,7 @@ __all__ = [
     "alpha_figure",
     "tsne_figure",
     "first_seed_splits",
+    "Runs",
 ]
 
 Runs = Mapping[str, Mapping[str, Sequence[Run]]]

@@ -26,6 +26,16 @@ from dmlnb.ssdml.algorithm import (
     embed,
 )
 
+__all__ = [
+    "below_floor_sentence",
+    "floor_rows",
+    "floor_verdicts",
+    "initial_coordinates",
+    "initial_embedding",
+    "initial_metrics",
+    "protocol_floors",
+]
+
 
 def initial_embedding(
     setting: Setting,

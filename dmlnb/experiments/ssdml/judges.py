@@ -23,7 +23,6 @@ from dmlnb.reporting import (
     Verdict,
     all_of,
     biased_toward_claim,
-    compare,
     every_pair_equivalent,
     not_tested,
     paired_differences,
@@ -100,6 +99,15 @@ def _group(runs: RunSet, group: str, label: str) -> list[Run]:
     return [runs.run(group, label, s) for s in runs.seeds(group, label)]
 
 
+def _paired(runs: RunSet, group: str, label: str, other: str = "ours") -> list[Run]:
+    """``label``'s runs of ``group`` in seed order, refused unless ``other`` has the same seeds
+    (a paired comparison: a seed fixes the labelled draw, the partitions and the network)."""
+    seeds, theirs = runs.seeds(group, label), runs.seeds(group, other)
+    if seeds != theirs:
+        raise ValueError(f"{label} has seeds {seeds} and {other} {theirs}: they cannot be paired")
+    return [runs.run(group, label, s) for s in seeds]
+
+
 @dataclass(frozen=True)
 class OverInitial:
     """Ours against its own network at initialisation, paired by run, in each metric."""
@@ -134,20 +142,22 @@ class OverInitial:
 
 @dataclass(frozen=True)
 class EffectiveRank:
-    """The effective rank of the test embedding, with against without orthogonality."""
+    """The effective rank of the test embedding, with against without orthogonality, paired by
+    seed."""
 
     group: str
     setting: Setting
 
     def ranks(self, runs: RunSet) -> dict[str, list[float]]:
+        """The effective ranks of each variant's runs, by seed (the seeds both share)."""
         return {
-            m: [float(r.extras["spectrum"]["effective_rank"]) for r in _group(runs, self.group, m)]
+            m: [float(r.extras["spectrum"]["effective_rank"]) for r in _paired(runs, self.group, m)]
             for m in ("ours", "ours-noorth")
         }
 
     def __call__(self, runs: RunSet) -> Verdict:
         er = self.ranks(runs)
-        v = compare(er["ours"], er["ours-noorth"])
+        v = paired_differences(er["ours"], er["ours-noorth"])
         return qualify(v, EFFECTIVE_RANK_PROXY) if str(v) == HOLDS else v
 
     def evidence(self, runs: RunSet) -> str:
@@ -160,20 +170,20 @@ class EffectiveRank:
 
 @dataclass(frozen=True)
 class EveryMetric:
-    """With against without orthogonality, in every metric the runs hold."""
+    """With against without orthogonality, in every metric the runs hold, paired by seed."""
 
     group: str
 
     def parts(self, runs: RunSet) -> dict[str, Verdict]:
-        w, wo = _group(runs, self.group, "ours"), _group(runs, self.group, "ours-noorth")
+        w, wo = _paired(runs, self.group, "ours"), _paired(runs, self.group, "ours-noorth")
         shown = [m for m in M5 if all(m in r.metrics for r in w + wo)]
-        return {m: compare(per_seed(w, m), per_seed(wo, m), **PTS) for m in shown}
+        return {m: paired_differences(per_seed(w, m), per_seed(wo, m), **PTS) for m in shown}
 
     def __call__(self, runs: RunSet) -> Verdict:
         return all_of(self.parts(runs), "metrics", shown="first")
 
     def evidence(self, runs: RunSet) -> str:
-        w, wo = _group(runs, self.group, "ours"), _group(runs, self.group, "ours-noorth")
+        w, wo = _paired(runs, self.group, "ours"), _paired(runs, self.group, "ours-noorth")
         return "; ".join(
             f"{m} w/ {fmt(per_seed(w, m))} vs w/o {fmt(per_seed(wo, m))} ({v})"
             for m, v in self.parts(runs).items()

@@ -14,15 +14,26 @@ from dmlnb.data import DatasetSplits
 from dmlnb.data.base import InMemoryDataset
 from dmlnb.experiments.ssdml.network import build_network, load_splits, pretrain_softmax
 from dmlnb.experiments.ssdml.settings import Setting
-from dmlnb.reporting import (
-    paired_differences,
-)
+from dmlnb.reporting import Verdict, paired_differences
 from dmlnb.runs import Table, stored_tables
 from dmlnb.ssdml.algorithm import (
     TrainingPool,
     embed,
     partition_indices,
 )
+
+__all__ = [
+    "FEATURE_SOURCES",
+    "MINING_QUESTIONS",
+    "MINING_VARIANTS",
+    "SOFTMAX_EPOCHS",
+    "mining_measurements",
+    "mining_question_verdicts",
+    "mining_table",
+    "mining_verdicts",
+    "partition_features",
+    "stored_mining",
+]
 
 # ------------------------------------------------------------------------- mining on fixed features
 
@@ -260,24 +271,31 @@ def mining_table(measured: pd.DataFrame) -> pd.DataFrame:
     return frame.rename(columns={k: f"{v} (%)" for k, v in _MEASURES.items()})
 
 
-def mining_verdicts(measured: pd.DataFrame) -> pd.DataFrame:
-    """Every question of :data:`MINING_QUESTIONS` on every feature source, by the book's rule for
-    the same run measured two ways: both variants mine the same partition of the same seed on the
-    same features, so the per-seed differences are tested
-    (:func:`~dmlnb.reporting.paired_differences`, points). Rows the questions, columns the
-    feature sources, cells ``"<verdict> (<effect>)"``."""
-    out: dict[str, dict[str, str]] = {}
+def mining_question_verdicts(measured: pd.DataFrame) -> dict[tuple[str, str], Verdict]:
+    """``{(question, feature source): Verdict}``: every question of :data:`MINING_QUESTIONS` on
+    every feature source, by the book's rule for the same run measured two ways: both variants
+    mine the same partition of the same seed on the same features, so the per-seed differences
+    are tested (:func:`~dmlnb.reporting.paired_differences`, points)."""
+    out: dict[tuple[str, str], Verdict] = {}
     for question, measure, a, b in MINING_QUESTIONS:
-        row = {}
         for source, part in measured.groupby("features", sort=False):
             side = {v: part[part["variant"] == v].set_index("seed")[measure] for v in (a, b)}
             seeds = sorted(set(side[a].index) & set(side[b].index))
-            verdict = paired_differences(
+            out[question, str(source)] = paired_differences(
                 [float(side[a][s]) for s in seeds],
                 [float(side[b][s]) for s in seeds],
                 scale=100.0,
                 unit=" pts",
             )
-            row[source] = f"{verdict} ({verdict.evidence()['effect']})"
-        out[f"{question} [{_MEASURES[measure]}]"] = row
+    return out
+
+
+def mining_verdicts(measured: pd.DataFrame) -> pd.DataFrame:
+    """:func:`mining_question_verdicts` in a table: rows the questions (with their measure),
+    columns the feature sources, cells ``"<verdict> (<effect>)"``."""
+    measure = {q: m for q, m, _, _ in MINING_QUESTIONS}
+    out: dict[str, dict[str, str]] = {}
+    for (question, source), verdict in mining_question_verdicts(measured).items():
+        row = out.setdefault(f"{question} [{_MEASURES[measure[question]]}]", {})
+        row[source] = f"{verdict} ({verdict.evidence()['effect']})"
     return pd.DataFrame.from_dict(out, orient="index")

@@ -19,6 +19,18 @@ from dmlnb.profiles import TrainConfig
 from dmlnb.ssdml.base import PartitionObjective
 from dmlnb.training import train
 
+__all__ = [
+    "POOLED_BACKBONES",
+    "NormalizedFeatures",
+    "build_network",
+    "build_objective",
+    "embedding_spectrum",
+    "load_splits",
+    "objective_method",
+    "pretrain_softmax",
+    "triplet_purity",
+]
+
 # --------------------------------------------------------------------------- data and models
 
 

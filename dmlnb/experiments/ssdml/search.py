@@ -19,6 +19,8 @@ from dmlnb.experiments.ssdml.settings import (
 from dmlnb.experiments.ssdml.spec import search_group_name
 from dmlnb.runs import Run
 
+__all__ = ["BASELINE_NOTES", "baseline_table", "chosen", "chosen_hyper", "search_table", "searched"]
+
 
 def searched(runs: RunSet, key: str, profile: str) -> dict[str, dict[float, list[Run]]]:
     """The baselines' search on setting ``key``

@@ -11,6 +11,17 @@ from dmlnb.ssdml.algorithm import (
     PartitionSchedule,
 )
 
+__all__ = [
+    "BASELINE_SEARCH",
+    "METHODS",
+    "NAMES",
+    "REPORTED_COLUMN",
+    "SEMI_SUPERVISED",
+    "TABLE_SETTINGS",
+    "Setting",
+    "with_hyper",
+]
+
 # Row names of the tables -> method keys.
 METHODS: dict[str, str] = {
     "Deep-LRML": "lrml",

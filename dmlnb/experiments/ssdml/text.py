@@ -15,7 +15,15 @@ from dmlnb.experiments.ssdml.network import build_objective
 from dmlnb.experiments.ssdml.settings import NAMES, SEMI_SUPERVISED, Setting
 from dmlnb.experiments.ssdml.spec import initial_of
 from dmlnb.experiments.ssdml.training import by_method
-from dmlnb.reporting import NOT_TESTED, compare, verdict_counts
+from dmlnb.reporting import (
+    FAILS,
+    HOLDS,
+    INCONCLUSIVE,
+    NOT_TESTED,
+    QUALIFIED_HOLDS,
+    paired_differences,
+    verdict_counts,
+)
 
 __all__ = ["comparison_sentence", "claims_summary", "purity_sentence", "conclusion_numbers"]
 
@@ -47,9 +55,9 @@ def comparison_sentence(
 ) -> str:
     """Per setting, ours and each baseline of the two group claims (the deep SSDML baselines,
     the supervised-only ones): ``metric`` mean ± std and the pair's verdict
-    (:func:`~dmlnb.reporting.compare`, as the claims judge each pair); where the setting ran a
-    search, the values chosen on the validation classes and which pairs that do not hold are
-    against a baseline the search left as it was. One line per (setting, group)."""
+    (:func:`~dmlnb.reporting.paired_differences` by seed, as the claims judge each pair); where
+    the setting ran a search, the values chosen on the validation classes and which pairs that
+    do not hold are against a baseline the search left as it was. One line per (setting, group)."""
     out = []
     for key, st in settings.items():
         groups = by_method(runs, key)
@@ -63,7 +71,7 @@ def comparison_sentence(
             methods = [m for m in methods if m in groups]
             if not methods:
                 continue
-            pairs = {m: compare(ours, per_seed(groups[m], metric)) for m in methods}
+            pairs = {m: paired_differences(ours, per_seed(groups[m], metric)) for m in methods}
             line = f"{st.name}, {what} ({metric}): ours {fmt(ours)}; " + ", ".join(
                 f"{NAMES[m]} {fmt(per_seed(groups[m], metric))} ({v})" for m, v in pairs.items()
             )
@@ -109,9 +117,11 @@ def _initial_lines(
     judged: Sequence[JudgedClaim],
     runs: RunSet,
     settings: Mapping[str, Setting],
-    alpha_runs: Mapping[float, Sequence[Any]],
-    alpha_key: str,
+    alpha: tuple[Mapping[float, Sequence[Any]], str],
 ) -> list[str]:
+    """The initialisation claims, every method and every angle of the α grid (``alpha``: its runs
+    by angle and its setting's key) against its network at initialisation."""
+    alpha_runs, alpha_key = alpha
     where = _protocols(runs, settings)
     init = [j for j in judged if j.spec.id.endswith("-over-initial")]
     name = {j.spec.id: where[j.spec.id.removesuffix("-over-initial")] for j in init}
@@ -203,7 +213,7 @@ def claims_summary(
     method and every angle against its initial network, what the selection adds, then each
     family of claims per setting and the untested claims."""
     where = _protocols(runs, settings)
-    lines = _initial_lines(judged, runs, settings, alpha_runs, alpha_key)
+    lines = _initial_lines(judged, runs, settings, (alpha_runs, alpha_key))
     lines.append(_selection_line(runs, settings))
     tested = [j for j in judged if str(j.verdict) != NOT_TESTED]
     for end, what in _FAMILIES:
@@ -254,7 +264,6 @@ def conclusion_numbers(
     runs: RunSet,
     settings: Mapping[str, Setting],
     alpha_runs: Mapping[float, Sequence[Any]],
-    alpha_key: str,
 ) -> dict[str, str]:
     """The numbers the chapter's conclusions quote, by the name the Markdown glues them under
     (``{glue:md}`name```): per setting ``<key>_r1_ours``, ``<key>_r1_init``, ``<key>_nmi_ours``,
@@ -286,6 +295,7 @@ def conclusion_numbers(
     out.update(alpha_top=top, alpha_top_gain=by_alpha[top].evidence()["effect"])
     counts = verdict_counts(j.verdict for j in judged)
     out["n_claims"] = str(len(judged))
-    out.update({f"n_{k.replace(' ', '_').replace('(', '').replace(')', '')}": str(v)
-                for k, v in counts.items()})  # fmt: skip
+    for category in (HOLDS, QUALIFIED_HOLDS, FAILS, INCONCLUSIVE, NOT_TESTED):  # 0 included
+        name = category.replace(" ", "_").replace("(", "").replace(")", "")
+        out[f"n_{name}"] = str(counts.get(category, 0))
     return out
