@@ -7,8 +7,8 @@ book's rule (:func:`optimism_summary`), in words (:func:`optimism_text`,
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -31,8 +31,6 @@ __all__ = [
     "optimism_text",
     "selection_gain_text",
 ]
-
-K = TypeVar("K", bound=Hashable)
 
 #: How each value of ``select_on`` is named wherever a number selected that way is shown.
 SELECTION_LABELS: dict[str, str] = {
