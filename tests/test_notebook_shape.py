@@ -50,7 +50,6 @@ _CITATION = r"\[\d+(?:,\s*\d+)*\]"
 
 #: chapter -> the counts its Markdown still types (issue #45: every number produced by code)
 COUNTS_NOT_YET: dict[str, str] = {
-    "01_easy_positive": "the toy's angles, the paper's batch sizes, HPHN's n",
     "02_facility_location": "the image size (28 x 28), SOP's 11,316 test classes",
     "03_discriminative": "Omniglot's 20 drawings per character, the timing sizes",
     "04_profs": "65 epochs, 32 channels, 100 projections, 4500",
@@ -141,7 +140,8 @@ def test_typed_counts_are_found() -> None:
         "cell_type": "markdown",
         "source": [
             "27 of the 136 classes, 11,316 test classes, 65 epochs; ResNet-50, 512-d, "
-            "Hotels-50K, [48], issue #46, 59.2, 3 seeds, Table 12, 2020 and {glue:text}`n` are not counts."
+            "Hotels-50K, [48], issue #46, 59.2, 3 seeds, Table 12, 2020 and {glue:text}`n` are "
+            "not counts."
         ],
     }
     assert typed_counts({"cells": [cell]}) == ["27", "136", "11,316", "65"]
