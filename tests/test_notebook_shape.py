@@ -50,7 +50,6 @@ _CITATION = r"\[\d+(?:,\s*\d+)*\]"
 
 #: chapter -> the counts its Markdown still types (issue #45: every number produced by code)
 COUNTS_NOT_YET: dict[str, str] = {
-    "03_discriminative": "Omniglot's 20 drawings per character, the timing sizes",
     "05_ssdml": "the validation classes (27 of 136), 540 test images, the channels",
 }
 
