@@ -1692,6 +1692,8 @@ def test_the_findings_read_their_numbers_from_code(tmp_path) -> None:
         "gammas": "1 and 10",
         "paper_d": "256",
         "paper_epochs": "40",
+        "timing_between": "768 and 1536",
+        "timing_c_max": "2048",
     }
     notes = tmp_path / "notes.txt"
     notes.write_text(

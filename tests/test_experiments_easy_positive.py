@@ -1259,3 +1259,16 @@ def test_the_methods_table_shows_each_call_and_what_it_trains():
     assert "strict" not in terms["EP"] and "no drop rule" in terms["EP"]  # unused, resolved
     assert "margin 0.2" in terms["triplet"] and "scale 9" in terms["Proxy-NCA"]
     assert (terms != "").all()
+
+
+def test_the_text_glues_the_toy_and_the_papers_settings() -> None:
+    """The worked example's angles, the group sizes and the paper's settings the text names come
+    from the toy's definition, the study and the paper profile (issue #45: no count typed)."""
+    study, paper = ep.make_study("default"), ep.make_study("paper")
+    glued = ep.text_constants(ep.methods({}), study, paper)
+    assert [glued[f"toy_{i}"] for i in range(3)] == [f"{a:g}°" for a in ep.TOY_ANGLES[:3]]
+    assert glued["toy_pair_other"] == "60° and 200°"  # class 1 in the two-per-class batch
+    assert glued["above_lo"] == "4, 8 and 16" and glued["n_max"] == "16"
+    assert (glued["paper_batch"], glued["paper_epochs"]) == ("128", "40")  # Sec. 5.1
+    assert (glued["paper_t1_dim"], glued["paper_optimum"]) == ("64", "16")  # Table 1, Sec. 6.3
+    assert "paper_batch" not in ep.text_constants(ep.methods({}), study)

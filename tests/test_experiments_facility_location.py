@@ -4,6 +4,7 @@
 import dataclasses
 import json
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -1030,3 +1031,15 @@ def test_comparisons_are_the_vocabularys_paired_and_customs_declare_their_shape(
     assert f"{low} of the {ups} traced updates" in said and "exponents 1.00-1.00" in said
     assert fl.text.constants(study)["paper_decay"] == "0.94"
     assert fl.text.constants(study)["interval"] == "90%"  # from reporting.CONFIDENCE
+
+
+def test_the_prose_glues_the_image_size_and_sops_test_set() -> None:
+    """The image side comes from the loaded data (else the configuration), SOP's test classes
+    from the package's record of the paper (issue #45: no count typed)."""
+    study = fl.make_study("default")
+    assert fl.text.constants(study)["image_size"] == "28 × 28"  # the configuration's
+    table = study.tables[0].table
+    images = SimpleNamespace(train=[(torch.zeros(1, 5, 5), 0)])
+    assert fl.text.constants(study, {table: images})["image_size"] == "5 × 5"  # the data's
+    glued = fl.text.constants(study)
+    assert (glued["paper_sop_test_classes"], glued["paper_sop_per_class"]) == ("11,316", "5")

@@ -1232,3 +1232,16 @@ def test_claims_json_is_left_alone_when_the_claims_are_unchanged(tmp_path):
     assert path.stat().st_mtime_ns == stamp
     write_claims_json(tmp_path, judged, chapter="04_profs", profile="default")
     assert path.stat().st_mtime_ns != stamp and '"profile": "default"' in path.read_text()
+
+
+def test_the_text_glues_its_schedule_and_the_papers() -> None:
+    """The numbers the chapter's Markdown states come from the configuration, SoftTriple's own
+    schedule and the paper's record (issue #45: no count typed)."""
+    config, settings = X.experiment_config("default", {}, True), X.experiment_settings("default")
+    glued = X.glued_numbers("default", config, settings, 2180, X.paper_projections())
+    assert (glued["epochs"], glued["width"], glued["eval_every"]) == ("65", "32", "5")
+    soft = (glued["st_epochs"], glued["st_eval_every"], glued["st_projections"])
+    assert soft == ("6", "2", "102")  # a projection per step: 6 epochs of 2180 // 128 steps
+    paper = (glued["paper_epochs"], glued["paper_cub_steps"], glued["paper_rho"])
+    assert paper == ("100", "4500", "6")
+    assert glued["min_projections"] == str(X.MIN_PROJECTIONS)

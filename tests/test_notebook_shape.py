@@ -1,11 +1,9 @@
 """What a chapter's notebook may hold (issue #45): code cells of at most 200 lines in all and 25
 each (the experiment shown, the plumbing in the package), and no result typed into its Markdown:
 a number with a decimal point or a percent sign in the prose must be glued from code
-(``{glue:text}`name```), not typed. Names of the papers' tables, figures, sections and equations,
-years, metric names and math are not results and are not counted.
-
-A chapter not yet moved onto the chapter layer is listed in :data:`NOT_YET` with what it holds;
-its test is expected to fail (strictly: once it passes, take it off the list)."""
+(``{glue:text}`name```), not typed, and so must a count of 10 or more (a setting or a dataset's
+fact). Names of the papers' tables, figures, sections and equations, years, metric names and math
+are not results and are not counted."""
 
 from __future__ import annotations
 
@@ -19,8 +17,6 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 
 MAX_CODE_LINES, MAX_CELL_LINES = 200, 25
 
-#: chapter -> why it does not meet the shape yet (the chapter layer's issue #45 moves it)
-NOT_YET: dict[str, str] = {}
 
 #: What in Markdown is not a typed result: code, math, roles (glue, cite, doc), link targets,
 #: HTML, references to the papers' parts, years, metric names.
@@ -44,14 +40,6 @@ _RESULT = re.compile(r"(?<![\w.])\d+(?:\.\d+|%)")
 #: decimal (:data:`_RESULT`) or a small number (a definition's 0 and 1, "two modes").
 _COUNT = re.compile(r"(?<![\w.,\-−×/#])(?:\d{1,3}(?:,\d{3})+|\d{2,})(?![\w\-]|\.\d|,\d)")
 _CITATION = r"\[\d+(?:,\s*\d+)*\]"
-
-#: chapter -> the counts its Markdown still types (issue #45: every number produced by code)
-COUNTS_NOT_YET: dict[str, str] = {
-    "01_easy_positive": "the toy's angles, the paper's batch sizes, HPHN's n",
-    "02_facility_location": "the image size (28 x 28), SOP's 11,316 test classes",
-    "03_discriminative": "Omniglot's 20 drawings per character, the timing sizes",
-    "04_profs": "65 epochs, 32 channels, 100 projections, 4500",
-}
 
 
 def code_lines(notebook: dict) -> list[int]:
@@ -88,12 +76,7 @@ def typed_counts(notebook: dict) -> list[str]:
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=NOT_YET[p.stem]))
-        if p.stem in NOT_YET
-        else p
-        for p in NOTEBOOKS
-    ],
+    NOTEBOOKS,
     ids=lambda p: p.stem,
 )
 def test_a_chapter_shows_its_experiment_and_types_no_result(path: Path) -> None:
@@ -108,12 +91,7 @@ def test_a_chapter_shows_its_experiment_and_types_no_result(path: Path) -> None:
 
 @pytest.mark.parametrize(
     "path",
-    [
-        pytest.param(p, marks=pytest.mark.xfail(strict=True, reason=COUNTS_NOT_YET[p.stem]))
-        if p.stem in COUNTS_NOT_YET
-        else p
-        for p in NOTEBOOKS
-    ],
+    NOTEBOOKS,
     ids=lambda p: p.stem,
 )
 def test_a_chapter_types_no_count(path: Path) -> None:

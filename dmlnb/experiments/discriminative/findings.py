@@ -103,14 +103,23 @@ class Findings:
         return next(j.verdict for j in [*self.claims, *self.ours] if j.spec.id == cid)
 
 
-def glued_texts(config: TrainConfig, settings: Mapping[str, Any]) -> dict[str, str]:
+def glued_texts(
+    config: TrainConfig,
+    settings: Mapping[str, Any],
+    train: Any | None = None,
+    tracked: Any | None = None,
+) -> dict[str, str]:
     """What the chapter's Markdown states, glued from code: the rule's runs per side, one-sided
     confidence and
     its two-sided interval (in percent), this execution's epochs and the clustering baseline's
-    margin multipliers searched (``settings``), and the paper's embedding size and epochs (its
-    profile, :func:`~dmlnb.experiments.discriminative.spec.experiment_config`)."""
+    margin multipliers searched (``settings``), the timing study's sizes between the powers of two
+    and its largest ``C`` (``settings["timing"]``), and the paper's embedding size and epochs (its
+    profile, :func:`~dmlnb.experiments.discriminative.spec.experiment_config`); with the training
+    split ``train`` and its class-balanced subset ``tracked`` (Lemma 3.1's), what that subset is."""
     paper = experiment_config("paper")
-    return {
+    timing = settings["timing"]
+    between = [str(n) for n in timing["n_values"] if n & (n - 1)]  # not a power of two
+    out = {
         "min_runs": str(MIN_RUNS),
         "confidence": f"{CONFIDENCE:.0%}",
         "interval_level": f"{1 - 2 * (1 - CONFIDENCE):.0%}",
@@ -118,7 +127,26 @@ def glued_texts(config: TrainConfig, settings: Mapping[str, Any]) -> dict[str, s
         "gammas": " and ".join(f"{g:g}" for g in settings["clustering_gammas"]),
         "paper_d": str(paper.embedding_dim),
         "paper_epochs": str(paper.epochs),
+        "timing_between": " and ".join(between) if between else "no size",
+        "timing_c_max": str(max(timing["c_values"])),
     }
+    if train is not None and tracked is not None:
+        out["balanced_subset"] = _balanced_text(train, tracked)
+    return out
+
+
+def _balanced_text(train: Any, tracked: Any) -> str:
+    """Lemma 3.1's class-balanced subset of ``train`` in words."""
+    import torch
+
+    counts = torch.unique(torch.as_tensor(train.labels), return_counts=True)[1]
+    lo, hi = int(counts.min()), int(counts.max())
+    if len(tracked) == len(train):
+        return f"every training class has {lo} images, so this is the whole training set"
+    return (
+        f"the training classes have {lo} to {hi} images, so the subset keeps {lo} of each: "
+        f"{len(tracked)} of the {len(train)} training images"
+    )
 
 
 def _ev(v: Verdict) -> str:

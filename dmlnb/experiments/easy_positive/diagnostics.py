@@ -28,6 +28,9 @@ from dmlnb.records import as_json, write_json_atomic
 from dmlnb.reporting import COLLAPSE_BAND, collapsed
 
 __all__ = [
+    "TOY_ANGLES",
+    "TOY_LABELS",
+    "TOY_PAIRS",
     "LN2",
     "COLLAPSED",
     "SINGLE_NEGATIVE",
@@ -43,6 +46,13 @@ __all__ = [
 ]
 
 LN2 = math.log(2.0)  # softplus(0): the loss of a single-negative variant when S_ap = S_an
+#: The worked example: six points on the unit circle at these angles (degrees), of two classes;
+#: class 0 has two modes (the first two points close, the third far from both).
+TOY_ANGLES = (0.0, 20.0, 150.0, 60.0, 200.0, 230.0)
+TOY_LABELS = (0, 0, 0, 1, 1, 1)
+#: The two-per-class batch of the worked example: two points of each class (indices).
+TOY_PAIRS = (0, 1, 3, 4)
+
 SINGLE_NEGATIVE = ("EPHN", "EPSHN", "HPHN")  # one negative per term: collapse reads as ln 2
 #: The chapter's rule for collapsed runs (:func:`dmlnb.reporting.unless_degenerate`): a collapsed
 #: embedding has S_ap = S_an for every anchor, so it cannot exercise the paper's mechanism (which

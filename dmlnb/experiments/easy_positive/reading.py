@@ -16,6 +16,7 @@ import pandas as pd
 from dmlnb.chapter import JudgedClaim, RunSet
 from dmlnb.data import load_dataset
 from dmlnb.experiments.easy_positive.design import Study
+from dmlnb.experiments.easy_positive.diagnostics import TOY_ANGLES, TOY_LABELS, TOY_PAIRS
 from dmlnb.experiments.easy_positive.figures import AXIS_PERCENTILE
 from dmlnb.experiments.easy_positive.runs import figure_runs, semihard_runs, table1_runs
 from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT
@@ -27,12 +28,22 @@ from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics, se
 __all__ = ["text_constants", "protocol_floor", "collapse_numbers", "reading_numbers"]
 
 
-def text_constants(calls: Mapping[str, MethodCall], study: Study) -> dict[str, str]:
+def text_constants(
+    calls: Mapping[str, MethodCall], study: Study, paper: Study | None = None
+) -> dict[str, str]:
     """The settings the chapter's text names, as the text shows them: the methods' arguments as
     run (``calls``), the rule's one-sided confidence and its interval, the collapse band, the
-    stored quantiles of Figure 2 and the axes of Figure 5."""
+    stored quantiles of Figure 2 and the axes of Figure 5, the worked example's angles
+    (:data:`~dmlnb.experiments.easy_positive.diagnostics.TOY_ANGLES`: ``toy_<i>``, and
+    ``toy_pair_other``, the other class's two points of its two-per-class batch), the study's
+    first seed, group sizes above the smallest and largest group size; with ``paper`` (the paper
+    profile's study, the package's record of the paper's settings, Sec. 5.1-6.3) its batch,
+    epochs, Table 1's embedding size, its optimal group size (the key comparison's) and its
+    seeds per dataset of Tables 2 and 3."""
     q = FIGURE_SETTINGS["train_same_class_quantiles"]
-    return {
+    sizes = sorted(study.group_sizes)
+    rest = [str(n) for n in sizes[1:]]  # "4, 8 and 16"
+    out = {
         "duplicate_threshold": f"{calls['N-pair'].args['duplicate_threshold']:g}",
         "temperature": f"{calls['N-pair'].args['temperature']:g}",
         "triplet_margin": f"{calls['triplet'].args['margin']:g}",
@@ -44,7 +55,23 @@ def text_constants(calls: Mapping[str, MethodCall], study: Study) -> dict[str, s
         "quantiles": f"{q}",
         "quantile_share": f"{1 / (q - 1):.1%}",
         "axis_percentile": f"{AXIS_PERCENTILE:g}%",
+        "first_seed": str(study.seeds[0]),
+        "above_lo": " and ".join([", ".join(rest[:-1]), rest[-1]] if len(rest) > 1 else rest),
+        "n_max": str(sizes[-1]),
+        "toy_pair_other": " and ".join(
+            f"{TOY_ANGLES[i]:g}°" for i in TOY_PAIRS if TOY_LABELS[i] != TOY_LABELS[TOY_PAIRS[0]]
+        ),
     }
+    out |= {f"toy_{i}": f"{a:g}°" for i, a in enumerate(TOY_ANGLES)}
+    if paper is not None:
+        out |= {
+            "paper_batch": str(paper.config.batch_size),
+            "paper_epochs": str(paper.config.epochs),
+            "paper_t1_dim": str(paper.table1[0].embedding_dim),
+            "paper_optimum": str(paper.key_group_size),
+            "paper_seeds": str(len(paper.paper_seeds)),
+        }
+    return out
 
 
 def protocol_floor(

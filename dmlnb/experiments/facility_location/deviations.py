@@ -24,6 +24,7 @@ from dmlnb.experiments.facility_location.presets import (
     loss_description,
     make_study,
     pair_use,
+    sop_test_text,
 )
 from dmlnb.experiments.facility_location.runs import (
     KeptRun,
@@ -162,7 +163,7 @@ def _scale_rows(m: Measured, study: Study, profile: str) -> list[Deviation]:
     rows.append(
         Deviation(
             "Table 3 analogue",
-            "SOP: about 5 images per class, 11,316 test classes, C/m = 0.75",
+            f"SOP: {sop_test_text()}, C/m = 0.75",
             f"the same {t1.config.dataset if t1 else ''} test set as Table 1 ({per_class}"
             f"{test.num_classes if test else '?'} classes), trained with C/m = 0.75: only SOP's "
             "batch composition is copied",

@@ -49,6 +49,16 @@ _PAPER = dict(
     eval_metrics=("recall", "nmi"),
     num_workers=8,
 )
+#: Sec. 3.5: SOP's test split (the second half of its classes; the dataset's Ebay_test.txt),
+#: images and classes: about 5 images per class, the composition the Table 3 analogue cannot copy.
+PAPER_SOP_TEST = (60502, 11316)
+
+
+def sop_test_text() -> str:
+    """SOP's test split (:data:`PAPER_SOP_TEST`) in words: images per class and classes."""
+    images, classes = PAPER_SOP_TEST
+    return f"about {round(images / classes)} images per class, {classes:,} test classes"
+
 
 #: Per profile: ``config`` (TrainConfig fields over :data:`dmlnb.profiles.PROFILES`), ``tables``
 #: (table name, dataset overrides, ``C / m`` ratio), ``seeds``, the margin multiplier

@@ -11,7 +11,12 @@ import pandas as pd
 from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim
 from dmlnb.experiments.facility_location.claims import Lemma1, LinearTime
 from dmlnb.experiments.facility_location.diagnostics import scaling_slopes
-from dmlnb.experiments.facility_location.presets import Study, composition, make_study
+from dmlnb.experiments.facility_location.presets import (
+    PAPER_SOP_TEST,
+    Study,
+    composition,
+    make_study,
+)
 from dmlnb.experiments.facility_location.spec import READER_NAMES, ROW_NAMES
 from dmlnb.experiments.facility_location.toy import MERGE_DEGREES, TOY_GAMMA, toy_points
 from dmlnb.reporting import (
@@ -42,21 +47,31 @@ __all__ = [
 ]
 
 
-def constants(study: Study) -> dict[str, str]:
+def constants(study: Study, splits: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The numbers the chapter's prose states, for myst-nb ``glue``: the paper's (its margin
-    decay, the class ratios of its tables, read from the paper profile, which follows it), the
-    study's (the initial margin multiplier, the first table's batch), the toy's (its points, its
-    gamma, the merge threshold) and the rule's (the one-sided confidence, the interval shown, the
+    decay, the class ratios of its tables, read from the paper profile, which follows it; SOP's
+    test images per class and classes, :data:`~.presets.PAPER_SOP_TEST`), the study's (the
+    initial margin multiplier, the first table's batch and, from its loaded ``splits`` (table ->
+    splits) or else its configuration, the side of its images), the toy's (its points, its gamma,
+    the merge threshold) and the rule's (the one-sided confidence, the interval shown, the
     half-width of an order band)."""
     paper = make_study("paper")
     ratios = {t.table: t.class_ratio for t in paper.tables}
+    t1 = study.tables[0]
+    if splits and t1.table in splits:
+        size = int(splits[t1.table].train[0][0].shape[-1])
+    else:
+        size = t1.config.dataset_options.get("image_size")
     return {
         "paper_decay": f"{paper.decay_rate:g}",
         "paper_ratio_cub": f"{ratios['Table 1']:g}",
         "paper_ratio_sop": f"{ratios['Table 3']:g}",
+        "paper_sop_per_class": f"{round(PAPER_SOP_TEST[0] / PAPER_SOP_TEST[1])}",
+        "paper_sop_test_classes": f"{PAPER_SOP_TEST[1]:,}",
         "gamma0": f"{study.gamma:g}",
         "decay": f"{study.decay_rate:g}",
-        "batch": str(study.tables[0].config.batch_size),
+        "batch": str(t1.config.batch_size),
+        "image_size": f"{size} × {size}" if size else "full-size",
         "toy_points": str(len(toy_points()[1])),
         "toy_gamma": f"{TOY_GAMMA:g}",
         "merge_degrees": f"{MERGE_DEGREES:g}°",

@@ -11,7 +11,7 @@ import pandas as pd
 
 from dmlnb.experiments.profs.analyses import MIN_PROJECTIONS, epochs_for_projections
 from dmlnb.experiments.profs.losses import LOSSES, VARIANTS
-from dmlnb.experiments.profs.profiles import table_rows
+from dmlnb.experiments.profs.profiles import PAPER_EPOCHS, REPORTED_RHO, table2_config, table_rows
 from dmlnb.experiments.profs.reported import (
     PAPER_PROFS_LOSSES,
     REPORTED_ROWS,
@@ -22,7 +22,7 @@ from dmlnb.experiments.profs.tables import COMPARISONS
 from dmlnb.profiles import TrainConfig
 from dmlnb.reporting import NOT_TESTED, count_line, reported_vs_reproduced
 
-__all__ = ["setup_text", "data_text", "gains_table", "reading_lines"]
+__all__ = ["setup_text", "data_text", "glued_numbers", "gains_table", "reading_lines"]
 
 
 def setup_text(profile: str, config: TrainConfig, settings: Mapping[str, Any]) -> str:
@@ -67,6 +67,37 @@ def data_text(
         f"epochs of this profile; it trains {config.epochs}.\nThe paper's claims on PROFS's gains: "
         + tested
     )
+
+
+def glued_numbers(
+    profile: str,
+    config: TrainConfig,
+    settings: Mapping[str, Any],
+    n_train: int,
+    paper: pd.DataFrame,
+) -> dict[str, str]:
+    """The numbers the chapter's Markdown states, for myst-nb ``glue``: the projections a run
+    should make (:data:`MIN_PROJECTIONS`), this profile's epochs, evaluations and network width,
+    SoftTriple's own schedule (:func:`table2_config`: epochs, evaluations, seeds, and its
+    projections, one per step over ``n_train`` training images), and the paper's rho, epochs and the
+    steps of its CUB-200-2011 run (``paper``: :func:`~.analyses.paper_projections`), each a
+    projection for SoftTriple."""
+    soft = table2_config(config, "SoftTriple", settings)
+    steps = soft.steps_per_epoch or n_train // soft.batch_size
+    return {
+        "profile": profile,
+        "min_projections": str(MIN_PROJECTIONS),
+        "epochs": str(config.epochs),
+        "eval_every": str(config.eval_every),
+        "width": str(config.width),
+        "st_epochs": str(soft.epochs),
+        "st_eval_every": str(soft.eval_every),
+        "st_projections": str(soft.epochs * steps),
+        "st_seeds": str(len(settings["table2_seeds"])),
+        "paper_rho": f"{REPORTED_RHO:g}",
+        "paper_epochs": str(PAPER_EPOCHS),
+        "paper_cub_steps": str(int(paper.loc["CUB-200-2011", "steps"])),
+    }
 
 
 def gains_table(gains: pd.DataFrame, label: str) -> Any:
