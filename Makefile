@@ -61,7 +61,7 @@ $(ENV_STAMP): pyproject.toml
 
 test: env
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
-	DMLNB_PROFILE=smoke OMP_WAIT_POLICY=passive $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup
+	DMLNB_PROFILE=smoke OMP_WAIT_POLICY=passive $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --durations=20
 
 notebooks: env
 	@if [ -n "$(RETRAIN)$(TRAIN)" ]; then for nb in $(NOTEBOOKS); do \
