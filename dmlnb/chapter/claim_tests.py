@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, Union
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar, Union
 
 from dmlnb.reporting import Verdict
 
@@ -111,29 +111,30 @@ class SetAside:
             raise ValueError("SetAside needs degenerate=<run -> bool>, ceiling=<level>, or both")
 
 
+_Worse = TypeVar("_Worse")
+
+
 @dataclass(frozen=True)
-class Beats:
+class _Comparison(Generic[_Worse]):
+    """The fields of a comparison of ``better`` against ``worse`` (one side or several)."""
+
+    better: Side
+    worse: _Worse
+    metric: str = "R@1"
+    paired: bool = False
+    higher_is_better: bool = True
+    set_aside: SetAside | None = None
+
+
+@dataclass(frozen=True)
+class Beats(_Comparison[Side]):
     """``better`` beats ``worse`` on ``metric`` (``paired``: seed by seed, for sides that share
     their seeds by design), unless ``set_aside`` (:class:`SetAside`)."""
 
-    better: Side
-    worse: Side
-    metric: str = "R@1"
-    paired: bool = False
-    higher_is_better: bool = True
-    set_aside: SetAside | None = None
-
 
 @dataclass(frozen=True)
-class BeatsEvery:
+class BeatsEvery(_Comparison[tuple[Side, ...]]):
     """``better`` beats each side of ``worse`` on ``metric``."""
-
-    better: Side
-    worse: tuple[Side, ...]
-    metric: str = "R@1"
-    paired: bool = False
-    higher_is_better: bool = True
-    set_aside: SetAside | None = None
 
 
 @dataclass(frozen=True)

@@ -34,20 +34,27 @@ __all__ = [
 # --------------------------------------------------------------------------- networks
 
 
+def _embedding_net(
+    config: TrainConfig, input_shape: tuple[int, int, int], arch: str | None
+) -> EmbeddingNet:
+    """:func:`dmlnb.models.build_model`'s network ``arch`` (default ``config.model``) at
+    ``config``'s embedding size, normalisation, weights and width."""
+    return build_model(
+        arch or config.model,
+        input_shape,
+        config.embedding_dim,
+        normalize=config.normalize,
+        pretrained=config.pretrained,
+        width=config.width,
+    )
+
+
 def _backbone(
     config: TrainConfig, input_shape: tuple[int, int, int], arch: str | None
 ) -> tuple[nn.Module, int]:
     """The backbone of ``arch`` (default ``config.model``) and its output size."""
-    name = arch or config.model
-    base = build_model(
-        name,
-        input_shape,
-        config.embedding_dim,
-        normalize=False,
-        pretrained=config.pretrained,
-        width=config.width,
-    )
-    if name == "vgg16":
+    base = _embedding_net(config, input_shape, arch)  # only its trunk is kept
+    if (arch or config.model) == "vgg16":
         # Sec. 4.5: max-pool the last convolutional layer -> 512-d (no fc6 / fc7).
         conv = base.trunk.features  # type: ignore[union-attr]
         return nn.Sequential(conv, nn.AdaptiveMaxPool2d(1), nn.Flatten()), 512
@@ -76,14 +83,7 @@ def build_network(
     if arch == "vgg16":
         backbone, feature_dim = _backbone(config, input_shape, arch)
         return EmbeddingNet(backbone, feature_dim, config.embedding_dim, normalize=config.normalize)
-    return build_model(
-        arch or config.model,
-        input_shape,
-        config.embedding_dim,
-        normalize=config.normalize,
-        pretrained=config.pretrained,
-        width=config.width,
-    )
+    return _embedding_net(config, input_shape, arch)
 
 
 def backbone_parameters(model: nn.Module) -> list[nn.Parameter]:

@@ -167,6 +167,10 @@ class TableSpec:
         return max(1, round(self.class_ratio * self.config.batch_size))
 
 
+#: The :class:`Study` fields a reloaded record must match (:meth:`Study.settings`).
+RECORD_SETTINGS = ("gamma", "decay_rate", "decay_steps", "diag_every", "tsne_points")
+
+
 @dataclass(frozen=True)
 class Study:
     """The resolved design of the chapter at one profile (see :data:`PRESETS`)."""
@@ -263,13 +267,7 @@ class Study:
 
     def settings(self) -> dict[str, Any]:
         """The method settings a reloaded record must match (besides the configuration)."""
-        return {
-            "gamma": self.gamma,
-            "decay_rate": self.decay_rate,
-            "decay_steps": self.decay_steps,
-            "diag_every": self.diag_every,
-            "tsne_points": self.tsne_points,
-        }
+        return {name: getattr(self, name) for name in RECORD_SETTINGS}
 
 
 def make_study(
