@@ -36,16 +36,18 @@ def test_claims_are_counted_by_category_and_reason(tmp_path: Path) -> None:
         _claim("inconclusive"),
         _claim("not tested at this scale", "needs-gpu"),
         _claim("not tested at this scale", "needs-paper-data"),
+        _claim("not tested at this scale"),  # set aside: its runs collapsed
     ]
-    for chapter, these in (("01_a", claims), ("02_b", claims[-2:])):
+    for chapter, these in (("01_a", claims), ("02_b", claims[-3:])):
         folder = tmp_path / chapter / "default"
         folder.mkdir(parents=True)
         (folder / "claims.json").write_text(json.dumps({"claims": these}))
     frame = book_verdicts(tmp_path).set_index("chapter")
     a = frame.loc["01_a"]
-    assert (a["claims"], a["holds"], a["does not hold"], a["needs-gpu"]) == (6, 1, 1, 1)
+    assert (a["claims"], a["holds"], a["does not hold"], a["needs-gpu"]) == (7, 1, 1, 1)
+    assert (a["not tested at this scale"], a["set-aside"]) == (3, 1)
     assert a["decided"] == 3 / 4  # of the four tested
     assert math.isnan(frame.loc["02_b", "decided"])  # none tested
     table = verdicts_markdown(frame.reset_index())
     assert "{doc}`../notebooks/01_a`" in table and "| 75% |" in table
-    assert table.splitlines()[-1].startswith("| **book** | **8** |")  # 6 + 2 claims
+    assert table.splitlines()[-1].startswith("| **book** | **10** |")  # 7 + 3 claims

@@ -22,9 +22,9 @@ HEADER = """<!-- Written by `python tools/front_page.py` from every chapter's cl
 Each chapter's claims at the `default` profile, counted by the book's verdict (the rule is in
 {doc}`protocol`); a claim this scale cannot test is counted by its typed reason (*data*: it
 needs the paper's data; *GPU*: a GPU's budget; *never*: no run can test it; *not run yet*: this
-scale could test it and the chapter has not run it, a gap), and *decided* is
-the share of the tested claims whose verdict is "holds" or "does not hold". A chapter not yet
-declared on the chapter layer (it writes no `claims.json`) has no row.
+scale could test it and the chapter has not run it, a gap) or, when its runs could not exercise
+it (a collapsed run, a metric at its ceiling), as *set aside*; *decided* is the share of the
+tested claims whose verdict is "holds" or "does not hold".
 
 """
 

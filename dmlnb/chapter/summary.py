@@ -4,8 +4,10 @@ the claims by ``tests/test_front_page.py``).
 
 A claim is counted in its verdict's category (:func:`dmlnb.reporting.verdict_category`); the
 claims this scale cannot test are counted by their typed reason (``needs-paper-data``,
-``needs-gpu``, ``structurally-untestable``), and ``decided`` is the share of the tested claims
-whose verdict is "holds" (plain or qualified) or "does not hold".
+``needs-gpu``, ``structurally-untestable``, ``not-run``) or, untested for their runs (collapsed,
+a metric at its ceiling: :class:`~dmlnb.chapter.claim_tests.SetAside`), as ``set-aside``; and
+``decided`` is the share of the tested claims whose verdict is "holds" (plain or qualified) or
+"does not hold".
 """
 
 from __future__ import annotations
@@ -20,6 +22,9 @@ from dmlnb.reporting import FAILS, HOLDS, INCONCLUSIVE, NOT_TESTED, QUALIFIED_HO
 
 __all__ = ["book_verdicts", "verdicts_markdown", "SUMMARY_COLUMNS"]
 
+#: The column of the claims not tested for their runs, without a typed reason (set aside).
+SET_ASIDE = "set-aside"
+
 #: The columns of :func:`book_verdicts`, after ``chapter``.
 SUMMARY_COLUMNS = [
     "claims",
@@ -29,6 +34,7 @@ SUMMARY_COLUMNS = [
     INCONCLUSIVE,
     NOT_TESTED,
     *REASONS,
+    SET_ASIDE,
     "decided",
 ]
 
@@ -41,9 +47,10 @@ def book_verdicts(results_dir: str | Path, profile: str = "default") -> pd.DataF
     for path in sorted(Path(results_dir).glob(f"*/{profile}/{CLAIMS_FILE}")):
         claims = read_json(path)["claims"]
         row: dict = {"chapter": path.parent.parent.name, "claims": len(claims)}
-        for column in SUMMARY_COLUMNS[1:-1]:
+        for column in SUMMARY_COLUMNS[1:-2]:
             key = "reason" if column in REASONS else "category"
             row[column] = sum(c[key] == column for c in claims)
+        row[SET_ASIDE] = sum(c["category"] == NOT_TESTED and c["reason"] is None for c in claims)
         tested = len(claims) - row[NOT_TESTED]
         decided = row[HOLDS] + row[QUALIFIED_HOLDS] + row[FAILS]
         row["decided"] = decided / tested if tested else float("nan")
@@ -59,6 +66,7 @@ _SHORT = {
     "needs-gpu": "GPU",
     "structurally-untestable": "never",
     "not-run": "not run yet",
+    SET_ASIDE: "set aside",
 }
 
 
