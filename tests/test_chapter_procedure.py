@@ -23,6 +23,7 @@ from dmlnb.chapter import (
     Procedure,
     RunContext,
     RunGroup,
+    RunSet,
     Side,
     deviations_frame,
     evaluate,
@@ -103,6 +104,53 @@ def test_a_procedure_trains_with_its_sampler_and_hooks_and_stores_its_extras(
     assert said and "fingerprint changed" in said[0]
 
 
+LOADS: list[int] = []
+
+
+@dataclass(frozen=True)
+class PerSeed(Procedure):
+    """Data per seed, its own training hook, an entry of its first seed only."""
+
+    first: int = 0
+
+    def seed_entries(self, label, c, seed) -> dict:  # noqa: ANN001
+        return {"first": seed == self.first}
+
+    def data_key(self, config):  # noqa: ANN001, ANN201
+        return config.seed
+
+    def load_data(self, config, data_root):  # noqa: ANN001, ANN201
+        LOADS.append(config.seed)
+        return super().load_data(config, data_root)
+
+    def train(self, run, parts, *, resume, name, spec):  # noqa: ANN001, ANN201
+        run.state["by"] = f"hook {name}"
+        return super().train(run, parts, resume=resume, name=name, spec=spec)
+
+    def finish(self, run: RunContext, record) -> dict:  # noqa: ANN001
+        return {"by": run.state["by"]}
+
+
+def test_a_procedure_loads_data_per_key_trains_by_its_hook_and_adds_seed_entries(
+    tmp_path: Path,
+) -> None:
+    LOADS.clear()
+    methods = {"triplet": call("triplet"), "contrastive": call("contrastive")}
+    groups = {"g": RunGroup(methods, seeds=(0, 1), procedure=PerSeed())}
+    runs = train_runs(groups, _config(), tmp_path, say=lambda _: None)
+    assert runs.trained == 4 and sorted(LOADS) == [0, 1]  # one load per seed, shared
+    for (label, seed), run in runs.runs["g"].items():
+        assert run.record.data["spec"]["first"] == (seed == 0)
+        assert dict(run.extras) == {"by": f"hook {label}-seed{seed}"}
+    assert "first" not in run_spec(call("triplet"), PerSeed(), "triplet")  # no seed: no entry
+    one = {"g": RunGroup({"triplet": call("triplet")}, seeds=(0,), procedure=PerSeed(first=1))}
+    assert train_runs(one, _config(), tmp_path, say=lambda _: None).trained == 1  # moved
+    toy_splits = PerSeed().load_data(_config(), None)
+    LOADS.clear()
+    mem = train_runs(one, _config(), None, splits=toy_splits, say=lambda _: None)
+    assert not LOADS and mem.trained == 1  # the data it is given is kept
+
+
 def test_a_procedure_may_not_overwrite_the_method() -> None:
     @dataclass(frozen=True)
     class Bad(Procedure):
@@ -174,3 +222,10 @@ def test_a_run_set_names_the_code_that_made_its_runs(tmp_path: Path) -> None:
     runs = train_runs(groups, _config(), tmp_path, say=lambda _: None)
     frame = runs.provenance()
     assert int(frame["runs"].sum()) == 2  # the shared run counts once
+
+
+def test_run_sets_merge_by_group_and_refuse_a_group_twice() -> None:
+    a, b = RunSet({"a": {}}), RunSet({"b": {}})
+    assert sorted(RunSet.merged([a, b]).runs) == ["a", "b"]
+    with pytest.raises(ValueError, match="two run sets"):
+        RunSet.merged([a, RunSet({"a": {}})])

@@ -1,6 +1,8 @@
 """Every procedure a chapter declares (:class:`dmlnb.chapter.Procedure` subclasses of the
-chapter modules) puts every one of its fields into its runs' fingerprints: a reader who changes
-one trains those runs again, never reloads a record made with the old value."""
+chapter modules) puts every one of its fields into its runs' fingerprints (its seed-dependent
+entries included, at the procedure's ``EXAMPLE_SEED``): a reader who changes one trains those
+runs again, never reloads a record made with the old value. A field of ``NAME_FIELDS`` names the
+run's folder only and is exempt."""
 
 from __future__ import annotations
 
@@ -75,6 +77,18 @@ def test_the_chapters_declare_procedures() -> None:
 
 
 @pytest.mark.parametrize("cls", PROCEDURES, ids=lambda c: c.__qualname__)
+def test_a_name_field_changes_only_the_folder(cls: type[Procedure]) -> None:
+    base = cls(**cls.EXAMPLE_FIELDS)
+    assert set(cls.NAME_FIELDS) <= {f.name for f in dataclasses.fields(cls)}
+    label, seed = cls.EXAMPLE_LABEL, cls.EXAMPLE_SEED
+    c = _call_for(base, label)
+    for name in cls.NAME_FIELDS:
+        changed = dataclasses.replace(base, **{name: _others(getattr(base, name))[0]})
+        assert run_spec(c, changed, label, seed) == run_spec(c, base, label, seed)
+        assert changed.run_name(label, seed, ()) != base.run_name(label, seed, ())
+
+
+@pytest.mark.parametrize("cls", PROCEDURES, ids=lambda c: c.__qualname__)
 def test_every_field_of_a_chapter_procedure_enters_the_fingerprint(cls: type[Procedure]) -> None:
     fields = dataclasses.fields(cls)
     missing = [
@@ -86,15 +100,16 @@ def test_every_field_of_a_chapter_procedure_enters_the_fingerprint(cls: type[Pro
     base = cls(**cls.EXAMPLE_FIELDS)
     label, config = cls.EXAMPLE_LABEL, make_config("smoke")
     c = _call_for(base, label)
-    fingerprint = run_fingerprint(config, run_spec(c, base, label))
+    seed = cls.EXAMPLE_SEED
+    fingerprint = run_fingerprint(config, run_spec(c, base, label, seed))
     hints = typing.get_type_hints(cls)
-    for f in fields:
+    for f in [f for f in fields if f.name not in cls.NAME_FIELDS]:
         tried, now = [], getattr(base, f.name)
         named = [*cls.FIELD_CHOICES.get(f.name, ()), *_literals(hints.get(f.name))]
         for value in [v for v in named if v != now] + _others(now):
             try:
                 changed = dataclasses.replace(base, **{f.name: value})
-                spec = run_spec(c, changed, label)
+                spec = run_spec(c, changed, label, seed)
             except (ValueError, TypeError, KeyError) as err:  # a value the procedure refuses
                 tried.append(f"{value!r}: {err}")
                 continue

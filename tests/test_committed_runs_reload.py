@@ -122,3 +122,17 @@ def test_discriminative_runs_reload(asked) -> None:
     assert (
         len(notes) == 33
     )  # 6 methods x 3 seeds, clustering at 2 gammas x 3, K-means x 3, 2 variants x 3
+
+
+def test_ssdml_runs_reload(asked) -> None:
+    """As the notebook runs them (:func:`ssdml_default.default_runs`): the search, the main
+    comparison and the α grid, every committed record reloaded."""
+    from ssdml_default import default_runs
+
+    from dmlnb.chapter import runset
+
+    notes = asked(runset)
+    _, search, runs = default_runs()
+    assert search.trained == 0 and runs.trained == 0
+    check(notes, "05_ssdml")
+    assert len(notes) == 81  # the search, the main comparison and the α grid: every record

@@ -14,7 +14,14 @@ import pytest
 import torch
 from committed import rounds_as_committed
 
-from dmlnb.chapter import RunSet, deviations_frame, evaluate, evaluate_both_ways
+from dmlnb.chapter import (
+    RunGroup,
+    RunSet,
+    deviations_frame,
+    evaluate,
+    evaluate_both_ways,
+    train_runs,
+)
 from dmlnb.data.base import DatasetSplits, InMemoryDataset
 from dmlnb.data.semisup import semi_supervised
 from dmlnb.experiments import ssdml as ssx
@@ -101,14 +108,27 @@ def tiny_digits():
     return splits, dataclasses.replace(st, partition_size=10, config={**st.config, "epochs": 1})
 
 
-def _train(splits, groups, folder, made=None):
-    """``groups`` trained (or reloaded) on the fabricated ``splits`` at the smoke profile."""
-    return ssx.train_groups(groups, "smoke", folder, made=made, load=lambda run, cfg: splits)
+def _train(splits, groups, folder):
+    """``groups`` (``{setting key: {group: RunGroup}}``) trained (or reloaded) by
+    :func:`dmlnb.chapter.train_runs` on the fabricated ``splits`` at the smoke profile, one call
+    per setting on its configuration, as the notebook does."""
+    sets = []
+    for gs in groups.values():
+        st = next(iter(gs.values())).procedure.setting
+        config = ssx.setting_configs({"s": st}, "smoke")["s"]
+        sets.append(train_runs(gs, config, folder / "smoke", splits=splits, say=lambda _: None))
+    return RunSet.merged(sets)
 
 
-def test_train_groups_trains_then_reloads(tmp_path):
+def _ours(st, seeds=(0,)):
+    """The proposed method alone on ``st`` (no α grid) with ``seeds``: ``{"digits": groups}``."""
+    only = dataclasses.replace(st, methods=("ours",), alpha_grid=())
+    return {"digits": ssx.setting_groups(only, "digits", seeds)}
+
+
+def test_ssdml_runs_train_then_reload(tmp_path):
     splits, st = tiny_digits()
-    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
+    group = _ours(st)
     run = _train(splits, group, tmp_path).run("digits", "ours", 0)
     assert run.trained and run.record.data["status"] == "finished"
     assert {"spectrum", "neighbours", "queries", "tsne"} <= set(run.extras)  # tsne: first seed
@@ -116,19 +136,21 @@ def test_train_groups_trains_then_reloads(tmp_path):
     again = _train(splits, group, tmp_path)
     assert not again.trained and again.run("digits", "ours", 0).metrics == run.metrics
     # a changed argument of the method's call is another run (its fingerprint changed)
-    changed = {"digits": ssx.groups({"digits": st}, (0,), changes={"ours": {"k": 5}})["digits"]}
+    only = dataclasses.replace(st, methods=("ours",), alpha_grid=())
+    changed = ssx.groups({"digits": only}, (0,), changes={"ours": {"k": 5}})["digits"]["digits"]
     with pytest.raises(ValueError, match="declared twice|fingerprint"):
-        _train(splits, {**group, "k5": changed["digits"]}, tmp_path)
+        _train(splits, {"digits": {**group["digits"], "k5": changed}}, tmp_path)
 
 
 def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
     """The baseline's run at the search's seed and chosen value is the search's run (same
-    fingerprint): taken from ``made``, no folder of its own; another value still trains."""
+    fingerprint): declared again first, it is reloaded from the search's folder, no folder of its
+    own; another value still trains."""
     splits, st = tiny_digits()
     # the search chooses on validation classes; no α grid here
     st = dataclasses.replace(st, validation=0.2, alpha_grid=())
     splits = dataclasses.replace(splits, validation=splits.test)
-    search = ssx.search_groups({"digits": st}, "smoke")
+    search = ssx.search_groups({"digits": st}, "smoke")["digits"]
     assert sorted(search) == [
         "digits-search-lrml-0.01",
         "digits-search-lrml-0.03",
@@ -136,7 +158,7 @@ def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
         "digits-search-triplet-0.2",
     ]
     only = {"digits-search-triplet-0.2": search["digits-search-triplet-0.2"]}
-    searched = _train(splits, only, tmp_path)
+    searched = _train(splits, {"digits": only}, tmp_path)
     assert searched.trained == 1
     assert (tmp_path / "smoke" / f"{st.name}-triplet-margin0.2-seed0" / "record.json").exists()
     main = ssx.groups(
@@ -144,17 +166,16 @@ def test_a_run_a_search_made_is_taken_not_trained_again(tmp_path):
         (0,),
         hyper={"digits": {"triplet": {"margin": 0.2}}},
     )
-    same = _train(splits, main, tmp_path, made=searched)  # the same run object: not trained again
-    assert same.run("digits", "triplet", 0) is searched.run(
-        "digits-search-triplet-0.2", "triplet", 0
-    )
+    same = _train(splits, {"digits": {**only, **main["digits"]}}, tmp_path)
+    assert same.trained == 0  # the search's run, reloaded once
+    assert same.run("digits", "triplet", 0) is same.run("digits-search-triplet-0.2", "triplet", 0)
     assert not (tmp_path / "smoke" / f"{st.name}-triplet-seed0").exists()
     main = ssx.groups(
         {"digits": dataclasses.replace(st, methods=("triplet",))},
         (0,),
         hyper={"digits": {"triplet": {"margin": 0.1}}},
     )
-    other = _train(splits, main, tmp_path, made=searched)
+    other = _train(splits, {"digits": {**only, **main["digits"]}}, tmp_path)
     assert other.run("digits", "triplet", 0).trained
     assert (tmp_path / "smoke" / f"{st.name}-triplet-seed0" / "record.json").exists()
 
@@ -166,16 +187,17 @@ def test_declared_runs_reproduce_the_committed_records():
 
     folder = RESULTS / "05_ssdml" / "default"
     settings = ssx.settings_for("default", True)
-    records = lambda groups: {  # noqa: E731
-        g: {
-            (r.method, r.seed): RunRecord.load(folder / r.name / "record.json")
-            for r in grp.runs()
-            if (folder / r.name).exists()
-        }
-        for g, grp in groups.items()
-    }
+    configs = ssx.setting_configs(settings, "default")
+    declared = lambda groups: [  # noqa: E731
+        (key, g, r) for key, gs in groups.items() for g, grp in gs.items() for r in grp.runs()
+    ]
     search = ssx.search_groups(settings, "default")
-    found = records(search)
+    found: dict = {}
+    for _, g, r in declared(search):
+        if (folder / r.name).exists():
+            found.setdefault(g, {})[(r.label, r.seed)] = RunRecord.load(
+                folder / r.name / "record.json"
+            )
     runs = RunSet(
         {g: {k: types.SimpleNamespace(record=r) for k, r in v.items()} for g, v in found.items()}
     )
@@ -183,11 +205,10 @@ def test_declared_runs_reproduce_the_committed_records():
     assert set(hyper) == {"omniglot"} and set(hyper["omniglot"]) == set(
         ssx.BASELINE_SEARCH["default"]
     )
-    declared = {**search, **ssx.groups(settings, hyper=hyper)}
+    main = ssx.groups(settings, hyper=hyper)
     fingerprints = {}
-    for g, grp in declared.items():
-        for r in grp.runs():
-            fingerprints.setdefault(run_fingerprint(r.config("default"), r.spec), r.name)
+    for key, _, r in declared(search) + declared(main):
+        fingerprints.setdefault(run_fingerprint(r.config(configs[key]), r.spec), r.name)
     committed = {p.parent.name: RunRecord.load(p) for p in folder.glob("*/record.json")}
     assert committed, "no committed records"
     for name, record in committed.items():
@@ -229,8 +250,13 @@ def test_paper_profile_cub_path_on_a_fabricated_tree(tmp_path):
     assert bool((splits.unlabelled.labels == -1).all())
     assert sorted(splits.unlabelled_targets.tolist()) == [0, 0, 1, 1, 2, 2]
     assert not set(splits.train.paths) & set(splits.unlabelled.paths)
-    declared = ssx.SSDMLRun(st, "ours", ssx.objective_method("ours", st), 0)
-    run = ssx.train_run(declared, cfg, lambda: splits, tmp_path / "results" / declared.name)
+    group = RunGroup(
+        {"ours": ssx.objective_method("ours", st)},
+        (0,),
+        procedure=ssx.SSDMLProcedure(st, tsne=False),
+    )
+    out = train_runs({"cub": group}, cfg, tmp_path / "results", splits=splits, say=print)
+    run = out.run("cub", "ours", 0)
     assert run.record.data["status"] == "finished"
     assert (
         len(run.extras["neighbours"][0]) == 5
@@ -547,8 +573,7 @@ def test_initial_metrics_first_l_is_the_initial_row(tmp_path):
     """The "Initial" row of a run is its seeded network at initialisation on the first l coordinates
     of z (L starts at the identity there): re-evaluated without training, it is the same."""
     splits, st = tiny_digits()
-    group = {"digits": ssx.SSDMLGroup(st, {"ours": ssx.objective_method("ours", st)}, (0,))}
-    run = _train(splits, group, tmp_path).run("digits", "ours", 0)
+    run = _train(splits, _ours(st), tmp_path).run("digits", "ours", 0)
     views = ssx.initial_metrics(st, "smoke", 0, splits)
     first, every = views.values()
     assert list(views)[0] == f"first l = {st.metric_dim} of z (the Initial row)"
@@ -933,14 +958,11 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
     import json
 
     monkeypatch.setenv("DMLNB_NO_TRAINING", "1")
+    from ssdml_default import default_runs
+
     results = RESULTS / "05_ssdml"
-    settings = ssx.settings_for("default", True)
-    quiet = {"retrain": False}
-    search = ssx.train_groups(ssx.search_groups(settings, "default"), "default", results, **quiet)
-    hyper = ssx.chosen(search, list(settings), "default")
-    groups = ssx.groups(settings, hyper=hyper)
-    runs = ssx.train_groups(groups, "default", results, made=search, **quiet)
-    assert runs.trained == 0
+    settings, search, runs = default_runs()
+    assert runs.trained == 0 and search.trained == 0
     alpha_key = next(k for k in settings if settings[k].alpha_grid)
     judged = evaluate(ssx.claim_specs(settings, alpha_key), runs)
     stored = json.loads((results / "default" / "claims.json").read_text())
@@ -1001,10 +1023,10 @@ def test_settings_for_shifts_every_seed_the_chapter_declares():
     for key, st in moved.items():
         assert st.seeds == tuple(s + 100 for s in base[key].seeds)
         assert dataclasses.replace(st, seeds=base[key].seeds) == base[key]
-    runs = [r for g in ssx.groups(moved).values() for r in g.runs()]
-    runs += [r for g in ssx.search_groups(moved, "default").values() for r in g.runs()]
+    declared = {**ssx.groups(moved), **ssx.search_groups(moved, "default")}
+    runs = [r for gs in declared.values() for g in gs.values() for r in g.runs()]
     assert runs and all(r.seed >= 100 and r.name.endswith(f"-seed{r.seed}") for r in runs)
-    assert {r.seed for r in runs if r.tsne} == {100}  # Figure 2's runs: the first seed
+    assert {r.seed for r in runs if r.spec["tsne"]} == {100}  # Figure 2's runs: the first seed
     chosen = ssx.settings_for("smoke", seeds=[3, 4], seed_offset=10)
     assert {st.seeds for st in chosen.values()} == {(13, 14)}
 

@@ -382,10 +382,13 @@ def test_ssdml_holds_out_before_the_labelled_draw_and_keeps_test_selection_on_sa
     assert (
         splits.unlabelled_targets.max() < 3 and splits.train.labels.max() < 3
     )  # 3 training classes remain
-    group = {
-        "d": ssdml.SSDMLGroup(setting, {"ours": ssdml.objective_method("ours", setting)}, (0,))
-    }
-    run = ssdml.train_groups(group, "smoke", tmp_path, load=lambda r, c: splits).run("d", "ours", 0)
+    group = RunGroup(
+        {"ours": ssdml.objective_method("ours", setting)},
+        (0,),
+        procedure=ssdml.SSDMLProcedure(setting),
+    )
+    runs = train_runs({"d": group}, config, tmp_path, splits=splits, say=lambda _: None)
+    run = runs.run("d", "ours", 0)
     _check_validated(run.record)
     assert run.record.data["history"][0]["val_metrics"]  # the Initial row is evaluated on both
 

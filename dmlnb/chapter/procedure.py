@@ -9,8 +9,14 @@ procedure: a frozen dataclass whose fields are **all** its arguments, overriding
 needs. :meth:`Procedure.spec_entries` puts every field into the run's specification (so into its
 fingerprint): a reader who changes one trains those runs again. A procedure whose records were
 made before this layer may write its entries under the keys those records hold
-(:meth:`spec_entries` overridden), so they still reload; ``tests/test_chapter_procedures.py``
-checks, for every procedure a chapter declares, that changing any field changes the fingerprint.
+(:meth:`spec_entries` overridden; :meth:`seed_entries` for entries that depend on the seed), so
+they still reload; ``tests/test_chapter_procedures.py`` checks, for every procedure a chapter
+declares, that changing any field changes the fingerprint (a field listed in
+:attr:`Procedure.NAME_FIELDS` names the run's folder only and is exempt).
+
+Which data a run trains on and how it is trained are hooks too: :meth:`Procedure.data_key` and
+:meth:`Procedure.load_data` (runs with one key share one load; SSDML loads each seed's labelled
+draw), :meth:`Procedure.train` (default :func:`dmlnb.training.train`; SSDML runs Algorithm 1).
 
 Example::
 
@@ -28,7 +34,8 @@ Example::
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import json
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -36,6 +43,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 from torch import nn
 
+from dmlnb import training
+from dmlnb.data import load_dataset
 from dmlnb.hooks import Hook
 from dmlnb.methods import MethodCall
 from dmlnb.models import configured_model
@@ -93,6 +102,12 @@ class Procedure:
     #: field values under which every other field matters (e.g. a switch that a period needs)
     EXAMPLE_LABEL: ClassVar[str] = "method"
     EXAMPLE_FIELDS: ClassVar[Mapping[str, Any]] = {}
+    #: a seed under which every field concerns the run (:meth:`seed_entries`)
+    EXAMPLE_SEED: ClassVar[int] = 0
+    #: fields that name the run's folder only (:meth:`run_name`), never what it trains: they stay
+    #: out of the fingerprint (e.g. a tag that records made before the layer carry in their
+    #: folder names); two runs they tell apart but whose fingerprints agree are one run
+    NAME_FIELDS: ClassVar[tuple[str, ...]] = ()
 
     def spec_entries(self, label: str, call: MethodCall) -> dict[str, Any]:
         """The entries this procedure adds to a run's specification (besides the method's
@@ -102,6 +117,11 @@ class Procedure:
         if type(self) is Procedure:
             return {}
         return {"procedure": {"name": type(self).__name__, **fields}}
+
+    def seed_entries(self, label: str, call: MethodCall, seed: int) -> dict[str, Any]:
+        """Entries of the run's specification that depend on its ``seed`` too (e.g. what only
+        the first seed stores), added to :meth:`spec_entries`' (default: none)."""
+        return {}
 
     def run_name(self, label: str, seed: int, changes: tuple[tuple[str, Any], ...]) -> str:
         """The run's folder name: ``"<label>[-<key><value>...]-seed<seed>"``."""
@@ -125,9 +145,44 @@ class Procedure:
         loss = call.build(num_classes=splits.num_train_classes, embedding_dim=config.embedding_dim)
         return configured_model(config, splits.input_shape), loss
 
+    def data_key(self, config: TrainConfig) -> Hashable:
+        """Which data a run of ``config`` (its changes and seed applied) trains on: runs with one
+        key share one :meth:`load_data` (default: one load per dataset and its options)."""
+        return (config.dataset, json.dumps(config.dataset_options, sort_keys=True, default=str))
+
+    def load_data(self, config: TrainConfig, data_root: str | Path | None) -> Any:
+        """The run's :class:`dmlnb.data.DatasetSplits` (default: ``config.dataset`` with its
+        options), loaded only when a run trains."""
+        return load_dataset(config.dataset, root=data_root, **config.dataset_options)
+
     def components(self, run: RunContext) -> Components:
         """The loss the loop minimises, the sampler and the hooks (default: the loss alone)."""
         return Components(run.loss)
+
+    def train(
+        self, run: RunContext, parts: Components, *, resume: bool, name: str, spec: dict[str, Any]
+    ) -> RunRecord:
+        """Train ``run.model`` on ``parts`` into ``run.run_dir`` (``resume``: continue its
+        checkpoint), storing ``spec`` in the record named ``name`` (default:
+        :func:`dmlnb.training.train` on the splits' training set, evaluated as
+        :func:`dmlnb.training.evaluation_sets` says)."""
+        eval_set, gallery = training.evaluation_sets(run.splits)
+        return training.train(
+            run.model,
+            parts.loss,
+            run.splits.train,
+            eval_set,
+            run.config,
+            sampler=parts.sampler,
+            hooks=parts.hooks,
+            gallery_set=gallery,
+            run_dir=run.run_dir,
+            resume=resume,
+            name=name,
+            spec=spec,
+            val_set=run.splits.validation,
+            **parts.options,
+        )
 
     def finish(self, run: RunContext, record: RunRecord) -> dict[str, Any]:
         """What is stored in the record's ``extras`` after training (``run.model`` is the

@@ -23,7 +23,7 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -32,13 +32,11 @@ import pandas as pd
 from torch import nn
 
 from dmlnb.chapter.procedure import Procedure, RunContext
-from dmlnb.data import load_dataset
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord, run_fingerprint
 from dmlnb.reporting import provenance_frame, provenance_groups
 from dmlnb.runs import Run, train_or_reload
-from dmlnb.training import evaluation_sets, train
 
 __all__ = ["RunSpec", "RunGroup", "RunSet", "train_runs", "run_spec"]
 
@@ -69,16 +67,18 @@ class RunSpec:
     @property
     def spec(self) -> dict[str, Any]:
         """The run's method specification (:func:`run_spec`)."""
-        return run_spec(self.call, self.procedure, self.label)
+        return run_spec(self.call, self.procedure, self.label, self.seed)
 
 
 def run_spec(
-    call: MethodCall, procedure: Procedure | None = None, label: str = ""
+    call: MethodCall, procedure: Procedure | None = None, label: str = "", seed: int | None = None
 ) -> dict[str, Any]:
     """The method specification of a run of ``call`` (:mod:`dmlnb.runs`): the method's name,
     version and every argument, and every argument of its ``procedure``
-    (:meth:`Procedure.spec_entries`)."""
+    (:meth:`Procedure.spec_entries`, and with ``seed`` :meth:`Procedure.seed_entries`)."""
     extra = procedure.spec_entries(label, call) if procedure is not None else {}
+    if procedure is not None and seed is not None:
+        extra = {**extra, **procedure.seed_entries(label, call, int(seed))}
     if "factory" in extra:
         raise ValueError(f"{type(procedure).__name__}.spec_entries may not write 'factory'")
     return {**extra, "factory": call.spec}
@@ -117,6 +117,22 @@ class RunSet:
     """The chapter's runs by group: ``runs[group][(label, seed)]`` is a :class:`dmlnb.runs.Run`."""
 
     runs: dict[str, dict[tuple[str, int], Run]]
+
+    @classmethod
+    def merged(cls, sets: Iterable[RunSet]) -> RunSet:
+        """The groups of several run sets as one (e.g. one :func:`train_runs` call per training
+        configuration).
+
+        Raises:
+            ValueError: two sets hold a group of one name.
+        """
+        out: dict[str, dict[tuple[str, int], Run]] = {}
+        for one in sets:
+            twice = set(out) & set(one.runs)
+            if twice:
+                raise ValueError(f"groups {sorted(twice)} are in two run sets; name them apart")
+            out.update(one.runs)
+        return cls(out)
 
     def _group(self, group: str) -> dict[tuple[str, int], Run]:
         if group not in self.runs:
@@ -195,11 +211,12 @@ def train_runs(
     ``seed_offset`` is added to every declared seed (the runs, their folders and the run set's
     keys): the chapter again on an independent set of seeds (``python -m dmlnb replicate``).
 
-    The dataset (``config.dataset``) is loaded once, and only when a run trains (``splits``
-    passes one already loaded). Runs with one fingerprint (the same method call, seed and
-    configuration), in one group or several, under one label or two, are one run: it trains
-    once, in the folder of its first declaration. Every declaration is checked before anything
-    trains.
+    Each run's data is loaded once per :meth:`Procedure.data_key` (default: once per dataset),
+    by :meth:`Procedure.load_data`, and only when a run trains (``splits`` passes one already
+    loaded, which every run then trains on). Runs with one fingerprint (the same method call,
+    seed and configuration), in one group or several, under one label or two, are one run: it
+    trains once, in the folder of its first declaration. Every declaration is checked before
+    anything trains.
 
     Raises:
         ValueError: two declared runs would share a folder but not a fingerprint (give one a
@@ -226,18 +243,25 @@ def train_runs(
                     "methods or configurations; give one a label of its own"
                 )
             declared.append((group, spec, cfg, method_spec, fingerprint))
-    loaded: list[Any] = [splits] if splits is not None else []
+    loaded: dict[Hashable, Any] = {}
 
-    def data() -> Any:
-        if not loaded:
-            loaded.append(load_dataset(config.dataset, root=data_root, **config.dataset_options))
-        return loaded[0]
+    def data_for(spec: RunSpec, cfg: TrainConfig) -> Callable[[], Any]:
+        def data() -> Any:
+            if splits is not None:
+                return splits
+            key = (type(spec.procedure), spec.procedure.data_key(cfg))
+            if key not in loaded:
+                loaded[key] = spec.procedure.load_data(cfg, data_root)
+            return loaded[key]
+
+        return data
 
     made: dict[str, Run] = {}  # fingerprint -> run
     out: dict[str, dict[tuple[str, int], Run]] = {group: {} for group in groups}
     for group, spec, cfg, method_spec, fingerprint in declared:
         if fingerprint not in made:
             folder = Path(results_dir) / spec.name if results_dir is not None else None
+            data = data_for(spec, cfg)
             made[fingerprint] = _train_one(spec, cfg, method_spec, folder, data, retrain, say)
         out[group][(spec.label, spec.seed)] = made[fingerprint]
     return RunSet(out)
@@ -267,23 +291,7 @@ def _train_one(
         ctx = RunContext(spec.label, spec.call, spec.seed, config, splits, model, loss, folder)
         contexts.append(ctx)
         parts = proc.components(ctx)
-        eval_set, gallery = evaluation_sets(splits)
-        record = train(
-            model,
-            parts.loss,
-            splits.train,
-            eval_set,
-            config,
-            sampler=parts.sampler,
-            hooks=parts.hooks,
-            gallery_set=gallery,
-            run_dir=folder,
-            resume=resume,
-            name=spec.name,
-            spec=method_spec,
-            val_set=splits.validation,
-            **parts.options,
-        )
+        record = proc.train(ctx, parts, resume=resume, name=spec.name, spec=method_spec)
         return record, model
 
     def finish(record: RunRecord, model: nn.Module | None) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """The SSDML chapter (Dutta, Harandi and Sekhar, AAAI 2021): its runs declared as data
 (:mod:`~dmlnb.experiments.ssdml.spec`: settings x methods x seeds, the α grid, the baselines'
-search), trained or reloaded by Algorithm 1 into one :class:`dmlnb.chapter.RunSet`
-(:mod:`~dmlnb.experiments.ssdml.training`), and what is this paper's own: the settings of each
+search), trained or reloaded by :func:`dmlnb.chapter.train_runs` with Algorithm 1
+(:mod:`~dmlnb.experiments.ssdml.procedure`), and what is this paper's own: the settings of each
 profile, the reported tables and the statements computed from them, the claims, the deviations,
 the Initial row and the protocol's floors, the mining diagnosis and the analyses of the runs.
 
@@ -20,6 +20,7 @@ from dmlnb.experiments.ssdml import (
     mining,
     network,
     numbers,
+    procedure,
     profile_settings,
     reported,
     search,
@@ -39,6 +40,7 @@ from dmlnb.experiments.ssdml.judges import *
 from dmlnb.experiments.ssdml.mining import *
 from dmlnb.experiments.ssdml.network import *
 from dmlnb.experiments.ssdml.numbers import *
+from dmlnb.experiments.ssdml.procedure import *
 from dmlnb.experiments.ssdml.profile_settings import *
 from dmlnb.experiments.ssdml.reported import *
 from dmlnb.experiments.ssdml.search import *
@@ -58,6 +60,7 @@ __all__ = [
     *mining.__all__,
     *network.__all__,
     *numbers.__all__,
+    *procedure.__all__,
     *profile_settings.__all__,
     *reported.__all__,
     *search.__all__,

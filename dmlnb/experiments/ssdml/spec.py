@@ -1,150 +1,41 @@
 """The SSDML chapter's runs declared as data: per profile, settings x methods x seeds (the main
 comparison), the α grid and the baselines' search, each run a registered method call
 (:func:`~dmlnb.experiments.ssdml.network.objective_method`) whose every argument enters the run's
-fingerprint.
+fingerprint, trained by Algorithm 1
+(:class:`~dmlnb.experiments.ssdml.procedure.SSDMLProcedure`).
 
-A run of Algorithm 1 is a :class:`SSDMLRun`; a :class:`SSDMLGroup` is one setting's methods
-(label -> method call) x seeds. :func:`groups` declares the main comparison and the α grid of a
-profile, :func:`search_groups` the baselines' search; ``changes`` (``{label: {argument: value}}``)
-replace a method's arguments in every group, and so its runs' fingerprints.
-:func:`dmlnb.experiments.ssdml.training.train_groups` trains or reloads them into one
-:class:`dmlnb.chapter.RunSet`.
-
-The run's specification keeps the keys and folder names of the records made before the chapter
-layer (``schedule``, ``method``, ``tsne``, ``retrieval_queries``, ``factory``), so they reload.
+:func:`groups` declares the main comparison and the α grid of a profile, :func:`search_groups`
+the baselines' search, each as ``{setting key: {group: RunGroup}}``: a setting's groups share its
+training configuration, so :func:`dmlnb.chapter.train_runs` trains or reloads them in one call
+per setting (``config=setting.train_config(profile, setting.seeds[0], overrides)``; each run's
+seed replaces the first). ``changes`` (``{label: {argument: value}}``) replace a method's
+arguments in every group, and so its runs' fingerprints.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
+from dmlnb.chapter import RunGroup
 from dmlnb.experiments.ssdml.network import objective_method
-from dmlnb.experiments.ssdml.settings import BASELINE_SEARCH, SEMI_SUPERVISED, Setting, with_hyper
+from dmlnb.experiments.ssdml.procedure import SSDMLProcedure
+from dmlnb.experiments.ssdml.settings import BASELINE_SEARCH, Setting, with_hyper
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.runs import Run
-from dmlnb.ssdml.algorithm import run_spec
 
 __all__ = [
-    "SSDMLRun",
-    "SSDMLGroup",
-    "TSNE_METHODS",
-    "PAPER_MINING",
-    "method_entries",
     "groups",
+    "setting_configs",
+    "setting_groups",
     "alpha_group_name",
+    "single_seed_group_name",
     "search_groups",
     "search_group_name",
     "initial_of",
     "seed_of",
 ]
-
-#: The methods whose first seed, at the setting's own α, stores its t-SNE coordinates (Figure 2).
-TSNE_METHODS = ("ours", "ours-noorth")
-#: The proposed method's mining as the paper states it (Setting.propagation, Setting.negatives).
-PAPER_MINING = {"propagation": "one-sided", "negatives": "neighbourhood"}
-_ANGULAR = ("ours", "ours-noorth", "ours-outside")
-
-
-def method_entries(method: str, setting: Setting, call: MethodCall) -> dict[str, Any]:
-    """The ``"method"`` entry of a run's specification: the method key, the setting's name,
-    labelled examples, ``l`` and pre-training; α where the method reads it, ``k`` and ``γ`` for
-    the proposed method (and its mining options where not the paper's), the baseline's explicit
-    hyper-parameters (``setting.baseline_hyper``)."""
-    spec: dict[str, Any] = {
-        "method": method,
-        "setting": setting.name,
-        "labelled_per_class": setting.labelled_per_class,
-        "metric_dim": setting.metric_dim,
-        "pretrain_epochs": setting.pretrain_epochs,
-    }
-    if method in (*_ANGULAR, "angular"):
-        spec["alpha"] = call.args["alpha_degrees"]
-    if method in _ANGULAR:
-        spec.update(k=call.args["k"], gamma=call.args["gamma"])
-        # named only when not the paper's, so the records made before the options still reload
-        spec.update(
-            {
-                key: getattr(setting, key)
-                for key, v in PAPER_MINING.items()
-                if getattr(setting, key) != v
-            }
-        )
-    if method in SEMI_SUPERVISED or setting.baseline_hyper.get(method):
-        spec["hyper"] = setting.baseline_hyper.get(method, {})
-    return spec
-
-
-@dataclass(frozen=True)
-class SSDMLRun:
-    """One declared run of Algorithm 1: ``method`` (its key) of ``setting`` trained as ``call``
-    with ``seed``; ``tag`` is added to its folder name (an angle or a searched value), ``tsne``
-    stores its test embedding's t-SNE coordinates."""
-
-    setting: Setting
-    method: str
-    call: MethodCall
-    seed: int
-    tag: str = ""
-    tsne: bool = False
-    retrieval_queries: int = 6
-
-    @property
-    def name(self) -> str:
-        """The run's folder: ``"<setting>-<method><tag>-seed<seed>"``."""
-        return f"{self.setting.name}-{self.method}{self.tag}-seed{self.seed}"
-
-    def config(self, profile: str, overrides: Mapping[str, Any] | None = None) -> TrainConfig:
-        """The run's configuration (:meth:`Setting.train_config` with its seed)."""
-        return self.setting.train_config(profile, self.seed, overrides)
-
-    @property
-    def spec(self) -> dict[str, Any]:
-        """The run's specification: the schedule, :func:`method_entries`, what is stored after
-        training and the method's call (``"factory"``: every argument)."""
-        return {
-            **run_spec(self.setting.schedule, method_entries(self.method, self.setting, self.call)),
-            "tsne": self.tsne,
-            "retrieval_queries": self.retrieval_queries,
-            "factory": self.call.spec,
-        }
-
-
-@dataclass(frozen=True)
-class SSDMLGroup:
-    """One setting's ``methods`` (label = method key -> call) x ``seeds``; ``tag`` names the
-    group's folders (``"-alpha35"``, ``"-margin0.1"``); ``tsne``: the first seed of
-    :data:`TSNE_METHODS` at the setting's own α stores its t-SNE coordinates."""
-
-    setting: Setting
-    methods: Mapping[str, MethodCall]
-    seeds: Sequence[int]
-    tag: str = ""
-    tsne: bool = True
-    single_seed: Sequence[str] = field(default=())
-
-    def runs(self) -> list[SSDMLRun]:
-        """Every run, seed by seed, method by method (a method of ``single_seed``: the first
-        seed only)."""
-        first = self.setting.seeds[0]
-        return [
-            SSDMLRun(
-                self.setting,
-                m,
-                c,
-                int(seed),
-                self.tag,
-                tsne=self.tsne
-                and m in TSNE_METHODS
-                and seed == first
-                and c.args.get("alpha_degrees") == self.setting.alpha,
-            )
-            for seed in self.seeds
-            for m, c in self.methods.items()
-            if not (m in self.single_seed and seed != self.seeds[0])
-        ]
 
 
 def _calls(
@@ -164,31 +55,62 @@ def alpha_group_name(key: str, alpha: float) -> str:
     return f"{key}-alpha{alpha:g}"
 
 
+def setting_configs(
+    settings: Mapping[str, Setting], profile: str, overrides: Mapping[str, Any] | None = None
+) -> dict[str, TrainConfig]:
+    """Each setting's training configuration (:meth:`Setting.train_config` at its first seed):
+    the ``config`` of the ``train_runs`` call that trains its groups (each run's seed replaces
+    the first)."""
+    return {k: st.train_config(profile, st.seeds[0], overrides) for k, st in settings.items()}
+
+
+def single_seed_group_name(key: str) -> str:
+    """The group of setting ``key``'s methods run with its first seed only
+    (``Setting.single_seed_methods``)."""
+    return f"{key}-single-seed"
+
+
+def setting_groups(
+    st: Setting,
+    key: str,
+    seeds: Sequence[int],
+    changes: Mapping[str, Mapping[str, Any]] | None = None,
+) -> dict[str, RunGroup]:
+    """One setting's main comparison: every method with every seed of ``seeds`` (group ``key``),
+    those of ``st.single_seed_methods`` with the first only (:func:`single_seed_group_name`)."""
+    proc = SSDMLProcedure(st)
+    calls = _calls(st, st.methods, changes)
+    every = {m: c for m, c in calls.items() if m not in st.single_seed_methods}
+    single = {m: c for m, c in calls.items() if m in st.single_seed_methods}
+    out = {key: RunGroup(every, tuple(seeds), procedure=proc)}
+    if single:
+        out[single_seed_group_name(key)] = RunGroup(single, tuple(seeds)[:1], procedure=proc)
+    return out
+
+
 def groups(
     settings: Mapping[str, Setting],
     seeds: Sequence[int] | None = None,
     *,
     hyper: Mapping[str, Mapping[str, Mapping[str, Any]]] | None = None,
     changes: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, SSDMLGroup]:
-    """The chapter's runs: per setting (group ``key``), every method with every seed (``seeds``,
-    default the setting's), the baselines' values of ``hyper[key]`` (``{method: {keyword:
-    value}}``, chosen on the validation classes); and the α grid of the settings that have one
-    (:func:`alpha_group_name`: the proposed method at each angle and the setting's own, whose
-    runs are the main comparison's)."""
-    out: dict[str, SSDMLGroup] = {}
+) -> dict[str, dict[str, RunGroup]]:
+    """The chapter's runs, ``{setting key: {group: RunGroup}}``: per setting (group ``key``),
+    every method with every seed (``seeds``, default the setting's), the baselines' values of
+    ``hyper[key]`` (``{method: {keyword: value}}``, chosen on the validation classes); and the
+    α grid of the settings that have one (:func:`alpha_group_name`: the proposed method at each
+    angle and the setting's own, whose runs are the main comparison's; only the main
+    comparison's runs store t-SNE coordinates)."""
+    out: dict[str, dict[str, RunGroup]] = {}
     for key, st in settings.items():
         st = with_hyper(st, (hyper or {}).get(key, {}))
         use = tuple(st.seeds if seeds is None else seeds)
-        out[key] = SSDMLGroup(
-            st, _calls(st, st.methods, changes), use, single_seed=st.single_seed_methods
-        )
-    for key, st in settings.items():
+        out[key] = setting_groups(st, key, use, changes)
         for a in sorted({*st.alpha_grid, st.alpha}) if st.alpha_grid else ():
-            tag = f"-alpha{a:g}" if a != st.alpha else ""
+            own = a == st.alpha
+            proc = SSDMLProcedure(st, tag="" if own else f"-alpha{a:g}", tsne=own)
             calls = _calls(st, ("ours",), changes, a)
-            use = tuple(st.seeds if seeds is None else seeds)
-            out[alpha_group_name(key, a)] = SSDMLGroup(st, calls, use, tag)
+            out[key][alpha_group_name(key, a)] = RunGroup(calls, use, procedure=proc)
     return out
 
 
@@ -201,11 +123,12 @@ def search_groups(
     settings: Mapping[str, Setting],
     profile: str,
     changes: Mapping[str, Mapping[str, Any]] | None = None,
-) -> dict[str, SSDMLGroup]:
+) -> dict[str, dict[str, RunGroup]]:
     """The baselines' search (:data:`BASELINE_SEARCH`) on every setting of ``settings`` that holds
-    out validation classes: each baseline at each value of its grid, the setting's first seed
-    (:func:`search_group_name`; folders ``<setting>-<method>-<keyword><value>-seed<s>``)."""
-    out: dict[str, SSDMLGroup] = {}
+    out validation classes, ``{setting key: {group: RunGroup}}``: each baseline at each value of
+    its grid, the setting's first seed (:func:`search_group_name`; folders
+    ``<setting>-<method>-<keyword><value>-seed<s>``)."""
+    out: dict[str, dict[str, RunGroup]] = {}
     for key, st in settings.items():
         if st.validation is None:
             continue
@@ -214,13 +137,10 @@ def search_groups(
                 continue
             for v in values:
                 tried = with_hyper(st, {method: {name: v}})
-                out[search_group_name(key, method, v)] = SSDMLGroup(
-                    tried,
-                    _calls(tried, (method,), changes),
-                    (st.seeds[0],),
-                    f"-{name}{v:g}",
-                    tsne=False,
-                )
+                proc = SSDMLProcedure(tried, tag=f"-{name}{v:g}", tsne=False)
+                calls = _calls(tried, (method,), changes)
+                group = RunGroup(calls, (st.seeds[0],), procedure=proc)
+                out.setdefault(key, {})[search_group_name(key, method, v)] = group
     return out
 
 
