@@ -11,7 +11,7 @@ from pathlib import Path
 from dmlnb.data.base import DatasetSplits
 from dmlnb.data.decoded import default_cache_size
 from dmlnb.data.image_folders.pipelines import check_crops
-from dmlnb.data.registry import register_dataset
+from dmlnb.data.registry import register_loader
 
 __all__ = ["Crops", "cache_side", "Build", "image_loader"]
 
@@ -79,8 +79,6 @@ def image_loader(name: str) -> Callable[[Build], Callable[..., DatasetSplits]]:
             crops = Crops(image_size, resize, padding)
             return build(root, crops, cache_side(decoded_cache, cache_size, crops))
 
-        load.__name__ = load.__qualname__ = build.__name__
-        load.__doc__, load.__module__ = build.__doc__, build.__module__
-        return register_dataset(name)(load)
+        return register_loader(name, load, build)
 
     return decorator
