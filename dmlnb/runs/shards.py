@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any, Callable
 
 __all__ = [
+    "POLL_SECONDS",
+    "SHARD_ABORT_ENV",
+    "SHARD_CLAIMS_ENV",
+    "SHARD_ENV",
+    "SHARD_SINCE_ENV",
+    "SHARD_TIMEOUT_ENV",
     "Shard",
     "ShardError",
     "current_shard",
     "made_by_sibling",
     "retrains",
-    "SHARD_ENV",
-    "SHARD_CLAIMS_ENV",
-    "SHARD_ABORT_ENV",
-    "SHARD_SINCE_ENV",
-    "SHARD_TIMEOUT_ENV",
-    "POLL_SECONDS",
 ]
 
 SHARD_ENV = "DMLNB_SHARD"
