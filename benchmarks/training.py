@@ -56,6 +56,7 @@ from dmlnb.models import build_model
 from dmlnb.pairs import pair_masks
 from dmlnb.profiles import make_config
 from dmlnb.samplers import MPerClassSampler
+from dmlnb.training import loop
 
 # ------------------------------------------------------------------------------ training speed
 
@@ -170,7 +171,7 @@ def _patched(owner: object, name: str, value: object) -> Iterator[None]:
 
 def _reads_every_step() -> contextlib.AbstractContextManager:
     """The training loop as it was: the loss and the value checks read back after every step."""
-    return _patched(training, "LossMeter", functools.partial(training.LossMeter, every=1))
+    return _patched(loop, "LossMeter", functools.partial(loop.LossMeter, every=1))
 
 
 def _foreach_adam() -> contextlib.AbstractContextManager:
@@ -183,7 +184,7 @@ def _foreach_adam() -> contextlib.AbstractContextManager:
             weight_decay=config.weight_decay,
         )
 
-    return _patched(training, "build_optimizer", build)
+    return _patched(loop, "build_optimizer", build)
 
 
 def _no_autotune() -> contextlib.AbstractContextManager:

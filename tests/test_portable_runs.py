@@ -235,10 +235,10 @@ def test_a_cuda_made_checkpoint_resumes_on_cpu_and_the_record_says_so(
 
 @pytest.mark.cuda
 def test_a_cpu_made_checkpoint_resumes_on_cuda(digits, tmp_path, monkeypatch):
-    import dmlnb.training as training
+    from dmlnb.training import loop
 
     with monkeypatch.context() as m:  # the first process runs on a CPU machine
-        m.setattr(training, "resolve_device", lambda name="auto": torch.device("cpu"))
+        m.setattr(loop, "resolve_device", lambda name="auto": torch.device("cpu"))
         crash = _interrupted_run(digits, tmp_path / "r", hooks=[_Probe()])
     probe = _Probe()
     model, rec = fit(

@@ -197,10 +197,10 @@ def test_ssdml_record_says_finished_only_with_the_final_checkpoint(tmp_path, mon
     """Killed while the final checkpoint is written: record.json must not say "finished" yet
     (it would be reloaded as finished without weights to match); the re-run resumes the last
     epoch (inside the last partition) and ends where an uninterrupted run does."""
-    import dmlnb.training as training
+    from dmlnb.training import checkpointing
 
     uninterrupted = _ssdml_run(tmp_path / "u")
-    real_save = training.save_checkpoint
+    real_save = checkpointing.save_checkpoint
 
     def killed_at_the_final_checkpoint(obj, path):
         if Path(path).name == "checkpoint.pt" and obj["epoch"] == 4:
@@ -210,7 +210,7 @@ def test_ssdml_record_says_finished_only_with_the_final_checkpoint(tmp_path, mon
 
     run_dir = tmp_path / "s"
     with monkeypatch.context() as m:
-        m.setattr(training, "save_checkpoint", killed_at_the_final_checkpoint)
+        m.setattr(checkpointing, "save_checkpoint", killed_at_the_final_checkpoint)
         with pytest.raises(KeyboardInterrupt):
             _ssdml_run(run_dir)
     on_disk = json.loads((run_dir / "record.json").read_text())

@@ -48,7 +48,7 @@ import sys
 from fabricated import fake_run
 from pathlib import Path
 import dmlnb.runs
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 for k in range(4):
     run = fake_run(Path(sys.argv[1]), k)
     print(f"RESULT r{k} trained={run.trained} by={run.extras['shard']}")
@@ -59,7 +59,7 @@ import sys, time
 from fabricated import fake_run_parts
 from pathlib import Path
 import dmlnb.runs
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 for k in range(5):
     config, spec, train = fake_run_parts(k)
 
@@ -78,7 +78,7 @@ import dmlnb.runs
 import dmlnb.experiments.easy_positive as ep
 from dmlnb.chapter import RunGroup
 from dmlnb.experiments.easy_positive import stored as ep_stored
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 computed = []
 real = ep_stored.embedding_statistics
 
@@ -110,7 +110,7 @@ from pathlib import Path
 import pandas as pd
 import dmlnb.runs
 from dmlnb.runs import stored_measurement
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 folder = Path(sys.argv[1])
 make = lambda: pd.DataFrame(
     {"marker_seen": [(folder / ".waiting-1").exists()], "pid": [os.getpid()]}
@@ -125,7 +125,7 @@ from pathlib import Path
 import pandas as pd
 import dmlnb.runs
 from dmlnb.runs import Table, stored_tables
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 folder = Path(sys.argv[1])
 
 def make(name):
@@ -149,7 +149,7 @@ from dmlnb.losses import TripletLoss
 from dmlnb.profiles import make_config
 from dmlnb.runs import train_or_reload
 from dmlnb.training import fit
-dmlnb.runs.POLL_SECONDS = 0.1
+dmlnb.runs.shards.POLL_SECONDS = 0.1
 root, splits = Path(sys.argv[1]), load_dataset("digits")
 for seed in (0, 1):
     config, spec = (
@@ -217,7 +217,7 @@ def _run_shards(script: Path, folder: Path, n: int, **extra: str) -> list[str]:
 def shard(monkeypatch, tmp_path):
     """Sets this process's shard (``shard("1/2", timeout=...)``), polling every 10 ms; the abort
     file is ``tmp_path / "abort"``, the claims folder ``tmp_path / "claims"``."""
-    monkeypatch.setattr(runs, "POLL_SECONDS", 0.01)
+    monkeypatch.setattr(runs.shards, "POLL_SECONDS", 0.01)
 
     def set_shard(value: str, timeout: float = 30.0, since: float | None = None) -> Path:
         monkeypatch.setenv(SHARD_ENV, value)
@@ -648,7 +648,7 @@ LAUNCHED = """
 import torch
 from pathlib import Path
 import dmlnb.runs
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "DMLNB_PROGRESS", "DMLNB_PROFILE")}
 for k in range(4):
     fake_run(
@@ -733,7 +733,7 @@ def test_the_launcher_stops_every_worker_when_one_fails_and_names_it(tmp_path, m
         """
 import dmlnb.runs
 from pathlib import Path
-dmlnb.runs.POLL_SECONDS = 0.05
+dmlnb.runs.shards.POLL_SECONDS = 0.05
 import time
 from dmlnb.runs import current_shard
 if os.environ["DMLNB_SHARD"] == "1/2":  # claims r1, then fails

@@ -78,7 +78,7 @@ def test_cpu_epochs_record_their_step_phases_and_train_channels_last(digits):
 
 def test_phase_clock_charges_each_lap_to_its_phase(monkeypatch):
     times = iter([10.0, 11.0, 11.5, 14.0, 20.0])
-    monkeypatch.setattr("dmlnb.training.time.perf_counter", lambda: next(times))
+    monkeypatch.setattr("dmlnb.training.meters.time.perf_counter", lambda: next(times))
     clock = PhaseClock(enabled=True)
     clock.lap("data"), clock.lap("forward"), clock.lap("data")
     assert clock.totals() == {**dict.fromkeys(PhaseClock.PHASES, 0.0), "data": 3.5, "forward": 0.5}
@@ -337,10 +337,10 @@ def test_deferred_checks_stop_a_bad_batch_at_the_next_read(digits, monkeypatch):
     loss's own error at the read after step 5, not a silent continuation."""
     import functools
 
-    from dmlnb import training
     from dmlnb.checks import NonFiniteError
+    from dmlnb.training import loop
 
-    monkeypatch.setattr(training, "LossMeter", functools.partial(training.LossMeter, every=3))
+    monkeypatch.setattr(loop, "LossMeter", functools.partial(loop.LossMeter, every=3))
     cfg = CFG.replace(epochs=1, steps_per_epoch=8)
     model = _NaNAt(_model(cfg, digits), at=4)
     with pytest.raises(NonFiniteError, match="contain NaN or Inf in 1 of"):

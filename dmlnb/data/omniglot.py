@@ -34,7 +34,7 @@ from torchvision.datasets.utils import download_url
 
 from dmlnb.data.base import DatasetSplits, InMemoryDataset, decode_image, remap_labels
 from dmlnb.data.cache import cached, file_fingerprint
-from dmlnb.data.registry import missing_files_error, register_dataset
+from dmlnb.data.registry import missing_files_error, register_loader
 from dmlnb.data.semisup import semi_supervised
 
 __all__ = ["load_omniglot_small", "load_omniglot"]
@@ -161,9 +161,7 @@ def _omniglot_loader(
             _check_size(image_size)
             return _splits(name, *parts(root, image_size, download), labelled_per_class, seed)
 
-        load.__name__ = load.__qualname__ = parts.__name__
-        load.__doc__, load.__module__ = parts.__doc__, parts.__module__
-        return register_dataset(name)(load)
+        return register_loader(name, load, parts)
 
     return decorator
 

@@ -20,6 +20,7 @@ from dmlnb.data.validation import hold_out_classes
 
 __all__ = [
     "register_dataset",
+    "register_loader",
     "available_datasets",
     "load_dataset",
     "data_root",
@@ -54,6 +55,15 @@ def register_dataset(name: str) -> Callable[[Loader], Loader]:
         return loader
 
     return decorator
+
+
+def register_loader(name: str, loader: Loader, reader: Callable[..., Any]) -> Loader:
+    """Register ``loader`` under ``name`` (:func:`register_dataset`) with the name, docstring and
+    module of ``reader``, the function it wraps: a loader decorator's (the loader takes the
+    options, the reader documents the dataset)."""
+    loader.__name__ = loader.__qualname__ = reader.__name__
+    loader.__doc__, loader.__module__ = reader.__doc__, reader.__module__
+    return register_dataset(name)(loader)
 
 
 def available_datasets() -> list[str]:

@@ -8,7 +8,20 @@ from torch import Tensor, nn
 from dmlnb.checks import check_batch, check_finite_loss
 from dmlnb.pairs import PairMasks, pair_masks
 
-__all__ = ["MetricLoss", "zero_loss", "check_pair_filter", "check_choices"]
+__all__ = [
+    "MetricLoss",
+    "zero_loss",
+    "check_pair_filter",
+    "check_choices",
+    "DISTANCES",
+    "REDUCTIONS",
+]
+
+#: The distances of the losses on pairwise distances (contrastive, triplet): Euclidean, or its
+#: square.
+DISTANCES = ("euclidean", "squared")
+#: Their reductions: the mean over the terms > 0 (PML's ``AvgNonZeroReducer``) or over all.
+REDUCTIONS = ("nonzero", "mean")
 
 
 def zero_loss(embeddings: Tensor) -> Tensor:

@@ -8,14 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, check_choices
+from dmlnb.losses.base import DISTANCES, REDUCTIONS, MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["ContrastiveLoss"]
 
-_DISTANCES = ("euclidean", "squared")
 _MININGS = ("all", "hard")
-_REDUCTIONS = ("nonzero", "mean")
 
 
 def _reduce(terms: Tensor, valid: Tensor, reduction: str) -> Tensor:
@@ -143,9 +141,9 @@ class ContrastiveLoss(MetricLoss):
     ) -> None:
         super().__init__()
         check_choices(
-            distance=(distance, _DISTANCES),
+            distance=(distance, DISTANCES),
             mining=(mining, _MININGS),
-            reduction=(reduction, _REDUCTIONS),
+            reduction=(reduction, REDUCTIONS),
         )
         if pos_margin > neg_margin:
             raise ValueError(

@@ -8,14 +8,12 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dmlnb.losses.base import MetricLoss, check_choices
+from dmlnb.losses.base import DISTANCES, REDUCTIONS, MetricLoss, check_choices
 from dmlnb.pairs import PairMasks, euclidean_distance, l2_normalize
 
 __all__ = ["TripletLoss"]
 
-_DISTANCES = ("euclidean", "squared")
 _MININGS = ("all", "hard", "semihard")
-_REDUCTIONS = ("nonzero", "mean")
 
 
 class TripletLoss(MetricLoss):
@@ -72,8 +70,8 @@ class TripletLoss(MetricLoss):
         super().__init__()
         check_choices(
             mining=(mining, _MININGS),
-            distance=(distance, _DISTANCES),
-            reduction=(reduction, _REDUCTIONS),
+            distance=(distance, DISTANCES),
+            reduction=(reduction, REDUCTIONS),
         )
         if margin < 0:
             raise ValueError(f"margin must be >= 0, got {margin}")
