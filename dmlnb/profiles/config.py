@@ -59,6 +59,10 @@ class TrainConfig:
     #: classes then measured at that epoch. Either way a run with a validation split records both
     #: selections (:mod:`dmlnb.selection`).
     select_on: str = "test"
+    #: Stop once ``select_metric`` on the ``select_on`` split has not improved for ``patience``
+    #: evaluations in a row (the run has converged by the book's rule); ``epochs`` is then the
+    #: most a run trains. ``None``: every run trains ``epochs`` epochs.
+    patience: int | None = None
     eval_batch_size: int = 512
     # execution
     seed: int = 0

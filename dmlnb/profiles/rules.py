@@ -102,6 +102,7 @@ CONFIG_RULES: dict[str, Rule] = {
     ),
     "select_metric": Rule("str", example='"R@1", "NMI", "F1" or "MAP@R"'),
     "select_on": Rule("str", choices=SELECT_ON),
+    "patience": _count(optional=True),
     "eval_batch_size": _count(),
     "seed": _count(0),
     "device": Rule("str", test=(_device, '"auto", "cpu", "cuda", "cuda:N" or "mps"')),

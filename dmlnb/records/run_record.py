@@ -276,6 +276,19 @@ class RunRecord:
         has none)."""
         return [float(row["loss"]) for row in self.data["history"] if row["epoch"] > 0]
 
+    def evaluations_since_best(self) -> int:
+        """How many evaluations came after the selected epoch (0 while the last one is the best,
+        or when nothing is selected yet): a run whose ``patience`` this reaches has converged."""
+        if self.best is None:
+            return 0
+        return sum(row["epoch"] > self.best["epoch"] for row in self.evaluations())
+
+    @property
+    def stopped_early(self) -> bool:
+        """Whether the run stopped before its last epoch because its selection metric stopped
+        improving (``TrainConfig.patience``)."""
+        return "stopped" in self.data
+
     @property
     def best_is_last(self) -> bool:
         """Whether the best epoch is the last evaluated one (the selection metric was still

@@ -29,6 +29,7 @@ CONFIG_KEYS_ADDED: dict[str, Any] = {
     "select_on": "test",
     "betas": (0.9, 0.999),
     "head_lr_scale": 1.0,
+    "patience": None,
 }
 
 

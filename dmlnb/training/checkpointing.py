@@ -64,7 +64,8 @@ class TrainedState:
         if self.scaler is not None and ckpt.get("scaler"):
             self.scaler.load_state_dict(ckpt["scaler"])
         hooks = self.hooks
-        if len(ckpt["hooks"]) != len(hooks) and int(ckpt["epoch"]) < config.epochs:
+        left = int(ckpt["epoch"]) < config.epochs and not saved.stopped_early  # epochs to train
+        if len(ckpt["hooks"]) != len(hooks) and left:
             raise ValueError(
                 f"{ckpt_path} holds the state of {len(ckpt['hooks'])} hooks, this run has "
                 f"{len(hooks)} ({[type(h).__name__ for h in hooks]}); pass the same hooks, or a "
@@ -74,7 +75,7 @@ class TrainedState:
             hook.load_state_dict(hook_state)
         restore_rng_state(ckpt, device, ckpt_path)
         start_epoch = int(ckpt["epoch"])
-        if start_epoch < config.epochs:
+        if left:
             saved.resume(environment_info(device), start_epoch)
         return saved, start_epoch, ckpt
 

@@ -140,6 +140,8 @@ def train(
     ckpt_path = run_dir / "checkpoint.pt" if run_dir is not None else None
     if resume and ckpt_path is not None and ckpt_path.exists():
         record, start_epoch, ckpt = parts.resume(ckpt_path, record, config, device)
+        if record.stopped_early:  # it converged (patience) before its last epoch: nothing left
+            start_epoch = config.epochs
     if start_epoch < config.epochs:
         check_training_allowed(
             run_dir, f"epochs {start_epoch + 1}-{config.epochs} of {record.data['name']!r}"
@@ -301,7 +303,14 @@ def train(
             elif val_set is not None:
                 row["val_metrics"] = None
             improved = record.add_epoch(row, config.select_metric, config.select_on)
-            if last:
+            stop = (
+                not last
+                and config.patience is not None
+                and record.evaluations_since_best() >= config.patience
+            )
+            if stop:  # converged: no better epoch in `patience` evaluations
+                record.data["stopped"] = {"epoch": epoch + 1, "patience": config.patience}
+            if last or stop:
                 record.finish(utc_now())
             if run_dir is not None:
                 parts.save(
@@ -312,6 +321,8 @@ def train(
                     device=device,
                     record=record,
                 )
+            if stop:
+                break
     finally:
         stack.close()
         bar.close()
