@@ -10,9 +10,9 @@ declared on the chapter layer (:mod:`dmlnb.chapter`); ``notebooks/04_profs.ipynb
 * :mod:`~dmlnb.experiments.profs.runs`: :func:`groups`, every run of the chapter declared once
   as :class:`~dmlnb.chapter.RunGroup` values, trained or reloaded by
   :func:`dmlnb.chapter.train_runs`, and the :class:`~dmlnb.chapter.RunSet` read back by section;
-* :mod:`~dmlnb.experiments.profs.claims` and :mod:`~dmlnb.experiments.profs.judges`: the
-  claims as :class:`~dmlnb.chapter.ClaimSpec` values (:func:`chapter_claims`), judged by
-  :func:`dmlnb.chapter.evaluate`;
+* :mod:`~dmlnb.experiments.profs.claims`, :mod:`~dmlnb.experiments.profs.claims_more` and
+  :mod:`~dmlnb.experiments.profs.judges`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values
+  (:func:`chapter_claims`), judged by :func:`dmlnb.chapter.evaluate`;
 * :mod:`~dmlnb.experiments.profs.deviations`: the departures from the paper as
   :class:`~dmlnb.chapter.Deviation` rows (:func:`deviation_rows`);
 * :mod:`~dmlnb.experiments.profs.analyses`: what is this paper's own (step times, HNCM's pick

@@ -31,14 +31,13 @@ from dmlnb.experiments.profs.profiles import (
     REPORTED_RHO,
     period_for,
 )
-from dmlnb.experiments.profs.runs import is_collapsed
+from dmlnb.experiments.profs.runs import first_evaluation, is_collapsed, is_degenerate
 from dmlnb.models import configured_model
 from dmlnb.profiles import TrainConfig
 from dmlnb.profs.representatives import (
     RepresentativeSampler,
     projection_period,
 )
-from dmlnb.records import RunRecord
 from dmlnb.reporting import (
     COLLAPSE_BAND,
 )
@@ -311,22 +310,18 @@ def projection_reason(steps: int, period: int, paper: pd.DataFrame | None = None
     )
 
 
-def first_evaluation(record: RunRecord) -> dict[str, Any]:
-    """The first history row of ``record`` after training began that holds test metrics."""
-    return next(h for h in record.data["history"] if h.get("epoch", 0) > 0 and h.get("metrics"))
-
-
 def loss_plateau(
     runs: Mapping[str, Sequence[Run]], level: float, band: float = COLLAPSE_BAND
 ) -> pd.DataFrame:
     """Per run (``runs``: variant -> runs over seeds): the epochs on the plateau, whose mean
     training loss was at least ``level`` less ``band`` of it (the book's collapse band;
     :func:`collapse_level`: a triplet loss's margin is the loss of a collapsed embedding, where
-    every distance is equal), the last of them, the loss of the last two epochs, whether the run is
-    collapsed by the book's criterion (:func:`~dmlnb.experiments.profs.runs.is_collapsed`:
-    within the band over its last two epochs), the test R@1 (%) at the first evaluation, the kept
-    epoch and the test R@1 there, so that a comparison can be read against which runs left the
-    plateau and when."""
+    every distance is equal), the last of them, the loss of the last two epochs, whether its loss
+    is pinned there (:func:`~dmlnb.experiments.profs.runs.is_collapsed`: within the band over its
+    last two epochs) and whether it is set aside as degenerate
+    (:func:`~dmlnb.experiments.profs.runs.is_degenerate`), the test R@1 (%) at the first
+    evaluation, the kept epoch and the test R@1 there, so that a comparison can be read against
+    which runs left the plateau and when."""
     rows = []
     for variant, rs in runs.items():
         for r in rs:
@@ -340,7 +335,8 @@ def loss_plateau(
                     "last epoch on it": int(stuck.max(initial=0)),
                     "epochs": r.record.data["config"]["epochs"],
                     "last two losses": ", ".join(f"{x:.4f}" for x in losses[-2:]),
-                    "collapsed": is_collapsed(r),
+                    "loss pinned": is_collapsed(r),
+                    "set aside": is_degenerate(r),
                     "R@1 (first evaluation)": 100
                     * float(first_evaluation(r.record)["metrics"]["R@1"]),
                     "kept epoch": r.record.best["epoch"],

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import Beats, RunSet, Test, unless_set_aside
+from dmlnb.chapter import Beats, Custom, RunSet, Test, unless_set_aside
 from dmlnb.experiments.profs.analyses import first_evaluation, paper_projections, projection_reason
 from dmlnb.experiments.profs.losses import TABLE2_LOSSES, VARIANTS
 from dmlnb.experiments.profs.reported import PAPER_PROFS_LOSSES, REPORTED_HNCM_COST
@@ -50,7 +50,15 @@ from dmlnb.reporting import (
 )
 from dmlnb.runs import Run
 
-__all__ = ["ClaimContext", "Judged", "first_verdicts", "every", "lam_zero_parts", "hncm_extra"]
+__all__ = [
+    "ClaimContext",
+    "Judged",
+    "first_verdicts",
+    "every",
+    "every_test",
+    "lam_zero_parts",
+    "hncm_extra",
+]
 
 Judged = tuple[Verdict, str]
 
@@ -64,7 +72,8 @@ class ClaimContext:
     (:func:`~dmlnb.experiments.profs.tables.hncm_regime`), the rows trained, the values of the M
     and lambda sweeps (``m_grid``, on ``sweep_losses``; ``lambda_grid``, on ``lambda_loss``;
     empty: not swept) and each section's ``seeds`` (``"table1"``, ``"components"``, ...: sides of
-    two sections with the same seeds are paired by design)."""
+    two sections with the same seeds are paired by design: they start from the same initial
+    weights), and a Table 1 and a SoftTriple run's ``epochs`` (``soft_epochs``; 0: unknown)."""
 
     metrics: tuple[str, ...]
     steps: int
@@ -80,6 +89,8 @@ class ClaimContext:
     lambda_grid: tuple[float, ...] = ()
     lambda_loss: str = "Margin-Hard"
     seeds: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
+    epochs: int = 0
+    soft_epochs: int = 0
 
     @property
     def m_swept(self) -> bool:
@@ -130,6 +141,22 @@ def every(parts: Mapping[str, Test], what: str, runs: RunSet) -> tuple[Verdict, 
     return all_of(verdicts, what), verdicts
 
 
+def every_test(parts: Mapping[str, Test], what: str, shape: str, paired: bool, said: str) -> Test:
+    """The one test of ``parts`` (loss -> test), or every one holds (:func:`every`)."""
+    if len(parts) == 1:
+        return next(iter(parts.values()))
+
+    def evidence(runs) -> str:
+        verdicts = every(parts, what, runs)[1]
+        return (
+            said
+            + ": "
+            + "; ".join(f"{k}: {v} ({v.evidence()['effect']})" for k, v in verdicts.items())
+        )
+
+    return Custom(lambda runs: every(parts, what, runs)[0], evidence, shape=shape, paired=paired)
+
+
 def profs_improves(ctx: ClaimContext, runset: RunSet) -> Judged:
     """PROFS > plain for every loss and metric, each paired by seed."""
     runs = sides(runset)
@@ -142,7 +169,7 @@ def profs_improves(ctx: ClaimContext, runset: RunSet) -> Judged:
         f"{len(v)} (loss, metric) comparisons ({len(rows)} losses x {', '.join(ctx.metrics)}; "
         f"seeds {seeds}, paired): {sum(x == HOLDS for x in v.values())} higher, "
         f"{sum(x == FAILS for x in v.values())} lower beyond the interval"
-        + (f", {untested} not tested (collapsed runs)" if untested else "")
+        + (f", {untested} not tested (degenerate runs)" if untested else "")
         + "; R@1 gain per loss: "
         + ", ".join(f"{r} {g:+.1f}" for r, g in gain.items())
     )

@@ -21,14 +21,19 @@ from dmlnb.experiments.profs.procedure import ProfsProcedure, loss_key
 from dmlnb.experiments.profs.profiles import period_for, table2_config, table_rows
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
+from dmlnb.records import RunRecord
 from dmlnb.reporting import collapsed
 from dmlnb.runs import Run
 
 __all__ = [
     "COMPONENT_STEPS",
+    "STEP_WORDS",
     "groups",
     "methods",
     "is_collapsed",
+    "is_degenerate",
+    "first_evaluation",
+    "DEGENERATE_RULE",
     "COLLAPSED",
     "COLLAPSE",
     "COLLAPSE_DROPPED",
@@ -54,6 +59,14 @@ COMPONENT_STEPS: dict[str, dict[str, Any]] = {
     "representatives": {"pairs": "all", "lam": 0.0},
     "+ pair restriction": {"pairs": None, "lam": 0.0},
     "+ proximal term": {"pairs": None, "lam": None},
+}
+
+
+#: How the chapter names each step of the component ablation to a reader.
+STEP_WORDS = {
+    "representatives": "PROFS's batches only",
+    "+ pair restriction": "PROFS's batches and pair restriction (lambda = 0)",
+    "+ proximal term": "PROFS's batches, pair restriction and proximal term",
 }
 
 
@@ -134,39 +147,67 @@ def groups(
 
 
 def is_collapsed(run: Run) -> bool:
-    """Whether ``run`` is collapsed by the book's criterion (:func:`dmlnb.reporting.collapsed`):
-    its training loss stays within 2.5% of its loss's value on a collapsed embedding
-    (:func:`~dmlnb.experiments.profs.losses.collapse_level`) over its last two epochs; never for a
-    loss without such a value."""
+    """Whether ``run``'s training loss is pinned at a collapsed embedding's value by the book's
+    criterion (:func:`dmlnb.reporting.collapsed`): within 2.5% of its loss's value on a collapsed
+    embedding (:func:`~dmlnb.experiments.profs.losses.collapse_level`) over its last two epochs;
+    never for a loss without such a value. A pinned loss alone is no collapse: a batch-hard
+    triplet loss sits at its margin whenever each anchor's hardest positive and hardest negative
+    are equally far, while the embedding still separates classes (:func:`is_degenerate`)."""
     data = run.record.data
     level = collapse_level(data["spec"]["loss"], int(data["config"]["embedding_dim"]))
     return level is not None and collapsed(run.record.training_losses(), level)
 
 
-#: Why a comparison with a collapsed side (:func:`is_collapsed`) is not tested at this scale: a
-#: loss held at its collapsed embedding's value says the run's hardest positives and negatives
-#: are about equally far, so the run cannot show what PROFS does to a loss that learns.
-COLLAPSED = (
-    "collapsed runs (training loss at its value for a collapsed embedding over the last two epochs)"
+def first_evaluation(record: RunRecord) -> dict[str, Any]:
+    """The first history row of ``record`` after training began that holds test metrics."""
+    return next(h for h in record.data["history"] if h.get("epoch", 0) > 0 and h.get("metrics"))
+
+
+#: The chapter's criterion for a run that cannot exercise a claim (:func:`is_degenerate`), in
+#: one sentence, as the chapter states it.
+DEGENERATE_RULE = (
+    "a run is set aside only when its embedding is degenerate: its training loss is pinned at a "
+    "collapsed embedding's value over its last two epochs *and* its test R@1 at the kept epoch "
+    "is no higher than at its first evaluation (a pinned loss with a rising R@1 is a network "
+    "that learns, and is judged)"
 )
-#: The chapter's guard (:class:`dmlnb.chapter.SetAside`): a side holding a collapsed run is not
+
+
+def is_degenerate(run: Run) -> bool:
+    """Whether ``run`` is degenerate by the chapter's criterion (:data:`DEGENERATE_RULE`): its
+    loss is pinned (:func:`is_collapsed`) and its test R@1 at the kept epoch did not rise above
+    the one at its first evaluation."""
+    if not is_collapsed(run):
+        return False
+    first = float(first_evaluation(run.record)["metrics"]["R@1"])
+    return float(run.metrics["R@1"]) <= first
+
+
+#: Why a comparison with a degenerate side (:func:`is_degenerate`) is not tested at this scale.
+COLLAPSED = (
+    "degenerate runs (training loss pinned at a collapsed embedding's value over the last two "
+    "epochs, and test R@1 no higher than at the first evaluation)"
+)
+#: The chapter's guard (:class:`dmlnb.chapter.SetAside`): a side holding a degenerate run is not
 #: tested, its measured effect kept beside the verdict (the tables, the per-loss comparisons).
-COLLAPSE = SetAside(degenerate=is_collapsed, what=COLLAPSED)
+COLLAPSE = SetAside(degenerate=is_degenerate, what=COLLAPSED)
 #: The same guard without the measured effect (a claim on one comparison, a step of the
 #: component ablation).
-COLLAPSE_DROPPED = SetAside(degenerate=is_collapsed, what=COLLAPSED, keep_effect=False)
+COLLAPSE_DROPPED = SetAside(degenerate=is_degenerate, what=COLLAPSED, keep_effect=False)
 
 
 def table_side(row: str, variant: str) -> Side:
     """The side of ``row``'s ``variant`` in Table 1 (group ``table1/<variant>``) or, for a row of
     Table 2 (:data:`TABLE2_LOSSES`), in its own group (``table2/<row>/<variant>``)."""
     group = f"table2/{row}/{variant}" if row in TABLE2_LOSSES else f"table1/{variant}"
-    return Side(group, row)
+    return Side(group, row, name=f"{row} {variant}")
 
 
 def component_side(row: str, step: str) -> Side:
     """The side of ``row`` at ``step`` of the component ablation (``"plain"``: Table 1's)."""
-    return table_side(row, "plain") if step == "plain" else Side(f"components/{step}", row)
+    if step == "plain":
+        return table_side(row, "plain")
+    return Side(f"components/{step}", row, name=f"{row} with {STEP_WORDS[step]}")
 
 
 def side_of(key: Any) -> Side:

@@ -3,6 +3,7 @@ the configuration, the settings and the runs (so that the notebook's cells only 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -22,7 +23,15 @@ from dmlnb.experiments.profs.tables import COMPARISONS
 from dmlnb.profiles import TrainConfig
 from dmlnb.reporting import NOT_TESTED, count_line, reported_vs_reproduced
 
-__all__ = ["setup_text", "data_text", "glued_numbers", "gains_table", "reading_lines"]
+__all__ = [
+    "setup_text",
+    "data_text",
+    "glued_numbers",
+    "gains_table",
+    "reading_lines",
+    "REASON_WORDS",
+    "in_readers_words",
+]
 
 
 def setup_text(profile: str, config: TrainConfig, settings: Mapping[str, Any]) -> str:
@@ -56,7 +65,12 @@ def data_text(
         else ""
     )
     need = epochs_for_projections(config, len(splits.train), L, settings["rho"])
-    tested = "tested." if scale_reason is None else "not tested here; " + scale_reason + "."
+    tested = (
+        "as many as the paper's fewest, so Table 1's gains are within the range of its evidence "
+        "(their verdicts, and SoftTriple's, are in the claims below)."
+        if scale_reason is None
+        else "fewer than the paper's fewest; " + scale_reason + "."
+    )
     return (
         f"{config.dataset}: {len(splits.train)} training images of {L} classes{held_out}, "
         f"{len(splits.test)} test images of {splits.test.num_classes} unseen classes. A batch "
@@ -64,7 +78,7 @@ def data_text(
         f"{config.batch_size / (config.m_per_class * L):.3f}, so rho = {settings['rho']:g} gives "
         f"M = {period} steps per projection: {steps} steps of training make "
         f"{steps / period:.1f} projections.\n{MIN_PROJECTIONS} projections need at least {need} "
-        f"epochs of this profile; it trains {config.epochs}.\nThe paper's claims on PROFS's gains: "
+        f"epochs of this profile; it trains {config.epochs}.\nProjections per Table 1 run: "
         + tested
     )
 
@@ -146,4 +160,47 @@ def reading_lines(
         )
     for name, judged in (("the paper's claims", paper), ("our measurements", ours)):
         lines.append(f"- {name}: {count_line(j.verdict for j in judged)}.")
+    on_gains = [j for j in paper if j.spec.id in _GAIN_CLAIMS]
+    lines.append(
+        "- the paper's claims on PROFS's gains: "
+        + "; ".join(f"{j.spec.text.split(' (')[0]}: {j.verdict}" for j in on_gains)
+        + "."
+    )
     return lines
+
+
+#: The paper's claims on PROFS's gains (the ids of :func:`~.claims.chapter_claims`).
+_GAIN_CLAIMS = ("profs-improves-every-loss", "hncm-boosts-profs", "softtriple-regularisation")
+
+#: Readers' words for the typed reasons a claim is not tested, or a deviation not measured.
+REASON_WORDS: dict[str, str] = dict(
+    [
+        ("needs-paper-data", "needs the paper's datasets"),
+        ("needs-gpu", "needs a GPU's budget"),
+        ("structurally-untestable", "no run can test it"),
+        ("not-run", "this scale could test it, not run yet"),
+        ("not-measured", "this scale could measure it, not done yet"),
+    ]
+)
+
+
+def in_readers_words(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` (a claims or deviations table) with each typed reason (``"needs-gpu; would be
+    tested at X"``, ``"not measured (not-measured; X)"``) in readers' words
+    (:data:`REASON_WORDS`)."""
+    keys = "|".join(map(re.escape, REASON_WORDS))
+    claim = re.compile(rf"^({keys}); would be tested at ")
+    deviation = re.compile(rf"^not measured \(({keys}); (.*)\)$", re.S)
+
+    def words(x: Any) -> Any:
+        if not isinstance(x, str):
+            return x
+        x = claim.sub(lambda m: f"{REASON_WORDS[m.group(1)]}; would be tested at ", x)
+        return deviation.sub(
+            lambda m: (
+                f"not measured: {REASON_WORDS[m.group(1)]}; would be measured at {m.group(2)}"
+            ),
+            x,
+        )
+
+    return frame.map(words)
