@@ -237,19 +237,6 @@ def lam_zero_parts(ctx: ClaimContext) -> dict[str, Beats]:
     }
 
 
-def lam_zero_components(ctx: ClaimContext, runset: RunSet) -> Judged:
-    """The proximal term (lambda > 0) beats lambda = 0 in the component ablation, every loss."""
-    verdict, vz = every(lam_zero_parts(ctx), "losses", runset)
-    side = component_side(ctx.component_rows[0], "+ proximal term")
-    lam = runset.run(side.group, side.label, runset.seeds(side.group, side.label)[0])
-    said = (
-        f"the component ablation, R@1 with the proximal term (lambda = "
-        f"{lam.record.data['spec']['lam']:g}) vs without (lambda = 0), same batches and pairs, "
-        "paired by seed: " + ", ".join(f"{row} {v.evidence()['effect']}" for row, v in vz.items())
-    )
-    return verdict, said
-
-
 def reused_samples(row: str, ctx: ClaimContext, runset: RunSet) -> Judged:
     """Representative batches alone leave R@1 after the same early steps unchanged."""
     st = component_steps(table_sides(runset, 1), component_sides(runset))[row]
