@@ -28,10 +28,6 @@ from dmlnb.reporting import (
 )
 from dmlnb.selection import kept_selection, main_comparison
 
-#: A Recall@K is at its ceiling on an analogue when every method's mean is at least this: the
-#: metric cannot separate methods there, and its claim is "not tested" (our threshold).
-SATURATED = 0.99
-
 
 def claim_metrics(table: TableSpec) -> list[str]:
     """The metrics a table's claims compare: NMI and every Recall@K of the table."""
