@@ -4,19 +4,23 @@
 * :mod:`.spec`: the compared methods, the forms of the paper's algorithms, the paper's tables;
 * :mod:`.presets`: per profile, the design (:func:`make_study`);
 * :mod:`.runs`: the runs as :class:`~dmlnb.chapter.RunGroup` values, trained by the layer;
-* :mod:`.toy`: the Figure 2 toy; :mod:`.lemma1`: Lemma 1 traced per update;
+* :mod:`.toy`: the Figure 2 toy; :mod:`.lemma1`: Lemma 1 traced per update and per pass;
 * :mod:`.diagnostics`: the inside-the-loss log, the timing of Algorithm 1;
 * :mod:`.tables`, :mod:`.deviations`: the comparisons and the deviations (as
   :class:`~dmlnb.chapter.Deviation` rows);
 * :mod:`.claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values (:func:`claim_specs`),
-  judged by :func:`dmlnb.chapter.evaluate`; :mod:`.evidence`: our evidence beside them in words;
+  judged by :func:`dmlnb.chapter.evaluate`; :mod:`.logged`: the claims the runs' logs test;
+  :mod:`.evidence`: our evidence beside them in words; :mod:`.protocols`: the claims under the
+  validation-selected, test-selected and last epoch;
 * :mod:`.show`, :mod:`.text`: the notebook's figures, tables and computed sentences.
 """
 
 from dmlnb.experiments.facility_location import show, text
 from dmlnb.experiments.facility_location.claims import (
     PAPER_34,
+    Converges,
     Lemma1,
+    Lemma1Updates,
     LinearTime,
     Merges,
     StaysApart,
@@ -35,17 +39,25 @@ from dmlnb.experiments.facility_location.diagnostics import (
     nmi_of_one_move,
     pam_by_table,
     scaling_slopes,
+    timed_inference,
 )
 from dmlnb.experiments.facility_location.evidence import claims_shown
 from dmlnb.experiments.facility_location.lemma1 import (
     LEMMA1_GAMMA,
     LEMMA1_LABELS,
     LEMMA1_POINTS,
+    convergence_verdict,
     lemma1_batches,
+    lemma1_pass_verdict,
     lemma1_per_update,
     lemma1_table,
     lemma1_verdict,
     listing_trace,
+)
+from dmlnb.experiments.facility_location.logged import (
+    FDominates,
+    OnlyImproves,
+    clustering_logs,
 )
 from dmlnb.experiments.facility_location.presets import (
     PRESETS,
@@ -58,6 +70,7 @@ from dmlnb.experiments.facility_location.presets import (
     make_study,
     pair_use,
 )
+from dmlnb.experiments.facility_location.protocols import PROTOCOLS, protocol_verdicts
 from dmlnb.experiments.facility_location.runs import (
     ClassRatioRuns,
     KeptRun,
@@ -84,7 +97,6 @@ from dmlnb.experiments.facility_location.spec import (
     method_config,
 )
 from dmlnb.experiments.facility_location.tables import (
-    SATURATED,
     claim_metrics,
     compare_methods,
     comparison_table,
@@ -151,7 +163,7 @@ __all__ = [
     "nmi_of_one_move",
     "pam_by_table",
     "scaling_slopes",
-    "SATURATED",
+    "timed_inference",
     "claim_metrics",
     "compare_methods",
     "comparison_table",
@@ -168,11 +180,20 @@ __all__ = [
     "lemma1_per_update",
     "lemma1_table",
     "lemma1_verdict",
+    "lemma1_pass_verdict",
+    "convergence_verdict",
+    "FDominates",
+    "OnlyImproves",
+    "clustering_logs",
+    "PROTOCOLS",
+    "protocol_verdicts",
     "listing_trace",
     "PAPER_TRAINING_LENGTH",
     "deviations",
     "PAPER_34",
     "Lemma1",
+    "Lemma1Updates",
+    "Converges",
     "LinearTime",
     "Merges",
     "StaysApart",

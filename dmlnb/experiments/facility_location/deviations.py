@@ -205,8 +205,8 @@ def _training_row(m: Measured, t1: TableSpec) -> Deviation:
             "(optimistic: a selection on the test set, which the paper does not make)"
             if split == "test"
             else "the best evaluated epoch by Recall@1 on validation classes held out of "
-            "training, the test classes measured at it; the papers' protocol (the best epoch on "
-            "the test classes) is shown beside it"
+            "training, the test classes measured at it; the claims are judged at the last epoch "
+            "too (this paper's protocol) and the best test-class epoch (other papers')"
         ),
         effect=f"the best epoch is the last evaluated one in {sum(last)} of {len(last)} runs"
         + (

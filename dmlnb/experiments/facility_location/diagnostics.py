@@ -4,7 +4,8 @@ in-cell timing of Algorithm 1; what Algorithm 2 adds per table and form."""
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,6 +23,8 @@ from dmlnb.experiments.facility_location.spec import (
 from dmlnb.losses.facility_location import (
     loss_augmented_inference,
 )
+from dmlnb.records import read_json
+from dmlnb.runs import MEASUREMENT, stored_measurement
 
 
 def inside_loss_frame(runs: Sequence[KeptRun]) -> pd.DataFrame:
@@ -144,6 +147,20 @@ def inference_scaling(
                 {"repeat": r, "batch": v, "clusters": clusters, "seconds": time.perf_counter() - t0}
             )
     return pd.DataFrame(rows)
+
+
+def timed_inference(
+    folder: str | Path, settings: Mapping[str, Any], retrain: bool = False
+) -> pd.DataFrame:
+    """:func:`inference_scaling` with ``settings``, stored in ``folder`` and reloaded while its
+    settings match (:func:`dmlnb.runs.stored_measurement`); ``attrs["made"]`` is the UTC date it
+    was measured (from the stored measurement), which the chapter states."""
+    frame = stored_measurement(
+        folder, lambda: inference_scaling(**settings), settings=settings, retrain=retrain
+    )
+    made = str(read_json(Path(folder) / MEASUREMENT).get("made", ""))
+    frame.attrs["made"] = made[:10] if made else "an unrecorded date"
+    return frame
 
 
 def scaling_slopes(bench: pd.DataFrame) -> np.ndarray:

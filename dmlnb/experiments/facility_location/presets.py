@@ -285,7 +285,7 @@ def make_study(
         seeds: replaces the preset's seeds.
         validation: where every run chooses its best epoch
             (:func:`~dmlnb.experiments.settings.validation_holdout`): ``None``, on the test
-            classes (the papers' protocol); else on training classes held out as validation
+            classes (other papers' protocol); else on training classes held out as validation
             classes (the same for every run of a table).
         design: replaces ``gamma``, ``decay_rate``, ``decay_steps``, ``diag_every``,
             ``tsne_points``, ``tsne_methods``, ``gamma_ablation``, ``refinements``, ``toy_seeds``,

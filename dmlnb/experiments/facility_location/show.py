@@ -440,9 +440,26 @@ def inside_figure(inside: pd.DataFrame, title: str) -> None:
         plot_step_curves(clu, panels, smooth=5, title=title)
 
 
+#: The per-run summary's columns (:func:`inside_loss_summary`) as the table heads them.
+_INSIDE_HEADINGS = {
+    "steps": "logged steps",
+    "step_s": "step (s, median)",
+    "loss_first": "loss, first tenth",
+    "loss_last": "loss, last tenth",
+    "inference_s": "inference (s, median)",
+    "inference_share": "inference share of the step time",
+    "pam_improved": "steps Algorithm 2 improved",
+    "pam_gain_mean": "gain over greedy, mean",
+    "pam_gain_min": "gain over greedy, lowest",
+    "below_greedy": "steps below greedy",
+    "nmi_first": "NMI of g(S_PAM), first tenth",
+    "nmi_last": "NMI of g(S_PAM), last tenth",
+}
+
+
 def inside_tables(inside: pd.DataFrame, all_runs: Sequence[KeptRun]) -> list[Styler]:
     """Per run, the logged timings and PAM's gains; per table and form, PAM's share of steps."""
-    show = inside_loss_summary(inside)
+    show = inside_loss_summary(inside).rename(columns=_INSIDE_HEADINGS)
     show["method"] = show["method"].map(ROW_NAMES)
     return [
         show.set_index(["method", "seed"])
