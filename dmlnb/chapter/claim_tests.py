@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "REASONS",
+    "REASON_WORDS",
     "SHAPES",
     "Side",
     "SetAside",
@@ -56,6 +57,13 @@ __all__ = [
 #: ``"not-run"``, this scale could test it and the chapter has not run it yet: a gap, never an
 #: excuse, counted apart on the front page (issue #46 closes them).
 REASONS = ("needs-paper-data", "needs-gpu", "structurally-untestable", "not-run")
+#: Each typed reason in a reader's words (the reason's key stays in ``claims.json``).
+REASON_WORDS: dict[str, str] = {
+    "needs-paper-data": "it needs the paper's data or backbone",
+    "needs-gpu": "it needs a GPU's budget",
+    "structurally-untestable": "no run can test it",
+    "not-run": "this profile has not run it yet",
+}
 #: The shapes of a test, as ``claims.json`` names them (``"test"``): a comparison of two sides,
 #: one side against every other, against a threshold or a band, a sweep's interior optimum, a
 #: claim of no difference, every (or any) case of several, a traced quantity (a lemma checked

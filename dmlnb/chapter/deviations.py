@@ -23,11 +23,18 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-__all__ = ["Deviation", "deviations_frame", "WHY_NOT"]
+from dmlnb.chapter.claim_tests import REASON_WORDS
+
+__all__ = ["Deviation", "deviations_frame", "WHY_NOT", "WHY_NOT_WORDS"]
 
 #: Why a deviation's effect was not measured: the claims' typed reasons, or that the profile
 #: could measure it and does not yet (``"not-measured"``, with the scale that would).
 WHY_NOT = ("needs-paper-data", "needs-gpu", "structurally-untestable", "not-measured")
+#: Each of :data:`WHY_NOT` in a reader's words.
+WHY_NOT_WORDS: dict[str, str] = {
+    **{k: v for k, v in REASON_WORDS.items() if k in WHY_NOT},
+    "not-measured": "this scale could measure it, not done yet",
+}
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim, NoDifference, RunSet
+from dmlnb.chapter import REASON_WORDS, BeatsEvery, Custom, JudgedClaim, NoDifference, RunSet
 from dmlnb.experiments.facility_location.claims import LinearTime
 from dmlnb.experiments.facility_location.diagnostics import (
     inside_loss_frame,
@@ -200,15 +200,6 @@ def claims_shown(
         Claim(j.spec.text, j.spec.paper_evidence, _evidence(j, runs, all_runs, toy), _shown(j))
         for j in judged
     ]
-
-
-#: A typed reason (:data:`dmlnb.chapter.REASONS`) in a reader's words.
-REASON_WORDS = {
-    "needs-paper-data": "it needs the paper's data or backbone",
-    "needs-gpu": "it needs a GPU's budget",
-    "structurally-untestable": "no run can test it",
-    "not-run": "this profile has not run it yet",
-}
 
 
 def _shown(j: JudgedClaim) -> Verdict:

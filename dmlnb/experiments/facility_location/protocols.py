@@ -11,8 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from dmlnb.chapter import ClaimSpec, RunSet, evaluate
-from dmlnb.experiments.facility_location.evidence import REASON_WORDS
+from dmlnb.chapter import REASON_WORDS, ClaimSpec, RunSet, evaluate
 from dmlnb.experiments.facility_location.runs import recorded
 from dmlnb.reporting import Verdict, verdict_category
 from dmlnb.selection import selected_on

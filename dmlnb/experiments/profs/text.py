@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from dmlnb.chapter import WHY_NOT_WORDS
 from dmlnb.experiments.profs.analyses import MIN_PROJECTIONS, epochs_for_projections
 from dmlnb.experiments.profs.losses import LOSSES, VARIANTS
 from dmlnb.experiments.profs.profiles import PAPER_EPOCHS, REPORTED_RHO, table2_config, table_rows
@@ -29,7 +30,6 @@ __all__ = [
     "glued_numbers",
     "gains_table",
     "reading_lines",
-    "REASON_WORDS",
     "in_readers_words",
 ]
 
@@ -172,33 +172,22 @@ def reading_lines(
 #: The paper's claims on PROFS's gains (the ids of :func:`~.claims.chapter_claims`).
 _GAIN_CLAIMS = ("profs-improves-every-loss", "hncm-boosts-profs", "softtriple-regularisation")
 
-#: Readers' words for the typed reasons a claim is not tested, or a deviation not measured.
-REASON_WORDS: dict[str, str] = dict(
-    [
-        ("needs-paper-data", "needs the paper's datasets"),
-        ("needs-gpu", "needs a GPU's budget"),
-        ("structurally-untestable", "no run can test it"),
-        ("not-run", "this scale could test it, not run yet"),
-        ("not-measured", "this scale could measure it, not done yet"),
-    ]
-)
-
 
 def in_readers_words(frame: pd.DataFrame) -> pd.DataFrame:
     """``frame`` (a claims or deviations table) with each typed reason (``"needs-gpu; would be
     tested at X"``, ``"not measured (not-measured; X)"``) in readers' words
-    (:data:`REASON_WORDS`)."""
-    keys = "|".join(map(re.escape, REASON_WORDS))
+    (:data:`WHY_NOT_WORDS`)."""
+    keys = "|".join(map(re.escape, WHY_NOT_WORDS))
     claim = re.compile(rf"^({keys}); would be tested at ")
     deviation = re.compile(rf"^not measured \(({keys}); (.*)\)$", re.S)
 
     def words(x: Any) -> Any:
         if not isinstance(x, str):
             return x
-        x = claim.sub(lambda m: f"{REASON_WORDS[m.group(1)]}; would be tested at ", x)
+        x = claim.sub(lambda m: f"{WHY_NOT_WORDS[m.group(1)]}; would be tested at ", x)
         return deviation.sub(
             lambda m: (
-                f"not measured: {REASON_WORDS[m.group(1)]}; would be measured at {m.group(2)}"
+                f"not measured: {WHY_NOT_WORDS[m.group(1)]}; would be measured at {m.group(2)}"
             ),
             x,
         )
