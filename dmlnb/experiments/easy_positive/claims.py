@@ -39,8 +39,11 @@ from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import COLLAPSED
 from dmlnb.experiments.easy_positive.judges import (
     COLLAPSE,
+    COLLAPSE_CAVEAT,
     SAME_NEGATIVES,
     UNTUNED,
+    Caveat,
+    Caveated,
     EveryPair,
     Metric,
     Named,
@@ -71,6 +74,7 @@ from dmlnb.reporting import Verdict, not_tested
 
 __all__ = [
     "CHAPTER",
+    "EVERY_RUN_COLLAPSED",
     "KEPT_WEIGHTS_CLAIMS",
     "declare_claims",
     "kept_weights",
@@ -86,6 +90,11 @@ KEPT_WEIGHTS_CLAIMS: tuple[str, ...] = (
     "Easy-positive embeddings generalise better: a smaller drop from training to test neighbours",
 )
 _FIG4 = "Sec. 6.1, Figure 4"
+#: Why a trend within a method whose every run collapsed is set aside.
+EVERY_RUN_COLLAPSED = (
+    "every run of this method collapsed at both group sizes (training loss at ln 2): two "
+    "collapsed embeddings carry no signal about the group size, so its trend is no test"
+)
 _SEC61 = (
     "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): 'an increase in performance for all the Easy "
     "Positive approaches'"
@@ -97,7 +106,7 @@ _SEC61_HP = (
 
 
 def _side(m: str, n: int) -> Side:
-    return Side(*figure4_side(m, n))
+    return Side(*figure4_side(m, n), name=f"{m} at n = {n}")
 
 
 def _figure_side(m: str, key: int) -> Side:
@@ -125,13 +134,18 @@ def _trend_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]
                 f"fig4-{m}-{'rises' if rises else 'falls'}",
                 f"{m} {'improves' if rises else 'degrades'} as the group size grows "
                 f"(n = {lo} -> {key})",
-                Beats(better, worse, paired=paired, set_aside=COLLAPSE),
+                _trend_test(runs, better, worse, paired),
                 _FIG4,
                 paper_evidence=_SEC61 if rises else _SEC61_HP,
             )
         )
     change = lambda m: Term(m, _side(m, key), base=_side(m, lo))  # noqa: E731
-    contrast = EveryPair(tuple(map(change, EASY)), (change("HP"), change("HPHN")))
+    contrast = EveryPair(
+        tuple(map(change, EASY)),
+        (change("HP"), change("HPHN")),
+        set_aside=None,
+        caveats=(COLLAPSE_CAVEAT,),
+    )
     out.append(
         ClaimSpec(
             "fig4-contrast",
@@ -145,6 +159,25 @@ def _trend_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]
         )
     )
     return out + _optimum_claims(study, runs, per_class)
+
+
+def _trend_test(runs: RunSet, better: Side, worse: Side, paired: bool) -> Any:
+    """A method's change with n: set aside when every run of both ends collapsed (two collapsed
+    embeddings say nothing about the group size), else judged, any collapsed run named
+    (:class:`~dmlnb.experiments.easy_positive.judges.Caveated`)."""
+    ends = (better, worse)
+    gone = [
+        collapsed_run(runs.run(s.group, s.label, seed))
+        for s in ends
+        for seed in runs.seeds(s.group, s.label)
+    ]
+    if all(gone):
+        guard = SetAside(collapsed_run, EVERY_RUN_COLLAPSED, keep_effect=True)
+        return Beats(better, worse, paired=paired, set_aside=guard)
+    if not any(gone):
+        return Beats(better, worse, paired=paired)
+    judge = Caveated(Beats(better, worse, paired=paired), ends)
+    return Custom(judge, judge.evidence, shape="comparison", paired=paired)
 
 
 def _change_evidence(judge: EveryPair, lo: int, key: int) -> Any:
@@ -253,11 +286,15 @@ def _table1_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
     others = [m for m in TABLE1_METHODS if m != "EPSHN"]
     out = []
     for i, cell in enumerate(study.table1):
-        sides = {m: Side(*table1_side(m, i, len(study.table1))) for m in TABLE1_METHODS}
-        epshn = sides["EPSHN"]
-        gone = any(collapsed_run(runs.run(epshn.group, "EPSHN", s)) for s in study.table1_seeds)
-        guard = COLLAPSE if gone else SetAside(Untuned(runs, tuple(sides.values())), UNTUNED, False)
-        test = BeatsEvery(epshn, tuple(sides[m] for m in others), paired=True, set_aside=guard)
+        sides = {m: Side(*table1_side(m, i, len(study.table1)), name=m) for m in TABLE1_METHODS}
+        untuned = Caveat(Untuned(runs, tuple(sides.values())), UNTUNED)
+        judge = EveryPair(
+            (Term("EPSHN", sides["EPSHN"]),),
+            tuple(Term(m, sides[m]) for m in others),
+            set_aside=None,
+            caveats=(COLLAPSE_CAVEAT, untuned),
+        )
+        test = Custom(judge, judge.evidence, shape="every", paired=True)
         label = f"{cell.dataset}, {cell.model}, {cell.embedding_dim}-d"
         text = f"EPSHN beats {', '.join(others)} ({label})"
         out.append(ClaimSpec(f"table1-cell{i}", text, test, "Table 1", paper_evidence=paper))
@@ -352,7 +389,9 @@ def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
     at_key = lambda ms, metric: tuple(Term(m, _side(m, key), Metric(metric)) for m in ms)  # noqa: E731
     out = []
     for metric in metrics:
-        judge = EveryPair(at_key(EASY, metric), at_key(HARD, metric))
+        judge = EveryPair(
+            at_key(EASY, metric), at_key(HARD, metric), set_aside=None, caveats=(COLLAPSE_CAVEAT,)
+        )
         out.append(
             ClaimSpec(
                 f"ours-easy-beat-hard-{metric.replace('@', '').lower()}",
@@ -364,7 +403,12 @@ def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
                 else "none (the paper reports no MAP@R)",
             )
         )
-    judge = EveryPair(at_key(EASY, "R@1"), (Term("N-pair", _side("EP", 2)),))
+    judge = EveryPair(
+        at_key(EASY, "R@1"),
+        (Term("N-pair", _side("EP", 2)),),
+        set_aside=None,
+        caveats=(COLLAPSE_CAVEAT,),
+    )
     out.append(
         ClaimSpec(
             "ours-easy-beat-npair",
@@ -395,7 +439,9 @@ def _semihard_claims(study: Study, runs: RunSet, metrics: Sequence[str]) -> list
     group size, paired by seed; not tested when a rule's runs collapsed, nor when every seed's two
     runs trained alike (:func:`~dmlnb.experiments.easy_positive.judges.identical_histories`): the
     comparison never exercised the rule."""
-    strict, inclusive = (Side("semihard", rule) for rule in SEMIHARD_RULES)
+    strict, inclusive = (
+        Side("semihard", rule, name=f"EPSHN, {rule} rule") for rule in SEMIHARD_RULES
+    )
     pairs = [
         (runs.run("semihard", "strict", s), runs.run("semihard", "inclusive", s))
         for s in runs.seeds("semihard", "strict")
