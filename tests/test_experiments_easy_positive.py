@@ -862,7 +862,7 @@ def test_two_semihard_rules_that_trained_alike_are_not_a_test():
 
 
 def test_an_untuned_baseline_is_judged_and_named_in_table1():
-    from dmlnb.reporting import HOLDS, INCONCLUSIVE, NOT_TESTED
+    from dmlnb.reporting import HOLDS, NOT_TESTED
 
     study = ep.make_study("default")
     res = {
