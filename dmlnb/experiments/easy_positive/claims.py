@@ -43,7 +43,6 @@ from dmlnb.experiments.easy_positive.judges import (
     SAME_NEGATIVES,
     UNTUNED,
     Caveat,
-    Caveated,
     EveryPair,
     Metric,
     Named,
@@ -60,6 +59,12 @@ from dmlnb.experiments.easy_positive.reported import (
     REPORTED_TABLE3,
     reported_table1_winners,
 )
+from dmlnb.experiments.easy_positive.section_claims import (
+    architecture_claim,
+    mechanism_claims,
+    modes_claim,
+    trend_test,
+)
 from dmlnb.experiments.easy_positive.spec import (
     EASY,
     HARD,
@@ -74,7 +79,6 @@ from dmlnb.reporting import Verdict, not_tested
 
 __all__ = [
     "CHAPTER",
-    "EVERY_RUN_COLLAPSED",
     "KEPT_WEIGHTS_CLAIMS",
     "declare_claims",
     "kept_weights",
@@ -90,11 +94,6 @@ KEPT_WEIGHTS_CLAIMS: tuple[str, ...] = (
     "Easy-positive embeddings generalise better: a smaller drop from training to test neighbours",
 )
 _FIG4 = "Sec. 6.1, Figure 4"
-#: Why a trend within a method whose every run collapsed is set aside.
-EVERY_RUN_COLLAPSED = (
-    "every run of this method collapsed at both group sizes (training loss at ln 2): two "
-    "collapsed embeddings carry no signal about the group size, so its trend is no test"
-)
 _SEC61 = (
     "Sec. 6.1 on Figure 4 (Cars196, ResNet-18): 'an increase in performance for all the Easy "
     "Positive approaches'"
@@ -134,7 +133,7 @@ def _trend_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]
                 f"fig4-{m}-{'rises' if rises else 'falls'}",
                 f"{m} {'improves' if rises else 'degrades'} as the group size grows "
                 f"(n = {lo} -> {key})",
-                _trend_test(runs, better, worse, paired),
+                trend_test(runs, better, worse, paired),
                 _FIG4,
                 paper_evidence=_SEC61 if rises else _SEC61_HP,
             )
@@ -159,25 +158,6 @@ def _trend_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]
         )
     )
     return out + _optimum_claims(study, runs, per_class)
-
-
-def _trend_test(runs: RunSet, better: Side, worse: Side, paired: bool) -> Any:
-    """A method's change with n: set aside when every run of both ends collapsed (two collapsed
-    embeddings say nothing about the group size), else judged, any collapsed run named
-    (:class:`~dmlnb.experiments.easy_positive.judges.Caveated`)."""
-    ends = (better, worse)
-    gone = [
-        collapsed_run(runs.run(s.group, s.label, seed))
-        for s in ends
-        for seed in runs.seeds(s.group, s.label)
-    ]
-    if all(gone):
-        guard = SetAside(collapsed_run, EVERY_RUN_COLLAPSED, keep_effect=True)
-        return Beats(better, worse, paired=paired, set_aside=guard)
-    if not any(gone):
-        return Beats(better, worse, paired=paired)
-    judge = Caveated(Beats(better, worse, paired=paired), ends)
-    return Custom(judge, judge.evidence, shape="comparison", paired=paired)
 
 
 def _change_evidence(judge: EveryPair, lo: int, key: int) -> Any:
@@ -381,10 +361,9 @@ def _paper_table_claims(study: Study, runs: RunSet, status: pd.DataFrame | None)
 def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
     """Comparisons the chapter adds (not stated in the paper's text): a reading of Figure 4 (the
     easy variants beat HP, HPHN and BA at the key n, in Recall@1 and MAP@R), the easy variants at
-    the key n against N-pair (the paper's baseline of Figures 2, 3, 5 and Table 1), batch all
-    falling with n (implied by Sec. 6.1 calling N-pair 'the best version of Batch All') and
-    EPSHN's two semi-hard rules."""
-    lo, key = min(study.group_sizes), study.key_group_size
+    the key n against N-pair (the paper's baseline of Figures 2, 3, 5 and Table 1) and EPSHN's
+    two semi-hard rules."""
+    key = study.key_group_size
     metrics = ["R@1", *(["MAP@R"] if "map_at_r" in study.config.eval_metrics else [])]
     at_key = lambda ms, metric: tuple(Term(m, _side(m, key), Metric(metric)) for m in ms)  # noqa: E731
     out = []
@@ -417,18 +396,6 @@ def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
             origin="ours",
             paper_evidence="Figs 2, 3, 5 and Table 1 compare EP variants at n = 16 with N-pair; "
             "no R@1 of this pair on Cars/ResNet-18 is stated",
-        )
-    )
-    out.append(
-        ClaimSpec(
-            "ours-ba-falls",
-            f"BA degrades as the group size grows (n = {lo} -> {key})",
-            Beats(
-                _side("BA", lo), _side("BA", key), paired=_paired(study, ("BA", lo), ("BA", key))
-            ),
-            origin="ours",
-            paper_evidence="implied by Sec. 6.1: N-pair is 'the best version of Batch All and Hard "
-            "Positive (group size=2)'",
         )
     )
     return out + _semihard_claims(study, runs, metrics)
@@ -475,8 +442,11 @@ def declare_claims(
     ``status``: the paper profile's run status (:func:`dmlnb.reporting.paper_run_status`)."""
     return [
         *_trend_claims(study, runs, images_per_class),
+        *mechanism_claims(study),
         *_embedding_claims(study),
+        modes_claim(),
         *_table1_claims(study, runs),
+        architecture_claim(),
         *_paper_table_claims(study, runs, status),
         *_our_claims(study, runs),
     ]

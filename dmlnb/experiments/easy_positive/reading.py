@@ -19,11 +19,12 @@ from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import TOY_ANGLES, TOY_LABELS, TOY_PAIRS
 from dmlnb.experiments.easy_positive.figures import AXIS_PERCENTILE
 from dmlnb.experiments.easy_positive.runs import figure_runs, semihard_runs, table1_runs
+from dmlnb.experiments.easy_positive.setting_rows import selection_gain_distinct
 from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT
 from dmlnb.experiments.easy_positive.stored import FIGURE_SETTINGS
 from dmlnb.methods import MethodCall
 from dmlnb.reporting import COLLAPSE_BAND, CONFIDENCE, verdict_category
-from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics, selection_gain_text
+from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics
 
 __all__ = ["text_constants", "protocol_floor", "collapse_numbers", "reading_numbers"]
 
@@ -227,6 +228,6 @@ def reading_numbers(
         if v:
             name = metric.replace("@", "").lower()
             out[f"semihard_{name}"] = f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}"
-    out["selection"] = selection_gain_text(runs.records())
+    out["selection"] = selection_gain_distinct(runs.records())
     out["changed"] = _changed(both_ways, judged)
     return out
