@@ -16,6 +16,7 @@ from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import COLLAPSED, LN2, collapsed_groups, near_ln2
 from dmlnb.experiments.easy_positive.judges import identical_histories
 from dmlnb.experiments.easy_positive.reported import (
+    DATASET_NAMES,
     REPORTED_TABLE1,
     reported_table1,
     reported_table1_winners,
@@ -55,6 +56,7 @@ __all__ = [
     "embedding_lines",
     "reported_table1_display",
     "table1_display",
+    "paper_status_frame",
     "verdict_lines",
 ]
 
@@ -399,8 +401,9 @@ def table1_display(
     both = main_comparison({m: [r.record for r in rs] for m, rs in res.items()}, "EPSHN")
     both = both.style.set_caption(
         f"Table 1's methods on {dataset} / {model}, n = {study.key_group_size} (N-pair: n = 2), "
-        "Recall@1 in % under both protocols and the verdict of 'EPSHN beats it' "
-        "(dmlnb.reporting.compare) under each; effect and interval: validation-selected"
+        "Recall@1 in % under both protocols and the verdict of 'EPSHN beats it' under each, "
+        "unpaired (the runs as independent samples; the claim below pairs them by seed, so its "
+        "intervals differ); effect and interval: validation-selected"
     )
     means = {m: 100 * np.mean([r.metrics["R@1"] for r in rs]) for m, rs in res.items()}
     ranked = sorted(means, key=means.get, reverse=True)
@@ -408,6 +411,24 @@ def table1_display(
         f"{m} ({means[m]:.1f})" for m in ranked
     )
     return side, both, line
+
+
+def paper_status_frame(status: pd.DataFrame) -> pd.DataFrame:
+    """Whether each paper-profile dataset of Tables 2 and 3 could train here, in words: its files
+    found under the data root, a CUDA GPU present, and so trainable (from
+    :func:`dmlnb.reporting.paper_run_status`, without the machine's paths)."""
+    yes = {True: "yes", False: "no"}
+    frame = pd.DataFrame(
+        {
+            "dataset": status["dataset"].map(
+                lambda d: {**DATASET_NAMES, "hotels50k": "Hotels-50K"}.get(d, d)
+            ),
+            "its files here": (status["data"] == "found").map(yes),
+            "a CUDA GPU here": status["gpu"].astype(bool).map(yes),
+            "trained here": status["runnable"].astype(bool).map(yes),
+        }
+    )
+    return frame.set_index("dataset")
 
 
 def verdict_lines(judged: Sequence[JudgedClaim], where: str) -> str:
