@@ -417,7 +417,7 @@ def paper_status_frame(status: pd.DataFrame) -> pd.DataFrame:
     """Whether each paper-profile dataset of Tables 2 and 3 could train here, in words: its files
     found under the data root, a CUDA GPU present, and so trainable (from
     :func:`dmlnb.reporting.paper_run_status`, without the machine's paths)."""
-    yes = {True: "yes", False: "no"}
+    yes, names = {True: "yes", False: "no"}, {**DATASET_NAMES, "hotels50k": "Hotels-50K"}
     frame = pd.DataFrame(
         {
             "dataset": status["dataset"].map(
