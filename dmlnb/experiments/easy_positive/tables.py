@@ -420,9 +420,7 @@ def paper_status_frame(status: pd.DataFrame) -> pd.DataFrame:
     yes, names = {True: "yes", False: "no"}, {**DATASET_NAMES, "hotels50k": "Hotels-50K"}
     frame = pd.DataFrame(
         {
-            "dataset": status["dataset"].map(
-                lambda d: {**DATASET_NAMES, "hotels50k": "Hotels-50K"}.get(d, d)
-            ),
+            "dataset": status["dataset"].map(lambda d: names.get(d, d)),
             "its files here": (status["data"] == "found").map(yes),
             "a CUDA GPU here": status["gpu"].astype(bool).map(yes),
             "trained here": status["runnable"].astype(bool).map(yes),
