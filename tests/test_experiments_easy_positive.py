@@ -792,6 +792,9 @@ def test_a_comparison_with_a_collapsed_side_is_judged_and_a_collapsed_trend_set_
     points = {"EPHN": {2: [0.4, 0.41, 0.39], 8: [0.7, 0.71, 0.69], 16: [0.6, 0.61, 0.59]}}
     assert ep.group_size_optima(points).loc["EPHN", "interior optimum"] == HOLDS
     row = ep.group_size_optima(points, frozenset({("EPHN", 2)})).loc["EPHN"]
+    assert row["interior optimum"] == HOLDS and "collapsed n = 2" in row["note"]
+    every = frozenset(("EPHN", n) for n in (2, 8, 16))
+    row = ep.group_size_optima(points, every).loc["EPHN"]
     assert row["interior optimum"] == NOT_TESTED and "collapsed" in row["note"]
     assert row["effect"] != "—"
 

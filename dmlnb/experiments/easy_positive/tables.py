@@ -238,8 +238,10 @@ def group_size_optima(
     :func:`dmlnb.reporting.interior_optimum` ("some interior n beats both ends") with its effect,
     90% interval, runs per side and note; the only way this chapter names a best group size. A
     sweep with a collapsed group size (``collapsed``: (canonical method, n),
-    :func:`collapsed_groups`) is not tested (:data:`COLLAPSED`); its row keeps the measured
-    effect, and the note names the collapsed n."""
+    :func:`collapsed_groups`) is judged, the note naming the collapsed n (the collapse is an
+    outcome of the mining rule); a sweep whose every n collapsed is not tested
+    (:data:`COLLAPSED`: collapsed embeddings say nothing about n), its row keeping the measured
+    effect."""
     rows = []
     for method, by_n in points.items():
         name = (
@@ -247,12 +249,17 @@ def group_size_optima(
         )
         bad = [n for n in by_n if (name(n), n) in collapsed]
         raw, _ = interior_optimum(by_n, scale=scale, unit=unit)
-        verdict, _ = interior_optimum(
-            by_n, scale=scale, unit=unit, degenerate=bad, degenerate_what=COLLAPSED
-        )
+        verdict = raw
+        if bad and len(bad) == len(by_n):
+            verdict, _ = interior_optimum(
+                by_n, scale=scale, unit=unit, degenerate=bad, degenerate_what=COLLAPSED
+            )
         ev = raw.evidence()
         if verdict != raw:
             ev["note"] = f"{verdict.note} (measured: {raw}, {raw.note})"
+        elif bad:
+            listed = ", ".join(f"n = {n}" for n in bad)
+            ev["note"] = "; ".join(x for x in (raw.note, f"judged with collapsed {listed}") if x)
         rows.append({"method": method, "interior optimum": str(verdict), **ev})
     return pd.DataFrame(rows).set_index("method")
 
@@ -264,8 +271,9 @@ def optima_table(runs: RunSet, study: Study, curves: pd.DataFrame) -> Styler:
         f"Does an interior group size beat both ends (n = {min(study.group_sizes)} and n = "
         f"{max(study.group_sizes)})? Recall@1, dmlnb.reporting.interior_optimum; effect and 90% "
         "interval: the weaker of the best interior n's two comparisons with the ends ('does not "
-        "hold': the winning end's smallest margin, negated); a sweep with a collapsed n is not "
-        "tested (the effect is the one measured)"
+        "hold': the winning end's smallest margin, negated); a sweep with a collapsed n is "
+        "judged, the collapsed n named; one whose every n collapsed is not tested (the effect is "
+        "the one measured)"
     )
 
 
