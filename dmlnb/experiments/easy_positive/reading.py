@@ -17,12 +17,23 @@ import pandas as pd
 from dmlnb.chapter import JudgedClaim, RunSet
 from dmlnb.data import load_dataset
 from dmlnb.experiments.easy_positive.design import Study
-from dmlnb.experiments.easy_positive.diagnostics import TOY_ANGLES, TOY_LABELS, TOY_PAIRS
+from dmlnb.experiments.easy_positive.diagnostics import (
+    TOY_ANGLES,
+    TOY_LABELS,
+    TOY_PAIRS,
+    collapsed_groups,
+)
 from dmlnb.experiments.easy_positive.figures import AXIS_PERCENTILE
-from dmlnb.experiments.easy_positive.runs import figure_runs, semihard_runs, table1_runs
+from dmlnb.experiments.easy_positive.runs import (
+    figure_runs,
+    group_size_points,
+    semihard_runs,
+    table1_runs,
+)
 from dmlnb.experiments.easy_positive.setting_rows import selection_gain_distinct
 from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT, figure4_side
 from dmlnb.experiments.easy_positive.stored import FIGURE_SETTINGS
+from dmlnb.experiments.easy_positive.tables import group_size_optima
 from dmlnb.methods import MethodCall
 from dmlnb.reporting import COLLAPSE_BAND, CONFIDENCE, compare_to_threshold, verdict_category
 from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics
@@ -270,4 +281,7 @@ def reading_numbers(
             out[f"semihard_{name}"] = f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}"
     out["selection"] = selection_gain_distinct(runs.records())
     out["changed"] = _changed(both_ways, judged)
+    optima = group_size_optima(group_size_points(runs, study, "R@1"), collapsed_groups(curves))
+    for m, row in optima.iterrows():
+        out[f"opt_{str(m).replace('-', '')}"] = str(row["interior optimum"])
     return out | _verdicts(judged, pairs)
