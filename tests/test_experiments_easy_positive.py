@@ -810,6 +810,8 @@ def test_the_contrast_is_paired_through_the_shared_n2_runs():
     claims, v = _judged(study, fabricated_runs(study, recall=recall))
     pairs = ep.pair_tables(claims, fabricated_runs(study, recall=recall))
     assert pairs.loc[("fig4-contrast", "EP", "HP"), "verdict"] == HOLDS
+    shown = ep.pairs_for_reader(pairs, claims).index.get_level_values("comparison")
+    assert shown[0] == next(c.text for c in claims if c.id == pairs.index[0][0])
     # unpaired, the seeds' spread hides the same difference
     assert str(compare(recall["EP"][16], recall["HP"][16])) != HOLDS
 

@@ -84,6 +84,7 @@ __all__ = [
     "declare_claims",
     "kept_weights",
     "pair_tables",
+    "pairs_for_reader",
     "paper_reason",
 ]
 
@@ -479,3 +480,10 @@ def pair_tables(claims: Sequence[ClaimSpec], runs: RunSet) -> pd.DataFrame:
                 parts[f"{t.better.label} vs {w.label}"] = j.verdict
             frames.append(pair_frame(c.id, parts))
     return pd.concat(frames).set_index(["comparison", "better", "worse"])
+
+
+def pairs_for_reader(pairs: pd.DataFrame, claims: Sequence[ClaimSpec]) -> pd.DataFrame:
+    """:func:`pair_tables`' rows with each claim named by its text instead of its id (the id is
+    the chapter's key, the text what a reader reads in the claims tables)."""
+    text = {c.id: c.text for c in claims}
+    return pairs.rename(index=lambda i: text.get(i, i), level="comparison")
