@@ -10,8 +10,10 @@
 * :mod:`.diagnostics`: the worked example's terms, collapsed runs, the drop rule;
 * :mod:`.judges`: what the claims read of a run, the runs they set aside, and the one test the
   vocabulary cannot say (every method of one set beats every method of another);
-* :mod:`.claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values;
-* :mod:`.deviations`: the departures from the paper as :class:`~dmlnb.chapter.Deviation` rows;
+* :mod:`.claims`, :mod:`.section_claims`: the claims as :class:`~dmlnb.chapter.ClaimSpec`
+  values;
+* :mod:`.deviations`, :mod:`.setting_rows`: the departures from the paper as
+  :class:`~dmlnb.chapter.Deviation` rows;
 * :mod:`.reported`, :mod:`.tables`, :mod:`.figures`: the paper's numbers, the chapter's tables
   and figures; :mod:`.reading`: the numbers its closing text glues.
 """
@@ -26,6 +28,8 @@ from dmlnb.experiments.easy_positive import (
     reading,
     reported,
     runs,
+    section_claims,
+    setting_rows,
     spec,
     stored,
     tables,
@@ -39,6 +43,8 @@ from dmlnb.experiments.easy_positive.judges import *  # noqa: F403
 from dmlnb.experiments.easy_positive.reading import *  # noqa: F403
 from dmlnb.experiments.easy_positive.reported import *  # noqa: F403
 from dmlnb.experiments.easy_positive.runs import *  # noqa: F403
+from dmlnb.experiments.easy_positive.section_claims import *  # noqa: F403
+from dmlnb.experiments.easy_positive.setting_rows import *  # noqa: F403
 from dmlnb.experiments.easy_positive.spec import *  # noqa: F403
 from dmlnb.experiments.easy_positive.stored import *  # noqa: F403
 from dmlnb.experiments.easy_positive.tables import *  # noqa: F403
@@ -53,6 +59,8 @@ __all__ = [
     *reading.__all__,
     *reported.__all__,
     *runs.__all__,
+    *section_claims.__all__,
+    *setting_rows.__all__,
     *spec.__all__,
     *stored.__all__,
     *tables.__all__,

@@ -39,8 +39,11 @@ from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import COLLAPSED
 from dmlnb.experiments.easy_positive.judges import (
     COLLAPSE,
+    COLLAPSE_CAVEAT,
     SAME_NEGATIVES,
     UNTUNED,
+    Caveat,
+    Caveated,
     EveryPair,
     Metric,
     Named,
@@ -56,6 +59,12 @@ from dmlnb.experiments.easy_positive.reported import (
     REPORTED_TABLE2,
     REPORTED_TABLE3,
     reported_table1_winners,
+)
+from dmlnb.experiments.easy_positive.section_claims import (
+    architecture_claim,
+    mechanism_claims,
+    modes_claim,
+    trend_test,
 )
 from dmlnb.experiments.easy_positive.spec import (
     EASY,
@@ -75,6 +84,7 @@ __all__ = [
     "declare_claims",
     "kept_weights",
     "pair_tables",
+    "pairs_for_reader",
     "paper_reason",
 ]
 
@@ -97,7 +107,7 @@ _SEC61_HP = (
 
 
 def _side(m: str, n: int) -> Side:
-    return Side(*figure4_side(m, n))
+    return Side(*figure4_side(m, n), name=f"{m} at n = {n}")
 
 
 def _figure_side(m: str, key: int) -> Side:
@@ -125,13 +135,18 @@ def _trend_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]
                 f"fig4-{m}-{'rises' if rises else 'falls'}",
                 f"{m} {'improves' if rises else 'degrades'} as the group size grows "
                 f"(n = {lo} -> {key})",
-                Beats(better, worse, paired=paired, set_aside=COLLAPSE),
+                trend_test(runs, better, worse, paired),
                 _FIG4,
                 paper_evidence=_SEC61 if rises else _SEC61_HP,
             )
         )
     change = lambda m: Term(m, _side(m, key), base=_side(m, lo))  # noqa: E731
-    contrast = EveryPair(tuple(map(change, EASY)), (change("HP"), change("HPHN")))
+    contrast = EveryPair(
+        tuple(map(change, EASY)),
+        (change("HP"), change("HPHN")),
+        set_aside=None,
+        caveats=(COLLAPSE_CAVEAT,),
+    )
     out.append(
         ClaimSpec(
             "fig4-contrast",
@@ -158,7 +173,8 @@ def _change_evidence(judge: EveryPair, lo: int, key: int) -> Any:
 
 def _optimum_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpec]:
     """Sec. 6.1 and 6.3: Recall@1 peaks at n = 16 and drops beyond it, judged per easy-positive
-    variant when the grid goes past 16 (not tested on a sweep with a collapsed run), else
+    variant when the grid goes past 16 (a collapsed n named; not tested on a sweep whose every
+    run collapsed), else
     untestable here: our grid cannot have 16 inside."""
     grid = sorted(study.group_sizes)
     claim = (
@@ -183,16 +199,18 @@ def _optimum_claims(study: Study, runs: RunSet, per_class: int) -> list[ClaimSpe
     out = []
     for m in EASY:
         points = {n: _side(m, n) for n in grid}
-        bad = [
-            f"{m} n = {n}"
-            for n, s in points.items()
+        gone = [
+            collapsed_run(runs.run(s.group, s.label, seed))
+            for s in points.values()
             for seed in runs.seeds(s.group, s.label)
-            if collapsed_run(runs.run(s.group, s.label, seed))
         ]
         test: Any = InteriorOptimum(points)
-        if bad:
-            note = f"{COLLAPSED}: {', '.join(dict.fromkeys(bad))}"
+        if all(gone):  # a sweep of collapsed embeddings says nothing about n
+            note = f"{COLLAPSED}: every run of {m}"
             test = Custom(lambda _runs, note=note: not_tested(note), shape="interior-optimum")
+        elif any(gone):  # judged, the collapsed n named
+            judge = Caveated(test, tuple(points.values()))
+            test = Custom(judge, judge.evidence, shape="interior-optimum")
         out.append(
             ClaimSpec(f"fig4-optimum-{m}", f"{m}: {claim}", test, where, paper_evidence=evidence)
         )
@@ -253,11 +271,15 @@ def _table1_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
     others = [m for m in TABLE1_METHODS if m != "EPSHN"]
     out = []
     for i, cell in enumerate(study.table1):
-        sides = {m: Side(*table1_side(m, i, len(study.table1))) for m in TABLE1_METHODS}
-        epshn = sides["EPSHN"]
-        gone = any(collapsed_run(runs.run(epshn.group, "EPSHN", s)) for s in study.table1_seeds)
-        guard = COLLAPSE if gone else SetAside(Untuned(runs, tuple(sides.values())), UNTUNED, False)
-        test = BeatsEvery(epshn, tuple(sides[m] for m in others), paired=True, set_aside=guard)
+        sides = {m: Side(*table1_side(m, i, len(study.table1)), name=m) for m in TABLE1_METHODS}
+        untuned = Caveat(Untuned(runs, tuple(sides.values())), UNTUNED)
+        judge = EveryPair(
+            (Term("EPSHN", sides["EPSHN"]),),
+            tuple(Term(m, sides[m]) for m in others),
+            set_aside=None,
+            caveats=(COLLAPSE_CAVEAT, untuned),
+        )
+        test = Custom(judge, judge.evidence, shape="every", paired=True)
         label = f"{cell.dataset}, {cell.model}, {cell.embedding_dim}-d"
         text = f"EPSHN beats {', '.join(others)} ({label})"
         out.append(ClaimSpec(f"table1-cell{i}", text, test, "Table 1", paper_evidence=paper))
@@ -344,15 +366,16 @@ def _paper_table_claims(study: Study, runs: RunSet, status: pd.DataFrame | None)
 def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
     """Comparisons the chapter adds (not stated in the paper's text): a reading of Figure 4 (the
     easy variants beat HP, HPHN and BA at the key n, in Recall@1 and MAP@R), the easy variants at
-    the key n against N-pair (the paper's baseline of Figures 2, 3, 5 and Table 1), batch all
-    falling with n (implied by Sec. 6.1 calling N-pair 'the best version of Batch All') and
-    EPSHN's two semi-hard rules."""
-    lo, key = min(study.group_sizes), study.key_group_size
+    the key n against N-pair (the paper's baseline of Figures 2, 3, 5 and Table 1) and EPSHN's
+    two semi-hard rules."""
+    key = study.key_group_size
     metrics = ["R@1", *(["MAP@R"] if "map_at_r" in study.config.eval_metrics else [])]
     at_key = lambda ms, metric: tuple(Term(m, _side(m, key), Metric(metric)) for m in ms)  # noqa: E731
     out = []
     for metric in metrics:
-        judge = EveryPair(at_key(EASY, metric), at_key(HARD, metric))
+        judge = EveryPair(
+            at_key(EASY, metric), at_key(HARD, metric), set_aside=None, caveats=(COLLAPSE_CAVEAT,)
+        )
         out.append(
             ClaimSpec(
                 f"ours-easy-beat-hard-{metric.replace('@', '').lower()}",
@@ -364,7 +387,12 @@ def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
                 else "none (the paper reports no MAP@R)",
             )
         )
-    judge = EveryPair(at_key(EASY, "R@1"), (Term("N-pair", _side("EP", 2)),))
+    judge = EveryPair(
+        at_key(EASY, "R@1"),
+        (Term("N-pair", _side("EP", 2)),),
+        set_aside=None,
+        caveats=(COLLAPSE_CAVEAT,),
+    )
     out.append(
         ClaimSpec(
             "ours-easy-beat-npair",
@@ -375,18 +403,6 @@ def _our_claims(study: Study, runs: RunSet) -> list[ClaimSpec]:
             "no R@1 of this pair on Cars/ResNet-18 is stated",
         )
     )
-    out.append(
-        ClaimSpec(
-            "ours-ba-falls",
-            f"BA degrades as the group size grows (n = {lo} -> {key})",
-            Beats(
-                _side("BA", lo), _side("BA", key), paired=_paired(study, ("BA", lo), ("BA", key))
-            ),
-            origin="ours",
-            paper_evidence="implied by Sec. 6.1: N-pair is 'the best version of Batch All and Hard "
-            "Positive (group size=2)'",
-        )
-    )
     return out + _semihard_claims(study, runs, metrics)
 
 
@@ -395,7 +411,9 @@ def _semihard_claims(study: Study, runs: RunSet, metrics: Sequence[str]) -> list
     group size, paired by seed; not tested when a rule's runs collapsed, nor when every seed's two
     runs trained alike (:func:`~dmlnb.experiments.easy_positive.judges.identical_histories`): the
     comparison never exercised the rule."""
-    strict, inclusive = (Side("semihard", rule) for rule in SEMIHARD_RULES)
+    strict, inclusive = (
+        Side("semihard", rule, name=f"EPSHN, {rule} rule") for rule in SEMIHARD_RULES
+    )
     pairs = [
         (runs.run("semihard", "strict", s), runs.run("semihard", "inclusive", s))
         for s in runs.seeds("semihard", "strict")
@@ -429,8 +447,11 @@ def declare_claims(
     ``status``: the paper profile's run status (:func:`dmlnb.reporting.paper_run_status`)."""
     return [
         *_trend_claims(study, runs, images_per_class),
+        *mechanism_claims(study),
         *_embedding_claims(study),
+        modes_claim(),
         *_table1_claims(study, runs),
+        architecture_claim(),
         *_paper_table_claims(study, runs, status),
         *_our_claims(study, runs),
     ]
@@ -459,3 +480,10 @@ def pair_tables(claims: Sequence[ClaimSpec], runs: RunSet) -> pd.DataFrame:
                 parts[f"{t.better.label} vs {w.label}"] = j.verdict
             frames.append(pair_frame(c.id, parts))
     return pd.concat(frames).set_index(["comparison", "better", "worse"])
+
+
+def pairs_for_reader(pairs: pd.DataFrame, claims: Sequence[ClaimSpec]) -> pd.DataFrame:
+    """:func:`pair_tables`' rows with each claim named by its text instead of its id (the id is
+    the chapter's key, the text what a reader reads in the claims tables)."""
+    text = {c.id: c.text for c in claims}
+    return pairs.rename(index=lambda i: text.get(i, i), level="comparison")

@@ -25,20 +25,24 @@ from dmlnb.experiments.easy_positive.diagnostics import (
 )
 from dmlnb.experiments.easy_positive.judges import table1_baselines_effect
 from dmlnb.experiments.easy_positive.reported import DATASET_NAMES
+from dmlnb.experiments.easy_positive.setting_rows import implicit_rows, selection_gain_distinct
 from dmlnb.experiments.easy_positive.spec import METHODS
 from dmlnb.methods import MethodCall
 from dmlnb.profiles import TrainConfig
 from dmlnb.records import RunRecord
 from dmlnb.reporting import COLLAPSE_BAND, provenance_frame, provenance_text
-from dmlnb.selection import selection_gain_text
 from dmlnb.training import precision_description
 
-__all__ = ["ROWS", "deviation_rows", "record_provenance"]
+__all__ = [
+    "ROWS",
+    "deviation_rows",
+    "record_provenance",
+]
 
 #: Why a row that states what the paper does not give cannot be measured by any run.
 _UNSTATED = ("structurally-untestable", "none: the paper does not state it")
 #: Why a row of the paper's data, backbones or GPU runs is not measured at a CPU profile.
-_PAPER_GPU = ("needs-gpu", "the paper profile on a GPU, with the paper's datasets")
+_PAPER_GPU = ("needs-paper-data", "the paper profile, with a GPU and the paper's datasets")
 
 
 @dataclass(frozen=True)
@@ -155,7 +159,8 @@ def deviation_rows(
         table1=table1,
         calls=calls,
     )
-    return [_deviation(c, *row) for row in ROWS]
+    rows = [_deviation(c, *row) for row in ROWS]
+    return rows + implicit_rows(study, paper, splits, records)
 
 
 def _deviation(c: _Context, setting: str, paper: str, ours: Any, measured: Any) -> Deviation:
@@ -350,17 +355,23 @@ ROWS: tuple[tuple[str, str, Any, Any], ...] = (
         "collapse of single-negative runs",
         "not reported",
         _collapse,
-        "a collapsed embedding cannot test the paper's mechanism: every comparison with a "
-        "collapsed side is not tested at this scale (dmlnb.reporting.unless_degenerate), and "
-        "claims made of such comparisons count them as untested parts",
+        "the collapse is what the hard positive did to training (the paper's point about hard "
+        "positives), so every comparison with a collapsed side is judged, the collapsed runs "
+        "named in its note (and, for HPHN against EPHN or EPSHN, the drop rule, which only the "
+        "latter apply); only a trend within a method whose every run collapsed (HPHN from n = 2 "
+        "to the largest n) is not tested: two collapsed embeddings say nothing about n",
     ),
     (
         "drop rule (authors' code)",
-        "not in the paper; Sec. 6.1: EPHN = HPHN at n = 2; an anchor without a semi-hard "
-        "negative: not stated",
-        "EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN does not; an EPSHN "
-        "anchor with no semi-hard negative (none less similar than its easy positive) gets no "
-        "term",
+        "not in the paper (Sec. 6.1: EPHN = HPHN at n = 2; an anchor without a semi-hard "
+        "negative: not stated); the authors' code of Sep 2019 drops a term only when the anchor "
+        "has no candidate positive or negative; the rule that drops a term whose chosen S_ap or "
+        "S_an is <= 0 appears in its Mar 2020 revision",
+        "the rule of the 2020 revisions, in the Jun 2020 version of the authors' code "
+        "(littleredxh/EasyPositiveHardNegative: the <= 0 rule, temperature 0.1, the mean over "
+        "the kept terms): EPHN and EPSHN drop terms whose chosen S_ap or S_an is <= 0; HPHN, "
+        "which the authors' code does not have, does not; an EPSHN anchor with no semi-hard "
+        "negative (none less similar than its easy positive) gets no term",
         lambda c: drop_rule_effect(c.curves, c.drop, c.nm),
     ),
     (
@@ -377,7 +388,7 @@ ROWS: tuple[tuple[str, str, Any, Any], ...] = (
         "not stated (40 epochs, LR steps at 20 and 30; which epoch is reported is not said)",
         lambda c: c.selection,
         lambda c: (
-            selection_gain_text(c.records)
+            selection_gain_distinct(c.records)
             or ("not-measured", "this profile's runs evaluated on validation classes")
         ),
     ),
@@ -398,7 +409,7 @@ ROWS: tuple[tuple[str, str, Any, Any], ...] = (
         "EPSHN256 against batch all, ResNet-50, batch 128, n = 4 (Table 3, Sec. 5.1, 6.3); "
         "learning rate not stated",
         _table3,
-        ("needs-gpu", "the paper profile on a GPU, with Hotels-50K"),
+        ("needs-paper-data", "the paper profile, with a GPU and Hotels-50K"),
     ),
     (
         "Table 1 baselines",
@@ -456,9 +467,11 @@ ROWS: tuple[tuple[str, str, Any, Any], ...] = (
     (
         "statistics",
         "no seeds or tests reported",
-        "the book's rule with at least three seeds per side; every comparison here is paired by "
-        "seed (a seed fixes the network's initialisation and the batches, and at n = 2 EP, HP "
-        "and BA are one N-pair run): a one-sided t-test of the per-seed differences",
+        "the book's rule with at least three seeds per side; every comparison pairs its two "
+        "sides' runs seed by seed, fixed before any run: a seed fixes the network's "
+        "initialisation for every method and n, and the batches at one n (the sampler draws "
+        "other batches at another n, so runs at different n share only the initialisation; at "
+        "n = 2 EP, HP and BA are one N-pair run): a one-sided t-test of the per-seed differences",
         ("structurally-untestable", "none: the paper reports no seeds or tests"),
     ),
     ("run records", "—", _records, ("not-measured", "a retrain of every run")),

@@ -6,6 +6,7 @@ raw-pixel floor); :func:`reading_numbers`: the closing text's."""
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -16,14 +17,26 @@ import pandas as pd
 from dmlnb.chapter import JudgedClaim, RunSet
 from dmlnb.data import load_dataset
 from dmlnb.experiments.easy_positive.design import Study
-from dmlnb.experiments.easy_positive.diagnostics import TOY_ANGLES, TOY_LABELS, TOY_PAIRS
+from dmlnb.experiments.easy_positive.diagnostics import (
+    TOY_ANGLES,
+    TOY_LABELS,
+    TOY_PAIRS,
+    collapsed_groups,
+)
 from dmlnb.experiments.easy_positive.figures import AXIS_PERCENTILE
-from dmlnb.experiments.easy_positive.runs import figure_runs, semihard_runs, table1_runs
-from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT
+from dmlnb.experiments.easy_positive.runs import (
+    figure_runs,
+    group_size_points,
+    semihard_runs,
+    table1_runs,
+)
+from dmlnb.experiments.easy_positive.setting_rows import selection_gain_distinct
+from dmlnb.experiments.easy_positive.spec import EASY, MINING_METHODS, TIGHT, figure4_side
 from dmlnb.experiments.easy_positive.stored import FIGURE_SETTINGS
+from dmlnb.experiments.easy_positive.tables import group_size_optima
 from dmlnb.methods import MethodCall
-from dmlnb.reporting import COLLAPSE_BAND, CONFIDENCE, verdict_category
-from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics, selection_gain_text
+from dmlnb.reporting import COLLAPSE_BAND, CONFIDENCE, compare_to_threshold, verdict_category
+from dmlnb.selection import COLUMN_LABELS, protocol_column, selected_metrics
 
 __all__ = ["text_constants", "protocol_floor", "collapse_numbers", "reading_numbers"]
 
@@ -89,13 +102,52 @@ def protocol_floor(
     return float(rows["raw pixels"]["R@1"])
 
 
-def collapse_numbers(drop: pd.DataFrame, floor: float) -> dict[str, Any]:
-    """The collapse section's numbers: the protocol's raw-pixel floor (Recall@1 in %) and the
+def collapse_numbers(
+    drop: pd.DataFrame, floor: float, runs: RunSet | None = None, study: Study | None = None
+) -> dict[str, Any]:
+    """The collapse section's numbers: the protocol's raw-pixel floor (Recall@1 in %), the
     lowest similarity of any batch from the second epoch on in the drop-rule rerun
     (:func:`~dmlnb.experiments.easy_positive.diagnostics.drop_rule_diagnosis`), rounded down to
-    a tenth (the text says "above" it)."""
+    a tenth (the text says "above" it), and, with ``runs`` and ``study``, whether HPHN's Recall@1
+    is below that floor at each group size above the smallest, by the book's rule
+    (``hphn_floor``, in words)."""
     later = drop.loc[drop.index >= 2, "min similarity in a batch"]
-    return {"raw_floor": 100 * floor, "min_similarity": f"{np.floor(10 * later.min()) / 10:.1f}"}
+    out: dict[str, Any] = {
+        "raw_floor": 100 * floor,
+        "min_similarity": f"{np.floor(10 * later.min()) / 10:.1f}",
+    }
+    if runs is not None and study is not None:
+        parts = []
+        for n in sorted(study.group_sizes)[1:]:
+            group, label = figure4_side("HPHN", n)
+            v = compare_to_threshold(
+                runs.values(group, label, "R@1"), floor, False, scale=100, unit=" pts"
+            )
+            e = v.evidence()
+            parts.append(f"at n = {n} {v} ({e['effect']} {e['90% interval']})")
+        out["hphn_floor"] = "; ".join(parts)
+    return out
+
+
+def _verdicts(judged: Sequence[JudgedClaim], pairs: pd.DataFrame) -> dict[str, str]:
+    """Each claim's verdict (``v_<id>``) and effect with its interval (``e_<id>``), and each
+    pair's behind the claims about several pairs (``v_<id>_<better>_<worse>``, ``e_...``; any run
+    of characters other than letters and digits as ``_``): the text states the rule's verdicts."""
+
+    def key(*parts: str) -> str:
+        return re.sub(r"[^A-Za-z0-9]+", "_", "_".join(parts)).strip("_")
+
+    def effect(e: Mapping[str, Any]) -> str:
+        return f"{e['effect']}, 90% interval {e['90% interval']}" if e["effect"] != "—" else "—"
+
+    out = {}
+    for j in judged:
+        out[f"v_{key(j.spec.id)}"] = str(j.verdict)
+        out[f"e_{key(j.spec.id)}"] = effect(j.verdict.evidence())
+    for (claim, better, worse), row in pairs.iterrows():
+        out[f"v_{key(claim, better, worse)}"] = str(row["verdict"])
+        out[f"e_{key(claim, better, worse)}"] = effect(row)
+    return out
 
 
 def _changed(both_ways: pd.DataFrame | None, judged: Sequence[JudgedClaim]) -> str:
@@ -227,6 +279,9 @@ def reading_numbers(
         if v:
             name = metric.replace("@", "").lower()
             out[f"semihard_{name}"] = f"{np.mean(v):.1f} ± {np.std(v, ddof=1):.1f}"
-    out["selection"] = selection_gain_text(runs.records())
+    out["selection"] = selection_gain_distinct(runs.records())
     out["changed"] = _changed(both_ways, judged)
-    return out
+    optima = group_size_optima(group_size_points(runs, study, "R@1"), collapsed_groups(curves))
+    for m, row in optima.iterrows():
+        out[f"opt_{str(m).replace('-', '')}"] = str(row["interior optimum"])
+    return out | _verdicts(judged, pairs)

@@ -16,6 +16,7 @@ from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import COLLAPSED, LN2, collapsed_groups, near_ln2
 from dmlnb.experiments.easy_positive.judges import identical_histories
 from dmlnb.experiments.easy_positive.reported import (
+    DATASET_NAMES,
     REPORTED_TABLE1,
     reported_table1,
     reported_table1_winners,
@@ -55,6 +56,7 @@ __all__ = [
     "embedding_lines",
     "reported_table1_display",
     "table1_display",
+    "paper_status_frame",
     "verdict_lines",
 ]
 
@@ -87,15 +89,25 @@ def _in_effect(label: str, c: MethodCall) -> str:
 
 
 def methods_frame(calls: Mapping[str, MethodCall]) -> pd.DataFrame:
-    """Every method as declared: the call dmlnb trains (every argument, the fingerprint's) and,
-    what it means in the paper's terms (:func:`_in_effect`)."""
-    frame = pd.DataFrame(
-        {
-            "what dmlnb trains": {label: str(c) for label, c in calls.items()},
-            "in the paper's terms": {label: _in_effect(label, c) for label, c in calls.items()},
-        }
+    """Every method as declared, legibly: the loss dmlnb trains, one column per argument (every
+    argument of the fingerprint, "—" where the loss has no such argument; an argument every
+    method shares with one value is said once, in the index's name) and what it means in the
+    paper's terms (:func:`_in_effect`)."""
+    args = {label: dict(c.args) for label, c in calls.items()}
+    names = list(dict.fromkeys(k for a in args.values() for k in a))
+    shared = {
+        k: args[next(iter(args))][k]
+        for k in names
+        if all(k in a and a[k] == args[next(iter(args))][k] for a in args.values())
+    }
+    columns: dict[str, dict[str, str]] = {"loss": {label: c.name for label, c in calls.items()}}
+    for k in (k for k in names if k not in shared):
+        columns[k] = {label: repr(a[k]) if k in a else "—" for label, a in args.items()}
+    columns["in the paper's terms"] = {label: _in_effect(label, c) for label, c in calls.items()}
+    frame = pd.DataFrame(columns)
+    frame.index.name = "method" + (
+        f" ({', '.join(f'{k}={v!r}' for k, v in shared.items())} for all)" if shared else ""
     )
-    frame.index.name = "method"
     return frame
 
 
@@ -123,13 +135,16 @@ def data_table(study: Study, splits: Any) -> tuple[str, pd.DataFrame]:
 
 
 def trained_line(runs: RunSet, study: Study, seconds: float) -> str:
-    """How many of Figure 4's runs were trained now and how many reloaded."""
+    """How many of Figure 4's runs were trained now and how many reloaded, and how many distinct
+    runs the chapter holds in all (Figure 4's, Table 1's and the semi-hard rule's)."""
     names = set(figure4_names(runs, study))
-    done = {r.name: r.trained for g in runs.runs.values() for r in g.values() if r.name in names}
+    every = {r.name: r.trained for g in runs.runs.values() for r in g.values()}
+    done = {k: v for k, v in every.items() if k in names}
     trained = sum(done.values())
     return (
-        f"{len(done)} runs ({trained} trained now, {len(done) - trained} reloaded) "
-        f"in {seconds:.0f} s"
+        f"Figure 4: {len(done)} distinct runs ({trained} trained now, {len(done) - trained} "
+        f"reloaded) in {seconds:.0f} s; the chapter's {len(every)} declared runs in all, with "
+        f"Table 1's and the semi-hard rule's ({sum(every.values())} trained now)"
     )
 
 
@@ -223,8 +238,10 @@ def group_size_optima(
     :func:`dmlnb.reporting.interior_optimum` ("some interior n beats both ends") with its effect,
     90% interval, runs per side and note; the only way this chapter names a best group size. A
     sweep with a collapsed group size (``collapsed``: (canonical method, n),
-    :func:`collapsed_groups`) is not tested (:data:`COLLAPSED`); its row keeps the measured
-    effect, and the note names the collapsed n."""
+    :func:`collapsed_groups`) is judged, the note naming the collapsed n (the collapse is an
+    outcome of the mining rule); a sweep whose every n collapsed is not tested
+    (:data:`COLLAPSED`: collapsed embeddings say nothing about n), its row keeping the measured
+    effect."""
     rows = []
     for method, by_n in points.items():
         name = (
@@ -232,12 +249,17 @@ def group_size_optima(
         )
         bad = [n for n in by_n if (name(n), n) in collapsed]
         raw, _ = interior_optimum(by_n, scale=scale, unit=unit)
-        verdict, _ = interior_optimum(
-            by_n, scale=scale, unit=unit, degenerate=bad, degenerate_what=COLLAPSED
-        )
+        verdict = raw
+        if bad and len(bad) == len(by_n):
+            verdict, _ = interior_optimum(
+                by_n, scale=scale, unit=unit, degenerate=bad, degenerate_what=COLLAPSED
+            )
         ev = raw.evidence()
         if verdict != raw:
             ev["note"] = f"{verdict.note} (measured: {raw}, {raw.note})"
+        elif bad:
+            listed = ", ".join(f"n = {n}" for n in bad)
+            ev["note"] = "; ".join(x for x in (raw.note, f"judged with collapsed {listed}") if x)
         rows.append({"method": method, "interior optimum": str(verdict), **ev})
     return pd.DataFrame(rows).set_index("method")
 
@@ -249,8 +271,9 @@ def optima_table(runs: RunSet, study: Study, curves: pd.DataFrame) -> Styler:
         f"Does an interior group size beat both ends (n = {min(study.group_sizes)} and n = "
         f"{max(study.group_sizes)})? Recall@1, dmlnb.reporting.interior_optimum; effect and 90% "
         "interval: the weaker of the best interior n's two comparisons with the ends ('does not "
-        "hold': the winning end's smallest margin, negated); a sweep with a collapsed n is not "
-        "tested (the effect is the one measured)"
+        "hold': the winning end's smallest margin, negated); a sweep with a collapsed n is "
+        "judged, the collapsed n named; one whose every n collapsed is not tested (the effect is "
+        "the one measured)"
     )
 
 
@@ -386,8 +409,9 @@ def table1_display(
     both = main_comparison({m: [r.record for r in rs] for m, rs in res.items()}, "EPSHN")
     both = both.style.set_caption(
         f"Table 1's methods on {dataset} / {model}, n = {study.key_group_size} (N-pair: n = 2), "
-        "Recall@1 in % under both protocols and the verdict of 'EPSHN beats it' "
-        "(dmlnb.reporting.compare) under each; effect and interval: validation-selected"
+        "Recall@1 in % under both protocols and the verdict of 'EPSHN beats it' under each, "
+        "unpaired (the runs as independent samples; the claim below pairs them by seed, so its "
+        "intervals differ); effect and interval: validation-selected"
     )
     means = {m: 100 * np.mean([r.metrics["R@1"] for r in rs]) for m, rs in res.items()}
     ranked = sorted(means, key=means.get, reverse=True)
@@ -395,6 +419,22 @@ def table1_display(
         f"{m} ({means[m]:.1f})" for m in ranked
     )
     return side, both, line
+
+
+def paper_status_frame(status: pd.DataFrame) -> pd.DataFrame:
+    """Whether each paper-profile dataset of Tables 2 and 3 could train here, in words: its files
+    found under the data root, a CUDA GPU present, and so trainable (from
+    :func:`dmlnb.reporting.paper_run_status`, without the machine's paths)."""
+    yes, names = {True: "yes", False: "no"}, {**DATASET_NAMES, "hotels50k": "Hotels-50K"}
+    frame = pd.DataFrame(
+        {
+            "dataset": status["dataset"].map(lambda d: names.get(d, d)),
+            "its files here": (status["data"] == "found").map(yes),
+            "a CUDA GPU here": status["gpu"].astype(bool).map(yes),
+            "trained here": status["runnable"].astype(bool).map(yes),
+        }
+    )
+    return frame.set_index("dataset")
 
 
 def verdict_lines(judged: Sequence[JudgedClaim], where: str) -> str:
