@@ -168,7 +168,10 @@ def test_deviations_are_rows_with_an_effect_or_a_typed_reason() -> None:
     ]
     frame = deviations_frame(rows)
     assert list(frame.columns) == ["paper", "ours", "effect"]
-    assert frame.loc["backbone", "effect"] == "not measured (needs-gpu; the paper profile)"
+    assert (
+        frame.loc["backbone", "effect"]
+        == "not measured: it needs a GPU's budget; would be measured at the paper profile"
+    )
     assert frame.loc["epochs", "effect"] == "-3 R@1 at 5 vs 25 epochs"
     with pytest.raises(ValueError, match="either the measured effect or why"):
         Deviation("a", "b", "c")

@@ -1125,7 +1125,10 @@ def test_deviations_say_what_was_measured(monkeypatch):
     # (20 images, n <= 16)
     assert dev["classes smaller than n"].startswith("never applied at the default profile")
     # a setting this profile does not vary is not measured, with the scale that would
-    assert dev["optimiser"].startswith("not measured (not-measured; this profile with SGD")
+    assert dev["optimiser"].startswith(
+        "not measured: this scale could measure it, not done yet; would be measured at this "
+        "profile with SGD"
+    )
     # each row not measured says why: a rerun of this profile, the paper's data or GPU, or none
     why = {r.setting: r.why for r in rows}
     assert why["data and network"] == "needs-paper-data" and why["Batch All loss"] == (
@@ -1137,8 +1140,7 @@ def test_deviations_say_what_was_measured(monkeypatch):
     assert not any("a rerun of this profile" in r.scale for r in rows)
     # the same reason for Tables 2 and 3 as their claims; the reasons in words for a reader
     assert why["Table 2 (state of the art)"] == why["Table 3 (Hotels-50K)"] == "needs-paper-data"
-    words = ep.deviations_table(rows)["effect"]
-    assert words["optimiser"].startswith("not measured: not measured here; would be at this")
+    words = deviations_frame(rows)["effect"]
     assert not words.str.contains("not-measured|needs-gpu|needs-paper-data").any()
     # the settings the paper leaves implicit: steps, a group's share of a class, validation
     assert "17 batches of 128 per epoch" in frame["ours"]["optimisation steps"]

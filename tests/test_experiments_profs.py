@@ -661,9 +661,10 @@ def test_deviations_table_lists_every_deviation():
     assert table.loc["HNCM picking", "effect"] == "3 ms"
     assert (
         table.loc["learning rate", "effect"]
-        == "not measured (not-measured; this profile at the paper's rate)"
+        == "not measured: this scale could measure it, not done yet; would be measured at this "
+        "profile at the paper's rate"
     )
-    assert table.loc["scale", "effect"].startswith("not measured (needs-gpu; ")
+    assert table.loc["scale", "effect"].startswith("not measured: it needs a GPU's budget; ")
     rows = X.deviation_rows(
         X.experiment_config("default", validation=True), 100.45, {"HNCM picking": "3 ms"}
     )
@@ -1148,7 +1149,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     measured = {
         html.unescape(d): html.unescape(e)
         for d, _, _, e in rows
-        if not e.startswith("not measured (")
+        if not e.startswith("not measured: ")
     }
     from dmlnb.data import load_dataset
 
@@ -1161,7 +1162,7 @@ def test_the_deviations_table_keeps_the_numbers_of_the_stored_render():
     ):  # the notebook's options
         settings = X.experiment_settings("default")
         table = table_of(config, projections, measured, settings=settings)
-        now = X.in_readers_words(table)._repr_html_()
+        now = table._repr_html_()
     assert number.findall(now) == number.findall(shown[0])
 
 

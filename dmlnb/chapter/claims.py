@@ -24,6 +24,7 @@ import pandas as pd
 from dmlnb.chapter import claim_tests
 from dmlnb.chapter.claim_tests import *  # noqa: F403  (the vocabulary of tests)
 from dmlnb.chapter.claim_tests import (
+    REASON_WORDS,
     AboveThreshold,
     Beats,
     BeatsEvery,
@@ -199,7 +200,7 @@ def unless_set_aside(
 def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
     """The verdict of one test and the evidence it rests on, in words."""
     if isinstance(test, Untestable):
-        return not_tested(f"{test.reason}; would be tested at {test.scale}"), test.why
+        return not_tested(f"{REASON_WORDS[test.reason]}; would be tested at {test.scale}"), test.why
     if isinstance(test, Beats):
         how = "paired by seed" if test.paired else "unpaired"
         v = _beats(

@@ -67,7 +67,9 @@ class Deviation:
     @property
     def measured(self) -> str:
         """The effect, or why not and at which scale, in words."""
-        return self.effect or f"not measured ({self.why}; {self.scale})"
+        return self.effect or (
+            f"not measured: {WHY_NOT_WORDS[self.why]}; would be measured at {self.scale}"
+        )
 
 
 def deviations_frame(rows: Sequence[Deviation]) -> pd.DataFrame:

@@ -11,9 +11,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
-from dmlnb.chapter import Deviation, deviations_frame
+from dmlnb.chapter import Deviation
 from dmlnb.experiments.easy_positive.design import Study
 from dmlnb.experiments.easy_positive.diagnostics import is_collapsed
 from dmlnb.experiments.easy_positive.judges import distinct_outcomes
@@ -21,7 +20,7 @@ from dmlnb.records import RunRecord
 from dmlnb.reporting import compare_to_threshold
 from dmlnb.selection import selection_gain_text
 
-__all__ = ["CARS196_TRAIN", "implicit_rows", "deviations_table", "selection_gain_distinct"]
+__all__ = ["CARS196_TRAIN", "implicit_rows", "selection_gain_distinct"]
 
 #: Cars196's training split as the paper uses it (Sec. 5.2: the first 98 classes): images, classes.
 CARS196_TRAIN = (8054, 98)
@@ -142,22 +141,3 @@ def selection_gain_distinct(records: Sequence[RunRecord]) -> str:
         if dupes
         else text
     )
-
-
-#: A deviation's typed reason for not measuring it, in words.
-_WHY_WORDS = {
-    "needs-paper-data": "needs the paper's data or backbone",
-    "needs-gpu": "needs a GPU",
-    "structurally-untestable": "no run can measure it",
-    "not-measured": "not measured here",
-}
-
-
-def deviations_table(rows: Sequence[Deviation]) -> pd.DataFrame:
-    """:func:`dmlnb.chapter.deviations_frame` of ``rows``, each unmeasured effect's typed reason
-    in words (``"not measured: needs a GPU; would be at the paper profile"``)."""
-    frame = deviations_frame(rows)
-    frame["effect"] = [
-        r.effect or f"not measured: {_WHY_WORDS[r.why]}; would be at {r.scale}" for r in rows
-    ]
-    return frame

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import REASON_WORDS, BeatsEvery, Custom, JudgedClaim, NoDifference, RunSet
+from dmlnb.chapter import BeatsEvery, Custom, JudgedClaim, NoDifference, RunSet
 from dmlnb.experiments.facility_location.claims import LinearTime
 from dmlnb.experiments.facility_location.diagnostics import (
     inside_loss_frame,
@@ -24,7 +24,7 @@ from dmlnb.experiments.facility_location.toy import (
     PAPER_LOCAL_TOY_LOSSES,
     TOY_GAMMA,
 )
-from dmlnb.reporting import Claim, Verdict
+from dmlnb.reporting import Claim
 
 __all__ = [
     "claims_shown",
@@ -197,13 +197,6 @@ def claims_shown(
     (:func:`dmlnb.reporting.claims_table`): the claim, the paper's evidence, ours in words
     (computed from ``runs``, every run in ``all_runs`` and the ``toy``) and the verdict."""
     return [
-        Claim(j.spec.text, j.spec.paper_evidence, _evidence(j, runs, all_runs, toy), _shown(j))
+        Claim(j.spec.text, j.spec.paper_evidence, _evidence(j, runs, all_runs, toy), j.verdict)
         for j in judged
     ]
-
-
-def _shown(j: JudgedClaim) -> Verdict:
-    """The verdict as a reader sees it: an untestable claim's typed reason in words."""
-    if j.reason is None:
-        return j.verdict
-    return j.verdict.relabel(note=j.verdict.note.replace(j.reason, REASON_WORDS[j.reason], 1))

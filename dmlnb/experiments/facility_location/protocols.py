@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from dmlnb.chapter import REASON_WORDS, ClaimSpec, RunSet, evaluate
+from dmlnb.chapter import ClaimSpec, RunSet, evaluate
 from dmlnb.experiments.facility_location.runs import recorded
 from dmlnb.reporting import Verdict, verdict_category
 from dmlnb.selection import selected_on
@@ -79,9 +79,6 @@ def protocol_verdicts(claims: Sequence[ClaimSpec], runs: RunSet) -> pd.DataFrame
         for b, col in CHANGES.items():
             other = verdict_category(verdicts[b][i]) != verdict_category(v)
             row[col] = "yes" if other else "no"
-        reason = getattr(c.test, "reason", None)
-        if reason in REASON_WORDS:
-            v = v.relabel(note=v.note.replace(reason, REASON_WORDS[reason], 1))
         rows.append(row | v.evidence())
     return pd.DataFrame(rows)
 

@@ -3,14 +3,12 @@ the configuration, the settings and the runs (so that the notebook's cells only 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import WHY_NOT_WORDS
 from dmlnb.experiments.profs.analyses import MIN_PROJECTIONS, epochs_for_projections
 from dmlnb.experiments.profs.losses import LOSSES, VARIANTS
 from dmlnb.experiments.profs.profiles import PAPER_EPOCHS, REPORTED_RHO, table2_config, table_rows
@@ -30,7 +28,6 @@ __all__ = [
     "glued_numbers",
     "gains_table",
     "reading_lines",
-    "in_readers_words",
 ]
 
 
@@ -171,25 +168,3 @@ def reading_lines(
 
 #: The paper's claims on PROFS's gains (the ids of :func:`~.claims.chapter_claims`).
 _GAIN_CLAIMS = ("profs-improves-every-loss", "hncm-boosts-profs", "softtriple-regularisation")
-
-
-def in_readers_words(frame: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` (a claims or deviations table) with each typed reason (``"needs-gpu; would be
-    tested at X"``, ``"not measured (not-measured; X)"``) in readers' words
-    (:data:`WHY_NOT_WORDS`)."""
-    keys = "|".join(map(re.escape, WHY_NOT_WORDS))
-    claim = re.compile(rf"^({keys}); would be tested at ")
-    deviation = re.compile(rf"^not measured \(({keys}); (.*)\)$", re.S)
-
-    def words(x: Any) -> Any:
-        if not isinstance(x, str):
-            return x
-        x = claim.sub(lambda m: f"{WHY_NOT_WORDS[m.group(1)]}; would be tested at ", x)
-        return deviation.sub(
-            lambda m: (
-                f"not measured: {WHY_NOT_WORDS[m.group(1)]}; would be measured at {m.group(2)}"
-            ),
-            x,
-        )
-
-    return frame.map(words)
