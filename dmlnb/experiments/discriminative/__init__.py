@@ -13,9 +13,10 @@
   on the validation classes (:func:`clustering_search`); the Lemma 3.1 rows;
 * :mod:`.timing`: the complexity study (one pass of each loss over a set, Table 1) and the
   same-process step timing (Table 7);
-* :mod:`.evidence` and :mod:`.claims`: the per-run numbers and the chapter's claims judged by the
-  book's rule; :mod:`.declared`: the claims as :class:`~dmlnb.chapter.ClaimSpec` values for
-  :func:`dmlnb.chapter.evaluate` and ``claims.json``;
+* :mod:`.evidence` and :mod:`.claims` (with :mod:`.bound`: Lemma 3.1's claims and why the bound
+  cannot become tight at D < C; :mod:`.added_claims`): the per-run numbers and the chapter's
+  claims judged by the book's rule; :mod:`.declared`: the claims as
+  :class:`~dmlnb.chapter.ClaimSpec` values for :func:`dmlnb.chapter.evaluate` and ``claims.json``;
 * :mod:`.deviations` (with :mod:`.measured`): the deviations as :class:`~dmlnb.chapter.Deviation`
   rows; :mod:`.provenance`: the code versions of the records;
 * :mod:`.display` and :mod:`.figures`: the notebook's printed lines, tables and figures;
@@ -23,6 +24,8 @@
 """
 
 from dmlnb.experiments.discriminative import (
+    added_claims,
+    bound,
     claims,
     declared,
     deviations,
@@ -38,6 +41,8 @@ from dmlnb.experiments.discriminative import (
     spec,
     timing,
 )
+from dmlnb.experiments.discriminative.added_claims import *  # noqa: F403
+from dmlnb.experiments.discriminative.bound import *  # noqa: F403
 from dmlnb.experiments.discriminative.claims import *  # noqa: F403
 from dmlnb.experiments.discriminative.declared import *  # noqa: F403
 from dmlnb.experiments.discriminative.deviations import *  # noqa: F403
@@ -60,6 +65,8 @@ __all__ = [
     *groups.__all__,
     *timing.__all__,
     *evidence.__all__,
+    *bound.__all__,
+    *added_claims.__all__,
     *claims.__all__,
     *declared.__all__,
     *deviations.__all__,

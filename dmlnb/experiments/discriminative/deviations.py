@@ -11,6 +11,8 @@ import pandas as pd
 
 from dmlnb.chapter import Deviation, deviations_frame
 from dmlnb.data.crops import crop_description, crop_options
+from dmlnb.experiments.discriminative.bound import affine_text
+from dmlnb.experiments.discriminative.evidence import PAPER_TRAIN_SETS
 from dmlnb.experiments.discriminative.groups import ClusteringSearch
 from dmlnb.experiments.discriminative.measured import (
     kmeans_stats_text,
@@ -31,9 +33,45 @@ from dmlnb.training import precision_description
 
 __all__ = [
     "deviations_table",
+    "WHY_WORDS",
     "deviation_rows",
     "variant_effect",
 ]
+
+
+#: How the deviations table says why an effect was not measured, in a reader's words.
+WHY_WORDS = {
+    "needs-paper-data": "not measured here: it needs the paper's data",
+    "needs-gpu": "not measured here: it needs a GPU's budget",
+    "structurally-untestable": "no run can measure it",
+    "not-measured": "not measured at this profile",
+}
+
+
+def _readers_words(row: Deviation) -> str:
+    """A row's effect, or why it was not measured in words, then what is true of the runs."""
+    return row.effect or f"{WHY_WORDS[row.why]}: {row.scale}"
+
+
+def _affine_row(config: TrainConfig, num_classes: int | None) -> Deviation:
+    """The last layer's size against the embedding's, and what it does to Lemma 3.1's bound
+    (:func:`~dmlnb.experiments.discriminative.bound.affine_text`)."""
+    paper = experiment_config("paper").embedding_dim
+    classes = " and ".join(f"{c} ({d})" for d, (_, c) in PAPER_TRAIN_SETS.items())
+    c, d = num_classes or 0, config.embedding_dim
+    why = affine_text(c, d)
+    return Deviation(
+        "last layer against the embedding (Lemma 3.1's tightness)",
+        f"FC({paper}) then FC(C), C = {classes} training classes: D above C (Sec. 4.2)",
+        f"FC({d}) then FC({c or 'C'}), no nonlinearity between: the last layer is an affine map "
+        f"of the penultimate; D = {d}" + (f", below C = {c}" if why else f", C = {c or 'C'}"),
+        effect=(
+            why[:1].upper() + why[1:] + "; Sec. 3.1's and Sec. 1's tightness claims are "
+            "untestable at this profile"
+            if why
+            else "none on the bound: D is at least C - 1, so the outputs can reach every centroid"
+        ),
+    )
 
 
 def _measured(text: str, why: str, scale: str) -> dict[str, str]:
@@ -56,7 +94,10 @@ def variant_effect(
         unfit = variant_unfit(name, config, num_classes) if num_classes else ""
         if unfit:
             return {"why": "not-measured", "scale": unfit.removeprefix("not measured: ")}
-        return {"why": "not-measured", "scale": "the default profile (its variant runs)"}
+        return {
+            "why": "not-measured",
+            "scale": "this profile trains no variant runs (the default profile does)",
+        }
     base_r1 = [r.metrics["R@1"] for r in base]
     v = compare([r.metrics["R@1"] for r in runs], base_r1, scale=100, unit=" pts")
     e = v.evidence()
@@ -107,7 +148,8 @@ def _data_rows(config: TrainConfig, profile: str, effect_of: Any) -> list[Deviat
             "outputs; NMI's k-means clusters the same L2-normalised embeddings "
             "(dmlnb.evaluation.evaluate, metric='cosine')",
             why="not-measured",
-            scale=f"the {profile} profile's runs scored on the layers' raw outputs",
+            scale=f"every run at the {profile} profile is scored by cosine similarity; no run "
+            "is scored on the layers' raw outputs",
         ),
         Deviation(
             "CAR196",
@@ -137,7 +179,10 @@ def _data_rows(config: TrainConfig, profile: str, effect_of: Any) -> list[Deviat
                 "the paper profile uses SGD with momentum 0.9, our choice"
             ),
             why="not-measured",
-            scale="this profile trained with SGD and the paper's schedule",
+            scale=f"every run at the {profile} profile trains with {config.optimizer} at lr "
+            f"{config.lr:g}"
+            + (" with the paper's schedule" if profile == "paper" else ", constant")
+            + "; no run with another optimiser or schedule",
         ),
         Deviation(
             "network heads",
@@ -150,7 +195,8 @@ def _data_rows(config: TrainConfig, profile: str, effect_of: Any) -> list[Deviat
             f"method embeds at a {config.embedding_dim}-d layer, but the discriminative loss "
             "trains one more layer",
             why="not-measured",
-            scale=f"baselines with two new layers at the {profile} profile",
+            scale=f"every baseline at the {profile} profile has one new layer, "
+            f"FC({config.embedding_dim}); no baseline with two",
         ),
     ]
 
@@ -176,7 +222,8 @@ def _training_rows(
             f"images per class, {2 * pairs_per_batch} of the {config.batch_size} images of a "
             f"batch ({pairs_per_batch} classes x 2) enter the loss, the others only its L2 penalty",
             why="not-measured",
-            scale=f"N-pair runs on every pair of a batch at the {profile} profile",
+            scale=f"every N-pair run at the {profile} profile uses the first pair of each class "
+            "in the batch; no run uses every pair",
         ),
         Deviation(
             "weight decay",
@@ -191,7 +238,8 @@ def _training_rows(
             f"{config.epochs} ({100 * np.mean([r.record.best_is_last for r in every_run]):.0f}% "
             "of the runs peak at the last)",
             why="not-measured",
-            scale="this profile trained for 40 epochs",
+            scale=f"every run at the {profile} profile trains {config.epochs} epochs; no run "
+            "trains longer",
         ),
         Deviation(
             "augmentation",
@@ -214,8 +262,13 @@ def _training_rows(
             "L_d with the constant G (Eq. 8)",
             "mean over the batch, without G",
             why="not-measured",
-            scale=f"a run with G at the {profile} profile (a constant factor; Adam's step is "
-            "nearly invariant to it)",
+            scale=f"every run at the {profile} profile averages the loss without G; no run "
+            f"multiplies it by G (a constant factor; {config.optimizer}"
+            + (
+                "'s step is nearly invariant to it)"
+                if config.optimizer == "adam"
+                else "'s step scales with it)"
+            ),
         ),
     ]
 
@@ -261,7 +314,7 @@ def _comparison_rows(
             **_measured(
                 clustering.effect_text() if clustering is not None else "",
                 "not-measured",
-                f"{here} with validation classes (the search)",
+                "these runs hold no validation classes to search on",
             ),
         ),
         Deviation(
@@ -270,13 +323,13 @@ def _comparison_rows(
             "angular loss, generated samples)",
             "reported only: none of the five is implemented in dmlnb",
             why="not-measured",
-            scale="an implementation of the five methods",
+            scale="none of the five is implemented in dmlnb, so no run measures them",
         ),
         Deviation(
             "model selection",
             "not stated (trains up to 40 epochs)",
             selection,
-            **_measured(gain, "not-measured", f"{here} with validation classes"),
+            **_measured(gain, "not-measured", "these runs hold no validation classes to select on"),
         ),
         *_analysis_rows(here, table2_runs, timing_here, stats, code_row),
     ]
@@ -292,15 +345,19 @@ def _analysis_rows(
             "not stated",
             "the last layer is scored at the epoch picked by the second-to-last layer's R@1",
             why="not-measured",
-            scale="runs that store the last layer's scores at every epoch (these cannot: the "
-            "claim cannot hold on them, biased toward it)",
+            scale="the records hold the last layer's scores at each run's kept epoch only; no run "
+            "stores them at every epoch (where the kept epoch is not the last, the claim cannot "
+            "hold on them: biased toward it)",
         ),
         Deviation(
             "Table 2 runs",
             "one-hot centroids ('These results are based on the one-hot centroid generation "
             "strategy', Sec. 4.3)",
-            "the claim pools the one-hot and the K-means runs",
-            **_measured(table2_runs, "not-measured", f"{here}'s one-hot runs"),
+            "the claim is judged on the one-hot runs, the paper's setting; the one-hot and the "
+            "K-means runs pooled are among our measurements",
+            **_measured(
+                table2_runs, "not-measured", "no one-hot run here stores its last layer's scores"
+            ),
         ),
         Deviation(
             "Table 1 timing",
@@ -308,14 +365,16 @@ def _analysis_rows(
             "as an order of growth (Table 1; not timed)",
             timing_here,
             why="not-measured",
-            scale="an epoch of training timed per loss (the study times a loss's pass over a "
-            "set; the same-cell step timing times training steps)",
+            scale="the study times one pass of each loss over a set and the step timing a few "
+            "training steps; no epoch of training is timed per loss",
         ),
         Deviation(
             "K-means centroids",
             "K-means on points uniform on the sphere (number of points not stated)",
             "K-means on 100 C points",
-            **_measured(stats, "not-measured", f"{here}'s K-means runs"),
+            **_measured(
+                stats, "not-measured", "no K-means run here stores its centroids' statistics"
+            ),
         ),
         Deviation(
             "numeric precision (paper profile)",
@@ -329,7 +388,7 @@ def _analysis_rows(
             "—",
             code_row,
             why="structurally-untestable",
-            scale="none: the records' provenance",
+            scale="the row is the records' provenance, not a setting a run could change",
         ),
     ]
 
@@ -377,6 +436,7 @@ def deviation_rows(
         id(r): r for r in [*records, *(r.record for rs in variants.values() for r in rs), *searched]
     }
     return [
+        _affine_row(config, num_classes),
         *_setup_rows(
             config,
             profile,
@@ -399,5 +459,9 @@ def deviation_rows(
 
 def deviations_table(*args: Any, **kwargs: Any) -> pd.DataFrame:
     """:func:`deviation_rows` (same arguments) rendered by
-    :func:`~dmlnb.chapter.deviations_frame`."""
-    return deviations_frame(deviation_rows(*args, **kwargs))
+    :func:`~dmlnb.chapter.deviations_frame`, the effect of a row not measured said in a reader's
+    words (:data:`WHY_WORDS`) rather than its typed reason."""
+    rows = deviation_rows(*args, **kwargs)
+    frame = deviations_frame(rows)
+    frame["effect"] = [_readers_words(r) for r in rows]
+    return frame
