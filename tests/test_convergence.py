@@ -81,6 +81,7 @@ def test_records_made_before_patience_keep_their_fingerprints():
     now = make_config("smoke", {})
     before = {k: v for k, v in now.to_dict().items() if k != "patience"}  # a record's config
     assert run_fingerprint(with_added_config_keys(before), spec) == run_fingerprint(now, spec)
+    assert run_fingerprint(before, spec) == run_fingerprint(now, spec)  # the stored fingerprints
     assert run_fingerprint(now.replace(patience=3), spec) != run_fingerprint(now, spec)
     with pytest.raises(ValueError, match="patience"):
         make_config("smoke", {"patience": 0})

@@ -1484,10 +1484,11 @@ def test_the_deviations_table_names_distance_timing_optimiser_image_size_and_cod
         and "cosine" in here["retrieval distance"]
     )
     assert effect["retrieval distance"].startswith(
-        "not measured at this profile: every run at the default profile is scored by cosine"
+        "not measured: this scale could measure it, not done yet: every run at the default "
+        "profile is scored by cosine"
     )
     assert effect["data and backbone"].startswith(
-        "not measured here: it needs the paper's data: the paper profile"
+        "not measured: it needs the paper's data or backbone: the paper profile"
     )
     rows = X.deviation_rows([], {}, [], config=X.experiment_config("default"), profile="default")
     assert all(r.effect or r.why in WHY_NOT for r in rows)  # measured, or a typed reason why not

@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from dmlnb.chapter import Deviation, deviations_frame
+from dmlnb.chapter import WHY_NOT_WORDS, Deviation, deviations_frame
 from dmlnb.data.crops import crop_description, crop_options
 from dmlnb.experiments.discriminative.bound import affine_text
 from dmlnb.experiments.discriminative.evidence import PAPER_TRAIN_SETS
@@ -33,24 +33,15 @@ from dmlnb.training import precision_description
 
 __all__ = [
     "deviations_table",
-    "WHY_WORDS",
     "deviation_rows",
     "variant_effect",
 ]
 
 
-#: How the deviations table says why an effect was not measured, in a reader's words.
-WHY_WORDS = {
-    "needs-paper-data": "not measured here: it needs the paper's data",
-    "needs-gpu": "not measured here: it needs a GPU's budget",
-    "structurally-untestable": "no run can measure it",
-    "not-measured": "not measured at this profile",
-}
-
-
 def _readers_words(row: Deviation) -> str:
-    """A row's effect, or why it was not measured in words, then what is true of the runs."""
-    return row.effect or f"{WHY_WORDS[row.why]}: {row.scale}"
+    """A row's effect, or why it was not measured in words (the layer's
+    :data:`~dmlnb.chapter.WHY_NOT_WORDS`), then what is true of the runs."""
+    return row.effect or f"not measured: {WHY_NOT_WORDS[row.why]}: {row.scale}"
 
 
 def _affine_row(config: TrainConfig, num_classes: int | None) -> Deviation:
