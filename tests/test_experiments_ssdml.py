@@ -271,11 +271,14 @@ def _fake_run(r1, rank=10.0, initial=None):
     ``initial``, its evaluation at initialisation (shown at its own, test, selection)."""
     history = [{"epoch": 0, "metrics": initial}] if initial else [{"epoch": 1}]
     record = types.SimpleNamespace(
-        data={"history": history, "best": {}}, selections={}, selected_on="test"
+        data={"history": history, "best": {}},
+        selections={},
+        selected_on="test",
+        evaluations=lambda: [],
     )
     return types.SimpleNamespace(
-        metrics={"R@1": r1, "NMI": 0.5},
-        extras={"spectrum": {"effective_rank": rank}},
+        metrics={"R@1": r1, "R@2": r1, "R@4": r1, "R@8": r1, "NMI": 0.5},
+        extras={"spectrum": {"effective_rank": rank, "singular_values": [2.0, 1.0]}},
         record=record,
     )
 
@@ -327,17 +330,27 @@ def test_claims_verdicts_on_fabricated_seeds():
     out = _judged({"digits": good, **flat}, settings, "digits")
     assert {k: str(j.verdict) for k, j in out.items()} == {
         "digits-beats-baselines": "holds",
+        "digits-beats-baselines-other-metrics": "inconclusive",  # NMI ties in the fabricated runs
         # no evaluation at initialisation in these runs
         "digits-over-initial": "not tested at this scale",
-        # a proxy partly implied by the constraint: the "holds" names what it measured
-        "digits-effective-rank": f"holds: {ssx.EFFECTIVE_RANK_PROXY}",
+        # ours, not the paper's: a plain verdict, its text says what it measures
+        "digits-effective-rank": "holds",
         # NMI is equal with and without orthogonality in the fabricated runs: not every metric
         "digits-orthogonality-every-metric": "inconclusive",
         "digits-unlabelled-data-helps": "holds",
         "alpha-stable": "holds",
+        # the fabricated runs have no loss curve and no recorded time
         "objective-decreases": "not tested at this scale",
+        "cheaper-than-baselines": "not tested at this scale",
+        "orthogonality-avoids-collapse": "not tested at this scale",
+        "tsne-separation": "not tested at this scale",
+        "retrieval-examples": "not tested at this scale",
+        "supervised-overfit": "not tested at this scale",
+        "linear-in-batch": "not tested at this scale",
         "beats-unsupervised": "not tested at this scale",
     }
+    assert out["digits-effective-rank"].spec.origin == "ours"
+    assert out["orthogonality-avoids-collapse"].reason == "not-run"
     first = out["digits-beats-baselines"]  # paired by seed: three differences
     assert first.verdict.n == (3,) and first.verdict.evidence()["effect"] == "+20 pts"
     assert "effect: NMI" in out["digits-orthogonality-every-metric"].verdict.note
@@ -345,9 +358,8 @@ def test_claims_verdicts_on_fabricated_seeds():
         "NMI w/ 50.0 ± 0.0 vs w/o 50.0 ± 0.0 (inconclusive)"
         in out["digits-orthogonality-every-metric"].evidence
     )
-    assert "digits: 8 epochs in 4 partitions" in out["objective-decreases"].evidence
-    assert out["objective-decreases"].reason == "needs-gpu"
-    assert out["beats-unsupervised"].reason == "needs-paper-data"
+    assert out["beats-unsupervised"].reason == "not-run"
+    assert out["tsne-separation"].reason == "structurally-untestable"
     # one seed per side never holds, whatever the difference
     one = {m: rs[:1] for m, rs in good.items()}
     judged = _judged({"digits": one, **flat}, settings, "digits")
@@ -364,7 +376,7 @@ def test_claims_verdicts_on_fabricated_seeds():
         },
     )
     v = _judged({"digits": bad}, settings)["digits-beats-baselines"].verdict
-    assert str(v).startswith("does not hold: 4 of 5") and "isdml" in v.note
+    assert str(v).startswith("does not hold: 4 of 5") and "Deep-ISDML" in v.note
     # a baseline the setting does not run scopes the claim
     partial = _fake_runs(ours, {"lrml": low})
     out = _judged({"digits": partial}, settings, methods=("ours", "ours-noorth", "lrml"))
@@ -537,7 +549,9 @@ def _record_run(
         "name": "same-name",
     }
     record = types.SimpleNamespace(
-        data=data, config={"batch_size": 200, "lr": 1e-3, "loss_lr": None, "seed": seed}
+        data=data,
+        config={"batch_size": 200, "lr": 1e-3, "loss_lr": None, "seed": seed},
+        evaluations=lambda: [],
     )
     return types.SimpleNamespace(record=record, metrics={"R@1": best})
 
@@ -780,6 +794,11 @@ def test_initialisation_claim_is_selected_toward_it_on_test_selected_runs():
         {"gain": gain}, biased=ssx.initial_selection_bias(same_class["digits"])
     )
     assert biased["gain"] == "inconclusive" and ssx.over_initial({"gain": gain})["gain"] == "holds"
+    # where every run kept its last evaluation the selection moved nothing: no cap
+    for r in gain:
+        r.record.evaluations = lambda r=r: [{"epoch": 2, "metrics": dict(r.metrics)}]
+    kept = ssx.over_initial({"gain": gain}, biased=ssx.initial_selection_bias(same_class["digits"]))
+    assert kept["gain"] == "holds"
     assert ssx.initial_selection_bias(disjoint["digits"]) is None
 
 
@@ -821,11 +840,15 @@ class _Record:
             "selections": selections,
             "history": [{"epoch": 0, "metrics": initial}],
             "config": {"select_on": "validation"},
-            "extras": {"spectrum": {"effective_rank": rank}},
+            "extras": {"spectrum": {"effective_rank": rank, "singular_values": [2.0, 1.0]}},
         }
 
     best = property(lambda self: self.data["best"])
     selections = property(lambda self: self.data["selections"])
+
+    def evaluations(self):
+        return []
+
     selected_on = property(lambda self: self.data["config"]["select_on"])
 
 
@@ -835,7 +858,7 @@ def test_claims_both_ways_follow_the_epochs_each_protocol_shows():
     settings = {"omniglot": dataclasses.replace(settings["omniglot"], methods=methods)}
 
     def run(method, seed, val, test, rank=10.0):
-        m = lambda v: {"R@1": v, "NMI": v}  # noqa: E731
+        m = lambda v: dict.fromkeys(ssx.M5, v)  # noqa: E731
         return Run(f"{method}-seed{seed}", _Record(m(val), m(test), m(0.20), rank))
 
     runs = _run_set(

@@ -360,9 +360,13 @@ class LossDecreases:
         return out
 
     def __call__(self, runs: RunSet) -> Verdict:
+        if any(len(_losses(r)) < 2 for g, _ in self.groups for r in _group(runs, g, "ours")):
+            return not_tested("a run has no loss curve of two epochs or more")
         return all_of(self.parts(runs), "settings", shown="first")
 
     def evidence(self, runs: RunSet) -> str:
+        if str(self(runs)).startswith("not tested"):
+            return "—"
         lines = []
         for g, name in self.groups:
             curves = [_losses(r) for r in _group(runs, g, "ours")]
@@ -399,9 +403,15 @@ class TrainingSeconds:
         }
 
     def __call__(self, runs: RunSet) -> Verdict:
+        methods = ("ours", *(m for m, _ in self.others))
+        every = [r for g, _ in self.groups for m in methods for r in _group(runs, g, m)]
+        if any(r.record.data.get("total_train_seconds") is None for r in every):
+            return not_tested("a run has no recorded training time")
         return all_of(self.parts(runs), "comparisons", shown="first")
 
     def evidence(self, runs: RunSet) -> str:
+        if str(self(runs)).startswith("not tested"):
+            return "—"
         return (
             "; ".join(
                 f"{name}: ours {fmt(self._seconds(runs, g, 'ours'), 1.0)} s vs "
