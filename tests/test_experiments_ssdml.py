@@ -943,9 +943,24 @@ def test_deviations_are_computed_from_the_settings():
     assert "digits: 12 epochs, 6 partition(s) of 400" in again["epochs and partitions"].ours
     assert "0.3 of the training classes" in again["model selection"].ours
     assert again["k and α (class-disjoint)"].ours.startswith("omniglot-small: k = 50")
-    assert not any(d.setting == "GoogLeNet pooling" for d in again.values())
+    # the paper profile's rows are in every profile's table, said to be the paper profile's
+    pooling = "GoogLeNet pooling (paper profile)"
+    assert again[pooling].ours.endswith("not run at the default profile")
     paper = {d.setting: d for d in ssx.deviations(ssx.settings_for("paper", True), "paper")}
-    assert paper["GoogLeNet pooling"].ours.endswith("inputs at 224 px")
+    assert paper[pooling].ours.endswith("inputs at 224 px")
+    # the labelled share comes from the splits: the paper's MNIST 100 of 60,000
+    share = "labelled share of the training images"
+    assert (
+        share not in rows
+        and "MNIST 100 of 60,000 (0.17%)"
+        in ssx.deviations(
+            settings,
+            "default",
+            {"digits": types.SimpleNamespace(train=[0] * 8, unlabelled=[0] * 92)},
+        )[3].paper
+    )
+    assert rows["α sweep"].ours.startswith("digits: k = 10")
+    assert "float32 on a CPU" in rows["numeric precision"].ours
 
 
 def test_stored_mining_stores_a_table_per_seed_and_joins_them_in_seed_order(monkeypatch, tmp_path):
