@@ -684,6 +684,10 @@ def test_baseline_table_prints_the_hyper_parameters_as_built():
     assert "max_unlabelled_pairs = 5000" in table.loc["Deep-SERAPH", "hyper-parameters (as built)"]
     assert table.loc["Deep-LRML", "searched on validation"] == "gamma_d ∈ {0.003, 0.01, 0.03}"
     assert table.loc["Angular (labelled only)", "searched on validation"] == "—"
+    # only what each loss reads, as a reader reads it
+    assert "margin" not in table.loc["Angular (labelled only)", "hyper-parameters (as built)"]
+    assert "alpha" not in table.loc["Triplet (labelled only)", "hyper-parameters (as built)"]
+    assert "mu = |P| / |U|" in table.loc["Deep-SERAPH", "hyper-parameters (as built)"]
 
 
 def _validated(name, val_r1):
@@ -703,7 +707,8 @@ def test_chosen_hyper_reads_validation_only_and_the_search_needs_a_validation_sp
         "triplet": {"margin": 0.1},
     }
     table = ssx.search_table(search, "smoke")
-    assert table["chosen"].tolist() == [False, True, True, False]
+    assert table["chosen"].tolist() == ["no", "yes", "yes", "no"]
+    assert table.index.get_level_values("value").tolist() == ["0.01", "0.03", "0.1", "0.2"]
     # a hyper-parameter is never chosen on the test classes: no search without validation classes
     assert not ssx.search_groups(ssx.settings_for("smoke", False), "smoke")
     assert set(
