@@ -27,6 +27,7 @@ __all__ = [
     "table5",
     "mined_during_training",
     "alpha_table",
+    "yes_no",
 ]
 
 
@@ -225,3 +226,11 @@ def alpha_table(
     return summ, reported_vs_reproduced(
         {"reported (Cars-196)": pct(reported)}, {label: format_mean_std(summ)}
     )
+
+
+def yes_no(value: Any) -> Any:
+    """A table's boolean as a reader reads it (``"yes"`` / ``"no"``), anything else as it is: the
+    formatter of the "verdict changes" columns."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    return value
