@@ -1039,7 +1039,8 @@ def test_committed_claims_json_is_the_judgement_of_the_committed_runs(monkeypatc
 
 def test_claims_declare_their_shape_and_pairing():
     """Every comparison between a setting's methods is paired by seed (they share their seeds by
-    design); the α claim, an equivalence over every pair of angles, is not."""
+    design), and so is the α claim, an equivalence over every pair of angles that share their
+    seeds; our effective rank is ours, not the paper's."""
     from dmlnb.chapter import Custom, shape_of
 
     settings = ssx.settings_for("default", True)
@@ -1051,7 +1052,10 @@ def test_claims_declare_their_shape_and_pairing():
         assert shapes[f"{key}-over-initial"] == ("every", True)
         assert shapes[f"{key}-effective-rank"] == ("comparison", True)
         assert shapes[f"{key}-orthogonality-every-metric"] == ("every", True)
-    assert shapes["alpha-stable"] == ("no-difference", False)
+        assert shapes[f"{key}-beats-baselines-other-metrics"] == ("every", True)
+    assert shapes["alpha-stable"] == ("no-difference", True)
+    assert shapes["objective-decreases"] == ("every", True)
+    assert shapes["cheaper-than-baselines"] == ("every", True)
     assert isinstance(specs["alpha-stable"], Custom)
 
 
