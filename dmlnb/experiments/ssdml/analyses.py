@@ -9,7 +9,7 @@ import pandas as pd
 import torch
 from torch import Tensor
 
-from dmlnb.experiments.ssdml.judges import per_seed
+from dmlnb.experiments.ssdml.judges import per_seed, selection_moved
 from dmlnb.experiments.ssdml.profile_settings import PROFILE_SETTINGS
 from dmlnb.experiments.ssdml.reported import REPORTED
 from dmlnb.experiments.ssdml.settings import NAMES, REPORTED_COLUMN, SEMI_SUPERVISED, Setting
@@ -82,7 +82,8 @@ def over_initial(
     ``metric``, paired by run (each run's network at initialisation is its own seed's:
     :func:`~dmlnb.reporting.paired_differences`, points), as the initialisation claims judge ours.
     ``biased`` (:func:`initial_selection_bias`): why the selected evaluations favour the claim, so a
-    "holds" becomes inconclusive (:func:`~dmlnb.reporting.biased_toward_claim`)."""
+    "holds" becomes inconclusive (:func:`~dmlnb.reporting.biased_toward_claim`), applied only to
+    the entries whose selection moved ``metric`` (:func:`selection_moved`)."""
     out = {}
     for name, rs in runs.items():
         rs = [r for r in rs if initial_of(r) is not None]
@@ -92,7 +93,7 @@ def over_initial(
             scale=100.0,
             unit=" pts",
         )
-        out[name] = biased_toward_claim(v, biased) if biased else v
+        out[name] = biased_toward_claim(v, biased) if biased and selection_moved(rs, metric) else v
     return out
 
 

@@ -238,8 +238,16 @@ def below_floor_sentence(verdicts: pd.DataFrame, metrics: Sequence[str] = ("R@1"
                 continue
             col = verdicts[(floor, m)]
             below = list(col.index[col == "below"])
+            open_ = int((col == "inconclusive").sum())
             parts.append(
                 f"{m} below {floor.removeprefix('vs ')} (chapter 00): {len(below)} of {len(col)} "
-                "rows" + (f" ({', '.join(below)})" if below else "")
+                "rows"
+                + (f" ({', '.join(below)})" if below else "")
+                + (
+                    f", {open_} inconclusive"
+                    + (" (single runs: not tested)" if open_ == len(col) else "")
+                    if open_
+                    else ""
+                )
             )
     return "; ".join(parts) + "."

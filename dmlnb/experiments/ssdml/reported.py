@@ -16,6 +16,8 @@ __all__ = [
     "REPORTED_MINED_TRIPLETS",
     "REPORTED_VALIDATION_SHARE",
     "TRAINING_IMAGES",
+    "DATASET_TRAINING_IMAGES",
+    "DATASET_TRAINING_CLASSES",
     "alpha_margin",
     "mined_triplets_line",
     "reported_alpha_sentence",
@@ -50,6 +52,18 @@ REPORTED_VALIDATION_SHARE = 0.15
 REPORTED_MINED_TRIPLETS = {"CUB-200": 146600, "Cars-196": 201350}
 REPORTED_K = 50
 TRAINING_IMAGES = {"CUB-200": 5864, "Cars-196": 8054}
+# The training images and classes of each of the paper's datasets (the standard splits; CUB and
+# Cars: the first half of the classes), which the labelled share and the optimisation steps of its
+# settings need.
+DATASET_TRAINING_IMAGES = {"MNIST": 60000, "Fashion-MNIST": 60000, "CIFAR-10": 50000}
+DATASET_TRAINING_IMAGES.update(TRAINING_IMAGES)
+DATASET_TRAINING_CLASSES = {
+    "MNIST": 10,
+    "Fashion-MNIST": 10,
+    "CIFAR-10": 10,
+    "CUB-200": 100,
+    "Cars-196": 98,
+}
 
 
 def mined_triplets_line() -> str:

@@ -73,13 +73,13 @@ def search_table(
     for method, runs in search.items():
         name = BASELINE_SEARCH[profile][method][0]
         for value, rs in runs.items():
-            rows[(NAMES[method], name, value)] = {
+            rows[(NAMES[method], name, f"{value:g}")] = {
                 "runs": len(rs),
                 f"validation {metric} (%)": 100
                 * float(
                     np.mean([r.record.selections["validation"]["val_metrics"][metric] for r in rs])
                 ),
-                "chosen": value == chosen[method][name],
+                "chosen": "yes" if value == chosen[method][name] else "no",
             }
     frame = pd.DataFrame.from_dict(rows, orient="index")
     frame.index.names = ["baseline", "hyper-parameter", "value"]
@@ -129,11 +129,26 @@ BASELINE_NOTES: dict[str, tuple[str, str]] = {
 }
 
 
+#: Constructor keywords a baseline's loss does not read (the labelled-only losses share one class:
+#: the triplet hinge has no angle, Eq. (3) no margin), left out of the baselines table.
+UNUSED = {"triplet": ("alpha_degrees",), "angular": ("margin",)}
+#: How a keyword left at ``None`` is shown: what the objective uses instead.
+NONE_MEANS = {"mu": "|P| / |U|"}
+
+
+def _shown(name: str, value: Any) -> str:
+    """A hyper-parameter as a reader reads it: ``None`` as what it means, numbers as ``:g``."""
+    if value is None:
+        return NONE_MEANS.get(name, "none")
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
 def baseline_table(setting: Setting, profile: str) -> pd.DataFrame:
     """The baselines of ``setting`` as dmlnb runs them: per baseline, what is implemented and how
     it departs from the original (:data:`BASELINE_NOTES`), its hyper-parameters as the objective
     is built (every constructor keyword, :func:`build_objective` on embeddings of the metric's
-    size ``l``, so the values are the code's and the setting's, not typed), and the search of
+    size ``l``, so the values are the code's and the setting's, not typed; the keywords its loss
+    does not read, :data:`UNUSED`, left out), and the search of
     :data:`BASELINE_SEARCH` at ``profile`` (``—``: none)."""
     import inspect
 
@@ -151,7 +166,9 @@ def baseline_table(setting: Setting, profile: str) -> pd.DataFrame:
             "dmlnb implements": implemented,
             "deviations from the original": deviations,
             "hyper-parameters (as built)": ", ".join(
-                f"{n} = {getattr(objective, n)}" for n in names if hasattr(objective, n)
+                f"{n} = {_shown(n, getattr(objective, n))}"
+                for n in names
+                if hasattr(objective, n) and n not in UNUSED.get(method, ())
             ),
             "searched on validation": f"{search[0]} ∈ {{{', '.join(f'{v:g}' for v in search[1])}}}"
             if search

@@ -27,6 +27,7 @@ __all__ = [
     "table5",
     "mined_during_training",
     "alpha_table",
+    "yes_no",
 ]
 
 
@@ -189,20 +190,27 @@ def mined_during_training(
     settings: Mapping[str, Setting],
     chance: Mapping[str, float],
 ) -> pd.DataFrame:
-    """Ours' mined triplets against the hidden labels (seed 0, mean over partitions), beside the
-    chance level of each setting."""
+    """Ours' mined triplets against the hidden labels (%, mean over partitions, then over seeds:
+    the convention of the diagnosis tables), beside the chance level of each setting."""
     cols = {
-        "pos_same": "positive of the anchor's class",
-        "neg_same": "negative of the anchor's class",
-        "triplet_correct": "both right (positive same, negative other)",
+        "pos_same": "positives of the anchor's class (%)",
+        "neg_same": "negatives of the anchor's class (%)",
+        "triplet_correct": "both right: positive of the class, negative of another (%)",
     }
     frame = pd.DataFrame(
         {
-            settings[k].name: runs[k]["ours"][0].record.history_frame()[list(cols)].dropna().mean()
+            settings[k].name: 100
+            * pd.concat(
+                [r.record.history_frame()[list(cols)].dropna().mean() for r in runs[k]["ours"]],
+                axis=1,
+            ).mean(axis=1)
             for k in settings
         }
     ).T.rename(columns=cols)
-    frame["chance (a random pool member of the anchor's class)"] = [chance[k] for k in settings]
+    frame.insert(2, "negatives of another class (%)", 100 - frame[cols["neg_same"]])
+    frame["chance: a random pool member of the anchor's class (%)"] = [
+        100 * chance[k] for k in settings
+    ]
     return frame
 
 
@@ -218,3 +226,11 @@ def alpha_table(
     return summ, reported_vs_reproduced(
         {"reported (Cars-196)": pct(reported)}, {label: format_mean_std(summ)}
     )
+
+
+def yes_no(value: Any) -> Any:
+    """A table's boolean as a reader reads it (``"yes"`` / ``"no"``), anything else as it is: the
+    formatter of the "verdict changes" columns."""
+    if isinstance(value, (bool, np.bool_)):
+        return "yes" if value else "no"
+    return value
