@@ -36,6 +36,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REASONS",
     "REASON_WORDS",
+    "reason_in_words",
     "SHAPES",
     "Side",
     "SetAside",
@@ -64,6 +65,21 @@ REASON_WORDS: dict[str, str] = {
     "structurally-untestable": "no run can test it",
     "not-run": "this profile has not run it yet",
 }
+
+
+def reason_in_words(reason: str, scale: str, words: dict[str, str], tested: str) -> str:
+    """Why a claim is not tested (or a deviation not measured) in a reader's words: the reason's
+    ``words`` and the ``scale`` that would test it (``"...; would be <tested> at <scale>"``), or,
+    for a claim no run can test, why not (``"no run can test it: <why>"``, from a ``scale`` that
+    reads ``"none: <why>"``; any other scale of such a claim is one whose runs are built
+    otherwise than this profile's)."""
+    if reason == "structurally-untestable" and scale.startswith("none"):
+        return f"{words[reason]}: {scale.removeprefix('none').lstrip(': ')}".rstrip(": ")
+    if reason == "structurally-untestable":  # by the structure of this profile's runs
+        return f"no run of this profile can test it; would be {tested} at {scale}"
+    return f"{words[reason]}; would be {tested} at {scale}"
+
+
 #: The shapes of a test, as ``claims.json`` names them (``"test"``): a comparison of two sides,
 #: one side against every other, against a threshold or a band, a sweep's interior optimum, a
 #: claim of no difference, every (or any) case of several, a traced quantity (a lemma checked

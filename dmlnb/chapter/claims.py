@@ -36,6 +36,7 @@ from dmlnb.chapter.claim_tests import (
     Test,
     Untestable,
     is_fraction,
+    reason_in_words,
     shape_of,
 )
 from dmlnb.chapter.runset import RunSet
@@ -200,7 +201,10 @@ def unless_set_aside(
 def _judge(test: Test, runs: RunSet) -> tuple[Verdict, str]:
     """The verdict of one test and the evidence it rests on, in words."""
     if isinstance(test, Untestable):
-        return not_tested(f"{REASON_WORDS[test.reason]}; would be tested at {test.scale}"), test.why
+        return (
+            not_tested(reason_in_words(test.reason, test.scale, REASON_WORDS, "tested")),
+            test.why,
+        )
     if isinstance(test, Beats):
         how = "paired by seed" if test.paired else "unpaired"
         v = _beats(

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from dmlnb.chapter.claim_tests import REASON_WORDS
+from dmlnb.chapter.claim_tests import REASON_WORDS, reason_in_words
 
 __all__ = ["Deviation", "deviations_frame", "WHY_NOT", "WHY_NOT_WORDS"]
 
@@ -67,9 +67,9 @@ class Deviation:
     @property
     def measured(self) -> str:
         """The effect, or why not and at which scale, in words."""
-        return self.effect or (
-            f"not measured: {WHY_NOT_WORDS[self.why]}; would be measured at {self.scale}"
-        )
+        if self.effect:
+            return self.effect
+        return "not measured: " + reason_in_words(self.why, self.scale, WHY_NOT_WORDS, "measured")
 
 
 def deviations_frame(rows: Sequence[Deviation]) -> pd.DataFrame:

@@ -24,7 +24,7 @@ from dmlnb.experiments.easy_positive.spec import (
     figure4_side,
 )
 from dmlnb.experiments.easy_positive.stored import StoredAnalyses
-from dmlnb.records import as_json, write_json_atomic
+from dmlnb.records import as_json, with_added_config_keys, write_json_atomic
 from dmlnb.reporting import COLLAPSE_BAND, collapsed
 
 __all__ = [
@@ -243,7 +243,7 @@ def drop_rule_diagnosis(
     stored_json = json.loads(path.read_text()) if path.exists() else None
     if (
         isinstance(stored_json, dict)
-        and stored_json.get("config") == as_json(config.to_dict())
+        and as_json(with_added_config_keys(stored_json.get("config"))) == as_json(config.to_dict())
         and stored_json.get("factory") == method.spec
     ):
         out = pd.DataFrame(stored_json["epochs"]).set_index("epoch")
