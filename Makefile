@@ -13,10 +13,11 @@ PROFILE ?= default
 # wrote. Without either, the render alone reloads the committed records (and trains, in one
 # process, only what is missing).
 PROCESSES ?= 2
-# `make test` runs the suite in TEST_PROCESSES pytest workers (pytest-xdist); a chapter's smoke
-# run and nbval's cells of it stay on one worker (tests/conftest.py), each worker keeps
-# OMP_NUM_THREADS threads (the re-render test's numbers round as a render alone does) and
-# OMP_WAIT_POLICY=passive lets the threads that outnumber the cores sleep instead of spinning.
+# `make test` runs tests/ in TEST_PROCESSES pytest workers (pytest-xdist; each keeps
+# OMP_NUM_THREADS threads, so the re-render test's numbers round as a render alone does, and
+# OMP_WAIT_POLICY=passive lets the threads that outnumber the cores sleep instead of spinning),
+# then nbval over notebooks/ in one process: a notebook's cells depend on each other, and on the
+# records tests/test_notebooks.py's smoke run of it hands to nbval's results folder.
 TEST_PROCESSES ?= 2
 RETRAIN ?=
 TRAIN ?=
@@ -61,7 +62,8 @@ $(ENV_STAMP): pyproject.toml
 
 test: env
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
-	DMLNB_PROFILE=smoke OMP_WAIT_POLICY=passive $(BIN)/python -m pytest tests notebooks --nbval-lax -p no:cacheprovider -n $(TEST_PROCESSES) --dist loadgroup --durations=20
+	DMLNB_PROFILE=smoke OMP_WAIT_POLICY=passive $(BIN)/python -m pytest tests -p no:cacheprovider -n $(TEST_PROCESSES) --durations=20
+	DMLNB_PROFILE=smoke $(BIN)/python -m pytest notebooks --nbval-lax -p no:cacheprovider
 
 notebooks: env
 	@if [ -n "$(RETRAIN)$(TRAIN)" ]; then for nb in $(NOTEBOOKS); do \

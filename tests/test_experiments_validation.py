@@ -287,7 +287,9 @@ def test_facility_location_claims_and_main_comparison_under_both_protocols(fl_ti
     r1 = frames[("Table 1", "R@1")]
     assert list(r1.index) == [facility_location.ROW_NAMES[m] for m in facility_location.METHODS]
     mean = sum(selected_metrics(r.record, "test")["R@1"] for r in runs["triplet"]) / 2
-    assert r1.loc["Triplet semihard", TEST].startswith(f"{100 * mean:.1f}")
+    # this chapter names the test-selected epoch the optimistic protocol of other papers
+    fl_test = TEST.replace("(papers' protocol, optimistic)", "(optimistic; other papers' protocol)")
+    assert r1.loc["Triplet semihard", fl_test].startswith(f"{100 * mean:.1f}")
     gap = facility_location.nmi_normalisation_gap(every)
     assert 0 <= gap < 0.02  # the two normalisations of one clustering, at the kept epoch
 
