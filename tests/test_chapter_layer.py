@@ -322,3 +322,24 @@ def test_the_toy_chapter_trains_judges_exports_and_renders(tmp_path: Path) -> No
         progress_bar=False,
     )
     assert "3 runs trained now" in out.read_text()  # the changed method's runs only
+
+
+def test_typed_reasons_read_in_words() -> None:
+    from dmlnb.chapter import REASON_WORDS, WHY_NOT_WORDS, Deviation, reason_in_words
+
+    assert reason_in_words("needs-gpu", "an H100", REASON_WORDS, "tested") == (
+        "it needs a GPU's budget; would be tested at an H100"
+    )
+    # no run can test it: the scale says why ("none: ..."), no "would be tested at none"
+    assert reason_in_words(
+        "structurally-untestable", "none: the figure is an illustration", REASON_WORDS, "tested"
+    ) == ("no run can test it: the figure is an illustration")
+    # this profile's runs are built so that they cannot test it: the scale that would
+    assert reason_in_words(
+        "structurally-untestable", "D of at least C", REASON_WORDS, "tested"
+    ).endswith("would be tested at D of at least C")
+    row = Deviation("lr", "0.1", "0.01", why="not-measured", scale="this profile at lr 0.1")
+    assert row.measured == (
+        f"not measured: {WHY_NOT_WORDS['not-measured']}; would be measured at this profile at "
+        "lr 0.1"
+    )
